@@ -1,0 +1,145 @@
+// BfcArena: a best-fit-with-coalescing allocator over regions from a RegionSource.
+//
+// PUBLIC API CONTRACT (the shim is written against exactly this; the private part and the .cpp
+// belong to the allocators component, which replaces this comment with the model description).
+//
+// Model (after XLA's bfc_allocator): every request is rounded up to a multiple of 256 bytes; free
+// chunks sit in 21 bins by size class (bin b: [256 << b, 256 << (b+1)), bin 20: >= 256 MiB), each
+// ordered by (size, address); allocation searches from the request's bin upwards (best fit, lowest
+// address), splits a chunk when chunk >= 2 * rounded or chunk - rounded >= max_internal_fragmentation,
+// and a free chunk merges with its free, unfenced neighbours inside the same region.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fence.h"
+#include "region_source.h"
+#include "status.h"
+
+namespace gpumem {
+
+inline constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+struct ArenaOptions {
+  // Bytes the arena may reserve from its source in total. Must be > 0.
+  std::size_t limit = 0;
+  // true: one region of exactly `limit` at the first allocation (0.9x back-off while the source
+  // refuses). false: growth, regions on demand, doubling from initial_region_bytes.
+  bool preallocate = true;
+  // Growth mode: before reporting out-of-memory, release wholly free regions and retry.
+  bool garbage_collection = false;
+  // Growth mode: the first region's size (or the request, if larger); later regions double.
+  std::size_t initial_region_bytes = 2 * kMiB;
+  // The split rule's second threshold: split when the remainder would be at least this.
+  std::size_t max_internal_fragmentation = 128 * kMiB;
+  // Factor applied to a refused region request before retrying.
+  double backoff_factor = 0.9;
+};
+
+// Counters and gauges, in bytes unless named otherwise. Invariants: bytes_in_use <= bytes_reserved <=
+// bytes_limit; peak_* >= current; fragmentation in [0, 1].
+struct ArenaStats {
+  std::uint64_t num_allocs = 0;           // successful allocations so far
+  std::size_t bytes_in_use = 0;           // rounded sizes of live chunks (what they occupy)
+  std::size_t peak_bytes_in_use = 0;
+  std::size_t bytes_requested = 0;        // live bytes as asked for, before rounding
+  std::size_t largest_alloc_size = 0;     // largest single request served (rounded)
+  std::size_t bytes_limit = 0;
+  std::size_t bytes_reserved = 0;         // total size of regions held now
+  std::size_t peak_bytes_reserved = 0;
+  std::size_t largest_free_block = 0;     // largest unfenced free chunk
+  std::size_t bytes_fenced = 0;           // freed bytes waiting for a fence
+  double fragmentation = 0.0;             // (reserved - in_use - largest_free) / (reserved - in_use), 0 if denominator is 0
+  std::size_t regions = 0;                // regions held now
+  std::uint64_t region_reservations = 0;  // successful RegionSource::reserve calls
+  std::uint64_t region_releases = 0;      // RegionSource::release calls
+};
+
+// What the arena looked like when a request could not be served. render() gives a compact text form
+// in the spirit of XLA's dump.
+struct OomReport {
+  struct Bin {
+    int index = 0;
+    std::size_t min_chunk_size = 0;  // lower bound of the bin's size class
+    std::size_t total_chunks = 0;
+    std::size_t chunks_in_use = 0;
+    std::size_t bytes_in_use = 0;
+    std::size_t bytes_requested = 0;
+    std::size_t free_chunks = 0;
+    std::size_t free_bytes = 0;
+  };
+  struct InUseSize {  // live chunks grouped by rounded size
+    std::size_t chunk_size = 0;
+    std::size_t count = 0;
+  };
+  std::size_t requested = 0;
+  std::size_t rounded = 0;
+  std::size_t free_bytes = 0;           // all free bytes in regions (fenced included)
+  std::size_t largest_free_chunk = 0;
+  std::vector<Bin> bins;                // only bins that hold chunks
+  std::vector<InUseSize> in_use_by_size;
+  ArenaStats stats;
+  std::string occupancy;                // 100 chars: '*' requested bytes, 'x' rounding waste, '_' free
+  std::string render() const;
+};
+
+// What find() reports about the chunk containing an address.
+struct ChunkInfo {
+  std::uintptr_t base = 0;   // chunk start
+  std::size_t size = 0;      // rounded chunk size
+  std::size_t requested = 0; // bytes asked for (0 if free)
+  bool in_use = false;
+  Region region;             // the region holding the chunk
+};
+
+class BfcArena {
+ public:
+  // `oracle` may be null: then only resolve_fences_through() and same-stream reuse resolve fences.
+  BfcArena(RegionSource& source, ArenaOptions options, FenceOracle* oracle = nullptr);
+  ~BfcArena();  // gives every region back to the source
+  BfcArena(const BfcArena&) = delete;
+  BfcArena& operator=(const BfcArena&) = delete;
+
+  // Serves `bytes` (rounded up to 256). `stream` lets chunks fenced on that same stream be reused.
+  // Order of attempts: unfenced free chunks; chunks fenced on `stream`; fences the oracle reports
+  // resolved; growth (growth mode); garbage collection (if enabled). Then Status::fences_pending if
+  // fenced chunks remain (caller makes the device idle, calls resolve_fences_through, retries), else
+  // Status::out_of_memory. Status::zero_size for 0 bytes.
+  Status allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t stream = 0);
+
+  // Frees the chunk starting at `ptr`. With a non-empty fence the chunk is not reused (nor coalesced)
+  // until the fence is resolved. Status::not_owned / Status::double_free leave the arena untouched.
+  Status deallocate(std::uintptr_t ptr, Fence fence = {});
+
+  // Every fence with id <= `id` is resolved: those chunks become free and coalesce.
+  void resolve_fences_through(FenceId id);
+
+  // True if `ptr` lies inside any region of this arena.
+  bool owns(std::uintptr_t ptr) const;
+  // The chunk containing `ptr` (any address inside it), or nullopt if outside every region.
+  std::optional<ChunkInfo> find(std::uintptr_t ptr) const;
+
+  // Bytes that could still be handed out: free bytes in regions (fenced included) plus
+  // limit - reserved.
+  std::size_t available() const;
+  // Gives wholly free, unfenced regions back to the source; returns the bytes released.
+  std::size_t release_free_regions();
+  bool has_pending_fences() const;
+
+  ArenaStats stats() const;
+  OomReport oom_report(std::size_t requested) const;
+  const ArenaOptions& options() const noexcept;
+
+  // Checks every internal invariant; returns false (and never aborts) if one is broken. Called from
+  // debug assertions and tests.
+  bool validate() const;
+
+ private:
+  // Filled in by the allocators component.
+};
+
+}  // namespace gpumem
