@@ -1,0 +1,63 @@
+// The memory policy: a pure function from environment variables to a configuration.
+//
+// PUBLIC API CONTRACT (the shim core is written against exactly this; the policy component owns this
+// file and policy.cpp, and may add to it).
+//
+// Precedence, highest first: GPUMEM_* variables, the XLA names, the TF names, the defaults.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace gpumem {
+
+enum class Mode : std::uint8_t { bfc, platform, cuda_async, off };
+enum class FreeSync : std::uint8_t { defer, sync, none };
+enum class FractionBasis : std::uint8_t { total, free };
+enum class LogLevel : std::uint8_t { trace, debug, info, warn, error, off };
+
+// Where a value came from: the variable's name, or "default".
+struct Origin {
+  std::string variable = "default";
+};
+
+struct Policy {
+  Mode mode = Mode::bfc;                          Origin mode_origin;
+  bool preallocate = true;                        Origin preallocate_origin;
+  std::optional<std::size_t> limit_bytes;         Origin limit_origin;     // GPUMEM_LIMIT, wins over fraction
+  double fraction = 0.75;                         Origin fraction_origin;  // in (0, 1]
+  FractionBasis fraction_of = FractionBasis::total; Origin fraction_of_origin;
+  std::optional<std::int64_t> async_prealloc;     Origin async_prealloc_origin;  // bytes; -1 = release threshold
+  FreeSync free_sync = FreeSync::defer;           Origin free_sync_origin;
+  bool garbage_collection = true;                 Origin garbage_collection_origin;  // growth mode only
+  LogLevel log_level = LogLevel::warn;            Origin log_level_origin;
+  std::string log_file;                           Origin log_file_origin;  // empty: stderr
+
+  // The byte limit for one device: limit_bytes if set, else fraction x (total or free, per
+  // fraction_of), rounded down to a multiple of 256 and never more than `total_bytes`.
+  std::size_t limit_for_device(std::size_t total_bytes, std::size_t free_bytes) const;
+
+  // One line stating every effective value and where it came from, for the info-level log.
+  std::string describe() const;
+};
+
+// Reads one variable: the value, or nullopt when unset. Tests pass a map; the shim passes getenv.
+using EnvironmentLookup = std::function<std::optional<std::string_view>(std::string_view name)>;
+
+// Either a policy, or one error line naming the variable, its value and what is accepted.
+struct PolicyResult {
+  std::optional<Policy> policy;
+  std::string error;
+};
+
+PolicyResult policy_from_environment(const EnvironmentLookup& lookup);
+
+// Parses a byte size with optional units: "1048576", "512MB" (10^6), "10GiB" (2^30), "1e9", "1.5G"
+// (G/M/K without B are binary, as in most memory tools). nullopt if malformed, negative or overflowing.
+std::optional<std::size_t> parse_byte_size(std::string_view text);
+
+}  // namespace gpumem
