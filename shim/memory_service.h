@@ -1,0 +1,32 @@
+// What the exported hooks call: the memory policy applied per CUDA context. Hooks stay thin (argument
+// checks that must happen before any work, then one call here); all policy lives behind this header.
+//
+// CONTRACT between the interposition component (hooks.cpp, which calls these) and the memory-manager
+// component (which implements them). Each function has the semantics of the driver call it is named
+// after, returns what that call would return, and calls the real driver through real_driver() only.
+// When the shim is inert (mode off, or a bad environment), each one forwards to the real driver.
+#pragma once
+
+#include <cuda.h>
+
+namespace gpumem::shim {
+
+CUresult mem_alloc(CUdeviceptr* dptr, size_t bytes);
+CUresult mem_alloc_pitch(CUdeviceptr* dptr, size_t* pitch, size_t width_bytes, size_t height,
+                         unsigned int element_size_bytes);
+CUresult mem_free(CUdeviceptr dptr);
+CUresult mem_get_info(size_t* free_bytes, size_t* total_bytes);  // either pointer may be null
+
+// `per_thread` is true for the _ptsz entry points (stream 0 means the per-thread default stream).
+CUresult mem_alloc_async(CUdeviceptr* dptr, size_t bytes, CUstream stream, bool per_thread);
+CUresult mem_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread);
+CUresult mem_alloc_from_pool_async(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
+                                   CUstream stream, bool per_thread);
+
+// `context` null means the current context (cuCtxSynchronize); otherwise cuCtxSynchronize_v2(ctx).
+CUresult ctx_synchronize(CUcontext context);
+CUresult ctx_destroy(CUcontext context);
+CUresult primary_ctx_reset(CUdevice device);
+CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr dptr);
+
+}  // namespace gpumem::shim

@@ -1,0 +1,60 @@
+// The real CUDA driver's entry points, as the shim calls them. Resolved lazily, never at load.
+//
+// CONTRACT (the interposition component owns this file and real_driver.cpp and may add entries).
+// Every call the shim makes into CUDA goes through this table, so it never re-enters its own hooks.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+namespace gpumem::shim {
+
+// Invariant: after real_driver() returned with `available` true, every pointer below that the
+// driver provides is non-null and points into the real driver, never at one of the shim's hooks.
+// A pointer the driver lacks stays null; callers check before use.
+struct RealDriver {
+  bool available = false;  // false: the program never loaded a CUDA driver we could find
+
+  PFN_cuGetProcAddress_v12000 cuGetProcAddress_v2 = nullptr;
+  PFN_cuGetErrorName_v6000 cuGetErrorName = nullptr;
+  PFN_cuDeviceGet_v2000 cuDeviceGet = nullptr;
+  PFN_cuDeviceTotalMem_v3020 cuDeviceTotalMem_v2 = nullptr;
+  PFN_cuDevicePrimaryCtxGetState_v7000 cuDevicePrimaryCtxGetState = nullptr;
+  PFN_cuDevicePrimaryCtxReset_v11000 cuDevicePrimaryCtxReset_v2 = nullptr;
+  PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent = nullptr;
+  PFN_cuCtxGetDevice_v2000 cuCtxGetDevice = nullptr;
+  PFN_cuCtxSynchronize_v2000 cuCtxSynchronize = nullptr;
+  PFN_cuCtxSynchronize_v13000 cuCtxSynchronize_v2 = nullptr;
+  PFN_cuCtxDestroy_v4000 cuCtxDestroy_v2 = nullptr;
+  PFN_cuMemAlloc_v3020 cuMemAlloc_v2 = nullptr;
+  PFN_cuMemFree_v3020 cuMemFree_v2 = nullptr;
+  PFN_cuMemAllocPitch_v3020 cuMemAllocPitch_v2 = nullptr;
+  PFN_cuMemGetInfo_v3020 cuMemGetInfo_v2 = nullptr;
+  PFN_cuMemGetAddressRange_v3020 cuMemGetAddressRange_v2 = nullptr;
+  PFN_cuMemAllocAsync_v11020 cuMemAllocAsync = nullptr;
+  PFN_cuMemAllocAsync_v11020_ptsz cuMemAllocAsync_ptsz = nullptr;
+  PFN_cuMemFreeAsync_v11020 cuMemFreeAsync = nullptr;
+  PFN_cuMemFreeAsync_v11020_ptsz cuMemFreeAsync_ptsz = nullptr;
+  PFN_cuMemAllocFromPoolAsync_v11020 cuMemAllocFromPoolAsync = nullptr;
+  PFN_cuMemAllocFromPoolAsync_v11020_ptsz cuMemAllocFromPoolAsync_ptsz = nullptr;
+  PFN_cuDeviceGetDefaultMemPool_v11020 cuDeviceGetDefaultMemPool = nullptr;
+  PFN_cuMemPoolSetAttribute_v11020 cuMemPoolSetAttribute = nullptr;
+  PFN_cuMemPoolGetAttribute_v11020 cuMemPoolGetAttribute = nullptr;
+  PFN_cuMemPoolTrimTo_v11020 cuMemPoolTrimTo = nullptr;
+  PFN_cuIpcGetMemHandle_v4010 cuIpcGetMemHandle = nullptr;
+  PFN_cuStreamCreate_v2000 cuStreamCreate = nullptr;
+  PFN_cuStreamDestroy_v4000 cuStreamDestroy_v2 = nullptr;
+  PFN_cuStreamSynchronize_v2000 cuStreamSynchronize = nullptr;
+  PFN_cuStreamWaitEvent_v3020 cuStreamWaitEvent = nullptr;
+  PFN_cuStreamIsCapturing_v10000 cuStreamIsCapturing = nullptr;
+  PFN_cuStreamIsCapturing_v10000_ptsz cuStreamIsCapturing_ptsz = nullptr;
+  PFN_cuEventCreate_v2000 cuEventCreate = nullptr;
+  PFN_cuEventRecord_v2000 cuEventRecord = nullptr;
+  PFN_cuEventQuery_v2000 cuEventQuery = nullptr;
+  PFN_cuEventDestroy_v4000 cuEventDestroy_v2 = nullptr;
+};
+
+// The table, resolved on first use (thread-safe). Cheap after the first call.
+const RealDriver& real_driver();
+
+}  // namespace gpumem::shim
