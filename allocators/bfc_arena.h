@@ -1,13 +1,26 @@
-// BfcArena: a best-fit-with-coalescing allocator over regions from a RegionSource.
-//
-// PUBLIC API CONTRACT (the shim is written against exactly this; the private part and the .cpp
-// belong to the allocators component, which replaces this comment with the model description).
+// BfcArena: a best-fit-with-coalescing allocator over address ranges ("regions") obtained from a
+// RegionSource. Device-agnostic: it never touches the memory it manages, only host-side records.
 //
 // Model (after XLA's bfc_allocator): every request is rounded up to a multiple of 256 bytes; free
 // chunks sit in 21 bins by size class (bin b: [256 << b, 256 << (b+1)), bin 20: >= 256 MiB), each
-// ordered by (size, address); allocation searches from the request's bin upwards (best fit, lowest
-// address), splits a chunk when chunk >= 2 * rounded or chunk - rounded >= max_internal_fragmentation,
-// and a free chunk merges with its free, unfenced neighbours inside the same region.
+// ordered by (size, address); allocation takes the best fit (smallest chunk that fits, lowest address
+// among equals), splits a chunk when chunk >= 2 * rounded or chunk - rounded >=
+// max_internal_fragmentation, and a free chunk merges with its free, unfenced neighbours inside the
+// same region. Regions come either as one preallocated region of the limit or by growth (doubling);
+// a refused reservation is retried at backoff_factor times the size.
+//
+// Fences: a chunk freed with a fence stays out of circulation (no reuse, no coalescing) until the
+// fence is resolved: by resolve_fences_through(), by the FenceOracle on an allocation miss, or for
+// an allocation on the fence's own stream, which may reuse it at once. The oracle is asked only on a
+// miss, about each stream's oldest fences first; a stream's walk stops at its first unresolved fence
+// (work on one stream completes in order).
+//
+// Costs: allocate and deallocate are O(log n) in the free chunks of one size class (a bitmap finds
+// the next non-empty class in O(1)) and allocate no memory once the record pool and pointer map
+// have grown to the arena's high-water mark. Host memory is proportional to the number of chunks.
+//
+// Thread safety: every public member takes one mutex per arena. Calls are short (no system call on
+// the hit path) and the shim serialises per context anyway, so finer locking would buy little.
 #pragma once
 
 #include <cstddef>
@@ -16,9 +29,14 @@
 #include <string>
 #include <vector>
 
+#include "chunk_store.h"
 #include "fence.h"
+#include "fence_queues.h"
+#include "free_index.h"
+#include "pointer_map.h"
 #include "region_source.h"
 #include "status.h"
+#include "thread_annotations.h"
 
 namespace gpumem {
 
@@ -57,6 +75,8 @@ struct ArenaStats {
   std::size_t regions = 0;                // regions held now
   std::uint64_t region_reservations = 0;  // successful RegionSource::reserve calls
   std::uint64_t region_releases = 0;      // RegionSource::release calls
+  std::uint64_t region_refusals = 0;      // reserve calls the source refused (each retried smaller)
+  std::size_t chunks = 0;                 // chunk records (in use, free and fenced)
 };
 
 // What the arena looked like when a request could not be served. render() gives a compact text form
@@ -139,7 +159,50 @@ class BfcArena {
   bool validate() const;
 
  private:
-  // Filled in by the allocators component.
+  // A region and the record of its lowest chunk (stable: merges always keep the lower record).
+  struct RegionRecord {
+    Region region;
+    detail::ChunkHandle first = detail::kNoChunk;
+  };
+
+  Status allocate_locked(std::size_t bytes, std::uintptr_t stream, std::uintptr_t& out)
+      GPUMEM_REQUIRES(mutex_);
+  bool take_free(std::size_t rounded, std::size_t requested, std::uintptr_t& out) GPUMEM_REQUIRES(mutex_);
+  bool take_fenced_on_stream(std::size_t rounded, std::size_t requested, std::uintptr_t stream,
+                             std::uintptr_t& out) GPUMEM_REQUIRES(mutex_);
+  // Marks `handle` (already out of the free index / fence queues) in use, splitting off the rest.
+  void carve(detail::ChunkHandle handle, std::size_t rounded, std::size_t requested, bool was_fenced)
+      GPUMEM_REQUIRES(mutex_);
+  // Merges a free chunk with free neighbours; returns the surviving record (not yet indexed).
+  detail::ChunkHandle coalesce(detail::ChunkHandle handle) GPUMEM_REQUIRES(mutex_);
+  // Merges the next chunk (free, already out of the index) into `low`.
+  void absorb_next(detail::ChunkHandle low) GPUMEM_REQUIRES(mutex_);
+  void resolve_chunk(detail::ChunkHandle handle) GPUMEM_REQUIRES(mutex_);
+  std::size_t poll_oracle() GPUMEM_REQUIRES(mutex_);
+  bool extend(std::size_t rounded) GPUMEM_REQUIRES(mutex_);
+  std::size_t release_free_regions_locked() GPUMEM_REQUIRES(mutex_);
+  const RegionRecord* region_containing(std::uintptr_t ptr) const GPUMEM_REQUIRES(mutex_);
+  detail::ChunkHandle chunk_containing(const RegionRecord& region, std::uintptr_t ptr) const
+      GPUMEM_REQUIRES(mutex_);
+  Status classify_bad_free(std::uintptr_t ptr) const GPUMEM_REQUIRES(mutex_);
+  ArenaStats stats_locked() const GPUMEM_REQUIRES(mutex_);
+  bool validate_locked() const GPUMEM_REQUIRES(mutex_);
+  // validate_locked() for small arenas, true otherwise: keeps debug builds usable.
+  bool debug_check() const GPUMEM_REQUIRES(mutex_);
+
+  RegionSource& source_;
+  const ArenaOptions options_;
+  FenceOracle* const oracle_;
+  const bool options_valid_;
+
+  mutable Mutex mutex_;
+  detail::ChunkStore chunks_ GPUMEM_GUARDED_BY(mutex_);
+  detail::FreeIndex free_ GPUMEM_GUARDED_BY(mutex_);
+  detail::PointerMap in_use_ GPUMEM_GUARDED_BY(mutex_);
+  detail::FenceQueues fenced_ GPUMEM_GUARDED_BY(mutex_);
+  std::vector<RegionRecord> regions_ GPUMEM_GUARDED_BY(mutex_);  // sorted by base, disjoint
+  std::size_t next_region_bytes_ GPUMEM_GUARDED_BY(mutex_) = 0;   // growth: size of the next region
+  ArenaStats counters_ GPUMEM_GUARDED_BY(mutex_);  // all but the computed fields of stats()
 };
 
 }  // namespace gpumem

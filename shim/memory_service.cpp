@@ -1,1 +1,128 @@
-// Placeholder translation unit; replaced by the memory-service implementation.
+// The memory service: routes each hooked driver call to the manager of the right context, or to the
+// real driver when the shim is inert or the call is not the shim's business.
+#include "memory_service.h"
+
+#include "context_registry.h"
+#include "memory_manager.h"
+#include "real_driver.h"
+
+namespace gpumem::shim {
+namespace {
+
+ContextRegistry& registry() { return ContextRegistry::instance(); }
+
+// The manager responsible for freeing `ptr`: its owner in any context, else the current context's
+// manager (which hands foreign pointers to the driver and counts them), else none.
+MemoryManager* manager_for_free(CUdeviceptr ptr) {
+  MemoryManager* current = registry().current(false);
+  if (current != nullptr && current->owns(ptr)) return current;
+  if (MemoryManager* owner = registry().owner_of(ptr)) return owner;
+  return current;
+}
+
+}  // namespace
+
+CUresult mem_alloc(CUdeviceptr* dptr, size_t bytes) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  if (MemoryManager* manager = registry().current(true)) return manager->allocate(dptr, bytes);
+  return driver.cuMemAlloc_v2(dptr, bytes);
+}
+
+CUresult mem_alloc_pitch(CUdeviceptr* dptr, size_t* pitch, size_t width_bytes, size_t height,
+                         unsigned int element_size_bytes) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  if (MemoryManager* manager = registry().current(true)) {
+    return manager->allocate_pitch(dptr, pitch, width_bytes, height, element_size_bytes);
+  }
+  return driver.cuMemAllocPitch_v2(dptr, pitch, width_bytes, height, element_size_bytes);
+}
+
+CUresult mem_free(CUdeviceptr dptr) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  if (dptr != 0) {
+    if (MemoryManager* manager = manager_for_free(dptr)) return manager->free(dptr);
+  }
+  return driver.cuMemFree_v2(dptr);
+}
+
+CUresult mem_get_info(size_t* free_bytes, size_t* total_bytes) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  if (MemoryManager* manager = registry().current(true)) return manager->get_info(free_bytes, total_bytes);
+  return driver_passthrough::mem_get_info(free_bytes, total_bytes);
+}
+
+CUresult mem_alloc_async(CUdeviceptr* dptr, size_t bytes, CUstream stream, bool per_thread) {
+  if (!real_driver().available) return CUDA_ERROR_NOT_INITIALIZED;
+  const StreamArg stream_arg{stream, per_thread};
+  if (MemoryManager* manager = registry().current(true)) {
+    return manager->allocate_async(dptr, bytes, stream_arg);
+  }
+  return driver_passthrough::mem_alloc_async(dptr, bytes, stream_arg);
+}
+
+CUresult mem_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread) {
+  if (!real_driver().available) return CUDA_ERROR_NOT_INITIALIZED;
+  const StreamArg stream_arg{stream, per_thread};
+  if (dptr != 0) {
+    if (MemoryManager* manager = manager_for_free(dptr)) return manager->free_async(dptr, stream_arg);
+  }
+  return driver_passthrough::mem_free_async(dptr, stream_arg);
+}
+
+CUresult mem_alloc_from_pool_async(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream,
+                                   bool per_thread) {
+  if (!real_driver().available) return CUDA_ERROR_NOT_INITIALIZED;
+  const StreamArg stream_arg{stream, per_thread};
+  if (MemoryManager* manager = registry().current(true)) {
+    return manager->allocate_from_pool_async(dptr, bytes, pool, stream_arg);
+  }
+  return driver_passthrough::mem_alloc_from_pool_async(dptr, bytes, pool, stream_arg);
+}
+
+CUresult ctx_synchronize(CUcontext context) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  CUcontext target = context;
+  if (target == nullptr && driver.cuCtxGetCurrent(&target) != CUDA_SUCCESS) target = nullptr;
+  MemoryManager* manager = registry().find(target);
+  // Only frees made before the synchronisation starts are covered by it.
+  const FenceId through = manager != nullptr ? manager->last_fence_id() : 0;
+  CUresult result = CUDA_ERROR_NOT_SUPPORTED;
+  if (context == nullptr) {
+    result = driver.cuCtxSynchronize();
+  } else if (driver.cuCtxSynchronize_v2 != nullptr) {
+    result = driver.cuCtxSynchronize_v2(context);
+  }
+  if (result == CUDA_SUCCESS && manager != nullptr) manager->context_synchronized(through);
+  return result;
+}
+
+CUresult ctx_destroy(CUcontext context) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  registry().forget(context);  // before the handle can be reused by a new context
+  return driver.cuCtxDestroy_v2(context);
+}
+
+CUresult primary_ctx_reset(CUdevice device) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  registry().forget_primary_context(device);
+  return driver.cuDevicePrimaryCtxReset_v2(device);
+}
+
+CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  if (MemoryManager* owner = registry().owner_of(dptr)) {
+    const CUresult verdict = owner->check_ipc_export(dptr);
+    if (verdict != CUDA_SUCCESS) return verdict;
+  }
+  return driver.cuIpcGetMemHandle(handle, dptr);
+}
+
+}  // namespace gpumem::shim

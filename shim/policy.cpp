@@ -1,1 +1,303 @@
-// Placeholder translation unit; replaced by the policy implementation.
+#include "policy.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <span>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "value_parsers.h"
+
+namespace gpumem {
+
+namespace {
+
+constexpr std::size_t kLimitGranularity = 256;  // the arena's own rounding unit
+constexpr std::string_view kDisabled = "; the shim is disabled for this process";
+
+template <typename T>
+struct Choice {
+  std::string_view name;  // compared without regard to case
+  T value;
+};
+
+constexpr std::array<Choice<Mode>, 4> kGpumemModes{{
+    {"bfc", Mode::bfc}, {"platform", Mode::platform}, {"cuda_async", Mode::cuda_async}, {"off", Mode::off}}};
+constexpr std::array<Choice<Mode>, 4> kXlaAllocators{{
+    {"default", Mode::bfc}, {"bfc", Mode::bfc}, {"platform", Mode::platform}, {"cuda_async", Mode::cuda_async}}};
+constexpr std::array<Choice<Mode>, 2> kTfAllocators{{
+    {"cuda_malloc_async", Mode::cuda_async}, {"cuda_malloc", Mode::platform}}};
+constexpr std::array<Choice<FractionBasis>, 2> kFractionBases{{
+    {"total", FractionBasis::total}, {"free", FractionBasis::free}}};
+constexpr std::array<Choice<FreeSync>, 3> kFreeSyncs{{
+    {"defer", FreeSync::defer}, {"sync", FreeSync::sync}, {"none", FreeSync::none}}};
+constexpr std::array<Choice<LogLevel>, 6> kLogLevels{{
+    {"off", LogLevel::off}, {"error", LogLevel::error}, {"warn", LogLevel::warn},
+    {"info", LogLevel::info}, {"debug", LogLevel::debug}, {"trace", LogLevel::trace}}};
+
+template <typename T>
+std::optional<T> parse_choice(std::span<const Choice<T>> choices, std::string_view text) {
+  for (const Choice<T>& choice : choices) {
+    if (equals_ignoring_case(choice.name, text)) return choice.value;
+  }
+  return std::nullopt;
+}
+
+template <typename T>
+std::string describe_choices(std::span<const Choice<T>> choices) {
+  std::string names;
+  for (const Choice<T>& choice : choices) {
+    if (!names.empty()) names += ", ";
+    names += choice.name;
+  }
+  return "not one of " + names;
+}
+
+template <typename T>
+std::string_view name_in(std::span<const Choice<T>> choices, T value) {
+  for (const Choice<T>& choice : choices) {
+    if (choice.value == value) return choice.name;
+  }
+  return "?";
+}
+
+// Reads variables for one policy, remembering only the first problem (the error is one line).
+class EnvironmentReader {
+ public:
+  explicit EnvironmentReader(const EnvironmentLookup& lookup) : lookup_(lookup) {}
+
+  // The value of `name` without surrounding blanks; nullopt when unset, empty or only blanks.
+  std::optional<std::string_view> value_of(std::string_view name) const {
+    const std::optional<std::string_view> raw = lookup_(name);
+    if (!raw) return std::nullopt;
+    const std::string_view trimmed = trim_blanks(*raw);
+    if (trimmed.empty()) return std::nullopt;
+    return trimmed;
+  }
+
+  void reject(std::string_view name, std::string_view value, std::string_view what_is_wrong) {
+    if (error_.empty()) {
+      error_ = fmt::format("gpumem: {}={} is {}{}", name, quote_value(value), what_is_wrong, kDisabled);
+    }
+  }
+
+  void reject_line(std::string line) {
+    if (error_.empty()) error_ = std::move(line);
+  }
+
+  // Parses each variable of `sources` that is set (all are validated, whichever wins) and stores
+  // the value of the first one, in precedence order, into `out` and its name into `origin`.
+  // `parse` returns nullopt for a bad value; `expected` says what is accepted.
+  template <typename T, typename Parse>
+  void resolve(std::initializer_list<std::string_view> sources, Parse&& parse, std::string_view expected,
+               T& out, Origin& origin) {
+    bool assigned = false;
+    for (std::string_view name : sources) {
+      const std::optional<std::string_view> text = value_of(name);
+      if (!text) continue;
+      const auto parsed = parse(name, *text);
+      if (!parsed) {
+        reject(name, *text, expected);
+        continue;
+      }
+      if (!assigned) {
+        out = *parsed;
+        origin.variable = std::string(name);
+        assigned = true;
+      }
+    }
+  }
+
+  struct ModeSource {
+    std::string_view variable;
+    std::span<const Choice<Mode>> choices;
+  };
+
+  // Like resolve, with the accepted values (and so the error text) differing per variable.
+  void resolve_mode(std::initializer_list<ModeSource> sources, Mode& out, Origin& origin) {
+    bool assigned = false;
+    for (const ModeSource& source : sources) {
+      const std::optional<std::string_view> text = value_of(source.variable);
+      if (!text) continue;
+      const std::optional<Mode> parsed = parse_choice(source.choices, *text);
+      if (!parsed) {
+        reject(source.variable, *text, describe_choices(source.choices));
+      } else if (!assigned) {
+        out = *parsed;
+        origin.variable = std::string(source.variable);
+        assigned = true;
+      }
+    }
+  }
+
+  template <typename T>
+  void resolve_choice(std::initializer_list<std::string_view> sources, std::span<const Choice<T>> choices,
+                      T& out, Origin& origin) {
+    resolve(sources, [&](std::string_view, std::string_view text) { return parse_choice(choices, text); },
+            describe_choices(choices), out, origin);
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  const EnvironmentLookup& lookup_;
+  std::string error_;
+};
+
+constexpr std::string_view kBooleanExpected = "not a boolean (1/0, true/false, yes/no, on/off)";
+
+std::optional<std::int64_t> parse_async_prealloc(std::string_view text) {
+  if (text == "-1") return -1;
+  const std::optional<std::size_t> bytes = parse_byte_size(text);
+  if (!bytes || *bytes > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())) {
+    return std::nullopt;
+  }
+  return static_cast<std::int64_t>(*bytes);
+}
+
+// The two XLA fraction names: JAX refuses to start when both are set, we when they disagree.
+void check_xla_fraction_conflict(EnvironmentReader& reader) {
+  const auto current = reader.value_of("XLA_CLIENT_MEM_FRACTION");
+  const auto older = reader.value_of("XLA_PYTHON_CLIENT_MEM_FRACTION");
+  if (!current || !older) return;
+  const auto current_value = parse_fraction(*current);
+  const auto older_value = parse_fraction(*older);
+  if (!current_value || !older_value || *current_value == *older_value) return;  // bad ones: reported
+  reader.reject_line(fmt::format(
+      "gpumem: XLA_CLIENT_MEM_FRACTION={} and XLA_PYTHON_CLIENT_MEM_FRACTION={} disagree; set only one "
+      "(XLA_CLIENT_MEM_FRACTION is the current name){}",
+      quote_value(*current), quote_value(*older), kDisabled));
+}
+
+std::string with_origin(std::string_view value, const Origin& origin) {
+  return fmt::format("{}({})", value, origin.variable);
+}
+
+}  // namespace
+
+std::string_view to_string(Mode mode) { return name_in<Mode>(kGpumemModes, mode); }
+std::string_view to_string(FreeSync free_sync) { return name_in<FreeSync>(kFreeSyncs, free_sync); }
+std::string_view to_string(FractionBasis basis) { return name_in<FractionBasis>(kFractionBases, basis); }
+std::string_view to_string(LogLevel level) { return name_in<LogLevel>(kLogLevels, level); }
+
+PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
+  EnvironmentReader reader(lookup);
+  Policy policy;
+
+  // Each family spells the mode its own way; the first set in precedence order wins.
+  reader.resolve_mode({{"GPUMEM_MODE", kGpumemModes},
+                       {"XLA_PYTHON_CLIENT_ALLOCATOR", kXlaAllocators},
+                       {"TF_GPU_ALLOCATOR", kTfAllocators}},
+                      policy.mode, policy.mode_origin);
+
+  reader.resolve(
+      {"GPUMEM_PREALLOCATE", "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH"},
+      [](std::string_view name, std::string_view text) -> std::optional<bool> {
+        const std::optional<bool> value = parse_boolean(text);
+        // TensorFlow's variable says "grow", the inverse of preallocating.
+        if (value && name == "TF_FORCE_GPU_ALLOW_GROWTH") return !*value;
+        return value;
+      },
+      kBooleanExpected, policy.preallocate, policy.preallocate_origin);
+
+  reader.resolve(
+      {"GPUMEM_LIMIT"},
+      [](std::string_view, std::string_view text) -> std::optional<std::size_t> {
+        const std::optional<std::size_t> bytes = parse_byte_size(text);
+        if (bytes == std::size_t{0}) return std::nullopt;  // a zero-byte pool serves nothing
+        return bytes;
+      },
+      "not a byte size above 0 (e.g. 10GiB, 512MB, 1e9, 1.5G; K/M/G/T without B and KiB/MiB/GiB/TiB are "
+      "powers of 1024, KB/MB/GB/TB powers of 1000)",
+      policy.limit_bytes, policy.limit_origin);
+
+  reader.resolve({"GPUMEM_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"},
+                 [](std::string_view, std::string_view text) { return parse_fraction(text); },
+                 "not a fraction in (0, 1]", policy.fraction, policy.fraction_origin);
+  check_xla_fraction_conflict(reader);
+
+  reader.resolve_choice<FractionBasis>({"GPUMEM_FRACTION_OF"}, kFractionBases, policy.fraction_of,
+                                       policy.fraction_of_origin);
+
+  reader.resolve(
+      {"GPUMEM_ASYNC_PREALLOC", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC"},
+      [](std::string_view, std::string_view text) { return parse_async_prealloc(text); },
+      "not a byte size (e.g. 1GiB, 0) or -1 (the pool's release threshold)", policy.async_prealloc,
+      policy.async_prealloc_origin);
+
+  reader.resolve_choice<FreeSync>({"GPUMEM_FREE_SYNC"}, kFreeSyncs, policy.free_sync, policy.free_sync_origin);
+
+  reader.resolve({"GPUMEM_GARBAGE_COLLECTION"},
+                 [](std::string_view, std::string_view text) { return parse_boolean(text); }, kBooleanExpected,
+                 policy.garbage_collection, policy.garbage_collection_origin);
+
+  reader.resolve_choice<LogLevel>({"GPUMEM_LOG_LEVEL"}, kLogLevels, policy.log_level, policy.log_level_origin);
+
+  reader.resolve({"GPUMEM_LOG_FILE"},
+                 [](std::string_view, std::string_view text) { return std::optional<std::string>(text); }, "",
+                 policy.log_file, policy.log_file_origin);
+
+  PolicyResult result;
+  if (reader.error().empty()) {
+    result.policy = std::move(policy);
+  } else {
+    result.error = reader.error();
+  }
+  return result;
+}
+
+std::size_t Policy::limit_for_device(std::size_t total_bytes, std::size_t free_bytes) const {
+  std::size_t bytes = 0;
+  if (limit_bytes) {
+    bytes = *limit_bytes;
+  } else {
+    const std::size_t basis = fraction_of == FractionBasis::total ? total_bytes : std::min(free_bytes, total_bytes);
+    // Long double keeps the product exact to well under a byte for any device size; rounding to the
+    // nearest byte first keeps e.g. 0.3 x 2560 at 768 although 0.3 is stored as 0.29999...
+    const long double product = static_cast<long double>(fraction) * static_cast<long double>(basis);
+    if (!(product > 0)) {
+      bytes = 0;
+    } else if (product >= static_cast<long double>(total_bytes)) {
+      bytes = total_bytes;
+    } else {
+      bytes = static_cast<std::size_t>(std::roundl(product));
+    }
+  }
+  bytes = std::min(bytes, total_bytes);
+  return bytes - bytes % kLimitGranularity;
+}
+
+std::string Policy::describe() const {
+  std::string limit;
+  if (limit_bytes) {
+    limit = with_origin(format_byte_size(*limit_bytes), limit_origin);
+  } else if (fraction_origin.variable == fraction_of_origin.variable) {
+    limit = with_origin(fmt::format("{} of {}", fraction, to_string(fraction_of)), fraction_origin);
+  } else {
+    limit = fmt::format("{} of {}", with_origin(fmt::format("{}", fraction), fraction_origin),
+                        with_origin(to_string(fraction_of), fraction_of_origin));
+  }
+
+  std::string async;
+  if (!async_prealloc) {
+    async = "none";
+  } else if (*async_prealloc < 0) {
+    async = "release_threshold";
+  } else {
+    async = format_byte_size(static_cast<std::size_t>(*async_prealloc));
+  }
+
+  return fmt::format(
+      "mode={} preallocate={} limit={} free_sync={} garbage_collection={} async_prealloc={} log_level={} "
+      "log_file={}",
+      with_origin(to_string(mode), mode_origin), with_origin(preallocate ? "on" : "off", preallocate_origin),
+      limit, with_origin(to_string(free_sync), free_sync_origin),
+      with_origin(garbage_collection ? "on" : "off", garbage_collection_origin),
+      with_origin(async, async_prealloc_origin), with_origin(to_string(log_level), log_level_origin),
+      with_origin(log_file.empty() ? std::string("stderr") : quote_value(log_file), log_file_origin));
+}
+
+}  // namespace gpumem

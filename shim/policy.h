@@ -4,6 +4,9 @@
 // file and policy.cpp, and may add to it).
 //
 // Precedence, highest first: GPUMEM_* variables, the XLA names, the TF names, the defaults.
+// A variable that is unset, empty or only blanks counts as unset; values are read without surrounding
+// blanks; names of choices and booleans are matched in any letter case. Every variable that is set is
+// validated, including those a higher-precedence one overrides. docs/configuration.md lists them all.
 #pragma once
 
 #include <cstddef>
@@ -45,10 +48,18 @@ struct Policy {
   std::string describe() const;
 };
 
+// Lower-case names as the variables spell them ("cuda_async", "defer", "total", "warn").
+std::string_view to_string(Mode mode);
+std::string_view to_string(FreeSync free_sync);
+std::string_view to_string(FractionBasis basis);
+std::string_view to_string(LogLevel level);
+
 // Reads one variable: the value, or nullopt when unset. Tests pass a map; the shim passes getenv.
 using EnvironmentLookup = std::function<std::optional<std::string_view>(std::string_view name)>;
 
-// Either a policy, or one error line naming the variable, its value and what is accepted.
+// Either a policy, or one error line naming the variable, its value and what is accepted, e.g.
+// `gpumem: XLA_PYTHON_CLIENT_MEM_FRACTION="1.5" is not a fraction in (0, 1]; the shim is disabled for
+// this process` (the first problem found, when there are several).
 struct PolicyResult {
   std::optional<Policy> policy;
   std::string error;
@@ -57,7 +68,9 @@ struct PolicyResult {
 PolicyResult policy_from_environment(const EnvironmentLookup& lookup);
 
 // Parses a byte size with optional units: "1048576", "512MB" (10^6), "10GiB" (2^30), "1e9", "1.5G"
-// (G/M/K without B are binary, as in most memory tools). nullopt if malformed, negative or overflowing.
+// (G/M/K without B are binary, as in most memory tools; units up to P, any letter case, optionally
+// after blanks). At most 20 significant digits; a fractional byte is dropped ("0.1K" = 102).
+// nullopt if malformed, negative or overflowing.
 std::optional<std::size_t> parse_byte_size(std::string_view text);
 
 }  // namespace gpumem

@@ -11,7 +11,9 @@ namespace gpumem::shim {
 
 // Invariant: after real_driver() returned with `available` true, every pointer below that the
 // driver provides is non-null and points into the real driver, never at one of the shim's hooks.
-// A pointer the driver lacks stays null; callers check before use.
+// A pointer the driver lacks stays null; callers check before use. Each field is named exactly as
+// the driver exports it and needs its line in real_driver.cpp's resolve_table() (a static_assert
+// there counts them).
 struct RealDriver {
   bool available = false;  // false: the program never loaded a CUDA driver we could find
 
@@ -21,6 +23,9 @@ struct RealDriver {
   PFN_cuDeviceTotalMem_v3020 cuDeviceTotalMem_v2 = nullptr;
   PFN_cuDevicePrimaryCtxGetState_v7000 cuDevicePrimaryCtxGetState = nullptr;
   PFN_cuDevicePrimaryCtxReset_v11000 cuDevicePrimaryCtxReset_v2 = nullptr;
+  // Retain + release name a device's primary context (to forget its arena on reset) without creating it.
+  PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain = nullptr;
+  PFN_cuDevicePrimaryCtxRelease_v11000 cuDevicePrimaryCtxRelease_v2 = nullptr;
   PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent = nullptr;
   PFN_cuCtxGetDevice_v2000 cuCtxGetDevice = nullptr;
   PFN_cuCtxSynchronize_v2000 cuCtxSynchronize = nullptr;

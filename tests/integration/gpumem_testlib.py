@@ -25,6 +25,15 @@ def sim_dir() -> str:
     return os.environ["GPUMEM_TEST_SIM_DIR"]
 
 
+def build_root() -> str:
+    return os.environ["GPUMEM_TEST_BUILD_ROOT"]
+
+
+def program_path(name: str) -> str:
+    """A test program (or library, or folder) built in tests/integration/programs."""
+    return os.path.join(build_root(), "tests", "integration", "programs", name)
+
+
 @dataclasses.dataclass
 class Result:
     argv: list
@@ -40,6 +49,11 @@ class Result:
     def describe(self) -> str:
         return (f"$ {' '.join(self.argv)}\nexit {self.returncode}\n--- stdout\n{self.stdout}"
                 f"--- stderr\n{self.stderr}")
+
+
+def key_values(text: str) -> dict:
+    """The "key=value" lines of a program's output, as a dict (other lines are ignored)."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 def clean_environment() -> dict:

@@ -1,0 +1,448 @@
+// The arena's allocation paths: allocate, deallocate, fences, growth and garbage collection.
+#include "bfc_arena.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+namespace gpumem {
+
+using detail::Chunk;
+using detail::ChunkHandle;
+using detail::ChunkState;
+using detail::kGranule;
+using detail::kNoChunk;
+
+namespace {
+
+// Above this many chunks the debug assertions skip the O(chunks) full check.
+constexpr std::size_t kDebugCheckMaxChunks = 64;
+
+bool options_are_valid(const ArenaOptions& options) {
+  return options.limit >= kGranule && options.backoff_factor > 0.0 && options.backoff_factor < 1.0 &&
+         options.initial_region_bytes > 0;
+}
+
+// The first region size: the whole limit when preallocating, else the growth start.
+std::size_t first_region_bytes(const ArenaOptions& options) {
+  if (options.preallocate) return detail::round_down(options.limit);
+  const std::size_t capped = std::min(options.initial_region_bytes, options.limit);
+  return std::max(kGranule, detail::round_up(capped));
+}
+
+}  // namespace
+
+BfcArena::BfcArena(RegionSource& source, ArenaOptions options, FenceOracle* oracle)
+    : source_(source), options_(options), oracle_(oracle), options_valid_(options_are_valid(options)) {
+  MutexLock lock(mutex_);
+  next_region_bytes_ = options_valid_ ? first_region_bytes(options_) : 0;
+  counters_.bytes_limit = options_.limit;
+}
+
+BfcArena::~BfcArena() {
+  MutexLock lock(mutex_);
+  for (const RegionRecord& record : regions_) source_.release(record.region);
+}
+
+const ArenaOptions& BfcArena::options() const noexcept { return options_; }
+
+Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t stream) {
+  if (bytes == 0) return Status::zero_size;
+  if (!options_valid_) return Status::invalid_argument;
+  MutexLock lock(mutex_);
+  const Status status = allocate_locked(bytes, stream, out);
+  assert(debug_check());
+  return status;
+}
+
+Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::uintptr_t& out) {
+  if (bytes > options_.limit) return Status::out_of_memory;  // also keeps rounding from overflowing
+  const std::size_t rounded = detail::round_up(bytes);
+  if (take_free(rounded, bytes, out)) return Status::ok;
+  if (stream != 0 && take_fenced_on_stream(rounded, bytes, stream, out)) return Status::ok;
+  if (oracle_ != nullptr && fenced_.chunks() > 0 && poll_oracle() > 0 && take_free(rounded, bytes, out)) {
+    return Status::ok;
+  }
+  if (extend(rounded) && take_free(rounded, bytes, out)) return Status::ok;
+  if (!options_.preallocate && options_.garbage_collection && release_free_regions_locked() > 0 &&
+      extend(rounded) && take_free(rounded, bytes, out)) {
+    return Status::ok;
+  }
+  return fenced_.chunks() > 0 ? Status::fences_pending : Status::out_of_memory;
+}
+
+bool BfcArena::take_free(std::size_t rounded, std::size_t requested, std::uintptr_t& out) {
+  const ChunkHandle handle = free_.best_fit(chunks_, rounded);
+  if (handle == kNoChunk) return false;
+  free_.erase(chunks_, handle);
+  carve(handle, rounded, requested, false);
+  out = chunks_[handle].base;
+  return true;
+}
+
+// Chunks fenced on `stream` are safe for work ordered after the free on that same stream. This path
+// runs only on a miss of the free index; it scans the stream's queue for the best fit.
+bool BfcArena::take_fenced_on_stream(std::size_t rounded, std::size_t requested, std::uintptr_t stream,
+                                     std::uintptr_t& out) {
+  const detail::FenceQueues::Queue* queue = fenced_.find(stream);
+  if (queue == nullptr) return false;
+  ChunkHandle best = kNoChunk;
+  for (ChunkHandle node = queue->head; node != kNoChunk; node = chunks_[node].right) {
+    const Chunk& chunk = chunks_[node];
+    if (chunk.size < rounded) continue;
+    if (best == kNoChunk || chunk.size < chunks_[best].size ||
+        (chunk.size == chunks_[best].size && chunk.base < chunks_[best].base)) {
+      best = node;
+    }
+  }
+  if (best == kNoChunk) return false;
+  fenced_.remove(chunks_, best);
+  counters_.bytes_fenced -= chunks_[best].size;
+  carve(best, rounded, requested, true);
+  out = chunks_[best].base;
+  return true;
+}
+
+void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t requested, bool was_fenced) {
+  const std::size_t size = chunks_[handle].size;
+  const std::size_t rest_size = size - rounded;
+  if (rest_size > 0 && (size >= 2 * rounded || rest_size >= options_.max_internal_fragmentation)) {
+    const ChunkHandle rest = chunks_.create();  // may move records: index afresh below
+    Chunk& chunk = chunks_[handle];
+    Chunk& tail = chunks_[rest];
+    tail.base = chunk.base + rounded;
+    tail.size = rest_size;
+    tail.prev = handle;
+    tail.next = chunk.next;
+    if (chunk.next != kNoChunk) chunks_[chunk.next].prev = rest;
+    chunk.next = rest;
+    chunk.size = rounded;
+    if (was_fenced) {
+      // The remainder may still be in use by the device: it keeps the fence.
+      tail.state = ChunkState::fenced;
+      tail.fence_id = chunk.fence_id;
+      tail.fence_stream = chunk.fence_stream;
+      fenced_.push(chunks_, rest);
+      counters_.bytes_fenced += rest_size;
+    } else {
+      // The chunk was coalesced, so its right neighbour is not free: the rest needs no merge.
+      tail.state = ChunkState::free;
+      free_.insert(chunks_, rest);
+    }
+  }
+  Chunk& chunk = chunks_[handle];
+  chunk.state = ChunkState::in_use;
+  chunk.requested = requested;
+  chunk.fence_id = 0;
+  chunk.fence_stream = 0;
+  in_use_.insert(chunk.base, handle);
+
+  ArenaStats& c = counters_;
+  ++c.num_allocs;
+  c.bytes_in_use += chunk.size;
+  c.peak_bytes_in_use = std::max(c.peak_bytes_in_use, c.bytes_in_use);
+  c.bytes_requested += requested;
+  c.largest_alloc_size = std::max(c.largest_alloc_size, rounded);
+}
+
+Status BfcArena::deallocate(std::uintptr_t ptr, Fence fence) {
+  MutexLock lock(mutex_);
+  const ChunkHandle handle = in_use_.erase(ptr);
+  if (handle == kNoChunk) return classify_bad_free(ptr);
+  Chunk& chunk = chunks_[handle];
+  counters_.bytes_in_use -= chunk.size;
+  counters_.bytes_requested -= chunk.requested;
+  chunk.requested = 0;
+  if (fence.empty()) {
+    chunk.state = ChunkState::free;
+    free_.insert(chunks_, coalesce(handle));
+  } else {
+    chunk.state = ChunkState::fenced;
+    chunk.fence_id = fence.id;
+    chunk.fence_stream = fence.stream;
+    counters_.bytes_fenced += chunk.size;
+    fenced_.push(chunks_, handle);
+  }
+  assert(debug_check());
+  return Status::ok;
+}
+
+void BfcArena::absorb_next(ChunkHandle low) {
+  Chunk& chunk = chunks_[low];
+  const ChunkHandle high = chunk.next;
+  const Chunk& next = chunks_[high];
+  chunk.size += next.size;
+  chunk.next = next.next;
+  if (next.next != kNoChunk) chunks_[next.next].prev = low;
+  chunks_.destroy(high);
+}
+
+ChunkHandle BfcArena::coalesce(ChunkHandle handle) {
+  const ChunkHandle next = chunks_[handle].next;
+  if (next != kNoChunk && chunks_[next].state == ChunkState::free) {
+    free_.erase(chunks_, next);
+    absorb_next(handle);
+  }
+  const ChunkHandle prev = chunks_[handle].prev;
+  if (prev != kNoChunk && chunks_[prev].state == ChunkState::free) {
+    free_.erase(chunks_, prev);
+    absorb_next(prev);
+    return prev;
+  }
+  return handle;
+}
+
+void BfcArena::resolve_chunk(ChunkHandle handle) {
+  fenced_.remove(chunks_, handle);
+  Chunk& chunk = chunks_[handle];
+  counters_.bytes_fenced -= chunk.size;
+  chunk.state = ChunkState::free;
+  chunk.fence_id = 0;
+  chunk.fence_stream = 0;
+  free_.insert(chunks_, coalesce(handle));
+}
+
+void BfcArena::resolve_fences_through(FenceId id) {
+  MutexLock lock(mutex_);
+  for (std::size_t index = 0; index < fenced_.queue_count(); ++index) {
+    ChunkHandle head = kNoChunk;
+    while ((head = fenced_.queue(index).head) != kNoChunk && chunks_[head].fence_id <= id) {
+      resolve_chunk(head);
+    }
+  }
+  fenced_.drop_empty_queues();
+  assert(debug_check());
+}
+
+// Asks the oracle about each queue's oldest fences. Work on one stream completes in order, so a
+// queue is examined only up to its first unresolved fence.
+std::size_t BfcArena::poll_oracle() {
+  std::size_t resolved = 0;
+  for (std::size_t index = 0; index < fenced_.queue_count(); ++index) {
+    ChunkHandle head = kNoChunk;
+    while ((head = fenced_.queue(index).head) != kNoChunk) {
+      const Fence fence{chunks_[head].fence_id, chunks_[head].fence_stream};
+      if (!oracle_->is_resolved(fence)) break;
+      resolve_chunk(head);
+      ++resolved;
+    }
+  }
+  fenced_.drop_empty_queues();
+  return resolved;
+}
+
+// Reserves a region big enough for `rounded` (XLA's Extend): the growth size, doubled as needed and
+// capped by what the limit leaves; a refused size is retried at backoff_factor times until it would
+// no longer hold the request.
+bool BfcArena::extend(std::size_t rounded) {
+  const std::size_t available = detail::round_down(options_.limit - counters_.bytes_reserved);
+  if (rounded > available) return false;
+  bool grew_for_request = false;
+  while (rounded > next_region_bytes_) {
+    next_region_bytes_ = next_region_bytes_ > available / 2 ? available : next_region_bytes_ * 2;
+    grew_for_request = true;
+  }
+  std::size_t bytes = std::min(next_region_bytes_, available);
+  Region region;
+  while (source_.reserve(bytes, region) != Status::ok) {
+    ++counters_.region_refusals;
+    const auto smaller = detail::round_down(
+        static_cast<std::size_t>(static_cast<double>(bytes) * options_.backoff_factor));
+    if (smaller < rounded || smaller >= bytes) return false;
+    bytes = smaller;
+  }
+  if (region.base == 0 || region.base % kGranule != 0 || region.size != bytes) {
+    source_.release(region);  // a source breaking its contract: do not build on it
+    ++counters_.region_releases;
+    return false;
+  }
+  if (!grew_for_request && next_region_bytes_ <= std::numeric_limits<std::size_t>::max() / 2) {
+    next_region_bytes_ *= 2;
+  }
+
+  const ChunkHandle handle = chunks_.create();
+  Chunk& chunk = chunks_[handle];
+  chunk.base = region.base;
+  chunk.size = region.size;
+  chunk.state = ChunkState::free;
+  free_.insert(chunks_, handle);
+  const auto position = std::upper_bound(
+      regions_.begin(), regions_.end(), region.base,
+      [](std::uintptr_t base, const RegionRecord& record) { return base < record.region.base; });
+  regions_.insert(position, RegionRecord{region, handle});
+
+  ArenaStats& c = counters_;
+  ++c.region_reservations;
+  ++c.regions;
+  c.bytes_reserved += region.size;
+  c.peak_bytes_reserved = std::max(c.peak_bytes_reserved, c.bytes_reserved);
+  return true;
+}
+
+std::size_t BfcArena::release_free_regions() {
+  MutexLock lock(mutex_);
+  const std::size_t released = release_free_regions_locked();
+  assert(debug_check());
+  return released;
+}
+
+std::size_t BfcArena::release_free_regions_locked() {
+  std::size_t released = 0;
+  std::size_t kept = 0;
+  for (const RegionRecord& record : regions_) {
+    const Chunk& first = chunks_[record.first];
+    if (first.state != ChunkState::free || first.size != record.region.size) {
+      regions_[kept++] = record;
+      continue;
+    }
+    free_.erase(chunks_, record.first);
+    chunks_.destroy(record.first);
+    source_.release(record.region);
+    released += record.region.size;
+    ++counters_.region_releases;
+    --counters_.regions;
+    counters_.bytes_reserved -= record.region.size;
+  }
+  regions_.resize(kept);
+  return released;
+}
+
+const BfcArena::RegionRecord* BfcArena::region_containing(std::uintptr_t ptr) const {
+  auto position = std::upper_bound(
+      regions_.begin(), regions_.end(), ptr,
+      [](std::uintptr_t address, const RegionRecord& record) { return address < record.region.base; });
+  if (position == regions_.begin()) return nullptr;
+  --position;
+  return ptr - position->region.base < position->region.size ? &*position : nullptr;
+}
+
+// Walks the region's chunks: O(chunks in the region), used off the allocation paths only.
+ChunkHandle BfcArena::chunk_containing(const RegionRecord& region, std::uintptr_t ptr) const {
+  for (ChunkHandle node = region.first; node != kNoChunk; node = chunks_[node].next) {
+    const Chunk& chunk = chunks_[node];
+    if (ptr - chunk.base < chunk.size) return node;
+  }
+  return kNoChunk;
+}
+
+// A pointer that starts no live chunk. Once freed, a chunk may have merged into its left neighbour,
+// so its start is no longer a chunk start: any granule-aligned address inside free (or fenced)
+// memory therefore counts as a double free; anything else, interior pointers included, is not owned.
+Status BfcArena::classify_bad_free(std::uintptr_t ptr) const {
+  const RegionRecord* region = region_containing(ptr);
+  if (region == nullptr || ptr % kGranule != 0) return Status::not_owned;
+  const ChunkHandle handle = chunk_containing(*region, ptr);
+  if (handle != kNoChunk && chunks_[handle].state != ChunkState::in_use) return Status::double_free;
+  return Status::not_owned;
+}
+
+bool BfcArena::owns(std::uintptr_t ptr) const {
+  MutexLock lock(mutex_);
+  return region_containing(ptr) != nullptr;
+}
+
+std::optional<ChunkInfo> BfcArena::find(std::uintptr_t ptr) const {
+  MutexLock lock(mutex_);
+  const RegionRecord* region = region_containing(ptr);
+  if (region == nullptr) return std::nullopt;
+  ChunkHandle handle = in_use_.find(ptr);  // the common case: the start of a live block
+  if (handle == kNoChunk) handle = chunk_containing(*region, ptr);
+  if (handle == kNoChunk) return std::nullopt;
+  const Chunk& chunk = chunks_[handle];
+  return ChunkInfo{chunk.base, chunk.size, chunk.requested, chunk.state == ChunkState::in_use,
+                   region->region};
+}
+
+std::size_t BfcArena::available() const {
+  MutexLock lock(mutex_);
+  const std::size_t free_in_regions = counters_.bytes_reserved - counters_.bytes_in_use;
+  return free_in_regions + (options_.limit - counters_.bytes_reserved);
+}
+
+bool BfcArena::has_pending_fences() const {
+  MutexLock lock(mutex_);
+  return fenced_.chunks() > 0;
+}
+
+ArenaStats BfcArena::stats() const {
+  MutexLock lock(mutex_);
+  return stats_locked();
+}
+
+ArenaStats BfcArena::stats_locked() const {
+  ArenaStats stats = counters_;
+  const ChunkHandle largest = free_.largest(chunks_);
+  stats.largest_free_block = largest == kNoChunk ? 0 : chunks_[largest].size;
+  const std::size_t not_in_use = stats.bytes_reserved - stats.bytes_in_use;
+  stats.fragmentation =
+      not_in_use == 0
+          ? 0.0
+          : static_cast<double>(not_in_use - stats.largest_free_block) / static_cast<double>(not_in_use);
+  stats.chunks = chunks_.live();
+  return stats;
+}
+
+bool BfcArena::validate() const {
+  MutexLock lock(mutex_);
+  return validate_locked();
+}
+
+bool BfcArena::debug_check() const {
+  return chunks_.live() > kDebugCheckMaxChunks || validate_locked();
+}
+
+bool BfcArena::validate_locked() const {
+  std::size_t chunks = 0, free_chunks = 0, in_use_chunks = 0, fenced_chunks = 0;
+  std::size_t reserved = 0, in_use = 0, requested = 0, fenced = 0;
+  std::uintptr_t previous_end = 0;
+  for (const RegionRecord& record : regions_) {
+    const Region& region = record.region;
+    if (region.base == 0 || region.size == 0 || region.base < previous_end) return false;
+    previous_end = region.base + region.size;
+    reserved += region.size;
+    std::uintptr_t expected = region.base;
+    ChunkHandle previous = kNoChunk;
+    for (ChunkHandle node = record.first; node != kNoChunk; node = chunks_[node].next) {
+      const Chunk& chunk = chunks_[node];
+      if (++chunks > chunks_.live()) return false;  // a cycle
+      if (chunk.prev != previous || chunk.base != expected || chunk.size == 0 ||
+          chunk.size % kGranule != 0 || chunk.base + chunk.size > previous_end) {
+        return false;
+      }
+      switch (chunk.state) {
+        case ChunkState::unused: return false;
+        case ChunkState::free:
+          ++free_chunks;
+          if (chunk.requested != 0 || chunk.fence_id != 0) return false;
+          if (previous != kNoChunk && chunks_[previous].state == ChunkState::free) return false;
+          break;
+        case ChunkState::in_use:
+          ++in_use_chunks;
+          in_use += chunk.size;
+          requested += chunk.requested;
+          if (chunk.requested == 0 || chunk.requested > chunk.size || in_use_.find(chunk.base) != node) {
+            return false;
+          }
+          break;
+        case ChunkState::fenced:
+          ++fenced_chunks;
+          fenced += chunk.size;
+          if (chunk.fence_id == 0 || chunk.requested != 0) return false;
+          break;
+      }
+      expected += chunk.size;
+      previous = node;
+    }
+    if (expected != previous_end) return false;
+  }
+  std::size_t indexed = 0, queued = 0;
+  const ArenaStats& c = counters_;
+  return chunks == chunks_.live() && free_.validate(chunks_, indexed) && indexed == free_chunks &&
+         fenced_.validate(chunks_, queued) && queued == fenced_chunks && in_use_.size() == in_use_chunks &&
+         reserved == c.bytes_reserved && regions_.size() == c.regions && in_use == c.bytes_in_use &&
+         requested == c.bytes_requested && fenced == c.bytes_fenced && c.bytes_reserved <= c.bytes_limit &&
+         c.peak_bytes_in_use >= c.bytes_in_use && c.peak_bytes_reserved >= c.bytes_reserved;
+}
+
+}  // namespace gpumem

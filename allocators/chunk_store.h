@@ -1,0 +1,71 @@
+// Chunk records: the host-side metadata of every piece of every region. Records live in one vector
+// and are recycled through an intrusive free list, so splitting and merging chunks allocates nothing
+// once the vector has grown to the arena's high-water mark of chunks. Memory is proportional to the
+// number of chunks, never to region bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "fence.h"
+
+namespace gpumem::detail {
+
+// Index of a record in the ChunkStore; 0 is "no chunk" (record 0 is never handed out).
+using ChunkHandle = std::uint32_t;
+inline constexpr ChunkHandle kNoChunk = 0;
+
+enum class ChunkState : std::uint8_t {
+  unused,  // record on the store's free list
+  free,    // available: in the free index
+  in_use,  // handed out: in the pointer map
+  fenced,  // freed but possibly still used by the device: in a fence queue, not coalesced
+};
+
+// Invariants for a record in a live state (not unused):
+// - it lies inside one region; prev/next are its address neighbours in that region (kNoChunk at the
+//   region's ends) and prev.base + prev.size == base;
+// - size is a positive multiple of 256;
+// - requested is in [1, size] when in_use, else 0;
+// - fence_id != 0 exactly when fenced;
+// - left/right: the treap children when free, the fence-queue neighbours when fenced, unused when in
+//   use. An unused record links the store's free list through `right`.
+// - a free chunk never has a free neighbour (coalescing is eager).
+struct Chunk {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  std::size_t requested = 0;
+  FenceId fence_id = 0;
+  std::uintptr_t fence_stream = 0;
+  ChunkHandle prev = kNoChunk;
+  ChunkHandle next = kNoChunk;
+  ChunkHandle left = kNoChunk;
+  ChunkHandle right = kNoChunk;
+  std::uint32_t priority = 0;  // treap heap key, random per record
+  ChunkState state = ChunkState::unused;
+};
+
+// Owns the records. Invariant: live() == number of records not on the free list, excluding record 0.
+class ChunkStore {
+ public:
+  ChunkStore();
+
+  Chunk& operator[](ChunkHandle handle) noexcept { return records_[handle]; }
+  const Chunk& operator[](ChunkHandle handle) const noexcept { return records_[handle]; }
+
+  // A fresh record (state unused, links cleared, new priority). May grow the vector: references to
+  // records obtained before the call are invalidated.
+  ChunkHandle create();
+  void destroy(ChunkHandle handle) noexcept;
+
+  std::size_t live() const noexcept { return live_; }
+
+ private:
+  std::vector<Chunk> records_;
+  ChunkHandle free_head_ = kNoChunk;
+  std::size_t live_ = 0;
+  std::uint32_t random_state_ = 0x9e3779b9u;  // xorshift32 state for treap priorities
+};
+
+}  // namespace gpumem::detail

@@ -1,0 +1,75 @@
+#include "fence_queues.h"
+
+#include <algorithm>
+
+namespace gpumem::detail {
+
+FenceQueues::Queue* FenceQueues::find_mutable(std::uintptr_t stream) noexcept {
+  for (Queue& queue : queues_) {
+    if (queue.stream == stream) return &queue;
+  }
+  return nullptr;
+}
+
+const FenceQueues::Queue* FenceQueues::find(std::uintptr_t stream) const noexcept {
+  for (const Queue& queue : queues_) {
+    if (queue.stream == stream) return &queue;
+  }
+  return nullptr;
+}
+
+void FenceQueues::push(ChunkStore& store, ChunkHandle handle) {
+  Chunk& chunk = store[handle];
+  Queue* queue = find_mutable(chunk.fence_stream);
+  if (queue == nullptr) {
+    queues_.push_back(Queue{chunk.fence_stream, kNoChunk, kNoChunk, 0});
+    queue = &queues_.back();
+  }
+  // Walk back from the tail past later ids (only when frees raced with their fence ids).
+  ChunkHandle after = queue->tail;
+  while (after != kNoChunk && store[after].fence_id > chunk.fence_id) after = store[after].left;
+  const ChunkHandle before = after == kNoChunk ? queue->head : store[after].right;
+  chunk.left = after;
+  chunk.right = before;
+  if (after == kNoChunk) queue->head = handle; else store[after].right = handle;
+  if (before == kNoChunk) queue->tail = handle; else store[before].left = handle;
+  ++queue->chunks;
+  ++chunks_;
+}
+
+void FenceQueues::remove(ChunkStore& store, ChunkHandle handle) noexcept {
+  Chunk& chunk = store[handle];
+  Queue* queue = find_mutable(chunk.fence_stream);
+  if (chunk.left == kNoChunk) queue->head = chunk.right; else store[chunk.left].right = chunk.right;
+  if (chunk.right == kNoChunk) queue->tail = chunk.left; else store[chunk.right].left = chunk.left;
+  chunk.left = chunk.right = kNoChunk;
+  --queue->chunks;
+  --chunks_;
+}
+
+void FenceQueues::drop_empty_queues() noexcept {
+  std::erase_if(queues_, [](const Queue& queue) { return queue.chunks == 0; });
+}
+
+bool FenceQueues::validate(const ChunkStore& store, std::size_t& chunks) const {
+  chunks = 0;
+  for (const Queue& queue : queues_) {
+    std::size_t length = 0;
+    ChunkHandle previous = kNoChunk;
+    for (ChunkHandle node = queue.head; node != kNoChunk; node = store[node].right) {
+      const Chunk& chunk = store[node];
+      if (chunk.state != ChunkState::fenced || chunk.fence_stream != queue.stream ||
+          chunk.fence_id == 0 || chunk.left != previous) {
+        return false;
+      }
+      if (previous != kNoChunk && store[previous].fence_id > chunk.fence_id) return false;
+      if (++length > chunks_) return false;  // a cycle
+      previous = node;
+    }
+    if (previous != queue.tail || length != queue.chunks) return false;
+    chunks += length;
+  }
+  return chunks == chunks_;
+}
+
+}  // namespace gpumem::detail

@@ -1,0 +1,46 @@
+// The pointer map: base address of every in-use chunk -> its record, so deallocate finds a chunk in
+// O(1) without a table per 256 bytes of region. Open addressing with linear probing and
+// backward-shift deletion; it grows (rarely, amortised) and never shrinks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "chunk_store.h"
+
+namespace gpumem::detail {
+
+// Invariants: slot count is a power of two; size_ <= slot count / 2; key 0 marks an empty slot (no
+// chunk starts at address 0, since a region's base is never 0); every key sits in the probe run
+// that starts at its home slot, with no empty slot in between.
+class PointerMap {
+ public:
+  PointerMap();
+
+  void insert(std::uintptr_t key, ChunkHandle value);
+  ChunkHandle find(std::uintptr_t key) const noexcept;
+  // Removes `key`; returns its value, or kNoChunk if it was absent.
+  ChunkHandle erase(std::uintptr_t key) noexcept;
+
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  struct Slot {
+    std::uintptr_t key = 0;
+    ChunkHandle value = kNoChunk;
+  };
+
+  std::size_t home(std::uintptr_t key) const noexcept {
+    // Fibonacci hashing of the granule number: consecutive chunks spread over the table.
+    return static_cast<std::size_t>(((key >> 8) * 0x9e3779b97f4a7c15ull) >> shift_);
+  }
+  void grow();
+
+  std::vector<Slot> slots_;
+  std::size_t mask_ = 0;
+  int shift_ = 0;
+  std::size_t size_ = 0;
+};
+
+}  // namespace gpumem::detail

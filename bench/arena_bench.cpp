@@ -1,0 +1,217 @@
+// Throughput of the BFC arena on two workloads generated before timing (no random numbers are drawn
+// in a timed loop), each also run on a caching baseline in the same process so results read as
+// ratios:
+//   random_allocations (RMM's pattern): seed 1, 73% allocate / 27% free a random live block, sizes
+//     uniform in [1 B, 4 MiB], an allocation that would pass 4 GiB live becomes a free; N operations.
+//   steady_state: L live blocks, sizes log-uniform in [256 B, 64 MiB]; each step frees a random
+//     live block and allocates a new one in its place.
+// Regions come from FakeRegionSource: addresses only, no memory is touched.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "bfc_arena.h"
+#include "region_sources.h"
+
+namespace {
+
+using gpumem::kMiB;
+
+constexpr std::size_t kGiB = std::size_t{1} << 30;
+
+// One step of the random_allocations workload: allocate `size` into `slot`, or (size 0) free it.
+struct RandomOp {
+  std::uint32_t slot;
+  std::uint32_t size;
+};
+
+struct RandomWorkload {
+  std::vector<RandomOp> ops;
+  std::size_t slots = 0;
+};
+
+RandomWorkload make_random_workload(std::size_t operations) {
+  constexpr int kAllocatePercent = 73;
+  constexpr std::size_t kMaxSize = 4 * kMiB;
+  constexpr std::size_t kMaxLive = 4 * kGiB;
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<std::size_t> size_distribution(1, kMaxSize);
+  std::uniform_int_distribution<int> op_distribution(0, 99);
+  RandomWorkload workload;
+  std::vector<std::pair<std::uint32_t, std::size_t>> live;  // slot, size
+  std::size_t live_bytes = 0;
+  for (std::size_t index = 0; index < operations; ++index) {
+    const std::size_t size = size_distribution(rng);
+    bool allocate = true;
+    if (!live.empty()) {
+      allocate = op_distribution(rng) < kAllocatePercent && live_bytes + size < kMaxLive;
+    }
+    if (allocate) {
+      const auto slot = static_cast<std::uint32_t>(workload.slots++);
+      workload.ops.push_back({slot, static_cast<std::uint32_t>(size)});
+      live.emplace_back(slot, size);
+      live_bytes += size;
+    } else {
+      std::uniform_int_distribution<std::size_t> pick(0, live.size() - 1);
+      const std::size_t victim = pick(rng);
+      workload.ops.push_back({live[victim].first, 0});
+      live_bytes -= live[victim].second;
+      live[victim] = live.back();
+      live.pop_back();
+    }
+  }
+  return workload;
+}
+
+// One step of the steady-state workload: free `slot`, then allocate `size` into it.
+struct SteadyStep {
+  std::uint32_t slot;
+  std::uint32_t size;
+};
+
+struct SteadyWorkload {
+  std::vector<std::uint32_t> initial_sizes;  // one per live slot
+  std::vector<SteadyStep> steps;             // replayed cyclically
+};
+
+SteadyWorkload make_steady_workload(std::size_t live_blocks) {
+  constexpr std::size_t kSteps = std::size_t{1} << 18;
+  std::mt19937_64 rng(2);
+  std::uniform_real_distribution<double> log_size(std::log(256.0), std::log(64.0 * kMiB));
+  const auto draw = [&] { return static_cast<std::uint32_t>(std::exp(log_size(rng))); };
+  SteadyWorkload workload;
+  for (std::size_t index = 0; index < live_blocks; ++index) workload.initial_sizes.push_back(draw());
+  std::uniform_int_distribution<std::uint32_t> slot(0, static_cast<std::uint32_t>(live_blocks - 1));
+  for (std::size_t index = 0; index < kSteps; ++index) workload.steps.push_back({slot(rng), draw()});
+  return workload;
+}
+
+// The arena as the benchmarks drive it: preallocated over fake addresses, far above any live total.
+class ArenaUnderTest {
+ public:
+  ArenaUnderTest() : arena_(source_, options()) {}
+  bool allocate(std::size_t bytes, std::uintptr_t& out) { return arena_.allocate(bytes, out) == gpumem::Status::ok; }
+  void deallocate(std::uintptr_t ptr) { arena_.deallocate(ptr); }
+
+ private:
+  static gpumem::ArenaOptions options() {
+    gpumem::ArenaOptions options;
+    options.limit = std::size_t{1} << 42;
+    options.preallocate = true;
+    return options;
+  }
+  gpumem::FakeRegionSource source_;
+  gpumem::BfcArena arena_;
+};
+
+// Baseline: a caching allocator in the style of cub's (power-of-two bins, freed blocks cached per bin
+// and reused whole, never split nor coalesced; a hash map from pointer to bin).
+class PowerOfTwoCache {
+ public:
+  bool allocate(std::size_t bytes, std::uintptr_t& out) {
+    const int bin = std::bit_width(std::max<std::size_t>(bytes, 256) - 1);
+    auto& cached = cache_[static_cast<std::size_t>(bin)];
+    if (!cached.empty()) {
+      out = cached.back();
+      cached.pop_back();
+    } else {
+      out = next_;
+      next_ += std::size_t{1} << bin;
+    }
+    live_.emplace(out, bin);
+    return true;
+  }
+  void deallocate(std::uintptr_t ptr) {
+    const auto found = live_.find(ptr);
+    cache_[static_cast<std::size_t>(found->second)].push_back(ptr);
+    live_.erase(found);
+  }
+
+ private:
+  std::vector<std::uintptr_t> cache_[64];
+  std::unordered_map<std::uintptr_t, int> live_;
+  std::uintptr_t next_ = std::uintptr_t{1} << 60;
+};
+
+template <typename Allocator>
+void random_allocations(benchmark::State& state) {
+  const RandomWorkload workload = make_random_workload(static_cast<std::size_t>(state.range(0)));
+  std::vector<std::uintptr_t> slots(workload.slots, 0);
+  Allocator allocator;
+  std::size_t failures = 0;
+  const auto run = [&] {
+    for (const RandomOp& op : workload.ops) {
+      std::uintptr_t& slot = slots[op.slot];
+      if (op.size != 0) {
+        if (!allocator.allocate(op.size, slot)) ++failures;
+      } else if (slot != 0) {
+        allocator.deallocate(slot);
+        slot = 0;
+      }
+    }
+  };
+  const auto free_remaining = [&] {
+    for (std::uintptr_t& slot : slots) {
+      if (slot != 0) allocator.deallocate(slot);
+      slot = 0;
+    }
+  };
+  run();  // warm up: regions reserved, record pools grown
+  free_remaining();
+  for (auto _ : state) {
+    run();
+    state.PauseTiming();
+    free_remaining();
+    state.ResumeTiming();
+  }
+  state.counters["time/op"] = benchmark::Counter(static_cast<double>(workload.ops.size()),
+                                                 benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
+  state.counters["failures"] = static_cast<double>(failures);
+}
+
+template <typename Allocator>
+void steady_state(benchmark::State& state) {
+  const SteadyWorkload workload = make_steady_workload(static_cast<std::size_t>(state.range(0)));
+  std::vector<std::uintptr_t> slots(workload.initial_sizes.size(), 0);
+  Allocator allocator;
+  std::size_t failures = 0;
+  for (std::size_t index = 0; index < slots.size(); ++index) {
+    if (!allocator.allocate(workload.initial_sizes[index], slots[index])) ++failures;
+  }
+  // One untimed pass over the steps: the arena reaches its steady chunk population.
+  for (const SteadyStep& step : workload.steps) {
+    allocator.deallocate(slots[step.slot]);
+    if (!allocator.allocate(step.size, slots[step.slot])) ++failures;
+  }
+  std::size_t next = 0;
+  for (auto _ : state) {
+    const SteadyStep& step = workload.steps[next];
+    next = next + 1 == workload.steps.size() ? 0 : next + 1;
+    allocator.deallocate(slots[step.slot]);
+    if (!allocator.allocate(step.size, slots[step.slot])) ++failures;
+  }
+  state.counters["failures"] = static_cast<double>(failures);
+}
+
+void random_sizes(benchmark::internal::Benchmark* benchmark) {
+  benchmark->Arg(1'000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMicrosecond);
+}
+void live_counts(benchmark::internal::Benchmark* benchmark) {
+  benchmark->Arg(1'000)->Arg(10'000)->Arg(100'000);
+}
+
+}  // namespace
+
+BENCHMARK_TEMPLATE(random_allocations, ArenaUnderTest)->Apply(random_sizes);
+BENCHMARK_TEMPLATE(random_allocations, PowerOfTwoCache)->Apply(random_sizes);
+BENCHMARK_TEMPLATE(steady_state, ArenaUnderTest)->Apply(live_counts);
+BENCHMARK_TEMPLATE(steady_state, PowerOfTwoCache)->Apply(live_counts);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,37 @@
+// CHECK(call): every CUDA runtime call in the examples goes through it, so any error ends the
+// program with a message naming the call, the file and line, and status 1.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "common.h"
+
+namespace examples {
+
+inline void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
+  if (status != cudaSuccess) {
+    fail("%s:%d: %s returned %s (%s)", file, line, call, cudaGetErrorName(status),
+         cudaGetErrorString(status));
+  }
+}
+
+// Device memory as cudaMemGetInfo reports it, for the summaries.
+struct MemoryInfo {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+};
+
+inline MemoryInfo query_memory_info() {
+  MemoryInfo info;
+  check_cuda(cudaMemGetInfo(&info.free_bytes, &info.total_bytes), "cudaMemGetInfo", __FILE__, __LINE__);
+  return info;
+}
+
+inline void print_memory_info(const char* label, const MemoryInfo& info) {
+  std::printf("  cudaMemGetInfo %s: free %s of %s\n", label, format_bytes(info.free_bytes).c_str(),
+              format_bytes(info.total_bytes).c_str());
+}
+
+}  // namespace examples
+
+#define CHECK(call) ::examples::check_cuda((call), #call, __FILE__, __LINE__)

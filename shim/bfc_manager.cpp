@@ -1,0 +1,173 @@
+#include "bfc_manager.h"
+
+#include <algorithm>
+
+#include "cuda_status.h"
+#include "log.h"
+#include "real_driver.h"
+#include "stream_domain.h"
+
+namespace gpumem::shim {
+namespace {
+
+ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes) {
+  ArenaOptions options;
+  options.limit = limit_bytes;
+  options.preallocate = policy.preallocate;
+  options.garbage_collection = policy.garbage_collection;
+  return options;
+}
+
+// Attempts to synchronise away pending fences before giving up; more than one only when other threads
+// keep freeing meanwhile.
+constexpr int kFenceSyncAttempts = 3;
+
+}  // namespace
+
+BfcManager::BfcManager(CUcontext context, CUdevice device, const Policy& policy, std::size_t limit_bytes,
+                       CUmemoryPool default_pool)
+    : MemoryManager(context, device, policy, limit_bytes),
+      fences_(fence_ids()),
+      arena_(source_, arena_options(policy, limit_bytes), &fences_),
+      default_pool_(default_pool) {}
+
+CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain) {
+  std::uintptr_t address = 0;
+  Status status = arena_.allocate(bytes, address, stream_domain);
+  for (int attempt = 0; status == Status::fences_pending && attempt < kFenceSyncAttempts; ++attempt) {
+    const FenceId through = last_fence_id();  // every fence drawn before the synchronisation starts
+    if (synchronize_context() != CUDA_SUCCESS) break;
+    do_context_synchronized(through);
+    status = arena_.allocate(bytes, address, stream_domain);
+  }
+  if (status == Status::ok) {
+    *out = static_cast<CUdeviceptr>(address);
+    warn_once_if_preallocation_shrank();
+    return CUDA_SUCCESS;
+  }
+  if ((status == Status::out_of_memory || status == Status::fences_pending) &&
+      log::enabled(LogLevel::warn)) {
+    log::at(LogLevel::warn, "device {}: out of memory allocating {} bytes (limit {} bytes)\n{}",
+                 device(), bytes, limit_bytes(), arena_.oom_report(bytes).render());
+  }
+  return to_cuda_result(status);
+}
+
+void BfcManager::warn_once_if_preallocation_shrank() {
+  if (preallocation_checked_.load(std::memory_order_relaxed) ||
+      preallocation_checked_.exchange(true, std::memory_order_relaxed)) {
+    return;
+  }
+  const ArenaStats stats = arena_.stats();
+  if (policy().preallocate && (stats.region_refusals > 0 || stats.bytes_reserved < limit_bytes())) {
+    log::at(LogLevel::warn,
+                 "device {}: the driver refused a {}-byte preallocation; reserved {} bytes instead "
+                 "(retried at 0.9x)", device(), limit_bytes(), stats.bytes_reserved);
+  } else {
+    log::at(LogLevel::debug, "device {}: reserved {} bytes at the first allocation", device(),
+                 stats.bytes_reserved);
+  }
+}
+
+CUresult BfcManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
+  return allocate_from_arena(out, bytes, 0);
+}
+
+CUresult BfcManager::do_free(CUdeviceptr ptr) {
+  const auto address = static_cast<std::uintptr_t>(ptr);
+  if (!arena_.owns(address)) {
+    count_pass_through();
+    return real_driver().cuMemFree_v2(ptr);
+  }
+  Fence fence;
+  switch (policy().free_sync) {
+    case FreeSync::defer:  // reusable once a context synchronisation began after this point
+      fence = Fence{fences_.next_unordered_id(), 0};
+      break;
+    case FreeSync::sync: {  // what cuMemFree itself does: wait for the device first
+      const FenceId through = last_fence_id();
+      const CUresult synced = synchronize_context();
+      if (synced != CUDA_SUCCESS) return synced;
+      do_context_synchronized(through);
+      break;
+    }
+    case FreeSync::none:  // immediate reuse, as XLA does with a single stream
+      break;
+  }
+  return to_cuda_result(arena_.deallocate(address, fence));
+}
+
+CUresult BfcManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
+  if (driver_passthrough::stream_is_capturing(stream)) {  // the graph must own its allocation nodes
+    count_pass_through();
+    return driver_passthrough::mem_alloc_async(out, bytes, stream);
+  }
+  return allocate_from_arena(out, bytes, fence_domain(stream.handle, stream.per_thread));
+}
+
+CUresult BfcManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
+  const auto address = static_cast<std::uintptr_t>(ptr);
+  if (!arena_.owns(address)) {
+    count_pass_through();
+    return driver_passthrough::mem_free_async(ptr, stream);
+  }
+  // A graph would free the block whenever it is launched; the arena cannot follow that.
+  if (driver_passthrough::stream_is_capturing(stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  fences_.poll();
+  Fence fence{fences_.record_on_stream(plain_stream_handle(stream.handle, stream.per_thread)),
+              fence_domain(stream.handle, stream.per_thread)};
+  if (fence.id == 0) fence = Fence{fences_.next_unordered_id(), 0};  // no event: wait for a context sync
+  const Status status = arena_.deallocate(address, fence);
+  if (status != Status::ok) fences_.abandon(fence.id);
+  return to_cuda_result(status);
+}
+
+CUresult BfcManager::do_allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemoryPool pool,
+                                                 StreamArg stream) {
+  if (pool != nullptr && pool == default_pool_) return do_allocate_async(out, bytes, stream);
+  count_pass_through();  // the program's own pool
+  return driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream);
+}
+
+CUresult BfcManager::do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) {
+  std::size_t device_free = 0;
+  const CUresult result = driver_passthrough::mem_get_info(&device_free, nullptr);
+  if (result != CUDA_SUCCESS) return result;
+  if (free_bytes != nullptr) {
+    const ArenaStats stats = arena_.stats();
+    const std::size_t held_free = stats.bytes_reserved - stats.bytes_in_use;
+    *free_bytes = std::min(arena_.available(), device_free + held_free);
+  }
+  if (total_bytes != nullptr) *total_bytes = limit_bytes();
+  return CUDA_SUCCESS;
+}
+
+bool BfcManager::do_owns(CUdeviceptr ptr) const { return arena_.owns(static_cast<std::uintptr_t>(ptr)); }
+
+CUresult BfcManager::do_check_ipc_export(CUdeviceptr ptr) const {
+  const auto chunk = arena_.find(static_cast<std::uintptr_t>(ptr));
+  if (!chunk || chunk->region.base == static_cast<std::uintptr_t>(ptr)) return CUDA_SUCCESS;
+  log::at(LogLevel::error,
+               "cuIpcGetMemHandle: {:#x} lies {} bytes into a pooled region, which the driver can only "
+               "export whole; run this program with GPUMEM_MODE=platform to share device memory by IPC",
+               static_cast<std::uintptr_t>(ptr), static_cast<std::uintptr_t>(ptr) - chunk->region.base);
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+void BfcManager::do_fill_stats(ManagerStats& stats) const {
+  const ArenaStats arena = arena_.stats();
+  stats.bytes_in_use = arena.bytes_in_use;
+  stats.peak_bytes_in_use = arena.peak_bytes_in_use;
+  stats.bytes_reserved = arena.bytes_reserved;
+  stats.peak_bytes_reserved = arena.peak_bytes_reserved;
+  stats.largest_free_block = arena.largest_free_block;
+  stats.bytes_fenced = arena.bytes_fenced;
+  stats.regions = arena.regions;
+}
+
+void BfcManager::do_context_synchronized(FenceId through) {
+  fences_.resolve_through(through);
+  arena_.resolve_fences_through(through);
+}
+
+}  // namespace gpumem::shim

@@ -1,0 +1,52 @@
+// bfc mode: one best-fit-with-coalescing arena per context, over regions from the real driver.
+#pragma once
+
+#include <atomic>
+
+#include "bfc_arena.h"
+#include "cuda_region_source.h"
+#include "memory_manager.h"
+#include "stream_fences.h"
+
+namespace gpumem::shim {
+
+// Invariants: every pointer the arena handed out lies in a region obtained with cuMemAlloc_v2 in
+// `context()`; a chunk freed synchronously is reused only as Policy::free_sync allows (defer: after a
+// context synchronisation that began after the free; sync: the free itself synchronised; none: at
+// once), and a chunk freed with cuMemFreeAsync on stream S at once on S, elsewhere only after the event
+// recorded at its free completed; the arena is never destroyed (the driver frees its regions with the
+// context).
+class BfcManager final : public MemoryManager {
+ public:
+  // `default_pool` is the device's default memory pool (null if it has none): allocations from it
+  // are served like cuMemAllocAsync.
+  BfcManager(CUcontext context, CUdevice device, const Policy& policy, std::size_t limit_bytes,
+             CUmemoryPool default_pool);
+
+ private:
+  CUresult do_allocate(CUdeviceptr* out, std::size_t bytes) override;
+  CUresult do_free(CUdeviceptr ptr) override;
+  CUresult do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) override;
+  CUresult do_free_async(CUdeviceptr ptr, StreamArg stream) override;
+  CUresult do_allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemoryPool pool,
+                                       StreamArg stream) override;
+  CUresult do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) override;
+  bool do_owns(CUdeviceptr ptr) const override;
+  CUresult do_check_ipc_export(CUdeviceptr ptr) const override;
+  void do_context_synchronized(FenceId through) override;
+  void do_fill_stats(ManagerStats& stats) const override;
+  const char* do_mode_name() const noexcept override { return "bfc"; }
+
+  // Allocates from the arena; when only fenced memory would fit, synchronises the context once,
+  // resolves every fence issued before it, and retries. Logs the OOM report on failure.
+  CUresult allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain);
+  void warn_once_if_preallocation_shrank();
+
+  CudaRegionSource source_;
+  StreamFences fences_;
+  BfcArena arena_;
+  const CUmemoryPool default_pool_;
+  std::atomic<bool> preallocation_checked_{false};
+};
+
+}  // namespace gpumem::shim

@@ -1,0 +1,203 @@
+#include "context_registry.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <memory>
+#include <new>
+
+#include "bfc_manager.h"
+#include "cuda_async_manager.h"
+#include "log.h"
+#include "platform_manager.h"
+#include "process_policy.h"
+#include "real_driver.h"
+
+namespace gpumem::shim {
+namespace {
+
+// The registry is reached from pthread_atfork handlers, which take no argument.
+ContextRegistry* g_registry = nullptr;
+
+std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, const Policy& policy,
+                                            std::size_t limit) {
+  const RealDriver& driver = real_driver();
+  switch (policy.mode) {
+    case Mode::bfc: {
+      CUmemoryPool default_pool = nullptr;
+      if (driver.cuDeviceGetDefaultMemPool == nullptr ||
+          driver.cuDeviceGetDefaultMemPool(&default_pool, device) != CUDA_SUCCESS) {
+        default_pool = nullptr;
+      }
+      return std::make_unique<BfcManager>(context, device, policy, limit, default_pool);
+    }
+    case Mode::cuda_async:
+      if (auto manager = CudaAsyncManager::create(context, device, policy, limit)) return manager;
+      return std::make_unique<PlatformManager>(context, device, policy, limit);
+    case Mode::platform:
+      return std::make_unique<PlatformManager>(context, device, policy, limit);
+    case Mode::off:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+ContextRegistry& ContextRegistry::instance() {
+  static ContextRegistry* const registry = [] {
+    auto* created = new ContextRegistry();  // leaked on purpose
+    g_registry = created;
+    pthread_atfork(&ContextRegistry::lock_before_fork, &ContextRegistry::unlock_after_fork_in_parent,
+                   &ContextRegistry::reset_in_child);
+    return created;
+  }();
+  return *registry;
+}
+
+ContextRegistry::ContextRegistry() = default;
+
+MemoryManager* ContextRegistry::current(bool create) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available || driver.cuCtxGetCurrent == nullptr) return nullptr;
+  CUcontext context = nullptr;
+  if (driver.cuCtxGetCurrent(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
+  if (MemoryManager* manager = find(context)) return manager;
+  if (!create || !policy_is_active()) return nullptr;
+  std::lock_guard lock(mutex_);
+  if (MemoryManager* manager = find(context)) return manager;  // made by another thread meanwhile
+  return create_locked(context);
+}
+
+MemoryManager* ContextRegistry::find(CUcontext context) const noexcept {
+  if (context == nullptr) return nullptr;
+  const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < used; ++i) {
+    if (slots_[i].context.load(std::memory_order_acquire) == context) {
+      return slots_[i].manager.load(std::memory_order_acquire);
+    }
+  }
+  return nullptr;
+}
+
+MemoryManager* ContextRegistry::first_on_device(CUdevice device) const noexcept {
+  const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < used; ++i) {
+    if (slots_[i].context.load(std::memory_order_acquire) == nullptr) continue;
+    MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire);
+    if (manager != nullptr && manager->device() == device) return manager;
+  }
+  return nullptr;
+}
+
+MemoryManager* ContextRegistry::owner_of(CUdeviceptr ptr) const {
+  const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < used; ++i) {
+    if (slots_[i].context.load(std::memory_order_acquire) == nullptr) continue;
+    MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire);
+    if (manager != nullptr && manager->owns(ptr)) return manager;
+  }
+  return nullptr;
+}
+
+void ContextRegistry::forget(CUcontext context) {
+  if (context == nullptr) return;
+  std::lock_guard lock(mutex_);
+  const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < used; ++i) {
+    if (slots_[i].context.load(std::memory_order_acquire) == context) {
+      slots_[i].context.store(nullptr, std::memory_order_release);
+      log::debug("context {}: forgotten with its memory", static_cast<const void*>(context));
+    }
+  }
+}
+
+void ContextRegistry::forget_primary_context(CUdevice device) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available) return;
+  if (driver.cuDevicePrimaryCtxRetain != nullptr && driver.cuDevicePrimaryCtxRelease_v2 != nullptr &&
+      driver.cuDevicePrimaryCtxGetState != nullptr) {
+    unsigned int flags = 0;
+    int active = 0;
+    if (driver.cuDevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0) return;
+    CUcontext primary = nullptr;  // retaining an active primary context only names it
+    if (driver.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) return;
+    driver.cuDevicePrimaryCtxRelease_v2(device);
+    forget(primary);
+    return;
+  }
+  // Without a way to name the primary context, forget every context of the device: safer than
+  // keeping an arena whose memory the reset freed.
+  std::lock_guard lock(mutex_);
+  const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < used; ++i) {
+    MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire);
+    if (manager != nullptr && manager->device() == device) {
+      slots_[i].context.store(nullptr, std::memory_order_release);
+    }
+  }
+}
+
+MemoryManager* ContextRegistry::create_locked(CUcontext context) {
+  const RealDriver& driver = real_driver();
+  const Policy& policy = *process_policy().policy;
+  CUdevice device = 0;
+  std::size_t total = 0;
+  std::size_t free = 0;
+  std::size_t total_seen_by_context = 0;
+  if (driver.cuCtxGetDevice(&device) != CUDA_SUCCESS ||
+      driver.cuDeviceTotalMem_v2(&total, device) != CUDA_SUCCESS ||
+      driver.cuMemGetInfo_v2(&free, &total_seen_by_context) != CUDA_SUCCESS) {
+    log::error("context {}: could not query its device; its memory is not managed",
+               static_cast<const void*>(context));
+    return nullptr;
+  }
+  const std::size_t limit = std::max<std::size_t>(policy.limit_for_device(total, free), 256);
+
+  std::size_t slot = kMaxContexts;
+  const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < used && slot == kMaxContexts; ++i) {
+    if (slots_[i].context.load(std::memory_order_acquire) == nullptr) slot = i;
+  }
+  if (slot == kMaxContexts && used < kMaxContexts) slot = used;
+  if (slot == kMaxContexts) {
+    log::error("more than {} contexts in use; the memory of context {} is not managed", kMaxContexts,
+               static_cast<const void*>(context));
+    return nullptr;
+  }
+
+  std::unique_ptr<MemoryManager> made;
+  try {
+    made = make_manager(context, device, policy, limit);
+  } catch (const std::bad_alloc&) {
+    made = nullptr;
+  }
+  if (!made) return nullptr;
+  MemoryManager* manager = made.release();  // never deleted: see the invariant
+  slots_[slot].manager.store(manager, std::memory_order_release);
+  slots_[slot].context.store(context, std::memory_order_release);
+  if (slot == used) slots_in_use_.store(used + 1, std::memory_order_release);
+  log::info("context {} (device {}): {} mode, limit {} bytes of {} total ({} free); {}",
+            static_cast<const void*>(context), device, manager->mode_name(), limit, total, free,
+            policy.describe());
+  return manager;
+}
+
+void ContextRegistry::lock_before_fork() noexcept {
+  if (g_registry != nullptr) g_registry->mutex_.lock();
+}
+
+void ContextRegistry::unlock_after_fork_in_parent() noexcept {
+  if (g_registry != nullptr) g_registry->mutex_.unlock();
+}
+
+void ContextRegistry::reset_in_child() noexcept {
+  if (g_registry == nullptr) return;
+  // The child starts fresh: the parent's contexts and arenas are not the child's. The forking thread
+  // holds the mutex (taken before the fork), and it is the child's only thread.
+  for (Slot& slot : g_registry->slots_) slot.context.store(nullptr, std::memory_order_relaxed);
+  g_registry->slots_in_use_.store(0, std::memory_order_release);
+  g_registry->mutex_.unlock();
+}
+
+}  // namespace gpumem::shim

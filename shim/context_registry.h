@@ -1,0 +1,57 @@
+// Which memory manager serves which CUDA context. Memory belongs to a context, so each context gets its
+// own manager, created at its first allocation from the process policy and the device's size.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+
+#include "memory_manager.h"
+
+namespace gpumem::shim {
+
+// Invariants: a slot's `manager` is set before its `context` is published (release) and is never
+// deleted: a thread that found it may still be using it after the context was forgotten, and a
+// destroyed context's memory is already gone with the driver. Lookups are lock-free scans of at most
+// `slots_in_use_` slots; creation and forgetting take `mutex_`.
+class ContextRegistry {
+ public:
+  // The process's registry (leaked on purpose: hooks may run during static destruction).
+  static ContextRegistry& instance();
+
+  // The current context's manager; with `create`, made on first use. Null when the shim is inert
+  // (bad environment, mode off), no context is current, or no manager could be made.
+  MemoryManager* current(bool create);
+  MemoryManager* find(CUcontext context) const noexcept;
+  // The manager of the first managed context on `device`, or null.
+  MemoryManager* first_on_device(CUdevice device) const noexcept;
+  // The manager that handed out `ptr`, in any context.
+  MemoryManager* owner_of(CUdeviceptr ptr) const;
+
+  // The context is being destroyed: its manager is dropped (its memory goes with the context).
+  void forget(CUcontext context);
+  // The device's primary context is being reset.
+  void forget_primary_context(CUdevice device);
+
+ private:
+  struct Slot {
+    std::atomic<CUcontext> context{nullptr};
+    std::atomic<MemoryManager*> manager{nullptr};
+  };
+  static constexpr std::size_t kMaxContexts = 64;
+
+  ContextRegistry();
+  MemoryManager* create_locked(CUcontext context);
+  static void lock_before_fork() noexcept;
+  static void unlock_after_fork_in_parent() noexcept;
+  static void reset_in_child() noexcept;
+
+  std::mutex mutex_;
+  std::array<Slot, kMaxContexts> slots_;
+  std::atomic<std::size_t> slots_in_use_{0};  // high-water mark of used slots
+};
+
+}  // namespace gpumem::shim

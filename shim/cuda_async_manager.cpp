@@ -1,0 +1,158 @@
+#include "cuda_async_manager.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "log.h"
+#include "real_driver.h"
+
+namespace gpumem::shim {
+
+std::unique_ptr<CudaAsyncManager> CudaAsyncManager::create(CUcontext context, CUdevice device,
+                                                           const Policy& policy, std::size_t limit_bytes) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuDeviceGetDefaultMemPool == nullptr || driver.cuMemPoolSetAttribute == nullptr ||
+      driver.cuMemAllocAsync == nullptr || driver.cuMemFreeAsync == nullptr ||
+      driver.cuStreamCreate == nullptr || driver.cuStreamSynchronize == nullptr) {
+    log::at(LogLevel::error, "device {}: the driver has no stream-ordered allocator; cuda_async "
+                 "mode is unavailable and requests go to the driver", device);
+    return nullptr;
+  }
+  CUmemoryPool pool = nullptr;
+  CUresult result = driver.cuDeviceGetDefaultMemPool(&pool, device);
+  if (result != CUDA_SUCCESS) {
+    log::at(LogLevel::error, "device {}: cuDeviceGetDefaultMemPool failed ({}); cuda_async mode "
+                 "is unavailable and requests go to the driver", device, static_cast<int>(result));
+    return nullptr;
+  }
+  // Memory the pool holds above the threshold goes back to the driver at synchronisation points.
+  std::uint64_t threshold = policy.preallocate ? limit_bytes : 0;
+  result = driver.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+  if (result != CUDA_SUCCESS) {
+    log::at(LogLevel::warn, "device {}: setting the pool's release threshold to {} failed ({})",
+                 device, threshold, static_cast<int>(result));
+  }
+  CUstream stream = nullptr;
+  result = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+  if (result != CUDA_SUCCESS) {
+    log::at(LogLevel::error, "device {}: creating the allocation stream failed ({}); cuda_async "
+                 "mode is unavailable and requests go to the driver", device, static_cast<int>(result));
+    return nullptr;
+  }
+  return std::make_unique<CudaAsyncManager>(context, device, policy, limit_bytes, pool, stream);
+}
+
+CudaAsyncManager::CudaAsyncManager(CUcontext context, CUdevice device, const Policy& policy,
+                                   std::size_t limit_bytes, CUmemoryPool pool, CUstream private_stream)
+    : MemoryManager(context, device, policy, limit_bytes), pool_(pool), private_stream_(private_stream) {}
+
+void CudaAsyncManager::warm_up() {
+  if (!policy().async_prealloc || *policy().async_prealloc == 0) return;
+  const std::int64_t asked = *policy().async_prealloc;
+  const std::size_t bytes = asked < 0 ? (policy().preallocate ? limit_bytes() : 0)
+                                      : static_cast<std::size_t>(asked);
+  if (bytes == 0) return;
+  const RealDriver& driver = real_driver();
+  CUdeviceptr block = 0;
+  const CUresult result = allocate_from_pool(&block, bytes);
+  if (result == CUDA_SUCCESS) {
+    driver.cuMemFreeAsync(block, private_stream_);
+    driver.cuStreamSynchronize(private_stream_);
+    log::at(LogLevel::debug, "device {}: warmed the pool with {} bytes", device(), bytes);
+  } else {
+    log::at(LogLevel::warn, "device {}: warming the pool with {} bytes failed ({})", device(), bytes,
+                 static_cast<int>(result));
+  }
+}
+
+CUresult CudaAsyncManager::allocate_on_private_stream(CUdeviceptr* out, std::size_t bytes) {
+  CUresult result = allocate_from_pool(out, bytes);
+  if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+    // As TensorFlow does: let pending frees land (ours included), then try once more.
+    const FenceId through = last_fence_id();
+    if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
+    result = allocate_from_pool(out, bytes);
+  }
+  if (result != CUDA_SUCCESS) return result;
+  return real_driver().cuStreamSynchronize(private_stream_);  // a synchronous allocation is complete on return
+}
+
+CUresult CudaAsyncManager::allocate_from_pool(CUdeviceptr* out, std::size_t bytes) {
+  // From the default pool by name: the program may have made another pool the device's current one.
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemAllocFromPoolAsync != nullptr) {
+    return driver.cuMemAllocFromPoolAsync(out, bytes, pool_, private_stream_);
+  }
+  return driver.cuMemAllocAsync(out, bytes, private_stream_);
+}
+
+CUresult CudaAsyncManager::return_to_pool(CUdeviceptr ptr) {
+  return real_driver().cuMemFreeAsync(ptr, private_stream_);
+}
+
+CUresult CudaAsyncManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
+  std::call_once(warmed_up_, [this] { warm_up(); });
+  const CUresult result = allocate_on_private_stream(out, bytes);
+  if (result == CUDA_SUCCESS) {
+    std::lock_guard lock(mutex_);
+    served_.insert(*out);
+  }
+  return result;
+}
+
+CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
+  {
+    std::lock_guard lock(mutex_);
+    if (served_.erase(ptr) == 0) {
+      if (is_deferred_locked(ptr)) return CUDA_ERROR_INVALID_VALUE;  // freed twice
+      count_pass_through();
+      return real_driver().cuMemFree_v2(ptr);
+    }
+    if (policy().free_sync == FreeSync::defer) {
+      deferred_.emplace_back(fence_ids().fetch_add(1, std::memory_order_acq_rel) + 1, ptr);
+      return CUDA_SUCCESS;
+    }
+  }
+  if (policy().free_sync == FreeSync::sync) {
+    const FenceId through = last_fence_id();
+    const CUresult synced = synchronize_context();
+    if (synced != CUDA_SUCCESS) return synced;
+    do_context_synchronized(through);
+  }
+  return return_to_pool(ptr);
+}
+
+CUresult CudaAsyncManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
+  return driver_passthrough::mem_alloc_async(out, bytes, stream);
+}
+
+CUresult CudaAsyncManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
+  {
+    std::lock_guard lock(mutex_);
+    if (served_.erase(ptr) == 0 && is_deferred_locked(ptr)) return CUDA_ERROR_INVALID_VALUE;
+  }
+  return driver_passthrough::mem_free_async(ptr, stream);
+}
+
+bool CudaAsyncManager::do_owns(CUdeviceptr ptr) const {
+  std::lock_guard lock(mutex_);
+  return served_.count(ptr) != 0 || is_deferred_locked(ptr);
+}
+
+void CudaAsyncManager::do_context_synchronized(FenceId through) {
+  std::vector<CUdeviceptr> ready;
+  {
+    std::lock_guard lock(mutex_);
+    const auto still_deferred = std::stable_partition(
+        deferred_.begin(), deferred_.end(), [through](const auto& entry) { return entry.first > through; });
+    for (auto it = still_deferred; it != deferred_.end(); ++it) ready.push_back(it->second);
+    deferred_.erase(still_deferred, deferred_.end());
+  }
+  for (const CUdeviceptr ptr : ready) return_to_pool(ptr);
+}
+
+bool CudaAsyncManager::is_deferred_locked(CUdeviceptr ptr) const {
+  return std::any_of(deferred_.begin(), deferred_.end(), [ptr](const auto& entry) { return entry.second == ptr; });
+}
+
+}  // namespace gpumem::shim

@@ -1,0 +1,127 @@
+// The exported driver entry points the shim serves. Each is thin: the argument checks the driver
+// makes before doing anything, then one call into the memory service (memory_service.h).
+#include <new>
+
+#include "hook_table.h"
+#include "hooks.h"
+#include "memory_service.h"
+
+namespace service = gpumem::shim;
+using gpumem::shim::note_hook_reached;
+
+namespace {
+
+// Runs one memory-service call; no exception may cross the C ABI into the program.
+template <typename Call>
+CUresult guarded(Call call) noexcept {
+  try {
+    return call();
+  } catch (const std::bad_alloc&) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  } catch (...) {
+    return CUDA_ERROR_UNKNOWN;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  note_hook_reached();
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded([&] { return service::mem_alloc(dptr, bytesize); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch,
+                                                  size_t WidthInBytes, size_t Height,
+                                                  unsigned int ElementSizeBytes) {
+  note_hook_reached();
+  if (dptr == nullptr || pPitch == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded([&] {
+    return service::mem_alloc_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+  note_hook_reached();
+  return guarded([&] { return service::mem_free(dptr); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+  note_hook_reached();
+  return guarded([&] { return service::mem_get_info(free, total); });  // either pointer may be null
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize,
+                                               CUstream hStream) {
+  note_hook_reached();
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded(
+      [&] { return service::mem_alloc_async(dptr, bytesize, hStream, /*per_thread=*/false); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
+                                                    CUstream stream) {
+  note_hook_reached();
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded(
+      [&] { return service::mem_alloc_async(dptr, bytesize, stream, /*per_thread=*/true); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  note_hook_reached();
+  return guarded([&] { return service::mem_free_async(dptr, hStream, /*per_thread=*/false); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+  note_hook_reached();
+  return guarded([&] { return service::mem_free_async(dptr, stream, /*per_thread=*/true); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize,
+                                                       CUmemoryPool pool, CUstream hStream) {
+  note_hook_reached();
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded([&] {
+    return service::mem_alloc_from_pool_async(dptr, bytesize, pool, hStream, /*per_thread=*/false);
+  });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
+                                                            CUmemoryPool pool, CUstream stream) {
+  note_hook_reached();
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded([&] {
+    return service::mem_alloc_from_pool_async(dptr, bytesize, pool, stream, /*per_thread=*/true);
+  });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuCtxSynchronize() {
+  note_hook_reached();
+  return guarded([&] { return service::ctx_synchronize(nullptr); });
+}
+
+// CUDA 13: what cuGetProcAddress("cuCtxSynchronize", 13000) returns.
+GPUMEM_EXPORT CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+  note_hook_reached();
+  return guarded([&] { return service::ctx_synchronize(ctx); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
+  note_hook_reached();
+  return guarded([&] { return service::ctx_destroy(ctx); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  note_hook_reached();
+  return guarded([&] { return service::primary_ctx_reset(dev); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  note_hook_reached();
+  if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded([&] { return service::ipc_get_mem_handle(pHandle, dptr); });
+}
+
+}  // extern "C"

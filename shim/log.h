@@ -1,0 +1,58 @@
+// The shim's log: one line per message, prefixed "gpumem:", on stderr or in GPUMEM_LOG_FILE, at the
+// level set by GPUMEM_LOG_LEVEL (default warn).
+//
+// Preload-safe: nothing is created during library load; the logger (spdlog, compiled in header-only
+// and hidden) is created at the first message that passes the level. A message logged while this
+// thread is already inside the logger (e.g. a dlsym hook reached from the logger's own set-up) is
+// dropped instead of recursing. Never throws; formatting errors are swallowed.
+//
+// Use: log::debug("cuGetProcAddress({}) -> hook", name); the arguments are only formatted when the
+// level is enabled.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string_view>
+#include <utility>
+
+#include "policy.h"
+
+namespace gpumem::shim::log {
+
+// True when a message at `level` would be written. Cheap (one atomic load after the first call).
+bool enabled(LogLevel level) noexcept;
+
+// Writes one message (without prefix or newline) at `level`, if enabled.
+void write(LogLevel level, std::string_view message) noexcept;
+
+template <typename... Args>
+void at(LogLevel level, fmt::format_string<Args...> format, Args&&... args) noexcept {
+  if (!enabled(level)) return;
+  try {
+    write(level, fmt::format(format, std::forward<Args>(args)...));
+  } catch (...) {  // out of memory while formatting: drop the message, never the program
+  }
+}
+
+template <typename... Args>
+void trace(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  at(LogLevel::trace, format, std::forward<Args>(args)...);
+}
+template <typename... Args>
+void debug(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  at(LogLevel::debug, format, std::forward<Args>(args)...);
+}
+template <typename... Args>
+void info(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  at(LogLevel::info, format, std::forward<Args>(args)...);
+}
+template <typename... Args>
+void warn(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  at(LogLevel::warn, format, std::forward<Args>(args)...);
+}
+template <typename... Args>
+void error(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  at(LogLevel::error, format, std::forward<Args>(args)...);
+}
+
+}  // namespace gpumem::shim::log

@@ -1,0 +1,166 @@
+#include "memory_manager.h"
+
+#include "pitch.h"
+#include "real_driver.h"
+#include "stream_domain.h"
+
+namespace gpumem::shim {
+
+MemoryManager::MemoryManager(CUcontext context, CUdevice device, const Policy& policy,
+                             std::size_t limit_bytes)
+    : context_(context), device_(device), policy_(policy), limit_bytes_(limit_bytes) {}
+
+CUresult MemoryManager::allocate(CUdeviceptr* out, std::size_t bytes) {
+  if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;  // as cuMemAlloc_v2 answers
+  const CUresult result = do_allocate(out, bytes);
+  count_alloc(result);
+  return result;
+}
+
+CUresult MemoryManager::allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width_bytes,
+                                       std::size_t height, unsigned int element_size_bytes) {
+  if (out == nullptr || pitch == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult result = do_allocate_pitch(out, pitch, width_bytes, height, element_size_bytes);
+  count_alloc(result);
+  return result;
+}
+
+CUresult MemoryManager::free(CUdeviceptr ptr) {
+  const CUresult result = do_free(ptr);
+  if (result == CUDA_SUCCESS) frees_.fetch_add(1, std::memory_order_relaxed);
+  return result;
+}
+
+CUresult MemoryManager::allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
+  if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult result = do_allocate_async(out, bytes, stream);
+  count_alloc(result);
+  return result;
+}
+
+CUresult MemoryManager::free_async(CUdeviceptr ptr, StreamArg stream) {
+  const CUresult result = do_free_async(ptr, stream);
+  if (result == CUDA_SUCCESS) frees_.fetch_add(1, std::memory_order_relaxed);
+  return result;
+}
+
+CUresult MemoryManager::allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemoryPool pool,
+                                                 StreamArg stream) {
+  if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult result = do_allocate_from_pool_async(out, bytes, pool, stream);
+  count_alloc(result);
+  return result;
+}
+
+CUresult MemoryManager::get_info(std::size_t* free_bytes, std::size_t* total_bytes) {
+  return do_get_info(free_bytes, total_bytes);
+}
+
+ManagerCounters MemoryManager::counters() const noexcept {
+  return ManagerCounters{allocs_.load(std::memory_order_relaxed), frees_.load(std::memory_order_relaxed),
+                         failed_allocs_.load(std::memory_order_relaxed),
+                         passed_through_.load(std::memory_order_relaxed)};
+}
+
+ManagerStats MemoryManager::stats() const {
+  ManagerStats stats;
+  stats.counters = counters();
+  stats.bytes_limit = limit_bytes_;
+  do_fill_stats(stats);
+  return stats;
+}
+
+CUresult MemoryManager::synchronize_context() const {
+  const RealDriver& driver = real_driver();
+  CUcontext current = nullptr;
+  if (driver.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == context_) {
+    return driver.cuCtxSynchronize();
+  }
+  if (driver.cuCtxSynchronize_v2 != nullptr) return driver.cuCtxSynchronize_v2(context_);
+  return driver.cuCtxSynchronize();
+}
+
+CUresult MemoryManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width_bytes,
+                                          std::size_t height, unsigned int element_size_bytes) {
+  const auto pitched = pitched_size(width_bytes, height, element_size_bytes);
+  if (!pitched) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult result = do_allocate(out, pitched->bytes);
+  if (result == CUDA_SUCCESS) *pitch = pitched->pitch;
+  return result;
+}
+
+CUresult MemoryManager::do_allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes,
+                                                    CUmemoryPool pool, StreamArg stream) {
+  count_pass_through();
+  return driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream);
+}
+
+CUresult MemoryManager::do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) {
+  return driver_passthrough::mem_get_info(free_bytes, total_bytes);
+}
+
+CUresult MemoryManager::do_check_ipc_export(CUdeviceptr /*ptr*/) const { return CUDA_SUCCESS; }
+
+void MemoryManager::count_alloc(CUresult result) noexcept {
+  if (result == CUDA_SUCCESS) {
+    allocs_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    failed_allocs_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+namespace driver_passthrough {
+
+CUresult mem_get_info(std::size_t* free_bytes, std::size_t* total_bytes) {
+  std::size_t device_free = 0;  // the driver never sees a null output
+  std::size_t device_total = 0;
+  const CUresult result = real_driver().cuMemGetInfo_v2(&device_free, &device_total);
+  if (result != CUDA_SUCCESS) return result;
+  if (free_bytes != nullptr) *free_bytes = device_free;
+  if (total_bytes != nullptr) *total_bytes = device_total;
+  return CUDA_SUCCESS;
+}
+
+CUresult mem_alloc_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
+  const RealDriver& driver = real_driver();
+  if (stream.per_thread && driver.cuMemAllocAsync_ptsz != nullptr) {
+    return driver.cuMemAllocAsync_ptsz(out, bytes, stream.handle);
+  }
+  if (driver.cuMemAllocAsync == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return driver.cuMemAllocAsync(out, bytes, plain_stream_handle(stream.handle, stream.per_thread));
+}
+
+CUresult mem_free_async(CUdeviceptr ptr, StreamArg stream) {
+  const RealDriver& driver = real_driver();
+  if (stream.per_thread && driver.cuMemFreeAsync_ptsz != nullptr) {
+    return driver.cuMemFreeAsync_ptsz(ptr, stream.handle);
+  }
+  if (driver.cuMemFreeAsync == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return driver.cuMemFreeAsync(ptr, plain_stream_handle(stream.handle, stream.per_thread));
+}
+
+CUresult mem_alloc_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemoryPool pool,
+                                   StreamArg stream) {
+  const RealDriver& driver = real_driver();
+  if (stream.per_thread && driver.cuMemAllocFromPoolAsync_ptsz != nullptr) {
+    return driver.cuMemAllocFromPoolAsync_ptsz(out, bytes, pool, stream.handle);
+  }
+  if (driver.cuMemAllocFromPoolAsync == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return driver.cuMemAllocFromPoolAsync(out, bytes, pool,
+                                        plain_stream_handle(stream.handle, stream.per_thread));
+}
+
+bool stream_is_capturing(StreamArg stream) {
+  const RealDriver& driver = real_driver();
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (stream.per_thread && driver.cuStreamIsCapturing_ptsz != nullptr) {
+    if (driver.cuStreamIsCapturing_ptsz(stream.handle, &status) != CUDA_SUCCESS) return false;
+  } else if (driver.cuStreamIsCapturing != nullptr) {
+    if (driver.cuStreamIsCapturing(plain_stream_handle(stream.handle, stream.per_thread), &status) != CUDA_SUCCESS) return false;
+  }
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+}  // namespace driver_passthrough
+
+}  // namespace gpumem::shim

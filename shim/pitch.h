@@ -1,0 +1,30 @@
+// Pitched allocations computed as the driver computes them, so an arena-served cuMemAllocPitch gives
+// the program the same row pitch it would get without the shim.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+namespace gpumem::shim {
+
+// Rows start at multiples of this many bytes (the pitch alignment of current NVIDIA GPUs).
+inline constexpr std::size_t kPitchAlignment = 512;
+
+struct PitchedSize {
+  std::size_t pitch = 0;  // bytes per row
+  std::size_t bytes = 0;  // pitch * height
+};
+
+// nullopt where the driver answers CUDA_ERROR_INVALID_VALUE: a zero width or height, an element size
+// other than 4, 8 or 16, or a size that overflows.
+constexpr std::optional<PitchedSize> pitched_size(std::size_t width_bytes, std::size_t height,
+                                                  unsigned int element_size_bytes) noexcept {
+  if (width_bytes == 0 || height == 0) return std::nullopt;
+  if (element_size_bytes != 4 && element_size_bytes != 8 && element_size_bytes != 16) return std::nullopt;
+  if (width_bytes > static_cast<std::size_t>(-1) - kPitchAlignment) return std::nullopt;
+  const std::size_t pitch = (width_bytes + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+  if (height > static_cast<std::size_t>(-1) / pitch) return std::nullopt;
+  return PitchedSize{pitch, pitch * height};
+}
+
+}  // namespace gpumem::shim

@@ -1,0 +1,117 @@
+#include "config.h"
+
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+
+namespace cudasim {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<std::uint64_t> parse_count(std::string_view text) {
+  text = trim(text);
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+void complain(const char* name, const char* value, const char* expected) {
+  std::fprintf(stderr, "cudasim: %s=\"%s\" is malformed: expected %s\n", name, value, expected);
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_size(std::string_view text) {
+  text = trim(text);
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0) return std::nullopt;
+  auto number = parse_count(text.substr(0, digits));
+  if (!number) return std::nullopt;
+  std::string unit;
+  for (char c : trim(text.substr(digits))) unit += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  int shift = 0;
+  if (unit.empty() || unit == "B") shift = 0;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") shift = 10;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") shift = 20;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") shift = 30;
+  else if (unit == "T" || unit == "TB" || unit == "TIB") shift = 40;
+  else return std::nullopt;
+  if (shift > 0 && (*number >> (64 - shift)) != 0) return std::nullopt;  // overflow
+  return *number << shift;
+}
+
+Config read_config() {
+  Config config;
+  bool devices_given = false;
+  if (const char* v = std::getenv("CUDASIM_DEVICES")) {
+    auto n = parse_count(v);
+    if (!n || *n < 1 || *n > 64) {
+      complain("CUDASIM_DEVICES", v, "a device count from 1 to 64");
+      config.valid = false;
+    } else {
+      config.device_count = static_cast<int>(*n);
+      devices_given = true;
+    }
+  }
+  std::vector<std::uint64_t> sizes;
+  if (const char* v = std::getenv("CUDASIM_DEVICE_MEMORY")) {
+    std::string_view rest = v;
+    bool ok = true;
+    while (ok) {
+      auto comma = rest.find(',');
+      auto size = parse_size(rest.substr(0, comma));
+      if (!size || *size == 0) ok = false;
+      else sizes.push_back(*size);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    if (ok && sizes.size() > 1 && devices_given &&
+        sizes.size() != static_cast<std::size_t>(config.device_count)) {
+      ok = false;
+    }
+    if (!ok) {
+      complain("CUDASIM_DEVICE_MEMORY", v,
+               "a size > 0 such as 16G or 512MiB, or a comma list with one size per device");
+      config.valid = false;
+      sizes.clear();
+    } else if (sizes.size() > 1 && !devices_given) {
+      config.device_count = static_cast<int>(sizes.size());
+    }
+  }
+  if (sizes.empty()) sizes.push_back(16ull << 30);
+  config.device_memory.assign(static_cast<std::size_t>(config.device_count), sizes.front());
+  if (sizes.size() > 1) config.device_memory = sizes;
+
+  auto read_size = [&](const char* name, std::uint64_t& out) {
+    if (const char* v = std::getenv(name)) {
+      if (auto size = parse_size(v)) out = *size;
+      else { complain(name, v, "a size such as 300M or 0"); config.valid = false; }
+    }
+  };
+  auto read_count = [&](const char* name, std::uint64_t& out) {
+    if (const char* v = std::getenv(name)) {
+      if (auto n = parse_count(v)) out = *n;
+      else { complain(name, v, "a non-negative integer"); config.valid = false; }
+    }
+  };
+  read_size("CUDASIM_CONTEXT_OVERHEAD", config.context_overhead);
+  read_count("CUDASIM_ALLOC_LATENCY_US", config.alloc_latency_us);
+  read_count("CUDASIM_FREE_LATENCY_US", config.free_latency_us);
+  if (std::getenv("CUDASIM_FAIL_ALLOC_AFTER")) {
+    std::uint64_t n = 0;
+    read_count("CUDASIM_FAIL_ALLOC_AFTER", n);
+    if (config.valid) config.fail_alloc_after = n;
+  }
+  if (const char* v = std::getenv("CUDASIM_REPORT")) config.report_path = v;
+  return config;
+}
+
+}  // namespace cudasim

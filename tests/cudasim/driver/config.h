@@ -1,0 +1,31 @@
+// The simulator's configuration, read once from CUDASIM_* environment variables.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cudasim {
+
+// Invariant: when `valid`, device_memory.size() == device_count >= 1 and every entry > 0.
+struct Config {
+  bool valid = true;
+  int device_count = 1;
+  std::vector<std::uint64_t> device_memory;
+  std::uint64_t context_overhead = 300ull << 20;
+  std::uint64_t alloc_latency_us = 0;
+  std::uint64_t free_latency_us = 0;
+  std::optional<std::uint64_t> fail_alloc_after;  // allocations allowed before failing
+  std::string report_path;                         // empty: no report
+};
+
+// "16G", "512MiB", "300 MB", "4096" (bytes). Units are binary (K = 1024). nullopt when malformed.
+std::optional<std::uint64_t> parse_size(std::string_view text);
+
+// Reads the environment. A malformed variable yields valid == false after one line on stderr
+// naming the variable and what it expects.
+Config read_config();
+
+}  // namespace cudasim

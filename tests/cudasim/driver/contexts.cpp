@@ -1,0 +1,378 @@
+// The process state, per-thread context stacks, context life cycle and the cuCtx* /
+// cuDevicePrimaryCtx* entry points.
+#include "contexts.h"
+
+#include "state.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+
+using namespace cudasim;
+
+namespace {
+
+std::atomic<State*> g_state{nullptr};
+std::atomic<std::uint64_t> g_epoch{0};
+std::atomic<unsigned long long> g_next_context_id{1};
+
+// A forked child starts with a fresh, uninitialised driver: the parent's worker threads do not
+// exist there and its locks may be held. The parent's state is left behind (leaked) on purpose.
+void reset_after_fork() {
+  auto* fresh = new State();
+  fresh->epoch = ++g_epoch;
+  fresh->before_fork = g_state.load();
+  g_state.store(fresh);
+}
+
+struct ThreadContexts {
+  std::uint64_t epoch = 0;
+  std::vector<CUctx_st*> stack;
+};
+thread_local ThreadContexts t_contexts;
+
+std::vector<CUctx_st*>& context_stack(State& st) {
+  if (t_contexts.epoch != st.epoch) {
+    t_contexts.stack.clear();
+    t_contexts.epoch = st.epoch;
+  }
+  return t_contexts.stack;
+}
+
+// Makes a context usable: charges the context overhead and creates its legacy default stream.
+CUresult activate_context(State& st, CUctx_st* ctx) {
+  Device& dev = st.device(ctx->device);
+  if (dev.committed + st.config.context_overhead > dev.total) return CUDA_ERROR_OUT_OF_MEMORY;
+  dev.committed += st.config.context_overhead;
+  dev.stats.contexts_created++;
+  ctx->alive = true;
+  ctx->id = g_next_context_id++;
+  ctx->legacy = std::make_shared<CUstream_st>();
+  ctx->legacy->ctx = ctx;
+  ctx->legacy->kind = StreamKind::Legacy;
+  st.contexts.insert(ctx);
+  return CUDA_SUCCESS;
+}
+
+// Waits for the context's work, then frees everything it owns (memory, streams, events).
+void deactivate_context(CUctx_st* ctx) {
+  synchronize_context(ctx);
+  Locked l;
+  State& st = l.st;
+  if (!ctx->alive) return;
+  free_context_allocations(st, ctx);
+  for (auto& [thread, stream] : ctx->per_thread) stream->retire();
+  for (auto& stream : ctx->streams) {
+    stream->retire();
+    st.streams.erase(stream.get());
+  }
+  ctx->legacy->retire();
+  ctx->per_thread.clear();
+  ctx->streams.clear();
+  ctx->legacy.reset();
+  std::erase_if(st.events, [ctx](const auto& entry) { return entry.second->ctx == ctx; });
+  st.contexts.erase(ctx);
+  Device& dev = st.device(ctx->device);
+  dev.committed -= st.config.context_overhead;
+  ctx->alive = false;
+}
+
+CUresult check_context_handle(State& st, CUcontext ctx) {
+  if (st.contexts.count(ctx) != 0) return CUDA_SUCCESS;
+  return ctx != nullptr && ctx->alive == false ? CUDA_ERROR_CONTEXT_IS_DESTROYED
+                                               : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+// Entry points taking an optional context: NULL means the calling thread's current one.
+CUresult context_or_current(State& st, CUcontext* ctx) {
+  return *ctx == nullptr ? current_context(st, ctx) : check_context_handle(st, *ctx);
+}
+
+__attribute__((constructor)) void register_fork_handler() {
+  state();
+  pthread_atfork(nullptr, nullptr, reset_after_fork);
+}
+
+}  // namespace
+
+namespace cudasim {
+
+State& state() {
+  State* st = g_state.load();
+  if (st == nullptr) {
+    auto* fresh = new State();  // never deleted: no destructor may run at exit
+    fresh->epoch = ++g_epoch;
+    if (g_state.compare_exchange_strong(st, fresh)) return *fresh;
+    delete fresh;
+  }
+  return *st;
+}
+
+CUresult current_context(State& st, CUctx_st** out) {
+  auto& stack = context_stack(st);
+  if (stack.empty() || stack.back() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!stack.back()->alive) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  *out = stack.back();
+  return CUDA_SUCCESS;
+}
+
+int context_device(CUctx_st* ctx) { return ctx->device; }
+
+std::vector<std::shared_ptr<CUstream_st>> context_streams(CUctx_st* ctx) {
+  State& st = state();
+  // Forget destroyed streams once they have drained.
+  std::erase_if(ctx->streams, [&st](const std::shared_ptr<CUstream_st>& s) {
+    return st.streams.count(s.get()) == 0 && s->reached(s->last_submitted());
+  });
+  std::vector<std::shared_ptr<CUstream_st>> all(ctx->streams.begin(), ctx->streams.end());
+  for (auto& [thread, stream] : ctx->per_thread) all.push_back(stream);
+  if (ctx->legacy) all.push_back(ctx->legacy);
+  return all;
+}
+
+void synchronize_context(CUctx_st* ctx) {
+  std::vector<std::pair<std::shared_ptr<CUstream_st>, std::uint64_t>> targets;
+  {
+    Locked l;
+    if (!ctx->alive) return;
+    for (auto& stream : context_streams(ctx)) targets.emplace_back(stream, stream->last_submitted());
+  }
+  for (auto& [stream, seq] : targets) stream->wait_until(seq);
+  Locked l;
+  release_pools_above_threshold(l.st, ctx->device);
+}
+
+}  // namespace cudasim
+
+namespace {
+
+CUresult ctx_create(CUcontext* pctx, unsigned flags, CUdevice dev) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  if ((flags & ~static_cast<unsigned>(CU_CTX_FLAGS_MASK)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto* ctx = new CUctx_st();  // never freed: see contexts.h
+  ctx->device = dev;
+  ctx->flags = flags;
+  if (CUresult rc = activate_context(l.st, ctx); rc != CUDA_SUCCESS) {
+    delete ctx;
+    return rc;
+  }
+  l.st.context_objects.push_back(ctx);
+  context_stack(l.st).push_back(ctx);
+  *pctx = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult ctx_destroy(CUcontext ctx) {
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = check_context_handle(l.st, ctx); rc != CUDA_SUCCESS) return rc;
+    if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  deactivate_context(ctx);
+  Locked l;
+  auto& stack = context_stack(l.st);
+  if (!stack.empty() && stack.back() == ctx) stack.pop_back();
+  return CUDA_SUCCESS;
+}
+
+CUresult ctx_synchronize(CUcontext ctx) {
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = context_or_current(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+    l.st.device(ctx->device).stats.context_syncs++;
+  }
+  synchronize_context(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult ctx_get_device(CUdevice* device, CUcontext ctx) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = context_or_current(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  *device = ctx->device;
+  return CUDA_SUCCESS;
+}
+
+CUresult primary_release(CUdevice dev) {
+  CUctx_st* ctx = nullptr;
+  {
+    Locked l;
+    if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+    Device& d = l.st.device(dev);
+    if (d.primary_refcount == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (--d.primary_refcount > 0) return CUDA_SUCCESS;
+    ctx = d.primary;
+  }
+  deactivate_context(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult primary_reset(CUdevice dev) {
+  CUctx_st* ctx = nullptr;
+  {
+    Locked l;
+    if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+    Device& d = l.st.device(dev);
+    d.primary_refcount = 0;
+    ctx = d.primary;
+  }
+  if (ctx != nullptr) deactivate_context(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult primary_set_flags(CUdevice dev, unsigned flags) {
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  if ((flags & ~static_cast<unsigned>(CU_CTX_FLAGS_MASK)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  l.st.device(dev).primary_flags = flags;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return ctx_create(pctx, flags, dev);
+}
+CUDASIM_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return ctx_create(pctx, flags, dev);
+}
+CUDASIM_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams,
+                                       unsigned int flags, CUdevice dev) {
+  if (numParams < 0 || (numParams > 0 && paramsArray == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  return ctx_create(pctx, flags, dev);  // execution affinity is accepted and ignored
+}
+CUDASIM_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* ctxCreateParams,
+                                       unsigned int flags, CUdevice dev) {
+  if (ctxCreateParams != nullptr && ctxCreateParams->numExecAffinityParams < 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  return ctx_create(pctx, flags, dev);  // affinity and CIG parameters are accepted and ignored
+}
+CUDASIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
+CUDASIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
+
+CUDASIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  auto& stack = context_stack(l.st);
+  *pctx = stack.empty() ? nullptr : stack.back();
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  auto& stack = context_stack(l.st);
+  if (ctx == nullptr) {
+    if (!stack.empty()) stack.pop_back();
+    return CUDA_SUCCESS;
+  }
+  if (CUresult rc = check_context_handle(l.st, ctx); rc != CUDA_SUCCESS) return rc;
+  if (stack.empty()) stack.push_back(ctx);
+  else stack.back() = ctx;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+CUresult ctx_push(CUcontext ctx) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_context_handle(l.st, ctx); rc != CUDA_SUCCESS) return rc;
+  context_stack(l.st).push_back(ctx);
+  return CUDA_SUCCESS;
+}
+CUresult ctx_pop(CUcontext* pctx) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  auto& stack = context_stack(l.st);
+  if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx != nullptr) *pctx = stack.back();
+  stack.pop_back();
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx) { return ctx_push(ctx); }
+CUDASIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) { return ctx_push(ctx); }
+CUDASIM_EXPORT CUresult cuCtxPopCurrent(CUcontext* pctx) { return ctx_pop(pctx); }
+CUDASIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) { return ctx_pop(pctx); }
+CUDASIM_EXPORT CUresult cuCtxGetDevice(CUdevice* device) { return ctx_get_device(device, nullptr); }
+CUDASIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) { return ctx_get_device(device, ctx); }
+CUDASIM_EXPORT CUresult cuCtxSynchronize() { return ctx_synchronize(nullptr); }
+CUDASIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) { return ctx_synchronize(ctx); }
+
+CUDASIM_EXPORT CUresult cuCtxGetFlags(unsigned int* flags) {
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  *flags = ctx->flags;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) {
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = context_or_current(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  *version = 3020;  // the API version every context created through the v2 ABI reports
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long* ctxId) {
+  if (ctxId == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = context_or_current(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  *ctxId = ctx->id;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  Device& d = l.st.device(dev);
+  if (d.primary == nullptr) {
+    d.primary = new CUctx_st();  // one per device, reused after reset: see contexts.h
+    d.primary->device = dev;
+    d.primary->primary = true;
+    l.st.context_objects.push_back(d.primary);
+  }
+  if (!d.primary->alive) {
+    d.primary->flags = d.primary_flags;
+    if (CUresult rc = activate_context(l.st, d.primary); rc != CUDA_SUCCESS) return rc;
+  }
+  d.primary_refcount++;
+  *pctx = d.primary;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
+CUDASIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev); }
+CUDASIM_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return primary_reset(dev); }
+CUDASIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { return primary_reset(dev); }
+CUDASIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+  return primary_set_flags(dev, flags);
+}
+CUDASIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+  return primary_set_flags(dev, flags);
+}
+
+CUDASIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  Device& d = l.st.device(dev);
+  *flags = d.primary_flags;
+  *active = d.primary != nullptr && d.primary->alive ? 1 : 0;
+  return CUDA_SUCCESS;
+}

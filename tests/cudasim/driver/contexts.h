@@ -1,0 +1,24 @@
+// Contexts. A context object is never freed, so a stale handle can be recognised as destroyed
+// instead of being a dangling pointer.
+#pragma once
+
+#include "streams.h"
+
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+// Invariant: when alive, the context is in State::contexts and its device's committed memory
+// includes one context overhead for it; `legacy` exists while alive.
+struct CUctx_st {
+  int device = 0;
+  bool primary = false;
+  bool alive = false;
+  unsigned flags = 0;
+  unsigned long long id = 0;
+  std::shared_ptr<CUstream_st> legacy;
+  std::map<std::thread::id, std::shared_ptr<CUstream_st>> per_thread;
+  // Created streams, kept (also after cuStreamDestroy) until they are known to be drained.
+  std::vector<std::shared_ptr<CUstream_st>> streams;
+};

@@ -1,0 +1,139 @@
+// cuInit, the driver version and the device queries.
+#include "report.h"
+#include "state.h"
+
+#include <cstdio>
+#include <cstring>
+
+using namespace cudasim;
+
+namespace {
+
+constexpr int kDriverVersion = 13000;
+
+// Attribute values of the simulated device (an sm_90-class part). Attributes not listed read 0.
+int attribute_value(CUdevice_attribute attrib, CUdevice dev) {
+  switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: return CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 49152;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: return 65536;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: return 65536;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1980000;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 50 << 20;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return 512;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: return 32;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH: return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 3;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return dev + 1;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: return CU_COMPUTEMODE_DEFAULT;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+bool cudasim::valid_device(const State& st, CUdevice dev) {
+  return dev >= 0 && static_cast<std::size_t>(dev) < st.devices.size();
+}
+
+CUDASIM_EXPORT CUresult cuInit(unsigned int Flags) {
+  if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  State& st = l.st;
+  claim_report();
+  if (st.initialized) return st.init_result;
+  st.initialized = true;
+  st.config = read_config();
+  if (!st.config.valid) {
+    st.init_result = CUDA_ERROR_INVALID_VALUE;
+    return st.init_result;
+  }
+  for (int i = 0; i < st.config.device_count; ++i) {
+    Device dev;
+    dev.ordinal = i;
+    dev.total = st.config.device_memory[static_cast<std::size_t>(i)];
+    st.devices.push_back(dev);
+  }
+  for (int i = 0; i < st.config.device_count; ++i) {
+    Device& dev = st.device(i);
+    dev.default_pool = dev.current_pool = create_default_pool(st, i);
+  }
+  st.init_result = CUDA_SUCCESS;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDriverGetVersion(int* driverVersion) {
+  if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *driverVersion = kDriverVersion;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, ordinal); rc != CUDA_SUCCESS) return rc;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceGetCount(int* count) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  *count = static_cast<int>(l.st.devices.size());
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  std::snprintf(name, static_cast<std::size_t>(len), "Simulated CUDA Device %d", dev);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  *bytes = l.st.device(dev).total;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
+  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  if (attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  *pi = attribute_value(attrib, dev);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  std::memset(uuid->bytes, 0, sizeof uuid->bytes);
+  std::memcpy(uuid->bytes, "cudasim", 7);
+  uuid->bytes[15] = static_cast<char>(dev);
+  return CUDA_SUCCESS;
+}

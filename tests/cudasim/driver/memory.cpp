@@ -1,0 +1,254 @@
+// Simulated device memory: host address space from mmap, per-device capacity accounting, the
+// live-allocation table every memory-touching call validates against, and the synchronous
+// allocation entry points.
+#include "contexts.h"
+#include "state.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+using namespace cudasim;
+
+namespace {
+
+constexpr std::size_t kPitchAlignment = 512;
+constexpr std::size_t kQuarantineRanges = 1024;
+
+void sleep_us(std::uint64_t us) {
+  if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
+
+// Takes `bytes` of device memory for a synchronous allocation in the current context.
+CUresult allocate_sync(CUdeviceptr* dptr, std::size_t bytes) {
+  std::uint64_t latency = 0;
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    latency = l.st.config.alloc_latency_us;
+  }
+  sleep_us(latency);
+  Locked l;
+  State& st = l.st;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(st, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  Device& dev = st.device(ctx->device);
+  std::size_t accounted = round_up(bytes, kMinAlignment);
+  if (!take_device_memory(st, dev, accounted)) return CUDA_ERROR_OUT_OF_MEMORY;
+  Mapping mapping = map_device_memory(bytes);
+  if (mapping.addr == nullptr) {
+    give_device_memory(dev, accounted);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  auto base = reinterpret_cast<std::uintptr_t>(mapping.addr);
+  st.allocations[base] = Allocation{base, bytes, accounted, ctx->device, ctx, AllocKind::Sync, nullptr};
+  st.mappings[base] = mapping;
+  dev.stats.driver_allocs++;
+  dev.stats.largest_alloc = std::max<std::uint64_t>(dev.stats.largest_alloc, bytes);
+  *dptr = base;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+namespace cudasim {
+
+const Allocation* find_allocation(State& st, std::uintptr_t ptr, std::size_t bytes) {
+  auto it = st.allocations.upper_bound(ptr);
+  if (it == st.allocations.begin()) return nullptr;
+  --it;
+  const Allocation& a = it->second;
+  if (ptr - a.base >= a.size || bytes > a.size - (ptr - a.base)) return nullptr;
+  return &a;
+}
+
+Mapping map_device_memory(std::size_t bytes) {
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const int prot = PROT_READ | PROT_WRITE;
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  if (bytes < kLargePage) {
+    std::size_t length = round_up(bytes, page);
+    void* addr = mmap(nullptr, length, prot, flags, -1, 0);
+    return addr == MAP_FAILED ? Mapping{} : Mapping{addr, length};
+  }
+  // Over-reserve by one large page, then trim both ends to a 2 MiB-aligned range.
+  std::size_t length = round_up(bytes, kLargePage);
+  void* raw = mmap(nullptr, length + kLargePage, prot, flags, -1, 0);
+  if (raw == MAP_FAILED) return Mapping{};
+  auto start = reinterpret_cast<std::uintptr_t>(raw);
+  auto aligned = round_up(start, kLargePage);
+  if (aligned > start) munmap(raw, aligned - start);
+  std::size_t tail = start + length + kLargePage - (aligned + length);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + length), tail);
+  return Mapping{reinterpret_cast<void*>(aligned), length};
+}
+
+void retire_mapping(State& st, Mapping mapping) {
+  // Drop the contents (no RAM kept) and fault on any later access.
+  madvise(mapping.addr, mapping.length, MADV_DONTNEED);
+  mprotect(mapping.addr, mapping.length, PROT_NONE);
+  st.quarantine.push_back(mapping);
+  if (st.quarantine.size() > kQuarantineRanges) {
+    munmap(st.quarantine.front().addr, st.quarantine.front().length);
+    st.quarantine.pop_front();
+  }
+}
+
+bool take_device_memory(State& st, Device& dev, std::uint64_t bytes) {
+  ++st.device_allocations;
+  if (st.config.fail_alloc_after && st.device_allocations > *st.config.fail_alloc_after) return false;
+  if (bytes > dev.total - dev.committed) return false;
+  dev.committed += bytes;
+  dev.stats.bytes_reserved += bytes;
+  dev.stats.peak_bytes_reserved = std::max(dev.stats.peak_bytes_reserved, dev.stats.bytes_reserved);
+  return true;
+}
+
+void give_device_memory(Device& dev, std::uint64_t bytes) {
+  dev.committed -= bytes;
+  dev.stats.bytes_reserved -= bytes;
+}
+
+void free_context_allocations(State& st, CUctx_st* ctx) {
+  for (auto it = st.allocations.begin(); it != st.allocations.end();) {
+    if (it->second.ctx != ctx) {
+      ++it;
+      continue;
+    }
+    give_device_memory(st.device(it->second.device), it->second.accounted);
+    auto mapping = st.mappings.extract(it->first);
+    retire_mapping(st, mapping.mapped());
+    it = st.allocations.erase(it);
+  }
+}
+
+}  // namespace cudasim
+
+CUDASIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  return allocate_sync(dptr, bytesize);
+}
+
+CUDASIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
+                                           size_t Height, unsigned int ElementSizeBytes) {
+  if (pPitch == nullptr || WidthInBytes == 0 || Height == 0 ||
+      (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)) {
+    Locked l;
+    return l.init_status() != CUDA_SUCCESS ? l.init_status() : CUDA_ERROR_INVALID_VALUE;
+  }
+  std::size_t pitch = round_up(WidthInBytes, kPitchAlignment);
+  CUresult rc = allocate_sync(dptr, pitch * Height);
+  if (rc == CUDA_SUCCESS) *pPitch = pitch;
+  return rc;
+}
+
+CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  CUctx_st* ctx = nullptr;
+  std::uint64_t latency = 0;
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    auto it = l.st.allocations.find(dptr);
+    if (it == l.st.allocations.end() || it->second.kind != AllocKind::Sync) return CUDA_ERROR_INVALID_VALUE;
+    ctx = it->second.ctx;
+    latency = l.st.config.free_latency_us;
+    l.st.device(ctx->device).stats.context_syncs++;
+  }
+  // The memory may still be in use by queued work: wait for everything in its context.
+  synchronize_context(ctx);
+  sleep_us(latency);
+  Locked l;
+  State& st = l.st;
+  auto it = st.allocations.find(dptr);
+  if (it == st.allocations.end() || it->second.kind != AllocKind::Sync) return CUDA_ERROR_INVALID_VALUE;
+  Device& dev = st.device(it->second.device);
+  give_device_memory(dev, it->second.accounted);
+  dev.stats.driver_frees++;
+  retire_mapping(st, st.mappings.extract(dptr).mapped());
+  st.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const Device& dev = l.st.device(ctx->device);
+  *free = dev.total - dev.committed;
+  *total = dev.total;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  const Allocation* a = find_allocation(l.st, dptr, 1);
+  if (a == nullptr) return CUDA_ERROR_NOT_FOUND;
+  if (pbase != nullptr) *pbase = a->base;
+  if (psize != nullptr) *psize = a->size;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const Allocation* a = find_allocation(l.st, ptr, 1);
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;  // not device memory known to the driver
+  const Device& dev = l.st.device(a->device);
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = a->ctx != nullptr ? a->ctx : dev.primary;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<CUmemorytype*>(data) = CU_MEMORYTYPE_DEVICE;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<int*>(data) = 0;  // the attribute's value type is bool-sized int in practice
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      *static_cast<int*>(data) = 1;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = a->device;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = a->base;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = a->size;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      *static_cast<CUmemoryPool*>(data) = a->pool;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      *static_cast<unsigned long long*>(data) = a->base;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUDASIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const Allocation* a = find_allocation(l.st, dptr, 1);
+  // Only cuMemAlloc memory can be exported this way; pool memory needs cuMemPoolExportPointer.
+  if (a == nullptr || a->kind != AllocKind::Sync) return CUDA_ERROR_INVALID_VALUE;
+  std::memset(pHandle->reserved, 0, sizeof pHandle->reserved);
+  const pid_t pid = getpid();
+  std::memcpy(pHandle->reserved, &pid, sizeof pid);
+  std::memcpy(pHandle->reserved + 8, &a->base, sizeof a->base);
+  std::memcpy(pHandle->reserved + 16, &a->size, sizeof a->size);
+  return CUDA_SUCCESS;
+}

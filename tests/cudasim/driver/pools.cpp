@@ -1,0 +1,340 @@
+// Stream-ordered memory pools (cuMemAllocAsync and friends).
+//
+// Each allocation is served by one pool block: a 2 MiB-granular reservation from the device. A
+// freed block is reusable at once by later work on the stream that freed it, and by other streams
+// once the free operation itself has executed on that stream. Idle blocks above the pool's release
+// threshold go back to the device at synchronisation points (stream, event, context) and on
+// cuMemPoolTrimTo.
+#include "contexts.h"
+#include "state.h"
+
+#include <algorithm>
+
+using namespace cudasim;
+
+namespace {
+
+constexpr std::size_t kPoolGranularity = kLargePage;
+
+// Invariant: while in_use, [base, base + mapping.length) backs exactly one live Pool allocation;
+// free_done is false from cuMemFreeAsync until that free (number `frees`) has executed on
+// `freed_on`. Free operations hold the block, so it outlives them even when released meanwhile.
+struct PoolBlock {
+  std::uintptr_t base = 0;
+  Mapping mapping;
+  bool in_use = false;
+  bool free_done = true;
+  std::uint64_t frees = 0;
+  std::shared_ptr<CUstream_st> freed_on;
+};
+
+}  // namespace
+
+// Invariant: reserved == sum of blocks' mapping lengths; used == sum over in-use blocks.
+// Pool objects are never freed (a destroyed pool keeps serving outstanding frees).
+struct CUmemPoolHandle_st {
+  int device = 0;
+  bool is_default = false;
+  bool destroyed = false;
+  std::uint64_t release_threshold = 0;
+  int reuse_follow_event_dependencies = 1;
+  int reuse_allow_opportunistic = 1;
+  int reuse_allow_internal_dependencies = 1;
+  std::uint64_t reserved = 0, used = 0, reserved_high = 0, used_high = 0;
+  std::vector<std::shared_ptr<PoolBlock>> blocks;
+};
+
+namespace {
+
+bool live_pool(State& st, CUmemoryPool pool) {
+  return pool != nullptr && st.pools.count(pool) != 0 && !pool->destroyed;
+}
+
+// Gives idle blocks back to the device until at most `keep` bytes stay reserved.
+void release_idle_blocks(State& st, CUmemoryPool pool, std::uint64_t keep) {
+  Device& dev = st.device(pool->device);
+  auto& blocks = pool->blocks;
+  // Largest first: fewest mappings for the most bytes.
+  std::stable_sort(blocks.begin(), blocks.end(), [](const auto& a, const auto& b) {
+    return a->mapping.length > b->mapping.length;
+  });
+  for (auto it = blocks.begin(); it != blocks.end() && pool->reserved > keep;) {
+    PoolBlock& block = **it;
+    if (block.in_use || !block.free_done) {
+      ++it;
+      continue;
+    }
+    pool->reserved -= block.mapping.length;
+    dev.stats.pool_bytes_reserved -= block.mapping.length;
+    give_device_memory(dev, block.mapping.length);
+    retire_mapping(st, block.mapping);
+    it = blocks.erase(it);
+  }
+}
+
+void note_reserved(Device& dev, CUmemoryPool pool, std::uint64_t bytes) {
+  pool->reserved += bytes;
+  pool->reserved_high = std::max(pool->reserved_high, pool->reserved);
+  dev.stats.pool_bytes_reserved += bytes;
+  dev.stats.pool_peak_bytes_reserved = std::max(dev.stats.pool_peak_bytes_reserved, dev.stats.pool_bytes_reserved);
+}
+
+void note_used(Device& dev, CUmemoryPool pool, std::uint64_t bytes) {
+  pool->used += bytes;
+  pool->used_high = std::max(pool->used_high, pool->used);
+  dev.stats.pool_bytes_used += bytes;
+  dev.stats.pool_peak_bytes_used = std::max(dev.stats.pool_peak_bytes_used, dev.stats.pool_bytes_used);
+}
+
+// A block the stream may use now: idle, big enough but not wastefully so, and either freed
+// earlier on this same stream or with its free already executed.
+PoolBlock* find_reusable(CUmemoryPool pool, std::size_t bytes, const std::shared_ptr<CUstream_st>& stream) {
+  PoolBlock* best = nullptr;
+  std::size_t limit = std::max(bytes * 2, kPoolGranularity);
+  for (auto& block : pool->blocks) {
+    if (block->in_use || block->mapping.length < bytes || block->mapping.length > limit) continue;
+    bool ordered = block->free_done || (block->freed_on == stream);
+    if (!ordered) continue;
+    if (best == nullptr || block->mapping.length < best->mapping.length) best = block.get();
+  }
+  return best;
+}
+
+PoolBlock* reserve_block(State& st, CUmemoryPool pool, std::size_t bytes) {
+  Device& dev = st.device(pool->device);
+  std::size_t length = round_up(bytes, kPoolGranularity);
+  if (!take_device_memory(st, dev, length)) {
+    // Out of device memory: give back every idle block of the device's pools, then retry once.
+    for (CUmemoryPool other : st.pools) {
+      if (other->device == pool->device) release_idle_blocks(st, other, 0);
+    }
+    if (!take_device_memory(st, dev, length)) return nullptr;
+  }
+  Mapping mapping = map_device_memory(length);
+  if (mapping.addr == nullptr) {
+    give_device_memory(dev, length);
+    return nullptr;
+  }
+  auto block = std::make_shared<PoolBlock>();
+  block->base = reinterpret_cast<std::uintptr_t>(mapping.addr);
+  block->mapping = mapping;
+  note_reserved(dev, pool, length);
+  pool->blocks.push_back(std::move(block));
+  return pool->blocks.back().get();
+}
+
+CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream handle,
+                     bool per_thread_default) {
+  Locked l;
+  State& st = l.st;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<CUstream_st> stream;
+  if (CUresult rc = resolve_stream(st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
+  if (pool == nullptr) pool = st.device(stream->ctx->device).current_pool;
+  else if (!live_pool(st, pool)) return CUDA_ERROR_INVALID_VALUE;
+  std::size_t bytes = round_up(bytesize, kMinAlignment);
+  PoolBlock* block = find_reusable(pool, bytes, stream);
+  if (block == nullptr) block = reserve_block(st, pool, bytes);
+  if (block == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  Device& dev = st.device(pool->device);
+  block->in_use = true;
+  block->freed_on.reset();
+  note_used(dev, pool, block->mapping.length);
+  st.allocations[block->base] =
+      Allocation{block->base, bytesize, block->mapping.length, pool->device, nullptr, AllocKind::Pool, pool};
+  dev.stats.pool_async_allocs++;
+  dev.stats.largest_alloc = std::max<std::uint64_t>(dev.stats.largest_alloc, bytesize);
+  *dptr = block->base;
+  return CUDA_SUCCESS;
+}
+
+CUresult free_async(CUdeviceptr dptr, CUstream handle, bool per_thread_default) {
+  Locked l;
+  State& st = l.st;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  std::shared_ptr<CUstream_st> stream;
+  if (CUresult rc = resolve_stream(st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
+  auto it = st.allocations.find(dptr);
+  if (it == st.allocations.end() || it->second.kind != AllocKind::Pool) return CUDA_ERROR_INVALID_VALUE;
+  CUmemoryPool pool = it->second.pool;
+  auto found = std::find_if(pool->blocks.begin(), pool->blocks.end(),
+                            [dptr](const auto& b) { return b->base == dptr; });
+  std::shared_ptr<PoolBlock> block = *found;
+  st.allocations.erase(it);
+  Device& dev = st.device(pool->device);
+  pool->used -= block->mapping.length;
+  dev.stats.pool_bytes_used -= block->mapping.length;
+  dev.stats.pool_async_frees++;
+  block->in_use = false;
+  block->free_done = false;
+  block->freed_on = stream;
+  const std::uint64_t free_number = ++block->frees;
+  submit(st, stream, [block, pool, free_number] {
+    Locked done;
+    // A block reused on its stream and freed again meanwhile waits for that later free instead.
+    if (block->frees == free_number) block->free_done = true;
+    if (pool->destroyed) release_idle_blocks(done.st, pool, 0);
+  });
+  return CUDA_SUCCESS;
+}
+
+CUresult check_pool_call(Locked& l, CUmemoryPool pool) {
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  return live_pool(l.st, pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+}  // namespace
+
+namespace cudasim {
+
+CUmemoryPool create_default_pool(State& st, int device) {
+  auto* pool = new CUmemPoolHandle_st();
+  pool->device = device;
+  pool->is_default = true;
+  st.pools.insert(pool);
+  return pool;
+}
+
+void release_pools_above_threshold(State& st, int device) {
+  for (CUmemoryPool pool : st.pools) {
+    if (pool->device == device) release_idle_blocks(st, pool, pool->destroyed ? 0 : pool->release_threshold);
+  }
+}
+
+}  // namespace cudasim
+
+CUDASIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  return alloc_async(dptr, bytesize, nullptr, hStream, false);
+}
+CUDASIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  return alloc_async(dptr, bytesize, nullptr, hStream, true);
+}
+CUDASIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                                CUstream hStream) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return alloc_async(dptr, bytesize, pool, hStream, false);
+}
+CUDASIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
+                                                     CUmemoryPool pool, CUstream hStream) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return alloc_async(dptr, bytesize, pool, hStream, true);
+}
+CUDASIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  return free_async(dptr, hStream, false);
+}
+CUDASIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+  return free_async(dptr, hStream, true);
+}
+
+CUDASIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
+  if (pool_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  *pool_out = l.st.device(dev).default_pool;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  *pool = l.st.device(dev).current_pool;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+  Locked l;
+  if (CUresult rc = check_pool_call(l, pool); rc != CUDA_SUCCESS) return rc;
+  if (!valid_device(l.st, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if (pool->device != dev) return CUDA_ERROR_INVALID_VALUE;
+  l.st.device(dev).current_pool = pool;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (pool == nullptr || poolProps == nullptr || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(l.st, poolProps->location.id)) return CUDA_ERROR_INVALID_DEVICE;
+  auto* created = new CUmemPoolHandle_st();  // never freed: see the struct's invariant
+  created->device = poolProps->location.id;
+  l.st.pools.insert(created);
+  *pool = created;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  Locked l;
+  if (CUresult rc = check_pool_call(l, pool); rc != CUDA_SUCCESS) return rc;
+  if (pool->is_default) return CUDA_ERROR_INVALID_VALUE;
+  Device& dev = l.st.device(pool->device);
+  if (dev.current_pool == pool) dev.current_pool = dev.default_pool;
+  // Outstanding allocations stay valid; their blocks go back once freed.
+  pool->destroyed = true;
+  release_idle_blocks(l.st, pool, 0);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  Locked l;
+  if (CUresult rc = check_pool_call(l, pool); rc != CUDA_SUCCESS) return rc;
+  release_idle_blocks(l.st, pool, minBytesToKeep);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  Locked l;
+  if (CUresult rc = check_pool_call(l, pool); rc != CUDA_SUCCESS) return rc;
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+      pool->reuse_follow_event_dependencies = *static_cast<int*>(value);
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+      pool->reuse_allow_opportunistic = *static_cast<int*>(value);
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+      pool->reuse_allow_internal_dependencies = *static_cast<int*>(value);
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      pool->release_threshold = *static_cast<cuuint64_t*>(value);
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:  // may only be reset, to the current value
+      if (*static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
+      pool->reserved_high = pool->reserved;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      if (*static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
+      pool->used_high = pool->used;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUDASIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  Locked l;
+  if (CUresult rc = check_pool_call(l, pool); rc != CUDA_SUCCESS) return rc;
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* u64 = static_cast<cuuint64_t*>(value);
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+      *static_cast<int*>(value) = pool->reuse_follow_event_dependencies;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+      *static_cast<int*>(value) = pool->reuse_allow_opportunistic;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+      *static_cast<int*>(value) = pool->reuse_allow_internal_dependencies;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *u64 = pool->release_threshold; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *u64 = pool->reserved; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *u64 = pool->reserved_high; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *u64 = pool->used; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *u64 = pool->used_high; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}

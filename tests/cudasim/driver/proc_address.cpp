@@ -1,0 +1,196 @@
+// cuGetProcAddress / cuGetProcAddress_v2: base name + CUDA version + flags -> versioned entry point.
+//
+// The table follows the toolkit's cudaTypedefs.h: each PFN_<name>_v<version> is one row, giving
+// the exported function that answers requests with cudaVersion >= version (the highest such row
+// wins). A row with no function marks an ABI the real driver has but the simulator does not
+// (the 32-bit v1 forms, cuStreamGetCtx_v2): asking for it reports the symbol as not found rather
+// than handing out a function with the wrong signature.
+#include "state.h"
+
+#include <cstring>
+
+using namespace cudasim;
+
+namespace {
+
+struct ProcEntry {
+  const char* name;
+  int version;
+  void* legacy;      // what CU_GET_PROC_ADDRESS_DEFAULT / LEGACY_STREAM get
+  void* per_thread;  // the _ptds/_ptsz form, when one exists (from CUDA 7.0)
+};
+
+template <typename F>
+void* fn(F* f) {
+  return reinterpret_cast<void*>(f);
+}
+
+constexpr int kPerThreadSince = 7000;
+
+// clang-format off
+const ProcEntry kEntries[] = {
+  {"cuInit", 2000, fn(cuInit), nullptr},
+  {"cuDriverGetVersion", 2020, fn(cuDriverGetVersion), nullptr},
+  {"cuGetErrorString", 6000, fn(cuGetErrorString), nullptr},
+  {"cuGetErrorName", 6000, fn(cuGetErrorName), nullptr},
+  {"cuGetProcAddress", 11030, fn<CUresult(const char*, void**, int, cuuint64_t)>(cuGetProcAddress), nullptr},
+  {"cuGetProcAddress", 12000, fn(cuGetProcAddress_v2), nullptr},
+  // devices
+  {"cuDeviceGet", 2000, fn(cuDeviceGet), nullptr},
+  {"cuDeviceGetCount", 2000, fn(cuDeviceGetCount), nullptr},
+  {"cuDeviceGetName", 2000, fn(cuDeviceGetName), nullptr},
+  {"cuDeviceTotalMem", 2000, nullptr, nullptr},
+  {"cuDeviceTotalMem", 3020, fn(cuDeviceTotalMem_v2), nullptr},
+  {"cuDeviceGetAttribute", 2000, fn(cuDeviceGetAttribute), nullptr},
+  {"cuDeviceGetUuid", 9020, nullptr, nullptr},
+  {"cuDeviceGetUuid", 11040, fn(cuDeviceGetUuid_v2), nullptr},
+  // primary contexts
+  {"cuDevicePrimaryCtxRetain", 7000, fn(cuDevicePrimaryCtxRetain), nullptr},
+  {"cuDevicePrimaryCtxRelease", 7000, fn(cuDevicePrimaryCtxRelease), nullptr},
+  {"cuDevicePrimaryCtxRelease", 11000, fn(cuDevicePrimaryCtxRelease_v2), nullptr},
+  {"cuDevicePrimaryCtxReset", 7000, fn(cuDevicePrimaryCtxReset), nullptr},
+  {"cuDevicePrimaryCtxReset", 11000, fn(cuDevicePrimaryCtxReset_v2), nullptr},
+  {"cuDevicePrimaryCtxSetFlags", 7000, fn(cuDevicePrimaryCtxSetFlags), nullptr},
+  {"cuDevicePrimaryCtxSetFlags", 11000, fn(cuDevicePrimaryCtxSetFlags_v2), nullptr},
+  {"cuDevicePrimaryCtxGetState", 7000, fn(cuDevicePrimaryCtxGetState), nullptr},
+  // contexts
+  {"cuCtxCreate", 2000, fn(cuCtxCreate), nullptr},
+  {"cuCtxCreate", 3020, fn(cuCtxCreate_v2), nullptr},
+  {"cuCtxCreate", 11040, fn(cuCtxCreate_v3), nullptr},
+  {"cuCtxCreate", 12050, fn(cuCtxCreate_v4), nullptr},
+  {"cuCtxDestroy", 2000, fn(cuCtxDestroy), nullptr},
+  {"cuCtxDestroy", 4000, fn(cuCtxDestroy_v2), nullptr},
+  {"cuCtxGetCurrent", 4000, fn(cuCtxGetCurrent), nullptr},
+  {"cuCtxSetCurrent", 4000, fn(cuCtxSetCurrent), nullptr},
+  {"cuCtxPushCurrent", 2000, fn(cuCtxPushCurrent), nullptr},
+  {"cuCtxPushCurrent", 4000, fn(cuCtxPushCurrent_v2), nullptr},
+  {"cuCtxPopCurrent", 2000, fn(cuCtxPopCurrent), nullptr},
+  {"cuCtxPopCurrent", 4000, fn(cuCtxPopCurrent_v2), nullptr},
+  {"cuCtxGetDevice", 2000, fn(cuCtxGetDevice), nullptr},
+  {"cuCtxGetDevice", 13000, fn(cuCtxGetDevice_v2), nullptr},
+  {"cuCtxSynchronize", 2000, fn(cuCtxSynchronize), nullptr},
+  {"cuCtxSynchronize", 13000, fn(cuCtxSynchronize_v2), nullptr},
+  {"cuCtxGetFlags", 7000, fn(cuCtxGetFlags), nullptr},
+  {"cuCtxGetApiVersion", 3020, fn(cuCtxGetApiVersion), nullptr},
+  {"cuCtxGetId", 12000, fn(cuCtxGetId), nullptr},
+  // memory
+  {"cuMemAlloc", 2000, nullptr, nullptr},
+  {"cuMemAlloc", 3020, fn(cuMemAlloc_v2), nullptr},
+  {"cuMemAllocPitch", 2000, nullptr, nullptr},
+  {"cuMemAllocPitch", 3020, fn(cuMemAllocPitch_v2), nullptr},
+  {"cuMemFree", 2000, nullptr, nullptr},
+  {"cuMemFree", 3020, fn(cuMemFree_v2), nullptr},
+  {"cuMemGetInfo", 2000, nullptr, nullptr},
+  {"cuMemGetInfo", 3020, fn(cuMemGetInfo_v2), nullptr},
+  {"cuMemGetAddressRange", 2000, nullptr, nullptr},
+  {"cuMemGetAddressRange", 3020, fn(cuMemGetAddressRange_v2), nullptr},
+  {"cuPointerGetAttribute", 4000, fn(cuPointerGetAttribute), nullptr},
+  {"cuIpcGetMemHandle", 4010, fn(cuIpcGetMemHandle), nullptr},
+  // copies and sets
+  {"cuMemcpy", 4000, fn(cuMemcpy), fn(cuMemcpy_ptds)},
+  {"cuMemcpyAsync", 4000, fn(cuMemcpyAsync), fn(cuMemcpyAsync_ptsz)},
+  {"cuMemcpyHtoD", 2000, nullptr, nullptr},
+  {"cuMemcpyHtoD", 3020, fn(cuMemcpyHtoD_v2), fn(cuMemcpyHtoD_v2_ptds)},
+  {"cuMemcpyDtoH", 2000, nullptr, nullptr},
+  {"cuMemcpyDtoH", 3020, fn(cuMemcpyDtoH_v2), fn(cuMemcpyDtoH_v2_ptds)},
+  {"cuMemcpyDtoD", 2000, nullptr, nullptr},
+  {"cuMemcpyDtoD", 3020, fn(cuMemcpyDtoD_v2), fn(cuMemcpyDtoD_v2_ptds)},
+  {"cuMemcpyHtoDAsync", 2000, nullptr, nullptr},
+  {"cuMemcpyHtoDAsync", 3020, fn(cuMemcpyHtoDAsync_v2), fn(cuMemcpyHtoDAsync_v2_ptsz)},
+  {"cuMemcpyDtoHAsync", 2000, nullptr, nullptr},
+  {"cuMemcpyDtoHAsync", 3020, fn(cuMemcpyDtoHAsync_v2), fn(cuMemcpyDtoHAsync_v2_ptsz)},
+  {"cuMemcpyDtoDAsync", 3000, nullptr, nullptr},
+  {"cuMemcpyDtoDAsync", 3020, fn(cuMemcpyDtoDAsync_v2), fn(cuMemcpyDtoDAsync_v2_ptsz)},
+  {"cuMemsetD8", 2000, nullptr, nullptr},
+  {"cuMemsetD8", 3020, fn(cuMemsetD8_v2), fn(cuMemsetD8_v2_ptds)},
+  {"cuMemsetD16", 2000, nullptr, nullptr},
+  {"cuMemsetD16", 3020, fn(cuMemsetD16_v2), fn(cuMemsetD16_v2_ptds)},
+  {"cuMemsetD32", 2000, nullptr, nullptr},
+  {"cuMemsetD32", 3020, fn(cuMemsetD32_v2), fn(cuMemsetD32_v2_ptds)},
+  {"cuMemsetD8Async", 3020, fn(cuMemsetD8Async), fn(cuMemsetD8Async_ptsz)},
+  {"cuMemsetD16Async", 3020, fn(cuMemsetD16Async), fn(cuMemsetD16Async_ptsz)},
+  {"cuMemsetD32Async", 3020, fn(cuMemsetD32Async), fn(cuMemsetD32Async_ptsz)},
+  // streams
+  {"cuStreamCreate", 2000, fn(cuStreamCreate), nullptr},
+  {"cuStreamCreateWithPriority", 5050, fn(cuStreamCreateWithPriority), nullptr},
+  {"cuStreamDestroy", 2000, fn(cuStreamDestroy), nullptr},
+  {"cuStreamDestroy", 4000, fn(cuStreamDestroy_v2), nullptr},
+  {"cuStreamSynchronize", 2000, fn(cuStreamSynchronize), fn(cuStreamSynchronize_ptsz)},
+  {"cuStreamQuery", 2000, fn(cuStreamQuery), fn(cuStreamQuery_ptsz)},
+  {"cuStreamWaitEvent", 3020, fn(cuStreamWaitEvent), fn(cuStreamWaitEvent_ptsz)},
+  {"cuStreamIsCapturing", 10000, fn(cuStreamIsCapturing), fn(cuStreamIsCapturing_ptsz)},
+  {"cuStreamAddCallback", 5000, fn(cuStreamAddCallback), fn(cuStreamAddCallback_ptsz)},
+  {"cuStreamGetFlags", 5050, fn(cuStreamGetFlags), fn(cuStreamGetFlags_ptsz)},
+  {"cuStreamGetCtx", 9020, fn(cuStreamGetCtx), fn(cuStreamGetCtx_ptsz)},
+  {"cuStreamGetCtx", 12050, nullptr, nullptr},
+  {"cuLaunchHostFunc", 10000, fn(cuLaunchHostFunc), fn(cuLaunchHostFunc_ptsz)},
+  // events
+  {"cuEventCreate", 2000, fn(cuEventCreate), nullptr},
+  {"cuEventRecord", 2000, fn(cuEventRecord), fn(cuEventRecord_ptsz)},
+  {"cuEventRecordWithFlags", 11010, fn(cuEventRecordWithFlags), fn(cuEventRecordWithFlags_ptsz)},
+  {"cuEventQuery", 2000, fn(cuEventQuery), nullptr},
+  {"cuEventSynchronize", 2000, fn(cuEventSynchronize), nullptr},
+  {"cuEventDestroy", 2000, fn(cuEventDestroy), nullptr},
+  {"cuEventDestroy", 4000, fn(cuEventDestroy_v2), nullptr},
+  {"cuEventElapsedTime", 2000, fn(cuEventElapsedTime), nullptr},
+  {"cuEventElapsedTime", 12080, fn(cuEventElapsedTime_v2), nullptr},
+  // stream-ordered pools
+  {"cuDeviceGetDefaultMemPool", 11020, fn(cuDeviceGetDefaultMemPool), nullptr},
+  {"cuDeviceGetMemPool", 11020, fn(cuDeviceGetMemPool), nullptr},
+  {"cuDeviceSetMemPool", 11020, fn(cuDeviceSetMemPool), nullptr},
+  {"cuMemPoolCreate", 11020, fn(cuMemPoolCreate), nullptr},
+  {"cuMemPoolDestroy", 11020, fn(cuMemPoolDestroy), nullptr},
+  {"cuMemPoolSetAttribute", 11020, fn(cuMemPoolSetAttribute), nullptr},
+  {"cuMemPoolGetAttribute", 11020, fn(cuMemPoolGetAttribute), nullptr},
+  {"cuMemPoolTrimTo", 11020, fn(cuMemPoolTrimTo), nullptr},
+  {"cuMemAllocAsync", 11020, fn(cuMemAllocAsync), fn(cuMemAllocAsync_ptsz)},
+  {"cuMemFreeAsync", 11020, fn(cuMemFreeAsync), fn(cuMemFreeAsync_ptsz)},
+  {"cuMemAllocFromPoolAsync", 11020, fn(cuMemAllocFromPoolAsync), fn(cuMemAllocFromPoolAsync_ptsz)},
+};
+// clang-format on
+
+CUresult lookup(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                CUdriverProcAddressQueryResult* status) {
+  auto report = [&](CUdriverProcAddressQueryResult s) {
+    if (status != nullptr) *status = s;
+  };
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  constexpr cuuint64_t kKnownFlags = CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  if ((flags & ~kKnownFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
+  {
+    Locked l;
+    note_requested_name(l.st, symbol);
+  }
+  *pfn = nullptr;
+  const ProcEntry* best = nullptr;
+  bool known = false;
+  for (const ProcEntry& e : kEntries) {
+    if (std::strcmp(e.name, symbol) != 0) continue;
+    known = true;
+    if (e.version <= cuda_version && (best == nullptr || e.version > best->version)) best = &e;
+  }
+  if (!known || (best != nullptr && best->legacy == nullptr)) {
+    report(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  if (best == nullptr) {
+    report(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 &&
+                    cuda_version >= kPerThreadSince && best->per_thread != nullptr;
+  *pfn = per_thread ? best->per_thread : best->legacy;
+  report(CU_GET_PROC_ADDRESS_SUCCESS);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
+  return lookup(symbol, pfn, cudaVersion, flags, nullptr);
+}
+
+CUDASIM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                                            CUdriverProcAddressQueryResult* symbolStatus) {
+  return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+}

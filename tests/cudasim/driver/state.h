@@ -1,0 +1,165 @@
+// The simulated driver's process-wide state: devices, contexts, live allocations, pools and the
+// statistics the report prints. One mutex (State::mu) guards all of it; stream queues have their
+// own locks (streams.h), always taken after State::mu, never before.
+#pragma once
+
+#include "config.h"
+#include "cuda_api.h"
+#include "streams.h"
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+struct CUmemPoolHandle_st;
+
+namespace cudasim {
+
+// Every allocation is at least this aligned, as on real devices.
+constexpr std::size_t kMinAlignment = 512;
+constexpr std::size_t kLargePage = 2u << 20;
+constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+// Counters printed per device in the report; names match the report's keys.
+struct DeviceStats {
+  std::uint64_t driver_allocs = 0, driver_frees = 0;
+  std::uint64_t bytes_reserved = 0, peak_bytes_reserved = 0, largest_alloc = 0;
+  std::uint64_t context_syncs = 0, stream_syncs = 0, contexts_created = 0;
+  std::uint64_t pool_async_allocs = 0, pool_async_frees = 0;
+  std::uint64_t pool_bytes_reserved = 0, pool_peak_bytes_reserved = 0;
+  std::uint64_t pool_bytes_used = 0, pool_peak_bytes_used = 0;
+};
+
+// Invariant: committed == live contexts * overhead + stats.bytes_reserved <= total.
+struct Device {
+  int ordinal = 0;
+  std::uint64_t total = 0;
+  std::uint64_t committed = 0;
+  DeviceStats stats;
+  CUctx_st* primary = nullptr;        // created on first retain, reused after reset
+  int primary_refcount = 0;
+  unsigned primary_flags = 0;
+  CUmemoryPool default_pool = nullptr;
+  CUmemoryPool current_pool = nullptr;
+};
+
+enum class AllocKind { Sync, Pool };
+
+// A live device allocation. [base, base + size) is what callers may touch.
+struct Allocation {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  std::size_t accounted = 0;  // bytes charged to the device (sync) or taken from the block (pool)
+  int device = 0;
+  CUctx_st* ctx = nullptr;    // null for pool memory (it belongs to the pool)
+  AllocKind kind = AllocKind::Sync;
+  CUmemPoolHandle_st* pool = nullptr;
+};
+
+// A range of host address space standing in for device memory.
+struct Mapping {
+  void* addr = nullptr;
+  std::size_t length = 0;
+};
+
+struct State {
+  State* before_fork = nullptr;  // the parent's state, abandoned in a forked child (kept reachable)
+  std::mutex mu;
+  std::uint64_t epoch = 0;  // bumped in a forked child so thread-local context stacks reset
+  bool initialized = false;
+  CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
+  Config config;
+  std::vector<Device> devices;
+  std::unordered_set<CUctx_st*> contexts;  // live (created or active primary) contexts
+  std::vector<CUctx_st*> context_objects;  // every context object made; kept reachable, never freed
+  std::unordered_map<CUstream_st*, std::shared_ptr<CUstream_st>> streams;   // created streams
+  std::unordered_map<CUevent_st*, std::shared_ptr<CUevent_st>> events;
+  std::unordered_set<CUmemPoolHandle_st*> pools;                           // live pools
+  std::map<std::uintptr_t, Allocation> allocations;                        // by base
+  std::unordered_map<std::uintptr_t, Mapping> mappings;                    // sync allocations
+  std::deque<Mapping> quarantine;  // freed ranges kept PROT_NONE so late use faults
+  std::uint64_t device_allocations = 0;  // attempts counted against CUDASIM_FAIL_ALLOC_AFTER
+  std::vector<std::string> requested_names;
+  std::unordered_set<std::string> requested_set;
+
+  Device& device(int ordinal) { return devices[static_cast<std::size_t>(ordinal)]; }
+};
+
+// The state of this process; a forked child gets a fresh one (see README, "fork").
+State& state();
+
+// Locks State::mu and checks cuInit succeeded.
+struct Locked {
+  std::unique_lock<std::mutex> lock;
+  State& st;
+  Locked() : lock(state().mu), st(state()) {}
+  // Every call but cuInit answers NOT_INITIALIZED until cuInit has succeeded.
+  CUresult init_status() const {
+    return st.initialized && st.init_result == CUDA_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+  }
+};
+
+// --- devices.cpp ---
+bool valid_device(const State& st, CUdevice dev);
+// cuInit's status, then CUDA_ERROR_INVALID_DEVICE for an unknown ordinal.
+inline CUresult device_status(const Locked& l, CUdevice dev) {
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  return valid_device(l.st, dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+// --- contexts.cpp ---
+// The calling thread's current context, checked alive. Needs State::mu held.
+CUresult current_context(State& st, CUctx_st** out);
+// Every stream of the context (legacy, per-thread, created, retired) for synchronisation.
+std::vector<std::shared_ptr<CUstream_st>> context_streams(CUctx_st* ctx);
+// Waits for all work in the context, then releases pool memory above thresholds. Locks itself.
+void synchronize_context(CUctx_st* ctx);
+int context_device(CUctx_st* ctx);
+
+// --- streams.cpp ---
+// Resolves a stream handle (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or created) against the
+// current context; `per_thread_default` selects what NULL means (_ptsz/_ptds entry points).
+CUresult resolve_stream(State& st, CUstream handle, bool per_thread_default,
+                        std::shared_ptr<CUstream_st>* out);
+// Queues `op` with the legacy-default-stream ordering rules. Needs State::mu held.
+std::uint64_t submit(State& st, const std::shared_ptr<CUstream_st>& stream, Operation op);
+// Locks the state, checks cuInit, resolves the stream and returns body(state, stream), all under
+// State::mu.
+template <typename Body>
+CUresult with_stream(CUstream handle, bool per_thread_default, Body body) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  std::shared_ptr<CUstream_st> stream;
+  if (CUresult rc = resolve_stream(l.st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
+  return body(l.st, stream);
+}
+
+// --- memory.cpp ---
+// Finds the live allocation holding [ptr, ptr + bytes); null when none does. Needs State::mu.
+const Allocation* find_allocation(State& st, std::uintptr_t ptr, std::size_t bytes);
+// Maps `bytes` of simulated device memory, 2 MiB aligned from 2 MiB up, else page aligned.
+Mapping map_device_memory(std::size_t bytes);
+// Poisons a freed range (PROT_NONE) for a while, then unmaps it.
+void retire_mapping(State& st, Mapping mapping);
+// Charges `bytes` to the device (counted against CUDASIM_FAIL_ALLOC_AFTER); false when full.
+bool take_device_memory(State& st, Device& dev, std::uint64_t bytes);
+void give_device_memory(Device& dev, std::uint64_t bytes);
+// Frees every synchronous allocation the context owns (context destruction).
+void free_context_allocations(State& st, CUctx_st* ctx);
+
+// --- pools.cpp ---
+CUmemoryPool create_default_pool(State& st, int device);
+// Gives memory above each of the device's pools' release threshold back (synchronisation points).
+void release_pools_above_threshold(State& st, int device);
+
+// --- report.cpp ---
+void note_requested_name(State& st, const char* name);
+
+}  // namespace cudasim

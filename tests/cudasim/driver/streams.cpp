@@ -1,0 +1,272 @@
+// Stream worker threads, the legacy-default-stream ordering rules and the cuStream* entry points.
+#include "streams.h"
+
+#include "contexts.h"
+#include "state.h"
+
+#include <thread>
+
+using namespace cudasim;
+
+// --- the worker ---
+
+std::uint64_t CUstream_st::enqueue(Operation op) {
+  std::lock_guard lock(mu_);
+  queue_.push_back(std::move(op));
+  ++submitted_;
+  if (!worker_started_) {
+    worker_started_ = true;
+    // Detached: a process may exit with work still queued; nothing joins it at exit (no hang).
+    std::thread([self = shared_from_this()] { self->run_worker(); }).detach();
+  } else {
+    changed_.notify_all();
+  }
+  return submitted_;
+}
+
+void CUstream_st::run_worker() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    changed_.wait(lock, [this] { return !queue_.empty() || retired_; });
+    if (queue_.empty()) return;  // retired and drained
+    Operation op = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    op();
+    op = nullptr;  // drop captures before reporting completion
+    lock.lock();
+    ++completed_;
+    changed_.notify_all();
+  }
+}
+
+std::uint64_t CUstream_st::last_submitted() {
+  std::lock_guard lock(mu_);
+  return submitted_;
+}
+
+bool CUstream_st::reached(std::uint64_t seq) {
+  std::lock_guard lock(mu_);
+  return completed_ >= seq;
+}
+
+void CUstream_st::wait_until(std::uint64_t seq) {
+  std::unique_lock lock(mu_);
+  changed_.wait(lock, [&] { return completed_ >= seq; });
+}
+
+void CUstream_st::retire() {
+  std::lock_guard lock(mu_);
+  retired_ = true;
+  changed_.notify_all();
+}
+
+// --- ordering ---
+
+namespace cudasim {
+
+CUresult resolve_stream(State& st, CUstream handle, bool per_thread_default,
+                        std::shared_ptr<CUstream_st>* out) {
+  if (handle != nullptr && handle != CU_STREAM_LEGACY && handle != CU_STREAM_PER_THREAD) {
+    auto it = st.streams.find(handle);
+    if (it == st.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+    *out = it->second;
+    return CUDA_SUCCESS;
+  }
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(st, &ctx); rc != CUDA_SUCCESS) return rc;
+  bool per_thread = handle == CU_STREAM_PER_THREAD || (handle == nullptr && per_thread_default);
+  if (!per_thread) {
+    *out = ctx->legacy;
+    return CUDA_SUCCESS;
+  }
+  auto& slot = ctx->per_thread[std::this_thread::get_id()];
+  if (!slot) {
+    slot = std::make_shared<CUstream_st>();
+    slot->ctx = ctx;
+    slot->kind = StreamKind::PerThread;
+  }
+  *out = slot;
+  return CUDA_SUCCESS;
+}
+
+std::uint64_t submit(State&, const std::shared_ptr<CUstream_st>& stream, Operation op) {
+  CUctx_st* ctx = stream->ctx;
+  auto wait_for = [&](const std::shared_ptr<CUstream_st>& other) {
+    std::uint64_t seq = other->last_submitted();
+    if (!other->reached(seq)) stream->enqueue([other, seq] { other->wait_until(seq); });
+  };
+  if (stream->kind == StreamKind::Legacy) {
+    // Work on the legacy default stream waits for all earlier work on blocking streams.
+    for (auto& [thread, other] : ctx->per_thread) wait_for(other);
+    for (auto& other : ctx->streams) {
+      if (other->blocking()) wait_for(other);
+    }
+  } else if (stream->blocking() && ctx->legacy) {
+    // ... and work on a blocking stream waits for earlier work on the legacy default stream.
+    wait_for(ctx->legacy);
+  }
+  return stream->enqueue(std::move(op));
+}
+
+}  // namespace cudasim
+
+// --- entry points ---
+
+namespace {
+
+CUresult stream_create(CUstream* out, unsigned flags, int priority) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (flags != CU_STREAM_DEFAULT && flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  auto stream = std::make_shared<CUstream_st>();
+  stream->ctx = ctx;
+  stream->flags = flags;
+  stream->priority = priority;
+  ctx->streams.push_back(stream);
+  l.st.streams.emplace(stream.get(), stream);
+  *out = stream.get();
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_destroy(CUstream handle) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  auto it = l.st.streams.find(handle);
+  if (it == l.st.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+  // Returns at once; queued work still runs, then the worker exits (as the real driver does).
+  it->second->retire();
+  l.st.streams.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_synchronize(CUstream handle, bool per_thread_default) {
+  std::shared_ptr<CUstream_st> stream;
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = resolve_stream(l.st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS)
+      return rc;
+    l.st.device(stream->ctx->device).stats.stream_syncs++;
+  }
+  stream->wait_until(stream->last_submitted());
+  Locked l;
+  release_pools_above_threshold(l.st, stream->ctx->device);
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_query(CUstream handle, bool per_thread_default) {
+  return with_stream(handle, per_thread_default, [](State&, const std::shared_ptr<CUstream_st>& stream) {
+    return stream->reached(stream->last_submitted()) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  });
+}
+
+CUresult stream_wait_event(CUstream handle, CUevent event, unsigned flags, bool per_thread_default) {
+  return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    if (flags != CU_EVENT_WAIT_DEFAULT && flags != CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+    auto ev = st.events.find(event);
+    if (ev == st.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    if (ev->second->recorded_seq == 0) return CUDA_SUCCESS;  // never recorded: nothing to wait for
+    auto other = ev->second->stream;
+    std::uint64_t seq = ev->second->recorded_seq;
+    submit(st, stream, [other, seq] { other->wait_until(seq); });
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult stream_is_capturing(CUstream handle, CUstreamCaptureStatus* status, bool per_thread_default) {
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(handle, per_thread_default, [status](State&, const std::shared_ptr<CUstream_st>&) {
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;  // graph capture is not simulated
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult launch_host_func(CUstream handle, CUhostFn fn, void* data, bool per_thread_default) {
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    submit(st, stream, [fn, data] { fn(data); });
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult stream_add_callback(CUstream handle, CUstreamCallback fn, void* data, unsigned flags,
+                             bool per_thread_default) {
+  if (fn == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    submit(st, stream, [fn, data, handle] { fn(handle, CUDA_SUCCESS, data); });
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult stream_get_flags(CUstream handle, unsigned* flags, bool per_thread_default) {
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(handle, per_thread_default, [flags](State&, const std::shared_ptr<CUstream_st>& stream) {
+    *flags = stream->flags;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult stream_get_ctx(CUstream handle, CUcontext* ctx, bool per_thread_default) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(handle, per_thread_default, [ctx](State&, const std::shared_ptr<CUstream_st>& stream) {
+    *ctx = stream->ctx;
+    return CUDA_SUCCESS;
+  });
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuStreamCreate(CUstream* phStream, unsigned int Flags) {
+  return stream_create(phStream, Flags, 0);
+}
+CUDASIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
+  return stream_create(phStream, flags, priority);
+}
+CUDASIM_EXPORT CUresult cuStreamDestroy(CUstream hStream) { return stream_destroy(hStream); }
+CUDASIM_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) { return stream_destroy(hStream); }
+CUDASIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream) { return stream_synchronize(hStream, false); }
+CUDASIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return stream_synchronize(hStream, true); }
+CUDASIM_EXPORT CUresult cuStreamQuery(CUstream hStream) { return stream_query(hStream, false); }
+CUDASIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) { return stream_query(hStream, true); }
+CUDASIM_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  return stream_wait_event(hStream, hEvent, Flags, false);
+}
+CUDASIM_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  return stream_wait_event(hStream, hEvent, Flags, true);
+}
+CUDASIM_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+  return stream_is_capturing(hStream, captureStatus, false);
+}
+CUDASIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+  return stream_is_capturing(hStream, captureStatus, true);
+}
+CUDASIM_EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
+  return launch_host_func(hStream, fn, userData, false);
+}
+CUDASIM_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void* userData) {
+  return launch_host_func(hStream, fn, userData, true);
+}
+CUDASIM_EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void* userData,
+                                            unsigned int flags) {
+  return stream_add_callback(hStream, callback, userData, flags, false);
+}
+CUDASIM_EXPORT CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback,
+                                                 void* userData, unsigned int flags) {
+  return stream_add_callback(hStream, callback, userData, flags, true);
+}
+CUDASIM_EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int* flags) {
+  return stream_get_flags(hStream, flags, false);
+}
+CUDASIM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int* flags) {
+  return stream_get_flags(hStream, flags, true);
+}
+CUDASIM_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
+  return stream_get_ctx(hStream, pctx, false);
+}
+CUDASIM_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext* pctx) {
+  return stream_get_ctx(hStream, pctx, true);
+}

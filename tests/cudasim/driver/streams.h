@@ -1,0 +1,63 @@
+// Streams: each one runs its queued operations in order on its own worker thread, started on the
+// first submission. Sequence numbers order the work: the n-th operation submitted has sequence n,
+// and `completed` counts operations finished, so "the stream reached n" is completed >= n.
+#pragma once
+
+#include "cuda_api.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+namespace cudasim {
+
+using Operation = std::function<void()>;
+
+enum class StreamKind { Legacy, PerThread, Created };
+
+}  // namespace cudasim
+
+// Invariant: completed <= submitted; queue.size() == submitted - completed (minus the one running).
+struct CUstream_st : std::enable_shared_from_this<CUstream_st> {
+  CUctx_st* ctx = nullptr;
+  cudasim::StreamKind kind = cudasim::StreamKind::Created;
+  unsigned flags = 0;  // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
+  int priority = 0;
+
+  // Blocking streams synchronise with the legacy default stream; non-blocking ones do not.
+  bool blocking() const { return (flags & CU_STREAM_NON_BLOCKING) == 0; }
+
+  // Queues an operation; returns its sequence number.
+  std::uint64_t enqueue(cudasim::Operation op);
+  std::uint64_t last_submitted();
+  bool reached(std::uint64_t seq);
+  void wait_until(std::uint64_t seq);
+  // Lets the worker exit once the queue is empty (destroyed streams and contexts).
+  void retire();
+
+ private:
+  void run_worker();
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<cudasim::Operation> queue_;
+  std::uint64_t submitted_ = 0;
+  std::uint64_t completed_ = 0;
+  bool worker_started_ = false;
+  bool retired_ = false;
+};
+
+// Invariant: when recorded_seq > 0 the event completes when `stream` reaches recorded_seq; the
+// record operation stores `time` just before that.
+struct CUevent_st {
+  CUctx_st* ctx = nullptr;
+  unsigned flags = 0;
+  std::shared_ptr<CUstream_st> stream;
+  std::uint64_t recorded_seq = 0;
+  std::uint64_t generation = 0;  // bumped per record, so only the latest record sets `time`
+  std::chrono::steady_clock::time_point time{};  // written by the worker under State::mu
+};

@@ -1,0 +1,141 @@
+// Device management, versions and last-error queries of the runtime API.
+#include <cstring>
+#include <utility>
+
+#include "context.h"
+#include "driver_table.h"
+#include "error_state.h"
+
+using namespace cudasim::runtime;
+
+namespace {
+
+// The version of the toolkit headers this runtime implements (CUDART_VERSION).
+constexpr int kRuntimeVersion = 13000;
+
+int query_attribute(CUdevice device, CUdevice_attribute attribute) {
+  int value = 0;
+  if (call_driver<&DriverTable::cuDeviceGetAttribute>(&value, attribute, device) != cudaSuccess)
+    return 0;  // an attribute the driver cannot answer stays 0, as for absent hardware features
+  return value;
+}
+
+// Fills every cudaDeviceProp field that has a matching device attribute.
+void fill_properties(cudaDeviceProp& prop, CUdevice device) {
+  const auto attribute = [device](CUdevice_attribute which) { return query_attribute(device, which); };
+  prop.sharedMemPerBlock = static_cast<size_t>(attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
+  prop.regsPerBlock = attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+  prop.warpSize = attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  prop.memPitch = static_cast<size_t>(attribute(CU_DEVICE_ATTRIBUTE_MAX_PITCH));
+  prop.maxThreadsPerBlock = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  prop.maxThreadsDim[0] = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
+  prop.maxThreadsDim[1] = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
+  prop.maxThreadsDim[2] = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
+  prop.maxGridSize[0] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+  prop.maxGridSize[1] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+  prop.maxGridSize[2] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+  prop.totalConstMem = static_cast<size_t>(attribute(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY));
+  prop.major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  prop.minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  prop.textureAlignment = static_cast<size_t>(attribute(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT));
+  prop.texturePitchAlignment = static_cast<size_t>(attribute(CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT));
+  prop.multiProcessorCount = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  prop.integrated = attribute(CU_DEVICE_ATTRIBUTE_INTEGRATED);
+  prop.canMapHostMemory = attribute(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);
+  prop.concurrentKernels = attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS);
+  prop.ECCEnabled = attribute(CU_DEVICE_ATTRIBUTE_ECC_ENABLED);
+  prop.pciBusID = attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID);
+  prop.pciDeviceID = attribute(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID);
+  prop.pciDomainID = attribute(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID);
+  prop.asyncEngineCount = attribute(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT);
+  prop.unifiedAddressing = attribute(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
+  prop.memoryBusWidth = attribute(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+  prop.l2CacheSize = attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  prop.maxThreadsPerMultiProcessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  prop.streamPrioritiesSupported = attribute(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED);
+  prop.sharedMemPerMultiprocessor =
+      static_cast<size_t>(attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+  prop.regsPerMultiprocessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+  prop.managedMemory = attribute(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
+  prop.concurrentManagedAccess = attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+  prop.maxBlocksPerMultiProcessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+  prop.memoryPoolsSupported = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
+  prop.memoryPoolSupportedHandleTypes =
+      static_cast<unsigned int>(attribute(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES));
+}
+
+cudaError_t get_device_properties(cudaDeviceProp* prop, int device) {
+  if (prop == nullptr) return cudaErrorInvalidValue;
+  CUdevice handle = 0;
+  cudaError_t status = device_handle(device, &handle);
+  if (status != cudaSuccess) return status;
+  cudaDeviceProp filled{};
+  status = call_driver<&DriverTable::cuDeviceGetName>(filled.name, static_cast<int>(sizeof filled.name), handle);
+  if (status != cudaSuccess) return status;
+  status = call_driver<&DriverTable::cuDeviceTotalMem>(&filled.totalGlobalMem, handle);
+  if (status != cudaSuccess) return status;
+  fill_properties(filled, handle);
+  *prop = filled;
+  return cudaSuccess;
+}
+
+cudaError_t get_device_attribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (value == nullptr) return cudaErrorInvalidValue;
+  CUdevice handle = 0;
+  const cudaError_t status = device_handle(device, &handle);
+  if (status != cudaSuccess) return status;
+  // cudaDeviceAttr and CUdevice_attribute share their numbering.
+  return call_driver<&DriverTable::cuDeviceGetAttribute>(
+      value, static_cast<CUdevice_attribute>(attribute), handle);
+}
+
+cudaError_t get_device_count(int* count) {
+  if (count == nullptr) return cudaErrorInvalidValue;
+  return device_count(count);  // leaves *count untouched on failure, as NVIDIA's does
+}
+
+cudaError_t get_device(int* device) {
+  if (device == nullptr) return cudaErrorInvalidValue;
+  return current_device(device);
+}
+
+cudaError_t synchronize_device() {
+  const cudaError_t status = ensure_context();
+  if (status != cudaSuccess) return status;
+  return call_driver<&DriverTable::cuCtxSynchronize>(nullptr);  // the current context
+}
+
+cudaError_t get_driver_version(int* version) {
+  if (version == nullptr) return cudaErrorInvalidValue;
+  *version = loaded_driver_version();  // 0 when no driver is installed, still a success
+  return cudaSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) { return api_call([&] { return get_device_count(count); }); }
+cudaError_t cudaGetDevice(int* device) { return api_call([&] { return get_device(device); }); }
+cudaError_t cudaSetDevice(int device) { return api_call([&] { return select_device(device); }); }
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  return api_call([&] { return get_device_properties(prop, device); });
+}
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  return api_call([&] { return get_device_attribute(value, attr, device); });
+}
+cudaError_t cudaDeviceSynchronize() { return api_call([&] { return synchronize_device(); }); }
+cudaError_t cudaDeviceReset() { return api_call([&] { return reset_current_device(); }); }
+
+cudaError_t cudaGetLastError() { return take_last_error(); }
+cudaError_t cudaPeekAtLastError() { return peek_last_error(); }
+
+cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) {
+  if (runtimeVersion == nullptr) return finish(cudaErrorInvalidValue);
+  *runtimeVersion = kRuntimeVersion;
+  return cudaSuccess;
+}
+// Needs no working driver: reports 0 when none could be loaded.
+cudaError_t cudaDriverGetVersion(int* driverVersion) { return finish(get_driver_version(driverVersion)); }
+
+}  // extern "C"

@@ -1,0 +1,69 @@
+// The driver entry points this runtime uses, resolved the way NVIDIA's runtime resolves them:
+// dlopen("libcuda.so.1"), dlsym of cuGetProcAddress_v2 (or cuGetProcAddress), then one
+// cuGetProcAddress call per base name. The driver is never linked and no other name goes through
+// dlsym, so a library that interposes dlsym and answers cuGetProcAddress sees every request.
+#pragma once
+
+#include "api_headers.h"
+
+namespace cudasim::runtime {
+
+// The per-thread-default-stream macros rename driver functions too; the table is built without.
+#ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
+#error "driver_table.h is for translation units built with the legacy default stream"
+#endif
+
+// Base names as cuGetProcAddress takes them, each with the version of its entry point that a
+// CUDA 13.0 request returns: the member's type is cudaTypedefs.h's PFN_<name>_v<version>, which is
+// not always the signature cuda.h declares under the base name (cuCtxSynchronize answers
+// cuCtxSynchronize_v2(CUcontext) for 13.0).
+#define CUDASIM_RUNTIME_DRIVER_ENTRIES(X)                                                          \
+  X(cuInit, 2000) X(cuDriverGetVersion, 2020) X(cuDeviceGet, 2000) X(cuDeviceGetCount, 2000)      \
+  X(cuDeviceGetName, 2000) X(cuDeviceTotalMem, 3020) X(cuDeviceGetAttribute, 2000)                \
+  X(cuDevicePrimaryCtxRetain, 7000) X(cuDevicePrimaryCtxReset, 11000) X(cuCtxGetCurrent, 4000)   \
+  X(cuCtxSetCurrent, 4000) X(cuCtxGetDevice, 13000) X(cuCtxSynchronize, 13000)                    \
+  X(cuMemAlloc, 3020) X(cuMemFree, 3020) X(cuMemAllocPitch, 3020) X(cuMemGetInfo, 3020)           \
+  X(cuMemcpy, 4000) X(cuMemcpyAsync, 4000) X(cuMemcpyHtoD, 3020) X(cuMemcpyDtoH, 3020)            \
+  X(cuMemcpyDtoD, 3020) X(cuMemcpyHtoDAsync, 3020) X(cuMemcpyDtoHAsync, 3020)                     \
+  X(cuMemcpyDtoDAsync, 3020) X(cuMemsetD8, 3020) X(cuMemsetD8Async, 3020) X(cuStreamCreate, 2000) \
+  X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000) X(cuStreamQuery, 2000)                    \
+  X(cuStreamWaitEvent, 3020) X(cuStreamIsCapturing, 10000) X(cuEventCreate, 2000)                 \
+  X(cuEventRecord, 2000) X(cuEventQuery, 2000) X(cuEventSynchronize, 2000)                        \
+  X(cuEventDestroy, 4000) X(cuEventElapsedTime, 12080) X(cuLaunchHostFunc, 10000)                 \
+  X(cuDeviceGetDefaultMemPool, 11020) X(cuMemPoolCreate, 11020) X(cuMemPoolDestroy, 11020)        \
+  X(cuMemPoolSetAttribute, 11020) X(cuMemPoolGetAttribute, 11020) X(cuMemPoolTrimTo, 11020)       \
+  X(cuMemAllocAsync, 11020) X(cuMemFreeAsync, 11020) X(cuMemAllocFromPoolAsync, 11020)            \
+  X(cuPointerGetAttribute, 4000)
+
+// Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
+// library is never closed). A member is null when the driver did not provide that entry point.
+struct DriverTable {
+#define CUDASIM_RUNTIME_DECLARE_ENTRY(name, version) PFN_##name##_v##version name = nullptr;
+  CUDASIM_RUNTIME_DRIVER_ENTRIES(CUDASIM_RUNTIME_DECLARE_ENTRY)
+#undef CUDASIM_RUNTIME_DECLARE_ENTRY
+};
+
+// Loads the driver and calls cuInit(0) once per process, on first use, thread-safely. Returns the
+// outcome of that one attempt on every call: cudaErrorInsufficientDriver when libcuda.so.1 cannot
+// be loaded, lacks cuGetProcAddress, or is older than 13.0; otherwise cuInit's translated result.
+cudaError_t driver_status();
+
+// The resolved table; only meaningful after driver_status() returned cudaSuccess.
+const DriverTable& driver();
+
+// Translates a driver result into the runtime's error code, as NVIDIA's runtime reports it.
+cudaError_t translate(CUresult result);
+
+// Calls one driver entry point and translates its result; an entry point the driver did not provide
+// answers cudaErrorInsufficientDriver, as the real runtime does for a driver too old for a call.
+template <auto Entry, typename... Args>
+cudaError_t call_driver(Args... args) {
+  const auto function = driver().*Entry;
+  if (function == nullptr) return cudaErrorInsufficientDriver;
+  return translate(function(args...));
+}
+
+// The driver's version, or 0 when no driver could be loaded.
+int loaded_driver_version();
+
+}  // namespace cudasim::runtime

@@ -1,0 +1,84 @@
+// cudaGetErrorName / cudaGetErrorString with NVIDIA's texts for every code this runtime can return.
+#include <array>
+
+#include "api_headers.h"
+
+namespace {
+
+// Invariant: one row per code; `name` is the enumerator's spelling, `text` NVIDIA's message.
+struct ErrorDescription {
+  cudaError_t code;
+  const char* text;
+  const char* name;
+};
+
+#define CUDASIM_RUNTIME_ERROR(code, text) ErrorDescription{code, text, #code}
+
+constexpr std::array kErrorDescriptions{
+    CUDASIM_RUNTIME_ERROR(cudaSuccess, "no error"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInvalidValue, "invalid argument"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorMemoryAllocation, "out of memory"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInitializationError, "initialization error"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorCudartUnloading, "driver shutting down"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInvalidConfiguration, "invalid configuration argument"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInvalidPitchValue, "invalid pitch argument"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInvalidDevicePointer, "invalid device pointer"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorStubLibrary, "CUDA driver is a stub library"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorDevicesUnavailable, "CUDA-capable device(s) is/are busy or unavailable"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorNoDevice, "no CUDA-capable device is detected"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInvalidDevice, "invalid device ordinal"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorDeviceUninitialized, "invalid device context"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorDeviceAlreadyInUse, "exclusive-thread device already in use by a different thread"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorOperatingSystem, "OS call failed or operation not supported on this OS"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInvalidResourceHandle, "invalid resource handle"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorIllegalState, "the operation cannot be performed in the present state"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorSymbolNotFound, "named symbol not found"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorNotReady, "device not ready"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorIllegalAddress, "an illegal memory access was encountered"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorLaunchTimeout, "the launch timed out and was terminated"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorContextIsDestroyed, "context is destroyed"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorAssert, "device-side assert triggered"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorHardwareStackError, "hardware stack error"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorIllegalInstruction, "an illegal instruction was encountered"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorMisalignedAddress, "misaligned address"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInvalidAddressSpace, "operation not supported on global/shared address space"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInvalidPc, "invalid program counter"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorLaunchFailure, "unspecified launch failure"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorNotPermitted, "operation not permitted"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorNotSupported, "operation not supported"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorSystemDriverMismatch, "system has unsupported display driver / cuda driver combination"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorCompatNotSupportedOnDevice, "forward compatibility was attempted on non supported HW"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorUnknown, "unknown error"),
+};
+
+#undef CUDASIM_RUNTIME_ERROR
+
+constexpr const char* kUnrecognized = "unrecognized error code";
+
+const ErrorDescription* describe(cudaError_t error) {
+  for (const ErrorDescription& row : kErrorDescriptions) {
+    if (row.code == error) return &row;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* cudaGetErrorName(cudaError_t error) {
+  const ErrorDescription* row = describe(error);
+  return row != nullptr ? row->name : kUnrecognized;
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  const ErrorDescription* row = describe(error);
+  return row != nullptr ? row->text : kUnrecognized;
+}
+
+}  // extern "C"

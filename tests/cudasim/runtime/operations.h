@@ -1,0 +1,33 @@
+// The stream-taking runtime operations, shared by the default entry points (where stream 0 is the
+// legacy default stream) and the per-thread-default-stream entry points (`_ptsz` / `_ptds`, where
+// stream 0 is the calling thread's default stream). Each returns the error without recording it.
+#pragma once
+
+#include "api_headers.h"
+
+namespace cudasim::runtime {
+
+// Whether a copy or set waits for its completion before returning.
+enum class Completion { kSynchronous, kAsynchronous };
+
+// The stream a handle names in the per-thread-default-stream entry points.
+inline CUstream per_thread_stream(cudaStream_t stream) {
+  return stream == nullptr ? CU_STREAM_PER_THREAD : stream;
+}
+
+cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, CUstream stream,
+                 Completion completion);
+cudaError_t set(void* dst, int value, size_t count, CUstream stream, Completion completion);
+
+cudaError_t stream_synchronize(CUstream stream);
+cudaError_t stream_query(CUstream stream);
+cudaError_t stream_wait_event(CUstream stream, CUevent event, unsigned int flags);
+cudaError_t stream_is_capturing(CUstream stream, cudaStreamCaptureStatus* status);
+cudaError_t event_record(CUevent event, CUstream stream);
+cudaError_t launch_host_func(CUstream stream, cudaHostFn_t fn, void* user_data);
+
+cudaError_t malloc_async(void** ptr, size_t size, CUstream stream);
+cudaError_t free_async(void* ptr, CUstream stream);
+cudaError_t malloc_from_pool_async(void** ptr, size_t size, cudaMemPool_t pool, CUstream stream);
+
+}  // namespace cudasim::runtime

@@ -1,0 +1,57 @@
+// The per-thread-default-stream entry points (`_ptsz`, `_ptds`), which programs built with
+// --default-stream per-thread (CUDA_API_PER_THREAD_DEFAULT_STREAM) call: in them stream 0 names the
+// calling thread's default stream instead of the legacy one. With the macro defined the toolkit
+// header renames each declaration, so every definition below is checked against its signature.
+#define CUDA_API_PER_THREAD_DEFAULT_STREAM 1
+
+#include "api_headers.h"
+#include "entry_point.h"
+#include "error_state.h"
+#include "operations.h"
+
+using namespace cudasim::runtime;
+
+extern "C" {
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  return api_call([&] { return copy(dst, src, count, kind, CU_STREAM_PER_THREAD, Completion::kSynchronous); });
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  return api_call([&] { return copy(dst, src, count, kind, per_thread_stream(stream), Completion::kAsynchronous); });
+}
+cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  return api_call([&] { return set(devPtr, value, count, CU_STREAM_PER_THREAD, Completion::kSynchronous); });
+}
+cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  return api_call([&] { return set(devPtr, value, count, per_thread_stream(stream), Completion::kAsynchronous); });
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return api_call([&] { return stream_synchronize(per_thread_stream(stream)); });
+}
+cudaError_t cudaStreamQuery(cudaStream_t stream) { return api_call([&] { return stream_query(per_thread_stream(stream)); }); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  return api_call([&] { return stream_wait_event(per_thread_stream(stream), event, flags); });
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus) {
+  return api_call([&] { return stream_is_capturing(per_thread_stream(stream), pCaptureStatus); });
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  return api_call([&] { return event_record(event, per_thread_stream(stream)); });
+}
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  return api_call([&] { return launch_host_func(per_thread_stream(stream), fn, userData); });
+}
+
+cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
+  return api_call([&] { return malloc_async(devPtr, size, per_thread_stream(hStream)); });
+}
+cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
+  return api_call([&] { return free_async(devPtr, per_thread_stream(hStream)); });
+}
+cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
+  return api_call([&] { return malloc_from_pool_async(ptr, size, memPool, per_thread_stream(stream)); });
+}
+
+}  // extern "C"

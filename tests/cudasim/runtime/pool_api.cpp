@@ -1,0 +1,108 @@
+// Stream-ordered allocation: cudaMallocAsync / cudaFreeAsync and memory pools. cudaMemPool_t is the
+// driver's CUmemoryPool; the pool rules (reuse, release threshold) are the driver's.
+#include "context.h"
+#include "driver_table.h"
+#include "error_state.h"
+#include "operations.h"
+
+namespace cudasim::runtime {
+namespace {
+
+CUmemPoolProps driver_pool_properties(const cudaMemPoolProps& props) {
+  CUmemPoolProps converted{};
+  converted.allocType = static_cast<CUmemAllocationType>(props.allocType);
+  converted.handleTypes = static_cast<CUmemAllocationHandleType>(props.handleTypes);
+  converted.location.type = static_cast<CUmemLocationType>(props.location.type);
+  converted.location.id = props.location.id;
+  converted.win32SecurityAttributes = props.win32SecurityAttributes;
+  converted.maxSize = props.maxSize;
+  converted.usage = props.usage;
+  return converted;
+}
+
+cudaError_t create_pool(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
+  if (pool == nullptr || props == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] {
+    const CUmemPoolProps converted = driver_pool_properties(*props);
+    return call_driver<&DriverTable::cuMemPoolCreate>(pool, &converted);
+  });
+}
+
+cudaError_t default_pool(cudaMemPool_t* pool, int device) {
+  if (pool == nullptr) return cudaErrorInvalidValue;
+  CUdevice handle = 0;
+  const cudaError_t status = device_handle(device, &handle);
+  if (status != cudaSuccess) return status;
+  return with_context([&] { return call_driver<&DriverTable::cuDeviceGetDefaultMemPool>(pool, handle); });
+}
+
+// cudaMemPoolAttr and CUmemPool_attribute share their numbering and value types.
+CUmemPool_attribute driver_attribute(cudaMemPoolAttr attribute) {
+  return static_cast<CUmemPool_attribute>(attribute);
+}
+
+}  // namespace
+
+cudaError_t malloc_async(void** ptr, size_t size, CUstream stream) {
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] {
+    CUdeviceptr address = 0;
+    const cudaError_t result = call_driver<&DriverTable::cuMemAllocAsync>(&address, size, stream);
+    if (result == cudaSuccess) *ptr = reinterpret_cast<void*>(address);
+    return result;
+  });
+}
+
+cudaError_t free_async(void* ptr, CUstream stream) {
+  return with_context([&] {
+    return call_driver<&DriverTable::cuMemFreeAsync>(reinterpret_cast<CUdeviceptr>(ptr), stream);
+  });
+}
+
+cudaError_t malloc_from_pool_async(void** ptr, size_t size, cudaMemPool_t pool, CUstream stream) {
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] {
+    CUdeviceptr address = 0;
+    const cudaError_t result =
+        call_driver<&DriverTable::cuMemAllocFromPoolAsync>(&address, size, pool, stream);
+    if (result == cudaSuccess) *ptr = reinterpret_cast<void*>(address);
+    return result;
+  });
+}
+
+}  // namespace cudasim::runtime
+
+using namespace cudasim::runtime;
+
+extern "C" {
+
+cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
+  return api_call([&] { return malloc_async(devPtr, size, hStream); });
+}
+cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) { return api_call([&] { return free_async(devPtr, hStream); }); }
+cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {
+  return api_call([&] { return malloc_from_pool_async(ptr, size, memPool, stream); });
+}
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
+  return api_call([&] { return default_pool(memPool, device); });
+}
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPoolProps* poolProps) {
+  return api_call([&] { return create_pool(memPool, poolProps); });
+}
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) {
+  return api_call([&] { return with_context([&] { return call_driver<&DriverTable::cuMemPoolDestroy>(memPool); }); });
+}
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
+  return api_call([&] { return with_context(
+      [&] { return call_driver<&DriverTable::cuMemPoolSetAttribute>(memPool, driver_attribute(attr), value); }); });
+}
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
+  return api_call([&] { return with_context(
+      [&] { return call_driver<&DriverTable::cuMemPoolGetAttribute>(memPool, driver_attribute(attr), value); }); });
+}
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
+  return api_call([&] { return with_context([&] { return call_driver<&DriverTable::cuMemPoolTrimTo>(memPool, minBytesToKeep); }); });
+}
+
+}  // extern "C"

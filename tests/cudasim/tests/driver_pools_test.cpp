@@ -1,0 +1,233 @@
+// The simulated driver's stream-ordered pools: reuse rules, the release threshold, attributes.
+#include "driver_support.h"
+
+#include <catch2/catch.hpp>
+
+using namespace driver_test;
+
+namespace {
+
+cuuint64_t attribute(CUmemoryPool pool, CUmemPool_attribute attr) {
+  cuuint64_t value = ~cuuint64_t{0};
+  REQUIRE(cuMemPoolGetAttribute(pool, attr, &value) == CUDA_SUCCESS);
+  return value;
+}
+
+CUmemoryPool default_pool() {
+  CUmemoryPool pool = nullptr;
+  REQUIRE(cuDeviceGetDefaultMemPool(&pool, 0) == CUDA_SUCCESS);
+  return pool;
+}
+
+}  // namespace
+
+TEST_CASE("freed pool memory is reused at once on the same stream", "[driver][pools]") {
+  primary_context();
+  CUmemoryPool pool = default_pool();
+  CUmemoryPool current = nullptr;
+  REQUIRE(cuDeviceGetMemPool(&current, 0) == CUDA_SUCCESS);
+  CHECK(current == pool);
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  CUdeviceptr first = 0, second = 0;
+  REQUIRE(cuMemAllocAsync(&first, 1000, stream) == CUDA_SUCCESS);
+  CHECK(first % 512 == 0);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) >= 1000);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) >= attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT));
+  REQUIRE(cuMemFreeAsync(first, stream) == CUDA_SUCCESS);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 0);
+  REQUIRE(cuMemAllocAsync(&second, 1000, stream) == CUDA_SUCCESS);
+  CHECK(second == first);  // stream order makes the reuse safe even though nothing ran yet
+  CHECK_FALSE(gate.ran());
+  gate.open();
+  REQUIRE(cuMemFreeAsync(second, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  // The default release threshold is 0: a synchronisation gives everything back.
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 0);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("another stream reuses pool memory only after the free has executed", "[driver][pools]") {
+  primary_context();
+  CUmemoryPool pool = default_pool();
+  cuuint64_t keep = 64 * kMiB;
+  REQUIRE(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) == CUDA_SUCCESS);
+  CUstream a = nullptr, b = nullptr;
+  REQUIRE(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  REQUIRE(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+
+  CUdeviceptr ptr = 0, other = 0, again = 0;
+  REQUIRE(cuMemAllocAsync(&ptr, kMiB, a) == CUDA_SUCCESS);
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(a, Gate::wait, &gate) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(ptr, a) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocAsync(&other, kMiB, b) == CUDA_SUCCESS);
+  CHECK(other != ptr);  // a's free has not run: b must not get that memory
+  gate.open();
+  REQUIRE(cuStreamSynchronize(a) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocAsync(&again, kMiB, b) == CUDA_SUCCESS);
+  CHECK(again == ptr);  // now it may
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 4 * kMiB);
+
+  REQUIRE(cuMemFreeAsync(other, b) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(again, b) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(b) == CUDA_SUCCESS);
+  // Below the threshold the memory stays in the pool; trimming gives it back.
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 4 * kMiB);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 0);
+  REQUIRE(cuMemPoolTrimTo(pool, 2 * kMiB) == CUDA_SUCCESS);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 2 * kMiB);
+  REQUIRE(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 0);
+
+  // High-water marks remember the peak until reset (only to 0, which means "to current").
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH) >= 4 * kMiB);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH) >= 4 * kMiB);
+  cuuint64_t zero = 0, nonzero = 5;
+  CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &nonzero) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero) == CUDA_SUCCESS);
+  REQUIRE(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero) == CUDA_SUCCESS);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH) == 0);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH) == 0);
+  CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &zero) == CUDA_ERROR_INVALID_VALUE);
+
+  REQUIRE(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero) == CUDA_SUCCESS);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) == 0);
+  CHECK(cuStreamDestroy(a) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(b) == CUDA_SUCCESS);
+}
+
+TEST_CASE("a block reused on its stream waits for its latest free before other streams get it",
+          "[driver][pools]") {
+  primary_context();
+  CUmemoryPool pool = default_pool();
+  cuuint64_t keep = 64 * kMiB, zero = 0;
+  REQUIRE(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) == CUDA_SUCCESS);
+  CUstream a = nullptr, b = nullptr, c = nullptr;
+  for (CUstream* s : {&a, &b, &c}) REQUIRE(cuStreamCreate(s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  Gate gate_a, gate_b;
+  CUdeviceptr first = 0, reused = 0, other = 0;
+  REQUIRE(cuMemAllocAsync(&first, kMiB, a) == CUDA_SUCCESS);
+  REQUIRE(cuLaunchHostFunc(a, Gate::wait, &gate_a) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(first, a) == CUDA_SUCCESS);       // free #1, held on a
+  REQUIRE(cuMemAllocAsync(&reused, kMiB, a) == CUDA_SUCCESS);
+  REQUIRE(reused == first);                                 // same stream: at once
+  REQUIRE(cuLaunchHostFunc(b, Gate::wait, &gate_b) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(reused, b) == CUDA_SUCCESS);      // free #2, held on b
+  gate_a.open();
+  REQUIRE(cuStreamSynchronize(a) == CUDA_SUCCESS);          // free #1 has run, free #2 has not
+  REQUIRE(cuMemAllocAsync(&other, kMiB, c) == CUDA_SUCCESS);
+  CHECK(other != first);
+  gate_b.open();
+  REQUIRE(cuStreamSynchronize(b) == CUDA_SUCCESS);
+  CUdeviceptr after = 0;
+  REQUIRE(cuMemAllocAsync(&after, kMiB, c) == CUDA_SUCCESS);
+  CHECK(after == first);
+  REQUIRE(cuMemFreeAsync(other, c) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(after, c) == CUDA_SUCCESS);
+  REQUIRE(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 0);
+  for (CUstream s : {a, b, c}) CHECK(cuStreamDestroy(s) == CUDA_SUCCESS);
+}
+
+TEST_CASE("pool memory counts against the device and is validated like any other", "[driver][pools]") {
+  primary_context();
+  size_t free_before = 0, free_after = 0, total = 0;
+  REQUIRE(cuMemGetInfo(&free_before, &total) == CUDA_SUCCESS);
+  CUdeviceptr ptr = 0;
+  REQUIRE(cuMemAllocAsync(&ptr, 3 * kMiB, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuMemGetInfo(&free_after, &total) == CUDA_SUCCESS);
+  CHECK(free_before - free_after == 4 * kMiB);  // reserved in 2 MiB units
+  CHECK(cuMemsetD8Async(ptr, 1, 3 * kMiB, nullptr) == CUDA_SUCCESS);
+  CHECK(cuMemsetD8Async(ptr, 1, 3 * kMiB + 1, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CUmemoryPool owner = nullptr;
+  CHECK(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, ptr) == CUDA_SUCCESS);
+  CHECK(owner == default_pool());
+  CHECK(cuMemFree(ptr) == CUDA_ERROR_INVALID_VALUE);  // not cuMemAlloc memory
+  REQUIRE(cuMemFreeAsync(ptr, nullptr) == CUDA_SUCCESS);
+  CHECK(cuMemFreeAsync(ptr, nullptr) == CUDA_ERROR_INVALID_VALUE);  // double free
+  CHECK(cuMemsetD8Async(ptr, 1, 1, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  REQUIRE(cuMemGetInfo(&free_after, &total) == CUDA_SUCCESS);
+  CHECK(free_after == free_before);
+
+  CUdeviceptr sync = 0;
+  REQUIRE(cuMemAlloc(&sync, 4096) == CUDA_SUCCESS);
+  CHECK(cuMemFreeAsync(sync, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemFree(sync) == CUDA_SUCCESS);
+  CHECK(cuMemAllocAsync(nullptr, 16, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemAllocAsync(&ptr, 0, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemAllocAsync(&ptr, 16, reinterpret_cast<CUstream>(0x1000)) == CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_CASE("created pools", "[driver][pools]") {
+  primary_context();
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool = nullptr;
+  REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+  CHECK(pool != default_pool());
+  CUdeviceptr ptr = 0;
+  REQUIRE(cuMemAllocFromPoolAsync(&ptr, kMiB, pool, nullptr) == CUDA_SUCCESS);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 2 * kMiB);
+  CHECK(attribute(default_pool(), CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 0);
+
+  // Made current, the pool serves cuMemAllocAsync.
+  REQUIRE(cuDeviceSetMemPool(0, pool) == CUDA_SUCCESS);
+  CUdeviceptr from_current = 0;
+  REQUIRE(cuMemAllocAsync(&from_current, kMiB, nullptr) == CUDA_SUCCESS);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 4 * kMiB);
+  REQUIRE(cuMemFreeAsync(from_current, nullptr) == CUDA_SUCCESS);
+
+  // Destroying it while memory is outstanding is allowed; the memory stays usable.
+  REQUIRE(cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+  CUmemoryPool current = nullptr;
+  REQUIRE(cuDeviceGetMemPool(&current, 0) == CUDA_SUCCESS);
+  CHECK(current == default_pool());
+  CHECK(cuMemsetD8(ptr, 7, kMiB) == CUDA_SUCCESS);
+  CHECK(cuMemFreeAsync(ptr, nullptr) == CUDA_SUCCESS);
+  CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+  cuuint64_t value = 0;
+  CHECK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemAllocFromPoolAsync(&ptr, kMiB, pool, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemPoolDestroy(pool) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemPoolDestroy(default_pool()) == CUDA_ERROR_INVALID_VALUE);
+
+  props.allocType = CU_MEM_ALLOCATION_TYPE_INVALID;
+  CHECK(cuMemPoolCreate(&pool, &props) == CUDA_ERROR_INVALID_VALUE);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.id = 9;
+  CHECK(cuMemPoolCreate(&pool, &props) == CUDA_ERROR_INVALID_DEVICE);
+  CHECK(cuMemPoolCreate(&pool, nullptr) == CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_CASE("pools run out of device memory and give idle memory back to retry", "[driver][pools]") {
+  int rc = in_child([] {
+    setenv("CUDASIM_DEVICE_MEMORY", "1GiB", 1);
+    setenv("CUDASIM_CONTEXT_OVERHEAD", "0", 1);
+    CHILD_CHECK(start_primary_context());
+    CUmemoryPool pool = nullptr;
+    CHILD_CHECK(cuDeviceGetDefaultMemPool(&pool, 0) == CUDA_SUCCESS);
+    cuuint64_t keep_all = ~cuuint64_t{0};
+    CHILD_CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all) == CUDA_SUCCESS);
+    CUdeviceptr big = 0, other = 0;
+    CHILD_CHECK(cuMemAllocAsync(&big, 768 * kMiB, nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemAllocAsync(&other, 512 * kMiB, nullptr) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHILD_CHECK(cuMemFreeAsync(big, nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);  // kept: threshold is "all"
+    cuuint64_t reserved = 0;
+    CHILD_CHECK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS);
+    CHILD_CHECK(reserved == 768 * kMiB);
+    // 512 MiB does not fit beside the idle 768 MiB block, which is too large to reuse: the pool
+    // releases it and retries.
+    CHILD_CHECK(cuMemAllocAsync(&other, 256 * kMiB + 1, nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemAllocAsync(&big, 512 * kMiB, nullptr) == CUDA_SUCCESS);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}

@@ -1,0 +1,138 @@
+// cuGetProcAddress / cuGetProcAddress_v2 of the simulated driver: versioned names, per-thread
+// variants, and the documented failures.
+#include "driver_support.h"
+
+#include <catch2/catch.hpp>
+#include <dlfcn.h>
+
+#include <cstring>
+
+using namespace driver_test;
+
+namespace {
+
+// The exported function of that exact name (e.g. a _ptsz form cuda.h does not declare here).
+void* exported(const char* name) {
+  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(handle != nullptr);
+  void* symbol = dlsym(handle, name);
+  REQUIRE(symbol != nullptr);
+  return symbol;
+}
+
+struct Answer {
+  CUresult rc;
+  void* fn;
+  CUdriverProcAddressQueryResult status;
+};
+
+Answer ask(const char* name, int version, cuuint64_t flags = CU_GET_PROC_ADDRESS_DEFAULT) {
+  Answer a{CUDA_ERROR_UNKNOWN, reinterpret_cast<void*>(1), CU_GET_PROC_ADDRESS_SUCCESS};
+  a.rc = cuGetProcAddress(name, &a.fn, version, flags, &a.status);
+  return a;
+}
+
+void* answer(const char* name, int version, cuuint64_t flags = CU_GET_PROC_ADDRESS_DEFAULT) {
+  Answer a = ask(name, version, flags);
+  INFO(name << " @ " << version);
+  REQUIRE(a.rc == CUDA_SUCCESS);
+  REQUIRE(a.status == CU_GET_PROC_ADDRESS_SUCCESS);
+  return a.fn;
+}
+
+}  // namespace
+
+TEST_CASE("base names resolve to the versioned entry point for the version asked", "[driver][proc]") {
+  CHECK(answer("cuMemAlloc", 13000) == exported("cuMemAlloc_v2"));
+  CHECK(answer("cuMemFree", 12000) == exported("cuMemFree_v2"));
+  CHECK(answer("cuMemGetInfo", 3020) == exported("cuMemGetInfo_v2"));
+  CHECK(answer("cuCtxCreate", 3020) == exported("cuCtxCreate_v2"));
+  CHECK(answer("cuCtxCreate", 11040) == exported("cuCtxCreate_v3"));
+  CHECK(answer("cuCtxCreate", 13000) == exported("cuCtxCreate_v4"));
+  CHECK(answer("cuCtxSynchronize", 12090) == exported("cuCtxSynchronize"));
+  CHECK(answer("cuCtxSynchronize", 13000) == exported("cuCtxSynchronize_v2"));
+  CHECK(answer("cuCtxDestroy", 4000) == exported("cuCtxDestroy_v2"));
+  CHECK(answer("cuDevicePrimaryCtxRelease", 10020) == exported("cuDevicePrimaryCtxRelease"));
+  CHECK(answer("cuDevicePrimaryCtxRelease", 11000) == exported("cuDevicePrimaryCtxRelease_v2"));
+  CHECK(answer("cuEventElapsedTime", 12000) == exported("cuEventElapsedTime"));
+  CHECK(answer("cuEventElapsedTime", 12080) == exported("cuEventElapsedTime_v2"));
+  CHECK(answer("cuMemAllocAsync", 11020) == exported("cuMemAllocAsync"));
+  CHECK(answer("cuInit", 2000) == exported("cuInit"));
+}
+
+TEST_CASE("cuGetProcAddress answers for itself", "[driver][proc]") {
+  CHECK(answer("cuGetProcAddress", 11030) == exported("cuGetProcAddress"));
+  CHECK(answer("cuGetProcAddress", 12000) == exported("cuGetProcAddress_v2"));
+  // The old four-argument form is exported too and answers the same way.
+  using OldForm = CUresult (*)(const char*, void**, int, cuuint64_t);
+  auto old_form = reinterpret_cast<OldForm>(exported("cuGetProcAddress"));
+  void* fn = nullptr;
+  CHECK(old_form("cuMemAlloc", &fn, 12000, 0) == CUDA_SUCCESS);
+  CHECK(fn == exported("cuMemAlloc_v2"));
+  CHECK(old_form("cuNoSuchEntryPoint", &fn, 12000, 0) == CUDA_ERROR_NOT_FOUND);
+  CHECK(fn == nullptr);
+}
+
+TEST_CASE("per-thread default stream flags select the _ptsz/_ptds forms", "[driver][proc]") {
+  const cuuint64_t per_thread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  const cuuint64_t legacy = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+  CHECK(answer("cuStreamSynchronize", 12000, per_thread) == exported("cuStreamSynchronize_ptsz"));
+  CHECK(answer("cuStreamSynchronize", 12000, legacy) == exported("cuStreamSynchronize"));
+  CHECK(answer("cuStreamSynchronize", 12000) == exported("cuStreamSynchronize"));
+  CHECK(answer("cuMemcpyHtoD", 12000, per_thread) == exported("cuMemcpyHtoD_v2_ptds"));
+  CHECK(answer("cuMemcpyHtoDAsync", 12000, per_thread) == exported("cuMemcpyHtoDAsync_v2_ptsz"));
+  CHECK(answer("cuMemsetD8", 12000, per_thread) == exported("cuMemsetD8_v2_ptds"));
+  CHECK(answer("cuMemAllocAsync", 12000, per_thread) == exported("cuMemAllocAsync_ptsz"));
+  CHECK(answer("cuMemFreeAsync", 12000, per_thread) == exported("cuMemFreeAsync_ptsz"));
+  CHECK(answer("cuMemAllocFromPoolAsync", 12000, per_thread) == exported("cuMemAllocFromPoolAsync_ptsz"));
+  CHECK(answer("cuLaunchHostFunc", 12000, per_thread) == exported("cuLaunchHostFunc_ptsz"));
+  CHECK(answer("cuEventRecord", 12000, per_thread) == exported("cuEventRecord_ptsz"));
+  // Functions without a per-thread form answer with the ordinary one.
+  CHECK(answer("cuMemAlloc", 12000, per_thread) == exported("cuMemAlloc_v2"));
+  // Per-thread forms exist from CUDA 7.0 on.
+  CHECK(answer("cuStreamSynchronize", 6050, per_thread) == exported("cuStreamSynchronize"));
+}
+
+TEST_CASE("unknown names and too-old versions fail as documented", "[driver][proc]") {
+  Answer unknown = ask("cuNoSuchEntryPoint", 13000);
+  CHECK(unknown.rc == CUDA_ERROR_NOT_FOUND);
+  CHECK(unknown.status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  CHECK(unknown.fn == nullptr);
+  Answer versioned = ask("cuMemAlloc_v2", 13000);  // the driver answers base names only
+  CHECK(versioned.rc == CUDA_ERROR_NOT_FOUND);
+  Answer too_old = ask("cuMemAllocAsync", 11010);
+  CHECK(too_old.rc == CUDA_ERROR_NOT_FOUND);
+  CHECK(too_old.status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  CHECK(too_old.fn == nullptr);
+  // The 32-bit v1 ABI is not simulated: reported as not found rather than a wrong signature.
+  Answer v1 = ask("cuMemAlloc", 3010);
+  CHECK(v1.rc == CUDA_ERROR_NOT_FOUND);
+  CHECK(v1.status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  void* fn = nullptr;
+  CHECK(cuGetProcAddress("cuMemAlloc", &fn, 12000, 4, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGetProcAddress(nullptr, &fn, 12000, 0, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGetProcAddress("cuMemAlloc", nullptr, 12000, 0, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGetProcAddress("cuMemAlloc", &fn, 12000, 0, nullptr) == CUDA_SUCCESS);  // status optional
+}
+
+TEST_CASE("answers work before cuInit and are callable", "[driver][proc]") {
+  int rc = in_child([] {
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult status{};
+    CHILD_CHECK(cuGetProcAddress("cuInit", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CHILD_CHECK(reinterpret_cast<CUresult (*)(unsigned)>(fn)(0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuGetProcAddress("cuDevicePrimaryCtxRetain", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CUcontext ctx = nullptr;
+    CHILD_CHECK(reinterpret_cast<CUresult (*)(CUcontext*, CUdevice)>(fn)(&ctx, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+    CHILD_CHECK(cuGetProcAddress("cuMemAlloc", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CUdeviceptr ptr = 0;
+    CHILD_CHECK(reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t)>(fn)(&ptr, 4096) == CUDA_SUCCESS);
+    CHILD_CHECK(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CHILD_CHECK(reinterpret_cast<CUresult (*)(CUcontext)>(fn)(nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuGetProcAddress("cuMemFree", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CHILD_CHECK(reinterpret_cast<CUresult (*)(CUdeviceptr)>(fn)(ptr) == CUDA_SUCCESS);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}

@@ -1,0 +1,74 @@
+// Helpers shared by the simulated driver's tests. Public driver API (cuda.h) only; the Gate and
+// the size units come from the runtime tests' helpers (header-only, no runtime calls made).
+#pragma once
+
+#include <cuda.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "runtime_support.h"
+
+namespace driver_test {
+
+// A host function that blocks its stream until open(); `ran` says whether it finished.
+using runtime_test::Gate;
+using runtime_test::kGiB;
+using runtime_test::kMiB;
+
+// Initialises the driver and makes device 0's primary context current (once per process).
+inline CUcontext primary_context() {
+  static CUcontext ctx = [] {
+    CUcontext c = nullptr;
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS) std::abort();
+    return c;
+  }();
+  cuCtxSetCurrent(ctx);
+  return ctx;
+}
+
+// Initialises the driver and makes device 0's primary context current; false on any failure.
+// For forked children, which start with a fresh driver.
+inline bool start_primary_context() {
+  CUcontext ctx = nullptr;
+  return cuInit(0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS &&
+         cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
+}
+
+// Runs `body` in a forked child, which starts with a fresh, uninitialised driver (and its own
+// environment), and returns the child's exit status (0: success; signals read as 1000 + number).
+inline int in_child(const std::function<int()>& body) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(body());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+}
+
+// Inside in_child bodies: report the failed condition and fail the child.
+#define CHILD_CHECK(condition)                                                          \
+  do {                                                                                  \
+    if (!(condition)) {                                                                 \
+      std::fprintf(stderr, "%s:%d: child check failed: %s\n", __FILE__, __LINE__, #condition); \
+      return 1;                                                                         \
+    }                                                                                   \
+  } while (0)
+
+// Appends `value` to a shared log from a stream, to observe execution order.
+struct Step {
+  std::string* log;
+  char value;
+  static void CUDA_CB run(void* self) {
+    auto* step = static_cast<Step*>(self);
+    step->log->push_back(step->value);
+  }
+};
+
+}  // namespace driver_test

@@ -1,0 +1,153 @@
+// Device management, versions and error reporting of the simulated runtime.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "runtime_support.h"
+
+using namespace runtime_test;
+
+TEST_CASE("runtime: device count and properties come from the driver", "[runtime][device]") {
+  int count = 0;
+  REQUIRE_CUDA(cudaGetDeviceCount(&count));
+  REQUIRE(count == 2);
+
+  cudaDeviceProp prop{};
+  REQUIRE_CUDA(cudaGetDeviceProperties(&prop, 0));
+  CHECK(std::strlen(prop.name) > 0);
+  CHECK(prop.totalGlobalMem == kDevice0Memory);
+  CHECK(prop.major >= 7);
+  CHECK(prop.multiProcessorCount > 0);
+  CHECK(prop.unifiedAddressing == 1);
+  CHECK(prop.memoryPoolsSupported == 1);
+
+  int value = -1;
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, 0));
+  CHECK(value == prop.major);
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMinor, 0));
+  CHECK(value == prop.minor);
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, 0));
+  CHECK(value == prop.multiProcessorCount);
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&value, cudaDevAttrMemoryPoolsSupported, 0));
+  CHECK(value == 1);
+
+  cudaDeviceProp second{};
+  REQUIRE_CUDA(cudaGetDeviceProperties(&second, 1));
+  CHECK(second.totalGlobalMem == kDevice1Memory);
+}
+
+TEST_CASE("runtime: misuse of device calls returns the documented codes", "[runtime][device]") {
+  cudaDeviceProp prop{};
+  CHECK(name(cudaGetDeviceProperties(&prop, 2)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaGetDeviceProperties(nullptr, 0)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaSetDevice(-1)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaSetDevice(2)) == "cudaErrorInvalidDevice");
+  int value = 0;
+  CHECK(name(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, 7)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaDeviceGetAttribute(nullptr, cudaDevAttrMultiProcessorCount, 0)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaGetDeviceCount(nullptr)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaGetDevice(nullptr)) == "cudaErrorInvalidValue");
+  cudaGetLastError();
+}
+
+TEST_CASE("runtime: the current device is per host thread", "[runtime][device]") {
+  REQUIRE_CUDA(cudaSetDevice(1));
+  int device = -1;
+  REQUIRE_CUDA(cudaGetDevice(&device));
+  CHECK(device == 1);
+
+  int other_thread_device = -1;
+  cudaError_t other_status = cudaErrorUnknown;
+  std::thread([&] { other_status = cudaGetDevice(&other_thread_device); }).join();
+  CHECK(name(other_status) == "cudaSuccess");
+  CHECK(other_thread_device == 0);
+
+  REQUIRE_CUDA(cudaSetDevice(0));
+  REQUIRE_CUDA(cudaGetDevice(&device));
+  CHECK(device == 0);
+}
+
+TEST_CASE("runtime: versions", "[runtime][device]") {
+  int runtime_version = 0;
+  REQUIRE_CUDA(cudaRuntimeGetVersion(&runtime_version));
+  CHECK(runtime_version == 13000);
+  int driver_version = 0;
+  REQUIRE_CUDA(cudaDriverGetVersion(&driver_version));
+  CHECK(driver_version >= 13000);
+  CHECK(name(cudaRuntimeGetVersion(nullptr)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaDriverGetVersion(nullptr)) == "cudaErrorInvalidValue");
+  cudaGetLastError();
+}
+
+TEST_CASE("runtime: error names and strings are NVIDIA's", "[runtime][errors]") {
+  CHECK(std::string(cudaGetErrorName(cudaSuccess)) == "cudaSuccess");
+  CHECK(std::string(cudaGetErrorString(cudaSuccess)) == "no error");
+  CHECK(std::string(cudaGetErrorName(cudaErrorMemoryAllocation)) == "cudaErrorMemoryAllocation");
+  CHECK(std::string(cudaGetErrorString(cudaErrorMemoryAllocation)) == "out of memory");
+  CHECK(std::string(cudaGetErrorString(cudaErrorInvalidValue)) == "invalid argument");
+  CHECK(std::string(cudaGetErrorString(cudaErrorInvalidDevice)) == "invalid device ordinal");
+  CHECK(std::string(cudaGetErrorString(cudaErrorNoDevice)) == "no CUDA-capable device is detected");
+  CHECK(std::string(cudaGetErrorString(cudaErrorStubLibrary)) == "CUDA driver is a stub library");
+  CHECK(std::string(cudaGetErrorString(cudaErrorInsufficientDriver)) ==
+        "CUDA driver version is insufficient for CUDA runtime version");
+  CHECK(std::string(cudaGetErrorString(cudaErrorNotReady)) == "device not ready");
+  CHECK(std::string(cudaGetErrorString(cudaErrorInvalidResourceHandle)) == "invalid resource handle");
+  CHECK(std::string(cudaGetErrorName(static_cast<cudaError_t>(12345))) == "unrecognized error code");
+  CHECK(std::string(cudaGetErrorString(static_cast<cudaError_t>(12345))) == "unrecognized error code");
+}
+
+TEST_CASE("runtime: the last error is per thread, peeked or taken", "[runtime][errors]") {
+  cudaGetLastError();
+  REQUIRE(name(cudaMalloc(nullptr, 16)) == "cudaErrorInvalidValue");
+
+  // A later successful call does not clear it; peeking does not either; taking does.
+  void* ptr = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&ptr, 4096));
+  CHECK(name(cudaPeekAtLastError()) == "cudaErrorInvalidValue");
+  CHECK(name(cudaPeekAtLastError()) == "cudaErrorInvalidValue");
+
+  cudaError_t seen_by_other_thread = cudaErrorUnknown;
+  std::thread([&] { seen_by_other_thread = cudaGetLastError(); }).join();
+  CHECK(name(seen_by_other_thread) == "cudaSuccess");
+
+  CHECK(name(cudaGetLastError()) == "cudaErrorInvalidValue");
+  CHECK(name(cudaGetLastError()) == "cudaSuccess");
+  CHECK(name(cudaPeekAtLastError()) == "cudaSuccess");
+  REQUIRE_CUDA(cudaFree(ptr));
+}
+
+TEST_CASE("runtime: cudaErrorNotReady is a status, not a recorded error", "[runtime][errors]") {
+  cudaGetLastError();
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreate(&stream));
+  Gate gate;
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, Gate::wait, &gate));
+  CHECK(name(cudaStreamQuery(stream)) == "cudaErrorNotReady");
+  CHECK(name(cudaPeekAtLastError()) == "cudaSuccess");
+  gate.open();
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(name(cudaStreamQuery(stream)) == "cudaSuccess");
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("runtime: cudaDeviceReset destroys the device's memory and starts afresh", "[runtime][device]") {
+  REQUIRE_CUDA(cudaSetDevice(1));
+  void* ptr = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&ptr, kMiB));
+  size_t free_before = 0, total = 0;
+  REQUIRE_CUDA(cudaMemGetInfo(&free_before, &total));
+
+  REQUIRE_CUDA(cudaDeviceReset());
+  // The allocation went with the context: freeing it now is freeing an unknown pointer.
+  CHECK(name(cudaFree(ptr)) == "cudaErrorInvalidValue");
+  cudaGetLastError();
+
+  size_t free_after = 0;
+  REQUIRE_CUDA(cudaMemGetInfo(&free_after, &total));
+  CHECK(free_after > free_before);
+  REQUIRE_CUDA(cudaMalloc(&ptr, kMiB));
+  REQUIRE_CUDA(cudaFree(ptr));
+  REQUIRE_CUDA(cudaSetDevice(0));
+}

@@ -1,0 +1,135 @@
+// Stream-ordered allocation and memory pools through the simulated runtime.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime_support.h"
+
+using namespace runtime_test;
+
+namespace {
+
+uint64_t pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attribute) {
+  uint64_t value = 0;
+  REQUIRE_CUDA(cudaMemPoolGetAttribute(pool, attribute, &value));
+  return value;
+}
+
+void set_release_threshold(cudaMemPool_t pool, uint64_t bytes) {
+  REQUIRE_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &bytes));
+}
+
+}  // namespace
+
+TEST_CASE("runtime: the default pool returns freed memory at synchronisation", "[runtime][pool]") {
+  cudaMemPool_t pool = nullptr;
+  REQUIRE_CUDA(cudaDeviceGetDefaultMemPool(&pool, 0));
+  REQUIRE(pool != nullptr);
+  set_release_threshold(pool, 0);
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  void* ptr = nullptr;
+  REQUIRE_CUDA(cudaMallocAsync(&ptr, 64 * kMiB, stream));
+  REQUIRE(ptr != nullptr);
+  REQUIRE_CUDA(cudaMemsetAsync(ptr, 0x3C, 64 * kMiB, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(pool_attribute(pool, cudaMemPoolAttrUsedMemCurrent) >= 64 * kMiB);
+  CHECK(pool_attribute(pool, cudaMemPoolAttrReservedMemCurrent) >= 64 * kMiB);
+
+  cudaPointerAttributes attributes{};
+  REQUIRE_CUDA(cudaPointerGetAttributes(&attributes, ptr));
+  CHECK(attributes.type == cudaMemoryTypeDevice);
+  CHECK(attributes.device == 0);
+
+  REQUIRE_CUDA(cudaFreeAsync(ptr, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(pool_attribute(pool, cudaMemPoolAttrUsedMemCurrent) == 0);
+  CHECK(pool_attribute(pool, cudaMemPoolAttrReservedMemCurrent) == 0);
+  CHECK(pool_attribute(pool, cudaMemPoolAttrUsedMemHigh) >= 64 * kMiB);
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("runtime: a release threshold keeps freed memory in the pool until trimmed", "[runtime][pool]") {
+  cudaMemPool_t pool = nullptr;
+  REQUIRE_CUDA(cudaDeviceGetDefaultMemPool(&pool, 0));
+  set_release_threshold(pool, UINT64_MAX);
+  CHECK(pool_attribute(pool, cudaMemPoolAttrReleaseThreshold) == UINT64_MAX);
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreate(&stream));
+
+  size_t free_before = 0, total = 0;
+  REQUIRE_CUDA(cudaMemGetInfo(&free_before, &total));
+  void* ptr = nullptr;
+  REQUIRE_CUDA(cudaMallocAsync(&ptr, 64 * kMiB, stream));
+  REQUIRE_CUDA(cudaFreeAsync(ptr, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  const uint64_t kept = pool_attribute(pool, cudaMemPoolAttrReservedMemCurrent);
+  CHECK(kept >= 64 * kMiB);
+  CHECK(pool_attribute(pool, cudaMemPoolAttrUsedMemCurrent) == 0);
+  size_t free_kept = 0;
+  REQUIRE_CUDA(cudaMemGetInfo(&free_kept, &total));
+  CHECK(free_before - free_kept >= 64 * kMiB);
+
+  // Freed memory is reusable on the same stream at once, without growing the pool.
+  void* again = nullptr;
+  REQUIRE_CUDA(cudaMallocAsync(&again, 64 * kMiB, stream));
+  CHECK(pool_attribute(pool, cudaMemPoolAttrReservedMemCurrent) == kept);
+  REQUIRE_CUDA(cudaFreeAsync(again, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+
+  REQUIRE_CUDA(cudaMemPoolTrimTo(pool, 0));
+  CHECK(pool_attribute(pool, cudaMemPoolAttrReservedMemCurrent) == 0);
+  size_t free_trimmed = 0;
+  REQUIRE_CUDA(cudaMemGetInfo(&free_trimmed, &total));
+  CHECK(free_trimmed == free_before);
+
+  set_release_threshold(pool, 0);
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("runtime: explicit pools", "[runtime][pool]") {
+  REQUIRE_CUDA(cudaSetDevice(1));
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 1;
+  cudaMemPool_t pool = nullptr;
+  REQUIRE_CUDA(cudaMemPoolCreate(&pool, &props));
+  cudaMemPool_t default_pool = nullptr;
+  REQUIRE_CUDA(cudaDeviceGetDefaultMemPool(&default_pool, 1));
+  CHECK(pool != default_pool);
+
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  void* ptr = nullptr;
+  REQUIRE_CUDA(cudaMallocFromPoolAsync(&ptr, 8 * kMiB, pool, stream));
+  std::vector<unsigned char> back(16, 0);
+  REQUIRE_CUDA(cudaMemsetAsync(ptr, 0x7E, 8 * kMiB, stream));
+  REQUIRE_CUDA(cudaMemcpyAsync(back.data(), ptr, back.size(), cudaMemcpyDeviceToHost, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(back == std::vector<unsigned char>(16, 0x7E));
+  cudaPointerAttributes attributes{};
+  REQUIRE_CUDA(cudaPointerGetAttributes(&attributes, ptr));
+  CHECK(attributes.device == 1);
+  CHECK(pool_attribute(pool, cudaMemPoolAttrUsedMemCurrent) >= 8 * kMiB);
+
+  REQUIRE_CUDA(cudaFreeAsync(ptr, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  REQUIRE_CUDA(cudaMemPoolDestroy(pool));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  REQUIRE_CUDA(cudaSetDevice(0));
+}
+
+TEST_CASE("runtime: misuse of stream-ordered allocation returns the documented codes", "[runtime][pool]") {
+  cudaMemPool_t pool = nullptr;
+  CHECK(name(cudaDeviceGetDefaultMemPool(&pool, 9)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaDeviceGetDefaultMemPool(nullptr, 0)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMallocAsync(nullptr, 16, nullptr)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMemPoolCreate(&pool, nullptr)) == "cudaErrorInvalidValue");
+  void* huge = nullptr;
+  CHECK(name(cudaMallocAsync(&huge, 64 * kGiB, nullptr)) == "cudaErrorMemoryAllocation");
+  cudaGetLastError();
+}

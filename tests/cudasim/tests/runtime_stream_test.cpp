@@ -1,0 +1,204 @@
+// Streams, events and host functions through the simulated runtime: ordering within a stream,
+// cross-stream events, the legacy default stream, and frees that wait for the device.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime_support.h"
+
+using namespace runtime_test;
+
+namespace {
+
+// Appends its number to a shared log when run on a stream.
+struct Step {
+  std::mutex* mutex;
+  std::vector<int>* log;
+  int number;
+
+  static void CUDART_CB run(void* self) {
+    auto* step = static_cast<Step*>(self);
+    std::lock_guard lock(*step->mutex);
+    step->log->push_back(step->number);
+  }
+};
+
+// A host function that takes a while, then takes a ticket from a shared counter.
+struct SlowWork {
+  std::atomic<int>* counter;
+  std::atomic<int> ticket{0};
+
+  static void CUDART_CB run(void* self) {
+    auto* work = static_cast<SlowWork*>(self);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    work->ticket.store(++*work->counter);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("runtime: stream creation flags and misuse", "[runtime][stream]") {
+  cudaStream_t stream = nullptr;
+  CHECK(name(cudaStreamCreate(nullptr)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaStreamCreateWithFlags(&stream, 0x40)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusActive;
+  REQUIRE_CUDA(cudaStreamIsCapturing(stream, &capture));
+  CHECK(capture == cudaStreamCaptureStatusNone);
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  CHECK(name(cudaLaunchHostFunc(nullptr, nullptr, nullptr)) == "cudaErrorInvalidValue");
+  cudaGetLastError();
+}
+
+TEST_CASE("runtime: work on one stream runs in order", "[runtime][stream]") {
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreate(&stream));
+  std::mutex mutex;
+  std::vector<int> log;
+  std::vector<Step> steps;
+  for (int i = 0; i < 20; ++i) steps.push_back(Step{&mutex, &log, i});
+  for (Step& step : steps) REQUIRE_CUDA(cudaLaunchHostFunc(stream, Step::run, &step));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  std::vector<int> expected(20);
+  for (int i = 0; i < 20; ++i) expected[static_cast<size_t>(i)] = i;
+  CHECK(log == expected);
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("runtime: events order work across streams", "[runtime][stream][event]") {
+  constexpr size_t kSize = 4096;
+  void* device = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&device, kSize));
+  REQUIRE_CUDA(cudaMemset(device, 0, kSize));
+  cudaStream_t producer = nullptr;
+  cudaStream_t consumer = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking));
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking));
+  cudaEvent_t written = nullptr;
+  REQUIRE_CUDA(cudaEventCreateWithFlags(&written, cudaEventDisableTiming));
+
+  Gate gate;
+  REQUIRE_CUDA(cudaLaunchHostFunc(producer, Gate::wait, &gate));
+  REQUIRE_CUDA(cudaMemsetAsync(device, 0x5A, kSize, producer));
+  REQUIRE_CUDA(cudaEventRecord(written, producer));
+  REQUIRE_CUDA(cudaStreamWaitEvent(consumer, written, 0));
+  std::vector<unsigned char> back(kSize, 0);
+  REQUIRE_CUDA(cudaMemcpyAsync(back.data(), device, kSize, cudaMemcpyDeviceToHost, consumer));
+
+  // The consumer cannot get past the event while the producer is held back.
+  CHECK(name(cudaEventQuery(written)) == "cudaErrorNotReady");
+  CHECK(name(cudaStreamQuery(consumer)) == "cudaErrorNotReady");
+  gate.open();
+  REQUIRE_CUDA(cudaStreamSynchronize(consumer));
+  CHECK(std::all_of(back.begin(), back.end(), [](unsigned char b) { return b == 0x5A; }));
+  REQUIRE_CUDA(cudaEventQuery(written));
+
+  REQUIRE_CUDA(cudaEventDestroy(written));
+  REQUIRE_CUDA(cudaStreamDestroy(producer));
+  REQUIRE_CUDA(cudaStreamDestroy(consumer));
+  REQUIRE_CUDA(cudaFree(device));
+}
+
+TEST_CASE("runtime: event synchronisation and timing", "[runtime][event]") {
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreate(&stream));
+  cudaEvent_t start = nullptr, stop = nullptr, untimed = nullptr;
+  REQUIRE_CUDA(cudaEventCreate(&start));
+  REQUIRE_CUDA(cudaEventCreate(&stop));
+  REQUIRE_CUDA(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming));
+  CHECK(name(cudaEventCreateWithFlags(&untimed, 0x80)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaEventCreate(nullptr)) == "cudaErrorInvalidValue");
+
+  Gate gate;
+  REQUIRE_CUDA(cudaEventRecord(start, stream));
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, Gate::wait, &gate));
+  REQUIRE_CUDA(cudaEventRecord(stop, stream));
+  REQUIRE_CUDA(cudaEventRecord(untimed, stream));
+  CHECK(name(cudaEventQuery(stop)) == "cudaErrorNotReady");
+  gate.open();
+  REQUIRE_CUDA(cudaEventSynchronize(stop));
+  CHECK(gate.ran());
+  REQUIRE_CUDA(cudaEventSynchronize(untimed));
+
+  float ms = -1.0f;
+  REQUIRE_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  CHECK(ms >= 0.0f);
+  CHECK(name(cudaEventElapsedTime(&ms, start, untimed)) == "cudaErrorInvalidResourceHandle");
+  CHECK(name(cudaEventElapsedTime(nullptr, start, stop)) == "cudaErrorInvalidValue");
+  cudaGetLastError();
+
+  REQUIRE_CUDA(cudaEventDestroy(start));
+  REQUIRE_CUDA(cudaEventDestroy(stop));
+  REQUIRE_CUDA(cudaEventDestroy(untimed));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("runtime: the legacy default stream waits for blocking streams only", "[runtime][stream]") {
+  cudaStream_t blocking = nullptr;
+  cudaStream_t non_blocking = nullptr;
+  REQUIRE_CUDA(cudaStreamCreate(&blocking));
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&non_blocking, cudaStreamNonBlocking));
+  std::mutex mutex;
+  std::vector<int> log;
+  Step on_blocking{&mutex, &log, 1};
+  Step on_legacy{&mutex, &log, 2};
+
+  SECTION("work on stream 0 waits for earlier work on a blocking stream") {
+    Gate gate;
+    REQUIRE_CUDA(cudaLaunchHostFunc(blocking, Gate::wait, &gate));
+    REQUIRE_CUDA(cudaLaunchHostFunc(blocking, Step::run, &on_blocking));
+    REQUIRE_CUDA(cudaLaunchHostFunc(nullptr, Step::run, &on_legacy));
+    CHECK(name(cudaStreamQuery(nullptr)) == "cudaErrorNotReady");
+    gate.open();
+    REQUIRE_CUDA(cudaStreamSynchronize(nullptr));
+    CHECK(log == std::vector<int>{1, 2});
+  }
+  SECTION("work on stream 0 does not wait for a non-blocking stream") {
+    Gate gate;
+    REQUIRE_CUDA(cudaLaunchHostFunc(non_blocking, Gate::wait, &gate));
+    REQUIRE_CUDA(cudaLaunchHostFunc(nullptr, Step::run, &on_legacy));
+    const cudaError_t legacy_done = wait_for_stream(nullptr);
+    gate.open();
+    CHECK(name(legacy_done) == "cudaSuccess");
+    REQUIRE_CUDA(cudaStreamSynchronize(non_blocking));
+    CHECK(log == std::vector<int>{2});
+  }
+  REQUIRE_CUDA(cudaStreamDestroy(blocking));
+  REQUIRE_CUDA(cudaStreamDestroy(non_blocking));
+}
+
+TEST_CASE("runtime: cudaFree waits for work still running on the device", "[runtime][stream][memory]") {
+  const unsigned int flags = GENERATE(cudaStreamDefault, cudaStreamNonBlocking);
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, flags));
+  void* device = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&device, kMiB));
+
+  std::atomic<int> counter{0};
+  SlowWork work{&counter};
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, SlowWork::run, &work));
+  REQUIRE_CUDA(cudaFree(device));
+  const int free_returned = ++counter;
+  CHECK(work.ticket != 0);
+  CHECK(work.ticket < free_returned);
+
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("runtime: cudaDeviceSynchronize waits for every stream", "[runtime][stream]") {
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::atomic<int> counter{0};
+  SlowWork work{&counter};
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, SlowWork::run, &work));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  const int synchronize_returned = ++counter;
+  CHECK(work.ticket != 0);
+  CHECK(work.ticket < synchronize_returned);
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}

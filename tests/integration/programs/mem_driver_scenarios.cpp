@@ -1,0 +1,202 @@
+// Memory scenarios through the CUDA driver API (a program linked against libcuda directly), run with
+// and without the shim. Prints `key=value` lines; exits 0 when every call behaved as expected.
+#include <cuda.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mem_scenario_support.h"
+
+namespace {
+
+#define CHECK_CU(call)                                                                     \
+  do {                                                                                     \
+    const CUresult check_status = (call);                                                  \
+    if (check_status != CUDA_SUCCESS) {                                                    \
+      const char* check_name = nullptr;                                                    \
+      cuGetErrorName(check_status, &check_name);                                           \
+      std::fprintf(stderr, "%s:%d: %s -> %s\n", __FILE__, __LINE__, #call,                 \
+                   check_name != nullptr ? check_name : "?");                              \
+      std::exit(3);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+const char* name_of(CUresult status) {
+  const char* name = nullptr;
+  return cuGetErrorName(status, &name) == CUDA_SUCCESS && name != nullptr ? name : "?";
+}
+
+CUcontext retain_primary(CUdevice device) {
+  CUcontext context = nullptr;
+  CHECK_CU(cuDevicePrimaryCtxRetain(&context, device));
+  CHECK_CU(cuCtxSetCurrent(context));
+  return context;
+}
+
+int churn(int operations) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<std::size_t> size_of(1, 1 << 20);
+  std::vector<CUdeviceptr> live;
+  int allocations = 0;
+  for (int i = 0; i < operations; ++i) {
+    if (live.empty() || rng() % 10 < 6) {
+      CUdeviceptr p = 0;
+      CHECK_CU(cuMemAlloc(&p, size_of(rng)));
+      ++allocations;
+      live.push_back(p);
+    } else {
+      const std::size_t victim = rng() % live.size();
+      CHECK_CU(cuMemFree(live[victim]));
+      live[victim] = live.back();
+      live.pop_back();
+    }
+  }
+  for (CUdeviceptr p : live) CHECK_CU(cuMemFree(p));
+  std::printf("operations=%d\nallocations=%d\n", operations, allocations);
+  return 0;
+}
+
+int info_null_pointers() {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  CHECK_CU(cuMemGetInfo(nullptr, &total_bytes));
+  CHECK_CU(cuMemGetInfo(&free_bytes, nullptr));
+  std::printf("total=%zu\nfree=%zu\n", total_bytes, free_bytes);
+  return 0;
+}
+
+int zero_bytes() {
+  CUdeviceptr p = 0;
+  std::printf("zero=%s\n", name_of(cuMemAlloc(&p, 0)));
+  return 0;
+}
+
+// cuIpcGetMemHandle on a block at a region's start and on one inside a region; cuMemGetAddressRange
+// on the inner block names its whole region.
+int ipc() {
+  CUdeviceptr first = 0;
+  CUdeviceptr second = 0;
+  CHECK_CU(cuMemAlloc(&first, 1 << 20));
+  CHECK_CU(cuMemAlloc(&second, 1 << 20));
+  CUipcMemHandle handle{};
+  std::printf("ipc_first=%s\n", name_of(cuIpcGetMemHandle(&handle, first)));
+  std::printf("ipc_second=%s\n", name_of(cuIpcGetMemHandle(&handle, second)));
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  CHECK_CU(cuMemGetAddressRange(&base, &size, second));
+  std::printf("range_base_is_second=%d\nrange_size=%zu\n", base == second ? 1 : 0, size);
+  CHECK_CU(cuMemFree(first));
+  CHECK_CU(cuMemFree(second));
+  return 0;
+}
+
+// Allocate and free the same size `rounds` times; with `program_syncs` the program synchronises the
+// context after every free (so the shim never needs to).
+int sync_rounds(int rounds, bool program_syncs) {
+  for (int i = 0; i < rounds; ++i) {
+    CUdeviceptr p = 0;
+    CHECK_CU(cuMemAlloc(&p, 1 << 20));
+    CHECK_CU(cuMemFree(p));
+    if (program_syncs) CHECK_CU(cuCtxSynchronize());
+  }
+  std::printf("rounds=%d\n", rounds);
+  return 0;
+}
+
+// Allocates 1 MiB in the current context and checks a word written there reads back.
+bool allocate_and_check(std::uint32_t pattern) {
+  CUdeviceptr p = 0;
+  CHECK_CU(cuMemAlloc(&p, 1 << 20));
+  std::uint32_t back = 0;
+  CHECK_CU(cuMemcpyHtoD(p, &pattern, sizeof pattern));
+  CHECK_CU(cuMemcpyDtoH(&back, p, sizeof back));
+  return back == pattern;  // p is left to the context's end
+}
+
+// A created context gets its own arena; destroying it forgets the arena; a new context works.
+int context_lifecycle(CUdevice device) {
+  for (int round = 0; round < 2; ++round) {
+    CUcontext context = nullptr;
+    CHECK_CU(cuCtxCreate(&context, nullptr, 0, device));
+    if (!allocate_and_check(0xABCD0000u + static_cast<std::uint32_t>(round))) return 1;
+    CHECK_CU(cuCtxDestroy(context));  // frees the block with the context
+  }
+  std::printf("contexts=2\n");
+  return 0;
+}
+
+int primary_reset(CUdevice device) {
+  for (int round = 0; round < 2; ++round) {
+    retain_primary(device);
+    if (!allocate_and_check(0x5EED0000u + static_cast<std::uint32_t>(round))) return 1;
+    CHECK_CU(cuDevicePrimaryCtxReset(device));
+  }
+  std::printf("resets=2\n");
+  return 0;
+}
+
+// The device's default pool is served like cuMemAllocAsync; a pool the program made is its own.
+int pools(CUdevice device) {
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUmemoryPool default_pool = nullptr;
+  CHECK_CU(cuDeviceGetDefaultMemPool(&default_pool, device));
+  CUdeviceptr from_default = 0;
+  CHECK_CU(cuMemAllocFromPoolAsync(&from_default, 1 << 20, default_pool, stream));
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device;
+  CUmemoryPool own_pool = nullptr;
+  CHECK_CU(cuMemPoolCreate(&own_pool, &props));
+  CUdeviceptr from_own = 0;
+  CHECK_CU(cuMemAllocFromPoolAsync(&from_own, 1 << 20, own_pool, stream));
+  const std::uint32_t pattern = 0x600D600Du;
+  std::uint32_t back = 0;
+  CHECK_CU(cuMemcpyHtoDAsync(from_own, &pattern, sizeof pattern, stream));
+  CHECK_CU(cuMemcpyDtoHAsync(&back, from_own, sizeof back, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  CHECK_CU(cuMemFreeAsync(from_default, stream));
+  CHECK_CU(cuMemFreeAsync(from_own, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  CHECK_CU(cuMemPoolDestroy(own_pool));
+  CHECK_CU(cuStreamDestroy(stream));
+  std::printf("own_pool_data_ok=%d\n", back == pattern ? 1 : 0);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const mem_scenarios::Arguments args{argc, argv};
+  const std::string scenario = args.scenario();
+  CHECK_CU(cuInit(0));
+  CUdevice device = 0;
+  CHECK_CU(cuDeviceGet(&device, 0));
+  if (scenario == "context_lifecycle") return context_lifecycle(device);
+  if (scenario == "primary_reset") return primary_reset(device);
+  const CUcontext primary = retain_primary(device);
+  int rc = 2;
+  if (scenario == "churn") {
+    rc = churn(static_cast<int>(args.number(2, 10000)));
+  } else if (scenario == "info_null") {
+    rc = info_null_pointers();
+  } else if (scenario == "zero") {
+    rc = zero_bytes();
+  } else if (scenario == "ipc") {
+    rc = ipc();
+  } else if (scenario == "sync_rounds") {
+    rc = sync_rounds(static_cast<int>(args.number(2, 50)), args.number(3, 0) != 0);
+  } else if (scenario == "pools") {
+    rc = pools(device);
+  } else {
+    std::fprintf(stderr, "usage: %s SCENARIO [ARGS]\n", argv[0]);
+  }
+  (void)primary;
+  CHECK_CU(cuDevicePrimaryCtxRelease(device));
+  return rc;
+}

@@ -1,0 +1,435 @@
+// Memory scenarios through the CUDA runtime API, run with and without the shim. Each scenario prints
+// `key=value` lines for the test driver and exits 0 when every CUDA call behaved as the scenario
+// expects; data checks are printed (intact=0|1) so the driver decides what each mode must show.
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpumem.h"
+#include "mem_scenario_support.h"
+
+namespace {
+
+using mem_scenarios::ReuseBuffers;
+
+#define CHECK_CUDA(call)                                                                   \
+  do {                                                                                     \
+    const cudaError_t check_status = (call);                                               \
+    if (check_status != cudaSuccess) {                                                     \
+      std::fprintf(stderr, "%s:%d: %s -> %s\n", __FILE__, __LINE__, #call,                 \
+                   cudaGetErrorName(check_status));                                        \
+      std::exit(3);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+void sleep_200ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
+// 10k mixed requests (allocate 60%, free 40%), sizes 1 B .. 1 MiB; a few blocks get data checked.
+int churn(int operations) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<std::size_t> size_of(1, 1 << 20);
+  std::vector<void*> live;
+  int allocations = 0;
+  for (int i = 0; i < operations; ++i) {
+    if (live.empty() || rng() % 10 < 6) {
+      void* p = nullptr;
+      CHECK_CUDA(cudaMalloc(&p, size_of(rng)));
+      ++allocations;
+      if (address(p) % 256 != 0) {
+        std::fprintf(stderr, "misaligned %p\n", p);
+        return 1;
+      }
+      if (i % 1000 == 0) {  // data round trip
+        const std::uint32_t pattern = 0xC0FFEE00u + static_cast<std::uint32_t>(i);
+        std::uint32_t back = 0;
+        CHECK_CUDA(cudaMemcpy(p, &pattern, sizeof pattern, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(&back, p, sizeof back, cudaMemcpyDeviceToHost));
+        if (back != pattern) return 1;
+      }
+      live.push_back(p);
+    } else {
+      const std::size_t victim = rng() % live.size();
+      CHECK_CUDA(cudaFree(live[victim]));
+      live[victim] = live.back();
+      live.pop_back();
+    }
+  }
+  for (void* p : live) CHECK_CUDA(cudaFree(p));
+  std::printf("operations=%d\nallocations=%d\n", operations, allocations);
+  return 0;
+}
+
+// A block is freed while a slow copy queued on a non-blocking stream will still write it 200 ms
+// later; a block of the same size is then allocated and filled synchronously. The program's data is
+// intact only if the freed block was not handed out again before the copy ended.
+int deferred_free(std::size_t bytes) {
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ReuseBuffers data(bytes);
+  void* first = nullptr;
+  CHECK_CUDA(cudaMalloc(&first, bytes));
+  CHECK_CUDA(cudaLaunchHostFunc(stream, sleep_200ms, nullptr));
+  CHECK_CUDA(cudaMemcpyAsync(first, data.late.data(), bytes, cudaMemcpyHostToDevice, stream));
+  CHECK_CUDA(cudaFree(first));
+  void* second = nullptr;
+  CHECK_CUDA(cudaMalloc(&second, bytes));
+  CHECK_CUDA(cudaMemcpy(second, data.mine.data(), bytes, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaMemcpy(data.back.data(), second, bytes, cudaMemcpyDeviceToHost));
+  std::printf("reused=%d\nintact=%d\n", second == first ? 1 : 0, data.intact() ? 1 : 0);
+  CHECK_CUDA(cudaFree(second));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}
+
+// Stream-ordered reuse on one stream: a block freed on stream A behind a 200 ms host function is
+// asked for again on A, written there in stream order and read back.
+int same_stream(std::size_t bytes) {
+  cudaStream_t a = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+  ReuseBuffers data(bytes);
+  void* first = nullptr;
+  CHECK_CUDA(cudaMallocAsync(&first, bytes, a));
+  CHECK_CUDA(cudaLaunchHostFunc(a, sleep_200ms, nullptr));
+  CHECK_CUDA(cudaMemcpyAsync(first, data.late.data(), bytes, cudaMemcpyHostToDevice, a));
+  CHECK_CUDA(cudaFreeAsync(first, a));
+  void* again = nullptr;
+  CHECK_CUDA(cudaMallocAsync(&again, bytes, a));
+  CHECK_CUDA(cudaMemcpyAsync(again, data.mine.data(), bytes, cudaMemcpyHostToDevice, a));
+  CHECK_CUDA(cudaMemcpyAsync(data.back.data(), again, bytes, cudaMemcpyDeviceToHost, a));
+  CHECK_CUDA(cudaFreeAsync(again, a));
+  CHECK_CUDA(cudaStreamSynchronize(a));
+  std::printf("same_stream_reuse=%d\nintact=%d\n", again == first ? 1 : 0, data.intact() ? 1 : 0);
+  CHECK_CUDA(cudaStreamDestroy(a));
+  return 0;
+}
+
+// Stream-ordered: a block freed on stream A while a slow copy on A still writes it is reused at
+// once on A (ordered after the copy), and never handed to stream B before the copy ended.
+int async_streams(std::size_t bytes) {
+  cudaStream_t a = nullptr;
+  cudaStream_t b = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+  ReuseBuffers data(bytes);
+
+  void* first = nullptr;
+  CHECK_CUDA(cudaMallocAsync(&first, bytes, a));
+  CHECK_CUDA(cudaFreeAsync(first, a));
+  void* again = nullptr;
+  CHECK_CUDA(cudaMallocAsync(&again, bytes, a));
+  std::printf("same_stream_reuse=%d\n", again == first ? 1 : 0);
+
+  CHECK_CUDA(cudaLaunchHostFunc(a, sleep_200ms, nullptr));
+  CHECK_CUDA(cudaMemcpyAsync(again, data.late.data(), bytes, cudaMemcpyHostToDevice, a));
+  CHECK_CUDA(cudaFreeAsync(again, a));
+  void* other = nullptr;
+  CHECK_CUDA(cudaMallocAsync(&other, bytes, b));
+  CHECK_CUDA(cudaMemcpyAsync(other, data.mine.data(), bytes, cudaMemcpyHostToDevice, b));
+  CHECK_CUDA(cudaStreamSynchronize(b));
+  CHECK_CUDA(cudaStreamSynchronize(a));
+  CHECK_CUDA(cudaMemcpy(data.back.data(), other, bytes, cudaMemcpyDeviceToHost));
+  std::printf("cross_stream_reused=%d\ncross_stream_intact=%d\n", other == again ? 1 : 0,
+              data.intact() ? 1 : 0);
+
+  // A synchronous allocation never gets a block whose stream-ordered free has not completed.
+  CHECK_CUDA(cudaLaunchHostFunc(b, sleep_200ms, nullptr));
+  CHECK_CUDA(cudaMemcpyAsync(other, data.late.data(), bytes, cudaMemcpyHostToDevice, b));
+  CHECK_CUDA(cudaFreeAsync(other, b));
+  void* sync_block = nullptr;
+  CHECK_CUDA(cudaMalloc(&sync_block, bytes));
+  CHECK_CUDA(cudaMemcpy(sync_block, data.mine.data(), bytes, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaStreamSynchronize(b));
+  CHECK_CUDA(cudaMemcpy(data.back.data(), sync_block, bytes, cudaMemcpyDeviceToHost));
+  std::printf("sync_after_async_intact=%d\n", data.intact() ? 1 : 0);
+  CHECK_CUDA(cudaFree(sync_block));
+  CHECK_CUDA(cudaStreamDestroy(a));
+  CHECK_CUDA(cudaStreamDestroy(b));
+  return 0;
+}
+
+// Stream 0 is the legacy default stream (one stream shared by all threads) or, when built with
+// CUDA_API_PER_THREAD_DEFAULT_STREAM, each thread's own default stream. A worker thread frees a block
+// on its stream 0 behind a slow copy; the main thread then allocates and fills a block on its own
+// stream 0. Shared legacy stream: the late copy is ordered before the new owner's work; per-thread
+// streams: the block must not be handed out before the copy ended.
+int default_streams(std::size_t bytes) {
+  ReuseBuffers data(bytes);
+  void* first = nullptr;
+  cudaError_t worker_status = cudaSuccess;
+  std::thread worker([&] {
+    const auto step = [&worker_status](cudaError_t status) {
+      if (worker_status == cudaSuccess) worker_status = status;
+    };
+    step(cudaMallocAsync(&first, bytes, 0));
+    step(cudaLaunchHostFunc(0, sleep_200ms, nullptr));
+    step(cudaMemcpyAsync(first, data.late.data(), bytes, cudaMemcpyHostToDevice, 0));
+    step(cudaFreeAsync(first, 0));
+  });
+  worker.join();  // the worker's copy is still queued; its stream lives on
+  CHECK_CUDA(worker_status);
+  void* second = nullptr;
+  CHECK_CUDA(cudaMallocAsync(&second, bytes, 0));
+  CHECK_CUDA(cudaMemcpyAsync(second, data.mine.data(), bytes, cudaMemcpyHostToDevice, 0));
+  CHECK_CUDA(cudaStreamSynchronize(0));
+  CHECK_CUDA(cudaDeviceSynchronize());  // the worker's stream too
+  CHECK_CUDA(cudaMemcpy(data.back.data(), second, bytes, cudaMemcpyDeviceToHost));
+  std::printf("reused=%d\nintact=%d\n", second == first ? 1 : 0, data.intact() ? 1 : 0);
+  CHECK_CUDA(cudaFreeAsync(second, 0));
+  CHECK_CUDA(cudaStreamSynchronize(0));
+  return 0;
+}
+
+// Asks the shim for its figures through the C API, found at run time (absent without the shim).
+int stats(int operations) {
+  const int status = churn(operations);
+  void* keep = nullptr;
+  CHECK_CUDA(cudaMalloc(&keep, 1 << 20));
+  using GetStats = int (*)(int, gpumem_stats*);
+  const auto get_stats = reinterpret_cast<GetStats>(dlsym(RTLD_DEFAULT, "gpumem_get_stats"));
+  if (get_stats == nullptr) {
+    std::printf("stats=absent\n");
+  } else {
+    gpumem_stats figures{};
+    std::printf("stats=%d\nother_device=%d\nnull_out=%d\n", get_stats(0, &figures), get_stats(7, &figures),
+                get_stats(0, nullptr));
+    get_stats(0, &figures);
+    std::printf("allocs=%llu\nfrees=%llu\nbytes_limit=%llu\nbytes_in_use=%llu\nbytes_reserved=%llu\nregions=%llu\n",
+                figures.allocs, figures.frees, figures.bytes_limit, figures.bytes_in_use,
+                figures.bytes_reserved, figures.regions);
+  }
+  CHECK_CUDA(cudaFree(keep));
+  return status;
+}
+
+// Holds `count` blocks of `bytes` at once (growth mode reserves regions as they fill), then frees
+// them; `rounds` times.
+int hold(int count, std::size_t bytes, int rounds = 1) {
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<void*> live(static_cast<std::size_t>(count), nullptr);
+    for (void*& p : live) CHECK_CUDA(cudaMalloc(&p, bytes));
+    for (void* p : live) CHECK_CUDA(cudaFree(p));
+  }
+  std::printf("held=%d\nrounds=%d\n", count, rounds);
+  return 0;
+}
+
+// Fills small regions, frees everything, then asks for one block that fits under the limit only if
+// the free regions are given back first (garbage collection).
+int garbage_collection(int count, std::size_t bytes, std::size_t big) {
+  hold(count, bytes);
+  void* p = nullptr;
+  const cudaError_t status = cudaMalloc(&p, big);
+  std::printf("big=%s\n", cudaGetErrorName(status));
+  if (status == cudaSuccess) CHECK_CUDA(cudaFree(p));
+  cudaGetLastError();
+  return 0;
+}
+
+int mem_info() {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  std::printf("before_free=%zu\nbefore_total=%zu\n", free_bytes, total_bytes);
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, 64u << 20));
+  CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  std::printf("after_free=%zu\nafter_total=%zu\n", free_bytes, total_bytes);
+  CHECK_CUDA(cudaFree(p));
+  return 0;
+}
+
+int out_of_memory(std::size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t status = cudaMalloc(&p, bytes);
+  std::printf("status=%s\n", cudaGetErrorName(status));
+  cudaGetLastError();  // clear it, then show the device still works
+  void* small = nullptr;
+  CHECK_CUDA(cudaMalloc(&small, 4096));
+  CHECK_CUDA(cudaFree(small));
+  return 0;
+}
+
+int bad_frees() {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, 4096));
+  void* q = nullptr;
+  CHECK_CUDA(cudaMalloc(&q, 4096));
+  std::printf("interior=%s\n", cudaGetErrorName(cudaFree(static_cast<char*>(q) + 256)));
+  cudaGetLastError();
+  CHECK_CUDA(cudaFree(p));
+  std::printf("double=%s\n", cudaGetErrorName(cudaFree(p)));
+  cudaGetLastError();
+  int host_object = 0;
+  std::printf("foreign=%s\n", cudaGetErrorName(cudaFree(&host_object)));
+  cudaGetLastError();
+  // The arena is still sound: q is still live and holds its data, and new blocks work.
+  const std::uint32_t pattern = 0x12345678u;
+  std::uint32_t back = 0;
+  CHECK_CUDA(cudaMemcpy(q, &pattern, sizeof pattern, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(&back, q, sizeof back, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaFree(q));
+  void* r = nullptr;
+  CHECK_CUDA(cudaMalloc(&r, 8192));
+  CHECK_CUDA(cudaFree(r));
+  std::printf("after_ok=%d\n", back == pattern ? 1 : 0);
+  return 0;
+}
+
+int pitch() {
+  void* p = nullptr;
+  std::size_t row = 0;
+  CHECK_CUDA(cudaMallocPitch(&p, &row, 1000, 10));
+  std::printf("pitch=%zu\n", row);
+  std::vector<unsigned char> line(1000, 0x3C);
+  std::vector<unsigned char> back(1000, 0);
+  CHECK_CUDA(cudaMemcpy(static_cast<char*>(p) + 9 * row, line.data(), line.size(), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(back.data(), static_cast<char*>(p) + 9 * row, back.size(), cudaMemcpyDeviceToHost));
+  std::printf("last_row_ok=%d\n", back == line ? 1 : 0);
+  CHECK_CUDA(cudaFree(p));
+  return 0;
+}
+
+int two_devices() {
+  int count = 0;
+  CHECK_CUDA(cudaGetDeviceCount(&count));
+  std::printf("devices=%d\n", count);
+  for (int device = 0; device < count; ++device) {
+    CHECK_CUDA(cudaSetDevice(device));
+    for (int i = 0; i < 100; ++i) {
+      void* p = nullptr;
+      CHECK_CUDA(cudaMalloc(&p, 1u << 20));
+      CHECK_CUDA(cudaFree(p));
+    }
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    std::printf("device%d_total=%zu\n", device, total_bytes);
+  }
+  return 0;
+}
+
+// `count` threads allocate, check and free at once; with `async` each uses its own stream and the
+// stream-ordered calls (blocks freed on one thread's stream are candidates for every other thread).
+int threads(int count, int operations, bool async) {
+  std::vector<std::thread> workers;
+  std::vector<int> failures(static_cast<std::size_t>(count), 0);
+  for (int t = 0; t < count; ++t) {
+    workers.emplace_back([t, operations, async, &failures] {
+      int& failed = failures[static_cast<std::size_t>(t)];
+      cudaStream_t stream = nullptr;
+      if (async && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) ++failed;
+      std::mt19937 rng(static_cast<unsigned>(t));
+      std::vector<void*> live;
+      for (int i = 0; i < operations; ++i) {
+        if (live.size() < 16 && (live.empty() || rng() % 2 == 0)) {
+          void* p = nullptr;
+          const std::size_t bytes = 256 + rng() % 65536;
+          if ((async ? cudaMallocAsync(&p, bytes, stream) : cudaMalloc(&p, bytes)) != cudaSuccess) {
+            ++failed;
+            continue;
+          }
+          const std::uint32_t tag = 0xA0000000u + static_cast<std::uint32_t>(t * 100000 + i);
+          std::uint32_t back = 0;
+          if (async) {
+            cudaMemcpyAsync(p, &tag, sizeof tag, cudaMemcpyHostToDevice, stream);
+            cudaMemcpyAsync(&back, p, sizeof back, cudaMemcpyDeviceToHost, stream);
+            cudaStreamSynchronize(stream);
+          } else {
+            cudaMemcpy(p, &tag, sizeof tag, cudaMemcpyHostToDevice);
+            cudaMemcpy(&back, p, sizeof back, cudaMemcpyDeviceToHost);
+          }
+          if (back != tag) ++failed;
+          live.push_back(p);
+        } else {
+          if ((async ? cudaFreeAsync(live.back(), stream) : cudaFree(live.back())) != cudaSuccess) ++failed;
+          live.pop_back();
+        }
+      }
+      for (void* p : live) async ? cudaFreeAsync(p, stream) : cudaFree(p);
+      if (async) {
+        cudaStreamSynchronize(stream);
+        cudaStreamDestroy(stream);
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  int total = 0;
+  for (int f : failures) total += f;
+  std::printf("thread_failures=%d\n", total);
+  return 0;
+}
+
+// The parent has an arena; the child starts fresh (allocates, or fails cleanly); the parent goes on.
+int fork_child() {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, 1u << 20));
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    void* q = nullptr;
+    const cudaError_t status = cudaMalloc(&q, 1u << 20);
+    std::printf("child_status=%s\n", cudaGetErrorName(status));
+    std::fflush(stdout);
+    _exit(0);
+  }
+  void* r = nullptr;
+  CHECK_CUDA(cudaMalloc(&r, 1u << 20));
+  const std::uint32_t pattern = 0xFEEDBEEFu;
+  std::uint32_t back = 0;
+  CHECK_CUDA(cudaMemcpy(r, &pattern, sizeof pattern, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(&back, r, sizeof back, cudaMemcpyDeviceToHost));
+  int wstatus = 0;
+  waitpid(child, &wstatus, 0);
+  std::printf("child_exit=%d\nparent_ok=%d\n", WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus),
+              back == pattern ? 1 : 0);
+  CHECK_CUDA(cudaFree(p));
+  CHECK_CUDA(cudaFree(r));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const mem_scenarios::Arguments args{argc, argv};
+  const std::string scenario = args.scenario();
+  if (scenario == "churn") return churn(static_cast<int>(args.number(2, 10000)));
+  if (scenario == "deferred_free") return deferred_free(static_cast<std::size_t>(args.number(2, 1 << 20)));
+  if (scenario == "default_streams") return default_streams(static_cast<std::size_t>(args.number(2, 1 << 20)));
+  if (scenario == "stats") return stats(static_cast<int>(args.number(2, 1000)));
+  if (scenario == "same_stream") return same_stream(static_cast<std::size_t>(args.number(2, 1 << 20)));
+  if (scenario == "async_streams") return async_streams(static_cast<std::size_t>(args.number(2, 1 << 20)));
+  if (scenario == "info") return mem_info();
+  if (scenario == "hold") {
+    return hold(static_cast<int>(args.number(2, 40)), static_cast<std::size_t>(args.number(3, 1 << 20)),
+                static_cast<int>(args.number(4, 1)));
+  }
+  if (scenario == "gc") {
+    return garbage_collection(static_cast<int>(args.number(2, 30)), static_cast<std::size_t>(args.number(3, 1 << 20)),
+                              static_cast<std::size_t>(args.number(4, 48 << 20)));
+  }
+  if (scenario == "oom") return out_of_memory(static_cast<std::size_t>(args.number(2, 1LL << 40)));
+  if (scenario == "bad_frees") return bad_frees();
+  if (scenario == "pitch") return pitch();
+  if (scenario == "two_devices") return two_devices();
+  if (scenario == "threads" || scenario == "async_threads") {
+    return threads(static_cast<int>(args.number(2, 8)), static_cast<int>(args.number(3, 2000)),
+                   scenario == "async_threads");
+  }
+  if (scenario == "fork") return fork_child();
+  std::fprintf(stderr, "usage: %s SCENARIO [ARGS]\n", argv[0]);
+  return 2;
+}

@@ -1,0 +1,229 @@
+"""Smoke tests of the example programs in examples/.
+
+Every example, linked against the shared and the static runtime, runs without the shim and then
+under it in each allocation mode and each free mode that applies; every run must succeed and print
+the same checksum (the fingerprint of the data the program verified) as the run without the shim.
+A few further tests check what the examples show (coalescing, out-of-memory reporting) and the
+scripts that go with them.
+
+Over the simulator by default, with the paths Meson sets (gpumem_testlib). scripts/gpu-smoke runs
+the same matrix on a machine with a GPU: it sets GPUMEM_TEST_EXAMPLES_DIR to a folder of programs
+built against NVIDIA's runtime and GPUMEM_TEST_REAL_GPU=1, which keeps the simulator out.
+"""
+
+import concurrent.futures
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+import gpumem_testlib as testlib
+
+REAL_GPU = os.environ.get("GPUMEM_TEST_REAL_GPU") == "1"
+SOURCE_ROOT = os.environ.get("GPUMEM_TEST_SOURCE_ROOT",
+                             os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+EXAMPLES_DIR = os.environ.get("GPUMEM_TEST_EXAMPLES_DIR") or os.path.join(
+    os.environ.get("GPUMEM_TEST_BUILD_ROOT", ""), "examples")
+
+RUNTIME_EXAMPLES = ["alloc_churn", "fragmentation", "multistream", "async_pool", "multithread", "oom"]
+# Every program: the runtime examples linked both ways, the driver-API one, and (GPU only) the kernel.
+PROGRAMS = ([name + suffix for name in RUNTIME_EXAMPLES for suffix in ("", "_static")]
+            + ["driver_api"] + (["vector_add"] if REAL_GPU else []))
+
+# The shim's configurations: the environment, and what its info-level policy line must then say
+# (so a configuration that silently did not apply cannot pass). Free modes matter where freed
+# memory is kept for reuse (bfc and cuda_async); growth and platform run with the default.
+SHIM_CONFIGS = {
+    "bfc": ({}, ["bfc mode", "preallocate=on", "free_sync=defer"]),
+    "bfc free=sync": ({"GPUMEM_FREE_SYNC": "sync"}, ["bfc mode", "free_sync=sync"]),
+    "bfc free=none": ({"GPUMEM_FREE_SYNC": "none"}, ["bfc mode", "free_sync=none"]),
+    "bfc growth": ({"GPUMEM_PREALLOCATE": "false"}, ["bfc mode", "preallocate=off"]),
+    "platform": ({"GPUMEM_MODE": "platform"}, ["platform mode"]),
+    "cuda_async": ({"GPUMEM_MODE": "cuda_async"}, ["cuda_async mode", "free_sync=defer"]),
+    "cuda_async free=sync": ({"GPUMEM_MODE": "cuda_async", "GPUMEM_FREE_SYNC": "sync"},
+                             ["cuda_async mode", "free_sync=sync"]),
+    "cuda_async free=none": ({"GPUMEM_MODE": "cuda_async", "GPUMEM_FREE_SYNC": "none"},
+                             ["cuda_async mode", "free_sync=none"]),
+}
+
+
+def applicable_configs(program: str) -> dict:
+    """free=none reuses a freed block at once, which is only safe with a single stream (XLA's
+    case); multistream deliberately frees blocks that queued copies still use, so it is left out."""
+    if program.startswith("multistream"):
+        return {name: config for name, config in SHIM_CONFIGS.items() if "free=none" not in name}
+    return SHIM_CONFIGS
+
+
+# A small simulated device keeps oom quick: it allocates until refused.
+SIM_ENV = {"CUDASIM_DEVICE_MEMORY": "4GiB"}
+CHECKSUM_LINE = re.compile(r"^checksum: ([0-9a-f]{16})$")
+# One process at a time on a real GPU: each run may claim most of its memory.
+WORKERS = 1 if REAL_GPU else max(2, min(8, os.cpu_count() or 2))
+
+
+def program_path(name: str) -> str:
+    return os.path.join(EXAMPLES_DIR, name)
+
+
+def run_example(name, env=None, preload=True, args=()):
+    full_env = {} if REAL_GPU else dict(SIM_ENV)
+    full_env.update(env or {})
+    return testlib.run([program_path(name), *args], env=full_env, preload=preload, sim=not REAL_GPU,
+                       timeout=60)
+
+
+def checksum_of(result: testlib.Result):
+    """The checksum on the last line of the output, or None if the output does not end with one."""
+    lines = result.stdout.strip().splitlines()
+    match = CHECKSUM_LINE.match(lines[-1]) if lines else None
+    return match.group(1) if match else None
+
+
+class ExampleMatrixTest(testlib.TestCase):
+    """One test per program: the run without the shim, then every shim configuration in parallel."""
+
+    def check_program(self, program: str):
+        self.assertTrue(os.access(program_path(program), os.X_OK), f"{program_path(program)} is not built")
+        baseline = run_example(program, preload=False)
+        self.assertSucceeded(baseline)
+        expected = checksum_of(baseline)
+        self.assertIsNotNone(expected, f"no checksum line\n{baseline.describe()}")
+
+        configs = applicable_configs(program)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
+            futures = {name: pool.submit(run_example, program, {**env, "GPUMEM_LOG_LEVEL": "info"})
+                       for name, (env, _) in configs.items()}
+            results = {name: future.result() for name, future in futures.items()}
+        for name, result in results.items():
+            with self.subTest(config=name):
+                self.assertSucceeded(result)
+                self.assertEqual(checksum_of(result), expected,
+                                 f"{name}: not the checksum of the run without the shim\n"
+                                 f"{result.describe()}")
+                policy = [line for line in result.stderr.splitlines()
+                          if line.startswith("gpumem: [info] context")]
+                self.assertTrue(policy, f"{name}: the shim logged no policy line\n{result.describe()}")
+                for phrase in configs[name][1]:
+                    self.assertIn(phrase, policy[0], f"{name}: the shim did not apply it")
+
+
+def _add_matrix_test(program: str):
+    def test(self):
+        self.check_program(program)
+    test.__doc__ = f"{program}: same checksum without the shim and in every mode"
+    setattr(ExampleMatrixTest, f"test_{program}", test)
+
+
+for _program in PROGRAMS:
+    _add_matrix_test(_program)
+
+
+@unittest.skipIf(REAL_GPU, "reads the simulator's report and its small device")
+class ExampleBehaviourTest(testlib.TestCase):
+    """What the examples are meant to show, checked over the simulator."""
+
+    def test_churn_is_served_from_one_preallocated_region(self):
+        for program in ("alloc_churn", "alloc_churn_static", "driver_api"):
+            with self.subTest(program=program):
+                plain = run_example(program, preload=False)
+                self.assertSucceeded(plain)
+                allocations = int(re.search(r"allocations: (\d+)", plain.stdout).group(1))
+                self.assertGreater(allocations, 1000)
+                self.assertEqual(plain.device()["driver_allocs"], allocations, plain.describe())
+
+                shimmed = run_example(program)
+                self.assertSucceeded(shimmed)
+                self.assertEqual(shimmed.device()["driver_allocs"], 1, shimmed.describe())
+
+    def test_fragmentation_large_block_reuses_coalesced_holes(self):
+        # 96 MiB holds the 88 MiB peak only if the freed holes merge: the 48 MiB block must land in them.
+        for program in ("fragmentation", "fragmentation_static"):
+            with self.subTest(program=program):
+                result = run_example(program, env={"GPUMEM_LIMIT": "96MiB"})
+                self.assertSucceeded(result)
+                self.assertIn("inside the freed range", result.stdout, result.describe())
+                self.assertEqual(result.device()["driver_allocs"], 1, result.describe())
+
+    def test_oom_counts_blocks_within_the_limit(self):
+        result = run_example("oom", env={"GPUMEM_LIMIT": "1GiB"})
+        self.assertSucceeded(result)
+        self.assertIn("got 4 blocks (1.0 GiB)", result.stdout, result.describe())
+        self.assertIn("cudaMemGetInfo when refused: free 0 B of 1.0 GiB", result.stdout, result.describe())
+        self.assertIn("allocated all 4 blocks again", result.stdout, result.describe())
+
+    def test_oom_without_shim_fills_the_simulated_device(self):
+        result = run_example("oom_static", preload=False, env={"CUDASIM_DEVICE_MEMORY": "2GiB"})
+        self.assertSucceeded(result)
+        blocks = int(re.search(r"got (\d+) blocks", result.stdout).group(1))
+        # 2 GiB less the context's share: at least 4, at most 7 blocks of 256 MiB.
+        self.assertTrue(4 <= blocks <= 7, result.describe())
+        self.assertEqual(result.device()["driver_allocs"], 2 * blocks, result.describe())
+
+    def test_bad_argument_is_a_usage_error(self):
+        for program in ("alloc_churn", "oom_static", "driver_api"):
+            with self.subTest(program=program):
+                result = run_example(program, preload=False, args=["lots"])
+                self.assertEqual(result.returncode, 2, result.describe())
+                self.assertIn("usage:", result.stderr)
+
+    def test_refused_allocation_fails_the_example(self):
+        # The simulator refuses every device allocation after the first 10: the example must say so.
+        result = run_example("alloc_churn", preload=False, env={"CUDASIM_FAIL_ALLOC_AFTER": "10"})
+        self.assertEqual(result.returncode, 1, result.describe())
+        self.assertIn("cudaMalloc", result.stderr)
+        self.assertIn("cudaErrorMemoryAllocation", result.stderr)
+
+
+@unittest.skipIf(REAL_GPU, "checks the scripts, not the device")
+class ExampleScriptsTest(testlib.TestCase):
+    SCRIPTS = [os.path.join(SOURCE_ROOT, "scripts", name) for name in ("demo", "gpu-smoke")]
+
+    def test_scripts_are_shellcheck_clean(self):
+        proc = subprocess.run(["shellcheck", *self.SCRIPTS], capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+
+    def test_gpu_smoke_refuses_without_a_gpu(self):
+        with tempfile.TemporaryDirectory() as fake_bin:
+            fake_smi = os.path.join(fake_bin, "nvidia-smi")
+            with open(fake_smi, "w") as f:
+                f.write("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+            os.chmod(fake_smi, 0o755)
+            env = dict(os.environ, PATH=f"{fake_bin}:/usr/bin:/bin")
+            proc = subprocess.run([self.SCRIPTS[1]], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertEqual(proc.stdout, "")
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        self.assertIn("no GPU", proc.stderr)
+
+    def test_examples_build_against_nvidia_runtime(self):
+        # The sources must build unchanged against NVIDIA's runtime, shared and static (and the
+        # kernel with nvcc), as scripts/gpu-smoke builds them on a GPU machine.
+        cuda_home = os.path.dirname(os.environ["GPUMEM_TEST_CUDA_LIB_DIR"])
+        with tempfile.TemporaryDirectory() as out:
+            proc = subprocess.run([self.SCRIPTS[1], "--build-only", out, "--cuda", cuda_home],
+                                  capture_output=True, text=True, timeout=600)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            self.assertNotIn("warning", proc.stderr)
+            expected = [name + suffix for name in RUNTIME_EXAMPLES for suffix in ("", "_static")]
+            expected.append("driver_api")
+            if os.access(os.path.join(cuda_home, "bin", "nvcc"), os.X_OK):
+                expected.append("vector_add")
+            self.assertEqual(sorted(os.listdir(out)), sorted(expected))
+
+    def test_demo_prints_the_side_by_side_table(self):
+        build_root = os.environ["GPUMEM_TEST_BUILD_ROOT"]
+        env = testlib.clean_environment()
+        proc = subprocess.run([self.SCRIPTS[0], "--build-dir", build_root], env=env, capture_output=True,
+                              text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        for program in ("alloc_churn", "fragmentation"):
+            rows = [line for line in proc.stdout.splitlines() if line.startswith(program)]
+            self.assertEqual(len(rows), 3, proc.stdout)
+        self.assertIn("driver allocs", proc.stdout)
+        self.assertIn("policy", proc.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,116 @@
+"""What libgpumem.so is as a file, and what it does to a process that never touches CUDA.
+
+- no DT_NEEDED on any CUDA library (the driver is found at run time), nor on fmt or spdlog (compiled
+  in, hidden, so they cannot clash with a program's own copies);
+- it exports exactly dlsym, the hooked driver entry points and the gpumem_* C API of gpumem.h;
+- preloaded into a program that never uses CUDA (and /bin/true, a shell), it loads nothing, starts no
+  thread, prints nothing and leaves the exit status alone, even with a bad environment.
+"""
+
+import os
+import re
+import subprocess
+import unittest
+
+import gpumem_testlib as testlib
+
+HOOKED_DRIVER_ENTRY_POINTS = {
+    "cuGetProcAddress", "cuGetProcAddress_v2",
+    "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocPitch_v2", "cuMemGetInfo_v2",
+    "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz",
+    "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
+    "cuCtxSynchronize", "cuCtxSynchronize_v2", "cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2",
+    "cuIpcGetMemHandle",
+}
+PUBLIC_HEADER = os.path.join(os.environ.get("GPUMEM_TEST_SOURCE_ROOT", ""), "shim", "include",
+                             "gpumem.h")
+
+
+def needed_libraries(path):
+    out = subprocess.run(["readelf", "--dynamic", "--wide", path], capture_output=True, text=True,
+                         check=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def exported_symbols(path):
+    """Defined global/weak symbols of the dynamic symbol table, without version suffixes."""
+    out = subprocess.run(["readelf", "--dyn-syms", "--wide", path], capture_output=True, text=True,
+                         check=True).stdout
+    names = set()
+    for line in out.splitlines():
+        fields = line.split()
+        # Num: Value Size Type Bind Vis Ndx Name
+        if len(fields) >= 8 and fields[0].endswith(":") and fields[6] != "UND" \
+                and fields[4] in ("GLOBAL", "WEAK") and fields[3] in ("FUNC", "OBJECT", "IFUNC"):
+            names.add(fields[7].split("@")[0])
+    return names
+
+
+def public_api_functions():
+    with open(PUBLIC_HEADER) as header:
+        return set(re.findall(r"\b(gpumem_\w+)\s*\(", header.read()))
+
+
+class LibraryFileTest(testlib.TestCase):
+    def test_no_cuda_library_is_needed(self):
+        needed = needed_libraries(testlib.shim_path())
+        self.assertTrue(needed, "readelf found no NEEDED entry at all (libc is expected)")
+        cuda = [lib for lib in needed if re.match(r"lib(cuda|cudart|nvidia|nvrtc|cublas)", lib)]
+        self.assertEqual(cuda, [], f"NEEDED: {needed}")
+
+    def test_fmt_and_spdlog_are_compiled_in(self):
+        needed = needed_libraries(testlib.shim_path())
+        self.assertEqual([lib for lib in needed if re.match(r"lib(fmt|spdlog)", lib)], [],
+                         f"NEEDED: {needed}")
+
+    def test_exports_exactly_the_hooks_dlsym_and_the_c_api(self):
+        api = public_api_functions()
+        self.assertTrue({"gpumem_version", "gpumem_is_active"} <= api, api)
+        expected = HOOKED_DRIVER_ENTRY_POINTS | {"dlsym"} | api
+        self.assertEqual(exported_symbols(testlib.shim_path()), expected)
+
+    def test_public_header_is_valid_c_and_cxx(self):
+        for compiler, std in (("cc", "-std=c11"), ("c++", "-std=c++20")):
+            language = "c" if compiler == "cc" else "c++"
+            proc = subprocess.run([compiler, std, "-Wall", "-Wextra", "-Wpedantic", "-Werror",
+                                   "-fsyntax-only", "-x", language, PUBLIC_HEADER],
+                                  capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+
+
+class InertProcessTest(testlib.TestCase):
+    BAD_ENVIRONMENT = {"GPUMEM_MODE": "bogus", "XLA_PYTHON_CLIENT_MEM_FRACTION": "7"}
+
+    def check_inert(self, result, status):
+        self.assertEqual(result.returncode, status, result.describe())
+        self.assertEqual(result.stderr, "", result.describe())
+
+    def test_program_without_cuda(self):
+        for env in ({}, {"GPUMEM_LOG_LEVEL": "trace"}, self.BAD_ENVIRONMENT):
+            with self.subTest(env=env):
+                result = testlib.run([testlib.program_path("interpose_inert"), "7"], env=env)
+                self.check_inert(result, 7)
+                self.assertIn("shim_mapped=1", result.stdout)  # the preload really happened
+                self.assertIn("cuda_libraries_mapped=0", result.stdout)
+                self.assertIn("threads=1", result.stdout)
+
+    def test_same_program_without_the_shim(self):
+        result = testlib.run([testlib.program_path("interpose_inert"), "7"], preload=False)
+        self.check_inert(result, 7)
+        self.assertIn("shim_mapped=0", result.stdout)
+
+    def test_system_programs(self):
+        for argv, status in ((["/bin/true"], 0), (["/bin/false"], 1), (["sh", "-c", "exit 3"], 3)):
+            for env in ({}, self.BAD_ENVIRONMENT):
+                with self.subTest(argv=argv, env=env):
+                    self.check_inert(testlib.run(argv, env=env), status)
+
+    def test_nothing_cuda_is_mapped_in_a_system_program(self):
+        result = testlib.run(["cat", "/proc/self/maps"])
+        self.check_inert(result, 0)
+        self.assertIn("libgpumem", result.stdout)
+        self.assertNotIn("libcuda", result.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,206 @@
+"""bfc mode (the default): one arena per context, preallocated or grown, over the simulated driver."""
+
+import unittest
+
+from test_mem_common import (DRIVER, GIB, MIB, RUNTIME_PROGRAMS, RUNTIME_SHARED, SIM_CONTEXT_OVERHEAD,
+                             SIM_TOTAL, MemTestCase, gpumem_lines, limit_of, values)
+
+
+class Preallocation(MemTestCase):
+    def test_one_region_of_three_quarters_serves_10k_requests(self):
+        for name in RUNTIME_PROGRAMS + (DRIVER,):
+            with self.subTest(program=name):
+                result = self.scenario(name, "churn", 10000)
+                device = result.device(0)
+                self.assertEqual(device["driver_allocs"], 1, result.describe())
+                self.assertEqual(device["largest_alloc"], limit_of(0.75, SIM_TOTAL))
+                self.assertEqual(device["peak_bytes_reserved"], limit_of(0.75, SIM_TOTAL))
+                if name != DRIVER:  # the driver program releases its context (and the arena) at exit
+                    self.assertEqual(device["bytes_reserved"], limit_of(0.75, SIM_TOTAL))
+
+    def test_without_the_shim_every_request_reaches_the_driver(self):
+        result = self.scenario(RUNTIME_SHARED, "churn", 2000, preload=False)
+        self.assertEqual(result.device(0)["driver_allocs"], int(values(result)["allocations"]))
+
+    def test_fraction_limit_and_free_basis(self):
+        cases = [
+            ({"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"}, limit_of(0.5, SIM_TOTAL)),
+            ({"XLA_CLIENT_MEM_FRACTION": "0.25"}, limit_of(0.25, SIM_TOTAL)),
+            ({"GPUMEM_MEM_FRACTION": "0.3", "XLA_CLIENT_MEM_FRACTION": "0.9"}, limit_of(0.3, SIM_TOTAL)),
+            ({"GPUMEM_LIMIT": "1GiB"}, GIB),
+            ({"GPUMEM_LIMIT": "1GiB", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"}, GIB),
+            ({"GPUMEM_FRACTION_OF": "free"}, limit_of(0.75, SIM_TOTAL - SIM_CONTEXT_OVERHEAD)),
+        ]
+        for env, expected in cases:
+            with self.subTest(env=env):
+                result = self.scenario(RUNTIME_SHARED, "churn", 200, env=env)
+                self.assertEqual(result.device(0)["driver_allocs"], 1, result.describe())
+                # largest_alloc is the size asked of the driver (bytes_reserved is rounded by it).
+                self.assertEqual(result.device(0)["largest_alloc"], expected, result.describe())
+
+    def test_refused_preallocation_backs_off_with_a_warning(self):
+        # 14 GiB do not fit beside the context's 300 MiB on a 14 GiB device: 0.9x is retried.
+        env = {"CUDASIM_DEVICE_MEMORY": "14GiB", "GPUMEM_MEM_FRACTION": "1"}
+        result = self.scenario(RUNTIME_SHARED, "churn", 100, env=env)
+        device = result.device(0)
+        self.assertEqual(device["driver_allocs"], 1)  # refused requests are not counted
+        self.assertLess(device["largest_alloc"], 14 * GIB)
+        self.assertGreaterEqual(device["largest_alloc"], int(0.9 * 14 * GIB) // 256 * 256 - 256)
+        self.assertTrue(any("preallocation" in line for line in gpumem_lines(result)), result.describe())
+
+
+class Growth(MemTestCase):
+    def test_regions_double_as_the_arena_fills(self):
+        for env in ({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, {"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+                    {"GPUMEM_PREALLOCATE": "0"}):
+            with self.subTest(env=env):
+                result = self.scenario(RUNTIME_SHARED, "hold", 40, MIB, env=env)
+                device = result.device(0)
+                # 40 x 1 MiB held at once: regions of 2, 4, 8, 16 and 32 MiB.
+                self.assertEqual(device["driver_allocs"], 5, result.describe())
+                self.assertEqual(device["peak_bytes_reserved"], 62 * MIB)
+                self.assertEqual(device["largest_alloc"], 32 * MIB)
+
+    def test_garbage_collection_gives_free_regions_back_before_out_of_memory(self):
+        env = {"GPUMEM_PREALLOCATE": "0", "GPUMEM_LIMIT": "64MiB"}
+        result = self.scenario(RUNTIME_SHARED, "gc", 30, MIB, 48 * MIB, env=env)
+        self.assertOutput(result, big="cudaSuccess")
+        self.assertGreater(result.device(0)["driver_frees"], 0)
+        self.assertLessEqual(result.device(0)["peak_bytes_reserved"], 64 * MIB)
+
+        off = self.scenario(RUNTIME_SHARED, "gc", 30, MIB, 48 * MIB,
+                            env=dict(env, GPUMEM_GARBAGE_COLLECTION="0"))
+        self.assertOutput(off, big="cudaErrorMemoryAllocation")
+        self.assertEqual(off.device(0)["driver_frees"], 0)
+
+
+class WhatTheProgramSees(MemTestCase):
+    def test_mem_get_info_reports_the_arena(self):
+        result = self.scenario(RUNTIME_SHARED, "info")
+        got = {k: int(v) for k, v in values(result).items()}
+        limit = limit_of(0.75, SIM_TOTAL)
+        self.assertEqual(got["before_total"], limit)
+        self.assertEqual(got["after_total"], limit)
+        self.assertEqual(got["before_free"], limit)
+        self.assertEqual(got["after_free"], limit - 64 * MIB)
+
+    def test_mem_get_info_never_exceeds_what_the_device_has(self):
+        # A fraction of 1 on the total cannot fit beside the context: free stays below the device's.
+        result = self.scenario(RUNTIME_SHARED, "info", env={"GPUMEM_MEM_FRACTION": "1"})
+        got = {k: int(v) for k, v in values(result).items()}
+        self.assertEqual(got["before_total"], SIM_TOTAL)
+        self.assertLessEqual(got["before_free"], SIM_TOTAL - SIM_CONTEXT_OVERHEAD)
+
+    def test_mem_get_info_accepts_null_pointers(self):
+        result = self.scenario(DRIVER, "info_null")
+        self.assertOutput(result, total=limit_of(0.75, SIM_TOTAL), free=limit_of(0.75, SIM_TOTAL))
+
+    def test_out_of_memory_is_reported_like_the_driver_and_logged(self):
+        for name in RUNTIME_PROGRAMS:
+            with self.subTest(program=name):
+                result = self.scenario(name, "oom", 13 * GIB)
+                self.assertOutput(result, status="cudaErrorMemoryAllocation")
+                self.assertTrue(any("out of memory" in line for line in gpumem_lines(result)),
+                                result.describe())
+        plain = self.scenario(RUNTIME_SHARED, "oom", 17 * GIB, preload=False)
+        self.assertOutput(plain, status="cudaErrorMemoryAllocation")
+
+    def test_foreign_interior_and_double_frees_get_the_drivers_answer(self):
+        for preload in (True, False):
+            with self.subTest(preload=preload):
+                result = self.scenario(RUNTIME_SHARED, "bad_frees", preload=preload)
+                self.assertOutput(result, interior="cudaErrorInvalidValue", double="cudaErrorInvalidValue",
+                                  foreign="cudaErrorInvalidValue", after_ok=1)
+
+    def test_zero_byte_allocation_is_an_invalid_value(self):
+        for preload in (True, False):
+            with self.subTest(preload=preload):
+                self.assertOutput(self.scenario(DRIVER, "zero", preload=preload), zero="CUDA_ERROR_INVALID_VALUE")
+
+    def test_pitch_matches_the_driver(self):
+        plain = self.scenario(RUNTIME_SHARED, "pitch", preload=False)
+        shimmed = self.scenario(RUNTIME_SHARED, "pitch")
+        self.assertEqual(values(shimmed)["pitch"], values(plain)["pitch"])
+        self.assertOutput(shimmed, last_row_ok=1)
+        self.assertEqual(shimmed.device(0)["driver_allocs"], 1)
+
+    def test_ipc_of_a_sub_allocation_is_refused_with_advice(self):
+        result = self.scenario(DRIVER, "ipc")
+        got = values(result)
+        self.assertEqual(got["ipc_second"], "CUDA_ERROR_INVALID_VALUE")
+        self.assertNotEqual(got["ipc_first"], "CUDA_ERROR_INVALID_VALUE")
+        self.assertEqual(got["range_base_is_second"], "0")  # the address range is the whole region
+        self.assertEqual(int(got["range_size"]), limit_of(0.75, SIM_TOTAL))
+        self.assertTrue(any("GPUMEM_MODE=platform" in line for line in gpumem_lines(result)),
+                        result.describe())
+
+
+class Contexts(MemTestCase):
+    def test_two_devices_get_separate_arenas(self):
+        result = self.scenario(RUNTIME_SHARED, "two_devices", env={"CUDASIM_DEVICES": "2"})
+        self.assertOutput(result, devices=2, device0_total=limit_of(0.75, SIM_TOTAL),
+                          device1_total=limit_of(0.75, SIM_TOTAL))
+        for ordinal in (0, 1):
+            self.assertEqual(result.device(ordinal)["driver_allocs"], 1, result.describe())
+            self.assertEqual(result.device(ordinal)["bytes_reserved"], limit_of(0.75, SIM_TOTAL))
+
+    def test_destroyed_context_forgets_its_arena(self):
+        result = self.scenario(DRIVER, "context_lifecycle")
+        self.assertOutput(result, contexts=2)
+        device = result.device(0)
+        self.assertEqual(device["driver_allocs"], 2)   # one arena per context
+        self.assertEqual(device["bytes_reserved"], 0)  # the driver freed both with their contexts
+
+    def test_primary_context_reset_forgets_its_arena(self):
+        result = self.scenario(DRIVER, "primary_reset")
+        self.assertOutput(result, resets=2)
+        self.assertEqual(result.device(0)["driver_allocs"], 2)
+        self.assertEqual(result.device(0)["bytes_reserved"], 0)
+
+    def test_threads_share_the_context_arena(self):
+        for name in RUNTIME_PROGRAMS:
+            for scenario in ("threads", "async_threads"):
+                # 12 MiB: the threads' blocks (up to 8 x 16 x 64 KiB live) must reuse each other's.
+                for env in ({}, {"GPUMEM_LIMIT": "12MiB"}):
+                    with self.subTest(program=name, scenario=scenario, env=env):
+                        result = self.scenario(name, scenario, 8, 1500, env=env)
+                        self.assertOutput(result, thread_failures=0)
+                        self.assertEqual(result.device(0)["driver_allocs"], 1)
+
+    def test_fork_child_starts_fresh_and_parent_is_unaffected(self):
+        result = self.scenario(RUNTIME_SHARED, "fork")
+        got = values(result)
+        self.assertEqual(got.get("parent_ok"), "1", result.describe())
+        self.assertEqual(got.get("child_exit"), "0", result.describe())
+        self.assertIn("child_status", got, result.describe())
+        plain = self.scenario(RUNTIME_SHARED, "fork", preload=False)
+        self.assertEqual(values(plain)["child_status"], got["child_status"], plain.describe())
+
+
+class StatsApi(MemTestCase):
+    def test_gpumem_get_stats_reports_the_arena(self):
+        for name in RUNTIME_PROGRAMS:
+            with self.subTest(program=name):
+                result = self.scenario(name, "stats", 1000)
+                got = values(result)
+                allocations = int(got["allocations"])
+                self.assertOutput(result, stats=0, other_device=-1, null_out=-1, regions=1,
+                                  allocs=allocations + 1, frees=allocations, bytes_in_use=MIB,
+                                  bytes_limit=limit_of(0.75, SIM_TOTAL),
+                                  bytes_reserved=limit_of(0.75, SIM_TOTAL))
+
+    def test_the_api_is_absent_without_the_shim(self):
+        self.assertOutput(self.scenario(RUNTIME_SHARED, "stats", 10, preload=False), stats="absent")
+
+
+class Pools(MemTestCase):
+    def test_default_pool_is_served_by_the_arena_and_own_pools_by_the_driver(self):
+        result = self.scenario(DRIVER, "pools")
+        self.assertOutput(result, own_pool_data_ok=1)
+        device = result.device(0)
+        self.assertEqual(device["driver_allocs"], 1)          # the arena's one region
+        self.assertEqual(device["pool"]["async_allocs"], 1)   # only the program's own pool
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,57 @@
+"""Shared pieces of the memory-manager end-to-end tests: where the scenario programs are, how to run
+one and read its `key=value` output. Holds no tests itself."""
+
+import os
+
+import gpumem_testlib as lib
+
+GIB = 1 << 30
+MIB = 1 << 20
+# The simulator's defaults: 16 GiB per device, 300 MiB taken by each context.
+SIM_TOTAL = 16 * GIB
+SIM_CONTEXT_OVERHEAD = 300 * MIB
+
+
+def program(name: str) -> str:
+    return os.path.join(os.environ["GPUMEM_TEST_BUILD_ROOT"], "tests", "integration", "programs", name)
+
+
+RUNTIME_SHARED = "mem_runtime_shared"
+RUNTIME_STATIC = "mem_runtime_static"
+RUNTIME_PER_THREAD = "mem_runtime_per_thread"  # built with CUDA_API_PER_THREAD_DEFAULT_STREAM
+DRIVER = "mem_driver"
+RUNTIME_PROGRAMS = (RUNTIME_SHARED, RUNTIME_STATIC)
+
+
+def limit_of(fraction: float, basis: int) -> int:
+    """What the policy documents: fraction x basis, rounded down to a multiple of 256."""
+    return int(fraction * basis) // 256 * 256
+
+
+def values(result: lib.Result) -> dict:
+    """The scenario's `key=value` lines."""
+    parsed = {}
+    for line in result.stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            parsed[key.strip()] = value.strip()
+    return parsed
+
+
+def gpumem_lines(result: lib.Result) -> list:
+    return [line for line in result.stderr.splitlines() if line.startswith("gpumem")]
+
+
+class MemTestCase(lib.TestCase):
+    """Runs scenario programs and checks them."""
+
+    def scenario(self, name, *args, env=None, preload=True, expect_ok=True) -> lib.Result:
+        result = lib.run([program(name), *map(str, args)], env=env, preload=preload, timeout=60)
+        if expect_ok:
+            self.assertSucceeded(result)
+        return result
+
+    def assertOutput(self, result, **expected):
+        got = values(result)
+        for key, value in expected.items():
+            self.assertEqual(got.get(key), str(value), f"{key}\n{result.describe()}")

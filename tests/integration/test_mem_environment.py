@@ -1,0 +1,92 @@
+"""Every policy variable reaches the memory managers; a bad value leaves the program exactly as it
+runs without the shim, with one error line naming the variable."""
+
+import unittest
+
+from test_mem_common import (DRIVER, GIB, MIB, RUNTIME_PROGRAMS, RUNTIME_SHARED, SIM_TOTAL, MemTestCase,
+                             gpumem_lines, limit_of, values)
+
+BAD_ENVIRONMENTS = [
+    ({"GPUMEM_MODE": "turbo"}, "GPUMEM_MODE"),
+    ({"XLA_PYTHON_CLIENT_ALLOCATOR": "fancy"}, "XLA_PYTHON_CLIENT_ALLOCATOR"),
+    ({"TF_GPU_ALLOCATOR": "bfc_please"}, "TF_GPU_ALLOCATOR"),
+    ({"GPUMEM_PREALLOCATE": "maybe"}, "GPUMEM_PREALLOCATE"),
+    ({"XLA_PYTHON_CLIENT_PREALLOCATE": "sometimes"}, "XLA_PYTHON_CLIENT_PREALLOCATE"),
+    ({"TF_FORCE_GPU_ALLOW_GROWTH": "2"}, "TF_FORCE_GPU_ALLOW_GROWTH"),
+    ({"GPUMEM_LIMIT": "lots"}, "GPUMEM_LIMIT"),
+    ({"GPUMEM_MEM_FRACTION": "0"}, "GPUMEM_MEM_FRACTION"),
+    ({"XLA_CLIENT_MEM_FRACTION": "nan"}, "XLA_CLIENT_MEM_FRACTION"),
+    ({"XLA_PYTHON_CLIENT_MEM_FRACTION": "1.5"}, "XLA_PYTHON_CLIENT_MEM_FRACTION"),
+    ({"GPUMEM_FRACTION_OF": "half"}, "GPUMEM_FRACTION_OF"),
+    ({"GPUMEM_FREE_SYNC": "later"}, "GPUMEM_FREE_SYNC"),
+    ({"GPUMEM_ASYNC_PREALLOC": "-2"}, "GPUMEM_ASYNC_PREALLOC"),
+    ({"TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC": "x"}, "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC"),
+    ({"GPUMEM_LOG_LEVEL": "loud"}, "GPUMEM_LOG_LEVEL"),
+    ({"XLA_CLIENT_MEM_FRACTION": "0.5", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.6"}, "MEM_FRACTION"),
+]
+
+
+class BadEnvironment(MemTestCase):
+    def test_bad_values_leave_the_program_as_without_the_shim(self):
+        for name in RUNTIME_PROGRAMS + (DRIVER,):
+            plain = self.scenario(name, "churn", 300, preload=False)
+            for env, variable in BAD_ENVIRONMENTS:
+                with self.subTest(program=name, env=env):
+                    self.check_inert(name, env, variable, plain)
+
+    def check_inert(self, name, env, variable, plain):
+        result = self.scenario(name, "churn", 300, env=env)
+        self.assertEqual(result.stdout, plain.stdout)
+        self.assertEqual(result.device(0)["driver_allocs"], plain.device(0)["driver_allocs"],
+                         result.describe())
+        lines = gpumem_lines(result)
+        self.assertEqual(len(lines), 1, result.describe())
+        self.assertIn(variable, lines[0])
+
+
+class GoodEnvironment(MemTestCase):
+    def test_each_variable_takes_effect(self):
+        cases = [
+            ({}, 1, limit_of(0.75, SIM_TOTAL)),
+            ({"GPUMEM_MODE": "bfc"}, 1, limit_of(0.75, SIM_TOTAL)),
+            ({"XLA_PYTHON_CLIENT_ALLOCATOR": "default"}, 1, limit_of(0.75, SIM_TOTAL)),
+            ({"XLA_PYTHON_CLIENT_ALLOCATOR": "bfc"}, 1, limit_of(0.75, SIM_TOTAL)),
+            ({"GPUMEM_PREALLOCATE": "yes"}, 1, limit_of(0.75, SIM_TOTAL)),
+            ({"XLA_PYTHON_CLIENT_PREALLOCATE": "true", "XLA_CLIENT_MEM_FRACTION": ".5"}, 1,
+             limit_of(0.5, SIM_TOTAL)),
+            ({"TF_FORCE_GPU_ALLOW_GROWTH": "false"}, 1, limit_of(0.75, SIM_TOTAL)),
+            ({"GPUMEM_PREALLOCATE": "on", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}, 1, limit_of(0.75, SIM_TOTAL)),
+            ({"GPUMEM_LIMIT": "512MB"}, 1, 512 * 10**6 // 256 * 256),
+            ({"GPUMEM_LIMIT": "2e9"}, 1, 2 * 10**9 // 256 * 256),
+            ({"GPUMEM_LIMIT": "2GiB", "GPUMEM_FREE_SYNC": "none"}, 1, 2 * GIB),
+            ({"GPUMEM_FRACTION_OF": "total", "GPUMEM_MEM_FRACTION": "0.125"}, 1, 2 * GIB),
+            ({"GPUMEM_GARBAGE_COLLECTION": "off"}, 1, limit_of(0.75, SIM_TOTAL)),
+        ]
+        for env, driver_allocs, reserved in cases:
+            with self.subTest(env=env):
+                result = self.scenario(RUNTIME_SHARED, "churn", 300, env=env)
+                self.assertEqual(result.device(0)["driver_allocs"], driver_allocs, result.describe())
+                self.assertEqual(result.device(0)["largest_alloc"], reserved, result.describe())
+                self.assertEqual(gpumem_lines(result), [], result.describe())
+
+    def test_growth_variables(self):
+        for env in ({"GPUMEM_PREALLOCATE": "off"}, {"XLA_PYTHON_CLIENT_PREALLOCATE": "0"},
+                    {"TF_FORCE_GPU_ALLOW_GROWTH": "TRUE"}):
+            with self.subTest(env=env):
+                result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env=env)
+                self.assertEqual(result.device(0)["driver_allocs"], 2, result.describe())  # 2 + 4 MiB
+                self.assertEqual(result.device(0)["peak_bytes_reserved"], 6 * MIB)
+
+    def test_info_level_states_the_policy_once_per_context(self):
+        result = self.scenario(RUNTIME_SHARED, "two_devices",
+                               env={"GPUMEM_LOG_LEVEL": "info", "CUDASIM_DEVICES": "2",
+                                    "XLA_CLIENT_MEM_FRACTION": "0.5"})
+        context_lines = [line for line in gpumem_lines(result) if "mode" in line and "limit" in line]
+        self.assertEqual(len(context_lines), 2, result.describe())
+        for line in context_lines:
+            self.assertIn("XLA_CLIENT_MEM_FRACTION", line)
+        self.assertEqual(values(result)["device1_total"], str(limit_of(0.5, SIM_TOTAL)))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,117 @@
+"""Never reuse memory the GPU may still be using, checked by data.
+
+The scenario frees a block while a copy queued behind a 200 ms host function on a non-blocking
+stream will still write it, then allocates a block of the same size and fills it synchronously. The
+program's data survives only if the freed block was not handed out again before the copy ended.
+
+- defer (default): the freed block is fenced until a context synchronisation began after the free;
+  with room elsewhere the arena hands out other memory, and when only the fenced block fits the shim
+  synchronises the context once (waiting for the copy) before reusing it.
+- sync: every free synchronises the context, as cuMemFree itself does.
+- none: immediate reuse, XLA's single-stream behaviour: the late copy overwrites the new owner's data.
+  This is the documented price of that mode.
+"""
+
+import unittest
+
+from test_mem_common import DRIVER, MIB, RUNTIME_PER_THREAD, RUNTIME_PROGRAMS, RUNTIME_SHARED, MemTestCase
+
+
+class DeferredFreeByData(MemTestCase):
+    def test_defer_keeps_data_intact(self):
+        for name in RUNTIME_PROGRAMS:
+            with self.subTest(program=name):
+                result = self.scenario(name, "deferred_free", MIB)
+                self.assertOutput(result, reused=0, intact=1)
+
+    def test_defer_synchronises_once_when_only_the_fenced_block_fits(self):
+        # The arena is exactly one block: the second allocation can only be the freed one.
+        result = self.scenario(RUNTIME_SHARED, "deferred_free", MIB, env={"GPUMEM_LIMIT": "1MiB"})
+        self.assertOutput(result, reused=1, intact=1)
+
+    def test_sync_keeps_data_intact(self):
+        for limit in ("1MiB", "1GiB"):
+            with self.subTest(limit=limit):
+                result = self.scenario(RUNTIME_SHARED, "deferred_free", MIB,
+                                       env={"GPUMEM_FREE_SYNC": "sync", "GPUMEM_LIMIT": limit})
+                self.assertOutput(result, intact=1)
+
+    def test_none_reuses_at_once_and_the_late_copy_overwrites(self):
+        result = self.scenario(RUNTIME_SHARED, "deferred_free", MIB, env={"GPUMEM_FREE_SYNC": "none"})
+        self.assertOutput(result, reused=1, intact=0)
+
+    def test_without_the_shim_and_in_platform_mode_the_driver_waits(self):
+        plain = self.scenario(RUNTIME_SHARED, "deferred_free", MIB, preload=False)
+        self.assertOutput(plain, intact=1)
+        platform = self.scenario(RUNTIME_SHARED, "deferred_free", MIB, env={"GPUMEM_MODE": "platform"})
+        self.assertOutput(platform, intact=1)
+
+    def test_cuda_async_mode_follows_the_same_rules(self):
+        for free_sync in ("defer", "sync"):
+            with self.subTest(free_sync=free_sync):
+                result = self.scenario(RUNTIME_SHARED, "deferred_free", MIB,
+                                       env={"GPUMEM_MODE": "cuda_async", "GPUMEM_FREE_SYNC": free_sync})
+                self.assertOutput(result, intact=1)
+
+
+class ContextSynchronisation(MemTestCase):
+    def test_defer_synchronises_once_per_needed_reuse(self):
+        # One-block arena, 20 alloc/free rounds: each reuse needs one synchronisation by the shim.
+        result = self.scenario(DRIVER, "sync_rounds", 20, 0, env={"GPUMEM_LIMIT": "1MiB"})
+        self.assertEqual(result.device(0)["context_syncs"], 19, result.describe())
+
+    def test_the_programs_own_synchronisation_releases_fenced_blocks(self):
+        result = self.scenario(DRIVER, "sync_rounds", 20, 1, env={"GPUMEM_LIMIT": "1MiB"})
+        self.assertEqual(result.device(0)["context_syncs"], 20, result.describe())  # only the program's
+
+    def test_sync_mode_synchronises_on_every_free(self):
+        result = self.scenario(DRIVER, "sync_rounds", 20, 0, env={"GPUMEM_FREE_SYNC": "sync"})
+        self.assertEqual(result.device(0)["context_syncs"], 20, result.describe())
+
+    def test_none_mode_never_synchronises(self):
+        result = self.scenario(DRIVER, "sync_rounds", 20, 0,
+                               env={"GPUMEM_FREE_SYNC": "none", "GPUMEM_LIMIT": "1MiB"})
+        self.assertEqual(result.device(0)["context_syncs"], 0, result.describe())
+
+
+class StreamOrderedFrees(MemTestCase):
+    def test_other_streams_and_synchronous_allocations_wait_for_the_free(self):
+        for name in RUNTIME_PROGRAMS:
+            for env in ({}, {"GPUMEM_LIMIT": "1MiB"}):
+                with self.subTest(program=name, env=env):
+                    result = self.scenario(name, "async_streams", MIB, env=env)
+                    self.assertOutput(result, cross_stream_intact=1, sync_after_async_intact=1)
+                    self.assertEqual(result.device(0)["pool"]["async_allocs"], 0)  # served by the arena
+
+    def test_same_stream_reuses_at_once_even_behind_slow_work(self):
+        # One-block arena; the block is freed on stream A behind a 200 ms host function and asked
+        # for again on A: handed out at once, with no synchronisation (work on A stays ordered).
+        for name in RUNTIME_PROGRAMS:
+            with self.subTest(program=name):
+                result = self.scenario(name, "same_stream", MIB, env={"GPUMEM_LIMIT": "1MiB"})
+                self.assertOutput(result, same_stream_reuse=1, intact=1)
+                self.assertEqual(result.device(0)["context_syncs"], 0, result.describe())
+
+    def test_legacy_default_stream_is_one_stream_for_all_threads(self):
+        # A worker thread frees on stream 0 behind slow work; the main thread's stream 0 is the same
+        # legacy stream, so the block is reused at once (only the program's own sync is counted).
+        result = self.scenario(RUNTIME_SHARED, "default_streams", MIB, env={"GPUMEM_LIMIT": "1MiB"})
+        self.assertOutput(result, reused=1, intact=1)
+        self.assertEqual(result.device(0)["context_syncs"], 1, result.describe())
+
+    def test_per_thread_default_streams_are_separate_streams(self):
+        # Built for per-thread default streams: the main thread's stream 0 is not the worker's, so
+        # the shim waits (one synchronisation) before reusing the only block.
+        result = self.scenario(RUNTIME_PER_THREAD, "default_streams", MIB, env={"GPUMEM_LIMIT": "1MiB"})
+        self.assertOutput(result, reused=1, intact=1)
+        self.assertEqual(result.device(0)["context_syncs"], 2, result.describe())
+        roomy = self.scenario(RUNTIME_PER_THREAD, "default_streams", MIB)
+        self.assertOutput(roomy, reused=0, intact=1)
+
+    def test_with_room_elsewhere_another_stream_gets_other_memory(self):
+        result = self.scenario(RUNTIME_SHARED, "async_streams", MIB)
+        self.assertOutput(result, cross_stream_reused=0)
+
+
+if __name__ == "__main__":
+    unittest.main()

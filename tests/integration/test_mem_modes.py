@@ -1,0 +1,93 @@
+"""The other modes: platform (count only), cuda_async (the driver's stream-ordered pool), off."""
+
+import unittest
+
+from test_mem_common import (DRIVER, MIB, RUNTIME_PROGRAMS, RUNTIME_SHARED, SIM_TOTAL, MemTestCase,
+                             limit_of, values)
+
+
+class PlatformMode(MemTestCase):
+    def test_every_request_reaches_the_driver(self):
+        for env in ({"GPUMEM_MODE": "platform"}, {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"},
+                    {"TF_GPU_ALLOCATOR": "cuda_malloc"}):
+            with self.subTest(env=env):
+                result = self.scenario(RUNTIME_SHARED, "churn", 2000, env=env)
+                allocations = int(values(result)["allocations"])
+                self.assertEqual(result.device(0)["driver_allocs"], allocations, result.describe())
+                self.assertEqual(result.device(0)["driver_frees"], allocations)
+                self.assertEqual(result.device(0)["bytes_reserved"], 0)
+
+    def test_mem_get_info_is_the_drivers(self):
+        result = self.scenario(RUNTIME_SHARED, "info", env={"GPUMEM_MODE": "platform"})
+        self.assertOutput(result, before_total=SIM_TOTAL)
+
+
+class CudaAsyncMode(MemTestCase):
+    def test_synchronous_requests_come_from_the_pool(self):
+        for name in RUNTIME_PROGRAMS + (DRIVER,):
+            for env in ({"GPUMEM_MODE": "cuda_async"}, {"TF_GPU_ALLOCATOR": "cuda_malloc_async"},
+                        {"XLA_PYTHON_CLIENT_ALLOCATOR": "cuda_async"}):
+                with self.subTest(program=name, env=env):
+                    result = self.scenario(name, "churn", 1000, env=env)
+                    device = result.device(0)
+                    self.assertEqual(device["driver_allocs"], 0, result.describe())
+                    self.assertEqual(device["pool"]["async_allocs"], int(values(result)["allocations"]))
+                    # defer: freed blocks wait for a context synchronisation, which never came.
+                    self.assertEqual(device["pool"]["async_frees"], 0)
+
+    def test_frees_reach_the_pool_after_synchronisation(self):
+        result = self.scenario(RUNTIME_SHARED, "churn", 1000,
+                               env={"GPUMEM_MODE": "cuda_async", "GPUMEM_FREE_SYNC": "sync"})
+        pool = result.device(0)["pool"]
+        self.assertEqual(pool["async_allocs"], int(values(result)["allocations"]), result.describe())
+        self.assertEqual(pool["async_frees"], pool["async_allocs"])
+        self.assertEqual(pool["bytes_used"], 0)
+
+    def test_out_of_memory_synchronises_and_retries_once(self):
+        # 10 x 64 MiB fill a 1 GiB device; the blocks freed in one round wait (defer) until the next
+        # round runs out of memory, when the shim synchronises, returns them to the pool and retries.
+        env = {"GPUMEM_MODE": "cuda_async", "CUDASIM_DEVICE_MEMORY": "1GiB"}
+        result = self.scenario(RUNTIME_SHARED, "hold", 10, 64 * MIB, 3, env=env)
+        self.assertOutput(result, rounds=3)
+        device = result.device(0)
+        self.assertEqual(device["context_syncs"], 2, result.describe())  # one per later round
+        self.assertEqual(device["pool"]["async_allocs"], 30)
+        self.assertEqual(device["pool"]["async_frees"], 20)
+
+    def test_preallocation_keeps_freed_memory_in_the_pool(self):
+        # Release threshold = the limit: freed blocks (each free synchronises, then returns its block
+        # to the pool) stay reserved by the pool through later synchronisations.
+        env = {"GPUMEM_MODE": "cuda_async", "GPUMEM_FREE_SYNC": "sync"}
+        result = self.scenario(RUNTIME_SHARED, "hold", 16, 4 * MIB, env=env)
+        self.assertGreaterEqual(result.device(0)["pool"]["bytes_reserved"], 64 * MIB, result.describe())
+
+    def test_growth_gives_freed_memory_back(self):
+        # Release threshold 0: at each synchronisation the pool returns what it does not use, so at
+        # most the last freed block (returned after the last synchronisation) is still reserved.
+        env = {"GPUMEM_MODE": "cuda_async", "GPUMEM_PREALLOCATE": "0", "GPUMEM_FREE_SYNC": "sync"}
+        result = self.scenario(RUNTIME_SHARED, "hold", 16, 4 * MIB, env=env)
+        self.assertLessEqual(result.device(0)["pool"]["bytes_reserved"], 4 * MIB, result.describe())
+        self.assertGreaterEqual(result.device(0)["pool"]["peak_bytes_reserved"], 64 * MIB)
+
+    def test_warm_up_allocates_the_configured_bytes_once(self):
+        for env, expected in (({"TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC": "256MiB"}, 256 * MIB),
+                              ({"GPUMEM_ASYNC_PREALLOC": "-1", "GPUMEM_LIMIT": "512MiB"}, 512 * MIB)):
+            with self.subTest(env=env):
+                result = self.scenario(RUNTIME_SHARED, "churn", 10, env=dict(env, GPUMEM_MODE="cuda_async"))
+                pool = result.device(0)["pool"]
+                self.assertGreaterEqual(pool["peak_bytes_reserved"], expected, result.describe())
+                self.assertGreaterEqual(pool["peak_bytes_used"], expected)
+
+
+class OffMode(MemTestCase):
+    def test_off_behaves_exactly_as_without_the_shim(self):
+        plain = self.scenario(RUNTIME_SHARED, "churn", 1000, preload=False)
+        off = self.scenario(RUNTIME_SHARED, "churn", 1000, env={"GPUMEM_MODE": "off"})
+        self.assertEqual(off.stdout, plain.stdout)
+        self.assertEqual(off.device(0)["driver_allocs"], plain.device(0)["driver_allocs"])
+        self.assertEqual(off.device(0)["bytes_reserved"], 0)
+        self.assertNotEqual(limit_of(0.75, SIM_TOTAL), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

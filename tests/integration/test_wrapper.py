@@ -1,0 +1,452 @@
+"""Tests of scripts/gpumem-run, the wrapper that runs a program with the shim preloaded.
+
+Every option's effect is checked twice: in what --print-env says it would set, and in the environment
+the program really gets (`env`, and the policy_probe program, which prints the policy the shim derives
+from its environment). Then: bad options (status 2, a message, the program not run), exit status and
+signal pass-through, `--`, LD_PRELOAD appending, the simulator options, and the installed layout.
+"""
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import unittest
+
+import gpumem_testlib as testlib
+
+BUILD_ROOT = os.environ.get("GPUMEM_TEST_BUILD_ROOT", "")
+SOURCE_ROOT = os.environ.get("GPUMEM_TEST_SOURCE_ROOT", "")
+WRAPPER = os.path.join(BUILD_ROOT, "scripts", "gpumem-run")
+PROGRAMS_DIR = os.path.join(BUILD_ROOT, "tests", "integration", "programs")
+POLICY_PROBE = os.path.join(PROGRAMS_DIR, "policy_probe")
+WRAPPER_ALLOC = os.path.join(PROGRAMS_DIR, "wrapper_alloc")
+MiB = 1 << 20
+GiB = 1 << 30
+
+# One option (with its value) -> the variables it must set, as --print-env writes them.
+OPTION_EFFECTS = [
+    (["--mode", "bfc"], {"GPUMEM_MODE": "bfc"}),
+    (["--mode", "platform"], {"GPUMEM_MODE": "platform"}),
+    (["--mode", "cuda_async"], {"GPUMEM_MODE": "cuda_async"}),
+    (["--mode", "off"], {"GPUMEM_MODE": "off"}),
+    (["--mode=Platform"], {"GPUMEM_MODE": "platform"}),
+    (["--fraction", "0.5"], {"GPUMEM_MEM_FRACTION": "0.5"}),
+    (["--fraction=.25"], {"GPUMEM_MEM_FRACTION": ".25"}),
+    (["--fraction", "1"], {"GPUMEM_MEM_FRACTION": "1"}),
+    (["--limit", "10GiB"], {"GPUMEM_LIMIT": "10GiB"}),
+    (["--limit=1e9"], {"GPUMEM_LIMIT": "1e9"}),
+    (["--limit", "512MB"], {"GPUMEM_LIMIT": "512MB"}),
+    (["--fraction-of", "free"], {"GPUMEM_FRACTION_OF": "free"}),
+    (["--fraction-of", "total"], {"GPUMEM_FRACTION_OF": "total"}),
+    (["--preallocate"], {"GPUMEM_PREALLOCATE": "true"}),
+    (["--no-preallocate"], {"GPUMEM_PREALLOCATE": "false"}),
+    (["--garbage-collection"], {"GPUMEM_GARBAGE_COLLECTION": "true"}),
+    (["--no-garbage-collection"], {"GPUMEM_GARBAGE_COLLECTION": "false"}),
+    (["--async-prealloc", "-1"], {"GPUMEM_ASYNC_PREALLOC": "-1"}),
+    (["--async-prealloc", "256MiB"], {"GPUMEM_ASYNC_PREALLOC": "256MiB"}),
+    (["--free-sync", "defer"], {"GPUMEM_FREE_SYNC": "defer"}),
+    (["--free-sync", "sync"], {"GPUMEM_FREE_SYNC": "sync"}),
+    (["--free-sync", "none"], {"GPUMEM_FREE_SYNC": "none"}),
+    (["--log-level", "trace"], {"GPUMEM_LOG_LEVEL": "trace"}),
+    (["--log-level", "OFF"], {"GPUMEM_LOG_LEVEL": "off"}),
+    (["--log-file", "/tmp/gpumem log.txt"], {"GPUMEM_LOG_FILE": "/tmp/gpumem log.txt"}),
+]
+
+# Bad command lines -> a piece of the message each must print.
+BAD_COMMAND_LINES = [
+    (["--mode", "fast"], "--mode: 'fast' is not one of bfc, platform, cuda_async, off"),
+    (["--mode="], "--mode: '' is not one of"),
+    (["--fraction", "0"], "--fraction: '0' is not a fraction in (0, 1]"),
+    (["--fraction", "1.5"], "--fraction: '1.5' is not a fraction in (0, 1]"),
+    (["--fraction", "-0.5"], "is not a fraction in (0, 1]"),
+    (["--fraction", "nan"], "is not a fraction in (0, 1]"),
+    (["--fraction", "inf"], "is not a fraction in (0, 1]"),
+    (["--fraction", "0.5x"], "is not a fraction in (0, 1]"),
+    (["--limit", "0"], "--limit: '0' is not a byte size above 0"),
+    (["--limit", "-1G"], "--limit: '-1G' is not a byte size above 0"),
+    (["--limit", "ten"], "is not a byte size above 0"),
+    (["--limit", "10GiBs"], "is not a byte size above 0"),
+    (["--limit", "1e30"], "is not a byte size above 0"),
+    (["--limit", "1G", "--fraction", "0.5"], "--limit and --fraction exclude each other"),
+    (["--fraction-of", "available"], "--fraction-of: 'available' is not one of total, free"),
+    (["--async-prealloc", "-2"], "--async-prealloc: '-2' is not a byte size"),
+    (["--free-sync", "later"], "--free-sync: 'later' is not one of defer, sync, none"),
+    (["--log-level", "verbose"], "--log-level: 'verbose' is not one of off, error, warn, info, debug, trace"),
+    (["--log-file="], "--log-file needs a file name"),
+    (["--sim-devices", "2"], "--sim-devices and --sim-memory need --sim"),
+    (["--sim", "--sim-devices", "0"], "--sim-devices: '0' is not a device count"),
+    (["--sim", "--sim-devices", "two"], "--sim-devices: 'two' is not a device count"),
+    (["--sim", "--sim-memory", "0"], "--sim-memory: '0' is not a byte size above 0"),
+    (["--sim", "--sim-memory", "lots"], "--sim-memory: 'lots' is not a byte size above 0"),
+    (["--sim", "--sim-memory", "8G,"], "--sim-memory: '8G,' is not a byte size above 0 or a comma list"),
+    (["--sim", "--sim-memory", "8G,,2G"], "--sim-memory: '8G,,2G' is not a byte size above 0 or a comma list"),
+    (["--sim", "--sim-devices", "65"], "--sim-devices: '65' is not a device count from 1 to 64"),
+    (["--stats"], "--stats is not available in this version"),
+    (["--stats-file", "x.json"], "--stats-file is not available in this version"),
+    (["--trace"], "--trace is not available in this version"),
+    (["--bogus"], "unknown option '--bogus'"),
+    (["-x"], "unknown option '-x'"),
+    (["--no-preallocate=yes"], "--no-preallocate takes no value"),
+]
+
+
+def wrapper(args, env=None, program=None):
+    """Runs gpumem-run with `args`, then `program` (a list) if given, in a clean environment."""
+    return testlib.run([WRAPPER, *args, *(program or [])], env=env, preload=False, sim=False, timeout=30)
+
+
+def parse_print_env(text):
+    """--print-env's output -> (variables exported, variables unset)."""
+    exported, unset = {}, []
+    for line in text.splitlines():
+        words = shlex.split(line)
+        if words[0] == "export":
+            name, _, value = words[1].partition("=")
+            exported[name] = value
+        elif words[0] == "unset":
+            unset.extend(words[1:])
+        else:
+            raise AssertionError(f"unexpected --print-env line: {line!r}")
+    return exported, unset
+
+
+def parse_env_output(text):
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def same_file(a, b):
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+class WrapperTestCase(testlib.TestCase):
+    def print_env(self, args, env=None):
+        result = wrapper(["--print-env", *args], env=env)
+        self.assertSucceeded(result)
+        # ld.so complains (on stderr) about libraries a test puts in LD_PRELOAD that do not exist.
+        if "LD_PRELOAD" not in (env or {}):
+            self.assertEqual(result.stderr, "", result.describe())
+        return parse_print_env(result.stdout)
+
+    def program_env(self, args, env=None):
+        result = wrapper(args, env=env, program=["env"])
+        self.assertSucceeded(result)
+        return parse_env_output(result.stdout)
+
+
+class OptionTest(WrapperTestCase):
+    def test_no_option_preloads_the_shim_and_sets_nothing_else(self):
+        exported, unset = self.print_env([])
+        self.assertEqual(list(exported), ["LD_PRELOAD"])
+        self.assertTrue(same_file(exported["LD_PRELOAD"], testlib.shim_path()), exported)
+        self.assertEqual(unset, [])
+
+    def test_each_option_in_print_env(self):
+        for args, expected in OPTION_EFFECTS:
+            with self.subTest(args=args):
+                exported, _ = self.print_env(args)
+                policy = {k: v for k, v in exported.items() if k.startswith("GPUMEM_")}
+                self.assertEqual(policy, expected)
+
+    def test_each_option_reaches_the_program(self):
+        for args, expected in OPTION_EFFECTS:
+            with self.subTest(args=args):
+                seen = self.program_env(args)
+                policy = {k: v for k, v in seen.items() if k.startswith("GPUMEM_")}
+                self.assertEqual(policy, expected)
+                self.assertTrue(same_file(seen["LD_PRELOAD"], testlib.shim_path()), seen["LD_PRELOAD"])
+
+    def test_what_it_exports_is_what_the_policy_reads(self):
+        # The shim's own parser (policy_probe) accepts every value the wrapper lets through.
+        for args, _ in OPTION_EFFECTS:
+            with self.subTest(args=args):
+                result = wrapper(args, program=[POLICY_PROBE])
+                self.assertSucceeded(result)
+        result = wrapper(["--mode", "cuda_async", "--no-preallocate", "--fraction", "0.5", "--fraction-of", "free",
+                          "--free-sync", "sync", "--no-garbage-collection", "--async-prealloc", "1GiB",
+                          "--log-level", "info", "--log-file", "/tmp/g.log"], program=[POLICY_PROBE])
+        self.assertSucceeded(result)
+        self.assertEqual(
+            result.stdout.strip(),
+            "mode=cuda_async(GPUMEM_MODE) preallocate=off(GPUMEM_PREALLOCATE) "
+            "limit=0.5(GPUMEM_MEM_FRACTION) of free(GPUMEM_FRACTION_OF) free_sync=sync(GPUMEM_FREE_SYNC) "
+            "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) async_prealloc=1GiB(GPUMEM_ASYNC_PREALLOC) "
+            "log_level=info(GPUMEM_LOG_LEVEL) log_file=\"/tmp/g.log\"(GPUMEM_LOG_FILE)")
+        limited = wrapper(["--limit", "1.5G"], program=[POLICY_PROBE])
+        self.assertSucceeded(limited)
+        self.assertIn(" limit=1536MiB(GPUMEM_LIMIT) ", limited.stdout)
+
+    def test_options_override_xla_and_tf_variables(self):
+        env = {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform", "TF_FORCE_GPU_ALLOW_GROWTH": "false"}
+        result = wrapper(["--mode", "bfc", "--no-preallocate"], env=env, program=[POLICY_PROBE])
+        self.assertSucceeded(result)
+        self.assertIn("mode=bfc(GPUMEM_MODE) preallocate=off(GPUMEM_PREALLOCATE)", result.stdout)
+
+    def test_inherited_variables_apply_where_no_option_is_given(self):
+        env = {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.3", "GPUMEM_FREE_SYNC": "none"}
+        seen = self.program_env(["--mode", "platform"], env=env)
+        self.assertEqual(seen["XLA_PYTHON_CLIENT_MEM_FRACTION"], "0.3")
+        self.assertEqual(seen["GPUMEM_FREE_SYNC"], "none")
+        self.assertEqual(seen["GPUMEM_MODE"], "platform")
+        # An option replaces an inherited GPUMEM_* value.
+        self.assertEqual(self.program_env(["--free-sync", "sync"], env=env)["GPUMEM_FREE_SYNC"], "sync")
+
+    def test_fraction_unsets_an_inherited_limit(self):
+        # GPUMEM_LIMIT would win over the fraction asked for on the command line.
+        env = {"GPUMEM_LIMIT": "1GiB"}
+        exported, unset = self.print_env(["--fraction", "0.5"], env=env)
+        self.assertEqual(unset, ["GPUMEM_LIMIT"])
+        self.assertEqual(exported["GPUMEM_MEM_FRACTION"], "0.5")
+        seen = self.program_env(["--fraction", "0.5"], env=env)
+        self.assertNotIn("GPUMEM_LIMIT", seen)
+        self.assertEqual(self.program_env([], env=env)["GPUMEM_LIMIT"], "1GiB")
+
+    def test_last_of_a_repeated_option_wins(self):
+        exported, _ = self.print_env(["--mode", "off", "--mode", "platform", "--preallocate", "--no-preallocate"])
+        self.assertEqual(exported["GPUMEM_MODE"], "platform")
+        self.assertEqual(exported["GPUMEM_PREALLOCATE"], "false")
+
+    def test_print_env_output_can_be_evaluated_by_a_shell(self):
+        args = ["--print-env", "--log-file", "/tmp/a b'c", "--mode", "off"]
+        script = f'eval "$({shlex.join([WRAPPER, *args])})" && printf "%s\\n" "$GPUMEM_LOG_FILE" "$GPUMEM_MODE"'
+        result = testlib.run(["bash", "-c", script], preload=False, sim=False)
+        self.assertSucceeded(result)
+        self.assertEqual(result.stdout, "/tmp/a b'c\noff\n")
+
+    def test_print_env_does_not_run_the_program(self):
+        result = wrapper(["--print-env"], program=["sh", "-c", "echo ran"])
+        self.assertSucceeded(result)
+        self.assertNotIn("ran", result.stdout)
+
+
+class BadOptionTest(WrapperTestCase):
+    def test_bad_options_exit_2_with_a_message_and_do_not_run_the_program(self):
+        for args, message in BAD_COMMAND_LINES:
+            with self.subTest(args=args):
+                result = wrapper(args, program=["sh", "-c", "echo ran"])
+                self.assertEqual(result.returncode, 2, result.describe())
+                self.assertTrue(result.stderr.startswith("gpumem-run: --") or
+                                result.stderr.startswith("gpumem-run: unknown option"), result.stderr)
+                self.assertIn(message, result.stderr)
+                self.assertIn("Try 'gpumem-run --help'", result.stderr)
+                self.assertEqual(result.stdout, "")
+
+    def test_missing_program_or_value(self):
+        for args in ([], ["--mode", "platform"], ["--"], ["--mode"], ["--limit"]):
+            with self.subTest(args=args):
+                result = wrapper(args)
+                self.assertEqual(result.returncode, 2, result.describe())
+                self.assertRegex(result.stderr, r"gpumem-run: (no program given|--\w+ needs a value)")
+
+    def test_program_not_found(self):
+        result = wrapper([], program=["gpumem-no-such-program-here"])
+        self.assertEqual(result.returncode, 127, result.describe())
+        self.assertIn("gpumem-no-such-program-here: command not found", result.stderr)
+        with tempfile.NamedTemporaryFile() as not_executable:
+            result = wrapper([], program=[not_executable.name])
+            self.assertEqual(result.returncode, 126, result.describe())
+            self.assertIn("not executable", result.stderr)
+
+
+class PassThroughTest(WrapperTestCase):
+    def test_exit_status(self):
+        for status in (0, 1, 7, 255):
+            with self.subTest(status=status):
+                self.assertEqual(wrapper([], program=["sh", "-c", f"exit {status}"]).returncode, status)
+
+    def test_signal(self):
+        # Killed by the signal itself, not a shell's 128+N: the program replaced the wrapper.
+        for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGSEGV):
+            with self.subTest(signal=sig.name):
+                result = wrapper(["--mode", "platform"], program=["sh", "-c", f"kill -{int(sig)} $$"])
+                self.assertEqual(result.returncode, -sig, result.describe())
+
+    def test_program_replaces_the_wrapper(self):
+        # Same process: nothing stays behind to interfere with signals, stdin or the exit status.
+        popen = subprocess.Popen([WRAPPER, "sh", "-c", "echo $$"], stdout=subprocess.PIPE, text=True,
+                                 env=testlib.clean_environment())
+        out, _ = popen.communicate(timeout=30)
+        self.assertEqual(popen.returncode, 0)
+        self.assertEqual(int(out), popen.pid)
+
+    def test_stdin_and_arguments_pass_unchanged(self):
+        args = ["a b", "", "*", "--mode", "bogus", "$HOME", "--"]
+        result = testlib.run([WRAPPER, "--mode", "off", "--", "sh", "-c", 'cat; printf "[%s]\\n" "$@"', "sh", *args],
+                             preload=False, sim=False, input_text="from stdin\n")
+        self.assertSucceeded(result)
+        self.assertEqual(result.stdout, "from stdin\n" + "".join(f"[{a}]\n" for a in args))
+
+    def test_double_dash_ends_options(self):
+        # After --, a program whose name looks like an option is run, not parsed.
+        with tempfile.TemporaryDirectory() as tmp:
+            program = os.path.join(tmp, "--mode")
+            with open(program, "w") as f:
+                f.write("#!/bin/sh\necho \"dashed $GPUMEM_MODE\"\n")
+            os.chmod(program, 0o755)
+            result = testlib.run([WRAPPER, "--mode", "platform", "--", "--mode"], env={"PATH": f"{tmp}:/usr/bin:/bin"},
+                                 preload=False, sim=False)
+            self.assertSucceeded(result)
+            self.assertEqual(result.stdout, "dashed platform\n")
+        # Options after the program are the program's.
+        result = wrapper(["--"], program=["printf", "%s\\n", "--mode", "x"])
+        self.assertSucceeded(result)
+        self.assertEqual(result.stdout, "--mode\nx\n")
+
+
+class PreloadTest(WrapperTestCase):
+    def test_appends_to_an_existing_preload(self):
+        exported, _ = self.print_env([], env={"LD_PRELOAD": "/opt/other/libfirst.so"})
+        first, shim = exported["LD_PRELOAD"].split(":")
+        self.assertEqual(first, "/opt/other/libfirst.so")
+        self.assertTrue(same_file(shim, testlib.shim_path()))
+
+    def test_appends_to_a_space_separated_preload(self):
+        exported, _ = self.print_env([], env={"LD_PRELOAD": "/a.so /b.so"})
+        self.assertTrue(exported["LD_PRELOAD"].startswith("/a.so /b.so:"), exported)
+
+    def test_does_not_preload_twice(self):
+        shim = os.path.realpath(testlib.shim_path())
+        for existing in (shim, f"/a.so:{shim}", f"{shim} /b.so"):
+            with self.subTest(existing=existing):
+                exported, _ = self.print_env([], env={"LD_PRELOAD": existing})
+                self.assertEqual(exported["LD_PRELOAD"], existing)
+
+    def test_program_really_has_the_shim_loaded(self):
+        # /proc/self/maps of the program (cat) lists the shim.
+        result = wrapper([], program=["cat", "/proc/self/maps"])
+        self.assertSucceeded(result)
+        self.assertIn(os.path.realpath(testlib.shim_path()), result.stdout)
+
+
+class SimulatorTest(WrapperTestCase):
+    def test_sim_puts_the_simulator_first_on_the_library_path(self):
+        exported, _ = self.print_env(["--sim"], env={"LD_LIBRARY_PATH": "/opt/lib"})
+        first, rest = exported["LD_LIBRARY_PATH"].split(":", 1)
+        self.assertTrue(same_file(first, testlib.sim_dir()), first)
+        self.assertEqual(rest, "/opt/lib")
+        self.assertNotIn("CUDASIM_DEVICES", exported)
+        self.assertNotIn("CUDASIM_DEVICE_MEMORY", exported)
+        self.assertNotIn("LD_LIBRARY_PATH", self.print_env([])[0])
+
+    def test_sim_devices_and_memory(self):
+        cases = [("1GiB", 1 << 30), ("1.5G", 3 << 29), ("512MB", 512_000_000), ("1e9", 10**9), ("80 GiB", 80 << 30),
+                 ("4096", 4096)]
+        cases += [("8G,2GiB", f"{8 << 30},{2 << 30}"), ("1GiB, 512M", f"{1 << 30},{512 << 20}")]
+        for text, size in cases:
+            with self.subTest(memory=text):
+                exported, _ = self.print_env(["--sim", "--sim-devices", "3", "--sim-memory", text])
+                self.assertEqual(exported["CUDASIM_DEVICES"], "3")
+                self.assertEqual(exported["CUDASIM_DEVICE_MEMORY"], str(size))
+
+    def test_sim_reaches_the_program(self):
+        seen = self.program_env(["--sim", "--sim-devices=2", "--sim-memory=2GiB"])
+        self.assertTrue(same_file(seen["LD_LIBRARY_PATH"].split(":")[0], testlib.sim_dir()))
+        self.assertEqual(seen["CUDASIM_DEVICES"], "2")
+        self.assertEqual(seen["CUDASIM_DEVICE_MEMORY"], str(2 << 30))
+
+
+class EndToEndTest(WrapperTestCase):
+    """A driver-API program (one 1 MiB allocation) run through the wrapper over the simulator: the
+    options reach the shim, as the simulator's report of what the driver was asked shows."""
+
+    def run_alloc(self, args):
+        result = testlib.run([WRAPPER, "--sim", "--sim-memory", "1GiB", *args, WRAPPER_ALLOC],
+                             env={"CUDASIM_CONTEXT_OVERHEAD": "0"}, preload=False, sim=True)
+        self.assertSucceeded(result)
+        self.assertIsNotNone(result.report, result.describe())
+        return result
+
+    def test_default_preallocates_three_quarters(self):
+        result = self.run_alloc([])
+        device = result.device(0)
+        self.assertEqual(device["total_bytes"], GiB)
+        self.assertEqual(device["driver_allocs"], 1)
+        self.assertEqual(device["peak_bytes_reserved"], 768 * MiB)
+        self.assertIn(f"total={768 * MiB} ", result.stdout)
+
+    def test_fraction_and_limit(self):
+        for args, reserved in ((["--fraction", "0.5"], 512 * MiB), (["--limit", "100MiB"], 100 * MiB)):
+            with self.subTest(args=args):
+                device = self.run_alloc(args).device(0)
+                self.assertEqual(device["driver_allocs"], 1)
+                self.assertEqual(device["peak_bytes_reserved"], reserved)
+
+    def test_platform_and_off_pass_requests_through(self):
+        for mode in ("platform", "off"):
+            with self.subTest(mode=mode):
+                result = self.run_alloc(["--mode", mode])
+                self.assertEqual(result.device(0)["peak_bytes_reserved"], MiB)
+                self.assertIn(f"total={GiB} ", result.stdout)
+
+    def test_no_preallocate_grows(self):
+        device = self.run_alloc(["--no-preallocate"]).device(0)
+        self.assertGreaterEqual(device["peak_bytes_reserved"], MiB)
+        self.assertLess(device["peak_bytes_reserved"], 768 * MiB)
+
+    def test_cuda_async_uses_a_pool(self):
+        device = self.run_alloc(["--mode", "cuda_async"]).device(0)
+        self.assertEqual(device["driver_allocs"], 0)
+        self.assertGreaterEqual(device["pool"]["async_allocs"], 1)
+
+    def test_sim_devices(self):
+        result = self.run_alloc(["--sim-devices", "2"])
+        self.assertEqual([d["total_bytes"] for d in result.report["devices"]], [GiB, GiB])
+
+
+class InfoTest(WrapperTestCase):
+    def test_help(self):
+        result = wrapper(["--help"])
+        self.assertSucceeded(result)
+        self.assertTrue(result.stdout.startswith("Usage: gpumem-run [OPTIONS] [--] PROGRAM [ARGS...]"))
+        for option in ("--mode", "--fraction", "--limit", "--fraction-of", "--preallocate", "--no-preallocate",
+                       "--free-sync", "--log-level", "--log-file", "--sim", "--sim-devices", "--sim-memory",
+                       "--print-env", "--version", "--async-prealloc", "--no-garbage-collection"):
+            self.assertRegex(result.stdout, rf"\n\s+(-h, )?{option}\b")
+        self.assertEqual(wrapper(["-h"]).stdout, result.stdout)
+
+    def test_version_is_the_project_version(self):
+        with open(os.path.join(SOURCE_ROOT, "meson.build")) as f:
+            version = re.search(r"version:\s*'([^']+)'", f.read()).group(1)
+        result = wrapper(["--version"])
+        self.assertSucceeded(result)
+        self.assertEqual(result.stdout, f"gpumem-run (gpumem) {version}\n")
+
+
+class LayoutTest(WrapperTestCase):
+    """The wrapper outside the build tree: installed under a prefix, and reached through a symlink."""
+
+    @staticmethod
+    def configured_value(name):
+        with open(WRAPPER) as f:
+            return re.search(rf"^readonly {name}='([^']*)'", f.read(), re.M).group(1)
+
+    def test_installed_layout_under_a_moved_prefix(self):
+        libdir = self.configured_value("libdir_from_prefix")
+        bindir = self.configured_value("bindir_from_prefix")
+        with tempfile.TemporaryDirectory() as prefix:
+            os.makedirs(os.path.join(prefix, bindir))
+            simulator = os.path.join(prefix, libdir, "gpumem", "cudasim")
+            os.makedirs(simulator)
+            installed = os.path.join(prefix, bindir, "gpumem-run")
+            shutil.copy2(WRAPPER, installed)
+            shutil.copy2(testlib.shim_path(), os.path.join(prefix, libdir, "libgpumem.so"))
+            shutil.copy2(os.path.join(testlib.sim_dir(), "libcuda.so.1"), simulator)
+            result = testlib.run([installed, "--print-env", "--sim"], preload=False, sim=False)
+            self.assertSucceeded(result)
+            exported, _ = parse_print_env(result.stdout)
+            self.assertTrue(same_file(exported["LD_PRELOAD"], os.path.join(prefix, libdir, "libgpumem.so")), exported)
+            self.assertTrue(same_file(exported["LD_LIBRARY_PATH"], simulator), exported)
+
+    def test_symlink_to_the_build_tree_wrapper(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            link = os.path.join(tmp, "gpumem-run")
+            os.symlink(WRAPPER, link)
+            result = testlib.run([link, "--print-env"], preload=False, sim=False)
+            self.assertSucceeded(result)
+            self.assertTrue(same_file(parse_print_env(result.stdout)[0]["LD_PRELOAD"], testlib.shim_path()))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

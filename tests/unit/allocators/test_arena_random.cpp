@@ -1,0 +1,234 @@
+// The arena against a reference model under long random operation sequences, and under several
+// threads at once.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "arena_test_support.h"
+
+using namespace gpumem;
+using namespace gpumem::test;
+
+namespace {
+
+// What the model knows of a live block.
+struct LiveBlock {
+  std::size_t requested = 0;
+  std::size_t size = 0;  // chunk size the arena reported at allocation
+};
+
+// The reference model: live blocks by address plus the counters the arena must agree with.
+struct Model {
+  std::map<std::uintptr_t, LiveBlock> live;
+  std::uint64_t num_allocs = 0;
+  std::size_t bytes_in_use = 0;
+  std::size_t bytes_requested = 0;
+  std::size_t peak_bytes_in_use = 0;
+  std::size_t largest_alloc_size = 0;
+};
+
+struct Scenario {
+  const char* name;
+  ArenaOptions options;
+  RegionSourceLimits source_limits;
+};
+
+// Checks a newly allocated block against the model and the arena, then records it.
+void record_allocation(const BfcArena& arena, Model& model, std::uintptr_t ptr, std::size_t bytes) {
+  const std::size_t rounded = (bytes + 255) / 256 * 256;
+  REQUIRE(ptr % 256 == 0);
+  const auto info = arena.find(ptr);
+  REQUIRE(info);
+  REQUIRE(info->base == ptr);
+  REQUIRE(info->in_use);
+  REQUIRE(info->requested == bytes);
+  REQUIRE(info->size >= rounded);
+  if (info->size > rounded) {  // served whole: the split rule must not have applied
+    REQUIRE(info->size < 2 * rounded);
+    REQUIRE(info->size - rounded < arena.options().max_internal_fragmentation);
+  }
+  // Inside its region.
+  REQUIRE(ptr >= info->region.base);
+  REQUIRE(ptr + info->size <= info->region.base + info->region.size);
+  // No overlap with the live neighbours (the live set is kept disjoint inductively).
+  const auto next = model.live.lower_bound(ptr);
+  if (next != model.live.end()) REQUIRE(ptr + info->size <= next->first);
+  if (next != model.live.begin()) {
+    const auto prev = std::prev(next);
+    REQUIRE(prev->first + prev->second.size <= ptr);
+  }
+  model.live.emplace(ptr, LiveBlock{bytes, info->size});
+  ++model.num_allocs;
+  model.bytes_in_use += info->size;
+  model.bytes_requested += bytes;
+  model.peak_bytes_in_use = std::max(model.peak_bytes_in_use, model.bytes_in_use);
+  model.largest_alloc_size = std::max(model.largest_alloc_size, rounded);
+}
+
+void check_against_model(const BfcArena& arena, const FakeRegionSource& source, const Model& model) {
+  REQUIRE(arena.validate());
+  const ArenaStats stats = arena.stats();
+  REQUIRE(stats.num_allocs == model.num_allocs);
+  REQUIRE(stats.bytes_in_use == model.bytes_in_use);
+  REQUIRE(stats.bytes_requested == model.bytes_requested);
+  REQUIRE(stats.peak_bytes_in_use == model.peak_bytes_in_use);
+  REQUIRE(stats.largest_alloc_size == model.largest_alloc_size);
+  REQUIRE(stats.bytes_reserved == source.log().live_bytes);
+  REQUIRE(stats.regions == source.log().live_regions);
+  REQUIRE(stats.region_reservations == source.log().reservations);
+  REQUIRE(stats.region_releases == source.log().releases);
+  REQUIRE(stats.bytes_reserved <= stats.bytes_limit);
+  REQUIRE(stats.bytes_in_use + stats.bytes_fenced + stats.largest_free_block <= stats.bytes_reserved);
+  REQUIRE(stats.fragmentation >= 0.0);
+  REQUIRE(stats.fragmentation <= 1.0);
+}
+
+// Random sizes: mostly small, sometimes up to 1 MiB, rarely up to 8 MiB.
+std::size_t random_size(std::mt19937_64& rng) {
+  const auto pick = rng() % 100;
+  if (pick < 70) return 1 + rng() % (16 * kKiB);
+  if (pick < 97) return 1 + rng() % kMiB;
+  return 1 + rng() % (8 * kMiB);
+}
+
+void run_model(const Scenario& scenario, std::uint64_t seed, int operations) {
+  FakeRegionSource source(scenario.source_limits);
+  BfcArena arena(source, scenario.options);
+  Model model;
+  std::mt19937_64 rng(seed);
+  std::vector<std::uintptr_t> order;  // live pointers, for picking one at random
+  FenceId next_fence = 1;
+  constexpr std::size_t kTargetLive = 80;
+  constexpr std::uintptr_t kStreams[] = {0, 0x100, 0x200};
+
+  for (int step = 0; step < operations; ++step) {
+    const bool allocate = order.empty() || rng() % 100 < (order.size() < kTargetLive ? 60u : 40u);
+    if (allocate) {
+      const std::size_t bytes = random_size(rng);
+      const std::uintptr_t stream = kStreams[rng() % 3];
+      std::uintptr_t ptr = 0;
+      Status status = arena.allocate(bytes, ptr, stream);
+      if (status == Status::fences_pending) {
+        REQUIRE(arena.has_pending_fences());
+        arena.resolve_fences_through(next_fence);
+        REQUIRE_FALSE(arena.has_pending_fences());
+        status = arena.allocate(bytes, ptr, stream);
+      }
+      if (status == Status::ok) {
+        record_allocation(arena, model, ptr, bytes);
+        order.push_back(ptr);
+      } else {
+        REQUIRE(status == Status::out_of_memory);
+        REQUIRE_FALSE(arena.has_pending_fences());
+        // No free chunk fits: the best-fit search missed nothing.
+        REQUIRE(arena.stats().largest_free_block < (bytes + 255) / 256 * 256);
+      }
+    } else {
+      const std::size_t index = rng() % order.size();
+      const std::uintptr_t ptr = order[index];
+      order[index] = order.back();
+      order.pop_back();
+      const auto block = model.live.find(ptr);
+      REQUIRE(block != model.live.end());
+      Fence fence;
+      if (rng() % 4 == 0) fence = Fence{next_fence++, kStreams[rng() % 3]};
+      REQUIRE(arena.deallocate(ptr, fence) == Status::ok);
+      REQUIRE(arena.deallocate(ptr) == Status::double_free);
+      model.bytes_in_use -= block->second.size;
+      model.bytes_requested -= block->second.requested;
+      model.live.erase(block);
+      if (rng() % 64 == 0) arena.resolve_fences_through(next_fence - rng() % 8);
+    }
+    check_against_model(arena, source, model);
+  }
+  for (const std::uintptr_t ptr : order) REQUIRE(arena.deallocate(ptr) == Status::ok);
+  arena.resolve_fences_through(next_fence);
+  const ArenaStats stats = arena.stats();
+  CHECK(stats.bytes_in_use == 0);
+  CHECK(stats.bytes_fenced == 0);
+  CHECK(stats.chunks == stats.regions);  // everything coalesced back to one chunk per region
+  CHECK(arena.validate());
+}
+
+}  // namespace
+
+TEST_CASE("randomized operations agree with the reference model", "[arena][random]") {
+  ArenaOptions preallocate = preallocated(96 * kMiB);
+  ArenaOptions growth = growing(96 * kMiB, true);
+  ArenaOptions tight = preallocated(96 * kMiB);
+  tight.max_internal_fragmentation = 64 * kKiB;
+  const Scenario scenarios[] = {
+      {"preallocate", preallocate, {}},
+      {"growth with garbage collection and a capped source", growth, {48 * kMiB, 80 * kMiB}},
+      {"preallocate, low fragmentation threshold", tight, {}},
+  };
+  const std::uint64_t seeds[] = {1, 2, 3};
+  for (std::size_t index = 0; index < 3; ++index) {
+    DYNAMIC_SECTION(scenarios[index].name << ", seed " << seeds[index]) {
+      run_model(scenarios[index], seeds[index], 100'000);
+    }
+  }
+}
+
+TEST_CASE("several threads hammer one arena over host memory", "[arena][threads]") {
+  HostRegionSource source;
+  BfcArena arena(source, preallocated(64 * kMiB));
+  constexpr int kThreads = 4;
+  constexpr int kOperations = 20'000;
+  std::atomic<std::uint64_t> allocations{0};
+  std::atomic<FenceId> fence_ids{1};
+  std::atomic<int> failures{0};
+
+  auto worker = [&](int thread) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(thread) + 100);
+    std::vector<std::pair<std::uintptr_t, std::size_t>> mine;
+    const auto tag = static_cast<unsigned char>(0x10 + thread);
+    for (int step = 0; step < kOperations; ++step) {
+      if (mine.empty() || (mine.size() < 64 && rng() % 2 == 0)) {
+        const std::size_t bytes = 1 + rng() % (4 * kKiB);
+        std::uintptr_t ptr = 0;
+        Status status = arena.allocate(bytes, ptr);
+        if (status == Status::fences_pending) {
+          arena.resolve_fences_through(fence_ids.load());
+          status = arena.allocate(bytes, ptr);
+        }
+        if (status != Status::ok) {
+          if (status != Status::fences_pending) ++failures;  // another thread may fence meanwhile
+          continue;
+        }
+        std::memset(reinterpret_cast<void*>(ptr), tag, bytes);
+        mine.emplace_back(ptr, bytes);
+        ++allocations;
+      } else {
+        const std::size_t index = rng() % mine.size();
+        const auto [ptr, bytes] = mine[index];
+        mine[index] = mine.back();
+        mine.pop_back();
+        const auto* memory = reinterpret_cast<const unsigned char*>(ptr);
+        // Another thread writing into this block would mean two live blocks overlap.
+        if (memory[0] != tag || memory[bytes / 2] != tag || memory[bytes - 1] != tag) ++failures;
+        const Fence fence = rng() % 3 == 0 ? Fence{fence_ids.fetch_add(1), 0} : Fence{};
+        if (arena.deallocate(ptr, fence) != Status::ok) ++failures;
+        if (rng() % 100 == 0) arena.resolve_fences_through(fence_ids.load() - 1);
+      }
+    }
+    for (const auto& block : mine) {
+      if (arena.deallocate(block.first) != Status::ok) ++failures;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int thread = 0; thread < kThreads; ++thread) threads.emplace_back(worker, thread);
+  for (std::thread& thread : threads) thread.join();
+
+  CHECK(failures.load() == 0);
+  arena.resolve_fences_through(fence_ids.load());
+  const ArenaStats stats = arena.stats();
+  CHECK(stats.num_allocs == allocations.load());
+  CHECK(stats.bytes_in_use == 0);
+  CHECK(stats.bytes_fenced == 0);
+  CHECK(stats.chunks == 1);
+  CHECK(arena.validate());
+}

@@ -1,0 +1,165 @@
+// Region sizing: preallocation, growth, the 0.9x back-off, garbage collection and the limit.
+#include "arena_test_support.h"
+
+using namespace gpumem;
+using namespace gpumem::test;
+
+namespace {
+std::size_t backed_off(std::size_t bytes) { return static_cast<std::size_t>(static_cast<double>(bytes) * 0.9) / 256 * 256; }
+}  // namespace
+
+TEST_CASE("preallocate: one region of exactly the limit", "[sizing]") {
+  FakeRegionSource source;
+  BfcArena arena(source, preallocated(10 * kMiB));
+  must_allocate(arena, 1);
+  must_allocate(arena, 5 * kMiB);
+  CHECK(source.log().requests == std::vector<std::size_t>{10 * kMiB});
+  CHECK(arena.stats().regions == 1);
+  CHECK(arena.stats().region_refusals == 0);
+}
+
+TEST_CASE("preallocate: a refused limit is retried at 0.9x until it fits", "[sizing][backoff]") {
+  FakeRegionSource source(RegionSourceLimits{8 * kMiB, SIZE_MAX});
+  BfcArena arena(source, preallocated(10 * kMiB));
+  must_allocate(arena, kMiB);
+  const std::size_t first = 10 * kMiB, second = backed_off(first), third = backed_off(second),
+                    fourth = backed_off(third);
+  REQUIRE(fourth <= 8 * kMiB);
+  REQUIRE(third > 8 * kMiB);
+  CHECK(source.log().requests == std::vector<std::size_t>{first, second, third, fourth});
+  const ArenaStats stats = arena.stats();
+  CHECK(stats.region_refusals == 3);  // how the arena says it backed off
+  CHECK(stats.bytes_reserved == fourth);
+  CHECK(stats.bytes_limit == 10 * kMiB);
+}
+
+TEST_CASE("preallocate: back-off stops below the request", "[sizing][backoff]") {
+  FakeRegionSource source(RegionSourceLimits{kMiB, SIZE_MAX});
+  BfcArena arena(source, preallocated(10 * kMiB));
+  std::uintptr_t ptr = 0;
+  CHECK(arena.allocate(2 * kMiB, ptr) == Status::out_of_memory);
+  for (std::size_t request : source.log().requests) CHECK(request >= 2 * kMiB);
+  CHECK(source.log().reservations == 0);
+  // A request that fits the source's cap still gets a (backed-off) region.
+  must_allocate(arena, kMiB / 2);
+  CHECK(arena.stats().bytes_reserved <= kMiB);
+  CHECK(arena.stats().bytes_reserved >= kMiB / 2);
+}
+
+TEST_CASE("growth: regions start at 2 MiB and double", "[sizing][growth]") {
+  FakeRegionSource source;
+  BfcArena arena(source, growing(1024 * kMiB));
+  must_allocate(arena, kMiB);      // region 2 MiB
+  must_allocate(arena, kMiB);      // fits in it
+  must_allocate(arena, kMiB);      // region 4 MiB
+  must_allocate(arena, 5 * kMiB);  // region 8 MiB
+  CHECK(source.log().requests == std::vector<std::size_t>{2 * kMiB, 4 * kMiB, 8 * kMiB});
+  CHECK(arena.stats().regions == 3);
+  CHECK(arena.stats().bytes_reserved == 14 * kMiB);
+}
+
+TEST_CASE("growth: a large request gets a region of at least its size", "[sizing][growth]") {
+  FakeRegionSource source;
+  BfcArena arena(source, growing(1024 * kMiB));
+  must_allocate(arena, 20 * kMiB);  // 2 MiB doubled to 32 MiB
+  must_allocate(arena, 13 * kMiB);  // fits in the remaining 12 MiB? no: next region
+  CHECK(source.log().requests == std::vector<std::size_t>{32 * kMiB, 32 * kMiB});
+}
+
+TEST_CASE("growth: regions never exceed the limit", "[sizing][growth][limit]") {
+  FakeRegionSource source;
+  BfcArena arena(source, growing(40 * kMiB));
+  must_allocate(arena, 2 * kMiB);   // 2
+  must_allocate(arena, 4 * kMiB);   // 4
+  must_allocate(arena, 8 * kMiB);   // 8
+  const std::uintptr_t big = must_allocate(arena, 20 * kMiB);  // 32 wanted, 26 left under the limit
+  CHECK(source.log().requests.back() == 26 * kMiB);
+  CHECK(chunk_size(arena, big) == 26 * kMiB);  // 26 < 2 * 20: served whole by the split rule
+  CHECK(arena.stats().bytes_reserved == 40 * kMiB);
+  std::uintptr_t ptr = 0;
+  CHECK(arena.allocate(7 * kMiB, ptr) == Status::out_of_memory);
+  CHECK(source.log().requests.size() == 4);  // nothing asked beyond the limit
+  CHECK(arena.available() == 0);
+}
+
+TEST_CASE("growth: a refused region is retried at 0.9x", "[sizing][growth][backoff]") {
+  FakeRegionSource source(RegionSourceLimits{3 * kMiB, SIZE_MAX});
+  BfcArena arena(source, growing(64 * kMiB));
+  must_allocate(arena, 2 * kMiB);  // 2 MiB region: allowed
+  must_allocate(arena, kMiB);      // wants 4 MiB: refused, 3.6 refused, 3.24 refused, 2.916 ok
+  const std::vector<std::size_t> expected{2 * kMiB, 4 * kMiB, backed_off(4 * kMiB),
+                                          backed_off(backed_off(4 * kMiB)),
+                                          backed_off(backed_off(backed_off(4 * kMiB)))};
+  CHECK(source.log().requests == expected);
+  CHECK(arena.stats().region_refusals == 3);
+}
+
+TEST_CASE("garbage collection releases wholly free regions and retries", "[sizing][gc]") {
+  for (const bool gc : {false, true}) {
+    DYNAMIC_SECTION("garbage_collection " << gc) {
+      FakeRegionSource source;
+      BfcArena arena(source, growing(7 * kMiB, gc));
+      must_allocate(arena, 2 * kMiB);                   // region 1: 2 MiB
+      const std::uintptr_t b = must_allocate(arena, 4 * kMiB);  // region 2: 4 MiB
+      must_free(arena, b);
+      std::uintptr_t ptr = 0;
+      const Status status = arena.allocate(5 * kMiB, ptr);  // 1 MiB left under the limit
+      if (gc) {
+        CHECK(status == Status::ok);
+        CHECK(source.log().releases == 1);
+        CHECK(arena.stats().region_releases == 1);
+        CHECK(arena.stats().regions == 2);
+        CHECK(arena.stats().bytes_reserved == 7 * kMiB);
+        CHECK(source.log().requests.back() == 5 * kMiB);
+      } else {
+        CHECK(status == Status::out_of_memory);
+        CHECK(source.log().releases == 0);
+        CHECK(arena.stats().regions == 2);
+      }
+      CHECK(arena.validate());
+    }
+  }
+}
+
+TEST_CASE("release_free_regions gives back only wholly free regions", "[sizing][gc]") {
+  FakeRegionSource source;
+  BfcArena arena(source, growing(64 * kMiB));
+  const std::uintptr_t a = must_allocate(arena, 2 * kMiB);  // region 1
+  const std::uintptr_t b = must_allocate(arena, 3 * kMiB);  // region 2 (4 MiB)
+  must_free(arena, a);
+  CHECK(arena.release_free_regions() == 2 * kMiB);
+  CHECK_FALSE(arena.owns(a));
+  CHECK(arena.owns(b));
+  CHECK(arena.release_free_regions() == 0);
+  must_free(arena, b);
+  CHECK(arena.release_free_regions() == 4 * kMiB);
+  CHECK(arena.stats().bytes_reserved == 0);
+  CHECK(source.log().live_regions == 0);
+  must_allocate(arena, kMiB);  // grows again
+  CHECK(arena.validate());
+}
+
+TEST_CASE("the limit is enforced in preallocate mode", "[sizing][limit]") {
+  FakeRegionSource source;
+  BfcArena arena(source, preallocated(kMiB));
+  std::uintptr_t ptr = 0;
+  CHECK(arena.allocate(kMiB + 1, ptr) == Status::out_of_memory);
+  CHECK(arena.allocate(SIZE_MAX, ptr) == Status::out_of_memory);
+  must_allocate(arena, kMiB / 2);
+  must_allocate(arena, kMiB / 2);
+  CHECK(arena.allocate(1, ptr) == Status::out_of_memory);
+  CHECK(source.log().requests == std::vector<std::size_t>{kMiB});
+  CHECK(arena.available() == 0);
+}
+
+TEST_CASE("the destructor gives every region back", "[sizing]") {
+  FakeRegionSource source;
+  {
+    BfcArena arena(source, growing(64 * kMiB));
+    must_allocate(arena, kMiB);
+    must_allocate(arena, 3 * kMiB);
+    CHECK(source.log().live_regions == 2);
+  }
+  CHECK(source.log().live_regions == 0);
+  CHECK(source.log().live_bytes == 0);
+}

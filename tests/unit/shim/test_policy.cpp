@@ -1,0 +1,394 @@
+// The policy as a whole: every variable with good and bad values, precedence between the GPUMEM, XLA
+// and TF families, conflicts, the per-device limit and the describe() line.
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "policy.h"
+
+using gpumem::FractionBasis;
+using gpumem::FreeSync;
+using gpumem::LogLevel;
+using gpumem::Mode;
+using gpumem::Policy;
+using gpumem::PolicyResult;
+
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+constexpr std::size_t GiB = MiB << 10;
+
+using Environment = std::map<std::string, std::string, std::less<>>;
+
+PolicyResult evaluate(const Environment& environment) {
+  return gpumem::policy_from_environment([&](std::string_view name) -> std::optional<std::string_view> {
+    const auto found = environment.find(name);
+    if (found == environment.end()) return std::nullopt;
+    return std::string_view(found->second);
+  });
+}
+
+// The policy for an environment that must be valid.
+Policy policy_for(const Environment& environment) {
+  const PolicyResult result = evaluate(environment);
+  INFO("error: " << result.error);
+  REQUIRE(result.policy.has_value());
+  CHECK(result.error.empty());
+  return *result.policy;
+}
+
+// The error line for an environment that must be rejected.
+std::string error_for(const Environment& environment) {
+  const PolicyResult result = evaluate(environment);
+  REQUIRE_FALSE(result.policy.has_value());
+  REQUIRE_FALSE(result.error.empty());
+  CHECK(result.error.find('\n') == std::string::npos);
+  CHECK(result.error.rfind("gpumem: ", 0) == 0);
+  CHECK_THAT(result.error, Catch::EndsWith("; the shim is disabled for this process"));
+  return result.error;
+}
+
+}  // namespace
+
+TEST_CASE("an empty environment gives the defaults", "[policy]") {
+  const Policy policy = policy_for({});
+  CHECK(policy.mode == Mode::bfc);
+  CHECK(policy.preallocate);
+  CHECK_FALSE(policy.limit_bytes);
+  CHECK(policy.fraction == 0.75);
+  CHECK(policy.fraction_of == FractionBasis::total);
+  CHECK_FALSE(policy.async_prealloc);
+  CHECK(policy.free_sync == FreeSync::defer);
+  CHECK(policy.garbage_collection);
+  CHECK(policy.log_level == LogLevel::warn);
+  CHECK(policy.log_file.empty());
+  for (const auto* origin : {&policy.mode_origin, &policy.preallocate_origin, &policy.limit_origin,
+                             &policy.fraction_origin, &policy.fraction_of_origin, &policy.async_prealloc_origin,
+                             &policy.free_sync_origin, &policy.garbage_collection_origin,
+                             &policy.log_level_origin, &policy.log_file_origin}) {
+    CHECK(origin->variable == "default");
+  }
+}
+
+TEST_CASE("empty and blank values count as unset", "[policy]") {
+  const Policy policy = policy_for({{"GPUMEM_MODE", ""},
+                                    {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"},
+                                    {"GPUMEM_PREALLOCATE", "  "},
+                                    {"GPUMEM_LIMIT", ""},
+                                    {"XLA_CLIENT_MEM_FRACTION", "\t"},
+                                    {"GPUMEM_LOG_FILE", ""}});
+  CHECK(policy.mode == Mode::platform);
+  CHECK(policy.mode_origin.variable == "XLA_PYTHON_CLIENT_ALLOCATOR");
+  CHECK(policy.preallocate_origin.variable == "default");
+  CHECK_FALSE(policy.limit_bytes);
+  CHECK(policy.fraction_origin.variable == "default");
+  CHECK(policy.log_file.empty());
+}
+
+TEST_CASE("blanks around a value are ignored", "[policy]") {
+  const Policy policy = policy_for({{"GPUMEM_MODE", " platform\n"}, {"XLA_CLIENT_MEM_FRACTION", " 0.5 "}});
+  CHECK(policy.mode == Mode::platform);
+  CHECK(policy.fraction == 0.5);
+}
+
+TEST_CASE("mode: every spelling of each family", "[policy][mode]") {
+  const std::pair<Environment, Mode> cases[] = {
+      {{{"GPUMEM_MODE", "bfc"}}, Mode::bfc},
+      {{{"GPUMEM_MODE", "platform"}}, Mode::platform},
+      {{{"GPUMEM_MODE", "cuda_async"}}, Mode::cuda_async},
+      {{{"GPUMEM_MODE", "off"}}, Mode::off},
+      {{{"GPUMEM_MODE", "Platform"}}, Mode::platform},
+      {{{"XLA_PYTHON_CLIENT_ALLOCATOR", "default"}}, Mode::bfc},
+      {{{"XLA_PYTHON_CLIENT_ALLOCATOR", "bfc"}}, Mode::bfc},
+      {{{"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"}}, Mode::platform},
+      {{{"XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async"}}, Mode::cuda_async},
+      {{{"TF_GPU_ALLOCATOR", "cuda_malloc_async"}}, Mode::cuda_async},
+      {{{"TF_GPU_ALLOCATOR", "cuda_malloc"}}, Mode::platform},
+  };
+  for (const auto& [environment, mode] : cases) {
+    INFO(environment.begin()->first << "=" << environment.begin()->second);
+    const Policy policy = policy_for(environment);
+    CHECK(policy.mode == mode);
+    CHECK(policy.mode_origin.variable == environment.begin()->first);
+  }
+}
+
+TEST_CASE("mode: bad values name the variable and the accepted values", "[policy][mode]") {
+  CHECK(error_for({{"GPUMEM_MODE", "fast"}}) ==
+        "gpumem: GPUMEM_MODE=\"fast\" is not one of bfc, platform, cuda_async, off; the shim is disabled "
+        "for this process");
+  CHECK(error_for({{"XLA_PYTHON_CLIENT_ALLOCATOR", "off"}}) ==
+        "gpumem: XLA_PYTHON_CLIENT_ALLOCATOR=\"off\" is not one of default, bfc, platform, cuda_async; the "
+        "shim is disabled for this process");
+  CHECK(error_for({{"TF_GPU_ALLOCATOR", "bfc"}}) ==
+        "gpumem: TF_GPU_ALLOCATOR=\"bfc\" is not one of cuda_malloc_async, cuda_malloc; the shim is "
+        "disabled for this process");
+  // A variable a higher-precedence one overrides is still checked.
+  CHECK_THAT(error_for({{"GPUMEM_MODE", "bfc"}, {"TF_GPU_ALLOCATOR", "cuda_malloc_asinc"}}),
+             Catch::StartsWith("gpumem: TF_GPU_ALLOCATOR=\"cuda_malloc_asinc\""));
+}
+
+TEST_CASE("mode: GPUMEM beats XLA beats TF", "[policy][mode][precedence]") {
+  Environment environment{{"GPUMEM_MODE", "off"},
+                          {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"},
+                          {"TF_GPU_ALLOCATOR", "cuda_malloc_async"}};
+  CHECK(policy_for(environment).mode == Mode::off);
+  environment.erase("GPUMEM_MODE");
+  CHECK(policy_for(environment).mode == Mode::platform);
+  CHECK(policy_for(environment).mode_origin.variable == "XLA_PYTHON_CLIENT_ALLOCATOR");
+  environment.erase("XLA_PYTHON_CLIENT_ALLOCATOR");
+  CHECK(policy_for(environment).mode == Mode::cuda_async);
+  CHECK(policy_for(environment).mode_origin.variable == "TF_GPU_ALLOCATOR");
+}
+
+TEST_CASE("preallocation: each family, TF inverted", "[policy][preallocate]") {
+  CHECK_FALSE(policy_for({{"GPUMEM_PREALLOCATE", "0"}}).preallocate);
+  CHECK(policy_for({{"GPUMEM_PREALLOCATE", "yes"}}).preallocate);
+  CHECK_FALSE(policy_for({{"XLA_PYTHON_CLIENT_PREALLOCATE", "false"}}).preallocate);
+  CHECK_FALSE(policy_for({{"XLA_PYTHON_CLIENT_PREALLOCATE", "False"}}).preallocate);
+  CHECK(policy_for({{"XLA_PYTHON_CLIENT_PREALLOCATE", "true"}}).preallocate);
+  CHECK_FALSE(policy_for({{"TF_FORCE_GPU_ALLOW_GROWTH", "true"}}).preallocate);
+  CHECK(policy_for({{"TF_FORCE_GPU_ALLOW_GROWTH", "false"}}).preallocate);
+  CHECK(policy_for({{"TF_FORCE_GPU_ALLOW_GROWTH", "true"}}).preallocate_origin.variable ==
+        "TF_FORCE_GPU_ALLOW_GROWTH");
+}
+
+TEST_CASE("preallocation: GPUMEM beats XLA beats TF", "[policy][preallocate][precedence]") {
+  Environment environment{{"GPUMEM_PREALLOCATE", "on"},
+                          {"XLA_PYTHON_CLIENT_PREALLOCATE", "off"},
+                          {"TF_FORCE_GPU_ALLOW_GROWTH", "false"}};
+  CHECK(policy_for(environment).preallocate);
+  environment.erase("GPUMEM_PREALLOCATE");
+  CHECK_FALSE(policy_for(environment).preallocate);
+  CHECK(policy_for(environment).preallocate_origin.variable == "XLA_PYTHON_CLIENT_PREALLOCATE");
+  environment.erase("XLA_PYTHON_CLIENT_PREALLOCATE");
+  CHECK(policy_for(environment).preallocate);
+  CHECK(policy_for(environment).preallocate_origin.variable == "TF_FORCE_GPU_ALLOW_GROWTH");
+}
+
+TEST_CASE("booleans: bad values are rejected for every boolean variable", "[policy][bool]") {
+  for (const char* name : {"GPUMEM_PREALLOCATE", "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH",
+                           "GPUMEM_GARBAGE_COLLECTION"}) {
+    INFO(name);
+    CHECK(error_for({{name, "maybe"}}) ==
+          std::string("gpumem: ") + name +
+              "=\"maybe\" is not a boolean (1/0, true/false, yes/no, on/off); the shim is disabled for this "
+              "process");
+  }
+}
+
+TEST_CASE("limit: GPUMEM_LIMIT in bytes with units", "[policy][limit]") {
+  const Policy policy = policy_for({{"GPUMEM_LIMIT", "10GiB"}});
+  CHECK(policy.limit_bytes == 10 * GiB);
+  CHECK(policy.limit_origin.variable == "GPUMEM_LIMIT");
+  CHECK(policy_for({{"GPUMEM_LIMIT", "1e9"}}).limit_bytes == std::size_t{1'000'000'000});
+  CHECK(policy_for({{"GPUMEM_LIMIT", "512MB"}}).limit_bytes == std::size_t{512'000'000});
+}
+
+TEST_CASE("limit: bad sizes are rejected", "[policy][limit]") {
+  for (const char* bad : {"0", "0GiB", "-1", "-1G", "ten", "10GiBs", "1e30", "18446744073709551616", "nan",
+                          "inf", "1.5.5G"}) {
+    INFO(bad);
+    CHECK_THAT(error_for({{"GPUMEM_LIMIT", bad}}),
+               Catch::StartsWith(std::string("gpumem: GPUMEM_LIMIT=\"") + bad + "\" is not a byte size above 0"));
+  }
+}
+
+TEST_CASE("fraction: each name, and GPUMEM beats XLA_CLIENT beats XLA_PYTHON_CLIENT", "[policy][fraction]") {
+  CHECK(policy_for({{"XLA_PYTHON_CLIENT_MEM_FRACTION", ".5"}}).fraction == 0.5);
+  CHECK(policy_for({{"XLA_CLIENT_MEM_FRACTION", "0.25"}}).fraction == 0.25);
+  CHECK(policy_for({{"GPUMEM_MEM_FRACTION", "1"}}).fraction == 1.0);
+
+  Environment environment{{"GPUMEM_MEM_FRACTION", "0.1"}, {"XLA_CLIENT_MEM_FRACTION", "0.2"}};
+  CHECK(policy_for(environment).fraction == 0.1);
+  CHECK(policy_for(environment).fraction_origin.variable == "GPUMEM_MEM_FRACTION");
+  environment.erase("GPUMEM_MEM_FRACTION");
+  CHECK(policy_for(environment).fraction == 0.2);
+  CHECK(policy_for(environment).fraction_origin.variable == "XLA_CLIENT_MEM_FRACTION");
+
+  // Both XLA names with the same value: not a conflict; the current name is the origin.
+  const Policy same = policy_for({{"XLA_CLIENT_MEM_FRACTION", "0.5"}, {"XLA_PYTHON_CLIENT_MEM_FRACTION", ".50"}});
+  CHECK(same.fraction == 0.5);
+  CHECK(same.fraction_origin.variable == "XLA_CLIENT_MEM_FRACTION");
+}
+
+TEST_CASE("fraction: out of (0, 1] or malformed", "[policy][fraction]") {
+  CHECK(error_for({{"XLA_PYTHON_CLIENT_MEM_FRACTION", "1.5"}}) ==
+        "gpumem: XLA_PYTHON_CLIENT_MEM_FRACTION=\"1.5\" is not a fraction in (0, 1]; the shim is disabled "
+        "for this process");
+  for (const char* name : {"GPUMEM_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"}) {
+    for (const char* bad : {"0", "-0.5", "1.01", "nan", "inf", "0.5abc", "75%"}) {
+      INFO(name << "=" << bad);
+      CHECK_THAT(error_for({{name, bad}}), Catch::Contains("is not a fraction in (0, 1]"));
+    }
+  }
+}
+
+TEST_CASE("fraction: the two XLA names disagreeing is an error", "[policy][fraction][conflict]") {
+  CHECK(error_for({{"XLA_CLIENT_MEM_FRACTION", "0.5"}, {"XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6"}}) ==
+        "gpumem: XLA_CLIENT_MEM_FRACTION=\"0.5\" and XLA_PYTHON_CLIENT_MEM_FRACTION=\"0.6\" disagree; set "
+        "only one (XLA_CLIENT_MEM_FRACTION is the current name); the shim is disabled for this process");
+  // Still an error when GPUMEM_MEM_FRACTION overrides both: the environment is inconsistent.
+  CHECK_THAT(error_for({{"GPUMEM_MEM_FRACTION", "0.3"},
+                        {"XLA_CLIENT_MEM_FRACTION", "0.5"},
+                        {"XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6"}}),
+             Catch::Contains("disagree"));
+}
+
+TEST_CASE("limit wins over a fraction, with no error", "[policy][limit][fraction]") {
+  const Policy policy = policy_for({{"GPUMEM_LIMIT", "1GiB"}, {"XLA_CLIENT_MEM_FRACTION", "0.5"}});
+  CHECK(policy.limit_bytes == GiB);
+  CHECK(policy.fraction == 0.5);  // kept, but unused
+  CHECK(policy.limit_for_device(16 * GiB, 16 * GiB) == GiB);
+}
+
+TEST_CASE("fraction basis", "[policy][fraction]") {
+  CHECK(policy_for({{"GPUMEM_FRACTION_OF", "free"}}).fraction_of == FractionBasis::free);
+  CHECK(policy_for({{"GPUMEM_FRACTION_OF", "TOTAL"}}).fraction_of == FractionBasis::total);
+  CHECK(error_for({{"GPUMEM_FRACTION_OF", "available"}}) ==
+        "gpumem: GPUMEM_FRACTION_OF=\"available\" is not one of total, free; the shim is disabled for this "
+        "process");
+}
+
+TEST_CASE("async pre-allocation: bytes or -1, GPUMEM beats TF", "[policy][async]") {
+  CHECK(policy_for({{"TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC", "-1"}}).async_prealloc == -1);
+  CHECK(policy_for({{"TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC", "1GiB"}}).async_prealloc ==
+        static_cast<std::int64_t>(GiB));
+  CHECK(policy_for({{"GPUMEM_ASYNC_PREALLOC", "0"}}).async_prealloc == 0);
+  const Policy both =
+      policy_for({{"GPUMEM_ASYNC_PREALLOC", "256MiB"}, {"TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC", "-1"}});
+  CHECK(both.async_prealloc == static_cast<std::int64_t>(256 * MiB));
+  CHECK(both.async_prealloc_origin.variable == "GPUMEM_ASYNC_PREALLOC");
+  for (const char* bad : {"-2", "-1G", "lots", "1e19", "9223372036854775808", "- 1"}) {
+    INFO(bad);
+    CHECK_THAT(error_for({{"GPUMEM_ASYNC_PREALLOC", bad}}),
+               Catch::Contains("is not a byte size (e.g. 1GiB, 0) or -1 (the pool's release threshold)"));
+  }
+  CHECK(policy_for({{"GPUMEM_ASYNC_PREALLOC", "9223372036854775807"}}).async_prealloc ==
+        std::int64_t{9223372036854775807});
+}
+
+TEST_CASE("free sync, garbage collection, log level and log file", "[policy]") {
+  CHECK(policy_for({{"GPUMEM_FREE_SYNC", "sync"}}).free_sync == FreeSync::sync);
+  CHECK(policy_for({{"GPUMEM_FREE_SYNC", "none"}}).free_sync == FreeSync::none);
+  CHECK(policy_for({{"GPUMEM_FREE_SYNC", "defer"}}).free_sync == FreeSync::defer);
+  CHECK(error_for({{"GPUMEM_FREE_SYNC", "later"}}) ==
+        "gpumem: GPUMEM_FREE_SYNC=\"later\" is not one of defer, sync, none; the shim is disabled for this "
+        "process");
+
+  CHECK_FALSE(policy_for({{"GPUMEM_GARBAGE_COLLECTION", "off"}}).garbage_collection);
+  CHECK(policy_for({{"GPUMEM_GARBAGE_COLLECTION", "1"}}).garbage_collection);
+
+  const std::pair<const char*, LogLevel> levels[] = {{"off", LogLevel::off},     {"error", LogLevel::error},
+                                                     {"warn", LogLevel::warn},   {"info", LogLevel::info},
+                                                     {"debug", LogLevel::debug}, {"TRACE", LogLevel::trace}};
+  for (const auto& [text, level] : levels) {
+    CHECK(policy_for({{"GPUMEM_LOG_LEVEL", text}}).log_level == level);
+  }
+  CHECK(error_for({{"GPUMEM_LOG_LEVEL", "verbose"}}) ==
+        "gpumem: GPUMEM_LOG_LEVEL=\"verbose\" is not one of off, error, warn, info, debug, trace; the shim is "
+        "disabled for this process");
+
+  const Policy logged = policy_for({{"GPUMEM_LOG_FILE", "/tmp/gpumem log.txt"}});
+  CHECK(logged.log_file == "/tmp/gpumem log.txt");
+  CHECK(logged.log_file_origin.variable == "GPUMEM_LOG_FILE");
+}
+
+TEST_CASE("values that only matter in another mode are accepted", "[policy]") {
+  const Policy policy = policy_for({{"GPUMEM_MODE", "platform"},
+                                    {"GPUMEM_PREALLOCATE", "1"},
+                                    {"GPUMEM_LIMIT", "1GiB"},
+                                    {"TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC", "-1"},
+                                    {"GPUMEM_GARBAGE_COLLECTION", "0"}});
+  CHECK(policy.mode == Mode::platform);
+  CHECK(policy.async_prealloc == -1);
+}
+
+TEST_CASE("errors: the first problem is reported, values are quoted on one line", "[policy]") {
+  CHECK_THAT(error_for({{"GPUMEM_MODE", "nope"}, {"GPUMEM_LOG_LEVEL", "loud"}}),
+             Catch::StartsWith("gpumem: GPUMEM_MODE=\"nope\""));
+  CHECK(error_for({{"GPUMEM_LIMIT", "1\n2"}}).find("\"1\\x0a2\"") != std::string::npos);
+}
+
+TEST_CASE("limit_for_device: fraction of total, rounded down to 256", "[policy][limit]") {
+  Policy policy;
+  CHECK(policy.limit_for_device(16 * GiB, 1 * GiB) == 12 * GiB);  // default 0.75 of total, free unused
+  policy.fraction = 0.5;
+  CHECK(policy.limit_for_device(1000, 1000) == 256);   // 500 -> 256
+  CHECK(policy.limit_for_device(1024, 1024) == 512);
+  CHECK(policy.limit_for_device(300, 300) == 0);       // 150 rounds down to nothing
+  CHECK(policy.limit_for_device(0, 0) == 0);
+  policy.fraction = 0.3;  // stored as 0.29999999999999998890: still exactly 768 of 2560
+  CHECK(policy.limit_for_device(2560, 2560) == 768);
+  policy.fraction = 1.0;
+  CHECK(policy.limit_for_device(80 * GiB + 100, 0) == 80 * GiB);
+  policy.fraction = 0.9;
+  CHECK(policy.limit_for_device(80 * GiB, 0) == 72 * GiB);
+}
+
+TEST_CASE("limit_for_device: fraction of free", "[policy][limit]") {
+  Policy policy;
+  policy.fraction_of = FractionBasis::free;
+  policy.fraction = 0.9;
+  CHECK(policy.limit_for_device(16 * GiB, 10 * GiB) == 9 * GiB);
+  CHECK(policy.limit_for_device(16 * GiB, 1000) == 768);  // 900, rounded down
+  CHECK(policy.limit_for_device(16 * GiB, 0) == 0);
+  CHECK(policy.limit_for_device(4 * GiB, 8 * GiB) == 3865470464);  // free above total: total is the basis
+}
+
+TEST_CASE("limit_for_device: an explicit limit, capped by the device and rounded", "[policy][limit]") {
+  Policy policy;
+  policy.limit_bytes = 10 * GiB;
+  CHECK(policy.limit_for_device(16 * GiB, 1 * GiB) == 10 * GiB);
+  CHECK(policy.limit_for_device(8 * GiB, 8 * GiB) == 8 * GiB);
+  policy.limit_bytes = 1000;
+  CHECK(policy.limit_for_device(16 * GiB, 16 * GiB) == 768);
+  policy.fraction_of = FractionBasis::free;  // irrelevant with an explicit limit
+  CHECK(policy.limit_for_device(16 * GiB, 0) == 768);
+}
+
+TEST_CASE("describe: defaults", "[policy][describe]") {
+  CHECK(policy_for({}).describe() ==
+        "mode=bfc(default) preallocate=on(default) limit=0.75 of total(default) free_sync=defer(default) "
+        "garbage_collection=on(default) async_prealloc=none(default) log_level=warn(default) "
+        "log_file=stderr(default)");
+}
+
+TEST_CASE("describe: every value with its origin", "[policy][describe]") {
+  const Policy policy = policy_for({{"TF_GPU_ALLOCATOR", "cuda_malloc_async"},
+                                    {"XLA_PYTHON_CLIENT_PREALLOCATE", "false"},
+                                    {"XLA_CLIENT_MEM_FRACTION", "0.5"},
+                                    {"GPUMEM_FRACTION_OF", "free"},
+                                    {"TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC", "-1"},
+                                    {"GPUMEM_FREE_SYNC", "sync"},
+                                    {"GPUMEM_GARBAGE_COLLECTION", "no"},
+                                    {"GPUMEM_LOG_LEVEL", "info"},
+                                    {"GPUMEM_LOG_FILE", "/tmp/g.log"}});
+  CHECK(policy.describe() ==
+        "mode=cuda_async(TF_GPU_ALLOCATOR) preallocate=off(XLA_PYTHON_CLIENT_PREALLOCATE) "
+        "limit=0.5(XLA_CLIENT_MEM_FRACTION) of free(GPUMEM_FRACTION_OF) free_sync=sync(GPUMEM_FREE_SYNC) "
+        "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) "
+        "async_prealloc=release_threshold(TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC) "
+        "log_level=info(GPUMEM_LOG_LEVEL) log_file=\"/tmp/g.log\"(GPUMEM_LOG_FILE)");
+}
+
+TEST_CASE("describe: an explicit limit and async bytes", "[policy][describe]") {
+  const std::string line =
+      policy_for({{"GPUMEM_LIMIT", "10GiB"}, {"GPUMEM_ASYNC_PREALLOC", "1e9"}, {"GPUMEM_MEM_FRACTION", "0.2"}})
+          .describe();
+  CHECK_THAT(line, Catch::Contains(" limit=10GiB(GPUMEM_LIMIT) "));
+  CHECK_THAT(line, Catch::Contains(" async_prealloc=1000000000B(GPUMEM_ASYNC_PREALLOC) "));
+  CHECK_THAT(policy_for({{"GPUMEM_MEM_FRACTION", "0.2"}}).describe(),
+             Catch::Contains(" limit=0.2(GPUMEM_MEM_FRACTION) of total(default) "));
+}
+
+TEST_CASE("enum names match the variables' spelling", "[policy]") {
+  CHECK(gpumem::to_string(Mode::cuda_async) == "cuda_async");
+  CHECK(gpumem::to_string(Mode::off) == "off");
+  CHECK(gpumem::to_string(FreeSync::none) == "none");
+  CHECK(gpumem::to_string(FractionBasis::free) == "free");
+  CHECK(gpumem::to_string(LogLevel::trace) == "trace");
+}
