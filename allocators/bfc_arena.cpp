@@ -24,6 +24,18 @@ bool options_are_valid(const ArenaOptions& options) {
          options.initial_region_bytes > 0;
 }
 
+// Region records set aside at the first growth: arenas hold few regions.
+constexpr std::size_t kInitialRegionRecords = 8;
+
+// The oracle is user code that must not throw; should one throw anyway, the fence counts as pending.
+bool ask_oracle(FenceOracle& oracle, const Fence& fence) noexcept {
+  try {
+    return oracle.is_resolved(fence);
+  } catch (...) {
+    return false;
+  }
+}
+
 // The first region size: the whole limit when preallocating, else the growth start.
 std::size_t first_region_bytes(const ArenaOptions& options) {
   if (options.preallocate) return detail::round_down(options.limit);
@@ -47,7 +59,7 @@ BfcArena::~BfcArena() {
 
 const ArenaOptions& BfcArena::options() const noexcept { return options_; }
 
-Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t stream) {
+Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t stream) noexcept {
   if (bytes == 0) return Status::zero_size;
   if (!options_valid_) return Status::invalid_argument;
   MutexLock lock(mutex_);
@@ -58,17 +70,22 @@ Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t
 
 Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::uintptr_t& out) {
   if (bytes > options_.limit) return Status::out_of_memory;  // also keeps rounding from overflowing
+  // Every path below ends in carve(), which needs a record for the split-off rest and a pointer-map
+  // slot; securing both first is what keeps the paths from failing halfway.
+  if (!chunks_.reserve(1) || !in_use_.reserve_one()) return Status::out_of_memory;
   const std::size_t rounded = detail::round_up(bytes);
   if (take_free(rounded, bytes, out)) return Status::ok;
   if (stream != 0 && take_fenced_on_stream(rounded, bytes, stream, out)) return Status::ok;
   if (oracle_ != nullptr && fenced_.chunks() > 0 && poll_oracle() > 0 && take_free(rounded, bytes, out)) {
     return Status::ok;
   }
-  if (extend(rounded) && take_free(rounded, bytes, out)) return Status::ok;
-  if (!options_.preallocate && options_.garbage_collection && release_free_regions_locked() > 0 &&
-      extend(rounded) && take_free(rounded, bytes, out)) {
-    return Status::ok;
+  Growth growth = extend(rounded);
+  if (growth == Growth::refused && !options_.preallocate && options_.garbage_collection &&
+      release_free_regions_locked() > 0) {
+    growth = extend(rounded);
   }
+  if (growth == Growth::grew && take_free(rounded, bytes, out)) return Status::ok;
+  if (growth == Growth::no_host_memory) return Status::out_of_memory;
   return fenced_.chunks() > 0 ? Status::fences_pending : Status::out_of_memory;
 }
 
@@ -108,7 +125,7 @@ void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t reques
   const std::size_t size = chunks_[handle].size;
   const std::size_t rest_size = size - rounded;
   if (rest_size > 0 && (size >= 2 * rounded || rest_size >= options_.max_internal_fragmentation)) {
-    const ChunkHandle rest = chunks_.create();  // may move records: index afresh below
+    const ChunkHandle rest = chunks_.create();  // reserved by allocate_locked: cannot fail
     Chunk& chunk = chunks_[handle];
     Chunk& tail = chunks_[rest];
     tail.base = chunk.base + rounded;
@@ -143,11 +160,16 @@ void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t reques
   c.bytes_in_use += chunk.size;
   c.peak_bytes_in_use = std::max(c.peak_bytes_in_use, c.bytes_in_use);
   c.bytes_requested += requested;
-  c.largest_alloc_size = std::max(c.largest_alloc_size, rounded);
+  c.largest_alloc_size = std::max(c.largest_alloc_size, chunk.size);  // as XLA: the chunk handed out
 }
 
-Status BfcArena::deallocate(std::uintptr_t ptr, Fence fence) {
+Status BfcArena::deallocate(std::uintptr_t ptr, Fence fence) noexcept {
   MutexLock lock(mutex_);
+  // A fence on a new stream needs a queue: secured before the chunk leaves the pointer map. A bad
+  // pointer may have reserved a queue slot; that is capacity only.
+  if (!fence.empty() && !fenced_.reserve(fence.stream)) {
+    return in_use_.find(ptr) == kNoChunk ? classify_bad_free(ptr) : Status::out_of_memory;
+  }
   const ChunkHandle handle = in_use_.erase(ptr);
   if (handle == kNoChunk) return classify_bad_free(ptr);
   Chunk& chunk = chunks_[handle];
@@ -203,7 +225,7 @@ void BfcArena::resolve_chunk(ChunkHandle handle) {
   free_.insert(chunks_, coalesce(handle));
 }
 
-void BfcArena::resolve_fences_through(FenceId id) {
+void BfcArena::resolve_fences_through(FenceId id) noexcept {
   MutexLock lock(mutex_);
   for (std::size_t index = 0; index < fenced_.queue_count(); ++index) {
     ChunkHandle head = kNoChunk;
@@ -223,7 +245,7 @@ std::size_t BfcArena::poll_oracle() {
     ChunkHandle head = kNoChunk;
     while ((head = fenced_.queue(index).head) != kNoChunk) {
       const Fence fence{chunks_[head].fence_id, chunks_[head].fence_stream};
-      if (!oracle_->is_resolved(fence)) break;
+      if (!ask_oracle(*oracle_, fence)) break;
       resolve_chunk(head);
       ++resolved;
     }
@@ -235,9 +257,13 @@ std::size_t BfcArena::poll_oracle() {
 // Reserves a region big enough for `rounded` (XLA's Extend): the growth size, doubled as needed and
 // capped by what the limit leaves; a refused size is retried at backoff_factor times until it would
 // no longer hold the request.
-bool BfcArena::extend(std::size_t rounded) {
+BfcArena::Growth BfcArena::extend(std::size_t rounded) {
   const std::size_t available = detail::round_down(options_.limit - counters_.bytes_reserved);
-  if (rounded > available) return false;
+  if (rounded > available) return Growth::refused;
+  // The new region's chunk record, the record of the chunk take_free will split off it, and the
+  // region's own record are secured before the source is asked: a region that could not be recorded
+  // would leak.
+  if (!chunks_.reserve(2) || !reserve_region_record()) return Growth::no_host_memory;
   bool grew_for_request = false;
   while (rounded > next_region_bytes_) {
     next_region_bytes_ = next_region_bytes_ > available / 2 ? available : next_region_bytes_ * 2;
@@ -245,17 +271,20 @@ bool BfcArena::extend(std::size_t rounded) {
   }
   std::size_t bytes = std::min(next_region_bytes_, available);
   Region region;
-  while (source_.reserve(bytes, region) != Status::ok) {
+  while (reserve_region(bytes, region) != Status::ok) {
     ++counters_.region_refusals;
     const auto smaller = detail::round_down(
         static_cast<std::size_t>(static_cast<double>(bytes) * options_.backoff_factor));
-    if (smaller < rounded || smaller >= bytes) return false;
+    if (smaller < rounded || smaller >= bytes) return Growth::refused;
     bytes = smaller;
   }
   if (region.base == 0 || region.base % kGranule != 0 || region.size != bytes) {
-    source_.release(region);  // a source breaking its contract: do not build on it
+    // A source breaking its contract: do not build on the region. It was reserved, so it counts as a
+    // reservation and a release, keeping reservations - releases equal to the regions held.
+    ++counters_.region_reservations;
     ++counters_.region_releases;
-    return false;
+    source_.release(region);
+    return Growth::refused;
   }
   if (!grew_for_request && next_region_bytes_ <= std::numeric_limits<std::size_t>::max() / 2) {
     next_region_bytes_ *= 2;
@@ -270,17 +299,35 @@ bool BfcArena::extend(std::size_t rounded) {
   const auto position = std::upper_bound(
       regions_.begin(), regions_.end(), region.base,
       [](std::uintptr_t base, const RegionRecord& record) { return base < record.region.base; });
-  regions_.insert(position, RegionRecord{region, handle});
+  regions_.insert(position, RegionRecord{region, handle});  // within the reserved capacity
 
   ArenaStats& c = counters_;
   ++c.region_reservations;
   ++c.regions;
   c.bytes_reserved += region.size;
   c.peak_bytes_reserved = std::max(c.peak_bytes_reserved, c.bytes_reserved);
+  return Growth::grew;
+}
+
+bool BfcArena::reserve_region_record() {
+  if (regions_.size() < regions_.capacity()) return true;
+  try {
+    regions_.reserve(std::max(kInitialRegionRecords, 2 * regions_.capacity()));
+  } catch (...) {  // bad_alloc; the vector is unchanged
+    return false;
+  }
   return true;
 }
 
-std::size_t BfcArena::release_free_regions() {
+Status BfcArena::reserve_region(std::size_t bytes, Region& out) {
+  try {
+    return source_.reserve(bytes, out);
+  } catch (...) {
+    return Status::out_of_memory;
+  }
+}
+
+std::size_t BfcArena::release_free_regions() noexcept {
   MutexLock lock(mutex_);
   const std::size_t released = release_free_regions_locked();
   assert(debug_check());
@@ -337,12 +384,12 @@ Status BfcArena::classify_bad_free(std::uintptr_t ptr) const {
   return Status::not_owned;
 }
 
-bool BfcArena::owns(std::uintptr_t ptr) const {
+bool BfcArena::owns(std::uintptr_t ptr) const noexcept {
   MutexLock lock(mutex_);
   return region_containing(ptr) != nullptr;
 }
 
-std::optional<ChunkInfo> BfcArena::find(std::uintptr_t ptr) const {
+std::optional<ChunkInfo> BfcArena::find(std::uintptr_t ptr) const noexcept {
   MutexLock lock(mutex_);
   const RegionRecord* region = region_containing(ptr);
   if (region == nullptr) return std::nullopt;
@@ -354,18 +401,18 @@ std::optional<ChunkInfo> BfcArena::find(std::uintptr_t ptr) const {
                    region->region};
 }
 
-std::size_t BfcArena::available() const {
+std::size_t BfcArena::available() const noexcept {
   MutexLock lock(mutex_);
   const std::size_t free_in_regions = counters_.bytes_reserved - counters_.bytes_in_use;
   return free_in_regions + (options_.limit - counters_.bytes_reserved);
 }
 
-bool BfcArena::has_pending_fences() const {
+bool BfcArena::has_pending_fences() const noexcept {
   MutexLock lock(mutex_);
   return fenced_.chunks() > 0;
 }
 
-ArenaStats BfcArena::stats() const {
+ArenaStats BfcArena::stats() const noexcept {
   MutexLock lock(mutex_);
   return stats_locked();
 }
@@ -383,7 +430,7 @@ ArenaStats BfcArena::stats_locked() const {
   return stats;
 }
 
-bool BfcArena::validate() const {
+bool BfcArena::validate() const noexcept {
   MutexLock lock(mutex_);
   return validate_locked();
 }

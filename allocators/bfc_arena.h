@@ -21,6 +21,11 @@
 //
 // Thread safety: every public member takes one mutex per arena. Calls are short (no system call on
 // the hit path) and the shim serialises per context anyway, so finer locking would buy little.
+//
+// Failure: nothing throws out of the arena's operations (they are noexcept). Host metadata (chunk
+// records, pointer-map slots, fence queues, region records) is secured before any state changes, so
+// running out of host memory yields Status::out_of_memory with the arena exactly as it was.
+// oom_report() alone builds strings and may throw std::bad_alloc; it changes nothing.
 #pragma once
 
 #include <cstddef>
@@ -65,7 +70,7 @@ struct ArenaStats {
   std::size_t bytes_in_use = 0;           // rounded sizes of live chunks (what they occupy)
   std::size_t peak_bytes_in_use = 0;
   std::size_t bytes_requested = 0;        // live bytes as asked for, before rounding
-  std::size_t largest_alloc_size = 0;     // largest single request served (rounded)
+  std::size_t largest_alloc_size = 0;     // largest chunk handed out (as XLA: the chunk, waste included)
   std::size_t bytes_limit = 0;
   std::size_t bytes_reserved = 0;         // total size of regions held now
   std::size_t peak_bytes_reserved = 0;
@@ -73,8 +78,9 @@ struct ArenaStats {
   std::size_t bytes_fenced = 0;           // freed bytes waiting for a fence
   double fragmentation = 0.0;             // (reserved - in_use - largest_free) / (reserved - in_use), 0 if denominator is 0
   std::size_t regions = 0;                // regions held now
-  std::uint64_t region_reservations = 0;  // successful RegionSource::reserve calls
-  std::uint64_t region_releases = 0;      // RegionSource::release calls
+  std::uint64_t region_reservations = 0;  // successful RegionSource::reserve calls (a region
+                                          // rejected as breaking the contract included)
+  std::uint64_t region_releases = 0;      // RegionSource::release calls; reservations - releases == regions
   std::uint64_t region_refusals = 0;      // reserve calls the source refused (each retried smaller)
   std::size_t chunks = 0;                 // chunk records (in use, free and fenced)
 };
@@ -128,35 +134,39 @@ class BfcArena {
   // Order of attempts: unfenced free chunks; chunks fenced on `stream`; fences the oracle reports
   // resolved; growth (growth mode); garbage collection (if enabled). Then Status::fences_pending if
   // fenced chunks remain (caller makes the device idle, calls resolve_fences_through, retries), else
-  // Status::out_of_memory. Status::zero_size for 0 bytes.
-  Status allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t stream = 0);
+  // Status::out_of_memory (also when host memory for the arena's records runs out). Status::zero_size
+  // for 0 bytes.
+  Status allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t stream = 0) noexcept;
 
   // Frees the chunk starting at `ptr`. With a non-empty fence the chunk is not reused (nor coalesced)
-  // until the fence is resolved. Status::not_owned / Status::double_free leave the arena untouched.
-  Status deallocate(std::uintptr_t ptr, Fence fence = {});
+  // until the fence is resolved. Status::not_owned / Status::double_free leave the arena untouched,
+  // and so does Status::out_of_memory: no host memory for a new stream's fence queue (the block stays
+  // allocated; freeing it without a fence, after synchronising, needs no memory).
+  Status deallocate(std::uintptr_t ptr, Fence fence = {}) noexcept;
 
   // Every fence with id <= `id` is resolved: those chunks become free and coalesce.
-  void resolve_fences_through(FenceId id);
+  void resolve_fences_through(FenceId id) noexcept;
 
   // True if `ptr` lies inside any region of this arena.
-  bool owns(std::uintptr_t ptr) const;
+  bool owns(std::uintptr_t ptr) const noexcept;
   // The chunk containing `ptr` (any address inside it), or nullopt if outside every region.
-  std::optional<ChunkInfo> find(std::uintptr_t ptr) const;
+  std::optional<ChunkInfo> find(std::uintptr_t ptr) const noexcept;
 
   // Bytes that could still be handed out: free bytes in regions (fenced included) plus
   // limit - reserved.
-  std::size_t available() const;
+  std::size_t available() const noexcept;
   // Gives wholly free, unfenced regions back to the source; returns the bytes released.
-  std::size_t release_free_regions();
-  bool has_pending_fences() const;
+  std::size_t release_free_regions() noexcept;
+  bool has_pending_fences() const noexcept;
 
-  ArenaStats stats() const;
+  ArenaStats stats() const noexcept;
+  // May throw std::bad_alloc (it builds strings and tables); the arena is unaffected.
   OomReport oom_report(std::size_t requested) const;
   const ArenaOptions& options() const noexcept;
 
   // Checks every internal invariant; returns false (and never aborts) if one is broken. Called from
   // debug assertions and tests.
-  bool validate() const;
+  bool validate() const noexcept;
 
  private:
   // A region and the record of its lowest chunk (stable: merges always keep the lower record).
@@ -165,12 +175,16 @@ class BfcArena {
     detail::ChunkHandle first = detail::kNoChunk;
   };
 
+  // What extend() achieved.
+  enum class Growth : std::uint8_t { grew, refused, no_host_memory };
+
   Status allocate_locked(std::size_t bytes, std::uintptr_t stream, std::uintptr_t& out)
       GPUMEM_REQUIRES(mutex_);
   bool take_free(std::size_t rounded, std::size_t requested, std::uintptr_t& out) GPUMEM_REQUIRES(mutex_);
   bool take_fenced_on_stream(std::size_t rounded, std::size_t requested, std::uintptr_t stream,
                              std::uintptr_t& out) GPUMEM_REQUIRES(mutex_);
   // Marks `handle` (already out of the free index / fence queues) in use, splitting off the rest.
+  // Needs one record reserved in chunks_ and a pointer-map slot (allocate_locked secures both).
   void carve(detail::ChunkHandle handle, std::size_t rounded, std::size_t requested, bool was_fenced)
       GPUMEM_REQUIRES(mutex_);
   // Merges a free chunk with free neighbours; returns the surviving record (not yet indexed).
@@ -179,7 +193,11 @@ class BfcArena {
   void absorb_next(detail::ChunkHandle low) GPUMEM_REQUIRES(mutex_);
   void resolve_chunk(detail::ChunkHandle handle) GPUMEM_REQUIRES(mutex_);
   std::size_t poll_oracle() GPUMEM_REQUIRES(mutex_);
-  bool extend(std::size_t rounded) GPUMEM_REQUIRES(mutex_);
+  Growth extend(std::size_t rounded) GPUMEM_REQUIRES(mutex_);
+  // Room for one more RegionRecord without allocating; false when host memory runs out.
+  bool reserve_region_record() GPUMEM_REQUIRES(mutex_);
+  // source_.reserve, with a throwing source taken as a refusal.
+  Status reserve_region(std::size_t bytes, Region& out) GPUMEM_REQUIRES(mutex_);
   std::size_t release_free_regions_locked() GPUMEM_REQUIRES(mutex_);
   const RegionRecord* region_containing(std::uintptr_t ptr) const GPUMEM_REQUIRES(mutex_);
   detail::ChunkHandle chunk_containing(const RegionRecord& region, std::uintptr_t ptr) const

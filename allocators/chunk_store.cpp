@@ -1,17 +1,45 @@
 #include "chunk_store.h"
 
+#include <algorithm>
+#include <cassert>
+#include <limits>
+
 namespace gpumem::detail {
+namespace {
+
+// Records set aside up front: a fresh arena splits and merges for a while without growing the vector.
+constexpr std::size_t kInitialRecords = 1024;
+// Handles are 32-bit; record 0 is kNoChunk.
+constexpr std::size_t kMaxRecords = std::numeric_limits<ChunkHandle>::max();
+
+}  // namespace
 
 ChunkStore::ChunkStore() {
-  records_.reserve(1024);
+  records_.reserve(kInitialRecords);
   records_.emplace_back();  // record 0: kNoChunk
 }
 
-ChunkHandle ChunkStore::create() {
+bool ChunkStore::reserve(std::size_t count) noexcept {
+  if (count <= free_count_) return true;
+  const std::size_t needed = records_.size() + (count - free_count_);
+  if (needed <= records_.capacity()) return true;
+  if (needed > kMaxRecords) return false;
+  try {
+    // Geometric, as push_back would grow: reserving exactly `needed` would copy on every call.
+    records_.reserve(std::min(kMaxRecords, std::max(needed, 2 * records_.capacity())));
+  } catch (...) {  // bad_alloc; the vector is unchanged
+    return false;
+  }
+  return true;
+}
+
+ChunkHandle ChunkStore::create() noexcept {
   ChunkHandle handle = free_head_;
   if (handle != kNoChunk) {
     free_head_ = records_[handle].right;
+    --free_count_;
   } else {
+    assert(records_.size() < records_.capacity());  // reserve() was called
     handle = static_cast<ChunkHandle>(records_.size());
     records_.emplace_back();
   }
@@ -30,6 +58,7 @@ void ChunkStore::destroy(ChunkHandle handle) noexcept {
   chunk.state = ChunkState::unused;
   chunk.right = free_head_;
   free_head_ = handle;
+  ++free_count_;
   --live_;
 }
 

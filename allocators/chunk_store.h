@@ -1,7 +1,8 @@
 // Chunk records: the host-side metadata of every piece of every region. Records live in one vector
 // and are recycled through an intrusive free list, so splitting and merging chunks allocates nothing
 // once the vector has grown to the arena's high-water mark of chunks. Memory is proportional to the
-// number of chunks, never to region bytes.
+// number of chunks, never to region bytes. Growth happens only in reserve(), which callers run before
+// changing any state, so running out of host memory never leaves an operation half done.
 #pragma once
 
 #include <cstddef>
@@ -46,7 +47,8 @@ struct Chunk {
   ChunkState state = ChunkState::unused;
 };
 
-// Owns the records. Invariant: live() == number of records not on the free list, excluding record 0.
+// Owns the records. Invariants: live() == number of records not on the free list, excluding record 0;
+// free_count_ == length of the free list.
 class ChunkStore {
  public:
   ChunkStore();
@@ -54,9 +56,13 @@ class ChunkStore {
   Chunk& operator[](ChunkHandle handle) noexcept { return records_[handle]; }
   const Chunk& operator[](ChunkHandle handle) const noexcept { return records_[handle]; }
 
-  // A fresh record (state unused, links cleared, new priority). May grow the vector: references to
-  // records obtained before the call are invalidated.
-  ChunkHandle create();
+  // Makes the next `count` create() calls allocation-free. False, with the store unchanged, when host
+  // memory (or the handle space) runs out. May grow the vector: references to records obtained
+  // before the call are invalidated.
+  bool reserve(std::size_t count) noexcept;
+  // A fresh record (state unused, links cleared, new priority). Requires a reserve() covering it, so
+  // it never allocates and never invalidates references.
+  ChunkHandle create() noexcept;
   void destroy(ChunkHandle handle) noexcept;
 
   std::size_t live() const noexcept { return live_; }
@@ -64,6 +70,7 @@ class ChunkStore {
  private:
   std::vector<Chunk> records_;
   ChunkHandle free_head_ = kNoChunk;
+  std::size_t free_count_ = 0;
   std::size_t live_ = 0;
   std::uint32_t random_state_ = 0x9e3779b9u;  // xorshift32 state for treap priorities
 };

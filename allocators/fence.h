@@ -20,7 +20,8 @@ struct Fence {
 };
 
 // Answers whether a fence is resolved (the device is done with the memory). Called with the arena's lock
-// held: it must be quick and must not call back into the arena.
+// held: it must be quick and must not call back into the arena. It must not throw (implementations
+// should be noexcept); the arena takes an exception as "not resolved" rather than let it escape.
 class FenceOracle {
  public:
   virtual ~FenceOracle() = default;

@@ -1,8 +1,15 @@
 #include "fence_queues.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace gpumem::detail {
+namespace {
+
+// Queues set aside at the first fence: programs use a handful of streams.
+constexpr std::size_t kInitialQueues = 8;
+
+}  // namespace
 
 FenceQueues::Queue* FenceQueues::find_mutable(std::uintptr_t stream) noexcept {
   for (Queue& queue : queues_) {
@@ -18,10 +25,21 @@ const FenceQueues::Queue* FenceQueues::find(std::uintptr_t stream) const noexcep
   return nullptr;
 }
 
-void FenceQueues::push(ChunkStore& store, ChunkHandle handle) {
+bool FenceQueues::reserve(std::uintptr_t stream) noexcept {
+  if (queues_.size() < queues_.capacity() || find(stream) != nullptr) return true;
+  try {
+    queues_.reserve(std::max(kInitialQueues, 2 * queues_.capacity()));
+  } catch (...) {  // bad_alloc; the vector is unchanged
+    return false;
+  }
+  return true;
+}
+
+void FenceQueues::push(ChunkStore& store, ChunkHandle handle) noexcept {
   Chunk& chunk = store[handle];
   Queue* queue = find_mutable(chunk.fence_stream);
   if (queue == nullptr) {
+    assert(queues_.size() < queues_.capacity());  // reserve() was called
     queues_.push_back(Queue{chunk.fence_stream, kNoChunk, kNoChunk, 0});
     queue = &queues_.back();
   }
@@ -51,7 +69,7 @@ void FenceQueues::drop_empty_queues() noexcept {
   std::erase_if(queues_, [](const Queue& queue) { return queue.chunks == 0; });
 }
 
-bool FenceQueues::validate(const ChunkStore& store, std::size_t& chunks) const {
+bool FenceQueues::validate(const ChunkStore& store, std::size_t& chunks) const noexcept {
   chunks = 0;
   for (const Queue& queue : queues_) {
     std::size_t length = 0;

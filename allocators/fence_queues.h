@@ -24,9 +24,12 @@ class FenceQueues {
     std::size_t chunks = 0;
   };
 
-  // Enqueues a chunk whose fence fields are set. Ids normally arrive in increasing order, so the
-  // insertion point is found from the tail in O(1).
-  void push(ChunkStore& store, ChunkHandle handle);
+  // Makes a push() onto `stream` allocation-free (a new stream needs a queue); false, with the queues
+  // unchanged, when host memory runs out.
+  bool reserve(std::uintptr_t stream) noexcept;
+  // Enqueues a chunk whose fence fields are set; requires reserve(fence_stream) since the last push.
+  // Ids normally arrive in increasing order, so the insertion point is found from the tail in O(1).
+  void push(ChunkStore& store, ChunkHandle handle) noexcept;
   void remove(ChunkStore& store, ChunkHandle handle) noexcept;
 
   // The queue of `stream`, or nullptr.
@@ -37,7 +40,7 @@ class FenceQueues {
   void drop_empty_queues() noexcept;
 
   std::size_t chunks() const noexcept { return chunks_; }
-  bool validate(const ChunkStore& store, std::size_t& chunks) const;
+  bool validate(const ChunkStore& store, std::size_t& chunks) const noexcept;
 
  private:
   Queue* find_mutable(std::uintptr_t stream) noexcept;

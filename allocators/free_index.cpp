@@ -1,5 +1,6 @@
 #include "free_index.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace gpumem::detail {
@@ -48,11 +49,16 @@ ChunkHandle merge(ChunkStore& store, ChunkHandle low, ChunkHandle high) noexcept
   return result;
 }
 
+// Deepest treap validate_treap accepts. Random priorities keep a treap's depth near 3 ln n (under 70
+// even for 2^32 nodes); anything deeper means broken priorities, and the bound also caps the
+// recursion. (A cycle cannot pass: it would break the strict key order.)
+constexpr int kMaxTreapDepth = 200;
+
 // Checks order, heap property and class membership of one treap; counts its nodes.
 bool validate_treap(const ChunkStore& store, ChunkHandle root, int klass, const Chunk* low,
-                    const Chunk* high, std::size_t& nodes, int depth) {
+                    const Chunk* high, std::size_t& nodes, int depth) noexcept {
   if (root == kNoChunk) return true;
-  if (depth > 200) return false;  // a cycle or a degenerate tree
+  if (depth > kMaxTreapDepth) return false;
   const Chunk& node = store[root];
   if (node.state != ChunkState::free || class_index(node.size) != klass) return false;
   if ((low != nullptr && !key_less(*low, node)) || (high != nullptr && !key_less(node, *high))) {
@@ -145,15 +151,22 @@ ChunkHandle FreeIndex::largest(const ChunkStore& store) const noexcept {
   return kNoChunk;
 }
 
-bool FreeIndex::validate(const ChunkStore& store, std::size_t& chunks) const {
+bool FreeIndex::validate(const ChunkStore& store, std::size_t& chunks) const noexcept {
   chunks = 0;
-  for (int klass = 0; klass < kClassCount; ++klass) {
-    const ChunkHandle root = roots_[static_cast<std::size_t>(klass)];
-    const bool bit = (nonempty_[static_cast<std::size_t>(klass) / 64] >> (klass % 64)) & 1u;
-    if (bit != (root != kNoChunk)) return false;
-    if (!validate_treap(store, root, klass, nullptr, nullptr, chunks, 0)) return false;
+  std::size_t classes = 0;
+  for (int word = 0; word < kWords; ++word) {
+    for (std::uint64_t bits = nonempty_[static_cast<std::size_t>(word)]; bits != 0; bits &= bits - 1) {
+      const int klass = word * 64 + std::countr_zero(bits);
+      if (klass >= kClassCount) return false;
+      const ChunkHandle root = roots_[static_cast<std::size_t>(klass)];
+      if (root == kNoChunk || !validate_treap(store, root, klass, nullptr, nullptr, chunks, 0)) return false;
+      ++classes;
+    }
   }
-  return chunks == count_;
+  // A root in a class whose bit is clear would be missed by the walk above; counting roots is one
+  // linear pass over a small array, no tree walk.
+  const auto roots = std::count_if(roots_.begin(), roots_.end(), [](ChunkHandle root) { return root != kNoChunk; });
+  return static_cast<std::size_t>(roots) == classes && chunks == count_;
 }
 
 }  // namespace gpumem::detail

@@ -1,6 +1,7 @@
 #include "pointer_map.h"
 
 #include <bit>
+#include <cassert>
 #include <utility>
 
 namespace gpumem::detail {
@@ -13,8 +14,22 @@ PointerMap::PointerMap()
       mask_(kInitialSlots - 1),
       shift_(64 - std::countr_zero(kInitialSlots)) {}
 
-void PointerMap::insert(std::uintptr_t key, ChunkHandle value) {
-  if ((size_ + 1) * 2 > slots_.size()) grow();
+bool PointerMap::reserve_one() noexcept {
+  if ((size_ + 1) * 2 <= slots_.size()) return true;
+  try {
+    grow();
+  } catch (...) {  // bad_alloc before anything moved: the map is unchanged
+    return false;
+  }
+  return true;
+}
+
+void PointerMap::insert(std::uintptr_t key, ChunkHandle value) noexcept {
+  assert((size_ + 1) * 2 <= slots_.size());  // reserve_one() was called
+  place(key, value);
+}
+
+void PointerMap::place(std::uintptr_t key, ChunkHandle value) noexcept {
   std::size_t slot = home(key);
   while (slots_[slot].key != 0) slot = (slot + 1) & mask_;
   slots_[slot] = Slot{key, value};
@@ -60,7 +75,7 @@ void PointerMap::grow() {
   shift_ = 64 - std::countr_zero(slots_.size());
   size_ = 0;
   for (const Slot& slot : old) {
-    if (slot.key != 0) insert(slot.key, slot.value);
+    if (slot.key != 0) place(slot.key, slot.value);
   }
 }
 

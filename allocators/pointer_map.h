@@ -1,6 +1,6 @@
 // The pointer map: base address of every in-use chunk -> its record, so deallocate finds a chunk in
 // O(1) without a table per 256 bytes of region. Open addressing with linear probing and
-// backward-shift deletion; it grows (rarely, amortised) and never shrinks.
+// backward-shift deletion; it grows (rarely, amortised, and only in reserve_one()) and never shrinks.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +18,10 @@ class PointerMap {
  public:
   PointerMap();
 
-  void insert(std::uintptr_t key, ChunkHandle value);
+  // Makes the next insert() allocation-free; false, with the map unchanged, when host memory runs out.
+  bool reserve_one() noexcept;
+  // Requires a reserve_one() since the last insert.
+  void insert(std::uintptr_t key, ChunkHandle value) noexcept;
   ChunkHandle find(std::uintptr_t key) const noexcept;
   // Removes `key`; returns its value, or kNoChunk if it was absent.
   ChunkHandle erase(std::uintptr_t key) noexcept;
@@ -36,6 +39,7 @@ class PointerMap {
     return static_cast<std::size_t>(((key >> 8) * 0x9e3779b97f4a7c15ull) >> shift_);
   }
   void grow();
+  void place(std::uintptr_t key, ChunkHandle value) noexcept;
 
   std::vector<Slot> slots_;
   std::size_t mask_ = 0;

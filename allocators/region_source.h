@@ -23,10 +23,12 @@ class RegionSource {
   virtual ~RegionSource() = default;
 
   // Reserves exactly `bytes` bytes, aligned to at least 256. Status::ok and `out` filled, or
-  // Status::out_of_memory (any refusal) with `out` untouched.
+  // Status::out_of_memory (any refusal) with `out` untouched. Should not throw: the arena counts an
+  // exception as a refusal.
   Status reserve(std::size_t bytes, Region& out) { return do_reserve(bytes, out); }
 
-  // Gives back a region obtained from reserve(), whole.
+  // Gives back a region obtained from reserve(), whole. Must not throw (the arena calls it from
+  // noexcept members).
   void release(const Region& region) { do_release(region); }
 
  private:

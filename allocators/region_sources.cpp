@@ -1,15 +1,21 @@
 #include "region_sources.h"
 
 #include <cstdlib>
+#include <limits>
+
+#include "size_class.h"
 
 namespace gpumem {
 namespace {
 
+using detail::kGranule;
+
 // Applies the limits and logs the request; true when the source may reserve `bytes`.
 bool admit(const RegionSourceLimits& limits, RegionSourceLog& log, std::size_t bytes) {
   log.requests.push_back(bytes);
+  // The last clause keeps rounding up to the granule from overflowing.
   if (bytes == 0 || bytes > limits.max_region_bytes || bytes > limits.capacity_bytes - log.live_bytes ||
-      log.live_bytes > limits.capacity_bytes) {
+      log.live_bytes > limits.capacity_bytes || bytes > std::numeric_limits<std::size_t>::max() - kGranule) {
     ++log.refusals;
     return false;
   }
@@ -28,14 +34,12 @@ void record_release(RegionSourceLog& log, std::size_t bytes) {
   log.live_bytes -= bytes;
 }
 
-constexpr std::size_t kAlignment = 256;
-
 }  // namespace
 
 Status HostRegionSource::do_reserve(std::size_t bytes, Region& out) {
   if (!admit(limits_, log_, bytes)) return Status::out_of_memory;
-  const std::size_t padded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* memory = std::aligned_alloc(kAlignment, padded);
+  // aligned_alloc wants a multiple of the alignment; the arena's granule is the alignment promised.
+  void* memory = std::aligned_alloc(kGranule, detail::round_up(bytes));
   if (memory == nullptr) {
     ++log_.refusals;
     return Status::out_of_memory;
@@ -53,7 +57,7 @@ void HostRegionSource::do_release(const Region& region) {
 Status FakeRegionSource::do_reserve(std::size_t bytes, Region& out) {
   if (!admit(limits_, log_, bytes)) return Status::out_of_memory;
   out = Region{next_, bytes};
-  next_ += (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  next_ += detail::round_up(bytes);
   record_reservation(log_, bytes);
   return Status::ok;
 }

@@ -29,7 +29,7 @@ struct RegionSourceLog {
   std::size_t live_regions = 0;
 };
 
-// Host memory from aligned_alloc (256-byte aligned), freed on release.
+// Host memory from aligned_alloc (aligned to the arena's 256-byte granule), freed on release.
 class HostRegionSource final : public RegionSource {
  public:
   explicit HostRegionSource(RegionSourceLimits limits = {}) : limits_(limits) {}

@@ -98,6 +98,9 @@ int main(int argc, char** argv) {
     verify_and_free(units[i], host, checksum, timer, "unit block");
   std::printf("  remaining unit blocks verified and freed: the holes can coalesce into %s\n",
               examples::format_bytes(kUnitBlocks * unit).c_str());
+  // A phase boundary, as real programs have: once the device is idle, a pool that holds freed blocks
+  // back until then (so the GPU can no longer be using them) may hand them out again.
+  CHECK(cudaDeviceSynchronize());
 
   Block large = allocate_filled(kLargeUnits * unit, 300, host, timer);
   const bool reused = address(large.pointer) >= span_begin && address(large.pointer) + large.size <= span_end;

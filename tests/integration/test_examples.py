@@ -145,6 +145,11 @@ class ExampleBehaviourTest(testlib.TestCase):
                 self.assertSucceeded(result)
                 self.assertIn("inside the freed range", result.stdout, result.describe())
                 self.assertEqual(result.device()["driver_allocs"], 1, result.describe())
+                # With room to spare, the default policy reuses the holes too: the program's
+                # cudaDeviceSynchronize releases the deferred frees.
+                roomy = run_example(program)
+                self.assertSucceeded(roomy)
+                self.assertIn("inside the freed range", roomy.stdout, roomy.describe())
 
     def test_oom_counts_blocks_within_the_limit(self):
         result = run_example("oom", env={"GPUMEM_LIMIT": "1GiB"})
@@ -219,10 +224,17 @@ class ExampleScriptsTest(testlib.TestCase):
                               text=True, timeout=300)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         for program in ("alloc_churn", "fragmentation"):
-            rows = [line for line in proc.stdout.splitlines() if line.startswith(program)]
-            self.assertEqual(len(rows), 3, proc.stdout)
-        self.assertIn("driver allocs", proc.stdout)
-        self.assertIn("policy", proc.stdout)
+            rows = {line[15:33].strip(): line.split()  # printf "%-14s %-18s ..."
+                    for line in proc.stdout.splitlines() if line.startswith(program + " ")}
+            self.assertEqual(sorted(rows), ["gpumem bfc", "gpumem bfc growth", "plain CUDA"], proc.stdout)
+            # Columns after the allocator: driver allocs, peak reserved, alloc time, run time.
+            plain_allocs = int(rows["plain CUDA"][-6])
+            self.assertEqual(int(rows["gpumem bfc"][-6]), 1, proc.stdout)  # the one preallocation
+            self.assertEqual(rows["gpumem bfc"][-5], "12.0GiB", proc.stdout)  # 0.75 x 16 GiB
+            self.assertGreater(plain_allocs, 10 * int(rows["gpumem bfc growth"][-6]), proc.stdout)
+        self.assertIn("mode=bfc(default) preallocate=on(default)", proc.stdout)
+        self.assertIn("preallocate=off(GPUMEM_PREALLOCATE)", proc.stdout)
+        self.assertNotIn("no policy line logged", proc.stdout)
 
 
 if __name__ == "__main__":

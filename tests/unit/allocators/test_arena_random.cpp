@@ -20,24 +20,81 @@ struct LiveBlock {
   std::size_t size = 0;  // chunk size the arena reported at allocation
 };
 
-// The reference model: live blocks by address plus the counters the arena must agree with.
+// A freed block whose fence the model has not seen resolved: the device may still use it.
+struct FencedBlock {
+  std::size_t size = 0;
+  FenceId id = 0;
+  std::uintptr_t stream = 0;
+};
+
+// The reference model: live and fenced blocks by address plus the counters the arena must agree with.
 struct Model {
   std::map<std::uintptr_t, LiveBlock> live;
+  std::map<std::uintptr_t, FencedBlock> fenced;
   std::uint64_t num_allocs = 0;
   std::size_t bytes_in_use = 0;
   std::size_t bytes_requested = 0;
   std::size_t peak_bytes_in_use = 0;
   std::size_t largest_alloc_size = 0;
+
+  std::size_t bytes_fenced() const {
+    std::size_t sum = 0;
+    for (const auto& [base, block] : fenced) sum += block.size;
+    return sum;
+  }
+  void resolve_through(FenceId id) {
+    std::erase_if(fenced, [id](const auto& entry) { return entry.second.id <= id; });
+  }
+};
+
+// A region source that remembers the regions it has handed out, so blocks can be checked against
+// what the source really gave rather than against the arena's own view.
+class RecordingSource final : public RegionSource {
+ public:
+  explicit RecordingSource(RegionSourceLimits limits) : inner_(limits) {}
+  const RegionSourceLog& log() const noexcept { return inner_.log(); }
+  bool holds(std::uintptr_t base, std::size_t size) const {
+    const auto next = regions_.upper_bound(base);
+    if (next == regions_.begin()) return false;
+    const auto region = std::prev(next);
+    return base + size <= region->first + region->second;
+  }
+
+ private:
+  Status do_reserve(std::size_t bytes, Region& out) override {
+    const Status status = inner_.reserve(bytes, out);
+    if (status == Status::ok) regions_.emplace(out.base, out.size);
+    return status;
+  }
+  void do_release(const Region& region) override {
+    regions_.erase(region.base);
+    inner_.release(region);
+  }
+
+  FakeRegionSource inner_;
+  std::map<std::uintptr_t, std::size_t> regions_;
 };
 
 struct Scenario {
   const char* name;
   ArenaOptions options;
   RegionSourceLimits source_limits;
+  bool oracle = false;  // fences also resolved by a FenceOracle the arena polls
 };
 
+// True if [base, base + size) overlaps a block in `blocks` (a map of disjoint blocks by address).
+template <typename Blocks>
+bool overlaps(const Blocks& blocks, std::uintptr_t base, std::size_t size) {
+  const auto next = blocks.lower_bound(base);
+  if (next != blocks.end() && next->first < base + size) return true;
+  if (next == blocks.begin()) return false;
+  const auto prev = std::prev(next);
+  return prev->first + prev->second.size > base;
+}
+
 // Checks a newly allocated block against the model and the arena, then records it.
-void record_allocation(const BfcArena& arena, Model& model, std::uintptr_t ptr, std::size_t bytes) {
+void record_allocation(const BfcArena& arena, const RecordingSource& source, Model& model, std::uintptr_t ptr,
+                       std::size_t bytes, std::uintptr_t stream, FenceId resolved_by_oracle) {
   const std::size_t rounded = (bytes + 255) / 256 * 256;
   REQUIRE(ptr % 256 == 0);
   const auto info = arena.find(ptr);
@@ -50,25 +107,37 @@ void record_allocation(const BfcArena& arena, Model& model, std::uintptr_t ptr, 
     REQUIRE(info->size < 2 * rounded);
     REQUIRE(info->size - rounded < arena.options().max_internal_fragmentation);
   }
-  // Inside its region.
-  REQUIRE(ptr >= info->region.base);
-  REQUIRE(ptr + info->size <= info->region.base + info->region.size);
-  // No overlap with the live neighbours (the live set is kept disjoint inductively).
-  const auto next = model.live.lower_bound(ptr);
-  if (next != model.live.end()) REQUIRE(ptr + info->size <= next->first);
-  if (next != model.live.begin()) {
-    const auto prev = std::prev(next);
-    REQUIRE(prev->first + prev->second.size <= ptr);
+  REQUIRE(source.holds(ptr, info->size));  // inside a region the source really handed out
+  REQUIRE_FALSE(overlaps(model.live, ptr, info->size));
+  // Fenced memory the device may still use is handed out only on the stream that freed it.
+  for (auto it = model.fenced.begin(); it != model.fenced.end();) {
+    const auto [base, block] = *it;
+    if (base >= ptr + info->size || base + block.size <= ptr) {
+      ++it;
+      continue;
+    }
+    const bool resolved = block.id <= resolved_by_oracle;
+    if (!resolved) {
+      REQUIRE(stream != 0);
+      REQUIRE(block.stream == stream);
+      REQUIRE(base == ptr);  // a fenced chunk is reused from its start, never merged
+    }
+    it = model.fenced.erase(it);
+    // The unused rest of a fenced chunk reused on its stream keeps the fence (the arena may also
+    // have resolved it already through the oracle: the model then over-counts, never under-counts).
+    if (base == ptr && stream != 0 && block.stream == stream && info->size < block.size) {
+      model.fenced.emplace(ptr + info->size, FencedBlock{block.size - info->size, block.id, block.stream});
+    }
   }
   model.live.emplace(ptr, LiveBlock{bytes, info->size});
   ++model.num_allocs;
   model.bytes_in_use += info->size;
   model.bytes_requested += bytes;
   model.peak_bytes_in_use = std::max(model.peak_bytes_in_use, model.bytes_in_use);
-  model.largest_alloc_size = std::max(model.largest_alloc_size, rounded);
+  model.largest_alloc_size = std::max(model.largest_alloc_size, info->size);
 }
 
-void check_against_model(const BfcArena& arena, const FakeRegionSource& source, const Model& model) {
+void check_against_model(const BfcArena& arena, const RecordingSource& source, const Model& model, bool oracle) {
   REQUIRE(arena.validate());
   const ArenaStats stats = arena.stats();
   REQUIRE(stats.num_allocs == model.num_allocs);
@@ -76,6 +145,13 @@ void check_against_model(const BfcArena& arena, const FakeRegionSource& source, 
   REQUIRE(stats.bytes_requested == model.bytes_requested);
   REQUIRE(stats.peak_bytes_in_use == model.peak_bytes_in_use);
   REQUIRE(stats.largest_alloc_size == model.largest_alloc_size);
+  // Without an oracle only the model's own resolutions resolve fences, so it knows them exactly;
+  // with one, the arena may have resolved more than the model has erased.
+  if (oracle) {
+    REQUIRE(stats.bytes_fenced <= model.bytes_fenced());
+  } else {
+    REQUIRE(stats.bytes_fenced == model.bytes_fenced());
+  }
   REQUIRE(stats.bytes_reserved == source.log().live_bytes);
   REQUIRE(stats.regions == source.log().live_regions);
   REQUIRE(stats.region_reservations == source.log().reservations);
@@ -95,8 +171,9 @@ std::size_t random_size(std::mt19937_64& rng) {
 }
 
 void run_model(const Scenario& scenario, std::uint64_t seed, int operations) {
-  FakeRegionSource source(scenario.source_limits);
-  BfcArena arena(source, scenario.options);
+  RecordingSource source(scenario.source_limits);
+  ThresholdOracle oracle;
+  BfcArena arena(source, scenario.options, scenario.oracle ? &oracle : nullptr);
   Model model;
   std::mt19937_64 rng(seed);
   std::vector<std::uintptr_t> order;  // live pointers, for picking one at random
@@ -113,16 +190,17 @@ void run_model(const Scenario& scenario, std::uint64_t seed, int operations) {
       Status status = arena.allocate(bytes, ptr, stream);
       if (status == Status::fences_pending) {
         REQUIRE(arena.has_pending_fences());
+        REQUIRE(model.bytes_fenced() > 0);
         arena.resolve_fences_through(next_fence);
+        model.resolve_through(next_fence);
         REQUIRE_FALSE(arena.has_pending_fences());
         status = arena.allocate(bytes, ptr, stream);
       }
       if (status == Status::ok) {
-        record_allocation(arena, model, ptr, bytes);
+        record_allocation(arena, source, model, ptr, bytes, stream, oracle.resolved_through);
         order.push_back(ptr);
       } else {
         REQUIRE(status == Status::out_of_memory);
-        REQUIRE_FALSE(arena.has_pending_fences());
         // No free chunk fits: the best-fit search missed nothing.
         REQUIRE(arena.stats().largest_free_block < (bytes + 255) / 256 * 256);
       }
@@ -137,12 +215,22 @@ void run_model(const Scenario& scenario, std::uint64_t seed, int operations) {
       if (rng() % 4 == 0) fence = Fence{next_fence++, kStreams[rng() % 3]};
       REQUIRE(arena.deallocate(ptr, fence) == Status::ok);
       REQUIRE(arena.deallocate(ptr) == Status::double_free);
+      if (!fence.empty()) model.fenced.emplace(ptr, FencedBlock{block->second.size, fence.id, fence.stream});
       model.bytes_in_use -= block->second.size;
       model.bytes_requested -= block->second.requested;
       model.live.erase(block);
-      if (rng() % 64 == 0) arena.resolve_fences_through(next_fence - rng() % 8);
+      if (rng() % 64 == 0) {
+        // Resolve a prefix of the fences issued so far (possibly none, never past the last).
+        const FenceId through = next_fence - 1 - std::min<FenceId>(next_fence - 1, rng() % 8);
+        if (scenario.oracle) {
+          oracle.resolved_through = std::max(oracle.resolved_through, through);
+        } else {
+          arena.resolve_fences_through(through);
+          model.resolve_through(through);
+        }
+      }
     }
-    check_against_model(arena, source, model);
+    check_against_model(arena, source, model, scenario.oracle);
   }
   for (const std::uintptr_t ptr : order) REQUIRE(arena.deallocate(ptr) == Status::ok);
   arena.resolve_fences_through(next_fence);
@@ -151,6 +239,7 @@ void run_model(const Scenario& scenario, std::uint64_t seed, int operations) {
   CHECK(stats.bytes_fenced == 0);
   CHECK(stats.chunks == stats.regions);  // everything coalesced back to one chunk per region
   CHECK(arena.validate());
+  if (scenario.oracle) CHECK_FALSE(oracle.asked.empty());
 }
 
 }  // namespace
@@ -164,9 +253,10 @@ TEST_CASE("randomized operations agree with the reference model", "[arena][rando
       {"preallocate", preallocate, {}},
       {"growth with garbage collection and a capped source", growth, {48 * kMiB, 80 * kMiB}},
       {"preallocate, low fragmentation threshold", tight, {}},
+      {"preallocate, fences resolved by an oracle", preallocate, {}, true},
   };
-  const std::uint64_t seeds[] = {1, 2, 3};
-  for (std::size_t index = 0; index < 3; ++index) {
+  const std::uint64_t seeds[] = {1, 2, 3, 4};
+  for (std::size_t index = 0; index < std::size(seeds); ++index) {
     DYNAMIC_SECTION(scenarios[index].name << ", seed " << seeds[index]) {
       run_model(scenarios[index], seeds[index], 100'000);
     }
@@ -219,9 +309,28 @@ TEST_CASE("several threads hammer one arena over host memory", "[arena][threads]
       if (arena.deallocate(block.first) != Status::ok) ++failures;
     }
   };
+  // Readers run beside the writers: every snapshot they take must be self-consistent.
+  std::atomic<bool> writers_done{false};
+  std::atomic<std::uint64_t> snapshots{0};
+  auto reader = [&] {
+    while (!writers_done.load()) {
+      const ArenaStats stats = arena.stats();
+      if (stats.bytes_in_use + stats.bytes_fenced + stats.largest_free_block > stats.bytes_reserved) ++failures;
+      const auto info = arena.find(1);
+      if (info) ++failures;  // host memory at address 1 belongs to no region
+      const OomReport report = arena.oom_report(128 * kMiB);
+      if (report.stats.bytes_in_use > report.stats.bytes_reserved) ++failures;
+      if (!arena.validate()) ++failures;
+      ++snapshots;
+    }
+  };
+  std::thread observer(reader);
   std::vector<std::thread> threads;
   for (int thread = 0; thread < kThreads; ++thread) threads.emplace_back(worker, thread);
   for (std::thread& thread : threads) thread.join();
+  writers_done = true;
+  observer.join();
+  CHECK(snapshots.load() > 0);
 
   CHECK(failures.load() == 0);
   arena.resolve_fences_through(fence_ids.load());

@@ -1,4 +1,6 @@
 // Region sizing: preallocation, growth, the 0.9x back-off, garbage collection and the limit.
+#include <new>
+
 #include "arena_test_support.h"
 
 using namespace gpumem;
@@ -162,4 +164,61 @@ TEST_CASE("the destructor gives every region back", "[sizing]") {
   }
   CHECK(source.log().live_regions == 0);
   CHECK(source.log().live_bytes == 0);
+}
+
+namespace {
+
+// A source that hands out misaligned or wrongly sized regions, or throws, on request.
+class MisbehavingSource final : public RegionSource {
+ public:
+  enum class Fault { none, misaligned, short_region, throws };
+  Fault fault = Fault::none;
+  std::uint64_t reserves = 0, releases = 0;
+
+ private:
+  Status do_reserve(std::size_t bytes, Region& out) override {
+    if (fault == Fault::throws) throw std::bad_alloc();
+    ++reserves;
+    const std::uintptr_t base = FakeRegionSource::kBase + reserves * (std::uintptr_t{1} << 40);
+    out = Region{fault == Fault::misaligned ? base + 8 : base, fault == Fault::short_region ? bytes / 2 : bytes};
+    return Status::ok;
+  }
+  void do_release(const Region&) override { ++releases; }
+};
+
+}  // namespace
+
+TEST_CASE("a region that breaks the source's contract is given back and counted", "[sizing][source]") {
+  for (const auto fault : {MisbehavingSource::Fault::misaligned, MisbehavingSource::Fault::short_region}) {
+    MisbehavingSource source;
+    source.fault = fault;
+    BfcArena arena(source, growing(64 * kMiB));
+    std::uintptr_t ptr = 0;
+    CHECK(arena.allocate(kMiB, ptr) == Status::out_of_memory);
+    CHECK(source.releases == source.reserves);  // nothing kept, nothing leaked
+    ArenaStats stats = arena.stats();
+    CHECK(stats.regions == 0);
+    CHECK(stats.bytes_reserved == 0);
+    CHECK(stats.region_reservations - stats.region_releases == stats.regions);
+    CHECK(stats.region_reservations == source.reserves);
+    // Once the source behaves, the arena grows normally.
+    source.fault = MisbehavingSource::Fault::none;
+    must_allocate(arena, kMiB);
+    stats = arena.stats();
+    CHECK(stats.regions == 1);
+    CHECK(stats.region_reservations - stats.region_releases == 1);
+    CHECK(arena.validate());
+  }
+}
+
+TEST_CASE("a source that throws is a refusal, not an escaped exception", "[sizing][source]") {
+  MisbehavingSource source;
+  source.fault = MisbehavingSource::Fault::throws;
+  BfcArena arena(source, growing(64 * kMiB));
+  std::uintptr_t ptr = 0;
+  CHECK(arena.allocate(kMiB, ptr) == Status::out_of_memory);
+  CHECK(arena.stats().regions == 0);
+  source.fault = MisbehavingSource::Fault::none;
+  must_allocate(arena, kMiB);
+  CHECK(arena.validate());
 }

@@ -1,0 +1,32 @@
+"""README.md documents every environment variable the policy reads, in its variable table."""
+import os
+import re
+import unittest
+
+SOURCE_ROOT = os.environ.get("GPUMEM_TEST_SOURCE_ROOT",
+                             os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def read(relative):
+    with open(os.path.join(SOURCE_ROOT, relative), encoding="utf-8") as f:
+        return f.read()
+
+
+class ReadmeVariablesTest(unittest.TestCase):
+    def test_every_policy_variable_has_a_row(self):
+        read_by_policy = set(re.findall(r'"((?:GPUMEM|XLA|TF)_[A-Z_]+)"', read("shim/policy.cpp")))
+        self.assertGreaterEqual(len(read_by_policy), 10, "the policy's variable names were not found")
+        rows = set(re.findall(r"^\| `([A-Z_]+)` \|", read("README.md"), re.MULTILINE))
+        self.assertEqual(sorted(read_by_policy - rows), [], "variables missing from README's table")
+        self.assertEqual(sorted(rows - read_by_policy), [], "README documents variables the policy does not read")
+
+    def test_the_two_commands(self):
+        readme = read("README.md")
+        for command in ("scripts/demo", "scripts/test"):
+            self.assertRegex(readme, r"(?m)^" + re.escape(command) + r"\s")
+            self.assertTrue(os.access(os.path.join(SOURCE_ROOT, command), os.X_OK), command)
+        self.assertIn("scripts/test", read(".ci/run"))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
