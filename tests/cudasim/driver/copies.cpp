@@ -1,9 +1,12 @@
 // Copies and sets, synchronous and stream-ordered. Ranges are validated against live allocations
-// when the call is made; the bytes move when the stream's worker reaches the operation.
+// when the call is made; the bytes move when the stream's worker reaches the operation (a host
+// source of an async copy is read at the call).
 #include "state.h"
 
 #include <cstring>
 #include <initializer_list>
+#include <memory>
+#include <vector>
 
 using namespace cudasim;
 
@@ -39,11 +42,13 @@ bool valid_range(State& st, const Range& r) {
   return false;
 }
 
-// Validates, queues `op` in stream order and, for the synchronous forms, waits for it.
-CUresult issue(CUstream handle, bool per_thread_default, bool wait, std::initializer_list<Range> ranges,
-               Operation op) {
+// Validates the ranges, then queues the operation `plan` returns (under State::mu) in stream order;
+// `plan` also says whether the call waits for it (the host-synchronous forms).
+template <typename Plan>
+CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<Range> ranges, Plan plan) {
   std::shared_ptr<CUstream_st> stream;
   std::uint64_t seq = 0;
+  bool wait = false;
   {
     Locked l;
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
@@ -51,6 +56,7 @@ CUresult issue(CUstream handle, bool per_thread_default, bool wait, std::initial
     for (const Range& r : ranges) {
       if (r.bytes > 0 && !valid_range(l.st, r)) return CUDA_ERROR_INVALID_VALUE;
     }
+    Operation op = plan(l.st, &wait);
     seq = submit(l.st, stream, std::move(op));
   }
   if (wait) stream->wait_until(seq);
@@ -60,21 +66,43 @@ CUresult issue(CUstream handle, bool per_thread_default, bool wait, std::initial
 void* host(std::uintptr_t p) { return reinterpret_cast<void*>(p); }
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
-CUresult copy(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, std::size_t n, CUstream s,
-              bool ptd, bool wait) {
-  return issue(s, ptd, wait, {{dst, n, dst_side}, {src, n, src_side}},
-               [dst, src, n] { std::memmove(host(dst), host(src), n); });
+// Whether a validated side of a copy is device memory (Unified: whichever it points into).
+bool on_device(State& st, std::uintptr_t ptr, Side side) {
+  return side == Side::Device || (side == Side::Unified && find_allocation(st, ptr, 1) != nullptr);
 }
 
+// How a copy synchronises with the host, after NVIDIA's "API synchronization behavior" (all host
+// memory here is pageable): the synchronous forms return once the copy is done, except device to
+// device, which is only queued; the async forms are queued, except host to host, which is done at
+// once, and a host source is read when the call is made (it is staged), so the caller may reuse it.
+CUresult copy(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, std::size_t n, CUstream s,
+              bool ptd, bool sync) {
+  return issue(s, ptd, {{dst, n, dst_side}, {src, n, src_side}}, [=](State& st, bool* wait) -> Operation {
+    const bool dst_device = on_device(st, dst, dst_side);
+    const bool src_device = on_device(st, src, src_side);
+    *wait = sync ? !(dst_device && src_device) : !(dst_device || src_device);
+    if (!sync && dst_device && !src_device && n > 0) {
+      auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<unsigned char*>(host(src)),
+                                                                 static_cast<unsigned char*>(host(src)) + n);
+      return [dst, staged] { std::memcpy(host(dst), staged->data(), staged->size()); };
+    }
+    return [dst, src, n] { std::memmove(host(dst), host(src), n); };
+  });
+}
+
+// Sets never block the host: device memory is the only target, and even the synchronous forms
+// are only queued on their default stream.
 template <typename T>
-CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd, bool wait) {
+CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd) {
   if (dst % sizeof(T) != 0) {
     Locked l;
     return l.init_status() != CUDA_SUCCESS ? l.init_status() : CUDA_ERROR_INVALID_VALUE;
   }
-  return issue(s, ptd, wait, {{dst, count * sizeof(T), Side::Device}}, [dst, value, count] {
-    T* p = static_cast<T*>(host(dst));
-    for (std::size_t i = 0; i < count; ++i) p[i] = value;
+  return issue(s, ptd, {{dst, count * sizeof(T), Side::Device}}, [=](State&, bool*) -> Operation {
+    return [dst, value, count] {
+      T* p = static_cast<T*>(host(dst));
+      for (std::size_t i = 0; i < count; ++i) p[i] = value;
+    };
   });
 }
 
@@ -149,41 +177,41 @@ CUDASIM_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdevic
 
 // --- sets ---
 CUDASIM_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return set(dstDevice, uc, N, nullptr, kLegacy, kSync);
+  return set(dstDevice, uc, N, nullptr, kLegacy);
 }
 CUDASIM_EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return set(dstDevice, uc, N, nullptr, kPerThread, kSync);
+  return set(dstDevice, uc, N, nullptr, kPerThread);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N) {
-  return set(dstDevice, us, N, nullptr, kLegacy, kSync);
+  return set(dstDevice, us, N, nullptr, kLegacy);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N) {
-  return set(dstDevice, us, N, nullptr, kPerThread, kSync);
+  return set(dstDevice, us, N, nullptr, kPerThread);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-  return set(dstDevice, ui, N, nullptr, kLegacy, kSync);
+  return set(dstDevice, ui, N, nullptr, kLegacy);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-  return set(dstDevice, ui, N, nullptr, kPerThread, kSync);
+  return set(dstDevice, ui, N, nullptr, kPerThread);
 }
 CUDASIM_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
-  return set(dstDevice, uc, N, hStream, kLegacy, kAsync);
+  return set(dstDevice, uc, N, hStream, kLegacy);
 }
 CUDASIM_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
                                              CUstream hStream) {
-  return set(dstDevice, uc, N, hStream, kPerThread, kAsync);
+  return set(dstDevice, uc, N, hStream, kPerThread);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream) {
-  return set(dstDevice, us, N, hStream, kLegacy, kAsync);
+  return set(dstDevice, us, N, hStream, kLegacy);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N,
                                               CUstream hStream) {
-  return set(dstDevice, us, N, hStream, kPerThread, kAsync);
+  return set(dstDevice, us, N, hStream, kPerThread);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
-  return set(dstDevice, ui, N, hStream, kLegacy, kAsync);
+  return set(dstDevice, ui, N, hStream, kLegacy);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
                                               CUstream hStream) {
-  return set(dstDevice, ui, N, hStream, kPerThread, kAsync);
+  return set(dstDevice, ui, N, hStream, kPerThread);
 }

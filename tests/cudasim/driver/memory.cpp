@@ -46,7 +46,8 @@ CUresult allocate_sync(CUdeviceptr* dptr, std::size_t bytes) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   auto base = reinterpret_cast<std::uintptr_t>(mapping.addr);
-  st.allocations[base] = Allocation{base, bytes, accounted, ctx->device, ctx, AllocKind::Sync, nullptr};
+  st.allocations[base] =
+      Allocation{base, bytes, accounted, ctx->device, ctx, AllocKind::Sync, nullptr, ++st.last_buffer_id};
   st.mappings[base] = mapping;
   dev.stats.driver_allocs++;
   dev.stats.largest_alloc = std::max<std::uint64_t>(dev.stats.largest_alloc, bytes);
@@ -153,7 +154,9 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     Locked l;
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
     auto it = l.st.allocations.find(dptr);
-    if (it == l.st.allocations.end() || it->second.kind != AllocKind::Sync) return CUDA_ERROR_INVALID_VALUE;
+    if (it == l.st.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+    // cuMemAllocAsync memory: back to its pool at once, without the implicit synchronisation.
+    if (it->second.kind == AllocKind::Pool) return free_pool_memory(l.st, dptr, nullptr);
     ctx = it->second.ctx;
     latency = l.st.config.free_latency_us;
     l.st.device(ctx->device).stats.context_syncs++;
@@ -231,7 +234,7 @@ CUDASIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute at
       *static_cast<CUmemoryPool*>(data) = a->pool;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-      *static_cast<unsigned long long*>(data) = a->base;
+      *static_cast<unsigned long long*>(data) = a->buffer_id;
       return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_INVALID_VALUE;

@@ -4,7 +4,8 @@
 // freed block is reusable at once by later work on the stream that freed it, and by other streams
 // once the free operation itself has executed on that stream. Idle blocks above the pool's release
 // threshold go back to the device at synchronisation points (stream, event, context) and on
-// cuMemPoolTrimTo.
+// cuMemPoolTrimTo. Taking a block from the device and giving one back cost CUDASIM_ALLOC_LATENCY_US /
+// CUDASIM_FREE_LATENCY_US, like cuMemAlloc and cuMemFree (paid by the thread that grew or released).
 #include "contexts.h"
 #include "state.h"
 
@@ -68,6 +69,7 @@ void release_idle_blocks(State& st, CUmemoryPool pool, std::uint64_t keep) {
     dev.stats.pool_bytes_reserved -= block.mapping.length;
     give_device_memory(dev, block.mapping.length);
     retire_mapping(st, block.mapping);
+    owe_latency(st.config.free_latency_us);
     it = blocks.erase(it);
   }
 }
@@ -103,6 +105,7 @@ PoolBlock* find_reusable(CUmemoryPool pool, std::size_t bytes, const std::shared
 PoolBlock* reserve_block(State& st, CUmemoryPool pool, std::size_t bytes) {
   Device& dev = st.device(pool->device);
   std::size_t length = round_up(bytes, kPoolGranularity);
+  owe_latency(st.config.alloc_latency_us);  // every growth attempt, as every cuMemAlloc
   if (!take_device_memory(st, dev, length)) {
     // Out of device memory: give back every idle block of the device's pools, then retry once.
     for (CUmemoryPool other : st.pools) {
@@ -142,7 +145,8 @@ CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUst
   block->freed_on.reset();
   note_used(dev, pool, block->mapping.length);
   st.allocations[block->base] =
-      Allocation{block->base, bytesize, block->mapping.length, pool->device, nullptr, AllocKind::Pool, pool};
+      Allocation{block->base, bytesize, block->mapping.length, pool->device, nullptr, AllocKind::Pool, pool,
+                 ++st.last_buffer_id};
   dev.stats.pool_async_allocs++;
   dev.stats.largest_alloc = std::max<std::uint64_t>(dev.stats.largest_alloc, bytesize);
   *dptr = block->base;
@@ -151,32 +155,10 @@ CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUst
 
 CUresult free_async(CUdeviceptr dptr, CUstream handle, bool per_thread_default) {
   Locked l;
-  State& st = l.st;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   std::shared_ptr<CUstream_st> stream;
-  if (CUresult rc = resolve_stream(st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
-  auto it = st.allocations.find(dptr);
-  if (it == st.allocations.end() || it->second.kind != AllocKind::Pool) return CUDA_ERROR_INVALID_VALUE;
-  CUmemoryPool pool = it->second.pool;
-  auto found = std::find_if(pool->blocks.begin(), pool->blocks.end(),
-                            [dptr](const auto& b) { return b->base == dptr; });
-  std::shared_ptr<PoolBlock> block = *found;
-  st.allocations.erase(it);
-  Device& dev = st.device(pool->device);
-  pool->used -= block->mapping.length;
-  dev.stats.pool_bytes_used -= block->mapping.length;
-  dev.stats.pool_async_frees++;
-  block->in_use = false;
-  block->free_done = false;
-  block->freed_on = stream;
-  const std::uint64_t free_number = ++block->frees;
-  submit(st, stream, [block, pool, free_number] {
-    Locked done;
-    // A block reused on its stream and freed again meanwhile waits for that later free instead.
-    if (block->frees == free_number) block->free_done = true;
-    if (pool->destroyed) release_idle_blocks(done.st, pool, 0);
-  });
-  return CUDA_SUCCESS;
+  if (CUresult rc = resolve_stream(l.st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
+  return free_pool_memory(l.st, dptr, stream);
 }
 
 CUresult check_pool_call(Locked& l, CUmemoryPool pool) {
@@ -194,6 +176,39 @@ CUmemoryPool create_default_pool(State& st, int device) {
   pool->is_default = true;
   st.pools.insert(pool);
   return pool;
+}
+
+CUresult free_pool_memory(State& st, CUdeviceptr dptr, const std::shared_ptr<CUstream_st>& stream) {
+  auto it = st.allocations.find(dptr);
+  if (it == st.allocations.end() || it->second.kind != AllocKind::Pool) return CUDA_ERROR_INVALID_VALUE;
+  CUmemoryPool pool = it->second.pool;
+  auto found = std::find_if(pool->blocks.begin(), pool->blocks.end(),
+                            [dptr](const auto& b) { return b->base == dptr; });
+  std::shared_ptr<PoolBlock> block = *found;
+  st.allocations.erase(it);
+  Device& dev = st.device(pool->device);
+  pool->used -= block->mapping.length;
+  dev.stats.pool_bytes_used -= block->mapping.length;
+  dev.stats.pool_async_frees++;
+  block->in_use = false;
+  const std::uint64_t free_number = ++block->frees;
+  if (!stream) {
+    // cuMemFree: the caller guarantees the memory is no longer used, so every stream may reuse it
+    // now (a pending earlier free of the block no longer matters: its number is stale).
+    block->free_done = true;
+    block->freed_on.reset();
+    if (pool->destroyed) release_idle_blocks(st, pool, 0);
+    return CUDA_SUCCESS;
+  }
+  block->free_done = false;
+  block->freed_on = stream;
+  submit(st, stream, [block, pool, free_number] {
+    Locked done;
+    // A block reused on its stream and freed again meanwhile waits for that later free instead.
+    if (block->frees == free_number) block->free_done = true;
+    if (pool->destroyed) release_idle_blocks(done.st, pool, 0);
+  });
+  return CUDA_SUCCESS;
 }
 
 void release_pools_above_threshold(State& st, int device) {

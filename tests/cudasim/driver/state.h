@@ -7,6 +7,7 @@
 #include "cuda_api.h"
 #include "streams.h"
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 struct CUmemPoolHandle_st;
@@ -61,6 +63,7 @@ struct Allocation {
   CUctx_st* ctx = nullptr;    // null for pool memory (it belongs to the pool)
   AllocKind kind = AllocKind::Sync;
   CUmemPoolHandle_st* pool = nullptr;
+  std::uint64_t buffer_id = 0;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused, even for an address
 };
 
 // A range of host address space standing in for device memory.
@@ -86,6 +89,7 @@ struct State {
   std::unordered_map<std::uintptr_t, Mapping> mappings;                    // sync allocations
   std::deque<Mapping> quarantine;  // freed ranges kept PROT_NONE so late use faults
   std::uint64_t device_allocations = 0;  // attempts counted against CUDASIM_FAIL_ALLOC_AFTER
+  std::uint64_t last_buffer_id = 0;      // the last CU_POINTER_ATTRIBUTE_BUFFER_ID handed out
   std::vector<std::string> requested_names;
   std::unordered_set<std::string> requested_set;
 
@@ -95,11 +99,24 @@ struct State {
 // The state of this process; a forked child gets a fresh one (see README, "fork").
 State& state();
 
+// Simulated latency (CUDASIM_*_LATENCY_US) this thread owes for device memory it took or gave back
+// while holding State::mu; ~Locked pays it once the lock is released, so the sleep delays only the
+// calling thread (or stream), never other threads' driver calls.
+inline thread_local std::uint64_t t_owed_latency_us = 0;
+inline void owe_latency(std::uint64_t us) { t_owed_latency_us += us; }
+
 // Locks State::mu and checks cuInit succeeded.
 struct Locked {
   std::unique_lock<std::mutex> lock;
   State& st;
   Locked() : lock(state().mu), st(state()) {}
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+  ~Locked() {
+    if (lock.owns_lock()) lock.unlock();
+    const std::uint64_t owed = std::exchange(t_owed_latency_us, 0);
+    if (owed > 0) std::this_thread::sleep_for(std::chrono::microseconds(owed));
+  }
   // Every call but cuInit answers NOT_INITIALIZED until cuInit has succeeded.
   CUresult init_status() const {
     return st.initialized && st.init_result == CUDA_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
@@ -156,6 +173,10 @@ void free_context_allocations(State& st, CUctx_st* ctx);
 
 // --- pools.cpp ---
 CUmemoryPool create_default_pool(State& st, int device);
+// Returns the pool allocation at `dptr` to its pool; CUDA_ERROR_INVALID_VALUE if there is none.
+// With a stream (cuMemFreeAsync) other streams may reuse the block once the free has executed on
+// it; without one (cuMemFree, which does not synchronise for pool memory) at once.
+CUresult free_pool_memory(State& st, CUdeviceptr dptr, const std::shared_ptr<CUstream_st>& stream);
 // Gives memory above each of the device's pools' release threshold back (synchronisation points).
 void release_pools_above_threshold(State& st, int device);
 

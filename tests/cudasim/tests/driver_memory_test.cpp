@@ -6,11 +6,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <vector>
 
 using namespace driver_test;
@@ -93,6 +95,68 @@ TEST_CASE("sizes take units and one entry per device", "[driver][config]") {
     CHILD_CHECK(cuMemGetInfo(&free, &total) == CUDA_SUCCESS && free == total);
     CUdeviceptr ptr = 0;
     CHILD_CHECK(cuMemAlloc(&ptr, 4096) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}
+
+TEST_CASE("CUDASIM_ALLOC_LATENCY_US and CUDASIM_FREE_LATENCY_US slow cuMemAlloc and cuMemFree",
+          "[driver][config]") {
+  int rc = in_child([] {
+    setenv("CUDASIM_ALLOC_LATENCY_US", "200000", 1);
+    setenv("CUDASIM_FREE_LATENCY_US", "200000", 1);
+    CHILD_CHECK(start_primary_context());
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kLatency = std::chrono::milliseconds(200);
+    CUdeviceptr ptr = 0;
+    auto start = Clock::now();
+    CHILD_CHECK(cuMemAlloc(&ptr, 4096) == CUDA_SUCCESS);
+    CHILD_CHECK(Clock::now() - start >= kLatency);
+    start = Clock::now();
+    CHILD_CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
+    CHILD_CHECK(Clock::now() - start >= kLatency);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}
+
+namespace {
+
+// The process's resident set (VmRSS in /proc/self/status), in bytes; 0 when unreadable.
+size_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmRSS:  123 kB"
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("without CUDASIM_* variables: one 16 GiB device, 300 MiB per context, memory costs no RAM",
+          "[driver][config]") {
+  int rc = in_child([] {
+    std::vector<std::string> names;
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const std::string variable = *entry;
+      if (variable.rfind("CUDASIM_", 0) == 0) names.push_back(variable.substr(0, variable.find('=')));
+    }
+    for (const std::string& variable : names) unsetenv(variable.c_str());
+    CHILD_CHECK(start_primary_context());
+    int count = 0;
+    CHILD_CHECK(cuDeviceGetCount(&count) == CUDA_SUCCESS && count == 1);
+    size_t free = 0, total = 0;
+    CHILD_CHECK(cuMemGetInfo(&free, &total) == CUDA_SUCCESS);
+    CHILD_CHECK(total == 16 * kGiB);
+    CHILD_CHECK(free == total - 300 * kMiB);
+    const size_t resident_before = resident_bytes();
+    CHILD_CHECK(resident_before > 0);
+    CUdeviceptr ptr = 0;
+    CHILD_CHECK(cuMemAlloc(&ptr, 12 * kGiB) == CUDA_SUCCESS);
+    const size_t resident_after = resident_bytes();
+    CHILD_CHECK(resident_after < resident_before + 64 * kMiB);
     CHILD_CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
     return 0;
   });

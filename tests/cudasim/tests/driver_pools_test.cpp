@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+
 using namespace driver_test;
 
 namespace {
@@ -146,9 +148,9 @@ TEST_CASE("pool memory counts against the device and is validated like any other
   CUmemoryPool owner = nullptr;
   CHECK(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, ptr) == CUDA_SUCCESS);
   CHECK(owner == default_pool());
-  CHECK(cuMemFree(ptr) == CUDA_ERROR_INVALID_VALUE);  // not cuMemAlloc memory
   REQUIRE(cuMemFreeAsync(ptr, nullptr) == CUDA_SUCCESS);
   CHECK(cuMemFreeAsync(ptr, nullptr) == CUDA_ERROR_INVALID_VALUE);  // double free
+  CHECK(cuMemFree(ptr) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuMemsetD8Async(ptr, 1, 1, nullptr) == CUDA_ERROR_INVALID_VALUE);
   REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
   REQUIRE(cuMemGetInfo(&free_after, &total) == CUDA_SUCCESS);
@@ -161,6 +163,100 @@ TEST_CASE("pool memory counts against the device and is validated like any other
   CHECK(cuMemAllocAsync(nullptr, 16, nullptr) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuMemAllocAsync(&ptr, 0, nullptr) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuMemAllocAsync(&ptr, 16, reinterpret_cast<CUstream>(0x1000)) == CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_CASE("cuMemFree frees pool memory at once, without synchronising", "[driver][pools]") {
+  // cuda.h: cuMemFree accepts cuMemAllocAsync / cuMemAllocFromPoolAsync memory and performs no
+  // implicit synchronisation for it; the caller has made sure nothing uses it any more.
+  primary_context();
+  CUmemoryPool pool = default_pool();
+  cuuint64_t keep = 64 * kMiB, zero = 0;
+  REQUIRE(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) == CUDA_SUCCESS);
+  CUstream a = nullptr, b = nullptr;
+  REQUIRE(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  REQUIRE(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CUdeviceptr ptr = 0, again = 0;
+  REQUIRE(cuMemAllocAsync(&ptr, kMiB, a) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8Async(ptr, 1, kMiB, a) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(a) == CUDA_SUCCESS);
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(a, Gate::wait, &gate) == CUDA_SUCCESS);
+  CHECK(cuMemFree(ptr) == CUDA_SUCCESS);  // returns although stream a is held
+  CHECK_FALSE(gate.ran());
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 0);
+  CHECK(cuMemFree(ptr) == CUDA_ERROR_INVALID_VALUE);  // double free
+  CHECK(cuMemFreeAsync(ptr, a) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuMemAllocAsync(&again, kMiB, b) == CUDA_SUCCESS);
+  CHECK(again == ptr);  // freed at once: any stream may reuse the block
+  gate.open();
+  REQUIRE(cuMemFree(again) == CUDA_SUCCESS);
+
+  // Memory of a destroyed pool goes back to the device when cuMemFree frees it.
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool created = nullptr;
+  REQUIRE(cuMemPoolCreate(&created, &props) == CUDA_SUCCESS);
+  size_t free_before = 0, free_now = 0, total = 0;
+  REQUIRE(cuMemGetInfo(&free_before, &total) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocFromPoolAsync(&ptr, kMiB, created, b) == CUDA_SUCCESS);
+  REQUIRE(cuMemPoolDestroy(created) == CUDA_SUCCESS);
+  REQUIRE(cuMemFree(ptr) == CUDA_SUCCESS);
+  REQUIRE(cuMemGetInfo(&free_now, &total) == CUDA_SUCCESS);
+  CHECK(free_now == free_before);
+
+  REQUIRE(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 0);
+  CHECK(cuStreamDestroy(a) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(b) == CUDA_SUCCESS);
+}
+
+TEST_CASE("buffer ids are unique for the process lifetime, also for a reused address", "[driver][pools]") {
+  primary_context();
+  auto buffer_id = [](CUdeviceptr ptr) {
+    unsigned long long id = 0;
+    REQUIRE(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr) == CUDA_SUCCESS);
+    return id;
+  };
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CUdeviceptr first = 0, second = 0, sync = 0;
+  REQUIRE(cuMemAllocAsync(&first, kMiB, stream) == CUDA_SUCCESS);
+  const unsigned long long first_id = buffer_id(first);
+  CHECK(buffer_id(first + 100) == first_id);  // one id per allocation, whatever the offset
+  REQUIRE(cuMemFreeAsync(first, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocAsync(&second, kMiB, stream) == CUDA_SUCCESS);
+  REQUIRE(second == first);  // same stream: the block is reused at once
+  CHECK(buffer_id(second) != first_id);
+  REQUIRE(cuMemAlloc(&sync, 4096) == CUDA_SUCCESS);
+  CHECK(buffer_id(sync) != first_id);
+  CHECK(buffer_id(sync) != buffer_id(second));
+  CHECK(cuMemFree(sync) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(second, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("pool growth and release cost the allocation and free latencies", "[driver][pools]") {
+  int rc = in_child([] {
+    setenv("CUDASIM_ALLOC_LATENCY_US", "200000", 1);
+    setenv("CUDASIM_FREE_LATENCY_US", "200000", 1);
+    CHILD_CHECK(start_primary_context());
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kLatency = std::chrono::milliseconds(200);
+    CUdeviceptr ptr = 0;
+    auto start = Clock::now();
+    CHILD_CHECK(cuMemAllocAsync(&ptr, kMiB, nullptr) == CUDA_SUCCESS);  // the pool grows
+    CHILD_CHECK(Clock::now() - start >= kLatency);
+    CHILD_CHECK(cuMemFreeAsync(ptr, nullptr) == CUDA_SUCCESS);
+    start = Clock::now();
+    CHILD_CHECK(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);  // threshold 0: the block goes back
+    CHILD_CHECK(Clock::now() - start >= kLatency);
+    return 0;
+  });
+  REQUIRE(rc == 0);
 }
 
 TEST_CASE("created pools", "[driver][pools]") {

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -34,24 +35,110 @@ TEST_CASE("async copies and sets run later, in stream order", "[driver][streams]
   CUdeviceptr dev = 0;
   REQUIRE(cuMemAlloc(&dev, 4096) == CUDA_SUCCESS);
   REQUIRE(cuMemsetD8(dev, 0, 4096) == CUDA_SUCCESS);
+  std::vector<unsigned> in(256, 7), out(768, 1);
+  REQUIRE(cuMemcpyHtoD(dev, in.data(), 1024) == CUDA_SUCCESS);
 
+  // Only device-side work waits behind the gate: a host copy there would block the host on a GPU
+  // (pageable memory) before the gate could be opened.
   Gate gate;
-  std::vector<unsigned> in(256, 7), out(256, 0);
   REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
-  REQUIRE(cuMemcpyHtoDAsync(dev, in.data(), 1024, stream) == CUDA_SUCCESS);
   REQUIRE(cuMemsetD32Async(dev + 1024, 9, 256, stream) == CUDA_SUCCESS);
   REQUIRE(cuMemcpyDtoDAsync(dev + 2048, dev, 1024, stream) == CUDA_SUCCESS);
-  REQUIRE(cuMemcpyDtoHAsync(out.data(), dev + 2048, 1024, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyDtoDAsync(dev + 3072, dev + 1024, 1024, stream) == CUDA_SUCCESS);  // after the set
   settle();
   CHECK(cuStreamQuery(stream) == CUDA_ERROR_NOT_READY);
-  CHECK(out == std::vector<unsigned>(256, 0));  // nothing ran behind the closed gate
+  // The legacy stream does not wait for a non-blocking one: this reads the memory as it is now.
+  REQUIRE(cuMemcpyDtoH(out.data(), dev + 1024, 3072) == CUDA_SUCCESS);
+  CHECK(out == std::vector<unsigned>(768, 0));  // nothing ran behind the closed gate
   gate.open();
   REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
   CHECK(cuStreamQuery(stream) == CUDA_SUCCESS);
-  CHECK(out == in);
-  unsigned word = 0;
-  REQUIRE(cuMemcpyDtoH(&word, dev + 1024 + 4 * 255, 4) == CUDA_SUCCESS);
-  CHECK(word == 9);
+  std::vector<unsigned> all(1024, 0);
+  REQUIRE(cuMemcpyDtoH(all.data(), dev, 4096) == CUDA_SUCCESS);
+  CHECK(std::vector<unsigned>(all.begin(), all.begin() + 256) == in);
+  CHECK(std::vector<unsigned>(all.begin() + 256, all.begin() + 512) == std::vector<unsigned>(256, 9));
+  CHECK(std::vector<unsigned>(all.begin() + 512, all.begin() + 768) == in);
+  CHECK(std::vector<unsigned>(all.begin() + 768, all.end()) == std::vector<unsigned>(256, 9));
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("synchronous sets and device-to-device copies do not block the host", "[driver][streams]") {
+  // NVIDIA's "API synchronization behavior": memsets to device memory and device-to-device copies
+  // are asynchronous with respect to the host; they are only ordered on the default stream.
+  CUcontext ctx = primary_context();
+  CUdeviceptr dev = 0;
+  REQUIRE(cuMemAlloc(&dev, 16384) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8(dev, 0, 16384) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(CU_STREAM_LEGACY, Gate::wait, &gate) == CUDA_SUCCESS);
+  std::atomic<bool> returned{false};
+  std::atomic<bool> all_succeeded{false};
+  std::thread caller([&] {
+    cuCtxSetCurrent(ctx);
+    bool ok = cuMemsetD8(dev, 0x11, 4096) == CUDA_SUCCESS;
+    ok = cuMemsetD16(dev + 4096, 0x2222, 2048) == CUDA_SUCCESS && ok;
+    ok = cuMemsetD32(dev + 8192, 0x33333333, 1024) == CUDA_SUCCESS && ok;
+    ok = cuMemcpyDtoD(dev + 12288, dev, 2048) == CUDA_SUCCESS && ok;
+    ok = cuMemcpy(dev + 14336, dev + 4096, 2048) == CUDA_SUCCESS && ok;  // unified, both on the device
+    all_succeeded = ok;
+    returned = true;
+  });
+  for (int i = 0; i < 5000 && !returned; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(returned.load());  // while the legacy stream is still held
+  CHECK_FALSE(gate.ran());
+  CHECK(cuStreamQuery(CU_STREAM_LEGACY) == CUDA_ERROR_NOT_READY);
+  gate.open();
+  caller.join();
+  CHECK(all_succeeded.load());
+  // A copy to the host waits for the queued work, so it sees every result.
+  std::vector<unsigned char> back(16384, 0);
+  REQUIRE(cuMemcpyDtoH(back.data(), dev, back.size()) == CUDA_SUCCESS);
+  CHECK(gate.ran());
+  auto all = [&](size_t from, size_t to, unsigned char value) {
+    return std::all_of(back.begin() + static_cast<long>(from), back.begin() + static_cast<long>(to),
+                       [value](unsigned char b) { return b == value; });
+  };
+  CHECK(all(0, 4096, 0x11));
+  CHECK(all(4096, 8192, 0x22));
+  CHECK(all(8192, 12288, 0x33));
+  CHECK(all(12288, 14336, 0x11));
+  CHECK(all(14336, 16384, 0x22));
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+}
+
+TEST_CASE("async copies stage a host source at the call; host-to-host copies are synchronous",
+          "[driver][streams]") {
+  primary_context();
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CUdeviceptr dev = 0;
+  REQUIRE(cuMemAlloc(&dev, 2048) == CUDA_SUCCESS);
+  std::vector<unsigned> in(256, 7), back(512, 0);
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyHtoDAsync(dev, in.data(), 1024, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyAsync(dev + 1024, reinterpret_cast<CUdeviceptr>(in.data()), 1024, stream) == CUDA_SUCCESS);
+  std::fill(in.begin(), in.end(), 8u);  // pageable memory: the caller may reuse it at once
+  gate.open();
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyDtoH(back.data(), dev, 2048) == CUDA_SUCCESS);
+  CHECK(back == std::vector<unsigned>(512, 7));
+
+  // Host to host: done, in stream order, before cuMemcpyAsync returns.
+  Gate later;
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &later) == CUDA_SUCCESS);
+  std::thread opener([&] {
+    settle();
+    later.open();
+  });
+  std::vector<unsigned> copy(256, 0);
+  REQUIRE(cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(copy.data()), reinterpret_cast<CUdeviceptr>(in.data()),
+                        1024, stream) == CUDA_SUCCESS);
+  CHECK(later.ran());
+  CHECK(copy == in);
+  opener.join();
   CHECK(cuMemFree(dev) == CUDA_SUCCESS);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }

@@ -123,6 +123,20 @@ TEST_CASE("runtime: explicit pools", "[runtime][pool]") {
   REQUIRE_CUDA(cudaSetDevice(0));
 }
 
+TEST_CASE("runtime: cudaFree frees cudaMallocAsync memory", "[runtime][pool]") {
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  void* ptr = nullptr;
+  REQUIRE_CUDA(cudaMallocAsync(&ptr, kMiB, stream));
+  REQUIRE_CUDA(cudaMemsetAsync(ptr, 0x42, kMiB, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  REQUIRE_CUDA(cudaFree(ptr));
+  CHECK(name(cudaFreeAsync(ptr, stream)) == "cudaErrorInvalidValue");  // already freed
+  CHECK(name(cudaFree(ptr)) == "cudaErrorInvalidValue");
+  cudaGetLastError();
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
+
 TEST_CASE("runtime: misuse of stream-ordered allocation returns the documented codes", "[runtime][pool]") {
   cudaMemPool_t pool = nullptr;
   CHECK(name(cudaDeviceGetDefaultMemPool(&pool, 9)) == "cudaErrorInvalidDevice");
