@@ -92,6 +92,7 @@ Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::
 bool BfcArena::take_free(std::size_t rounded, std::size_t requested, std::uintptr_t& out) {
   const ChunkHandle handle = free_.best_fit(chunks_, rounded);
   if (handle == kNoChunk) return false;
+  in_use_.prefetch(chunks_[handle].base);  // carve's insert: overlap the miss with the tree work
   free_.erase(chunks_, handle);
   carve(handle, rounded, requested, false);
   out = chunks_[handle].base;
@@ -137,19 +138,19 @@ void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t reques
     chunk.size = rounded;
     if (was_fenced) {
       // The remainder may still be in use by the device: it keeps the fence.
-      tail.state = ChunkState::fenced;
+      chunks_.set_state(rest, ChunkState::fenced);
       tail.fence_id = chunk.fence_id;
       tail.fence_stream = chunk.fence_stream;
       fenced_.push(chunks_, rest);
       counters_.bytes_fenced += rest_size;
     } else {
       // The chunk was coalesced, so its right neighbour is not free: the rest needs no merge.
-      tail.state = ChunkState::free;
+      chunks_.set_state(rest, ChunkState::free);
       free_.insert(chunks_, rest);
     }
   }
   Chunk& chunk = chunks_[handle];
-  chunk.state = ChunkState::in_use;
+  chunks_.set_state(handle, ChunkState::in_use);
   chunk.requested = requested;
   chunk.fence_id = 0;
   chunk.fence_stream = 0;
@@ -177,10 +178,10 @@ Status BfcArena::deallocate(std::uintptr_t ptr, Fence fence) noexcept {
   counters_.bytes_requested -= chunk.requested;
   chunk.requested = 0;
   if (fence.empty()) {
-    chunk.state = ChunkState::free;
+    chunks_.set_state(handle, ChunkState::free);
     free_.insert(chunks_, coalesce(handle));
   } else {
-    chunk.state = ChunkState::fenced;
+    chunks_.set_state(handle, ChunkState::fenced);
     chunk.fence_id = fence.id;
     chunk.fence_stream = fence.stream;
     counters_.bytes_fenced += chunk.size;
@@ -202,12 +203,12 @@ void BfcArena::absorb_next(ChunkHandle low) {
 
 ChunkHandle BfcArena::coalesce(ChunkHandle handle) {
   const ChunkHandle next = chunks_[handle].next;
-  if (next != kNoChunk && chunks_[next].state == ChunkState::free) {
+  if (next != kNoChunk && chunks_.state(next) == ChunkState::free) {
     free_.erase(chunks_, next);
     absorb_next(handle);
   }
   const ChunkHandle prev = chunks_[handle].prev;
-  if (prev != kNoChunk && chunks_[prev].state == ChunkState::free) {
+  if (prev != kNoChunk && chunks_.state(prev) == ChunkState::free) {
     free_.erase(chunks_, prev);
     absorb_next(prev);
     return prev;
@@ -219,7 +220,7 @@ void BfcArena::resolve_chunk(ChunkHandle handle) {
   fenced_.remove(chunks_, handle);
   Chunk& chunk = chunks_[handle];
   counters_.bytes_fenced -= chunk.size;
-  chunk.state = ChunkState::free;
+  chunks_.set_state(handle, ChunkState::free);
   chunk.fence_id = 0;
   chunk.fence_stream = 0;
   free_.insert(chunks_, coalesce(handle));
@@ -294,7 +295,7 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
   Chunk& chunk = chunks_[handle];
   chunk.base = region.base;
   chunk.size = region.size;
-  chunk.state = ChunkState::free;
+  chunks_.set_state(handle, ChunkState::free);
   free_.insert(chunks_, handle);
   const auto position = std::upper_bound(
       regions_.begin(), regions_.end(), region.base,
@@ -339,7 +340,7 @@ std::size_t BfcArena::release_free_regions_locked() {
   std::size_t kept = 0;
   for (const RegionRecord& record : regions_) {
     const Chunk& first = chunks_[record.first];
-    if (first.state != ChunkState::free || first.size != record.region.size) {
+    if (chunks_.state(record.first) != ChunkState::free || first.size != record.region.size) {
       regions_[kept++] = record;
       continue;
     }
@@ -380,7 +381,7 @@ Status BfcArena::classify_bad_free(std::uintptr_t ptr) const {
   const RegionRecord* region = region_containing(ptr);
   if (region == nullptr || ptr % kGranule != 0) return Status::not_owned;
   const ChunkHandle handle = chunk_containing(*region, ptr);
-  if (handle != kNoChunk && chunks_[handle].state != ChunkState::in_use) return Status::double_free;
+  if (handle != kNoChunk && chunks_.state(handle) != ChunkState::in_use) return Status::double_free;
   return Status::not_owned;
 }
 
@@ -397,7 +398,7 @@ std::optional<ChunkInfo> BfcArena::find(std::uintptr_t ptr) const noexcept {
   if (handle == kNoChunk) handle = chunk_containing(*region, ptr);
   if (handle == kNoChunk) return std::nullopt;
   const Chunk& chunk = chunks_[handle];
-  return ChunkInfo{chunk.base, chunk.size, chunk.requested, chunk.state == ChunkState::in_use,
+  return ChunkInfo{chunk.base, chunk.size, chunk.requested, chunks_.state(handle) == ChunkState::in_use,
                    region->region};
 }
 
@@ -457,12 +458,12 @@ bool BfcArena::validate_locked() const {
           chunk.size % kGranule != 0 || chunk.base + chunk.size > previous_end) {
         return false;
       }
-      switch (chunk.state) {
+      switch (chunks_.state(node)) {
         case ChunkState::unused: return false;
         case ChunkState::free:
           ++free_chunks;
           if (chunk.requested != 0 || chunk.fence_id != 0) return false;
-          if (previous != kNoChunk && chunks_[previous].state == ChunkState::free) return false;
+          if (previous != kNoChunk && chunks_.state(previous) == ChunkState::free) return false;
           break;
         case ChunkState::in_use:
           ++in_use_chunks;

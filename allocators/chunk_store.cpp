@@ -16,18 +16,21 @@ constexpr std::size_t kMaxRecords = std::numeric_limits<ChunkHandle>::max();
 
 ChunkStore::ChunkStore() {
   records_.reserve(kInitialRecords);
+  states_.reserve(kInitialRecords);
   records_.emplace_back();  // record 0: kNoChunk
+  states_.push_back(ChunkState::unused);
 }
 
-bool ChunkStore::reserve(std::size_t count) noexcept {
-  if (count <= free_count_) return true;
+bool ChunkStore::grow(std::size_t count) noexcept {
   const std::size_t needed = records_.size() + (count - free_count_);
-  if (needed <= records_.capacity()) return true;
   if (needed > kMaxRecords) return false;
+  // Geometric, as push_back would grow: reserving exactly `needed` would copy on every call.
+  const std::size_t capacity = std::min(kMaxRecords, std::max(needed, 2 * records_.capacity()));
   try {
-    // Geometric, as push_back would grow: reserving exactly `needed` would copy on every call.
-    records_.reserve(std::min(kMaxRecords, std::max(needed, 2 * records_.capacity())));
-  } catch (...) {  // bad_alloc; the vector is unchanged
+    // States first: should the records then fail, spare state capacity is all that changed.
+    states_.reserve(capacity);
+    records_.reserve(capacity);
+  } catch (...) {  // bad_alloc; sizes and contents are unchanged
     return false;
   }
   return true;
@@ -39,9 +42,10 @@ ChunkHandle ChunkStore::create() noexcept {
     free_head_ = records_[handle].right;
     --free_count_;
   } else {
-    assert(records_.size() < records_.capacity());  // reserve() was called
+    assert(records_.size() < records_.capacity() && states_.size() < states_.capacity());  // reserved
     handle = static_cast<ChunkHandle>(records_.size());
     records_.emplace_back();
+    states_.push_back(ChunkState::unused);
   }
   random_state_ ^= random_state_ << 13;
   random_state_ ^= random_state_ >> 17;
@@ -49,13 +53,14 @@ ChunkHandle ChunkStore::create() noexcept {
   Chunk& chunk = records_[handle];
   chunk = Chunk{};
   chunk.priority = random_state_;
+  states_[handle] = ChunkState::unused;
   ++live_;
   return handle;
 }
 
 void ChunkStore::destroy(ChunkHandle handle) noexcept {
   Chunk& chunk = records_[handle];
-  chunk.state = ChunkState::unused;
+  states_[handle] = ChunkState::unused;
   chunk.right = free_head_;
   free_head_ = handle;
   ++free_count_;

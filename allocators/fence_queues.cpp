@@ -76,7 +76,7 @@ bool FenceQueues::validate(const ChunkStore& store, std::size_t& chunks) const n
     ChunkHandle previous = kNoChunk;
     for (ChunkHandle node = queue.head; node != kNoChunk; node = store[node].right) {
       const Chunk& chunk = store[node];
-      if (chunk.state != ChunkState::fenced || chunk.fence_stream != queue.stream ||
+      if (store.state(node) != ChunkState::fenced || chunk.fence_stream != queue.stream ||
           chunk.fence_id == 0 || chunk.left != previous) {
         return false;
       }

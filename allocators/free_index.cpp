@@ -60,7 +60,7 @@ bool validate_treap(const ChunkStore& store, ChunkHandle root, int klass, const 
   if (root == kNoChunk) return true;
   if (depth > kMaxTreapDepth) return false;
   const Chunk& node = store[root];
-  if (node.state != ChunkState::free || class_index(node.size) != klass) return false;
+  if (store.state(root) != ChunkState::free || class_index(node.size) != klass) return false;
   if ((low != nullptr && !key_less(*low, node)) || (high != nullptr && !key_less(node, *high))) {
     return false;
   }

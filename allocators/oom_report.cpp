@@ -98,7 +98,7 @@ OomReport BfcArena::oom_report(std::size_t requested) const {
       const Chunk& chunk = chunks_[node];
       OomReport::Bin& bin = bins[static_cast<std::size_t>(detail::bin_index(chunk.size))];
       ++bin.total_chunks;
-      if (chunk.state == ChunkState::in_use) {
+      if (chunks_.state(node) == ChunkState::in_use) {
         ++bin.chunks_in_use;
         bin.bytes_in_use += chunk.size;
         bin.bytes_requested += chunk.requested;

@@ -14,8 +14,7 @@ PointerMap::PointerMap()
       mask_(kInitialSlots - 1),
       shift_(64 - std::countr_zero(kInitialSlots)) {}
 
-bool PointerMap::reserve_one() noexcept {
-  if ((size_ + 1) * 2 <= slots_.size()) return true;
+bool PointerMap::grow_or_fail() noexcept {
   try {
     grow();
   } catch (...) {  // bad_alloc before anything moved: the map is unchanged

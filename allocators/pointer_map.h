@@ -19,7 +19,7 @@ class PointerMap {
   PointerMap();
 
   // Makes the next insert() allocation-free; false, with the map unchanged, when host memory runs out.
-  bool reserve_one() noexcept;
+  bool reserve_one() noexcept { return (size_ + 1) * 2 <= slots_.size() || grow_or_fail(); }
   // Requires a reserve_one() since the last insert.
   void insert(std::uintptr_t key, ChunkHandle value) noexcept;
   ChunkHandle find(std::uintptr_t key) const noexcept;
@@ -27,6 +27,9 @@ class PointerMap {
   ChunkHandle erase(std::uintptr_t key) noexcept;
 
   std::size_t size() const noexcept { return size_; }
+  // Starts loading the slot where `key`'s probe begins: in a large map that is a cache miss, which
+  // the caller can overlap with other work before insert().
+  void prefetch(std::uintptr_t key) const noexcept { __builtin_prefetch(&slots_[home(key)]); }
 
  private:
   struct Slot {
@@ -39,6 +42,7 @@ class PointerMap {
     return static_cast<std::size_t>(((key >> 8) * 0x9e3779b97f4a7c15ull) >> shift_);
   }
   void grow();
+  bool grow_or_fail() noexcept;
   void place(std::uintptr_t key, ChunkHandle value) noexcept;
 
   std::vector<Slot> slots_;

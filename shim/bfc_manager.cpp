@@ -31,7 +31,20 @@ BfcManager::BfcManager(CUcontext context, CUdevice device, const Policy& policy,
       arena_(source_, arena_options(policy, limit_bytes), &fences_),
       default_pool_(default_pool) {}
 
+void BfcManager::resolve_fences_instead_of_growing(std::size_t bytes) {
+  // Growing with defer: fenced chunks are otherwise reused only once the limit is reached, so the
+  // arena would grow far past the live set. One synchronisation is cheaper than a new region.
+  if (policy().preallocate || policy().free_sync != FreeSync::defer) return;
+  const std::size_t rounded = (bytes + 255) / 256 * 256;
+  const ArenaStats stats = arena_.stats();
+  if (stats.largest_free_block >= rounded || stats.bytes_fenced < rounded) return;
+  const FenceId through = last_fence_id();
+  if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
+}
+
 CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain) {
+  // Synchronous requests only: an ordered one may reuse chunks fenced on its own stream.
+  if (stream_domain == 0) resolve_fences_instead_of_growing(bytes);
   std::uintptr_t address = 0;
   Status status = arena_.allocate(bytes, address, stream_domain);
   for (int attempt = 0; status == Status::fences_pending && attempt < kFenceSyncAttempts; ++attempt) {

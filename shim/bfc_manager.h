@@ -32,6 +32,8 @@ class BfcManager final : public MemoryManager {
                                        StreamArg stream) override;
   CUresult do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) override;
   bool do_owns(CUdeviceptr ptr) const override;
+  // Growth mode with deferred frees: resolves the fences when only fenced bytes could serve `bytes`.
+  void resolve_fences_instead_of_growing(std::size_t bytes);
   CUresult do_check_ipc_export(CUdeviceptr ptr) const override;
   void do_context_synchronized(FenceId through) override;
   void do_fill_stats(ManagerStats& stats) const override;

@@ -64,9 +64,15 @@ MemoryManager* ContextRegistry::current(bool create) {
   if (driver.cuCtxGetCurrent(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
   if (MemoryManager* manager = find(context)) return manager;
   if (!create || !policy_is_active()) return nullptr;
-  std::lock_guard lock(mutex_);
-  if (MemoryManager* manager = find(context)) return manager;  // made by another thread meanwhile
-  return create_locked(context);
+  log::Pending message;
+  MemoryManager* manager = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    manager = find(context);  // made by another thread meanwhile?
+    if (manager == nullptr) manager = create_locked(context, message);
+  }
+  message.flush();
+  return manager;
 }
 
 MemoryManager* ContextRegistry::find(CUcontext context) const noexcept {
@@ -102,14 +108,29 @@ MemoryManager* ContextRegistry::owner_of(CUdeviceptr ptr) const {
 
 void ContextRegistry::forget(CUcontext context) {
   if (context == nullptr) return;
-  std::lock_guard lock(mutex_);
-  const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
-  for (std::size_t i = 0; i < used; ++i) {
-    if (slots_[i].context.load(std::memory_order_acquire) == context) {
-      slots_[i].context.store(nullptr, std::memory_order_release);
-      log::debug("context {}: forgotten with its memory", static_cast<const void*>(context));
+  bool forgotten = false;
+  {
+    std::lock_guard lock(mutex_);
+    const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      if (slots_[i].context.load(std::memory_order_acquire) == context) {
+        slots_[i].context.store(nullptr, std::memory_order_release);
+        forgotten = true;
+      }
     }
   }
+  if (forgotten) log::debug("context {}: forgotten with its memory", static_cast<const void*>(context));
+}
+
+CUcontext ContextRegistry::active_primary_context(CUdevice device) {
+  const RealDriver& driver = real_driver();
+  unsigned int flags = 0;
+  int active = 0;
+  if (driver.cuDevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0) return nullptr;
+  CUcontext primary = nullptr;  // retaining an active primary context only names it
+  if (driver.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) return nullptr;
+  driver.cuDevicePrimaryCtxRelease_v2(device);
+  return primary;
 }
 
 void ContextRegistry::forget_primary_context(CUdevice device) {
@@ -117,13 +138,7 @@ void ContextRegistry::forget_primary_context(CUdevice device) {
   if (!driver.available) return;
   if (driver.cuDevicePrimaryCtxRetain != nullptr && driver.cuDevicePrimaryCtxRelease_v2 != nullptr &&
       driver.cuDevicePrimaryCtxGetState != nullptr) {
-    unsigned int flags = 0;
-    int active = 0;
-    if (driver.cuDevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0) return;
-    CUcontext primary = nullptr;  // retaining an active primary context only names it
-    if (driver.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) return;
-    driver.cuDevicePrimaryCtxRelease_v2(device);
-    forget(primary);
+    if (const CUcontext primary = active_primary_context(device)) forget(primary);
     return;
   }
   // Without a way to name the primary context, forget every context of the device: safer than
@@ -138,7 +153,7 @@ void ContextRegistry::forget_primary_context(CUdevice device) {
   }
 }
 
-MemoryManager* ContextRegistry::create_locked(CUcontext context) {
+MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& message) {
   const RealDriver& driver = real_driver();
   const Policy& policy = *process_policy().policy;
   CUdevice device = 0;
@@ -148,8 +163,8 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context) {
   if (driver.cuCtxGetDevice(&device) != CUDA_SUCCESS ||
       driver.cuDeviceTotalMem_v2(&total, device) != CUDA_SUCCESS ||
       driver.cuMemGetInfo_v2(&free, &total_seen_by_context) != CUDA_SUCCESS) {
-    log::error("context {}: could not query its device; its memory is not managed",
-               static_cast<const void*>(context));
+    message.set(LogLevel::error, "context {}: could not query its device; its memory is not managed",
+                static_cast<const void*>(context));
     return nullptr;
   }
   const std::size_t limit = std::max<std::size_t>(policy.limit_for_device(total, free), 256);
@@ -161,8 +176,8 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context) {
   }
   if (slot == kMaxContexts && used < kMaxContexts) slot = used;
   if (slot == kMaxContexts) {
-    log::error("more than {} contexts in use; the memory of context {} is not managed", kMaxContexts,
-               static_cast<const void*>(context));
+    message.set(LogLevel::error, "more than {} contexts in use; the memory of context {} is not managed",
+                kMaxContexts, static_cast<const void*>(context));
     return nullptr;
   }
 
@@ -177,9 +192,9 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context) {
   slots_[slot].manager.store(manager, std::memory_order_release);
   slots_[slot].context.store(context, std::memory_order_release);
   if (slot == used) slots_in_use_.store(used + 1, std::memory_order_release);
-  log::info("context {} (device {}): {} mode, limit {} bytes of {} total ({} free); {}",
-            static_cast<const void*>(context), device, manager->mode_name(), limit, total, free,
-            policy.describe());
+  message.set(LogLevel::info, "context {} (device {}): {} mode, limit {} bytes of {} total ({} free); {}",
+              static_cast<const void*>(context), device, manager->mode_name(), limit, total, free,
+              policy.describe());
   return manager;
 }
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <mutex>
 
+#include "log.h"
 #include "memory_manager.h"
 
 namespace gpumem::shim {
@@ -35,6 +36,9 @@ class ContextRegistry {
   void forget(CUcontext context);
   // The device's primary context is being reset.
   void forget_primary_context(CUdevice device);
+  // The device's primary context if it is active (naming it leaves its reference count as it was),
+  // else null.
+  static CUcontext active_primary_context(CUdevice device);
 
  private:
   struct Slot {
@@ -44,7 +48,8 @@ class ContextRegistry {
   static constexpr std::size_t kMaxContexts = 64;
 
   ContextRegistry();
-  MemoryManager* create_locked(CUcontext context);
+  // What it has to say goes to `message`, to be logged once `mutex_` is released.
+  MemoryManager* create_locked(CUcontext context, log::Pending& message);
   static void lock_before_fork() noexcept;
   static void unlock_after_fork_in_parent() noexcept;
   static void reset_in_child() noexcept;

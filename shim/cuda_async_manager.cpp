@@ -1,6 +1,5 @@
 #include "cuda_async_manager.h"
 
-#include <algorithm>
 #include <cstdint>
 
 #include "log.h"
@@ -93,25 +92,38 @@ CUresult CudaAsyncManager::return_to_pool(CUdeviceptr ptr) {
 CUresult CudaAsyncManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
   std::call_once(warmed_up_, [this] { warm_up(); });
   const CUresult result = allocate_on_private_stream(out, bytes);
-  if (result == CUDA_SUCCESS) {
-    std::lock_guard lock(mutex_);
-    served_.insert(*out);
+  if (result != CUDA_SUCCESS) {
+    log::at(LogLevel::warn, "device {}: the pool refused {} bytes ({})", device(), bytes,
+            static_cast<int>(result));
+    return result;
   }
-  return result;
+  std::lock_guard lock(mutex_);
+  if (!blocks_.reserve_one()) {
+    return_to_pool(*out);
+    log::at(LogLevel::warn, "device {}: no host memory to track a {}-byte block", device(), bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  blocks_.insert(*out, kServed);
+  return CUDA_SUCCESS;
 }
 
 CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
   {
     std::lock_guard lock(mutex_);
-    if (served_.erase(ptr) == 0) {
-      if (is_deferred_locked(ptr)) return CUDA_ERROR_INVALID_VALUE;  // freed twice
+    const detail::ChunkHandle state = blocks_.find(ptr);
+    if (state == kDeferred) return CUDA_ERROR_INVALID_VALUE;  // freed twice
+    if (state == detail::kNoChunk) {
       count_pass_through();
       return real_driver().cuMemFree_v2(ptr);
     }
     if (policy().free_sync == FreeSync::defer) {
-      deferred_.emplace_back(fence_ids().fetch_add(1, std::memory_order_acq_rel) + 1, ptr);
+      const FenceId fence = fence_ids().fetch_add(1, std::memory_order_acq_rel) + 1;
+      deferred_.emplace_back(fence, ptr);  // may throw: before the state changes
+      blocks_.erase(ptr);  // the erase frees the slot the insert needs: no allocation
+      blocks_.insert(ptr, kDeferred);
       return CUDA_SUCCESS;
     }
+    blocks_.erase(ptr);
   }
   if (policy().free_sync == FreeSync::sync) {
     const FenceId through = last_fence_id();
@@ -129,30 +141,28 @@ CUresult CudaAsyncManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes
 CUresult CudaAsyncManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
   {
     std::lock_guard lock(mutex_);
-    if (served_.erase(ptr) == 0 && is_deferred_locked(ptr)) return CUDA_ERROR_INVALID_VALUE;
+    const detail::ChunkHandle state = blocks_.find(ptr);
+    if (state == kDeferred) return CUDA_ERROR_INVALID_VALUE;
+    if (state == kServed) blocks_.erase(ptr);
   }
   return driver_passthrough::mem_free_async(ptr, stream);
 }
 
 bool CudaAsyncManager::do_owns(CUdeviceptr ptr) const {
   std::lock_guard lock(mutex_);
-  return served_.count(ptr) != 0 || is_deferred_locked(ptr);
+  return blocks_.find(ptr) != detail::kNoChunk;
 }
 
 void CudaAsyncManager::do_context_synchronized(FenceId through) {
-  std::vector<CUdeviceptr> ready;
-  {
-    std::lock_guard lock(mutex_);
-    const auto still_deferred = std::stable_partition(
-        deferred_.begin(), deferred_.end(), [through](const auto& entry) { return entry.first > through; });
-    for (auto it = still_deferred; it != deferred_.end(); ++it) ready.push_back(it->second);
-    deferred_.erase(still_deferred, deferred_.end());
+  // Returned under the lock: a thread that synchronised too and found nothing left to resolve must
+  // find these blocks already back in the pool when it retries, or it fails spuriously.
+  std::lock_guard lock(mutex_);
+  while (!deferred_.empty() && deferred_.front().first <= through) {
+    const CUdeviceptr ptr = deferred_.front().second;
+    deferred_.pop_front();
+    blocks_.erase(ptr);
+    return_to_pool(ptr);
   }
-  for (const CUdeviceptr ptr : ready) return_to_pool(ptr);
-}
-
-bool CudaAsyncManager::is_deferred_locked(CUdeviceptr ptr) const {
-  return std::any_of(deferred_.begin(), deferred_.end(), [ptr](const auto& entry) { return entry.second == ptr; });
 }
 
 }  // namespace gpumem::shim

@@ -3,20 +3,22 @@
 // returning. Stream-ordered calls of the program reach the same pool untouched.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
-#include <unordered_set>
 #include <utility>
-#include <vector>
 
 #include "memory_manager.h"
+#include "pointer_map.h"
 
 namespace gpumem::shim {
 
-// Invariants: `served_` holds exactly the blocks handed out by synchronous allocation and not freed
-// yet; `deferred_` holds blocks the program freed synchronously that go back to the pool (with
-// cuMemFreeAsync on the private stream) once a context synchronisation that began after their free
-// completed; no block is in both.
+// Invariants: `blocks_` maps every block handed out by synchronous allocation and not yet back in
+// the pool to kServed or kDeferred; `deferred_` lists the kDeferred ones in fence order: blocks the
+// program freed synchronously that go back to the pool (with cuMemFreeAsync on the private stream)
+// once a context synchronisation that began after their free completed. A block leaves both under
+// `mutex_` in the same step as it is returned to the pool, so no thread sees it in neither place
+// while it is not yet reusable.
 class CudaAsyncManager final : public MemoryManager {
  public:
   // Sets the pool's release threshold (the limit when preallocating, else 0) and creates the private
@@ -42,14 +44,17 @@ class CudaAsyncManager final : public MemoryManager {
   // One stream-ordered allocation from the default pool on the private stream.
   CUresult allocate_from_pool(CUdeviceptr* out, std::size_t bytes);
   CUresult return_to_pool(CUdeviceptr ptr);
-  bool is_deferred_locked(CUdeviceptr ptr) const;
+  bool is_deferred_locked(CUdeviceptr ptr) const { return blocks_.find(ptr) == kDeferred; }
+
+  static constexpr detail::ChunkHandle kServed = 1;
+  static constexpr detail::ChunkHandle kDeferred = 2;
 
   const CUmemoryPool pool_;
   const CUstream private_stream_;
   std::once_flag warmed_up_;
   mutable std::mutex mutex_;
-  std::unordered_set<CUdeviceptr> served_;
-  std::vector<std::pair<FenceId, CUdeviceptr>> deferred_;
+  detail::PointerMap blocks_;
+  std::deque<std::pair<FenceId, CUdeviceptr>> deferred_;
 };
 
 }  // namespace gpumem::shim

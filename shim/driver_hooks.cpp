@@ -118,6 +118,17 @@ GPUMEM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   return guarded([&] { return service::primary_ctx_reset(dev); });
 }
 
+GPUMEM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  note_hook_reached();
+  return guarded([&] { return service::primary_ctx_release(dev); });
+}
+
+// The pre-11.0 name: same ABI as _v2.
+GPUMEM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v7000_hook(CUdevice dev) {
+  note_hook_reached();
+  return guarded([&] { return service::primary_ctx_release(dev); });
+}
+
 GPUMEM_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
   note_hook_reached();
   if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -4,6 +4,7 @@
 #include <link.h>
 
 #include <atomic>
+#include <cstring>
 
 #include "real_dlsym.h"
 
@@ -44,6 +45,13 @@ void* cached_symbol(std::atomic<void*>& cache, const char* name, bool load) noex
   if (entry == nullptr || is_own_address(entry)) return nullptr;
   cache.store(entry, std::memory_order_release);
   return entry;
+}
+
+// True when `entry` is the exact address of an exported symbol named other than `name`.
+bool exported_under_other_name(const void* entry, const char* name) noexcept {
+  Dl_info info{};
+  return dladdr(entry, &info) != 0 && info.dli_sname != nullptr && info.dli_saddr == entry &&
+         std::strcmp(info.dli_sname, name) != 0;
 }
 
 }  // namespace
@@ -106,6 +114,10 @@ void* driver_entry_point(const char* versioned_name, const char* base_name, int 
       entry = nullptr;
     }
   }
+  // A driver older than `version` answers with its newest older form, another ABI (cuCtxSynchronize
+  // for the 13.0 cuCtxSynchronize_v2): it lacks this entry point, even if something exports the name.
+  // Our hooks carry the driver's names, so this holds when the answer is one of them too.
+  if (entry != nullptr && exported_under_other_name(entry, versioned_name)) return nullptr;
   if (entry == nullptr || is_own_address(entry)) {
     void* driver = driver_handle(/*load=*/true);
     entry = driver == nullptr ? nullptr : real_symbol(driver, versioned_name);

@@ -31,7 +31,8 @@ PFN_cuGetProcAddress_v12000 driver_proc_address_v2(bool load) noexcept;
 PFN_cuGetProcAddress_v11030 driver_proc_address_v1(bool load) noexcept;
 
 // One real entry point: asked of the driver's cuGetProcAddress_v2 by base name, version and flags;
-// by exact versioned name with the real dlsym when that fails (NVIDIA's stub driver). Never one of
+// by exact versioned name with the real dlsym when that fails (NVIDIA's stub driver). Null when the
+// driver answers with another ABI of the family (it is older than `version`). Never one of
 // our hooks: null when only the shim provides it.
 void* driver_entry_point(const char* versioned_name, const char* base_name, int version,
                          cuuint64_t flags) noexcept;

@@ -23,7 +23,7 @@ void* address_of(Function* function) {
   return reinterpret_cast<void*>(function);
 }
 
-constexpr std::size_t kHookCount = 17;
+constexpr std::size_t kHookCount = 19;
 
 // Every versioned name listed here is exported by libgpumem.so (see libgpumem.map). Built on first
 // use rather than at load (function addresses are not constant expressions), so loading the shim
@@ -52,6 +52,10 @@ const std::array<HookEntry, kHookCount>& hooks() noexcept {
       {"cuCtxDestroy_v2", "cuCtxDestroy", 4000, kLegacy, address_of(&cuCtxDestroy_v2)},
       {"cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset", 11000, kLegacy,
        address_of(&cuDevicePrimaryCtxReset_v2)},
+      {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease", 7000, kLegacy,
+       address_of(&cuDevicePrimaryCtxRelease_v7000_hook)},
+      {"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", 11000, kLegacy,
+       address_of(&cuDevicePrimaryCtxRelease_v2)},
       {"cuIpcGetMemHandle", "cuIpcGetMemHandle", 4010, kLegacy, address_of(&cuIpcGetMemHandle)},
   }};
   return table;

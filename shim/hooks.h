@@ -11,6 +11,8 @@ extern "C" {
 // The exported symbol "cuGetProcAddress" (the CUDA 11.3 signature; cuda.h maps the name to _v2).
 CUresult CUDAAPI cuGetProcAddress_v11030_hook(const char* symbol, void** pfn, int cuda_version,
                                               cuuint64_t flags) __asm__("cuGetProcAddress");
+// The exported symbol "cuDevicePrimaryCtxRelease" (pre-11.0 name; cuda.h maps the name to _v2).
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v7000_hook(CUdevice dev) __asm__("cuDevicePrimaryCtxRelease");
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream stream);
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream);
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -33,6 +34,30 @@ void at(LogLevel level, fmt::format_string<Args...> format, Args&&... args) noex
   } catch (...) {  // out of memory while formatting: drop the message, never the program
   }
 }
+
+// A message built while a fork-safe mutex is held and written after it is released: the logger
+// takes its own mutex, and lock_fork_safely forbids holding two.
+class Pending {
+ public:
+  template <typename... Args>
+  void set(LogLevel level, fmt::format_string<Args...> format, Args&&... args) noexcept {
+    try {
+      message_ = fmt::format(format, std::forward<Args>(args)...);
+      level_ = level;
+    } catch (...) {
+      message_.clear();
+    }
+  }
+  // Call with no lock held.
+  void flush() noexcept {
+    if (!message_.empty()) write(level_, message_);
+    message_.clear();
+  }
+
+ private:
+  LogLevel level_ = LogLevel::debug;
+  std::string message_;
+};
 
 template <typename... Args>
 void trace(fmt::format_string<Args...> format, Args&&... args) noexcept {

@@ -77,7 +77,17 @@ CUresult MemoryManager::synchronize_context() const {
     return driver.cuCtxSynchronize();
   }
   if (driver.cuCtxSynchronize_v2 != nullptr) return driver.cuCtxSynchronize_v2(context_);
-  return driver.cuCtxSynchronize();
+  // cuCtxSynchronize waits for the current context only: make ours current for the call, or the
+  // caller would resolve our fences after waiting for another context's work.
+  if (driver.cuCtxPushCurrent_v2 == nullptr || driver.cuCtxPopCurrent_v2 == nullptr) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  const CUresult pushed = driver.cuCtxPushCurrent_v2(context_);
+  if (pushed != CUDA_SUCCESS) return pushed;
+  const CUresult result = driver.cuCtxSynchronize();
+  CUcontext popped = nullptr;
+  driver.cuCtxPopCurrent_v2(&popped);
+  return result;
 }
 
 CUresult MemoryManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width_bytes,

@@ -115,6 +115,24 @@ CUresult primary_ctx_reset(CUdevice device) {
   return driver.cuDevicePrimaryCtxReset_v2(device);
 }
 
+CUresult primary_ctx_release(CUdevice device) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available || driver.cuDevicePrimaryCtxRelease_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const bool can_name = driver.cuDevicePrimaryCtxRetain != nullptr && driver.cuDevicePrimaryCtxGetState != nullptr;
+  // Named before the release: once the last reference is gone the context can no longer be named.
+  const CUcontext primary = can_name ? ContextRegistry::active_primary_context(device) : nullptr;
+  const CUresult result = driver.cuDevicePrimaryCtxRelease_v2(device);
+  if (result != CUDA_SUCCESS || primary == nullptr) return result;
+  unsigned int flags = 0;
+  int active = 0;
+  // The last release destroyed the context and freed its memory; a later retain may hand back the
+  // same handle, which must not find the old arena.
+  if (driver.cuDevicePrimaryCtxGetState(device, &flags, &active) == CUDA_SUCCESS && active == 0) {
+    registry().forget(primary);
+  }
+  return result;
+}
+
 CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr dptr) {
   const RealDriver& driver = real_driver();
   if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;

@@ -27,6 +27,7 @@ CUresult mem_alloc_from_pool_async(CUdeviceptr* dptr, size_t bytes, CUmemoryPool
 CUresult ctx_synchronize(CUcontext context);
 CUresult ctx_destroy(CUcontext context);
 CUresult primary_ctx_reset(CUdevice device);
+CUresult primary_ctx_release(CUdevice device);
 CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr dptr);
 
 }  // namespace gpumem::shim

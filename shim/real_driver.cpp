@@ -24,7 +24,7 @@ std::atomic<bool> g_ready{false};
 std::mutex g_mutex;
 
 // The entry points resolve_table() fills, cuGetProcAddress_v2 included.
-constexpr std::size_t kEntryPoints = 39;
+constexpr std::size_t kEntryPoints = 41;
 static_assert(sizeof(RealDriver) == sizeof(void*) * (kEntryPoints + 1),
               "a RealDriver field was added or removed: resolve it in resolve_table() and update "
               "kEntryPoints");
@@ -53,6 +53,8 @@ void resolve_table(RealDriver& table, std::string& missing) {
   GPUMEM_RESOLVE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, kLegacy);
   GPUMEM_RESOLVE(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, kLegacy);
   GPUMEM_RESOLVE(cuCtxGetCurrent, "cuCtxGetCurrent", 4000, kLegacy);
+  GPUMEM_RESOLVE(cuCtxPushCurrent_v2, "cuCtxPushCurrent", 4000, kLegacy);
+  GPUMEM_RESOLVE(cuCtxPopCurrent_v2, "cuCtxPopCurrent", 4000, kLegacy);
   GPUMEM_RESOLVE(cuCtxGetDevice, "cuCtxGetDevice", 2000, kLegacy);
   GPUMEM_RESOLVE(cuCtxSynchronize, "cuCtxSynchronize", 2000, kLegacy);
   GPUMEM_RESOLVE(cuCtxSynchronize_v2, "cuCtxSynchronize", 13000, kLegacy);
@@ -95,6 +97,7 @@ const RealDriver& real_driver() {
   // Re-entered from inside our own resolution on this thread: the table is not there yet.
   if (ResolutionGuard::active()) return g_unavailable;
   const ResolutionGuard guard;
+  log::Pending message;
   try {
     const auto lock = lock_fork_safely<g_mutex>();
     if (!g_ready.load(std::memory_order_relaxed)) {
@@ -104,12 +107,13 @@ const RealDriver& real_driver() {
       if (!table.available) return g_unavailable;  // no driver yet: try again on the next call
       g_table = table;
       g_ready.store(true, std::memory_order_release);
-      log::debug("real driver resolved; entry points it lacks:{}",
-                 missing.empty() ? " none" : missing);
+      message.set(LogLevel::debug, "real driver resolved; entry points it lacks:{}",
+                  missing.empty() ? " none" : missing);
     }
   } catch (...) {  // std::mutex failing: report "no driver" rather than throw into a C caller
     return g_unavailable;
   }
+  message.flush();
   return g_table;
 }
 

@@ -27,6 +27,9 @@ struct RealDriver {
   PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain = nullptr;
   PFN_cuDevicePrimaryCtxRelease_v11000 cuDevicePrimaryCtxRelease_v2 = nullptr;
   PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent = nullptr;
+  // To synchronise a context that is not current where cuCtxSynchronize_v2 is missing (before 13.0).
+  PFN_cuCtxPushCurrent_v4000 cuCtxPushCurrent_v2 = nullptr;
+  PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent_v2 = nullptr;
   PFN_cuCtxGetDevice_v2000 cuCtxGetDevice = nullptr;
   PFN_cuCtxSynchronize_v2000 cuCtxSynchronize = nullptr;
   PFN_cuCtxSynchronize_v13000 cuCtxSynchronize_v2 = nullptr;

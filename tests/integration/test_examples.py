@@ -137,6 +137,15 @@ class ExampleBehaviourTest(testlib.TestCase):
                 self.assertSucceeded(shimmed)
                 self.assertEqual(shimmed.device()["driver_allocs"], 1, shimmed.describe())
 
+    def test_growth_with_deferred_frees_stays_near_the_live_set(self):
+        plain = run_example("alloc_churn", preload=False)
+        self.assertSucceeded(plain)
+        grown = run_example("alloc_churn", env={"GPUMEM_PREALLOCATE": "false", "GPUMEM_FREE_SYNC": "defer"})
+        self.assertSucceeded(grown)
+        plain_peak = plain.device()["peak_bytes_reserved"]
+        # Fenced frees are resolved before the arena grows, rather than only at the limit.
+        self.assertLessEqual(grown.device()["peak_bytes_reserved"], 4 * plain_peak, grown.describe())
+
     def test_fragmentation_large_block_reuses_coalesced_holes(self):
         # 96 MiB holds the 88 MiB peak only if the freed holes merge: the 48 MiB block must land in them.
         for program in ("fragmentation", "fragmentation_static"):

@@ -20,7 +20,7 @@ HOOKED_DRIVER_ENTRY_POINTS = {
     "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz",
     "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
     "cuCtxSynchronize", "cuCtxSynchronize_v2", "cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2",
-    "cuIpcGetMemHandle",
+    "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", "cuIpcGetMemHandle",
 }
 PUBLIC_HEADER = os.path.join(os.environ.get("GPUMEM_TEST_SOURCE_ROOT", ""), "shim", "include",
                              "gpumem.h")

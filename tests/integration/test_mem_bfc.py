@@ -106,11 +106,22 @@ class WhatTheProgramSees(MemTestCase):
         self.assertOutput(plain, status="cudaErrorMemoryAllocation")
 
     def test_foreign_interior_and_double_frees_get_the_drivers_answer(self):
-        for preload in (True, False):
-            with self.subTest(preload=preload):
-                result = self.scenario(RUNTIME_SHARED, "bad_frees", preload=preload)
-                self.assertOutput(result, interior="cudaErrorInvalidValue", double="cudaErrorInvalidValue",
-                                  foreign="cudaErrorInvalidValue", after_ok=1)
+        invalid = {RUNTIME_SHARED: "cudaErrorInvalidValue", DRIVER: "CUDA_ERROR_INVALID_VALUE"}
+        for name, error in invalid.items():
+            for preload in (True, False):
+                with self.subTest(program=name, preload=preload):
+                    result = self.scenario(name, "bad_frees", preload=preload)
+                    self.assertOutput(result, interior=error, double=error, foreign=error, after_ok=1)
+
+    def test_double_frees_in_the_other_modes_get_the_drivers_answer(self):
+        invalid = {RUNTIME_SHARED: "cudaErrorInvalidValue", DRIVER: "CUDA_ERROR_INVALID_VALUE"}
+        for name, error in invalid.items():
+            for mode in ("cuda_async", "platform"):
+                for free_sync in ("defer", "sync"):
+                    with self.subTest(program=name, mode=mode, free_sync=free_sync):
+                        result = self.scenario(name, "bad_frees",
+                                               env={"GPUMEM_MODE": mode, "GPUMEM_FREE_SYNC": free_sync})
+                        self.assertOutput(result, interior=error, double=error, foreign=error, after_ok=1)
 
     def test_zero_byte_allocation_is_an_invalid_value(self):
         for preload in (True, False):
@@ -157,6 +168,12 @@ class Contexts(MemTestCase):
         self.assertEqual(result.device(0)["driver_allocs"], 2)
         self.assertEqual(result.device(0)["bytes_reserved"], 0)
 
+    def test_primary_context_released_to_zero_forgets_its_arena(self):
+        result = self.scenario(DRIVER, "primary_release")
+        self.assertOutput(result, releases=2)
+        self.assertEqual(result.device(0)["driver_allocs"], 2)
+        self.assertEqual(result.device(0)["bytes_reserved"], 0)
+
     def test_threads_share_the_context_arena(self):
         for name in RUNTIME_PROGRAMS:
             for scenario in ("threads", "async_threads"):
@@ -173,6 +190,9 @@ class Contexts(MemTestCase):
         self.assertEqual(got.get("parent_ok"), "1", result.describe())
         self.assertEqual(got.get("child_exit"), "0", result.describe())
         self.assertIn("child_status", got, result.describe())
+        # The parent's arena is not the child's: before its first allocation the child has none.
+        self.assertEqual(got.get("parent_stats"), "0", result.describe())
+        self.assertEqual(got.get("child_stats"), "-1", result.describe())
         plain = self.scenario(RUNTIME_SHARED, "fork", preload=False)
         self.assertEqual(values(plain)["child_status"], got["child_status"], plain.describe())
 

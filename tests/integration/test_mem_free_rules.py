@@ -17,41 +17,66 @@ import unittest
 from test_mem_common import DRIVER, MIB, RUNTIME_PER_THREAD, RUNTIME_PROGRAMS, RUNTIME_SHARED, MemTestCase
 
 
+# The same scenario through the runtime (shared and static) and through the driver API.
+ALL_PROGRAMS = (*RUNTIME_PROGRAMS, DRIVER)
+
+
 class DeferredFreeByData(MemTestCase):
     def test_defer_keeps_data_intact(self):
-        for name in RUNTIME_PROGRAMS:
+        for name in ALL_PROGRAMS:
             with self.subTest(program=name):
                 result = self.scenario(name, "deferred_free", MIB)
                 self.assertOutput(result, reused=0, intact=1)
 
     def test_defer_synchronises_once_when_only_the_fenced_block_fits(self):
         # The arena is exactly one block: the second allocation can only be the freed one.
-        result = self.scenario(RUNTIME_SHARED, "deferred_free", MIB, env={"GPUMEM_LIMIT": "1MiB"})
-        self.assertOutput(result, reused=1, intact=1)
+        for name in (RUNTIME_SHARED, DRIVER):
+            with self.subTest(program=name):
+                result = self.scenario(name, "deferred_free", MIB, env={"GPUMEM_LIMIT": "1MiB"})
+                self.assertOutput(result, reused=1, intact=1)
 
     def test_sync_keeps_data_intact(self):
-        for limit in ("1MiB", "1GiB"):
-            with self.subTest(limit=limit):
-                result = self.scenario(RUNTIME_SHARED, "deferred_free", MIB,
-                                       env={"GPUMEM_FREE_SYNC": "sync", "GPUMEM_LIMIT": limit})
-                self.assertOutput(result, intact=1)
+        for name in (RUNTIME_SHARED, DRIVER):
+            for limit in ("1MiB", "1GiB"):
+                with self.subTest(program=name, limit=limit):
+                    result = self.scenario(name, "deferred_free", MIB,
+                                           env={"GPUMEM_FREE_SYNC": "sync", "GPUMEM_LIMIT": limit})
+                    self.assertOutput(result, intact=1)
 
     def test_none_reuses_at_once_and_the_late_copy_overwrites(self):
-        result = self.scenario(RUNTIME_SHARED, "deferred_free", MIB, env={"GPUMEM_FREE_SYNC": "none"})
-        self.assertOutput(result, reused=1, intact=0)
+        for name in (RUNTIME_SHARED, DRIVER):
+            with self.subTest(program=name):
+                result = self.scenario(name, "deferred_free", MIB, env={"GPUMEM_FREE_SYNC": "none"})
+                self.assertOutput(result, reused=1, intact=0)
 
     def test_without_the_shim_and_in_platform_mode_the_driver_waits(self):
-        plain = self.scenario(RUNTIME_SHARED, "deferred_free", MIB, preload=False)
-        self.assertOutput(plain, intact=1)
-        platform = self.scenario(RUNTIME_SHARED, "deferred_free", MIB, env={"GPUMEM_MODE": "platform"})
-        self.assertOutput(platform, intact=1)
+        for name in (RUNTIME_SHARED, DRIVER):
+            with self.subTest(program=name):
+                plain = self.scenario(name, "deferred_free", MIB, preload=False)
+                self.assertOutput(plain, intact=1)
+                platform = self.scenario(name, "deferred_free", MIB, env={"GPUMEM_MODE": "platform"})
+                self.assertOutput(platform, intact=1)
 
     def test_cuda_async_mode_follows_the_same_rules(self):
-        for free_sync in ("defer", "sync"):
-            with self.subTest(free_sync=free_sync):
-                result = self.scenario(RUNTIME_SHARED, "deferred_free", MIB,
-                                       env={"GPUMEM_MODE": "cuda_async", "GPUMEM_FREE_SYNC": free_sync})
-                self.assertOutput(result, intact=1)
+        for name in (RUNTIME_SHARED, DRIVER):
+            for free_sync in ("defer", "sync"):
+                with self.subTest(program=name, free_sync=free_sync):
+                    result = self.scenario(name, "deferred_free", MIB,
+                                           env={"GPUMEM_MODE": "cuda_async", "GPUMEM_FREE_SYNC": free_sync})
+                    self.assertOutput(result, intact=1)
+
+    def test_a_free_from_another_context_waits_for_the_blocks_own_context(self):
+        # The block's context is not current at the free. Drivers before 13.0 have no
+        # cuCtxSynchronize_v2 (the simulator hides it below CUDASIM_DRIVER_VERSION 13000): the shim
+        # must make the block's context current to synchronise it, not wait for the current one.
+        for version in ("13000", "12080"):
+            for mode in ("bfc", "cuda_async"):
+                for free_sync in ("sync", "defer"):
+                    with self.subTest(driver=version, mode=mode, free_sync=free_sync):
+                        result = self.scenario(DRIVER, "foreign_context_free", MIB, env={
+                            "CUDASIM_DRIVER_VERSION": version, "GPUMEM_MODE": mode,
+                            "GPUMEM_FREE_SYNC": free_sync, "GPUMEM_LIMIT": "1MiB"})
+                        self.assertOutput(result, intact=1)
 
 
 class ContextSynchronisation(MemTestCase):
@@ -63,6 +88,11 @@ class ContextSynchronisation(MemTestCase):
     def test_the_programs_own_synchronisation_releases_fenced_blocks(self):
         result = self.scenario(DRIVER, "sync_rounds", 20, 1, env={"GPUMEM_LIMIT": "1MiB"})
         self.assertEqual(result.device(0)["context_syncs"], 20, result.describe())  # only the program's
+
+    def test_the_programs_cuCtxSynchronize_v2_releases_fenced_blocks(self):
+        result = self.scenario(DRIVER, "sync_rounds", 20, 2, env={"GPUMEM_LIMIT": "1MiB"})
+        self.assertOutput(result, rounds=20)
+        self.assertEqual(result.device(0)["context_syncs"], 20, result.describe())
 
     def test_sync_mode_synchronises_on_every_free(self):
         result = self.scenario(DRIVER, "sync_rounds", 20, 0, env={"GPUMEM_FREE_SYNC": "sync"})

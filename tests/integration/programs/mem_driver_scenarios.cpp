@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mem_scenario_support.h"
@@ -95,13 +97,19 @@ int ipc() {
 }
 
 // Allocate and free the same size `rounds` times; with `program_syncs` the program synchronises the
-// context after every free (so the shim never needs to).
-int sync_rounds(int rounds, bool program_syncs) {
+// context after every free (so the shim never needs to): 1 with cuCtxSynchronize, 2 with
+// cuCtxSynchronize_v2 naming the current context.
+int sync_rounds(int rounds, int program_syncs) {
   for (int i = 0; i < rounds; ++i) {
     CUdeviceptr p = 0;
     CHECK_CU(cuMemAlloc(&p, 1 << 20));
     CHECK_CU(cuMemFree(p));
-    if (program_syncs) CHECK_CU(cuCtxSynchronize());
+    if (program_syncs == 1) CHECK_CU(cuCtxSynchronize());
+    if (program_syncs == 2) {
+      CUcontext current = nullptr;
+      CHECK_CU(cuCtxGetCurrent(&current));
+      CHECK_CU(cuCtxSynchronize_v2(current));
+    }
   }
   std::printf("rounds=%d\n", rounds);
   return 0;
@@ -136,6 +144,73 @@ int primary_reset(CUdevice device) {
     CHECK_CU(cuDevicePrimaryCtxReset(device));
   }
   std::printf("resets=2\n");
+  return 0;
+}
+
+// The last release destroys the primary context; the next retain may hand back the same handle,
+// whose block must come from a fresh arena.
+int primary_release(CUdevice device) {
+  for (int round = 0; round < 2; ++round) {
+    retain_primary(device);
+    if (!allocate_and_check(0x0DD50000u + static_cast<std::uint32_t>(round))) return 1;
+    CHECK_CU(cuCtxSetCurrent(nullptr));
+    CHECK_CU(cuDevicePrimaryCtxRelease(device));
+  }
+  std::printf("releases=2\n");
+  return 0;
+}
+
+void sleep_200ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
+// A block is freed while a copy queued behind a 200 ms host function on a non-blocking stream will
+// still write it; the same size is then allocated and filled synchronously. Intact only if the freed
+// block was not handed out again before the copy ended. With `from_other_context` the free is made
+// while another context is current: it must wait for the block's own context, not the current one.
+int deferred_free(CUcontext primary, CUdevice device, std::size_t bytes, bool from_other_context) {
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  mem_scenarios::ReuseBuffers data(bytes);
+  CUdeviceptr first = 0;
+  CHECK_CU(cuMemAlloc(&first, bytes));
+  CHECK_CU(cuLaunchHostFunc(stream, sleep_200ms, nullptr));
+  CHECK_CU(cuMemcpyHtoDAsync(first, data.late.data(), bytes, stream));
+  CUcontext other = nullptr;
+  if (from_other_context) CHECK_CU(cuCtxCreate(&other, nullptr, 0, device));  // now current
+  CHECK_CU(cuMemFree(first));
+  CHECK_CU(cuCtxSetCurrent(primary));
+  CUdeviceptr second = 0;
+  CHECK_CU(cuMemAlloc(&second, bytes));
+  CHECK_CU(cuMemcpyHtoD(second, data.mine.data(), bytes));
+  CHECK_CU(cuStreamSynchronize(stream));
+  CHECK_CU(cuMemcpyDtoH(data.back.data(), second, bytes));
+  std::printf("reused=%d\nintact=%d\n", second == first ? 1 : 0, data.intact() ? 1 : 0);
+  CHECK_CU(cuMemFree(second));
+  if (other != nullptr) CHECK_CU(cuCtxDestroy(other));
+  CHECK_CU(cuStreamDestroy(stream));
+  return 0;
+}
+
+// Frees the driver refuses (inside a block, twice, a host address) get its answer, and leave the
+// memory manager sound.
+int bad_frees() {
+  CUdeviceptr p = 0;
+  CHECK_CU(cuMemAlloc(&p, 4096));
+  CUdeviceptr q = 0;
+  CHECK_CU(cuMemAlloc(&q, 4096));
+  std::printf("interior=%s\n", name_of(cuMemFree(q + 256)));
+  CHECK_CU(cuMemFree(p));
+  std::printf("double=%s\n", name_of(cuMemFree(p)));
+  int host_object = 0;
+  std::printf("foreign=%s\n", name_of(cuMemFree(reinterpret_cast<CUdeviceptr>(&host_object))));
+  const std::uint32_t pattern = 0x12345678u;
+  std::uint32_t back = 0;
+  CHECK_CU(cuMemcpyHtoD(q, &pattern, sizeof pattern));
+  CHECK_CU(cuMemcpyDtoH(&back, q, sizeof back));
+  CHECK_CU(cuMemFree(q));
+  CUdeviceptr r = 0;
+  CHECK_CU(cuMemAlloc(&r, 8192));
+  CHECK_CU(cuMemFree(r));
+  std::printf("after_ok=%d\n", back == pattern ? 1 : 0);
   return 0;
 }
 
@@ -179,6 +254,7 @@ int main(int argc, char** argv) {
   CHECK_CU(cuDeviceGet(&device, 0));
   if (scenario == "context_lifecycle") return context_lifecycle(device);
   if (scenario == "primary_reset") return primary_reset(device);
+  if (scenario == "primary_release") return primary_release(device);
   const CUcontext primary = retain_primary(device);
   int rc = 2;
   if (scenario == "churn") {
@@ -190,7 +266,12 @@ int main(int argc, char** argv) {
   } else if (scenario == "ipc") {
     rc = ipc();
   } else if (scenario == "sync_rounds") {
-    rc = sync_rounds(static_cast<int>(args.number(2, 50)), args.number(3, 0) != 0);
+    rc = sync_rounds(static_cast<int>(args.number(2, 50)), static_cast<int>(args.number(3, 0)));
+  } else if (scenario == "deferred_free" || scenario == "foreign_context_free") {
+    rc = deferred_free(primary, device, static_cast<std::size_t>(args.number(2, 1 << 20)),
+                       scenario == "foreign_context_free");
+  } else if (scenario == "bad_frees") {
+    rc = bad_frees();
   } else if (scenario == "pools") {
     rc = pools(device);
   } else {

@@ -373,13 +373,26 @@ int threads(int count, int operations, bool async) {
   return 0;
 }
 
-// The parent has an arena; the child starts fresh (allocates, or fails cleanly); the parent goes on.
+// gpumem_get_stats(0, ...) when the shim is loaded (0: it manages device 0, -1: it does not), else
+// "absent".
+std::string stats_of_device_0() {
+  using GetStats = int (*)(int, gpumem_stats*);
+  const auto get_stats = reinterpret_cast<GetStats>(dlsym(RTLD_DEFAULT, "gpumem_get_stats"));
+  if (get_stats == nullptr) return "absent";
+  gpumem_stats figures{};
+  return std::to_string(get_stats(0, &figures));
+}
+
+// The parent has an arena; the child starts fresh (no arena of its own until it allocates; then it
+// allocates, or fails cleanly); the parent goes on.
 int fork_child() {
   void* p = nullptr;
   CHECK_CUDA(cudaMalloc(&p, 1u << 20));
+  std::printf("parent_stats=%s\n", stats_of_device_0().c_str());
   std::fflush(stdout);
   const pid_t child = fork();
   if (child == 0) {
+    std::printf("child_stats=%s\n", stats_of_device_0().c_str());
     void* q = nullptr;
     const cudaError_t status = cudaMalloc(&q, 1u << 20);
     std::printf("child_status=%s\n", cudaGetErrorName(status));

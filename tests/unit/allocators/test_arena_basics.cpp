@@ -302,3 +302,12 @@ TEST_CASE("host memory: blocks can be written and read back without overlap", "[
   CHECK(arena.stats().bytes_in_use == 0);
   CHECK(arena.stats().chunks == 1);
 }
+
+TEST_CASE("largest_alloc_size is the largest chunk handed out, waste included (as XLA)", "[arena][stats]") {
+  FakeRegionSource source;
+  BfcArena arena(source, preallocated(kMiB));
+  must_allocate(arena, 300 * kKiB);                            // split off the region
+  const std::uintptr_t whole = must_allocate(arena, 500 * kKiB);  // 724 KiB < 2 * 500 KiB: served whole
+  CHECK(chunk_size(arena, whole) == kMiB - 300 * kKiB);
+  CHECK(arena.stats().largest_alloc_size == kMiB - 300 * kKiB);
+}
