@@ -20,7 +20,7 @@ namespace {
 ContextRegistry* g_registry = nullptr;
 
 std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, const Policy& policy,
-                                            std::size_t limit) {
+                                            std::size_t limit, log::Pending& messages) {
   const RealDriver& driver = real_driver();
   switch (policy.mode) {
     case Mode::bfc: {
@@ -32,7 +32,7 @@ std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, 
       return std::make_unique<BfcManager>(context, device, policy, limit, default_pool);
     }
     case Mode::cuda_async:
-      if (auto manager = CudaAsyncManager::create(context, device, policy, limit)) return manager;
+      if (auto manager = CudaAsyncManager::create(context, device, policy, limit, messages)) return manager;
       return std::make_unique<PlatformManager>(context, device, policy, limit);
     case Mode::platform:
       return std::make_unique<PlatformManager>(context, device, policy, limit);
@@ -64,14 +64,14 @@ MemoryManager* ContextRegistry::current(bool create) {
   if (driver.cuCtxGetCurrent(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
   if (MemoryManager* manager = find(context)) return manager;
   if (!create || !policy_is_active()) return nullptr;
-  log::Pending message;
+  log::Pending messages;
   MemoryManager* manager = nullptr;
   {
     std::lock_guard lock(mutex_);
     manager = find(context);  // made by another thread meanwhile?
-    if (manager == nullptr) manager = create_locked(context, message);
+    if (manager == nullptr) manager = create_locked(context, messages);
   }
-  message.flush();
+  messages.flush();
   return manager;
 }
 
@@ -153,7 +153,7 @@ void ContextRegistry::forget_primary_context(CUdevice device) {
   }
 }
 
-MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& message) {
+MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& messages) {
   const RealDriver& driver = real_driver();
   const Policy& policy = *process_policy().policy;
   CUdevice device = 0;
@@ -163,8 +163,8 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
   if (driver.cuCtxGetDevice(&device) != CUDA_SUCCESS ||
       driver.cuDeviceTotalMem_v2(&total, device) != CUDA_SUCCESS ||
       driver.cuMemGetInfo_v2(&free, &total_seen_by_context) != CUDA_SUCCESS) {
-    message.set(LogLevel::error, "context {}: could not query its device; its memory is not managed",
-                static_cast<const void*>(context));
+    messages.add(LogLevel::error, "context {}: could not query its device; its memory is not managed",
+                 static_cast<const void*>(context));
     return nullptr;
   }
   const std::size_t limit = std::max<std::size_t>(policy.limit_for_device(total, free), 256);
@@ -176,14 +176,14 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
   }
   if (slot == kMaxContexts && used < kMaxContexts) slot = used;
   if (slot == kMaxContexts) {
-    message.set(LogLevel::error, "more than {} contexts in use; the memory of context {} is not managed",
-                kMaxContexts, static_cast<const void*>(context));
+    messages.add(LogLevel::error, "more than {} contexts in use; the memory of context {} is not managed",
+                 kMaxContexts, static_cast<const void*>(context));
     return nullptr;
   }
 
   std::unique_ptr<MemoryManager> made;
   try {
-    made = make_manager(context, device, policy, limit);
+    made = make_manager(context, device, policy, limit, messages);
   } catch (const std::bad_alloc&) {
     made = nullptr;
   }
@@ -192,9 +192,9 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
   slots_[slot].manager.store(manager, std::memory_order_release);
   slots_[slot].context.store(context, std::memory_order_release);
   if (slot == used) slots_in_use_.store(used + 1, std::memory_order_release);
-  message.set(LogLevel::info, "context {} (device {}): {} mode, limit {} bytes of {} total ({} free); {}",
-              static_cast<const void*>(context), device, manager->mode_name(), limit, total, free,
-              policy.describe());
+  messages.add(LogLevel::info, "context {} (device {}): {} mode, limit {} bytes of {} total ({} free); {}",
+               static_cast<const void*>(context), device, manager->mode_name(), limit, total, free,
+               policy.describe());
   return manager;
 }
 

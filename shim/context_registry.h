@@ -48,8 +48,8 @@ class ContextRegistry {
   static constexpr std::size_t kMaxContexts = 64;
 
   ContextRegistry();
-  // What it has to say goes to `message`, to be logged once `mutex_` is released.
-  MemoryManager* create_locked(CUcontext context, log::Pending& message);
+  // What it has to say goes to `messages`, to be logged once `mutex_` is released.
+  MemoryManager* create_locked(CUcontext context, log::Pending& messages);
   static void lock_before_fork() noexcept;
   static void unlock_after_fork_in_parent() noexcept;
   static void reset_in_child() noexcept;

@@ -6,36 +6,50 @@
 #include "real_driver.h"
 
 namespace gpumem::shim {
+namespace {
+
+const char* error_name(CUresult result) {
+  const RealDriver& driver = real_driver();
+  const char* name = nullptr;
+  if (driver.cuGetErrorName == nullptr || driver.cuGetErrorName(result, &name) != CUDA_SUCCESS ||
+      name == nullptr) {
+    return "unknown error";
+  }
+  return name;
+}
+
+}  // namespace
 
 std::unique_ptr<CudaAsyncManager> CudaAsyncManager::create(CUcontext context, CUdevice device,
-                                                           const Policy& policy, std::size_t limit_bytes) {
+                                                           const Policy& policy, std::size_t limit_bytes,
+                                                           log::Pending& messages) {
   const RealDriver& driver = real_driver();
   if (driver.cuDeviceGetDefaultMemPool == nullptr || driver.cuMemPoolSetAttribute == nullptr ||
       driver.cuMemAllocAsync == nullptr || driver.cuMemFreeAsync == nullptr ||
       driver.cuStreamCreate == nullptr || driver.cuStreamSynchronize == nullptr) {
-    log::at(LogLevel::error, "device {}: the driver has no stream-ordered allocator; cuda_async "
+    messages.add(LogLevel::error, "device {}: the driver has no stream-ordered allocator; cuda_async "
                  "mode is unavailable and requests go to the driver", device);
     return nullptr;
   }
   CUmemoryPool pool = nullptr;
   CUresult result = driver.cuDeviceGetDefaultMemPool(&pool, device);
   if (result != CUDA_SUCCESS) {
-    log::at(LogLevel::error, "device {}: cuDeviceGetDefaultMemPool failed ({}); cuda_async mode "
-                 "is unavailable and requests go to the driver", device, static_cast<int>(result));
+    messages.add(LogLevel::error, "device {}: cuDeviceGetDefaultMemPool failed ({}); cuda_async mode "
+                 "is unavailable and requests go to the driver", device, error_name(result));
     return nullptr;
   }
   // Memory the pool holds above the threshold goes back to the driver at synchronisation points.
   std::uint64_t threshold = policy.preallocate ? limit_bytes : 0;
   result = driver.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
   if (result != CUDA_SUCCESS) {
-    log::at(LogLevel::warn, "device {}: setting the pool's release threshold to {} failed ({})",
-                 device, threshold, static_cast<int>(result));
+    messages.add(LogLevel::warn, "device {}: setting the pool's release threshold to {} failed ({})",
+                 device, threshold, error_name(result));
   }
   CUstream stream = nullptr;
   result = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
   if (result != CUDA_SUCCESS) {
-    log::at(LogLevel::error, "device {}: creating the allocation stream failed ({}); cuda_async "
-                 "mode is unavailable and requests go to the driver", device, static_cast<int>(result));
+    messages.add(LogLevel::error, "device {}: creating the allocation stream failed ({}); cuda_async "
+                 "mode is unavailable and requests go to the driver", device, error_name(result));
     return nullptr;
   }
   return std::make_unique<CudaAsyncManager>(context, device, policy, limit_bytes, pool, stream);
@@ -60,7 +74,7 @@ void CudaAsyncManager::warm_up() {
     log::at(LogLevel::debug, "device {}: warmed the pool with {} bytes", device(), bytes);
   } else {
     log::at(LogLevel::warn, "device {}: warming the pool with {} bytes failed ({})", device(), bytes,
-                 static_cast<int>(result));
+                 error_name(result));
   }
 }
 
@@ -69,11 +83,30 @@ CUresult CudaAsyncManager::allocate_on_private_stream(CUdeviceptr* out, std::siz
   if (result == CUDA_ERROR_OUT_OF_MEMORY) {
     // As TensorFlow does: let pending frees land (ours included), then try once more.
     const FenceId through = last_fence_id();
-    if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
+    const CUresult synced = synchronize_context();
+    if (synced == CUDA_SUCCESS) do_context_synchronized(through);
     result = allocate_from_pool(out, bytes);
+    if (result != CUDA_SUCCESS && synced == CUDA_SUCCESS) {
+      log::at(LogLevel::warn, "device {}: the stream-ordered pool refused {} bytes ({}), also after "
+              "synchronising the context and returning every block freed before", device(), bytes,
+              error_name(result));
+    } else if (result != CUDA_SUCCESS) {
+      log::at(LogLevel::warn, "device {}: the stream-ordered pool refused {} bytes ({}); synchronising "
+              "the context to return freed blocks failed ({})", device(), bytes, error_name(result),
+              error_name(synced));
+    }
+  } else if (result != CUDA_SUCCESS) {
+    log::at(LogLevel::warn, "device {}: the stream-ordered pool refused {} bytes ({})", device(), bytes,
+            error_name(result));
   }
   if (result != CUDA_SUCCESS) return result;
-  return real_driver().cuStreamSynchronize(private_stream_);  // a synchronous allocation is complete on return
+  result = real_driver().cuStreamSynchronize(private_stream_);  // a synchronous allocation is complete on return
+  if (result != CUDA_SUCCESS) {
+    return_to_pool(*out);
+    log::at(LogLevel::warn, "device {}: completing a {}-byte allocation failed ({})", device(), bytes,
+            error_name(result));
+  }
+  return result;
 }
 
 CUresult CudaAsyncManager::allocate_from_pool(CUdeviceptr* out, std::size_t bytes) {
@@ -91,12 +124,8 @@ CUresult CudaAsyncManager::return_to_pool(CUdeviceptr ptr) {
 
 CUresult CudaAsyncManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
   std::call_once(warmed_up_, [this] { warm_up(); });
-  const CUresult result = allocate_on_private_stream(out, bytes);
-  if (result != CUDA_SUCCESS) {
-    log::at(LogLevel::warn, "device {}: the pool refused {} bytes ({})", device(), bytes,
-            static_cast<int>(result));
-    return result;
-  }
+  const CUresult result = allocate_on_private_stream(out, bytes);  // logs why it failed
+  if (result != CUDA_SUCCESS) return result;
   std::lock_guard lock(mutex_);
   if (!blocks_.reserve_one()) {
     return_to_pool(*out);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <utility>
 
+#include "log.h"
 #include "memory_manager.h"
 #include "pointer_map.h"
 
@@ -22,9 +23,9 @@ namespace gpumem::shim {
 class CudaAsyncManager final : public MemoryManager {
  public:
   // Sets the pool's release threshold (the limit when preallocating, else 0) and creates the private
-  // stream; null (and the reason logged) if the device has no usable default pool.
+  // stream; null (and the reason in `messages`) if the device has no usable default pool.
   static std::unique_ptr<CudaAsyncManager> create(CUcontext context, CUdevice device, const Policy& policy,
-                                                  std::size_t limit_bytes);
+                                                  std::size_t limit_bytes, log::Pending& messages);
 
   CudaAsyncManager(CUcontext context, CUdevice device, const Policy& policy, std::size_t limit_bytes,
                    CUmemoryPool pool, CUstream private_stream);

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "policy.h"
 
@@ -35,28 +36,26 @@ void at(LogLevel level, fmt::format_string<Args...> format, Args&&... args) noex
   }
 }
 
-// A message built while a fork-safe mutex is held and written after it is released: the logger
+// Messages built while a fork-safe mutex is held and written after it is released: the logger
 // takes its own mutex, and lock_fork_safely forbids holding two.
 class Pending {
  public:
   template <typename... Args>
-  void set(LogLevel level, fmt::format_string<Args...> format, Args&&... args) noexcept {
+  void add(LogLevel level, fmt::format_string<Args...> format, Args&&... args) noexcept {
+    if (!enabled(level)) return;
     try {
-      message_ = fmt::format(format, std::forward<Args>(args)...);
-      level_ = level;
-    } catch (...) {
-      message_.clear();
+      messages_.emplace_back(level, fmt::format(format, std::forward<Args>(args)...));
+    } catch (...) {  // out of memory: drop the message
     }
   }
   // Call with no lock held.
   void flush() noexcept {
-    if (!message_.empty()) write(level_, message_);
-    message_.clear();
+    for (const auto& [level, message] : messages_) write(level, message);
+    messages_.clear();
   }
 
  private:
-  LogLevel level_ = LogLevel::debug;
-  std::string message_;
+  std::vector<std::pair<LogLevel, std::string>> messages_;
 };
 
 template <typename... Args>

@@ -107,7 +107,7 @@ const RealDriver& real_driver() {
       if (!table.available) return g_unavailable;  // no driver yet: try again on the next call
       g_table = table;
       g_ready.store(true, std::memory_order_release);
-      message.set(LogLevel::debug, "real driver resolved; entry points it lacks:{}",
+      message.add(LogLevel::debug, "real driver resolved; entry points it lacks:{}",
                   missing.empty() ? " none" : missing);
     }
   } catch (...) {  // std::mutex failing: report "no driver" rather than throw into a C caller

@@ -2,7 +2,8 @@
 
 - no DT_NEEDED on any CUDA library (the driver is found at run time), nor on fmt or spdlog (compiled
   in, hidden, so they cannot clash with a program's own copies);
-- it exports exactly dlsym, the hooked driver entry points and the gpumem_* C API of gpumem.h;
+- it exports exactly dlsym, the hooked driver entry points and the gpumem_* C API of gpumem.h, and
+  imports no dlsym (the real one comes from dlvsym) nor any glibc newer than 2.34 (shim/README.md);
 - preloaded into a program that never uses CUDA (and /bin/true, a shell), it loads nothing, starts no
   thread, prints nothing and leaves the exit status alone, even with a bad environment.
 """
@@ -46,6 +47,19 @@ def exported_symbols(path):
     return names
 
 
+def undefined_symbols(path):
+    """Symbols the library imports, as name -> version ("" when unversioned)."""
+    out = subprocess.run(["readelf", "--dyn-syms", "--wide", path], capture_output=True, text=True,
+                         check=True).stdout
+    names = {}
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 8 and fields[0].endswith(":") and fields[6] == "UND":
+            name, _, version = fields[7].partition("@")
+            names[name] = version.lstrip("@").split(" ")[0]
+    return names
+
+
 def public_api_functions():
     with open(PUBLIC_HEADER) as header:
         return set(re.findall(r"\b(gpumem_\w+)\s*\(", header.read()))
@@ -68,6 +82,19 @@ class LibraryFileTest(testlib.TestCase):
         self.assertTrue({"gpumem_version", "gpumem_is_active"} <= api, api)
         expected = HOOKED_DRIVER_ENTRY_POINTS | {"dlsym"} | api
         self.assertEqual(exported_symbols(testlib.shim_path()), expected)
+
+    def test_the_real_dlsym_is_not_imported(self):
+        # The real one comes from dlvsym: an imported dlsym would be our own export (-Bsymbolic), or
+        # break the caller-identity of RTLD_NEXT look-ups made on the program's behalf.
+        imported = undefined_symbols(testlib.shim_path())
+        self.assertIn("dlvsym", imported)
+        self.assertNotIn("dlsym", imported)
+
+    def test_needs_no_glibc_newer_than_the_documented_2_34(self):
+        versions = [tuple(map(int, v[len("GLIBC_"):].split(".")))
+                    for v in undefined_symbols(testlib.shim_path()).values() if v.startswith("GLIBC_")]
+        self.assertTrue(versions)
+        self.assertLessEqual(max(versions), (2, 34), versions)
 
     def test_public_header_is_valid_c_and_cxx(self):
         for compiler, std in (("cc", "-std=c11"), ("c++", "-std=c++20")):

@@ -46,6 +46,24 @@ class RealRuntimeTest(testlib.TestCase):
                 # Unhooked names are looked up too but never answered with a hook.
                 self.assertNotIn('dlsym("cuInit")', result.stderr)
 
+    def test_the_programs_own_driver_lookups_get_the_hooks(self):
+        # dlopen("libcuda.so.1") + dlsym, as the runtime does: hooked names are answered by the
+        # shim, the others (cuInit) still by the stub driver.
+        for program in PROGRAMS:
+            with self.subTest(program=program):
+                argv = [testlib.program_path(program), "lookups"]
+                result = testlib.run(argv, sim=False, env=stub_environment())
+                self.assertSucceeded(result)
+                found = testlib.key_values(result.stdout)
+                self.assertEqual(found.get("cuMemAlloc_v2"), "libgpumem.so", result.describe())
+                self.assertEqual(found.get("cuGetProcAddress_v2"), "libgpumem.so", result.describe())
+                self.assertEqual(found.get("cuInit"), "libcuda.so.1", result.describe())
+                without = testlib.run(argv, preload=False, sim=False, env=stub_environment())
+                self.assertSucceeded(without)
+                self.assertEqual(testlib.key_values(without.stdout),
+                                 dict.fromkeys(("cuMemAlloc_v2", "cuGetProcAddress_v2", "cuInit"),
+                                               "libcuda.so.1"), without.describe())
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -2,8 +2,8 @@
 
 import unittest
 
-from test_mem_common import (DRIVER, GIB, MIB, RUNTIME_PROGRAMS, RUNTIME_SHARED, SIM_CONTEXT_OVERHEAD,
-                             SIM_TOTAL, MemTestCase, gpumem_lines, limit_of, values)
+from test_mem_common import (DRIVER, GIB, MIB, RUNTIME_PER_THREAD, RUNTIME_PROGRAMS, RUNTIME_SHARED,
+                             SIM_CONTEXT_OVERHEAD, SIM_TOTAL, MemTestCase, gpumem_lines, limit_of, values)
 
 
 class Preallocation(MemTestCase):
@@ -196,6 +196,16 @@ class Contexts(MemTestCase):
         plain = self.scenario(RUNTIME_SHARED, "fork", preload=False)
         self.assertEqual(values(plain)["child_status"], got["child_status"], plain.describe())
 
+    def test_fork_while_another_thread_creates_contexts_does_not_deadlock(self):
+        # Each context creation is logged at info. At that level the first message written is one of
+        # these, so the logger's fork handler is registered after the registry's and a fork takes the
+        # log lock first: logging while the registry is locked would deadlock against it.
+        for mode in ("bfc", "cuda_async"):
+            with self.subTest(mode=mode):
+                result = self.scenario(DRIVER, "fork_while_creating", 200,
+                                       env={"GPUMEM_MODE": mode, "GPUMEM_LOG_LEVEL": "info"})
+                self.assertOutput(result, forked=1)
+
 
 class StatsApi(MemTestCase):
     def test_gpumem_get_stats_reports_the_arena(self):
@@ -220,6 +230,18 @@ class Pools(MemTestCase):
         device = result.device(0)
         self.assertEqual(device["driver_allocs"], 1)          # the arena's one region
         self.assertEqual(device["pool"]["async_allocs"], 1)   # only the program's own pool
+
+    def test_default_pool_through_the_entry_point_the_build_asks_for(self):
+        # The per-thread build gets cuMemAllocFromPoolAsync_ptsz from cuGetProcAddress_v2.
+        for name, entry in ((RUNTIME_SHARED, "cuMemAllocFromPoolAsync"),
+                            (RUNTIME_PER_THREAD, "cuMemAllocFromPoolAsync_ptsz")):
+            with self.subTest(program=name):
+                result = self.scenario(name, "driver_pool", MIB)
+                self.assertOutput(result, entry=entry, pool_data_ok=1)
+                self.assertEqual(result.device(0)["pool"]["async_allocs"], 0, result.describe())  # the arena's
+                plain = self.scenario(name, "driver_pool", MIB, preload=False)
+                self.assertOutput(plain, entry=entry, pool_data_ok=1)
+                self.assertEqual(plain.device(0)["pool"]["async_allocs"], 1, plain.describe())
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ program's data survives only if the freed block was not handed out again before 
 
 import unittest
 
-from test_mem_common import DRIVER, MIB, RUNTIME_PER_THREAD, RUNTIME_PROGRAMS, RUNTIME_SHARED, MemTestCase
+from test_mem_common import (DRIVER, MIB, RUNTIME_PER_THREAD, RUNTIME_PROGRAMS, RUNTIME_SHARED, MemTestCase,
+                              values)
 
 
 # The same scenario through the runtime (shared and static) and through the driver API.
@@ -67,8 +68,9 @@ class DeferredFreeByData(MemTestCase):
 
     def test_a_free_from_another_context_waits_for_the_blocks_own_context(self):
         # The block's context is not current at the free. Drivers before 13.0 have no
-        # cuCtxSynchronize_v2 (the simulator hides it below CUDASIM_DRIVER_VERSION 13000): the shim
-        # must make the block's context current to synchronise it, not wait for the current one.
+        # cuCtxSynchronize_v2: the shim must make the block's context current to synchronise it, not
+        # wait for the current one. CUDASIM_DRIVER_VERSION makes the simulator such a driver (its
+        # cuGetProcAddress then hides newer entry points); a simulator without it is skipped there.
         for version in ("13000", "12080"):
             for mode in ("bfc", "cuda_async"):
                 for free_sync in ("sync", "defer"):
@@ -76,6 +78,8 @@ class DeferredFreeByData(MemTestCase):
                         result = self.scenario(DRIVER, "foreign_context_free", MIB, env={
                             "CUDASIM_DRIVER_VERSION": version, "GPUMEM_MODE": mode,
                             "GPUMEM_FREE_SYNC": free_sync, "GPUMEM_LIMIT": "1MiB"})
+                        if values(result).get("driver_version") != version:
+                            self.skipTest(f"the simulator cannot act as driver version {version}")
                         self.assertOutput(result, intact=1)
 
 

@@ -54,6 +54,17 @@ class CudaAsyncMode(MemTestCase):
         self.assertEqual(device["pool"]["async_allocs"], 30)
         self.assertEqual(device["pool"]["async_frees"], 20)
 
+    def test_threads_running_out_together_all_get_the_returned_blocks(self):
+        # A small device (about 360 pool blocks of 2 MiB) and 8 threads: the pool runs out again and
+        # again, often for several threads at once. Each synchronises and retries; one of them returns
+        # the deferred blocks, and the others must find them back in the pool when they retry.
+        env = {"GPUMEM_MODE": "cuda_async", "CUDASIM_DEVICE_MEMORY": "1GiB"}
+        for attempt in range(3):
+            with self.subTest(attempt=attempt):
+                result = self.scenario(RUNTIME_SHARED, "threads", 8, 3000, env=env)
+                self.assertOutput(result, thread_failures=0)
+                self.assertGreater(result.device(0)["context_syncs"], 1, result.describe())
+
     def test_preallocation_keeps_freed_memory_in_the_pool(self):
         # Release threshold = the limit: freed blocks (each free synchronises, then returns its block
         # to the pool) stay reserved by the pool through later synchronisations.

@@ -2,10 +2,14 @@
 // and without the shim. Prints `key=value` lines; exits 0 when every call behaved as expected.
 #include <cuda.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <random>
 #include <string>
 #include <thread>
@@ -183,7 +187,10 @@ int deferred_free(CUcontext primary, CUdevice device, std::size_t bytes, bool fr
   CHECK_CU(cuMemcpyHtoD(second, data.mine.data(), bytes));
   CHECK_CU(cuStreamSynchronize(stream));
   CHECK_CU(cuMemcpyDtoH(data.back.data(), second, bytes));
-  std::printf("reused=%d\nintact=%d\n", second == first ? 1 : 0, data.intact() ? 1 : 0);
+  int version = 0;
+  CHECK_CU(cuDriverGetVersion(&version));
+  std::printf("reused=%d\nintact=%d\ndriver_version=%d\n", second == first ? 1 : 0, data.intact() ? 1 : 0,
+              version);
   CHECK_CU(cuMemFree(second));
   if (other != nullptr) CHECK_CU(cuCtxDestroy(other));
   CHECK_CU(cuStreamDestroy(stream));
@@ -211,6 +218,35 @@ int bad_frees() {
   CHECK_CU(cuMemAlloc(&r, 8192));
   CHECK_CU(cuMemFree(r));
   std::printf("after_ok=%d\n", back == pattern ? 1 : 0);
+  return 0;
+}
+
+// One thread keeps creating contexts (each gets a memory manager, and its creation is logged) while
+// the main thread keeps forking: a fork must never find the shim's locks held in an order that
+// deadlocks its prepare handlers. Each child exits at once.
+int fork_while_creating(CUdevice device, int rounds) {
+  std::atomic<bool> done{false};
+  std::thread creator([&] {
+    for (int i = 0; i < rounds; ++i) {
+      CUcontext context = nullptr;
+      CHECK_CU(cuCtxCreate(&context, nullptr, 0, device));
+      CUdeviceptr p = 0;
+      CHECK_CU(cuMemAlloc(&p, 4096));
+      CHECK_CU(cuMemFree(p));
+      CHECK_CU(cuCtxDestroy(context));
+    }
+    done = true;
+  });
+  int forks = 0;
+  while (!done) {
+    const pid_t child = fork();
+    if (child == 0) _exit(0);
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status)) return 1;
+    ++forks;
+  }
+  creator.join();
+  std::printf("forked=%d\n", forks > 0 ? 1 : 0);
   return 0;
 }
 
@@ -255,6 +291,7 @@ int main(int argc, char** argv) {
   if (scenario == "context_lifecycle") return context_lifecycle(device);
   if (scenario == "primary_reset") return primary_reset(device);
   if (scenario == "primary_release") return primary_release(device);
+  if (scenario == "fork_while_creating") return fork_while_creating(device, static_cast<int>(args.number(2, 200)));
   const CUcontext primary = retain_primary(device);
   int rc = 2;
   if (scenario == "churn") {

@@ -1,6 +1,8 @@
 // Memory scenarios through the CUDA runtime API, run with and without the shim. Each scenario prints
 // `key=value` lines for the test driver and exits 0 when every CUDA call behaved as the scenario
 // expects; data checks are printed (intact=0|1) so the driver decides what each mode must show.
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <sys/wait.h>
@@ -373,6 +375,43 @@ int threads(int count, int operations, bool async) {
   return 0;
 }
 
+// A stream-ordered allocation from the device's default pool through the driver entry point the
+// program's build asks for, as runtimes and libraries get them: cuGetProcAddress_v2 from
+// libcuda.so.1, with per-thread default stream semantics in the per-thread build
+// (cuMemAllocFromPoolAsync_ptsz, stream 0 the thread's own stream).
+int driver_pool(std::size_t bytes) {
+  CHECK_CUDA(cudaFree(nullptr));  // makes the device's primary context current
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW);
+  const auto get_proc = driver == nullptr ? nullptr
+      : reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(driver, "cuGetProcAddress_v2"));
+  if (get_proc == nullptr) return 1;
+#ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
+  constexpr cuuint64_t kFlags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+#else
+  constexpr cuuint64_t kFlags = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+#endif
+  void* entry = nullptr;
+  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (get_proc("cuMemAllocFromPoolAsync", &entry, 13000, kFlags, &found) != CUDA_SUCCESS || entry == nullptr) return 1;
+  Dl_info info{};
+  std::printf("entry=%s\n", dladdr(entry, &info) != 0 && info.dli_sname != nullptr ? info.dli_sname : "?");
+  cudaMemPool_t pool = nullptr;
+  CHECK_CUDA(cudaDeviceGetDefaultMemPool(&pool, 0));
+  CUdeviceptr block = 0;
+  const CUresult allocated = reinterpret_cast<PFN_cuMemAllocFromPoolAsync_v11020>(entry)(
+      &block, bytes, reinterpret_cast<CUmemoryPool>(pool), nullptr);
+  if (allocated != CUDA_SUCCESS) return 1;
+  void* p = reinterpret_cast<void*>(block);
+  const std::uint32_t pattern = 0x9001F00Du;
+  std::uint32_t back = 0;
+  CHECK_CUDA(cudaMemcpyAsync(p, &pattern, sizeof pattern, cudaMemcpyHostToDevice, 0));
+  CHECK_CUDA(cudaMemcpyAsync(&back, p, sizeof back, cudaMemcpyDeviceToHost, 0));
+  CHECK_CUDA(cudaFreeAsync(p, 0));
+  CHECK_CUDA(cudaStreamSynchronize(0));
+  std::printf("pool_data_ok=%d\n", back == pattern ? 1 : 0);
+  return 0;
+}
+
 // gpumem_get_stats(0, ...) when the shim is loaded (0: it manages device 0, -1: it does not), else
 // "absent".
 std::string stats_of_device_0() {
@@ -443,6 +482,7 @@ int main(int argc, char** argv) {
                    scenario == "async_threads");
   }
   if (scenario == "fork") return fork_child();
+  if (scenario == "driver_pool") return driver_pool(static_cast<std::size_t>(args.number(2, 1 << 20)));
   std::fprintf(stderr, "usage: %s SCENARIO [ARGS]\n", argv[0]);
   return 2;
 }
