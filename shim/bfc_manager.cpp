@@ -113,7 +113,7 @@ CUresult BfcManager::do_free(CUdeviceptr ptr) {
 CUresult BfcManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
   if (driver_passthrough::stream_is_capturing(stream)) {  // the graph must own its allocation nodes
     count_pass_through();
-    return driver_passthrough::mem_alloc_async(out, bytes, stream);
+    return count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream));
   }
   return allocate_from_arena(out, bytes, fence_domain(stream.handle, stream.per_thread));
 }
@@ -139,7 +139,7 @@ CUresult BfcManager::do_allocate_from_pool_async(CUdeviceptr* out, std::size_t b
                                                  StreamArg stream) {
   if (pool != nullptr && pool == default_pool_) return do_allocate_async(out, bytes, stream);
   count_pass_through();  // the program's own pool
-  return driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream);
+  return count_driver_alloc(driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream));
 }
 
 CUresult BfcManager::do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) {
@@ -176,6 +176,7 @@ void BfcManager::do_fill_stats(ManagerStats& stats) const {
   stats.largest_free_block = arena.largest_free_block;
   stats.bytes_fenced = arena.bytes_fenced;
   stats.regions = arena.regions;
+  stats.counters.driver_allocs += arena.region_reservations;  // every region is one cuMemAlloc
 }
 
 void BfcManager::do_context_synchronized(FenceId through) {

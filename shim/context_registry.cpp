@@ -19,6 +19,20 @@ namespace {
 // The registry is reached from pthread_atfork handlers, which take no argument.
 ContextRegistry* g_registry = nullptr;
 
+void log_summary(const MemoryManager& manager) noexcept {
+  try {
+    log::write(LogLevel::info, manager.summary());
+  } catch (...) {  // no host memory for the line: drop it
+  }
+}
+
+// At exit, after the program's own exit handlers (the runtime's among them, which release the
+// primary contexts and so log their summaries through forget()): the contexts still alive. Only at
+// info level, and only in a process whose CUDA calls reached the registry.
+__attribute__((destructor)) void log_summaries_at_exit() {
+  if (g_registry != nullptr) g_registry->log_live_summaries();
+}
+
 std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, const Policy& policy,
                                             std::size_t limit, log::Pending& messages) {
   const RealDriver& driver = real_driver();
@@ -108,18 +122,29 @@ MemoryManager* ContextRegistry::owner_of(CUdeviceptr ptr) const {
 
 void ContextRegistry::forget(CUcontext context) {
   if (context == nullptr) return;
-  bool forgotten = false;
+  const MemoryManager* forgotten = nullptr;
   {
     std::lock_guard lock(mutex_);
     const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
       if (slots_[i].context.load(std::memory_order_acquire) == context) {
         slots_[i].context.store(nullptr, std::memory_order_release);
-        forgotten = true;
+        forgotten = slots_[i].manager.load(std::memory_order_acquire);
       }
     }
   }
-  if (forgotten) log::debug("context {}: forgotten with its memory", static_cast<const void*>(context));
+  if (forgotten == nullptr) return;
+  log::debug("context {}: forgotten with its memory", static_cast<const void*>(context));
+  if (log::enabled(LogLevel::info)) log_summary(*forgotten);
+}
+
+void ContextRegistry::log_live_summaries() const noexcept {
+  if (!log::enabled(LogLevel::info)) return;
+  const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < used; ++i) {
+    if (slots_[i].context.load(std::memory_order_acquire) == nullptr) continue;
+    if (const MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire)) log_summary(*manager);
+  }
 }
 
 CUcontext ContextRegistry::active_primary_context(CUdevice device) {

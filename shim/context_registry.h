@@ -36,6 +36,9 @@ class ContextRegistry {
   void forget(CUcontext context);
   // The device's primary context is being reset.
   void forget_primary_context(CUdevice device);
+  // Logs (at info) the summary of every manager whose context is still registered: at process exit,
+  // for the contexts nothing destroyed. Calls no CUDA function.
+  void log_live_summaries() const noexcept;
   // The device's primary context if it is active (naming it leaves its reference count as it was),
   // else null.
   static CUcontext active_primary_context(CUdevice device);

@@ -113,9 +113,9 @@ CUresult CudaAsyncManager::allocate_from_pool(CUdeviceptr* out, std::size_t byte
   // From the default pool by name: the program may have made another pool the device's current one.
   const RealDriver& driver = real_driver();
   if (driver.cuMemAllocFromPoolAsync != nullptr) {
-    return driver.cuMemAllocFromPoolAsync(out, bytes, pool_, private_stream_);
+    return count_driver_alloc(driver.cuMemAllocFromPoolAsync(out, bytes, pool_, private_stream_));
   }
-  return driver.cuMemAllocAsync(out, bytes, private_stream_);
+  return count_driver_alloc(driver.cuMemAllocAsync(out, bytes, private_stream_));
 }
 
 CUresult CudaAsyncManager::return_to_pool(CUdeviceptr ptr) {
@@ -164,7 +164,7 @@ CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
 }
 
 CUresult CudaAsyncManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
-  return driver_passthrough::mem_alloc_async(out, bytes, stream);
+  return count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream));
 }
 
 CUresult CudaAsyncManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {

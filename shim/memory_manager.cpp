@@ -1,5 +1,7 @@
 #include "memory_manager.h"
 
+#include <fmt/format.h>
+
 #include "pitch.h"
 #include "real_driver.h"
 #include "stream_domain.h"
@@ -59,7 +61,8 @@ CUresult MemoryManager::get_info(std::size_t* free_bytes, std::size_t* total_byt
 ManagerCounters MemoryManager::counters() const noexcept {
   return ManagerCounters{allocs_.load(std::memory_order_relaxed), frees_.load(std::memory_order_relaxed),
                          failed_allocs_.load(std::memory_order_relaxed),
-                         passed_through_.load(std::memory_order_relaxed)};
+                         passed_through_.load(std::memory_order_relaxed),
+                         driver_allocs_.load(std::memory_order_relaxed)};
 }
 
 ManagerStats MemoryManager::stats() const {
@@ -68,6 +71,16 @@ ManagerStats MemoryManager::stats() const {
   stats.bytes_limit = limit_bytes_;
   do_fill_stats(stats);
   return stats;
+}
+
+std::string MemoryManager::summary() const {
+  const ManagerStats s = stats();
+  return fmt::format(
+      "context {} (device {}) summary: {} mode, {} allocations, {} frees, {} refused, {} driver allocations, "
+      "peak in use {} bytes, peak reserved {} bytes, limit {} bytes",
+      static_cast<const void*>(context_), device_, mode_name(), s.counters.allocs, s.counters.frees,
+      s.counters.failed_allocs, s.counters.driver_allocs, s.peak_bytes_in_use, s.peak_bytes_reserved,
+      s.bytes_limit);
 }
 
 CUresult MemoryManager::synchronize_context() const {
@@ -102,7 +115,7 @@ CUresult MemoryManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch, 
 CUresult MemoryManager::do_allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes,
                                                     CUmemoryPool pool, StreamArg stream) {
   count_pass_through();
-  return driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream);
+  return count_driver_alloc(driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream));
 }
 
 CUresult MemoryManager::do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) {
@@ -163,11 +176,17 @@ CUresult mem_alloc_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemory
 bool stream_is_capturing(StreamArg stream) {
   const RealDriver& driver = real_driver();
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult result = CUDA_SUCCESS;
   if (stream.per_thread && driver.cuStreamIsCapturing_ptsz != nullptr) {
-    if (driver.cuStreamIsCapturing_ptsz(stream.handle, &status) != CUDA_SUCCESS) return false;
+    result = driver.cuStreamIsCapturing_ptsz(stream.handle, &status);
   } else if (driver.cuStreamIsCapturing != nullptr) {
-    if (driver.cuStreamIsCapturing(plain_stream_handle(stream.handle, stream.per_thread), &status) != CUDA_SUCCESS) return false;
+    result = driver.cuStreamIsCapturing(plain_stream_handle(stream.handle, stream.per_thread), &status);
   }
+  // The legacy stream while a blocking stream captures: work there would depend on the capture, so
+  // the request goes to the driver, which refuses it (and invalidates the capture) as it would
+  // without us.
+  if (result == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return true;
+  if (result != CUDA_SUCCESS) return false;
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "fence.h"
 #include "policy.h"
@@ -30,6 +31,7 @@ struct ManagerCounters {
   std::uint64_t frees = 0;
   std::uint64_t failed_allocs = 0;
   std::uint64_t passed_through = 0;  // requests handed to the driver untouched (foreign, captured)
+  std::uint64_t driver_allocs = 0;   // device allocations made through the driver (bfc: its regions too)
 };
 
 // A snapshot for gpumem_get_stats: the counters plus what the mode tracks of its memory (0 if not).
@@ -76,6 +78,9 @@ class MemoryManager {
 
   ManagerCounters counters() const noexcept;
   ManagerStats stats() const;
+  // One line for the log when the manager retires (its context goes, or the process exits): what it
+  // served and what it took from the driver.
+  std::string summary() const;
   CUcontext context() const noexcept { return context_; }
   CUdevice device() const noexcept { return device_; }
   std::size_t limit_bytes() const noexcept { return limit_bytes_; }
@@ -86,6 +91,11 @@ class MemoryManager {
   // Shared by every fence this context issues, so "all fences up to X" is one comparison.
   std::atomic<FenceId>& fence_ids() noexcept { return fence_ids_; }
   void count_pass_through() noexcept { passed_through_.fetch_add(1, std::memory_order_relaxed); }
+  // Counts a successful driver allocation made for the program; returns `result` unchanged.
+  CUresult count_driver_alloc(CUresult result) noexcept {
+    if (result == CUDA_SUCCESS) driver_allocs_.fetch_add(1, std::memory_order_relaxed);
+    return result;
+  }
   // Synchronises this manager's context with the real driver.
   CUresult synchronize_context() const;
 
@@ -120,6 +130,7 @@ class MemoryManager {
   std::atomic<std::uint64_t> frees_{0};
   std::atomic<std::uint64_t> failed_allocs_{0};
   std::atomic<std::uint64_t> passed_through_{0};
+  std::atomic<std::uint64_t> driver_allocs_{0};
 };
 
 // The driver's own answers, for requests a manager hands on untouched.

@@ -1,10 +1,17 @@
 // platform mode: every request goes to the driver as is and freed memory goes back; only counted.
 #pragma once
 
+#include <cstddef>
+#include <mutex>
+#include <unordered_map>
+
 #include "memory_manager.h"
 
 namespace gpumem::shim {
 
+// Invariants: `live_` maps every block this manager obtained from the driver and has not seen freed
+// to its size as asked for (the driver may round it up a little); bytes_in_use_ is their sum and peak_bytes_in_use_ its maximum so far. What the
+// program holds is what the driver holds for it, so these are also the reserved figures.
 class PlatformManager final : public MemoryManager {
  public:
   using MemoryManager::MemoryManager;
@@ -16,9 +23,19 @@ class PlatformManager final : public MemoryManager {
   CUresult do_free(CUdeviceptr ptr) override;
   CUresult do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) override;
   CUresult do_free_async(CUdeviceptr ptr, StreamArg stream) override;
-  bool do_owns(CUdeviceptr /*ptr*/) const override { return false; }
+  bool do_owns(CUdeviceptr ptr) const override;  // a block it obtained and has not seen freed
   void do_context_synchronized(FenceId /*through*/) override {}
+  void do_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "platform"; }
+
+  // Bookkeeping after the driver answered; returns `result` unchanged.
+  CUresult track_alloc(CUresult result, CUdeviceptr ptr, std::size_t bytes);
+  CUresult track_free(CUresult result, CUdeviceptr ptr);
+
+  mutable std::mutex mutex_;
+  std::unordered_map<CUdeviceptr, std::size_t> live_;
+  std::size_t bytes_in_use_ = 0;
+  std::size_t peak_bytes_in_use_ = 0;
 };
 
 }  // namespace gpumem::shim

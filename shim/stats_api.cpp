@@ -16,7 +16,8 @@ int fill(int device, gpumem_stats* out) {
   *out = gpumem_stats{stats.counters.allocs, stats.counters.frees, stats.counters.failed_allocs,
                       stats.counters.passed_through, stats.bytes_limit, stats.bytes_in_use,
                       stats.peak_bytes_in_use, stats.bytes_reserved, stats.peak_bytes_reserved,
-                      stats.largest_free_block, stats.bytes_fenced, stats.regions};
+                      stats.largest_free_block, stats.bytes_fenced, stats.regions,
+                      stats.counters.driver_allocs};
   return 0;
 }
 

@@ -1,6 +1,11 @@
 // Maps the stream handle a program passes to a fence domain: the arena lets a chunk freed on a domain be
 // reused at once by an allocation on the same domain, so two handles naming the same stream must map
 // to the same domain and different streams to different domains. Domain 0 means "no stream".
+//
+// A destroyed stream's handle may later name a new stream, which then inherits the old domain's
+// fenced chunks. That is safe: cuStreamDestroy releases a stream's resources, its handle included,
+// only once the device has completed all work queued on it, so by the time a handle can be reused
+// the work ordered before those frees has finished.
 #pragma once
 
 #include <cuda.h>

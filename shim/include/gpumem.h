@@ -18,7 +18,8 @@ const char* gpumem_version(void);
 int gpumem_is_active(void);
 
 /* What the shim's memory manager for one device holds, in bytes unless named otherwise. Fields that
- * a mode does not track (everything but the counters and bytes_limit outside bfc mode) are 0. */
+ * a mode does not track are 0: platform mode tracks what it holds from the driver (in use and
+ * reserved are the same there), cuda_async mode only the counters and bytes_limit. */
 typedef struct gpumem_stats {
   unsigned long long allocs;               /* successful allocations served */
   unsigned long long frees;                /* successful frees */
@@ -32,6 +33,8 @@ typedef struct gpumem_stats {
   unsigned long long largest_free_block;
   unsigned long long bytes_fenced;         /* freed, waiting until the device is done with them */
   unsigned long long regions;
+  unsigned long long driver_allocs;        /* device allocations made through the driver (bfc: one per
+                                              region, plus requests passed through) */
 } gpumem_stats;
 
 /* Fills *out for the shim's manager of `device` (the device's first managed context). Returns 0 on

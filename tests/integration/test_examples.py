@@ -59,6 +59,11 @@ def applicable_configs(program: str) -> dict:
 # A small simulated device keeps oom quick: it allocates until refused.
 SIM_ENV = {"CUDASIM_DEVICE_MEMORY": "4GiB"}
 CHECKSUM_LINE = re.compile(r"^checksum: ([0-9a-f]{16})$")
+# The line the shim logs at info level when a context's manager retires (see MemoryManager::summary).
+SUMMARY_LINE = re.compile(
+    r"^gpumem: \[info\] context \S+ \(device \d+\) summary: (?P<mode>\w+) mode, (?P<allocs>\d+) allocations, "
+    r"\d+ frees, \d+ refused, (?P<driver_allocs>\d+) driver allocations, peak in use \d+ bytes, "
+    r"peak reserved (?P<peak_reserved>\d+) bytes, limit \d+ bytes$")
 # One process at a time on a real GPU: each run may claim most of its memory.
 WORKERS = 1 if REAL_GPU else max(2, min(8, os.cpu_count() or 2))
 
@@ -136,6 +141,36 @@ class ExampleBehaviourTest(testlib.TestCase):
                 shimmed = run_example(program)
                 self.assertSucceeded(shimmed)
                 self.assertEqual(shimmed.device()["driver_allocs"], 1, shimmed.describe())
+
+    def test_exit_summary_agrees_with_the_simulators_report(self):
+        # On a GPU the demo reads its "driver allocs" and "peak reserved" columns from this line; here
+        # the simulator's report says what really reached the driver.
+        configs = {"bfc": {}, "bfc growth": {"GPUMEM_PREALLOCATE": "false"}, "platform": {"GPUMEM_MODE": "platform"}}
+        for program in ("alloc_churn", "alloc_churn_static", "driver_api", "fragmentation"):
+            for name, env in configs.items():
+                with self.subTest(program=program, config=name):
+                    result = run_example(program, env={**env, "GPUMEM_LOG_LEVEL": "info"})
+                    self.assertSucceeded(result)
+                    summaries = [match for line in result.stderr.splitlines()
+                                 if (match := SUMMARY_LINE.match(line))]
+                    self.assertEqual(len(summaries), 1, result.describe())
+                    summary = summaries[0]
+                    self.assertEqual(summary["mode"], name.split()[0], result.describe())
+                    self.assertGreater(int(summary["allocs"]), 0, result.describe())
+                    self.assertEqual(int(summary["driver_allocs"]), result.device()["driver_allocs"],
+                                     result.describe())
+                    peak, driver_peak = int(summary["peak_reserved"]), result.device()["peak_bytes_reserved"]
+                    if name == "platform":
+                        # The shim counts the bytes asked for; the driver rounds each block up a little.
+                        self.assertLessEqual(peak, driver_peak, result.describe())
+                        self.assertGreaterEqual(peak, 0.99 * driver_peak, result.describe())
+                    else:
+                        self.assertEqual(peak, driver_peak, result.describe())
+
+    def test_no_exit_summary_below_info_level(self):
+        result = run_example("alloc_churn")
+        self.assertSucceeded(result)
+        self.assertNotIn("summary:", result.stderr, result.describe())
 
     def test_growth_with_deferred_frees_stays_near_the_live_set(self):
         plain = run_example("alloc_churn", preload=False)
@@ -226,12 +261,15 @@ class ExampleScriptsTest(testlib.TestCase):
                 expected.append("vector_add")
             self.assertEqual(sorted(os.listdir(out)), sorted(expected))
 
-    def test_demo_prints_the_side_by_side_table(self):
+    def run_demo(self, *options):
         build_root = os.environ["GPUMEM_TEST_BUILD_ROOT"]
-        env = testlib.clean_environment()
-        proc = subprocess.run([self.SCRIPTS[0], "--build-dir", build_root], env=env, capture_output=True,
-                              text=True, timeout=300)
+        return subprocess.run([self.SCRIPTS[0], "--build-dir", build_root, *options],
+                              env=testlib.clean_environment(), capture_output=True, text=True, timeout=300)
+
+    def check_demo_table(self, proc) -> dict:
+        """Checks the demo's table and policy lines; returns {(program, allocator): columns}."""
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        table = {}
         for program in ("alloc_churn", "fragmentation"):
             rows = {line[15:33].strip(): line.split()  # printf "%-14s %-18s ..."
                     for line in proc.stdout.splitlines() if line.startswith(program + " ")}
@@ -241,9 +279,29 @@ class ExampleScriptsTest(testlib.TestCase):
             self.assertEqual(int(rows["gpumem bfc"][-6]), 1, proc.stdout)  # the one preallocation
             self.assertEqual(rows["gpumem bfc"][-5], "12.0GiB", proc.stdout)  # 0.75 x 16 GiB
             self.assertGreater(plain_allocs, 10 * int(rows["gpumem bfc growth"][-6]), proc.stdout)
+            table.update({(program, allocator): columns for allocator, columns in rows.items()})
         self.assertIn("mode=bfc(default) preallocate=on(default)", proc.stdout)
         self.assertIn("preallocate=off(GPUMEM_PREALLOCATE)", proc.stdout)
         self.assertNotIn("no policy line logged", proc.stdout)
+        return table
+
+    def test_demo_prints_the_side_by_side_table(self):
+        # Figures from the simulator's report, and (as on a GPU) from gpumem's exit summary: the
+        # programs are deterministic, so both must count the same driver allocations.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            from_report, from_shim = pool.map(lambda options: self.run_demo(*options), [(), ("--figures", "shim")])
+        report_table = self.check_demo_table(from_report)
+        shim_table = self.check_demo_table(from_shim)
+        self.assertIn("Driver figures from the simulator's report.", from_report.stdout)
+        self.assertIn("counted in GPUMEM_MODE=platform", from_shim.stdout)
+        for row, columns in report_table.items():
+            with self.subTest(row=row):
+                self.assertEqual(shim_table[row][-6], columns[-6], from_report.stdout + from_shim.stdout)
+
+    def test_demo_rejects_a_bad_figures_source(self):
+        proc = self.run_demo("--figures", "guess")
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn("--figures needs 'report' or 'shim'", proc.stderr)
 
 
 if __name__ == "__main__":

@@ -217,7 +217,22 @@ class StatsApi(MemTestCase):
                 self.assertOutput(result, stats=0, other_device=-1, null_out=-1, regions=1,
                                   allocs=allocations + 1, frees=allocations, bytes_in_use=MIB,
                                   bytes_limit=limit_of(0.75, SIM_TOTAL),
-                                  bytes_reserved=limit_of(0.75, SIM_TOTAL))
+                                  bytes_reserved=limit_of(0.75, SIM_TOTAL), driver_allocs=1,
+                                  peak_bytes_reserved=limit_of(0.75, SIM_TOTAL))
+
+    def test_gpumem_get_stats_in_platform_mode_counts_what_the_driver_holds(self):
+        # Every request reaches the driver; at the call the 1 MiB block is what the program holds.
+        for name in RUNTIME_PROGRAMS:
+            with self.subTest(program=name):
+                result = self.scenario(name, "stats", 1000, env={"GPUMEM_MODE": "platform"})
+                allocations = int(values(result)["allocations"])
+                self.assertOutput(result, stats=0, allocs=allocations + 1, frees=allocations,
+                                  driver_allocs=allocations + 1, bytes_in_use=MIB, bytes_reserved=MIB,
+                                  regions=0)
+                # Bytes as asked for; the driver's own figure includes its rounding of each block.
+                peak, driver_peak = int(values(result)["peak_bytes_reserved"]), result.device(0)["peak_bytes_reserved"]
+                self.assertLessEqual(peak, driver_peak, result.describe())
+                self.assertGreaterEqual(peak, 0.99 * driver_peak, result.describe())
 
     def test_the_api_is_absent_without_the_shim(self):
         self.assertOutput(self.scenario(RUNTIME_SHARED, "stats", 10, preload=False), stats="absent")

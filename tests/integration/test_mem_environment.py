@@ -81,10 +81,14 @@ class GoodEnvironment(MemTestCase):
         result = self.scenario(RUNTIME_SHARED, "two_devices",
                                env={"GPUMEM_LOG_LEVEL": "info", "CUDASIM_DEVICES": "2",
                                     "XLA_CLIENT_MEM_FRACTION": "0.5"})
-        context_lines = [line for line in gpumem_lines(result) if "mode" in line and "limit" in line]
+        context_lines = [line for line in gpumem_lines(result)
+                         if "mode" in line and "limit" in line and "summary:" not in line]
         self.assertEqual(len(context_lines), 2, result.describe())
         for line in context_lines:
             self.assertIn("XLA_CLIENT_MEM_FRACTION", line)
+        # And once more when each context retires, with what it served.
+        summaries = [line for line in gpumem_lines(result) if "summary:" in line]
+        self.assertEqual(len(summaries), 2, result.describe())
         self.assertEqual(values(result)["device1_total"], str(limit_of(0.5, SIM_TOTAL)))
 
 

@@ -48,6 +48,14 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   return *number << shift;
 }
 
+std::optional<int> parse_driver_version(std::string_view text) {
+  auto n = parse_count(text);
+  if (!n || *n < static_cast<std::uint64_t>(kOldestDriverVersion) ||
+      *n > static_cast<std::uint64_t>(kDefaultDriverVersion) || *n % 10 != 0)
+    return std::nullopt;
+  return static_cast<int>(*n);
+}
+
 Config read_config() {
   Config config;
   bool devices_given = false;
@@ -109,6 +117,13 @@ Config read_config() {
     std::uint64_t n = 0;
     read_count("CUDASIM_FAIL_ALLOC_AFTER", n);
     if (config.valid) config.fail_alloc_after = n;
+  }
+  if (const char* v = std::getenv("CUDASIM_DRIVER_VERSION")) {
+    if (auto version = parse_driver_version(v)) config.driver_version = *version;
+    else {
+      complain("CUDASIM_DRIVER_VERSION", v, "a CUDA version from 12000 to 13000 in steps of 10, such as 12080");
+      config.valid = false;
+    }
   }
   if (const char* v = std::getenv("CUDASIM_REPORT")) config.report_path = v;
   return config;

@@ -9,6 +9,12 @@
 
 namespace cudasim {
 
+constexpr int kDefaultDriverVersion = 13000;
+constexpr int kOldestDriverVersion = 12000;
+
+// CUDASIM_DRIVER_VERSION: a CUDA version number (1000 x major + 10 x minor) from 12000 to 13000.
+std::optional<int> parse_driver_version(std::string_view text);
+
 // Invariant: when `valid`, device_memory.size() == device_count >= 1 and every entry > 0.
 struct Config {
   bool valid = true;
@@ -19,6 +25,7 @@ struct Config {
   std::uint64_t free_latency_us = 0;
   std::optional<std::uint64_t> fail_alloc_after;  // allocations allowed before failing
   std::string report_path;                         // empty: no report
+  int driver_version = kDefaultDriverVersion;      // what cuDriverGetVersion reports (CUDASIM_DRIVER_VERSION)
 };
 
 // "16G", "512MiB", "300 MB", "4096" (bytes). Units are binary (K = 1024). nullopt when malformed.

@@ -61,6 +61,7 @@ void deactivate_context(CUctx_st* ctx) {
   Locked l;
   State& st = l.st;
   if (!ctx->alive) return;
+  abandon_captures(st, ctx);
   free_context_allocations(st, ctx);
   for (auto& [thread, stream] : ctx->per_thread) stream->retire();
   for (auto& stream : ctx->streams) {
@@ -184,6 +185,9 @@ CUresult ctx_synchronize(CUcontext ctx) {
     Locked l;
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
     if (CUresult rc = context_or_current(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+    // Potentially unsafe during capture, and never possible with a capturing stream in the context.
+    if (CUresult rc = check_unsafe_call(l.st); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = check_context_not_capturing(l.st, ctx); rc != CUDA_SUCCESS) return rc;
     l.st.device(ctx->device).stats.context_syncs++;
   }
   synchronize_context(ctx);
@@ -249,6 +253,7 @@ CUDASIM_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* par
 }
 CUDASIM_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* ctxCreateParams,
                                        unsigned int flags, CUdevice dev) {
+  if (driver_version() < 12050) return CUDA_ERROR_NOT_SUPPORTED;  // new in 12.5
   if (ctxCreateParams != nullptr && ctxCreateParams->numExecAffinityParams < 0)
     return CUDA_ERROR_INVALID_VALUE;
   return ctx_create(pctx, flags, dev);  // affinity and CIG parameters are accepted and ignored
@@ -304,9 +309,15 @@ CUDASIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) { return ctx_push(ctx
 CUDASIM_EXPORT CUresult cuCtxPopCurrent(CUcontext* pctx) { return ctx_pop(pctx); }
 CUDASIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) { return ctx_pop(pctx); }
 CUDASIM_EXPORT CUresult cuCtxGetDevice(CUdevice* device) { return ctx_get_device(device, nullptr); }
-CUDASIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) { return ctx_get_device(device, ctx); }
+CUDASIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
+  if (driver_version() < 13000) return CUDA_ERROR_NOT_SUPPORTED;  // new in 13.0
+  return ctx_get_device(device, ctx);
+}
 CUDASIM_EXPORT CUresult cuCtxSynchronize() { return ctx_synchronize(nullptr); }
-CUDASIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) { return ctx_synchronize(ctx); }
+CUDASIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  if (driver_version() < 13000) return CUDA_ERROR_NOT_SUPPORTED;  // new in 13.0
+  return ctx_synchronize(ctx);
+}
 
 CUDASIM_EXPORT CUresult cuCtxGetFlags(unsigned int* flags) {
   if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -57,6 +57,14 @@ CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<R
       if (r.bytes > 0 && !valid_range(l.st, r)) return CUDA_ERROR_INVALID_VALUE;
     }
     Operation op = plan(l.st, &wait);
+    // A host-synchronous call cannot wait for a capturing stream; async work becomes a graph node.
+    if (wait && stream->capture) {
+      invalidate(*stream->capture);
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    bool captured = false;
+    const NodeKind kind = ranges.size() == 2 ? NodeKind::Memcpy : NodeKind::Memset;
+    if (CUresult rc = capture_work(l.st, stream, kind, &captured); rc != CUDA_SUCCESS || captured) return rc;
     seq = submit(l.st, stream, std::move(op));
   }
   if (wait) stream->wait_until(seq);

@@ -7,9 +7,9 @@
 
 using namespace cudasim;
 
-namespace {
+#include <cstdlib>
 
-constexpr int kDriverVersion = 13000;
+namespace {
 
 // Attribute values of the simulated device (an sm_90-class part). Attributes not listed read 0.
 int attribute_value(CUdevice_attribute attrib, CUdevice dev) {
@@ -81,9 +81,20 @@ CUDASIM_EXPORT CUresult cuInit(unsigned int Flags) {
   return CUDA_SUCCESS;
 }
 
+int cudasim::driver_version() {
+  {
+    Locked l;
+    if (l.st.initialized && l.st.config.valid) return l.st.config.driver_version;
+  }
+  // Before cuInit (cuDriverGetVersion and cuGetProcAddress work then): the variable as it is now; a
+  // malformed one reads as the default here and makes cuInit fail.
+  const char* v = std::getenv("CUDASIM_DRIVER_VERSION");
+  return v == nullptr ? kDefaultDriverVersion : parse_driver_version(v).value_or(kDefaultDriverVersion);
+}
+
 CUDASIM_EXPORT CUresult cuDriverGetVersion(int* driverVersion) {
   if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *driverVersion = kDriverVersion;
+  *driverVersion = driver_version();
   return CUDA_SUCCESS;
 }
 

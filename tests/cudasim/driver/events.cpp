@@ -27,6 +27,13 @@ CUresult event_record(CUevent handle, CUstream stream_handle, unsigned flags, bo
   if (CUresult rc = resolve_stream(l.st, stream_handle, per_thread_default, &stream); rc != CUDA_SUCCESS)
     return rc;
   if (stream->ctx != ev->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  bool captured = false;
+  if (CUresult rc = capture_work(l.st, stream, NodeKind::EventRecord, &captured); rc != CUDA_SUCCESS) return rc;
+  if (captured) {  // an event-record node: the event now stands for a point in the graph
+    ev->captured_in = stream->capture;
+    return CUDA_SUCCESS;
+  }
+  ev->captured_in.reset();
   ev->stream = stream;
   const std::uint64_t generation = ++ev->generation;
   ev->recorded_seq = submit(l.st, stream, [ev, generation] {
@@ -80,6 +87,7 @@ CUDASIM_EXPORT CUresult cuEventQuery(CUevent hEvent) {
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   std::shared_ptr<CUevent_st> ev;
   if (CUresult rc = find_event(l.st, hEvent, &ev); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = check_event_not_captured(l.st, *ev); rc != CUDA_SUCCESS) return rc;
   return event_done(*ev) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -91,6 +99,7 @@ CUDASIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
     Locked l;
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
     if (CUresult rc = find_event(l.st, hEvent, &ev); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = check_event_not_captured(l.st, *ev); rc != CUDA_SUCCESS) return rc;
     stream = ev->stream;
     seq = ev->recorded_seq;
   }
@@ -124,5 +133,6 @@ CUDASIM_EXPORT CUresult cuEventElapsedTime(float* pMilliseconds, CUevent hStart,
   return elapsed_time(pMilliseconds, hStart, hEnd);
 }
 CUDASIM_EXPORT CUresult cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+  if (driver_version() < 12080) return CUDA_ERROR_NOT_SUPPORTED;  // new in 12.8
   return elapsed_time(pMilliseconds, hStart, hEnd);
 }

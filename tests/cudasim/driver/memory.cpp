@@ -37,6 +37,7 @@ CUresult allocate_sync(CUdeviceptr* dptr, std::size_t bytes) {
   CUctx_st* ctx = nullptr;
   if (CUresult rc = current_context(st, &ctx); rc != CUDA_SUCCESS) return rc;
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_unsafe_call(st); rc != CUDA_SUCCESS) return rc;
   Device& dev = st.device(ctx->device);
   std::size_t accounted = round_up(bytes, kMinAlignment);
   if (!take_device_memory(st, dev, accounted)) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -155,6 +156,10 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
     auto it = l.st.allocations.find(dptr);
     if (it == l.st.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult rc = check_unsafe_call(l.st); rc != CUDA_SUCCESS) return rc;
+    // Graph memory is freed by the graph (a captured cuMemFreeAsync, or cuGraphDestroy) only: a
+    // graph is never launched here, so its memory never becomes the program's to free.
+    if (it->second.kind == AllocKind::Graph) return CUDA_ERROR_INVALID_VALUE;
     // cuMemAllocAsync memory: back to its pool at once, without the implicit synchronisation.
     if (it->second.kind == AllocKind::Pool) return free_pool_memory(l.st, dptr, nullptr);
     ctx = it->second.ctx;

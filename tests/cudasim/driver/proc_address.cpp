@@ -4,9 +4,11 @@
 // the exported function that answers requests with cudaVersion >= version (the highest such row
 // wins). A row with no function marks an ABI the real driver has but the simulator does not
 // (the 32-bit v1 forms, cuStreamGetCtx_v2): asking for it reports the symbol as not found rather
-// than handing out a function with the wrong signature.
+// than handing out a function with the wrong signature. Rows newer than the simulated driver
+// (CUDASIM_DRIVER_VERSION) are never answered: the request is served as if for that version.
 #include "state.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace cudasim;
@@ -124,6 +126,15 @@ const ProcEntry kEntries[] = {
   {"cuStreamGetCtx", 9020, fn(cuStreamGetCtx), fn(cuStreamGetCtx_ptsz)},
   {"cuStreamGetCtx", 12050, nullptr, nullptr},
   {"cuLaunchHostFunc", 10000, fn(cuLaunchHostFunc), fn(cuLaunchHostFunc_ptsz)},
+  // stream capture and graphs
+  {"cuStreamBeginCapture", 10000, nullptr, nullptr},  // the one-argument form of CUDA 10.0
+  {"cuStreamBeginCapture", 10010, fn(cuStreamBeginCapture_v2), fn(cuStreamBeginCapture_v2_ptsz)},
+  {"cuStreamEndCapture", 10000, fn(cuStreamEndCapture), fn(cuStreamEndCapture_ptsz)},
+  {"cuStreamGetCaptureInfo", 10010, fn(cuStreamGetCaptureInfo), fn(cuStreamGetCaptureInfo_ptsz)},
+  {"cuStreamGetCaptureInfo", 11030, fn(cuStreamGetCaptureInfo_v2), fn(cuStreamGetCaptureInfo_v2_ptsz)},
+  {"cuStreamGetCaptureInfo", 12030, fn(cuStreamGetCaptureInfo_v3), fn(cuStreamGetCaptureInfo_v3_ptsz)},
+  {"cuThreadExchangeStreamCaptureMode", 10010, fn(cuThreadExchangeStreamCaptureMode), nullptr},
+  {"cuGraphDestroy", 10000, fn(cuGraphDestroy), nullptr},
   // events
   {"cuEventCreate", 2000, fn(cuEventCreate), nullptr},
   {"cuEventRecord", 2000, fn(cuEventRecord), fn(cuEventRecord_ptsz)},
@@ -161,6 +172,8 @@ CUresult lookup(const char* symbol, void** pfn, int cuda_version, cuuint64_t fla
     Locked l;
     note_requested_name(l.st, symbol);
   }
+  // A driver answers no entry point newer than itself, whatever version the caller asks for.
+  cuda_version = std::min(cuda_version, driver_version());
   *pfn = nullptr;
   const ProcEntry* best = nullptr;
   bool known = false;

@@ -65,6 +65,11 @@ bool write_report(State& st, const char* path) {
             {"peak_bytes_reserved", s.pool_peak_bytes_reserved},
             {"bytes_used", s.pool_bytes_used},
             {"peak_bytes_used", s.pool_peak_bytes_used}}},
+          {"graph",
+           {{"allocs", s.graph_allocs},
+            {"frees", s.graph_frees},
+            {"bytes", s.graph_bytes},
+            {"peak_bytes", s.graph_peak_bytes}}},
       });
     }
     report["proc_address_requests"] = st.requested_names;

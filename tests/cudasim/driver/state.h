@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "cuda_api.h"
+#include "graphs.h"
 #include "streams.h"
 
 #include <chrono>
@@ -37,6 +38,9 @@ struct DeviceStats {
   std::uint64_t pool_async_allocs = 0, pool_async_frees = 0;
   std::uint64_t pool_bytes_reserved = 0, pool_peak_bytes_reserved = 0;
   std::uint64_t pool_bytes_used = 0, pool_peak_bytes_used = 0;
+  // Graph memory (cuMemAllocAsync on a capturing stream): allocation and free nodes captured, and
+  // the bytes graphs own now / at most.
+  std::uint64_t graph_allocs = 0, graph_frees = 0, graph_bytes = 0, graph_peak_bytes = 0;
 };
 
 // Invariant: committed == live contexts * overhead + stats.bytes_reserved <= total.
@@ -52,15 +56,15 @@ struct Device {
   CUmemoryPool current_pool = nullptr;
 };
 
-enum class AllocKind { Sync, Pool };
+enum class AllocKind { Sync, Pool, Graph };
 
 // A live device allocation. [base, base + size) is what callers may touch.
 struct Allocation {
   std::uintptr_t base = 0;
   std::size_t size = 0;
-  std::size_t accounted = 0;  // bytes charged to the device (sync) or taken from the block (pool)
+  std::size_t accounted = 0;  // bytes charged to the device (sync), taken from the block (pool), mapped (graph)
   int device = 0;
-  CUctx_st* ctx = nullptr;    // null for pool memory (it belongs to the pool)
+  CUctx_st* ctx = nullptr;    // null for pool and graph memory (it belongs to the pool / graph)
   AllocKind kind = AllocKind::Sync;
   CUmemPoolHandle_st* pool = nullptr;
   std::uint64_t buffer_id = 0;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused, even for an address
@@ -86,7 +90,10 @@ struct State {
   std::unordered_map<CUevent_st*, std::shared_ptr<CUevent_st>> events;
   std::unordered_set<CUmemPoolHandle_st*> pools;                           // live pools
   std::map<std::uintptr_t, Allocation> allocations;                        // by base
-  std::unordered_map<std::uintptr_t, Mapping> mappings;                    // sync allocations
+  std::unordered_map<std::uintptr_t, Mapping> mappings;                    // sync and graph allocations
+  std::vector<std::shared_ptr<Capture>> captures;  // ongoing capture sequences (graphs.h)
+  std::unordered_set<CUgraph_st*> graphs;          // graphs returned by cuStreamEndCapture, not destroyed
+  std::uint64_t last_capture_id = 0;
   std::deque<Mapping> quarantine;  // freed ranges kept PROT_NONE so late use faults
   std::uint64_t device_allocations = 0;  // attempts counted against CUDASIM_FAIL_ALLOC_AFTER
   std::uint64_t last_buffer_id = 0;      // the last CU_POINTER_ATTRIBUTE_BUFFER_ID handed out
@@ -125,6 +132,10 @@ struct Locked {
 
 // --- devices.cpp ---
 bool valid_device(const State& st, CUdevice dev);
+// The driver version simulated (CUDASIM_DRIVER_VERSION, default 13000). Takes State::mu: call
+// without it. Entry points newer than it are not answered by cuGetProcAddress, and the exported
+// ones return CUDA_ERROR_NOT_SUPPORTED (a real older driver does not export them at all).
+int driver_version();
 // cuInit's status, then CUDA_ERROR_INVALID_DEVICE for an unknown ordinal.
 inline CUresult device_status(const Locked& l, CUdevice dev) {
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
@@ -179,6 +190,34 @@ CUmemoryPool create_default_pool(State& st, int device);
 CUresult free_pool_memory(State& st, CUdeviceptr dptr, const std::shared_ptr<CUstream_st>& stream);
 // Gives memory above each of the device's pools' release threshold back (synchronisation points).
 void release_pools_above_threshold(State& st, int device);
+
+// --- graphs.cpp --- (all need State::mu held)
+// For work enqueued on `stream`: when the stream is capturing, records a node of `kind` and sets
+// *captured (the caller must not submit the work); CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when its
+// capture was invalidated; CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (invalidating them) for the legacy
+// stream while a blocking stream of its context captures. Otherwise CUDA_SUCCESS, *captured false.
+CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured);
+// A "potentially unsafe" call (cuMemAlloc, cuMemFree, ...): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+// invalidating the captures that prohibit it, when the calling thread's capture interaction mode
+// forbids it (see cuThreadExchangeStreamCaptureMode).
+CUresult check_unsafe_call(State& st);
+// Synchronising or querying `stream`: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED when it is capturing,
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT for the legacy stream of a context with a capturing blocking
+// stream (both invalidate the capture), in every mode.
+CUresult check_stream_not_capturing(State& st, const std::shared_ptr<CUstream_st>& stream);
+// Synchronising a context with a capturing stream: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (invalidates).
+CUresult check_context_not_capturing(State& st, CUctx_st* ctx);
+// Querying or synchronising an event last recorded into an ongoing capture: UNSUPPORTED (invalidates).
+CUresult check_event_not_captured(State& st, CUevent_st& event);
+void invalidate(Capture& capture);
+// A memory-allocation node on a capturing stream: new graph-owned memory (not from any pool).
+CUresult graph_allocate(State& st, Capture& capture, int device, std::size_t bytes, CUdeviceptr* dptr);
+// A memory-free node: graph memory of this capture is released; pool memory is only recorded (it
+// would be freed when the graph runs, which is not simulated); anything else is INVALID_VALUE.
+CUresult graph_free(State& st, Capture& capture, CUdeviceptr dptr);
+// Ends every capture of the context's streams (context destruction), destroying their graphs.
+void abandon_captures(State& st, CUctx_st* ctx);
+void abandon_capture(State& st, CUstream_st* stream);
 
 // --- report.cpp ---
 void note_requested_name(State& st, const char* name);

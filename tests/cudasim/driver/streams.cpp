@@ -138,6 +138,7 @@ CUresult stream_destroy(CUstream handle) {
   auto it = l.st.streams.find(handle);
   if (it == l.st.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
   // Returns at once; queued work still runs, then the worker exits (as the real driver does).
+  abandon_capture(l.st, it->second.get());  // an ongoing capture ends with it, its graph discarded
   it->second->retire();
   l.st.streams.erase(it);
   return CUDA_SUCCESS;
@@ -150,6 +151,7 @@ CUresult stream_synchronize(CUstream handle, bool per_thread_default) {
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
     if (CUresult rc = resolve_stream(l.st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS)
       return rc;
+    if (CUresult rc = check_stream_not_capturing(l.st, stream); rc != CUDA_SUCCESS) return rc;
     l.st.device(stream->ctx->device).stats.stream_syncs++;
   }
   stream->wait_until(stream->last_submitted());
@@ -159,7 +161,8 @@ CUresult stream_synchronize(CUstream handle, bool per_thread_default) {
 }
 
 CUresult stream_query(CUstream handle, bool per_thread_default) {
-  return with_stream(handle, per_thread_default, [](State&, const std::shared_ptr<CUstream_st>& stream) {
+  return with_stream(handle, per_thread_default, [](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    if (CUresult rc = check_stream_not_capturing(st, stream); rc != CUDA_SUCCESS) return rc;
     return stream->reached(stream->last_submitted()) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
   });
 }
@@ -169,7 +172,28 @@ CUresult stream_wait_event(CUstream handle, CUevent event, unsigned flags, bool 
     if (flags != CU_EVENT_WAIT_DEFAULT && flags != CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
     auto ev = st.events.find(event);
     if (ev == st.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    const auto& event_capture = ev->second->captured_in;
+    if (event_capture && !event_capture->ended) {
+      if (stream->capture == event_capture) {  // an ordinary dependency inside the capture
+        bool captured = false;
+        return capture_work(st, stream, NodeKind::EventWait, &captured);
+      }
+      // Joining another stream to the capture (or merging two captures) is not simulated.
+      return stream->capture ? CUDA_ERROR_STREAM_CAPTURE_MERGE : CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (ev->second->recorded_seq == 0) return CUDA_SUCCESS;  // never recorded: nothing to wait for
+    if (stream->capture) {
+      if (stream->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+      // Only an external wait may depend on work outside the capture sequence.
+      if (flags != CU_EVENT_WAIT_EXTERNAL) {
+        invalidate(*stream->capture);
+        return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+      }
+      bool captured = false;
+      return capture_work(st, stream, NodeKind::EventWait, &captured);
+    }
+    bool captured = false;
+    if (CUresult rc = capture_work(st, stream, NodeKind::EventWait, &captured); rc != CUDA_SUCCESS) return rc;
     auto other = ev->second->stream;
     std::uint64_t seq = ev->second->recorded_seq;
     submit(st, stream, [other, seq] { other->wait_until(seq); });
@@ -179,15 +203,16 @@ CUresult stream_wait_event(CUstream handle, CUevent event, unsigned flags, bool 
 
 CUresult stream_is_capturing(CUstream handle, CUstreamCaptureStatus* status, bool per_thread_default) {
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return with_stream(handle, per_thread_default, [status](State&, const std::shared_ptr<CUstream_st>&) {
-    *status = CU_STREAM_CAPTURE_STATUS_NONE;  // graph capture is not simulated
-    return CUDA_SUCCESS;
-  });
+  // cuStreamGetCaptureInfo without the optional outputs.
+  return per_thread_default ? cuStreamGetCaptureInfo_ptsz(handle, status, nullptr)
+                            : cuStreamGetCaptureInfo(handle, status, nullptr);
 }
 
 CUresult launch_host_func(CUstream handle, CUhostFn fn, void* data, bool per_thread_default) {
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    bool captured = false;
+    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured); rc != CUDA_SUCCESS || captured) return rc;
     submit(st, stream, [fn, data] { fn(data); });
     return CUDA_SUCCESS;
   });
@@ -197,6 +222,8 @@ CUresult stream_add_callback(CUstream handle, CUstreamCallback fn, void* data, u
                              bool per_thread_default) {
   if (fn == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    bool captured = false;
+    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured); rc != CUDA_SUCCESS || captured) return rc;
     submit(st, stream, [fn, data, handle] { fn(handle, CUDA_SUCCESS, data); });
     return CUDA_SUCCESS;
   });

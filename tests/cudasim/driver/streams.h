@@ -19,6 +19,8 @@ using Operation = std::function<void()>;
 
 enum class StreamKind { Legacy, PerThread, Created };
 
+struct Capture;  // graphs.h
+
 }  // namespace cudasim
 
 // Invariant: completed <= submitted; queue.size() == submitted - completed (minus the one running).
@@ -27,6 +29,8 @@ struct CUstream_st : std::enable_shared_from_this<CUstream_st> {
   cudasim::StreamKind kind = cudasim::StreamKind::Created;
   unsigned flags = 0;  // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
   int priority = 0;
+  // The capture sequence this stream records into (graphs.h); guarded by State::mu.
+  std::shared_ptr<cudasim::Capture> capture;
 
   // Blocking streams synchronise with the legacy default stream; non-blocking ones do not.
   bool blocking() const { return (flags & CU_STREAM_NON_BLOCKING) == 0; }
@@ -59,5 +63,7 @@ struct CUevent_st {
   std::shared_ptr<CUstream_st> stream;
   std::uint64_t recorded_seq = 0;
   std::uint64_t generation = 0;  // bumped per record, so only the latest record sets `time`
+  // Set when the event was last recorded into a capture sequence (graphs.h), not onto a stream.
+  std::shared_ptr<cudasim::Capture> captured_in;
   std::chrono::steady_clock::time_point time{};  // written by the worker under State::mu
 };

@@ -33,7 +33,9 @@ namespace cudasim::runtime {
   X(cuDeviceGetDefaultMemPool, 11020) X(cuMemPoolCreate, 11020) X(cuMemPoolDestroy, 11020)        \
   X(cuMemPoolSetAttribute, 11020) X(cuMemPoolGetAttribute, 11020) X(cuMemPoolTrimTo, 11020)       \
   X(cuMemAllocAsync, 11020) X(cuMemFreeAsync, 11020) X(cuMemAllocFromPoolAsync, 11020)            \
-  X(cuPointerGetAttribute, 4000)
+  X(cuPointerGetAttribute, 4000) X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000)       \
+  X(cuStreamGetCaptureInfo, 12030) X(cuThreadExchangeStreamCaptureMode, 10010)                    \
+  X(cuGraphDestroy, 10000)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

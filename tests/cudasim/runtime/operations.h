@@ -23,6 +23,11 @@ cudaError_t stream_synchronize(CUstream stream);
 cudaError_t stream_query(CUstream stream);
 cudaError_t stream_wait_event(CUstream stream, CUevent event, unsigned int flags);
 cudaError_t stream_is_capturing(CUstream stream, cudaStreamCaptureStatus* status);
+cudaError_t stream_begin_capture(CUstream stream, cudaStreamCaptureMode mode);
+cudaError_t stream_end_capture(CUstream stream, cudaGraph_t* graph);
+cudaError_t stream_get_capture_info(CUstream stream, cudaStreamCaptureStatus* status, unsigned long long* id,
+                                    cudaGraph_t* graph, const cudaGraphNode_t** dependencies,
+                                    const cudaGraphEdgeData** edges, size_t* count);
 cudaError_t event_record(CUevent event, CUstream stream);
 cudaError_t launch_host_func(CUstream stream, cudaHostFn_t fn, void* user_data);
 

@@ -37,6 +37,21 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus) {
   return api_call([&] { return stream_is_capturing(per_thread_stream(stream), pCaptureStatus); });
 }
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+  return api_call([&] { return stream_begin_capture(per_thread_stream(stream), mode); });
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
+  return api_call([&] { return stream_end_capture(per_thread_stream(stream), pGraph); });
+}
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
+                                     unsigned long long* id_out, cudaGraph_t* graph_out,
+                                     const cudaGraphNode_t** dependencies_out,
+                                     const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out) {
+  return api_call([&] {
+    return stream_get_capture_info(per_thread_stream(stream), captureStatus_out, id_out, graph_out,
+                                   dependencies_out, edgeData_out, numDependencies_out);
+  });
+}
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return api_call([&] { return event_record(event, per_thread_stream(stream)); });
 }

@@ -62,6 +62,37 @@ cudaError_t stream_is_capturing(CUstream stream, cudaStreamCaptureStatus* status
   });
 }
 
+// cudaStreamCaptureMode and CUstreamCaptureMode, cudaGraph_t and CUgraph, cudaGraphNode_t and
+// CUgraphNode, cudaGraphEdgeData and CUgraphEdgeData are the same values, handles and layout.
+cudaError_t stream_begin_capture(CUstream stream, cudaStreamCaptureMode mode) {
+  return with_context([&] {
+    return call_driver<&DriverTable::cuStreamBeginCapture>(stream, static_cast<CUstreamCaptureMode>(mode));
+  });
+}
+
+cudaError_t stream_end_capture(CUstream stream, cudaGraph_t* graph) {
+  if (graph == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] { return call_driver<&DriverTable::cuStreamEndCapture>(stream, graph); });
+}
+
+cudaError_t stream_get_capture_info(CUstream stream, cudaStreamCaptureStatus* status, unsigned long long* id,
+                                    cudaGraph_t* graph, const cudaGraphNode_t** dependencies,
+                                    const cudaGraphEdgeData** edges, size_t* count) {
+  if (status == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] {
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t sequence = 0;
+    const cudaError_t result = call_driver<&DriverTable::cuStreamGetCaptureInfo>(
+        stream, &capture, id != nullptr ? &sequence : nullptr, graph, dependencies,
+        reinterpret_cast<const CUgraphEdgeData**>(edges), count);
+    if (result == cudaSuccess) {
+      *status = static_cast<cudaStreamCaptureStatus>(capture);
+      if (id != nullptr && capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) *id = sequence;
+    }
+    return result;
+  });
+}
+
 cudaError_t event_record(CUevent event, CUstream stream) {
   return with_context([&] { return call_driver<&DriverTable::cuEventRecord>(event, stream); });
 }
@@ -89,6 +120,31 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus) {
   return api_call([&] { return stream_is_capturing(stream, pCaptureStatus); });
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+  return api_call([&] { return stream_begin_capture(stream, mode); });
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
+  return api_call([&] { return stream_end_capture(stream, pGraph); });
+}
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
+                                     unsigned long long* id_out, cudaGraph_t* graph_out,
+                                     const cudaGraphNode_t** dependencies_out,
+                                     const cudaGraphEdgeData** edgeData_out, size_t* numDependencies_out) {
+  return api_call([&] {
+    return stream_get_capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                                   numDependencies_out);
+  });
+}
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
+  if (mode == nullptr) return api_call([&] { return cudaErrorInvalidValue; });
+  return api_call([&] {
+    return call_driver<&DriverTable::cuThreadExchangeStreamCaptureMode>(reinterpret_cast<CUstreamCaptureMode*>(mode));
+  });
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  return api_call([&] { return with_context([&] { return call_driver<&DriverTable::cuGraphDestroy>(graph); }); });
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return api_call([&] { return create_event(event, cudaEventDefault); }); }

@@ -136,3 +136,87 @@ TEST_CASE("answers work before cuInit and are callable", "[driver][proc]") {
   });
   REQUIRE(rc == 0);
 }
+
+TEST_CASE("stream capture and graph entry points", "[driver][proc][graphs]") {
+  const cuuint64_t per_thread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  CHECK(answer("cuStreamBeginCapture", 10010) == exported("cuStreamBeginCapture_v2"));
+  CHECK(answer("cuStreamBeginCapture", 13000, per_thread) == exported("cuStreamBeginCapture_v2_ptsz"));
+  // The one-argument form of CUDA 10.0 is not simulated: reported as not found, never mistyped.
+  Answer old = ask("cuStreamBeginCapture", 10000);
+  CHECK(old.rc == CUDA_ERROR_NOT_FOUND);
+  CHECK(old.fn == nullptr);
+  CHECK(old.status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  CHECK(answer("cuStreamEndCapture", 10000) == exported("cuStreamEndCapture"));
+  CHECK(answer("cuStreamEndCapture", 13000, per_thread) == exported("cuStreamEndCapture_ptsz"));
+  CHECK(answer("cuStreamIsCapturing", 13000, per_thread) == exported("cuStreamIsCapturing_ptsz"));
+  CHECK(answer("cuStreamGetCaptureInfo", 10010) == exported("cuStreamGetCaptureInfo"));
+  CHECK(answer("cuStreamGetCaptureInfo", 11030) == exported("cuStreamGetCaptureInfo_v2"));
+  CHECK(answer("cuStreamGetCaptureInfo", 12030) == exported("cuStreamGetCaptureInfo_v3"));
+  CHECK(answer("cuStreamGetCaptureInfo", 13000, per_thread) == exported("cuStreamGetCaptureInfo_v3_ptsz"));
+  CHECK(answer("cuThreadExchangeStreamCaptureMode", 10010) == exported("cuThreadExchangeStreamCaptureMode"));
+  CHECK(answer("cuGraphDestroy", 10000) == exported("cuGraphDestroy"));
+  CHECK(ask("cuGraphDestroy", 9020).status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+}
+
+TEST_CASE("CUDASIM_DRIVER_VERSION makes an older driver", "[driver][proc][config]") {
+  int rc = in_child([] {
+    setenv("CUDASIM_DRIVER_VERSION", "12080", 1);
+    int version = 0;
+    CHILD_CHECK(cuDriverGetVersion(&version) == CUDA_SUCCESS && version == 12080);  // before cuInit too
+    // No answer is newer than the driver, whatever version is asked for.
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult status{};
+    CHILD_CHECK(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CHILD_CHECK(fn == exported("cuCtxSynchronize"));
+    CHILD_CHECK(cuGetProcAddress("cuCtxGetDevice", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CHILD_CHECK(fn == exported("cuCtxGetDevice"));
+    CHILD_CHECK(cuGetProcAddress("cuEventElapsedTime", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CHILD_CHECK(fn == exported("cuEventElapsedTime_v2"));  // 12.8 has it
+    CHILD_CHECK(cuGetProcAddress("cuCtxCreate", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CHILD_CHECK(fn == exported("cuCtxCreate_v4"));
+    CHILD_CHECK(start_primary_context());
+    CHILD_CHECK(cuDriverGetVersion(&version) == CUDA_SUCCESS && version == 12080);
+    // The 13.0 entry points are exported (the simulator is one library) but not supported.
+    CHILD_CHECK(cuCtxSynchronize_v2(nullptr) == CUDA_ERROR_NOT_SUPPORTED);
+    CUdevice device = -1;
+    CHILD_CHECK(cuCtxGetDevice_v2(&device, nullptr) == CUDA_ERROR_NOT_SUPPORTED);
+    CHILD_CHECK(reinterpret_cast<CUresult (*)()>(exported("cuCtxSynchronize"))() == CUDA_SUCCESS);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+  rc = in_child([] {
+    setenv("CUDASIM_DRIVER_VERSION", "12000", 1);
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult status{};
+    CHILD_CHECK(cuGetProcAddress("cuCtxCreate", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CHILD_CHECK(fn == exported("cuCtxCreate_v3"));
+    CHILD_CHECK(cuGetProcAddress("cuEventElapsedTime", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CHILD_CHECK(fn == exported("cuEventElapsedTime"));
+    CHILD_CHECK(cuGetProcAddress("cuStreamGetCaptureInfo", &fn, 13000, 0, &status) == CUDA_SUCCESS);
+    CHILD_CHECK(fn == exported("cuStreamGetCaptureInfo_v2"));
+    CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+    CUcontext ctx = nullptr;
+    CHILD_CHECK(cuCtxCreate_v4(&ctx, nullptr, 0, 0) == CUDA_ERROR_NOT_SUPPORTED);  // new in 12.5
+    return 0;
+  });
+  REQUIRE(rc == 0);
+  rc = in_child([] {
+    unsetenv("CUDASIM_DRIVER_VERSION");
+    int version = 0;
+    CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuDriverGetVersion(&version) == CUDA_SUCCESS && version == 13000);  // the default
+    return 0;
+  });
+  REQUIRE(rc == 0);
+  // Out of range or not a release number: refused like any malformed variable.
+  for (const char* value : {"11080", "13010", "12085", "12.8", ""}) {
+    INFO(value);
+    rc = in_child([value] {
+      setenv("CUDASIM_DRIVER_VERSION", value, 1);
+      freopen("/dev/null", "w", stderr);
+      CHILD_CHECK(cuInit(0) == CUDA_ERROR_INVALID_VALUE);
+      return 0;
+    });
+    CHECK(rc == 0);
+  }
+}

@@ -68,3 +68,19 @@ TEST_CASE("runtime: each thread's default stream is its own", "[runtime][per-thr
   REQUIRE_CUDA(cudaEventDestroy(held));
   REQUIRE_CUDA(cudaFree(device));
 }
+
+TEST_CASE("runtime: the per-thread default stream can be captured", "[runtime][per-thread][graph]") {
+  REQUIRE_CUDA(cudaStreamBeginCapture(0, cudaStreamCaptureModeThreadLocal));  // _ptsz: this thread's stream
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  REQUIRE_CUDA(cudaStreamIsCapturing(0, &status));
+  CHECK(status == cudaStreamCaptureStatusActive);
+  REQUIRE_CUDA(cudaStreamGetCaptureInfo(0, &status));
+  CHECK(status == cudaStreamCaptureStatusActive);
+  void* graph_memory = nullptr;
+  REQUIRE_CUDA(cudaMallocAsync(&graph_memory, 4096, 0));
+  REQUIRE_CUDA(cudaFreeAsync(graph_memory, 0));
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaStreamEndCapture(0, &graph));
+  CHECK(graph != nullptr);
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+}

@@ -210,3 +210,53 @@ TEST_CASE("runtime: cudaDeviceSynchronize waits for every stream", "[runtime][st
   CHECK(work.ticket < synchronize_returned);
   REQUIRE_CUDA(cudaStreamDestroy(stream));
 }
+
+TEST_CASE("runtime: stream capture records work into a graph", "[runtime][stream][graph]") {
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CHECK(name(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal)) == "cudaErrorStreamCaptureUnsupported");
+  cudaGetLastError();
+  REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  REQUIRE_CUDA(cudaStreamIsCapturing(stream, &status));
+  CHECK(status == cudaStreamCaptureStatusActive);
+  unsigned long long id = 0;
+  cudaGraph_t during = nullptr;
+  REQUIRE_CUDA(cudaStreamGetCaptureInfo(stream, &status, &id, &during));
+  CHECK(id != 0);
+  void* graph_memory = nullptr;
+  REQUIRE_CUDA(cudaMallocAsync(&graph_memory, 4096, stream));  // a memory-allocation node
+  CHECK(graph_memory != nullptr);
+  REQUIRE_CUDA(cudaMemsetAsync(graph_memory, 1, 4096, stream));
+  REQUIRE_CUDA(cudaFreeAsync(graph_memory, stream));
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaStreamEndCapture(stream, &graph));
+  CHECK(graph == during);
+  REQUIRE_CUDA(cudaStreamIsCapturing(stream, &status));
+  CHECK(status == cudaStreamCaptureStatusNone);
+  CHECK(name(cudaStreamEndCapture(stream, &graph)) == "cudaErrorIllegalState");
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  cudaGetLastError();
+
+  // A potentially unsafe call invalidates a global capture; ending it returns no graph.
+  REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  void* p = nullptr;
+  CHECK(name(cudaMalloc(&p, 4096)) == "cudaErrorStreamCaptureUnsupported");
+  REQUIRE_CUDA(cudaStreamIsCapturing(stream, &status));
+  CHECK(status == cudaStreamCaptureStatusInvalidated);
+  graph = reinterpret_cast<cudaGraph_t>(0x1);
+  CHECK(name(cudaStreamEndCapture(stream, &graph)) == "cudaErrorStreamCaptureInvalidated");
+  CHECK(graph == nullptr);
+  // ... unless this thread relaxed its interaction mode.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  REQUIRE_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+  CHECK(mode == cudaStreamCaptureModeGlobal);
+  REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  REQUIRE_CUDA(cudaMalloc(&p, 4096));
+  REQUIRE_CUDA(cudaStreamEndCapture(stream, &graph));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  REQUIRE_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+  REQUIRE_CUDA(cudaFree(p));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  cudaGetLastError();
+}

@@ -280,6 +280,52 @@ int pools(CUdevice device) {
   return 0;
 }
 
+// Stream-ordered allocation (cuMemAllocAsync and cuMemAllocFromPoolAsync from the default pool)
+// while a non-default stream is captured: graph memory nodes the driver must see. Prints what the
+// program saw; the same with and without the shim.
+int graph_capture(CUdevice device, std::size_t bytes) {
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUmemoryPool default_pool = nullptr;
+  CHECK_CU(cuDeviceGetDefaultMemPool(&default_pool, device));
+  CUdeviceptr ordinary = 0;  // the memory manager is set up and holds something
+  CHECK_CU(cuMemAllocAsync(&ordinary, bytes, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  CHECK_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CHECK_CU(cuStreamIsCapturing(stream, &status));
+  std::printf("capturing=%d\n", status == CU_STREAM_CAPTURE_STATUS_ACTIVE ? 1 : 0);
+  CUdeviceptr freed_in_graph = 0, kept_by_graph = 0;
+  CHECK_CU(cuMemAllocAsync(&freed_in_graph, bytes, stream));
+  CHECK_CU(cuMemAllocFromPoolAsync(&kept_by_graph, bytes, default_pool, stream));
+  CHECK_CU(cuMemsetD8Async(freed_in_graph, 0x5A, bytes, stream));
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  CHECK_CU(cuMemGetAddressRange(&base, &size, kept_by_graph));
+  std::printf("graph_range_ok=%d\n", base == kept_by_graph && size == bytes ? 1 : 0);
+  std::printf("free_in_capture=%s\n", name_of(cuMemFreeAsync(freed_in_graph, stream)));
+  CUgraph graph = nullptr;
+  std::printf("end_capture=%s\n", name_of(cuStreamEndCapture(stream, &graph)));
+  std::printf("graph=%d\n", graph != nullptr ? 1 : 0);
+  if (graph != nullptr) CHECK_CU(cuGraphDestroy(graph));
+  std::printf("graph_memory_released=%d\n",
+              cuMemGetAddressRange(&base, &size, kept_by_graph) == CUDA_ERROR_NOT_FOUND ? 1 : 0);
+  // Ordinary stream-ordered allocation goes on as before.
+  CUdeviceptr after = 0;
+  CHECK_CU(cuMemAllocAsync(&after, bytes, stream));
+  const std::uint32_t pattern = 0xCAFEF00Du;
+  std::uint32_t back = 0;
+  CHECK_CU(cuMemcpyHtoDAsync(after, &pattern, sizeof pattern, stream));
+  CHECK_CU(cuMemcpyDtoHAsync(&back, after, sizeof back, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  CHECK_CU(cuMemFreeAsync(after, stream));
+  CHECK_CU(cuMemFreeAsync(ordinary, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  std::printf("after_data_ok=%d\n", back == pattern ? 1 : 0);
+  CHECK_CU(cuStreamDestroy(stream));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -309,6 +355,8 @@ int main(int argc, char** argv) {
                        scenario == "foreign_context_free");
   } else if (scenario == "bad_frees") {
     rc = bad_frees();
+  } else if (scenario == "graph_capture") {
+    rc = graph_capture(device, static_cast<std::size_t>(args.number(2, 1 << 20)));
   } else if (scenario == "pools") {
     rc = pools(device);
   } else {

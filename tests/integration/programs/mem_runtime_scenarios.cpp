@@ -209,9 +209,10 @@ int stats(int operations) {
     std::printf("stats=%d\nother_device=%d\nnull_out=%d\n", get_stats(0, &figures), get_stats(7, &figures),
                 get_stats(0, nullptr));
     get_stats(0, &figures);
-    std::printf("allocs=%llu\nfrees=%llu\nbytes_limit=%llu\nbytes_in_use=%llu\nbytes_reserved=%llu\nregions=%llu\n",
+    std::printf("allocs=%llu\nfrees=%llu\nbytes_limit=%llu\nbytes_in_use=%llu\nbytes_reserved=%llu\nregions=%llu\n"
+                "driver_allocs=%llu\npeak_bytes_reserved=%llu\n",
                 figures.allocs, figures.frees, figures.bytes_limit, figures.bytes_in_use,
-                figures.bytes_reserved, figures.regions);
+                figures.bytes_reserved, figures.regions, figures.driver_allocs, figures.peak_bytes_reserved);
   }
   CHECK_CUDA(cudaFree(keep));
   return status;
@@ -453,6 +454,84 @@ int fork_child() {
   return 0;
 }
 
+// The shim's figures for device 0 (all zero without the shim): compared before and after a capture.
+gpumem_stats shim_figures() {
+  using GetStats = int (*)(int, gpumem_stats*);
+  const auto get_stats = reinterpret_cast<GetStats>(dlsym(RTLD_DEFAULT, "gpumem_get_stats"));
+  gpumem_stats figures{};
+  if (get_stats != nullptr && get_stats(0, &figures) != 0) figures = gpumem_stats{};
+  return figures;
+}
+
+// Stream-ordered allocation while a non-default stream is captured into a graph: the allocations
+// are memory-allocation nodes the graph owns, so they must reach the driver (a memory manager
+// serving them would hand out memory the graph does not know). One is freed inside the capture, one
+// stays the graph's until cudaGraphDestroy. Then the legacy stream is used while a blocking stream
+// captures, which the driver refuses (an implicit dependency on the capture). Prints what the
+// program saw (the same with and without the shim) and the shim's figure deltas (`shim_*`).
+int graph_capture(std::size_t bytes) {
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  void* ordinary = nullptr;  // the memory manager is set up and holds something
+  CHECK_CUDA(cudaMallocAsync(&ordinary, bytes, stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  const gpumem_stats before = shim_figures();
+
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CHECK_CUDA(cudaStreamIsCapturing(stream, &status));
+  std::printf("capturing=%d\n", status == cudaStreamCaptureStatusActive ? 1 : 0);
+  void* freed_in_graph = nullptr;
+  void* kept_by_graph = nullptr;
+  CHECK_CUDA(cudaMallocAsync(&freed_in_graph, bytes, stream));
+  CHECK_CUDA(cudaMallocAsync(&kept_by_graph, bytes, stream));
+  CHECK_CUDA(cudaMemsetAsync(freed_in_graph, 0x5A, bytes, stream));
+  cudaPointerAttributes attributes{};
+  CHECK_CUDA(cudaPointerGetAttributes(&attributes, kept_by_graph));
+  std::printf("graph_memory_type=%d\n", static_cast<int>(attributes.type));
+  std::printf("free_in_capture=%s\n", cudaGetErrorName(cudaFreeAsync(freed_in_graph, stream)));
+  const gpumem_stats during = shim_figures();
+  cudaGraph_t graph = nullptr;
+  std::printf("end_capture=%s\n", cudaGetErrorName(cudaStreamEndCapture(stream, &graph)));
+  std::printf("graph=%d\n", graph != nullptr ? 1 : 0);
+  CHECK_CUDA(cudaStreamIsCapturing(stream, &status));
+  std::printf("capturing_after=%d\n", status == cudaStreamCaptureStatusNone ? 0 : 1);
+  if (graph != nullptr) CHECK_CUDA(cudaGraphDestroy(graph));
+  std::printf("shim_in_use_delta=%lld\nshim_passed_through_delta=%llu\nshim_fenced_delta=%lld\n",
+              static_cast<long long>(during.bytes_in_use) - static_cast<long long>(before.bytes_in_use),
+              during.passed_through - before.passed_through,
+              static_cast<long long>(during.bytes_fenced) - static_cast<long long>(before.bytes_fenced));
+
+  // The legacy default stream while a blocking stream captures.
+  cudaStream_t blocking = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&blocking, cudaStreamDefault));
+  CHECK_CUDA(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeRelaxed));
+  void* on_legacy = nullptr;
+  const cudaError_t legacy = cudaMallocAsync(&on_legacy, bytes, 0);
+  std::printf("legacy_alloc=%s\n", cudaGetErrorName(legacy));
+  if (legacy == cudaSuccess) CHECK_CUDA(cudaFreeAsync(on_legacy, 0));
+  cudaGraph_t blocking_graph = nullptr;
+  std::printf("end_blocking=%s\n", cudaGetErrorName(cudaStreamEndCapture(blocking, &blocking_graph)));
+  if (blocking_graph != nullptr) CHECK_CUDA(cudaGraphDestroy(blocking_graph));
+  cudaGetLastError();
+
+  // Ordinary stream-ordered allocation goes on as before.
+  void* after = nullptr;
+  CHECK_CUDA(cudaMallocAsync(&after, bytes, stream));
+  const std::uint32_t pattern = 0xCAFEF00Du;
+  std::uint32_t back = 0;
+  CHECK_CUDA(cudaMemcpyAsync(after, &pattern, sizeof pattern, cudaMemcpyHostToDevice, stream));
+  CHECK_CUDA(cudaMemcpyAsync(&back, after, sizeof back, cudaMemcpyDeviceToHost, stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaFreeAsync(after, stream));
+  CHECK_CUDA(cudaFreeAsync(ordinary, stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  std::printf("after_data_ok=%d\n", back == pattern ? 1 : 0);
+  CHECK_CUDA(cudaStreamDestroy(blocking));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -482,6 +561,7 @@ int main(int argc, char** argv) {
                    scenario == "async_threads");
   }
   if (scenario == "fork") return fork_child();
+  if (scenario == "graph_capture") return graph_capture(static_cast<std::size_t>(args.number(2, 1 << 20)));
   if (scenario == "driver_pool") return driver_pool(static_cast<std::size_t>(args.number(2, 1 << 20)));
   std::fprintf(stderr, "usage: %s SCENARIO [ARGS]\n", argv[0]);
   return 2;

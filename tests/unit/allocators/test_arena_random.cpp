@@ -59,6 +59,7 @@ class RecordingSource final : public RegionSource {
     const auto region = std::prev(next);
     return base + size <= region->first + region->second;
   }
+  const std::map<std::uintptr_t, std::size_t>& regions() const noexcept { return regions_; }
 
  private:
   Status do_reserve(std::size_t bytes, Region& out) override {
@@ -137,6 +138,39 @@ void record_allocation(const BfcArena& arena, const RecordingSource& source, Mod
   model.largest_alloc_size = std::max(model.largest_alloc_size, info->size);
 }
 
+// The largest stretch of the source's regions covered by neither a live nor a fenced block: free
+// chunks coalesce eagerly and never across a region boundary, so this is the largest free chunk.
+std::size_t largest_gap(const RecordingSource& source, const Model& model) {
+  std::size_t largest = 0;
+  auto live = model.live.begin();
+  auto fenced = model.fenced.begin();
+  for (const auto& [region_base, region_size] : source.regions()) {
+    const std::uintptr_t end = region_base + region_size;
+    std::uintptr_t cursor = region_base;
+    for (;;) {
+      // The next occupied block in address order, from either map.
+      const bool live_left = live != model.live.end() && live->first < end;
+      const bool fenced_left = fenced != model.fenced.end() && fenced->first < end;
+      if (!live_left && !fenced_left) break;
+      std::uintptr_t base = 0;
+      std::size_t size = 0;
+      if (live_left && (!fenced_left || live->first < fenced->first)) {
+        base = live->first;
+        size = live->second.size;
+        ++live;
+      } else {
+        base = fenced->first;
+        size = fenced->second.size;
+        ++fenced;
+      }
+      largest = std::max(largest, base - cursor);
+      cursor = base + size;
+    }
+    largest = std::max(largest, end - cursor);
+  }
+  return largest;
+}
+
 void check_against_model(const BfcArena& arena, const RecordingSource& source, const Model& model, bool oracle) {
   REQUIRE(arena.validate());
   const ArenaStats stats = arena.stats();
@@ -147,10 +181,13 @@ void check_against_model(const BfcArena& arena, const RecordingSource& source, c
   REQUIRE(stats.largest_alloc_size == model.largest_alloc_size);
   // Without an oracle only the model's own resolutions resolve fences, so it knows them exactly;
   // with one, the arena may have resolved more than the model has erased.
+  // The same holds for the largest free chunk, which such over-counted fences can only shrink.
   if (oracle) {
     REQUIRE(stats.bytes_fenced <= model.bytes_fenced());
+    REQUIRE(stats.largest_free_block >= largest_gap(source, model));
   } else {
     REQUIRE(stats.bytes_fenced == model.bytes_fenced());
+    REQUIRE(stats.largest_free_block == largest_gap(source, model));
   }
   REQUIRE(stats.bytes_reserved == source.log().live_bytes);
   REQUIRE(stats.regions == source.log().live_regions);

@@ -1,0 +1,341 @@
+// Stream capture (cuStreamBeginCapture .. cuStreamEndCapture) and graphs.
+//
+// Work enqueued on a capturing stream is recorded as a node of the capture's graph and not run.
+// cuMemAllocAsync on a capturing stream makes a memory-allocation node: new graph-owned memory (a
+// mapping of its own, not a pool block), released by a captured cuMemFreeAsync or at cuGraphDestroy.
+// Graphs cannot be instantiated or launched (cuGraphInstantiate, cuGraphLaunch are not provided).
+// The rules on "potentially unsafe" calls follow cuThreadExchangeStreamCaptureMode in cuda.h.
+#include "contexts.h"
+#include "state.h"
+
+#include <algorithm>
+
+using namespace cudasim;
+
+namespace {
+
+// The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode).
+thread_local CUstreamCaptureMode t_interaction_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+bool valid_mode(CUstreamCaptureMode mode) {
+  return mode == CU_STREAM_CAPTURE_MODE_GLOBAL || mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ||
+         mode == CU_STREAM_CAPTURE_MODE_RELAXED;
+}
+
+CUgraphNode_st* add_node(Capture& capture, NodeKind kind) {
+  auto node = std::make_unique<CUgraphNode_st>();
+  node->kind = kind;
+  node->graph = capture.graph;
+  node->dependency = capture.last;
+  capture.last = node.get();
+  capture.graph->nodes.push_back(std::move(node));
+  return capture.last;
+}
+
+// The ongoing captures of blocking streams in `ctx`: those the legacy stream would depend on.
+std::vector<Capture*> blocking_captures(State& st, CUctx_st* ctx) {
+  std::vector<Capture*> found;
+  for (auto& capture : st.captures) {
+    if (capture->origin->ctx == ctx && capture->origin->blocking()) found.push_back(capture.get());
+  }
+  return found;
+}
+
+// Releases one graph allocation (a free node of its graph, or the graph's destruction).
+void release_graph_allocation(State& st, CUdeviceptr dptr) {
+  auto it = st.allocations.find(dptr);
+  if (it == st.allocations.end() || it->second.kind != AllocKind::Graph) return;
+  DeviceStats& stats = st.device(it->second.device).stats;
+  stats.graph_bytes -= it->second.accounted;
+  retire_mapping(st, st.mappings.extract(dptr).mapped());
+  st.allocations.erase(it);
+}
+
+void destroy_graph(State& st, CUgraph_st* graph) {
+  for (CUdeviceptr dptr : graph->allocations) release_graph_allocation(st, dptr);
+  st.graphs.erase(graph);
+  delete graph;
+}
+
+// Takes the capture off its stream and the ongoing list.
+std::shared_ptr<Capture> end_capture(State& st, CUstream_st* stream) {
+  std::shared_ptr<Capture> capture = std::move(stream->capture);
+  capture->ended = true;
+  std::erase(st.captures, capture);
+  return capture;
+}
+
+CUresult begin_capture(CUstream handle, CUstreamCaptureMode mode, bool per_thread_default) {
+  return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    if (!valid_mode(mode)) return CUDA_ERROR_INVALID_VALUE;
+    // The legacy default stream cannot be captured (it synchronises with every blocking stream).
+    if (stream->kind == StreamKind::Legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (stream->capture) return CUDA_ERROR_ILLEGAL_STATE;
+    auto capture = std::make_shared<Capture>();
+    capture->id = ++st.last_capture_id;
+    capture->mode = mode;
+    capture->thread = std::this_thread::get_id();
+    capture->origin = stream.get();
+    capture->graph = new CUgraph_st();  // owned by the capture, then by the caller of EndCapture
+    capture->graph->ctx = stream->ctx;
+    stream->capture = capture;
+    st.captures.push_back(std::move(capture));
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult end_capture_call(CUstream handle, CUgraph* graph_out, bool per_thread_default) {
+  if (graph_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    if (!stream->capture) return CUDA_ERROR_ILLEGAL_STATE;
+    if (stream->capture->mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+        stream->capture->thread != std::this_thread::get_id())
+      return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    std::shared_ptr<Capture> capture = end_capture(st, stream.get());
+    if (capture->invalidated) {
+      destroy_graph(st, capture->graph);
+      *graph_out = nullptr;
+      return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    st.graphs.insert(capture->graph);
+    *graph_out = capture->graph;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult capture_info(CUstream handle, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                      const CUgraphNode** dependencies, const CUgraphEdgeData** edges, size_t* count,
+                      bool per_thread_default) {
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (edges != nullptr && dependencies == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    // The legacy stream while a blocking stream captures: IMPLICIT, but (cuda.h) nothing is invalidated.
+    if (stream->kind == StreamKind::Legacy && !blocking_captures(st, stream->ctx).empty())
+      return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    const auto& capture = stream->capture;
+    if (!capture) {
+      *status = CU_STREAM_CAPTURE_STATUS_NONE;
+      return CUDA_SUCCESS;
+    }
+    if (capture->invalidated) {
+      *status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+      return CUDA_SUCCESS;
+    }
+    *status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (id != nullptr) *id = capture->id;
+    if (graph != nullptr) *graph = capture->graph;
+    capture->dependencies.clear();
+    if (capture->last != nullptr) capture->dependencies.push_back(capture->last);
+    capture->edges.assign(capture->dependencies.size(), CUgraphEdgeData{});
+    if (dependencies != nullptr) *dependencies = capture->dependencies.data();
+    if (edges != nullptr) *edges = capture->edges.data();
+    if (count != nullptr) *count = capture->dependencies.size();
+    return CUDA_SUCCESS;
+  });
+}
+
+}  // namespace
+
+namespace cudasim {
+
+void invalidate(Capture& capture) { capture.invalidated = true; }
+
+CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured) {
+  *captured = false;
+  if (stream->capture) {
+    if (stream->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    add_node(*stream->capture, kind);
+    *captured = true;
+    return CUDA_SUCCESS;
+  }
+  if (stream->kind == StreamKind::Legacy) {
+    auto implicit = blocking_captures(st, stream->ctx);
+    if (!implicit.empty()) {
+      for (Capture* capture : implicit) invalidate(*capture);
+      return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult check_unsafe_call(State& st) {
+  const auto self = std::this_thread::get_id();
+  std::vector<Capture*> prohibiting;
+  for (auto& capture : st.captures) {
+    const bool own = capture->thread == self;
+    bool prohibits = false;
+    switch (t_interaction_mode) {
+      case CU_STREAM_CAPTURE_MODE_GLOBAL:
+        prohibits = own ? capture->mode != CU_STREAM_CAPTURE_MODE_RELAXED
+                        : capture->mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+        break;
+      case CU_STREAM_CAPTURE_MODE_THREAD_LOCAL:
+        prohibits = own && capture->mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+        break;
+      default:
+        break;
+    }
+    if (prohibits) prohibiting.push_back(capture.get());
+  }
+  for (Capture* capture : prohibiting) invalidate(*capture);
+  return prohibiting.empty() ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+CUresult check_stream_not_capturing(State& st, const std::shared_ptr<CUstream_st>& stream) {
+  if (stream->capture) {
+    invalidate(*stream->capture);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (stream->kind == StreamKind::Legacy) {
+    auto implicit = blocking_captures(st, stream->ctx);
+    if (!implicit.empty()) {
+      for (Capture* capture : implicit) invalidate(*capture);
+      return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult check_context_not_capturing(State& st, CUctx_st* ctx) {
+  bool found = false;
+  for (auto& capture : st.captures) {
+    if (capture->origin->ctx == ctx) {
+      invalidate(*capture);
+      found = true;
+    }
+  }
+  return found ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+CUresult check_event_not_captured(State&, CUevent_st& event) {
+  if (!event.captured_in || event.captured_in->ended) return CUDA_SUCCESS;
+  invalidate(*event.captured_in);
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+CUresult graph_allocate(State& st, Capture& capture, int device, std::size_t bytes, CUdeviceptr* dptr) {
+  if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  Mapping mapping = map_device_memory(bytes);
+  if (mapping.addr == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  auto base = reinterpret_cast<std::uintptr_t>(mapping.addr);
+  st.allocations[base] = Allocation{base, bytes, mapping.length, device, nullptr, AllocKind::Graph, nullptr,
+                                    ++st.last_buffer_id};
+  st.mappings[base] = mapping;
+  capture.graph->allocations.push_back(base);
+  add_node(capture, NodeKind::MemAlloc);
+  DeviceStats& stats = st.device(device).stats;
+  stats.graph_allocs++;
+  stats.graph_bytes += mapping.length;
+  stats.graph_peak_bytes = std::max(stats.graph_peak_bytes, stats.graph_bytes);
+  *dptr = base;
+  return CUDA_SUCCESS;
+}
+
+CUresult graph_free(State& st, Capture& capture, CUdeviceptr dptr) {
+  if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  auto it = st.allocations.find(dptr);
+  if (it == st.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+  const Allocation& a = it->second;
+  auto& owned = capture.graph->allocations;
+  if (a.kind == AllocKind::Graph) {
+    auto mine = std::find(owned.begin(), owned.end(), dptr);
+    if (mine == owned.end()) return CUDA_ERROR_INVALID_VALUE;  // another graph's memory
+    owned.erase(mine);
+    st.device(a.device).stats.graph_frees++;
+    release_graph_allocation(st, dptr);
+  } else if (a.kind == AllocKind::Pool) {
+    // Freed when the graph runs; until then (never, here) the block stays allocated.
+    st.device(a.device).stats.graph_frees++;
+  } else {
+    return CUDA_ERROR_INVALID_VALUE;  // cuMemAlloc memory is freed with cuMemFree only
+  }
+  add_node(capture, NodeKind::MemFree);
+  return CUDA_SUCCESS;
+}
+
+void abandon_capture(State& st, CUstream_st* stream) {
+  if (!stream->capture) return;
+  std::shared_ptr<Capture> capture = end_capture(st, stream);
+  destroy_graph(st, capture->graph);
+}
+
+void abandon_captures(State& st, CUctx_st* ctx) {
+  std::vector<CUstream_st*> origins;
+  for (auto& capture : st.captures) {
+    if (capture->origin->ctx == ctx) origins.push_back(capture->origin);
+  }
+  for (CUstream_st* stream : origins) abandon_capture(st, stream);
+}
+
+}  // namespace cudasim
+
+CUDASIM_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+  return begin_capture(hStream, mode, false);
+}
+CUDASIM_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+  return begin_capture(hStream, mode, true);
+}
+CUDASIM_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
+  return end_capture_call(hStream, phGraph, false);
+}
+CUDASIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) {
+  return end_capture_call(hStream, phGraph, true);
+}
+CUDASIM_EXPORT CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus* captureStatus_out,
+                                               cuuint64_t* id_out) {
+  return capture_info(hStream, captureStatus_out, id_out, nullptr, nullptr, nullptr, nullptr, false);
+}
+CUDASIM_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus_out,
+                                                    cuuint64_t* id_out) {
+  return capture_info(hStream, captureStatus_out, id_out, nullptr, nullptr, nullptr, nullptr, true);
+}
+CUDASIM_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus* captureStatus_out,
+                                                  cuuint64_t* id_out, CUgraph* graph_out,
+                                                  const CUgraphNode** dependencies_out,
+                                                  size_t* numDependencies_out) {
+  return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, nullptr,
+                      numDependencies_out, false);
+}
+CUDASIM_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus_out,
+                                                       cuuint64_t* id_out, CUgraph* graph_out,
+                                                       const CUgraphNode** dependencies_out,
+                                                       size_t* numDependencies_out) {
+  return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, nullptr,
+                      numDependencies_out, true);
+}
+CUDASIM_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus* captureStatus_out,
+                                                  cuuint64_t* id_out, CUgraph* graph_out,
+                                                  const CUgraphNode** dependencies_out,
+                                                  const CUgraphEdgeData** edgeData_out,
+                                                  size_t* numDependencies_out) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;
+  return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                      numDependencies_out, false);
+}
+CUDASIM_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus* captureStatus_out,
+                                                       cuuint64_t* id_out, CUgraph* graph_out,
+                                                       const CUgraphNode** dependencies_out,
+                                                       const CUgraphEdgeData** edgeData_out,
+                                                       size_t* numDependencies_out) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;
+  return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                      numDependencies_out, true);
+}
+
+CUDASIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (!valid_mode(*mode)) return CUDA_ERROR_INVALID_VALUE;
+  std::swap(*mode, t_interaction_mode);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  // Only graphs handed out by cuStreamEndCapture: one still being captured into cannot be destroyed.
+  if (hGraph == nullptr || l.st.graphs.count(hGraph) == 0) return CUDA_ERROR_INVALID_VALUE;
+  destroy_graph(l.st, hGraph);
+  return CUDA_SUCCESS;
+}

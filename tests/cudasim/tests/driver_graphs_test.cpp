@@ -1,0 +1,443 @@
+// Stream capture and graphs: captured work is recorded, not run; the rules on potentially unsafe
+// calls (cuThreadExchangeStreamCaptureMode in cuda.h); graph memory nodes. Every test ends the
+// captures it begins, since an ongoing global capture restricts the whole process.
+#include "driver_support.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+using namespace driver_test;
+
+// The per-thread forms, which cuda.h declares only with CUDA_API_PER_THREAD_DEFAULT_STREAM.
+extern "C" CUresult cuStreamBeginCapture_v2_ptsz(CUstream, CUstreamCaptureMode);
+extern "C" CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph*);
+extern "C" CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr, const void*, size_t);
+
+namespace {
+
+CUstream new_stream(unsigned flags = CU_STREAM_NON_BLOCKING) {
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, flags) == CUDA_SUCCESS);
+  return stream;
+}
+
+CUstreamCaptureStatus status_of(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  REQUIRE(cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS);
+  return status;
+}
+
+void count_call(void* counter) { ++*static_cast<int*>(counter); }
+
+}  // namespace
+
+TEST_CASE("a capturing stream records its work instead of running it", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  CUdeviceptr dev = 0;
+  REQUIRE(cuMemAlloc(&dev, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8(dev, 0x11, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
+  CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_NONE);
+
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_ERROR_ILLEGAL_STATE);
+  int calls = 0;
+  std::vector<unsigned char> host(4096, 0x22);
+  CHECK(cuMemsetD8Async(dev, 0x33, 4096, stream) == CUDA_SUCCESS);
+  CHECK(cuMemcpyHtoDAsync(dev, host.data(), 4096, stream) == CUDA_SUCCESS);
+  CHECK(cuLaunchHostFunc(stream, count_call, &calls) == CUDA_SUCCESS);
+  cuuint64_t id = 0;
+  CUgraph during = nullptr;
+  const CUgraphNode* deps = nullptr;
+  size_t count = 0;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CHECK(cuStreamGetCaptureInfo(stream, &status, &id, &during, &deps, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(status == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(id != 0);
+  CHECK(during != nullptr);
+  CHECK(count == 1);  // the host node captured last
+  CHECK(deps != nullptr);
+  // The graph is not the caller's until the capture ends.
+  CHECK(cuGraphDestroy(during) == CUDA_ERROR_INVALID_VALUE);
+
+  CUgraph graph = nullptr;
+  CHECK(cuStreamEndCapture(stream, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  CHECK(graph == during);
+  CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(cuStreamEndCapture(stream, &graph) == CUDA_ERROR_ILLEGAL_STATE);
+  // Nothing captured ran: the memory still holds what the legacy stream wrote before.
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  std::vector<unsigned char> back(4096, 0);
+  REQUIRE(cuMemcpyDtoH(back.data(), dev, 4096) == CUDA_SUCCESS);
+  CHECK(back == std::vector<unsigned char>(4096, 0x11));
+  CHECK(calls == 0);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_ERROR_INVALID_VALUE);
+  // After the capture the stream runs its work again.
+  CHECK(cuLaunchHostFunc(stream, count_call, &calls) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(calls == 1);
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("capture is refused on the legacy stream and checked", "[driver][graphs]") {
+  primary_context();
+  CHECK(cuStreamBeginCapture(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CHECK(cuStreamBeginCapture(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_RELAXED) ==
+        CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUstream stream = new_stream();
+  CHECK(cuStreamBeginCapture(stream, static_cast<CUstreamCaptureMode>(7)) == CUDA_ERROR_INVALID_VALUE);
+  CUstream bogus = reinterpret_cast<CUstream>(0x1234);
+  CHECK(cuStreamBeginCapture(bogus, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_ERROR_INVALID_HANDLE);
+  CUgraph graph = nullptr;
+  CHECK(cuStreamEndCapture(bogus, &graph) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuGraphDestroy(nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CHECK(cuStreamGetCaptureInfo(stream, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) ==
+        CUDA_ERROR_INVALID_VALUE);
+  const CUgraphEdgeData* edges = nullptr;
+  CHECK(cuStreamGetCaptureInfo(stream, &status, nullptr, nullptr, nullptr, &edges, nullptr) ==
+        CUDA_ERROR_INVALID_VALUE);
+  // The per-thread default stream can be captured (NULL in the _ptsz forms).
+  REQUIRE(cuStreamBeginCapture(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS);
+  CHECK(status_of(CU_STREAM_PER_THREAD) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  REQUIRE(cuStreamEndCapture(CU_STREAM_PER_THREAD, &graph) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("potentially unsafe calls fail and invalidate a global or thread-local capture", "[driver][graphs]") {
+  primary_context();
+  CUdeviceptr existing = 0;
+  REQUIRE(cuMemAlloc(&existing, 4096) == CUDA_SUCCESS);
+  for (CUstreamCaptureMode mode : {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL}) {
+    for (int call = 0; call < 4; ++call) {
+      INFO("mode " << mode << ", call " << call);
+      CUstream stream = new_stream();
+      REQUIRE(cuStreamBeginCapture(stream, mode) == CUDA_SUCCESS);
+      CUdeviceptr p = 0;
+      size_t pitch = 0;
+      switch (call) {
+        case 0: CHECK(cuMemAlloc(&p, 4096) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); break;
+        case 1: CHECK(cuMemFree(existing) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); break;
+        case 2: CHECK(cuCtxSynchronize() == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); break;
+        case 3: CHECK(cuMemAllocPitch(&p, &pitch, 512, 4, 4) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); break;
+      }
+      CHECK(p == 0);
+      CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+      // Work on an invalidated capture is refused until the capture ends.
+      CHECK(cuMemsetD8Async(existing, 0, 16, stream) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+      CUgraph graph = reinterpret_cast<CUgraph>(0x1);
+      CHECK(cuStreamEndCapture(stream, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+      CHECK(graph == nullptr);
+      CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_NONE);
+      CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+    }
+  }
+  CHECK(cuMemFree(existing) == CUDA_SUCCESS);  // allowed again once no capture is ongoing
+}
+
+TEST_CASE("a relaxed capture allows potentially unsafe calls", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  CHECK(cuMemAlloc(&p, 4096) == CUDA_SUCCESS);
+  CHECK(cuMemFree(p) == CUDA_SUCCESS);
+  CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  // A relaxed capture may be ended from another thread.
+  CUgraph graph = nullptr;
+  CUresult ended = CUDA_ERROR_UNKNOWN;
+  std::thread([&] {
+    primary_context();
+    ended = cuStreamEndCapture(stream, &graph);
+  }).join();
+  CHECK(ended == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("other threads are restricted by global captures only, per their own mode", "[driver][graphs]") {
+  primary_context();
+  for (CUstreamCaptureMode mode : {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL}) {
+    INFO("capture mode " << mode);
+    CUstream stream = new_stream();
+    REQUIRE(cuStreamBeginCapture(stream, mode) == CUDA_SUCCESS);
+    CUresult by_global_thread = CUDA_ERROR_UNKNOWN, by_relaxed_thread = CUDA_ERROR_UNKNOWN;
+    std::thread([&] {
+      primary_context();
+      CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+      REQUIRE(cuThreadExchangeStreamCaptureMode(&relaxed) == CUDA_SUCCESS);
+      CHECK(relaxed == CU_STREAM_CAPTURE_MODE_GLOBAL);  // every thread starts in global mode
+      CUdeviceptr p = 0;
+      by_relaxed_thread = cuMemAlloc(&p, 4096);
+      if (p != 0) cuMemFree(p);
+      REQUIRE(cuThreadExchangeStreamCaptureMode(&relaxed) == CUDA_SUCCESS);  // back to global
+      CHECK(relaxed == CU_STREAM_CAPTURE_MODE_RELAXED);
+      p = 0;
+      by_global_thread = cuMemAlloc(&p, 4096);
+      if (p != 0) cuMemFree(p);
+    }).join();
+    CHECK(by_relaxed_thread == CUDA_SUCCESS);
+    const bool global = mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+    CHECK(by_global_thread == (global ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS));
+    CHECK(status_of(stream) == (global ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE));
+    CUgraph graph = nullptr;
+    CHECK(cuStreamEndCapture(stream, &graph) == (global ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS));
+    if (graph != nullptr) CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+    CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  }
+  CUstreamCaptureMode bad = static_cast<CUstreamCaptureMode>(9);
+  CHECK(cuThreadExchangeStreamCaptureMode(&bad) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuThreadExchangeStreamCaptureMode(nullptr) == CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_CASE("a non-relaxed capture must end on the thread that began it", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS);
+  CUresult elsewhere = CUDA_ERROR_UNKNOWN;
+  std::thread([&] {
+    primary_context();
+    CUgraph graph = nullptr;
+    elsewhere = cuStreamEndCapture(stream, &graph);
+  }).join();
+  CHECK(elsewhere == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  CUgraph graph = nullptr;
+  CHECK(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("synchronising or querying what is being captured fails in every mode", "[driver][graphs]") {
+  primary_context();
+  for (CUstreamCaptureMode mode : {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_RELAXED}) {
+    for (int call = 0; call < 5; ++call) {
+      INFO("mode " << mode << ", call " << call);
+      CUstream stream = new_stream();
+      CUevent event = nullptr;
+      REQUIRE(cuEventCreate(&event, 0) == CUDA_SUCCESS);
+      REQUIRE(cuStreamBeginCapture(stream, mode) == CUDA_SUCCESS);
+      REQUIRE(cuEventRecord(event, stream) == CUDA_SUCCESS);
+      switch (call) {
+        case 0: CHECK(cuStreamSynchronize(stream) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); break;
+        case 1: CHECK(cuStreamQuery(stream) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); break;
+        case 2: CHECK(cuEventSynchronize(event) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); break;
+        case 3: CHECK(cuEventQuery(event) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); break;
+        case 4: CHECK(cuCtxSynchronize() == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); break;
+      }
+      CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+      CUgraph graph = nullptr;
+      CHECK(cuStreamEndCapture(stream, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+      CHECK(graph == nullptr);
+      // Once the capture ended the event is an ordinary one again (never recorded on a stream).
+      CHECK(cuEventQuery(event) == CUDA_SUCCESS);
+      CHECK(cuEventDestroy(event) == CUDA_SUCCESS);
+      CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+    }
+  }
+}
+
+TEST_CASE("other streams keep working during a capture; the legacy stream conflicts with blocking ones",
+          "[driver][graphs]") {
+  primary_context();
+  CUstream capturing = new_stream(CU_STREAM_NON_BLOCKING);
+  CUstream other = new_stream(CU_STREAM_NON_BLOCKING);
+  REQUIRE(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  int calls = 0;
+  CHECK(cuLaunchHostFunc(other, count_call, &calls) == CUDA_SUCCESS);
+  CHECK(cuStreamSynchronize(other) == CUDA_SUCCESS);
+  CHECK(calls == 1);
+  // A non-blocking capture does not involve the legacy stream.
+  CHECK(cuLaunchHostFunc(nullptr, count_call, &calls) == CUDA_SUCCESS);
+  CHECK(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
+  CHECK(calls == 2);
+  CUgraph graph = nullptr;
+  REQUIRE(cuStreamEndCapture(capturing, &graph) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+
+  // A blocking stream under capture: the legacy stream would depend on it.
+  CUstream blocking = new_stream(CU_STREAM_DEFAULT);
+  REQUIRE(cuStreamBeginCapture(blocking, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CHECK(cuStreamIsCapturing(nullptr, &status) == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  CHECK(status_of(blocking) == CU_STREAM_CAPTURE_STATUS_ACTIVE);  // a query does not invalidate
+  // Using the legacy stream does.
+  CHECK(cuLaunchHostFunc(nullptr, count_call, &calls) == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  CHECK(cuStreamEndCapture(blocking, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CHECK(calls == 2);
+  CHECK(cuStreamDestroy(blocking) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(capturing) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(other) == CUDA_SUCCESS);
+}
+
+TEST_CASE("event waits inside a capture", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  CUstream other = new_stream();
+  CUevent outside = nullptr, inside = nullptr;
+  REQUIRE(cuEventCreate(&outside, 0) == CUDA_SUCCESS);
+  REQUIRE(cuEventCreate(&inside, 0) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(outside, other) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(other) == CUDA_SUCCESS);
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(inside, stream) == CUDA_SUCCESS);
+  CHECK(cuStreamWaitEvent(stream, inside, 0) == CUDA_SUCCESS);                       // within the capture
+  CHECK(cuStreamWaitEvent(stream, outside, CU_EVENT_WAIT_EXTERNAL) == CUDA_SUCCESS);  // an external wait
+  CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  // Joining another stream to the capture is not simulated.
+  CHECK(cuStreamWaitEvent(other, inside, 0) == CUDA_ERROR_NOT_SUPPORTED);
+  // A plain wait on work outside the capture would cross its boundary.
+  CHECK(cuStreamWaitEvent(stream, outside, 0) == CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+  CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  CUgraph graph = nullptr;
+  CHECK(cuStreamEndCapture(stream, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CHECK(cuEventDestroy(outside) == CUDA_SUCCESS);
+  CHECK(cuEventDestroy(inside) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(other) == CUDA_SUCCESS);
+}
+
+TEST_CASE("a synchronous copy on a capturing per-thread stream fails", "[driver][graphs]") {
+  primary_context();
+  CUdeviceptr dev = 0;
+  REQUIRE(cuMemAlloc(&dev, 64) == CUDA_SUCCESS);
+  REQUIRE(cuStreamBeginCapture_v2_ptsz(nullptr, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+  unsigned char host[64] = {};
+  CHECK(cuMemcpyHtoD_v2_ptds(dev, host, sizeof host) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUgraph graph = nullptr;
+  CHECK(cuStreamEndCapture_ptsz(nullptr, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+}
+
+TEST_CASE("stream-ordered allocation under capture makes graph memory, not pool memory", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  CUmemoryPool pool = nullptr;
+  REQUIRE(cuDeviceGetDefaultMemPool(&pool, 0) == CUDA_SUCCESS);
+  cuuint64_t used_before = 0;
+  REQUIRE(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used_before) == CUDA_SUCCESS);
+  CUdeviceptr before = 0;  // pool memory allocated before the capture, freed inside it
+  REQUIRE(cuMemAllocAsync(&before, 4096, stream) == CUDA_SUCCESS);
+  size_t free_before = 0, total = 0;
+  REQUIRE(cuMemGetInfo(&free_before, &total) == CUDA_SUCCESS);
+
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  REQUIRE(cuMemAllocAsync(&a, 3 * kMiB, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocFromPoolAsync(&b, 1000, pool, stream) == CUDA_SUCCESS);
+  CHECK(a != 0);
+  CHECK(b != 0);
+  CHECK(a % kMiB == 0);  // 2 MiB aligned like any large allocation
+  CHECK(b % 512 == 0);
+  // Real addresses: the driver knows them, and captured work may use them.
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CHECK(cuMemGetAddressRange(&base, &size, b + 10) == CUDA_SUCCESS);
+  CHECK(base == b);
+  CHECK(size == 1000);
+  CHECK(cuMemsetD8Async(a, 0, 3 * kMiB, stream) == CUDA_SUCCESS);
+  // Not the pool's: its used memory is unchanged, and so is the device's free memory.
+  cuuint64_t used = 0;
+  REQUIRE(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS);
+  CHECK(used == used_before + 2 * kMiB);  // only `before`'s block
+  size_t free_now = 0;
+  REQUIRE(cuMemGetInfo(&free_now, &total) == CUDA_SUCCESS);
+  CHECK(free_now == free_before);
+  // Freed in the graph: graph memory goes at once; pool memory would go when the graph runs.
+  CHECK(cuMemFreeAsync(b, stream) == CUDA_SUCCESS);
+  CHECK(cuMemFreeAsync(b, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemFreeAsync(before, stream) == CUDA_SUCCESS);
+  CHECK(cuMemGetAddressRange(&base, &size, b) == CUDA_ERROR_NOT_FOUND);
+  CUgraph graph = nullptr;
+  REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  // The graph owns `a` until it is destroyed; the program cannot free it.
+  CHECK(cuMemGetAddressRange(&base, &size, a) == CUDA_SUCCESS);
+  CHECK(cuMemFree(a) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemFreeAsync(a, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuMemGetAddressRange(&base, &size, a) == CUDA_ERROR_NOT_FOUND);
+  // `before` was only freed inside the graph, which never ran: still the program's.
+  CHECK(cuMemGetAddressRange(&base, &size, before) == CUDA_SUCCESS);
+  CHECK(cuMemFreeAsync(before, stream) == CUDA_SUCCESS);
+  CHECK(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS);
+  CHECK(used == used_before);
+  // cuMemAlloc memory cannot be freed by a graph.
+  CUdeviceptr sync_memory = 0;
+  REQUIRE(cuMemAlloc(&sync_memory, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  CHECK(cuMemFreeAsync(sync_memory, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemAllocAsync(&a, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuMemFree(sync_memory) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("an invalidated capture discards its graph memory; destroying the stream ends its capture",
+          "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  REQUIRE(cuMemAllocAsync(&a, 4096, stream) == CUDA_SUCCESS);
+  CHECK(cuStreamQuery(stream) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CHECK(cuMemAllocAsync(&b, 4096, stream) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CUgraph graph = nullptr;
+  CHECK(cuStreamEndCapture(stream, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CUdeviceptr base = 0;
+  CHECK(cuMemGetAddressRange(&base, nullptr, a) == CUDA_ERROR_NOT_FOUND);
+
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocAsync(&a, 4096, stream) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  CHECK(cuMemGetAddressRange(&base, nullptr, a) == CUDA_ERROR_NOT_FOUND);
+  // No capture is left behind: unsafe calls work again.
+  CUdeviceptr p = 0;
+  CHECK(cuMemAlloc(&p, 4096) == CUDA_SUCCESS);
+  CHECK(cuMemFree(p) == CUDA_SUCCESS);
+}
+
+TEST_CASE("the report counts graph memory apart from the pool", "[driver][graphs][report]") {
+  const std::string path = "/tmp/cudasim-report-graphs-" + std::to_string(getpid()) + ".json";
+  int rc = in_child([&] {
+    setenv("CUDASIM_REPORT", path.c_str(), 1);
+    CHILD_CHECK(start_primary_context());
+    CUstream stream = nullptr;
+    CHILD_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+    CUdeviceptr a = 0, b = 0;
+    CHILD_CHECK(cuMemAllocAsync(&a, 3 * kMiB, stream) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemAllocAsync(&b, 4096, stream) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemFreeAsync(b, stream) == CUDA_SUCCESS);
+    CUgraph graph = nullptr;
+    CHILD_CHECK(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+    CHILD_CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+    std::exit(0);
+  });
+  REQUIRE(rc == 0);
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  const nlohmann::json report = nlohmann::json::parse(in);
+  std::remove(path.c_str());
+  const nlohmann::json& dev = report["devices"][0];
+  CHECK(dev["graph"]["allocs"] == 2);
+  CHECK(dev["graph"]["frees"] == 1);
+  CHECK(dev["graph"]["bytes"] == 0);  // all released: one by its free node, one with the graph
+  CHECK(dev["graph"]["peak_bytes"] == 4 * kMiB + 4096);  // mappings: 4 MiB (2 MiB units) + a page
+  CHECK(dev["pool"]["async_allocs"] == 0);
+  CHECK(dev["pool"]["peak_bytes_reserved"] == 0);
+  CHECK(dev["driver_allocs"] == 0);
+  CHECK(dev["bytes_reserved"] == 0);
+}
