@@ -148,19 +148,29 @@ void synchronize_context(CUctx_st* ctx) {
 
 namespace {
 
+// The most recently destroyed created context, to be handed out again (see contexts.h), or null.
+CUctx_st* destroyed_context(State& st) {
+  for (auto it = st.context_objects.rbegin(); it != st.context_objects.rend(); ++it) {
+    CUctx_st* ctx = *it;
+    if (!ctx->primary && !ctx->alive && ctx->streams.empty() && ctx->per_thread.empty()) return ctx;
+  }
+  return nullptr;
+}
+
 CUresult ctx_create(CUcontext* pctx, unsigned flags, CUdevice dev) {
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Locked l;
   if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
   if ((flags & ~static_cast<unsigned>(CU_CTX_FLAGS_MASK)) != 0) return CUDA_ERROR_INVALID_VALUE;
-  auto* ctx = new CUctx_st();  // never freed: see contexts.h
+  CUctx_st* recycled = destroyed_context(l.st);
+  CUctx_st* ctx = recycled != nullptr ? recycled : new CUctx_st();  // never freed: see contexts.h
   ctx->device = dev;
   ctx->flags = flags;
   if (CUresult rc = activate_context(l.st, ctx); rc != CUDA_SUCCESS) {
-    delete ctx;
+    if (recycled == nullptr) delete ctx;
     return rc;
   }
-  l.st.context_objects.push_back(ctx);
+  if (recycled == nullptr) l.st.context_objects.push_back(ctx);
   context_stack(l.st).push_back(ctx);
   *pctx = ctx;
   return CUDA_SUCCESS;

@@ -1,5 +1,7 @@
 // Contexts. A context object is never freed, so a stale handle can be recognised as destroyed
-// instead of being a dangling pointer.
+// instead of being a dangling pointer. But, as a real driver may hand a freed handle's address out
+// again, cuCtxCreate reuses the most recently destroyed (drained) context object: from then on the
+// old handle names the new context. Primary contexts keep their object across resets.
 #pragma once
 
 #include "streams.h"

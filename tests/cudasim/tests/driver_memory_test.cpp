@@ -265,6 +265,18 @@ TEST_CASE("context life cycle and the context overhead", "[driver][contexts]") {
     CHILD_CHECK(cuDevicePrimaryCtxReset(0) == CUDA_SUCCESS);
     CHILD_CHECK(cuDevicePrimaryCtxGetState(0, &flags, &active) == CUDA_SUCCESS && active == 0);
     CHILD_CHECK(cuCtxCreate(&created, nullptr, 0, 7) == CUDA_ERROR_INVALID_DEVICE);
+
+    // A new context reuses the destroyed one's handle (as a real driver may reuse the address); the
+    // handle then names the new, live context, with a new id.
+    unsigned long long old_id = 0, new_id = 0;
+    CUcontext again = nullptr;
+    CHILD_CHECK(cuCtxCreate(&created, nullptr, 0, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxGetId(created, &old_id) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxDestroy(created) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxCreate(&again, nullptr, 0, 0) == CUDA_SUCCESS && again == created);
+    CHILD_CHECK(cuCtxGetId(again, &new_id) == CUDA_SUCCESS && new_id != old_id);
+    CHILD_CHECK(cuMemAlloc(&ptr, kMiB) == CUDA_SUCCESS && cuMemFree(ptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxDestroy(again) == CUDA_SUCCESS);
     return 0;
   });
   REQUIRE(rc == 0);

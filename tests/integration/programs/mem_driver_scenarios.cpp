@@ -130,14 +130,18 @@ bool allocate_and_check(std::uint32_t pattern) {
 }
 
 // A created context gets its own arena; destroying it forgets the arena; a new context works.
+// The second context may get the first one's handle back: its block must come from a fresh arena.
 int context_lifecycle(CUdevice device) {
+  CUcontext first = nullptr;
+  bool same_handle = false;
   for (int round = 0; round < 2; ++round) {
     CUcontext context = nullptr;
     CHECK_CU(cuCtxCreate(&context, nullptr, 0, device));
+    if (round == 0) first = context; else same_handle = context == first;
     if (!allocate_and_check(0xABCD0000u + static_cast<std::uint32_t>(round))) return 1;
     CHECK_CU(cuCtxDestroy(context));  // frees the block with the context
   }
-  std::printf("contexts=2\n");
+  std::printf("contexts=2\nsame_handle=%d\n", same_handle ? 1 : 0);
   return 0;
 }
 
