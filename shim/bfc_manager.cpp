@@ -33,11 +33,17 @@ BfcManager::BfcManager(CUcontext context, CUdevice device, const Policy& policy,
 
 void BfcManager::resolve_fences_instead_of_growing(std::size_t bytes) {
   // Growing with defer: fenced chunks are otherwise reused only once the limit is reached, so the
-  // arena would grow far past the live set. One synchronisation is cheaper than a new region.
+  // arena would grow far past the live set. A synchronisation is cheaper than a new region once
+  // fenced memory is at least half of what is reserved; below that the arena grows, so it settles
+  // near twice the live set and synchronises about once per live set's worth of allocations, not
+  // every few allocations.
   if (policy().preallocate || policy().free_sync != FreeSync::defer) return;
   const std::size_t rounded = (bytes + 255) / 256 * 256;
   const ArenaStats stats = arena_.stats();
-  if (stats.largest_free_block >= rounded || stats.bytes_fenced < rounded) return;
+  if (stats.largest_free_block >= rounded || stats.bytes_fenced < rounded ||
+      stats.bytes_fenced < stats.bytes_reserved / 2) {
+    return;
+  }
   const FenceId through = last_fence_id();
   if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
 }

@@ -209,6 +209,29 @@ class Contexts(MemTestCase):
                 self.assertOutput(result, forked=1)
 
 
+class HotPath(MemTestCase):
+    def test_no_heap_allocation_after_warm_up(self):
+        # After warm-up, cuMemAlloc/cuMemFree served by the arena make no heap allocation on the
+        # calling thread (preallocated or grown) when the free path needs no driver call; the plain
+        # driver's count shows that the probe counts. (free_sync=sync, and growth's occasional
+        # synchronisation, call the driver, whose own allocations the probe cannot tell apart.)
+        plain = self.scenario("mem_hot_path", 5000, preload=False)
+        self.assertGreater(int(values(plain)["heap_allocs"]), 0, plain.describe())
+        for env in ({}, {"GPUMEM_FREE_SYNC": "none"},
+                    {"GPUMEM_PREALLOCATE": "false", "GPUMEM_FREE_SYNC": "none"}):
+            with self.subTest(env=env):
+                result = self.scenario("mem_hot_path", 5000, env=env)
+                self.assertOutput(result, heap_allocs=0, operations=5000)
+
+    def test_growth_with_defer_synchronises_once_per_many_allocations(self):
+        # 32 blocks live at a time: growth settles near twice the live set and synchronises about
+        # once per live set's worth of allocations (the program itself synchronises 10 times).
+        result = self.scenario("mem_hot_path", 5000, env={"GPUMEM_PREALLOCATE": "false"})
+        shim_syncs = result.device(0)["context_syncs"] - 10
+        self.assertGreater(shim_syncs, 0, result.describe())
+        self.assertLessEqual(shim_syncs, 2 * 10000 // 32, result.describe())  # 10,000 allocations
+
+
 class StatsApi(MemTestCase):
     def test_gpumem_get_stats_reports_the_arena(self):
         for name in RUNTIME_PROGRAMS:
