@@ -98,6 +98,8 @@ class ArenaUnderTest {
   ArenaUnderTest() : arena_(source_, options()) {}
   bool allocate(std::size_t bytes, std::uintptr_t& out) { return arena_.allocate(bytes, out) == gpumem::Status::ok; }
   void deallocate(std::uintptr_t ptr) { arena_.deallocate(ptr); }
+  // Host records kept: one per chunk (in use, free or fenced).
+  std::size_t records() const { return arena_.stats().chunks; }
 
  private:
   static gpumem::ArenaOptions options() {
@@ -131,6 +133,12 @@ class PowerOfTwoCache {
     const auto found = live_.find(ptr);
     cache_[static_cast<std::size_t>(found->second)].push_back(ptr);
     live_.erase(found);
+  }
+  // Host records kept: one per live block plus one per cached block.
+  std::size_t records() const {
+    std::size_t cached = 0;
+    for (const auto& bin : cache_) cached += bin.size();
+    return live_.size() + cached;
   }
 
  private:
@@ -203,6 +211,7 @@ void steady_state(benchmark::State& state) {
     allocator.deallocate(slots[step.slot]);
     if (!allocator.allocate(step.size, slots[step.slot])) ++failures;
   }
+  state.counters["records"] = static_cast<double>(allocator.records());
   report_failures(state, failures);
 }
 
