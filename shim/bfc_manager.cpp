@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "capture_state.h"
 #include "cuda_status.h"
 #include "log.h"
 #include "real_driver.h"
@@ -37,7 +38,8 @@ void BfcManager::resolve_fences_instead_of_growing(std::size_t bytes) {
   // fenced memory is at least half of what is reserved; below that the arena grows, so it settles
   // near twice the live set and synchronises about once per live set's worth of allocations, not
   // every few allocations.
-  if (policy().preallocate || policy().free_sync != FreeSync::defer) return;
+  // Never while the program captures a graph: the driver would refuse and end the capture.
+  if (policy().preallocate || policy().free_sync != FreeSync::defer || capture_state::active()) return;
   const std::size_t rounded = (bytes + 255) / 256 * 256;
   const ArenaStats stats = arena_.stats();
   if (stats.largest_free_block >= rounded || stats.bytes_fenced < rounded ||
@@ -48,11 +50,21 @@ void BfcManager::resolve_fences_instead_of_growing(std::size_t bytes) {
   if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
 }
 
-CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain) {
+CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain,
+                                         const StreamArg* stream) {
   // Synchronous requests only: an ordered one may reuse chunks fenced on its own stream.
   if (stream_domain == 0) resolve_fences_instead_of_growing(bytes);
   std::uintptr_t address = 0;
   Status status = arena_.allocate(bytes, address, stream_domain);
+  if (status != Status::ok && capture_state::active()) {
+    // A graph capture forbids the synchronisation that would free fenced memory (the driver would
+    // end the capture): the driver serves the request itself, as it would without gpumem.
+    count_pass_through();
+    log::at(LogLevel::debug, "device {}: {} bytes from the driver while a graph capture is under way",
+            device(), bytes);
+    return count_driver_alloc(stream == nullptr ? real_driver().cuMemAlloc_v2(out, bytes)
+                                                : driver_passthrough::mem_alloc_async(out, bytes, *stream));
+  }
   for (int attempt = 0; status == Status::fences_pending && attempt < kFenceSyncAttempts; ++attempt) {
     const FenceId through = last_fence_id();  // every fence drawn before the synchronisation starts
     if (synchronize_context() != CUDA_SUCCESS) break;
@@ -89,7 +101,7 @@ void BfcManager::warn_once_if_preallocation_shrank() {
 }
 
 CUresult BfcManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
-  return allocate_from_arena(out, bytes, 0);
+  return allocate_from_arena(out, bytes, 0, nullptr);
 }
 
 CUresult BfcManager::do_free(CUdeviceptr ptr) {
@@ -104,6 +116,10 @@ CUresult BfcManager::do_free(CUdeviceptr ptr) {
       fence = Fence{fences_.next_unordered_id(), 0};
       break;
     case FreeSync::sync: {  // what cuMemFree itself does: wait for the device first
+      if (capture_state::active()) {  // but a graph capture forbids it: defer instead
+        fence = Fence{fences_.next_unordered_id(), 0};
+        break;
+      }
       const FenceId through = last_fence_id();
       const CUresult synced = synchronize_context();
       if (synced != CUDA_SUCCESS) return synced;
@@ -121,7 +137,7 @@ CUresult BfcManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, Stre
     count_pass_through();
     return count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream));
   }
-  return allocate_from_arena(out, bytes, fence_domain(stream.handle, stream.per_thread));
+  return allocate_from_arena(out, bytes, fence_domain(stream.handle, stream.per_thread), &stream);
 }
 
 CUresult BfcManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {

@@ -41,7 +41,9 @@ class BfcManager final : public MemoryManager {
 
   // Allocates from the arena; when only fenced memory would fit, synchronises the context once,
   // resolves every fence issued before it, and retries. Logs the OOM report on failure.
-  CUresult allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain);
+  // `stream`: the request's stream for a stream-ordered request, null for a synchronous one.
+  CUresult allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain,
+                               const StreamArg* stream);
   void warn_once_if_preallocation_shrank();
 
   CudaRegionSource source_;

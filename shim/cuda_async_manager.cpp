@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "capture_state.h"
 #include "log.h"
 #include "real_driver.h"
 
@@ -80,8 +81,9 @@ void CudaAsyncManager::warm_up() {
 
 CUresult CudaAsyncManager::allocate_on_private_stream(CUdeviceptr* out, std::size_t bytes) {
   CUresult result = allocate_from_pool(out, bytes);
-  if (result == CUDA_ERROR_OUT_OF_MEMORY) {
-    // As TensorFlow does: let pending frees land (ours included), then try once more.
+  if (result == CUDA_ERROR_OUT_OF_MEMORY && !capture_state::active()) {
+    // As TensorFlow does: let pending frees land (ours included), then try once more. (Not while
+    // the program captures a graph: the driver would refuse the synchronisation and end the capture.)
     const FenceId through = last_fence_id();
     const CUresult synced = synchronize_context();
     if (synced == CUDA_SUCCESS) do_context_synchronized(through);
@@ -137,6 +139,9 @@ CUresult CudaAsyncManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
 }
 
 CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
+  // sync would synchronise the context, which a graph capture forbids: then it defers instead.
+  const bool defer = policy().free_sync == FreeSync::defer ||
+                     (policy().free_sync == FreeSync::sync && capture_state::active());
   {
     std::lock_guard lock(mutex_);
     const detail::ChunkHandle state = blocks_.find(ptr);
@@ -145,7 +150,7 @@ CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
       count_pass_through();
       return real_driver().cuMemFree_v2(ptr);
     }
-    if (policy().free_sync == FreeSync::defer) {
+    if (defer) {
       const FenceId fence = fence_ids().fetch_add(1, std::memory_order_acq_rel) + 1;
       deferred_.emplace_back(fence, ptr);  // may throw: before the state changes
       blocks_.erase(ptr);  // the erase frees the slot the insert needs: no allocation
@@ -154,7 +159,7 @@ CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
     }
     blocks_.erase(ptr);
   }
-  if (policy().free_sync == FreeSync::sync) {
+  if (policy().free_sync == FreeSync::sync && !defer) {
     const FenceId through = last_fence_id();
     const CUresult synced = synchronize_context();
     if (synced != CUDA_SUCCESS) return synced;

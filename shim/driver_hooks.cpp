@@ -135,4 +135,25 @@ GPUMEM_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdevi
   return guarded([&] { return service::ipc_get_mem_handle(pHandle, dptr); });
 }
 
+// Captures are only counted (capture_state.h): the shim then avoids calls a capture forbids.
+GPUMEM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+  note_hook_reached();
+  return guarded([&] { return service::stream_begin_capture(hStream, mode, /*per_thread=*/false); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+  note_hook_reached();
+  return guarded([&] { return service::stream_begin_capture(hStream, mode, /*per_thread=*/true); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
+  note_hook_reached();
+  return guarded([&] { return service::stream_end_capture(hStream, phGraph, /*per_thread=*/false); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) {
+  note_hook_reached();
+  return guarded([&] { return service::stream_end_capture(hStream, phGraph, /*per_thread=*/true); });
+}
+
 }  // extern "C"

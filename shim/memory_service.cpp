@@ -2,6 +2,7 @@
 // real driver when the shim is inert or the call is not the shim's business.
 #include "memory_service.h"
 
+#include "capture_state.h"
 #include "context_registry.h"
 #include "memory_manager.h"
 #include "real_driver.h"
@@ -141,6 +142,25 @@ CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr dptr) {
     if (verdict != CUDA_SUCCESS) return verdict;
   }
   return driver.cuIpcGetMemHandle(handle, dptr);
+}
+
+CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode, bool per_thread) {
+  const RealDriver& driver = real_driver();
+  const auto begin = per_thread ? driver.cuStreamBeginCapture_v2_ptsz : driver.cuStreamBeginCapture_v2;
+  if (begin == nullptr) return driver.available ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult result = begin(stream, mode);
+  if (result == CUDA_SUCCESS) capture_state::began();
+  return result;
+}
+
+CUresult stream_end_capture(CUstream stream, CUgraph* graph, bool per_thread) {
+  const RealDriver& driver = real_driver();
+  const auto end = per_thread ? driver.cuStreamEndCapture_ptsz : driver.cuStreamEndCapture;
+  if (end == nullptr) return driver.available ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult result = end(stream, graph);
+  // Ended, whether or not it produced a graph; other errors (wrong thread, not capturing) end nothing.
+  if (result == CUDA_SUCCESS || result == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) capture_state::ended();
+  return result;
 }
 
 }  // namespace gpumem::shim

@@ -29,5 +29,8 @@ CUresult ctx_destroy(CUcontext context);
 CUresult primary_ctx_reset(CUdevice device);
 CUresult primary_ctx_release(CUdevice device);
 CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr dptr);
+// Forwarded to the driver; a capture it began or ended is counted (capture_state.h).
+CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode, bool per_thread);
+CUresult stream_end_capture(CUstream stream, CUgraph* graph, bool per_thread);
 
 }  // namespace gpumem::shim

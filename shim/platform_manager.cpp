@@ -18,7 +18,12 @@ CUresult PlatformManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch
   return result == CUDA_SUCCESS ? track_alloc(result, *out, *pitch * height) : result;
 }
 
-CUresult PlatformManager::do_free(CUdeviceptr ptr) { return track_free(real_driver().cuMemFree_v2(ptr), ptr); }
+CUresult PlatformManager::do_free(CUdeviceptr ptr) {
+  const std::size_t bytes = untrack(ptr);  // before the driver may hand the address out again
+  const CUresult result = real_driver().cuMemFree_v2(ptr);
+  if (result != CUDA_SUCCESS && bytes != 0) track_alloc(CUDA_SUCCESS, ptr, bytes);
+  return result;
+}
 
 CUresult PlatformManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
   // A captured allocation belongs to the graph, which the driver frees without us: not tracked.
@@ -29,16 +34,24 @@ CUresult PlatformManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes,
 
 CUresult PlatformManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
   // A captured free happens only if the graph is launched: the block stays counted until then.
-  const bool captured = driver_passthrough::stream_is_capturing(stream);
+  if (driver_passthrough::stream_is_capturing(stream)) return driver_passthrough::mem_free_async(ptr, stream);
+  const std::size_t bytes = untrack(ptr);
   const CUresult result = driver_passthrough::mem_free_async(ptr, stream);
-  return captured ? result : track_free(result, ptr);
+  if (result != CUDA_SUCCESS && bytes != 0) track_alloc(CUDA_SUCCESS, ptr, bytes);
+  return result;
 }
 
 CUresult PlatformManager::track_alloc(CUresult result, CUdeviceptr ptr, std::size_t bytes) {
   if (result != CUDA_SUCCESS) return result;
   std::lock_guard lock(mutex_);
   try {
-    if (!live_.emplace(ptr, bytes).second) return result;  // the driver gave out a live address twice
+    const auto [entry, inserted] = live_.emplace(ptr, bytes);
+    if (!inserted) {
+      // The address was freed where we could not see it (a captured free, performed by a graph):
+      // the driver has handed it out again, so the new block replaces the stale record.
+      bytes_in_use_ -= entry->second;
+      entry->second = bytes;
+    }
   } catch (...) {  // no host memory for the record: the figures lose this block, the program does not
     return result;
   }
@@ -47,14 +60,14 @@ CUresult PlatformManager::track_alloc(CUresult result, CUdeviceptr ptr, std::siz
   return result;
 }
 
-CUresult PlatformManager::track_free(CUresult result, CUdeviceptr ptr) {
-  if (result != CUDA_SUCCESS) return result;
+std::size_t PlatformManager::untrack(CUdeviceptr ptr) {
   std::lock_guard lock(mutex_);
-  if (const auto found = live_.find(ptr); found != live_.end()) {
-    bytes_in_use_ -= found->second;
-    live_.erase(found);
-  }
-  return result;
+  const auto found = live_.find(ptr);
+  if (found == live_.end()) return 0;
+  const std::size_t bytes = found->second;
+  bytes_in_use_ -= bytes;
+  live_.erase(found);
+  return bytes;
 }
 
 bool PlatformManager::do_owns(CUdeviceptr ptr) const {

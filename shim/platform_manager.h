@@ -28,9 +28,10 @@ class PlatformManager final : public MemoryManager {
   void do_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "platform"; }
 
-  // Bookkeeping after the driver answered; returns `result` unchanged.
+  // Records a block the driver handed out (when `result` is success); returns `result` unchanged.
   CUresult track_alloc(CUresult result, CUdeviceptr ptr, std::size_t bytes);
-  CUresult track_free(CUresult result, CUdeviceptr ptr);
+  // Forgets a block before it is freed (a failed free records it again); returns its size, or 0.
+  std::size_t untrack(CUdeviceptr ptr);
 
   mutable std::mutex mutex_;
   std::unordered_map<CUdeviceptr, std::size_t> live_;

@@ -24,7 +24,7 @@ std::atomic<bool> g_ready{false};
 std::mutex g_mutex;
 
 // The entry points resolve_table() fills, cuGetProcAddress_v2 included.
-constexpr std::size_t kEntryPoints = 41;
+constexpr std::size_t kEntryPoints = 45;
 static_assert(sizeof(RealDriver) == sizeof(void*) * (kEntryPoints + 1),
               "a RealDriver field was added or removed: resolve it in resolve_table() and update "
               "kEntryPoints");
@@ -81,6 +81,10 @@ void resolve_table(RealDriver& table, std::string& missing) {
   GPUMEM_RESOLVE(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, kLegacy);
   GPUMEM_RESOLVE(cuStreamIsCapturing, "cuStreamIsCapturing", 10000, kLegacy);
   GPUMEM_RESOLVE(cuStreamIsCapturing_ptsz, "cuStreamIsCapturing", 10000, kPerThread);
+  GPUMEM_RESOLVE(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, kLegacy);
+  GPUMEM_RESOLVE(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, kPerThread);
+  GPUMEM_RESOLVE(cuStreamEndCapture, "cuStreamEndCapture", 10000, kLegacy);
+  GPUMEM_RESOLVE(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, kPerThread);
   GPUMEM_RESOLVE(cuEventCreate, "cuEventCreate", 2000, kLegacy);
   GPUMEM_RESOLVE(cuEventRecord, "cuEventRecord", 2000, kLegacy);
   GPUMEM_RESOLVE(cuEventQuery, "cuEventQuery", 2000, kLegacy);

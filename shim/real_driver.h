@@ -56,6 +56,10 @@ struct RealDriver {
   PFN_cuStreamWaitEvent_v3020 cuStreamWaitEvent = nullptr;
   PFN_cuStreamIsCapturing_v10000 cuStreamIsCapturing = nullptr;
   PFN_cuStreamIsCapturing_v10000_ptsz cuStreamIsCapturing_ptsz = nullptr;
+  PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture_v2 = nullptr;
+  PFN_cuStreamBeginCapture_v10010_ptsz cuStreamBeginCapture_v2_ptsz = nullptr;
+  PFN_cuStreamEndCapture_v10000 cuStreamEndCapture = nullptr;
+  PFN_cuStreamEndCapture_v10000_ptsz cuStreamEndCapture_ptsz = nullptr;
   PFN_cuEventCreate_v2000 cuEventCreate = nullptr;
   PFN_cuEventRecord_v2000 cuEventRecord = nullptr;
   PFN_cuEventQuery_v2000 cuEventQuery = nullptr;

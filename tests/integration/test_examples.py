@@ -263,7 +263,7 @@ class ExampleScriptsTest(testlib.TestCase):
 
     def run_demo(self, *options):
         build_root = os.environ["GPUMEM_TEST_BUILD_ROOT"]
-        return subprocess.run([self.SCRIPTS[0], "--build-dir", build_root, *options],
+        return subprocess.run([self.SCRIPTS[0], "--build-dir", build_root, "--sim", *options],
                               env=testlib.clean_environment(), capture_output=True, text=True, timeout=300)
 
     def check_demo_table(self, proc) -> dict:
@@ -293,7 +293,7 @@ class ExampleScriptsTest(testlib.TestCase):
         report_table = self.check_demo_table(from_report)
         shim_table = self.check_demo_table(from_shim)
         self.assertIn("Driver figures from the simulator's report.", from_report.stdout)
-        self.assertIn("counted in GPUMEM_MODE=platform", from_shim.stdout)
+        self.assertIn("counted in\nGPUMEM_MODE=platform", from_shim.stdout)
         for row, columns in report_table.items():
             with self.subTest(row=row):
                 self.assertEqual(shim_table[row][-6], columns[-6], from_report.stdout + from_shim.stdout)

@@ -22,6 +22,7 @@ HOOKED_DRIVER_ENTRY_POINTS = {
     "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
     "cuCtxSynchronize", "cuCtxSynchronize_v2", "cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2",
     "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", "cuIpcGetMemHandle",
+    "cuStreamBeginCapture_v2", "cuStreamBeginCapture_v2_ptsz", "cuStreamEndCapture", "cuStreamEndCapture_ptsz",
 }
 PUBLIC_HEADER = os.path.join(os.environ.get("GPUMEM_TEST_SOURCE_ROOT", ""), "shim", "include",
                              "gpumem.h")

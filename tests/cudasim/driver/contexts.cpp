@@ -34,10 +34,24 @@ thread_local ThreadContexts t_contexts;
 
 std::vector<CUctx_st*>& context_stack(State& st) {
   if (t_contexts.epoch != st.epoch) {
-    t_contexts.stack.clear();
+    t_contexts.stack.clear();  // another State's contexts (before a fork): their counts do not matter
     t_contexts.epoch = st.epoch;
   }
   return t_contexts.stack;
+}
+
+// Stack changes keep CUctx_st::stack_refs (a context on some thread's stack is never recycled).
+void stack_push(std::vector<CUctx_st*>& stack, CUctx_st* ctx) {
+  stack.push_back(ctx);
+  ++ctx->stack_refs;
+}
+void stack_pop(std::vector<CUctx_st*>& stack) {
+  if (stack.back() != nullptr) --stack.back()->stack_refs;
+  stack.pop_back();
+}
+void stack_replace_top(std::vector<CUctx_st*>& stack, CUctx_st* ctx) {
+  stack_pop(stack);
+  stack_push(stack, ctx);
 }
 
 // Makes a context usable: charges the context overhead and creates its legacy default stream.
@@ -152,7 +166,9 @@ namespace {
 CUctx_st* destroyed_context(State& st) {
   for (auto it = st.context_objects.rbegin(); it != st.context_objects.rend(); ++it) {
     CUctx_st* ctx = *it;
-    if (!ctx->primary && !ctx->alive && ctx->streams.empty() && ctx->per_thread.empty()) return ctx;
+    if (!ctx->primary && !ctx->alive && ctx->stack_refs == 0 && ctx->streams.empty() && ctx->per_thread.empty()) {
+      return ctx;
+    }
   }
   return nullptr;
 }
@@ -171,7 +187,7 @@ CUresult ctx_create(CUcontext* pctx, unsigned flags, CUdevice dev) {
     return rc;
   }
   if (recycled == nullptr) l.st.context_objects.push_back(ctx);
-  context_stack(l.st).push_back(ctx);
+  stack_push(context_stack(l.st), ctx);
   *pctx = ctx;
   return CUDA_SUCCESS;
 }
@@ -186,7 +202,7 @@ CUresult ctx_destroy(CUcontext ctx) {
   deactivate_context(ctx);
   Locked l;
   auto& stack = context_stack(l.st);
-  if (!stack.empty() && stack.back() == ctx) stack.pop_back();
+  if (!stack.empty() && stack.back() == ctx) stack_pop(stack);
   return CUDA_SUCCESS;
 }
 
@@ -285,12 +301,12 @@ CUDASIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   auto& stack = context_stack(l.st);
   if (ctx == nullptr) {
-    if (!stack.empty()) stack.pop_back();
+    if (!stack.empty()) stack_pop(stack);
     return CUDA_SUCCESS;
   }
   if (CUresult rc = check_context_handle(l.st, ctx); rc != CUDA_SUCCESS) return rc;
-  if (stack.empty()) stack.push_back(ctx);
-  else stack.back() = ctx;
+  if (stack.empty()) stack_push(stack, ctx);
+  else stack_replace_top(stack, ctx);
   return CUDA_SUCCESS;
 }
 
@@ -300,7 +316,7 @@ CUresult ctx_push(CUcontext ctx) {
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_context_handle(l.st, ctx); rc != CUDA_SUCCESS) return rc;
-  context_stack(l.st).push_back(ctx);
+  stack_push(context_stack(l.st), ctx);
   return CUDA_SUCCESS;
 }
 CUresult ctx_pop(CUcontext* pctx) {
@@ -309,7 +325,7 @@ CUresult ctx_pop(CUcontext* pctx) {
   auto& stack = context_stack(l.st);
   if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (pctx != nullptr) *pctx = stack.back();
-  stack.pop_back();
+  stack_pop(stack);
   return CUDA_SUCCESS;
 }
 }  // namespace

@@ -1,7 +1,7 @@
 // Contexts. A context object is never freed, so a stale handle can be recognised as destroyed
 // instead of being a dangling pointer. But, as a real driver may hand a freed handle's address out
-// again, cuCtxCreate reuses the most recently destroyed (drained) context object: from then on the
-// old handle names the new context. Primary contexts keep their object across resets.
+// again, cuCtxCreate reuses the most recently destroyed (drained) context object that no thread
+// still has on its context stack: from then on the old handle names the new context. Primary contexts keep their object across resets.
 #pragma once
 
 #include "streams.h"
@@ -19,6 +19,7 @@ struct CUctx_st {
   bool alive = false;
   unsigned flags = 0;
   unsigned long long id = 0;
+  int stack_refs = 0;  // entries on threads' context stacks (under the State lock)
   std::shared_ptr<CUstream_st> legacy;
   std::map<std::thread::id, std::shared_ptr<CUstream_st>> per_thread;
   // Created streams, kept (also after cuStreamDestroy) until they are known to be drained.

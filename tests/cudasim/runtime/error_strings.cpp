@@ -53,6 +53,11 @@ constexpr std::array kErrorDescriptions{
     CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing"),
     CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture"),
     CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureMerge, "operation would result in a merge of separate capture sequences"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureWrongThread, "attempt to terminate a thread-local capture sequence from another thread"),
     CUDASIM_RUNTIME_ERROR(cudaErrorUnknown, "unknown error"),
 };
 

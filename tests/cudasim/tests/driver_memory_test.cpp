@@ -277,6 +277,18 @@ TEST_CASE("context life cycle and the context overhead", "[driver][contexts]") {
     CHILD_CHECK(cuCtxGetId(again, &new_id) == CUDA_SUCCESS && new_id != old_id);
     CHILD_CHECK(cuMemAlloc(&ptr, kMiB) == CUDA_SUCCESS && cuMemFree(ptr) == CUDA_SUCCESS);
     CHILD_CHECK(cuCtxDestroy(again) == CUDA_SUCCESS);
+
+    // But not while a thread still has the destroyed context on its stack: that thread must keep
+    // seeing CUDA_ERROR_CONTEXT_IS_DESTROYED.
+    CUcontext held = nullptr, other = nullptr;
+    CHILD_CHECK(cuCtxCreate(&held, nullptr, 0, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxPushCurrent(held) == CUDA_SUCCESS);  // twice on this thread's stack
+    CHILD_CHECK(cuCtxDestroy(held) == CUDA_SUCCESS);      // pops one
+    CHILD_CHECK(cuCtxCreate(&other, nullptr, 0, 0) == CUDA_SUCCESS && other != held);
+    CHILD_CHECK(cuCtxPopCurrent(&popped) == CUDA_SUCCESS && popped == other);
+    CHILD_CHECK(cuMemAlloc(&ptr, kMiB) == CUDA_ERROR_CONTEXT_IS_DESTROYED);  // `held` is current again
+    CHILD_CHECK(cuCtxPopCurrent(&popped) == CUDA_SUCCESS && popped == held);
+    CHILD_CHECK(cuCtxDestroy(other) == CUDA_SUCCESS);
     return 0;
   });
   REQUIRE(rc == 0);

@@ -532,6 +532,36 @@ int graph_capture(std::size_t bytes) {
   return 0;
 }
 
+// A relaxed-mode capture lets the program call cudaMalloc and cudaFree meanwhile; the shim must not
+// end the capture by synchronising on its own. Four blocks freed just before the capture are still
+// fenced (deferred frees wait for a synchronisation) when a larger block is asked for inside it.
+int capture_alloc(std::size_t bytes) {
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  void* blocks[4] = {};
+  for (void*& block : blocks) CHECK_CUDA(cudaMalloc(&block, bytes));
+  for (void* block : blocks) CHECK_CUDA(cudaFree(block));
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  void* big = nullptr;
+  const cudaError_t allocated = cudaMalloc(&big, 3 * bytes);
+  std::printf("malloc_in_capture=%s\n", cudaGetErrorName(allocated));
+  if (allocated == cudaSuccess) std::printf("free_in_capture=%s\n", cudaGetErrorName(cudaFree(big)));
+  cudaGraph_t graph = nullptr;
+  std::printf("end_capture=%s\n", cudaGetErrorName(cudaStreamEndCapture(stream, &graph)));
+  if (graph != nullptr) CHECK_CUDA(cudaGraphDestroy(graph));
+  cudaGetLastError();
+  // Afterwards memory is served and holds data as usual.
+  std::vector<std::uint32_t> pattern(bytes / sizeof(std::uint32_t), 0x600DF00Du), back(pattern.size());
+  void* after = nullptr;
+  CHECK_CUDA(cudaMalloc(&after, bytes));
+  CHECK_CUDA(cudaMemcpy(after, pattern.data(), bytes, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(back.data(), after, bytes, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaFree(after));
+  std::printf("after_data_ok=%d\n", back == pattern ? 1 : 0);
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -541,6 +571,7 @@ int main(int argc, char** argv) {
   if (scenario == "deferred_free") return deferred_free(static_cast<std::size_t>(args.number(2, 1 << 20)));
   if (scenario == "default_streams") return default_streams(static_cast<std::size_t>(args.number(2, 1 << 20)));
   if (scenario == "stats") return stats(static_cast<int>(args.number(2, 1000)));
+  if (scenario == "capture_alloc") return capture_alloc(static_cast<std::size_t>(args.number(2, 1 << 20)));
   if (scenario == "same_stream") return same_stream(static_cast<std::size_t>(args.number(2, 1 << 20)));
   if (scenario == "async_streams") return async_streams(static_cast<std::size_t>(args.number(2, 1 << 20)));
   if (scenario == "info") return mem_info();
