@@ -418,6 +418,13 @@ ArenaStats BfcArena::stats() const noexcept {
   return stats_locked();
 }
 
+bool BfcArena::try_stats(ArenaStats& out) const noexcept {
+  if (!mutex_.try_lock()) return false;
+  out = stats_locked();
+  mutex_.unlock();
+  return true;
+}
+
 ArenaStats BfcArena::stats_locked() const {
   ArenaStats stats = counters_;
   const ChunkHandle largest = free_.largest(chunks_);

@@ -160,6 +160,9 @@ class BfcArena {
   bool has_pending_fences() const noexcept;
 
   ArenaStats stats() const noexcept;
+  // stats() unless another call holds the arena right now (then false, `out` untouched): for callers
+  // that must never wait, such as an exit handler.
+  bool try_stats(ArenaStats& out) const noexcept;
   // May throw std::bad_alloc (it builds strings and tables); the arena is unaffected.
   OomReport oom_report(std::size_t requested) const;
   const ArenaOptions& options() const noexcept;

@@ -16,6 +16,7 @@
 #define GPUMEM_REQUIRES(...) GPUMEM_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
 #define GPUMEM_ACQUIRE(...) GPUMEM_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define GPUMEM_RELEASE(...) GPUMEM_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
+#define GPUMEM_TRY_ACQUIRE(...) GPUMEM_THREAD_ANNOTATION(try_acquire_capability(__VA_ARGS__))
 #define GPUMEM_EXCLUDES(...) GPUMEM_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
 
 namespace gpumem {
@@ -25,6 +26,7 @@ class GPUMEM_CAPABILITY("mutex") Mutex {
  public:
   void lock() GPUMEM_ACQUIRE() { mutex_.lock(); }
   void unlock() GPUMEM_RELEASE() { mutex_.unlock(); }
+  bool try_lock() GPUMEM_TRY_ACQUIRE(true) { return mutex_.try_lock(); }
 
  private:
   std::mutex mutex_;

@@ -189,8 +189,9 @@ CUresult BfcManager::do_check_ipc_export(CUdeviceptr ptr) const {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
-void BfcManager::do_fill_stats(ManagerStats& stats) const {
-  const ArenaStats arena = arena_.stats();
+namespace {
+
+void copy_arena_figures(const ArenaStats& arena, ManagerStats& stats) {
   stats.bytes_in_use = arena.bytes_in_use;
   stats.peak_bytes_in_use = arena.peak_bytes_in_use;
   stats.bytes_reserved = arena.bytes_reserved;
@@ -199,6 +200,17 @@ void BfcManager::do_fill_stats(ManagerStats& stats) const {
   stats.bytes_fenced = arena.bytes_fenced;
   stats.regions = arena.regions;
   stats.counters.driver_allocs += arena.region_reservations;  // every region is one cuMemAlloc
+}
+
+}  // namespace
+
+void BfcManager::do_fill_stats(ManagerStats& stats) const { copy_arena_figures(arena_.stats(), stats); }
+
+bool BfcManager::do_try_fill_stats(ManagerStats& stats) const {
+  ArenaStats arena;
+  if (!arena_.try_stats(arena)) return false;
+  copy_arena_figures(arena, stats);
+  return true;
 }
 
 void BfcManager::do_context_synchronized(FenceId through) {

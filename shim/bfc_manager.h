@@ -37,6 +37,7 @@ class BfcManager final : public MemoryManager {
   CUresult do_check_ipc_export(CUdeviceptr ptr) const override;
   void do_context_synchronized(FenceId through) override;
   void do_fill_stats(ManagerStats& stats) const override;
+  bool do_try_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "bfc"; }
 
   // Allocates from the arena; when only fenced memory would fit, synchronises the context once,

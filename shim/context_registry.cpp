@@ -17,11 +17,13 @@ namespace gpumem::shim {
 namespace {
 
 // The registry is reached from pthread_atfork handlers, which take no argument.
-ContextRegistry* g_registry = nullptr;
+std::atomic<ContextRegistry*> g_registry{nullptr};
 
-void log_summary(const MemoryManager& manager) noexcept {
+// `never_wait`: skip a manager another thread holds (at exit it may never let go).
+void log_summary(const MemoryManager& manager, bool never_wait = false) noexcept {
   try {
-    log::write(LogLevel::info, manager.summary());
+    const std::string line = manager.summary(never_wait);
+    if (!line.empty()) log::write(LogLevel::info, line);
   } catch (...) {  // no host memory for the line: drop it
   }
 }
@@ -30,7 +32,7 @@ void log_summary(const MemoryManager& manager) noexcept {
 // primary contexts and so log their summaries through forget()): the contexts still alive. Only at
 // info level, and only in a process whose CUDA calls reached the registry.
 __attribute__((destructor)) void log_summaries_at_exit() {
-  if (g_registry != nullptr) g_registry->log_live_summaries();
+  if (const ContextRegistry* registry = g_registry.load(std::memory_order_acquire)) registry->log_live_summaries();
 }
 
 std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, const Policy& policy,
@@ -61,7 +63,7 @@ std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, 
 ContextRegistry& ContextRegistry::instance() {
   static ContextRegistry* const registry = [] {
     auto* created = new ContextRegistry();  // leaked on purpose
-    g_registry = created;
+    g_registry.store(created, std::memory_order_release);
     pthread_atfork(&ContextRegistry::lock_before_fork, &ContextRegistry::unlock_after_fork_in_parent,
                    &ContextRegistry::reset_in_child);
     return created;
@@ -143,7 +145,9 @@ void ContextRegistry::log_live_summaries() const noexcept {
   const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < used; ++i) {
     if (slots_[i].context.load(std::memory_order_acquire) == nullptr) continue;
-    if (const MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire)) log_summary(*manager);
+    if (const MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire)) {
+      log_summary(*manager, /*never_wait=*/true);
+    }
   }
 }
 
@@ -224,20 +228,21 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
 }
 
 void ContextRegistry::lock_before_fork() noexcept {
-  if (g_registry != nullptr) g_registry->mutex_.lock();
+  if (ContextRegistry* registry = g_registry.load(std::memory_order_acquire)) registry->mutex_.lock();
 }
 
 void ContextRegistry::unlock_after_fork_in_parent() noexcept {
-  if (g_registry != nullptr) g_registry->mutex_.unlock();
+  if (ContextRegistry* registry = g_registry.load(std::memory_order_acquire)) registry->mutex_.unlock();
 }
 
 void ContextRegistry::reset_in_child() noexcept {
-  if (g_registry == nullptr) return;
+  ContextRegistry* registry = g_registry.load(std::memory_order_acquire);
+  if (registry == nullptr) return;
   // The child starts fresh: the parent's contexts and arenas are not the child's. The forking thread
   // holds the mutex (taken before the fork), and it is the child's only thread.
-  for (Slot& slot : g_registry->slots_) slot.context.store(nullptr, std::memory_order_relaxed);
-  g_registry->slots_in_use_.store(0, std::memory_order_release);
-  g_registry->mutex_.unlock();
+  for (Slot& slot : registry->slots_) slot.context.store(nullptr, std::memory_order_relaxed);
+  registry->slots_in_use_.store(0, std::memory_order_release);
+  registry->mutex_.unlock();
 }
 
 }  // namespace gpumem::shim

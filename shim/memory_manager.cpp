@@ -73,8 +73,15 @@ ManagerStats MemoryManager::stats() const {
   return stats;
 }
 
-std::string MemoryManager::summary() const {
-  const ManagerStats s = stats();
+std::string MemoryManager::summary(bool never_wait) const {
+  ManagerStats s;
+  if (never_wait) {
+    s.counters = counters();
+    s.bytes_limit = limit_bytes_;
+    if (!do_try_fill_stats(s)) return {};
+  } else {
+    s = stats();
+  }
   return fmt::format(
       "context {} (device {}) summary: {} mode, {} allocations, {} frees, {} refused, {} driver allocations, "
       "peak in use {} bytes, peak reserved {} bytes, limit {} bytes",

@@ -79,8 +79,9 @@ class MemoryManager {
   ManagerCounters counters() const noexcept;
   ManagerStats stats() const;
   // One line for the log when the manager retires (its context goes, or the process exits): what it
-  // served and what it took from the driver.
-  std::string summary() const;
+  // served and what it took from the driver. With `never_wait`, nothing (an empty string) if
+  // another thread holds the manager's figures right now.
+  std::string summary(bool never_wait = false) const;
   CUcontext context() const noexcept { return context_; }
   CUdevice device() const noexcept { return device_; }
   std::size_t limit_bytes() const noexcept { return limit_bytes_; }
@@ -117,6 +118,11 @@ class MemoryManager {
   virtual void do_context_synchronized(FenceId through) = 0;
   // Default: nothing beyond the counters and the limit.
   virtual void do_fill_stats(ManagerStats& /*stats*/) const {}
+  // do_fill_stats without waiting for a lock: false if it would have to. Default: the same.
+  virtual bool do_try_fill_stats(ManagerStats& stats) const {
+    do_fill_stats(stats);
+    return true;
+  }
   virtual const char* do_mode_name() const noexcept = 0;
 
   void count_alloc(CUresult result) noexcept;

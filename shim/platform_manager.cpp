@@ -81,4 +81,12 @@ void PlatformManager::do_fill_stats(ManagerStats& stats) const {
   stats.peak_bytes_in_use = stats.peak_bytes_reserved = peak_bytes_in_use_;
 }
 
+bool PlatformManager::do_try_fill_stats(ManagerStats& stats) const {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  stats.bytes_in_use = stats.bytes_reserved = bytes_in_use_;
+  stats.peak_bytes_in_use = stats.peak_bytes_reserved = peak_bytes_in_use_;
+  return true;
+}
+
 }  // namespace gpumem::shim

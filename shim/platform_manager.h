@@ -26,6 +26,7 @@ class PlatformManager final : public MemoryManager {
   bool do_owns(CUdeviceptr ptr) const override;  // a block it obtained and has not seen freed
   void do_context_synchronized(FenceId /*through*/) override {}
   void do_fill_stats(ManagerStats& stats) const override;
+  bool do_try_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "platform"; }
 
   // Records a block the driver handed out (when `result` is success); returns `result` unchanged.

@@ -51,6 +51,20 @@ TEST_CASE("the region is reserved at the first allocation, not before", "[arena]
   CHECK(arena.stats().bytes_reserved == 8 * kMiB);
 }
 
+TEST_CASE("try_stats gives the stats of an idle arena without waiting", "[arena]") {
+  FakeRegionSource source;
+  BfcArena arena(source, preallocated(8 * kMiB));
+  must_allocate(arena, 1000);
+  ArenaStats tried;
+  REQUIRE(arena.try_stats(tried));
+  const ArenaStats stats = arena.stats();
+  CHECK(tried.bytes_in_use == stats.bytes_in_use);
+  CHECK(tried.bytes_reserved == stats.bytes_reserved);
+  CHECK(tried.peak_bytes_reserved == stats.peak_bytes_reserved);
+  CHECK(tried.num_allocs == 1);
+  CHECK(tried.largest_free_block == stats.largest_free_block);
+}
+
 TEST_CASE("best fit, then lowest address", "[arena]") {
   FakeRegionSource source;
   BfcArena arena(source, preallocated(64 * kMiB));
