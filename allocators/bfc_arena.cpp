@@ -54,7 +54,7 @@ BfcArena::BfcArena(RegionSource& source, ArenaOptions options, FenceOracle* orac
 
 BfcArena::~BfcArena() {
   MutexLock lock(mutex_);
-  for (const RegionRecord& record : regions_) source_.release(record.region);
+  for (const RegionRecord& record : regions_) release_region(record.region);
 }
 
 const ArenaOptions& BfcArena::options() const noexcept { return options_; }
@@ -284,7 +284,7 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
     // reservation and a release, keeping reservations - releases equal to the regions held.
     ++counters_.region_reservations;
     ++counters_.region_releases;
-    source_.release(region);
+    release_region(region);
     return Growth::refused;
   }
   if (!grew_for_request && next_region_bytes_ <= std::numeric_limits<std::size_t>::max() / 2) {
@@ -320,6 +320,14 @@ bool BfcArena::reserve_region_record() {
   return true;
 }
 
+bool BfcArena::release_region(const Region& region) {
+  try {
+    return source_.release(region);
+  } catch (...) {  // a source breaking its contract: take it as a refusal
+    return false;
+  }
+}
+
 Status BfcArena::reserve_region(std::size_t bytes, Region& out) {
   try {
     return source_.reserve(bytes, out);
@@ -340,13 +348,14 @@ std::size_t BfcArena::release_free_regions_locked() {
   std::size_t kept = 0;
   for (const RegionRecord& record : regions_) {
     const Chunk& first = chunks_[record.first];
-    if (chunks_.state(record.first) != ChunkState::free || first.size != record.region.size) {
+    // A region the source refuses to take back is still held: it stays, as it was.
+    if (chunks_.state(record.first) != ChunkState::free || first.size != record.region.size ||
+        !release_region(record.region)) {
       regions_[kept++] = record;
       continue;
     }
     free_.erase(chunks_, record.first);
     chunks_.destroy(record.first);
-    source_.release(record.region);
     released += record.region.size;
     ++counters_.region_releases;
     --counters_.regions;

@@ -201,6 +201,8 @@ class BfcArena {
   bool reserve_region_record() GPUMEM_REQUIRES(mutex_);
   // source_.reserve, with a throwing source taken as a refusal.
   Status reserve_region(std::size_t bytes, Region& out) GPUMEM_REQUIRES(mutex_);
+  // source_.release, with a throwing source taken as a refusal (the region is then kept).
+  bool release_region(const Region& region) GPUMEM_REQUIRES(mutex_);
   std::size_t release_free_regions_locked() GPUMEM_REQUIRES(mutex_);
   const RegionRecord* region_containing(std::uintptr_t ptr) const GPUMEM_REQUIRES(mutex_);
   detail::ChunkHandle chunk_containing(const RegionRecord& region, std::uintptr_t ptr) const

@@ -27,13 +27,14 @@ class RegionSource {
   // exception as a refusal.
   Status reserve(std::size_t bytes, Region& out) { return do_reserve(bytes, out); }
 
-  // Gives back a region obtained from reserve(), whole. Must not throw (the arena calls it from
-  // noexcept members).
-  void release(const Region& region) { do_release(region); }
+  // Gives back a region obtained from reserve(), whole. True once it is given back; false if the
+  // platform refused (the region is then still held, and the arena keeps it). Must not throw (the
+  // arena calls it from noexcept members).
+  bool release(const Region& region) { return do_release(region); }
 
  private:
   virtual Status do_reserve(std::size_t bytes, Region& out) = 0;
-  virtual void do_release(const Region& region) = 0;
+  virtual bool do_release(const Region& region) = 0;
 };
 
 }  // namespace gpumem

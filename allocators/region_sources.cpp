@@ -49,9 +49,10 @@ Status HostRegionSource::do_reserve(std::size_t bytes, Region& out) {
   return Status::ok;
 }
 
-void HostRegionSource::do_release(const Region& region) {
+bool HostRegionSource::do_release(const Region& region) {
   std::free(reinterpret_cast<void*>(region.base));
   record_release(log_, region.size);
+  return true;
 }
 
 Status FakeRegionSource::do_reserve(std::size_t bytes, Region& out) {
@@ -62,6 +63,9 @@ Status FakeRegionSource::do_reserve(std::size_t bytes, Region& out) {
   return Status::ok;
 }
 
-void FakeRegionSource::do_release(const Region& region) { record_release(log_, region.size); }
+bool FakeRegionSource::do_release(const Region& region) {
+  record_release(log_, region.size);
+  return true;
+}
 
 }  // namespace gpumem

@@ -37,7 +37,7 @@ class HostRegionSource final : public RegionSource {
 
  private:
   Status do_reserve(std::size_t bytes, Region& out) override;
-  void do_release(const Region& region) override;
+  bool do_release(const Region& region) override;
 
   RegionSourceLimits limits_;
   RegionSourceLog log_;
@@ -56,7 +56,7 @@ class FakeRegionSource final : public RegionSource {
 
  private:
   Status do_reserve(std::size_t bytes, Region& out) override;
-  void do_release(const Region& region) override;
+  bool do_release(const Region& region) override;
 
   RegionSourceLimits limits_;
   RegionSourceLog log_;

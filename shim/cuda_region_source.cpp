@@ -13,9 +13,10 @@ Status CudaRegionSource::do_reserve(std::size_t bytes, Region& out) {
   return Status::ok;
 }
 
-void CudaRegionSource::do_release(const Region& region) {
+bool CudaRegionSource::do_release(const Region& region) {
   // The arena releases only wholly free, unfenced regions; cuMemFree_v2 also waits for the device.
-  real_driver().cuMemFree_v2(static_cast<CUdeviceptr>(region.base));
+  // It can be refused (during a graph capture, say): the arena then keeps the region.
+  return real_driver().cuMemFree_v2(static_cast<CUdeviceptr>(region.base)) == CUDA_SUCCESS;
 }
 
 }  // namespace gpumem::shim

@@ -9,7 +9,7 @@ namespace gpumem::shim {
 class CudaRegionSource final : public RegionSource {
  private:
   Status do_reserve(std::size_t bytes, Region& out) override;
-  void do_release(const Region& region) override;
+  bool do_release(const Region& region) override;
 };
 
 }  // namespace gpumem::shim

@@ -67,9 +67,9 @@ class RecordingSource final : public RegionSource {
     if (status == Status::ok) regions_.emplace(out.base, out.size);
     return status;
   }
-  void do_release(const Region& region) override {
+  bool do_release(const Region& region) override {
     regions_.erase(region.base);
-    inner_.release(region);
+    return inner_.release(region);
   }
 
   FakeRegionSource inner_;

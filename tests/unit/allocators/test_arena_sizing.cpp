@@ -173,6 +173,7 @@ class MisbehavingSource final : public RegionSource {
  public:
   enum class Fault { none, misaligned, short_region, throws };
   Fault fault = Fault::none;
+  bool refuse_release = false;  // as a driver refusing cuMemFree (during a graph capture, say)
   std::uint64_t reserves = 0, releases = 0;
 
  private:
@@ -183,7 +184,11 @@ class MisbehavingSource final : public RegionSource {
     out = Region{fault == Fault::misaligned ? base + 8 : base, fault == Fault::short_region ? bytes / 2 : bytes};
     return Status::ok;
   }
-  void do_release(const Region&) override { ++releases; }
+  bool do_release(const Region&) override {
+    if (refuse_release) return false;
+    ++releases;
+    return true;
+  }
 };
 
 }  // namespace
@@ -209,6 +214,26 @@ TEST_CASE("a region that breaks the source's contract is given back and counted"
     CHECK(stats.region_reservations - stats.region_releases == 1);
     CHECK(arena.validate());
   }
+}
+
+TEST_CASE("a region the source will not take back stays in the arena", "[sizing][source][gc]") {
+  MisbehavingSource source;
+  BfcArena arena(source, growing(7 * kMiB, /*garbage_collection=*/true));
+  must_allocate(arena, 2 * kMiB);                           // region 1: 2 MiB
+  const std::uintptr_t b = must_allocate(arena, 4 * kMiB);  // region 2: 4 MiB
+  must_free(arena, b);
+  source.refuse_release = true;
+  std::uintptr_t ptr = 0;
+  CHECK(arena.allocate(5 * kMiB, ptr) == Status::out_of_memory);  // GC could not give region 2 back
+  CHECK(arena.release_free_regions() == 0);
+  ArenaStats stats = arena.stats();
+  CHECK(stats.regions == 2);
+  CHECK(stats.bytes_reserved == 6 * kMiB);
+  CHECK(stats.region_releases == 0);
+  CHECK(arena.owns(b));
+  CHECK(arena.validate());
+  must_allocate(arena, 4 * kMiB);  // the kept region still serves
+  source.refuse_release = false;
 }
 
 TEST_CASE("a source that throws is a refusal, not an escaped exception", "[sizing][source]") {
