@@ -92,7 +92,8 @@ class MemoryManager {
   // Shared by every fence this context issues, so "all fences up to X" is one comparison.
   std::atomic<FenceId>& fence_ids() noexcept { return fence_ids_; }
   void count_pass_through() noexcept { passed_through_.fetch_add(1, std::memory_order_relaxed); }
-  // Counts a successful driver allocation made for the program; returns `result` unchanged.
+  // Counts a successful device allocation made through the driver (the shim's own included, such as
+  // a region or the cuda_async warm-up); returns `result` unchanged.
   CUresult count_driver_alloc(CUresult result) noexcept {
     if (result == CUDA_SUCCESS) driver_allocs_.fetch_add(1, std::memory_order_relaxed);
     return result;
