@@ -109,12 +109,21 @@ static int scenario_calls(void) {
   return 0;
 }
 
+/* Every error code's name and text (no driver needed): "error.<code>=<name>|<text>". */
+static int scenario_errors(void) {
+  for (int code = 0; code <= 1100; ++code) {
+    printf("error.%d=%s|%s\n", code, cudaGetErrorName((cudaError_t)code), cudaGetErrorString((cudaError_t)code));
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) return 64;
   int rc = 64;
   if (strcmp(argv[1], "init") == 0) rc = scenario_init();
   if (strcmp(argv[1], "lazy") == 0) rc = scenario_lazy();
   if (strcmp(argv[1], "calls") == 0) rc = scenario_calls();
+  if (strcmp(argv[1], "errors") == 0) rc = scenario_errors();
   fflush(stdout);
   return rc;
 }
