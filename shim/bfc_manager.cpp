@@ -146,8 +146,9 @@ CUresult BfcManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
     count_pass_through();
     return driver_passthrough::mem_free_async(ptr, stream);
   }
-  // A graph would free the block whenever it is launched; the arena cannot follow that.
-  if (driver_passthrough::stream_is_capturing(stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  // A captured free makes a graph free node, which the driver accepts for graph allocations only:
+  // an arena block gets the driver's answer for any other memory.
+  if (driver_passthrough::stream_is_capturing(stream)) return CUDA_ERROR_INVALID_VALUE;
   fences_.poll();
   Fence fence{fences_.record_on_stream(plain_stream_handle(stream.handle, stream.per_thread)),
               fence_domain(stream.handle, stream.per_thread)};

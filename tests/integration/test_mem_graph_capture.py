@@ -42,6 +42,8 @@ class GraphCapture(MemTestCase):
                                   after_data_ok=1)
                 graph = result.device(0)["graph"]
                 self.assertEqual((graph["allocs"], graph["frees"], graph["bytes"]), (2, 1, 0), result.describe())
+                if name != DRIVER:  # a free node takes graph allocations only
+                    self.assertOutput(result, free_outside_memory_in_capture="cudaErrorInvalidValue")
                 if name in (RUNTIME_SHARED, RUNTIME_STATIC):  # stream 0 is the legacy stream there
                     self.assertOutput(result, legacy_alloc="cudaErrorStreamCaptureImplicit",
                                       end_blocking="cudaErrorStreamCaptureInvalidated")

@@ -243,11 +243,10 @@ CUresult graph_free(State& st, Capture& capture, CUdeviceptr dptr) {
     owned.erase(mine);
     st.device(a.device).stats.graph_frees++;
     release_graph_allocation(st, dptr);
-  } else if (a.kind == AllocKind::Pool) {
-    // Freed when the graph runs; until then (never, here) the block stays allocated.
-    st.device(a.device).stats.graph_frees++;
   } else {
-    return CUDA_ERROR_INVALID_VALUE;  // cuMemAlloc memory is freed with cuMemFree only
+    // A captured free makes a free node, which takes graph allocations only (cuMemFreeAsync, and
+    // cuGraphAddMemFreeNode: "an address that was not returned by an allocation node").
+    return CUDA_ERROR_INVALID_VALUE;
   }
   add_node(capture, NodeKind::MemFree);
   return CUDA_SUCCESS;

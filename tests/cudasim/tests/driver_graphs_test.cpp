@@ -354,10 +354,11 @@ TEST_CASE("stream-ordered allocation under capture makes graph memory, not pool 
   size_t free_now = 0;
   REQUIRE(cuMemGetInfo(&free_now, &total) == CUDA_SUCCESS);
   CHECK(free_now == free_before);
-  // Freed in the graph: graph memory goes at once; pool memory would go when the graph runs.
+  // Freed in the graph: graph memory goes at once. A free node takes graph allocations only, so
+  // pool memory allocated before the capture cannot be freed there.
   CHECK(cuMemFreeAsync(b, stream) == CUDA_SUCCESS);
   CHECK(cuMemFreeAsync(b, stream) == CUDA_ERROR_INVALID_VALUE);
-  CHECK(cuMemFreeAsync(before, stream) == CUDA_SUCCESS);
+  CHECK(cuMemFreeAsync(before, stream) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuMemGetAddressRange(&base, &size, b) == CUDA_ERROR_NOT_FOUND);
   CUgraph graph = nullptr;
   REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
@@ -367,7 +368,7 @@ TEST_CASE("stream-ordered allocation under capture makes graph memory, not pool 
   CHECK(cuMemFreeAsync(a, stream) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
   CHECK(cuMemGetAddressRange(&base, &size, a) == CUDA_ERROR_NOT_FOUND);
-  // `before` was only freed inside the graph, which never ran: still the program's.
+  // `before` is still the program's.
   CHECK(cuMemGetAddressRange(&base, &size, before) == CUDA_SUCCESS);
   CHECK(cuMemFreeAsync(before, stream) == CUDA_SUCCESS);
   CHECK(cuStreamSynchronize(stream) == CUDA_SUCCESS);

@@ -490,6 +490,9 @@ int graph_capture(std::size_t bytes) {
   CHECK_CUDA(cudaPointerGetAttributes(&attributes, kept_by_graph));
   std::printf("graph_memory_type=%d\n", static_cast<int>(attributes.type));
   std::printf("free_in_capture=%s\n", cudaGetErrorName(cudaFreeAsync(freed_in_graph, stream)));
+  // A free node takes graph allocations only: memory allocated before the capture is refused.
+  std::printf("free_outside_memory_in_capture=%s\n", cudaGetErrorName(cudaFreeAsync(ordinary, stream)));
+  cudaGetLastError();
   const gpumem_stats during = shim_figures();
   cudaGraph_t graph = nullptr;
   std::printf("end_capture=%s\n", cudaGetErrorName(cudaStreamEndCapture(stream, &graph)));
