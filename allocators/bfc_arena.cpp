@@ -70,7 +70,7 @@ Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t
 
 Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::uintptr_t& out) {
   if (bytes > options_.limit) return Status::out_of_memory;  // also keeps rounding from overflowing
-  // Every path below ends in carve(), which needs a record for the split-off rest and a pointer-map
+  // Every path below ends in carve(), which needs a record for the split-off rest and a chunk-map
   // slot; securing both first is what keeps the paths from failing halfway.
   if (!chunks_.reserve(1) || !in_use_.reserve_one()) return Status::out_of_memory;
   const std::size_t rounded = detail::round_up(bytes);
@@ -131,16 +131,15 @@ void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t reques
     Chunk& tail = chunks_[rest];
     tail.base = chunk.base + rounded;
     tail.size = rest_size;
-    tail.prev = handle;
+    chunks_.set_prev(rest, handle);
     tail.next = chunk.next;
-    if (chunk.next != kNoChunk) chunks_[chunk.next].prev = rest;
+    if (chunk.next != kNoChunk) chunks_.set_prev(chunk.next, rest);
     chunk.next = rest;
     chunk.size = rounded;
     if (was_fenced) {
       // The remainder may still be in use by the device: it keeps the fence.
       chunks_.set_state(rest, ChunkState::fenced);
-      tail.fence_id = chunk.fence_id;
-      tail.fence_stream = chunk.fence_stream;
+      chunks_.set_fence(rest, chunks_.fence(handle));
       fenced_.push(chunks_, rest);
       counters_.bytes_fenced += rest_size;
     } else {
@@ -151,9 +150,8 @@ void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t reques
   }
   Chunk& chunk = chunks_[handle];
   chunks_.set_state(handle, ChunkState::in_use);
-  chunk.requested = requested;
-  chunk.fence_id = 0;
-  chunk.fence_stream = 0;
+  if (was_fenced) chunks_.set_fence(handle, Fence{});
+  chunk.set_requested(requested);
   in_use_.insert(chunk.base, handle);
 
   ArenaStats& c = counters_;
@@ -166,24 +164,23 @@ void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t reques
 
 Status BfcArena::deallocate(std::uintptr_t ptr, Fence fence) noexcept {
   MutexLock lock(mutex_);
-  // A fence on a new stream needs a queue: secured before the chunk leaves the pointer map. A bad
+  // A fence on a new stream needs a queue: secured before the chunk leaves the chunk map. A bad
   // pointer may have reserved a queue slot; that is capacity only.
   if (!fence.empty() && !fenced_.reserve(fence.stream)) {
-    return in_use_.find(ptr) == kNoChunk ? classify_bad_free(ptr) : Status::out_of_memory;
+    return in_use_.find(chunks_, ptr) == kNoChunk ? classify_bad_free(ptr) : Status::out_of_memory;
   }
-  const ChunkHandle handle = in_use_.erase(ptr);
+  const ChunkHandle handle = in_use_.erase(chunks_, ptr);
   if (handle == kNoChunk) return classify_bad_free(ptr);
   Chunk& chunk = chunks_[handle];
   counters_.bytes_in_use -= chunk.size;
-  counters_.bytes_requested -= chunk.requested;
-  chunk.requested = 0;
+  counters_.bytes_requested -= chunk.requested();
+  chunk.left = chunk.right = kNoChunk;  // no longer the requested count: links from here on
   if (fence.empty()) {
     chunks_.set_state(handle, ChunkState::free);
     free_.insert(chunks_, coalesce(handle));
   } else {
     chunks_.set_state(handle, ChunkState::fenced);
-    chunk.fence_id = fence.id;
-    chunk.fence_stream = fence.stream;
+    chunks_.set_fence(handle, fence);
     counters_.bytes_fenced += chunk.size;
     fenced_.push(chunks_, handle);
   }
@@ -197,7 +194,7 @@ void BfcArena::absorb_next(ChunkHandle low) {
   const Chunk& next = chunks_[high];
   chunk.size += next.size;
   chunk.next = next.next;
-  if (next.next != kNoChunk) chunks_[next.next].prev = low;
+  if (next.next != kNoChunk) chunks_.set_prev(next.next, low);
   chunks_.destroy(high);
 }
 
@@ -207,7 +204,7 @@ ChunkHandle BfcArena::coalesce(ChunkHandle handle) {
     free_.erase(chunks_, next);
     absorb_next(handle);
   }
-  const ChunkHandle prev = chunks_[handle].prev;
+  const ChunkHandle prev = chunks_.prev(handle);
   if (prev != kNoChunk && chunks_.state(prev) == ChunkState::free) {
     free_.erase(chunks_, prev);
     absorb_next(prev);
@@ -221,8 +218,7 @@ void BfcArena::resolve_chunk(ChunkHandle handle) {
   Chunk& chunk = chunks_[handle];
   counters_.bytes_fenced -= chunk.size;
   chunks_.set_state(handle, ChunkState::free);
-  chunk.fence_id = 0;
-  chunk.fence_stream = 0;
+  chunks_.set_fence(handle, Fence{});
   free_.insert(chunks_, coalesce(handle));
 }
 
@@ -230,7 +226,7 @@ void BfcArena::resolve_fences_through(FenceId id) noexcept {
   MutexLock lock(mutex_);
   for (std::size_t index = 0; index < fenced_.queue_count(); ++index) {
     ChunkHandle head = kNoChunk;
-    while ((head = fenced_.queue(index).head) != kNoChunk && chunks_[head].fence_id <= id) {
+    while ((head = fenced_.queue(index).head) != kNoChunk && chunks_.fence(head).id <= id) {
       resolve_chunk(head);
     }
   }
@@ -245,8 +241,7 @@ std::size_t BfcArena::poll_oracle() {
   for (std::size_t index = 0; index < fenced_.queue_count(); ++index) {
     ChunkHandle head = kNoChunk;
     while ((head = fenced_.queue(index).head) != kNoChunk) {
-      const Fence fence{chunks_[head].fence_id, chunks_[head].fence_stream};
-      if (!ask_oracle(*oracle_, fence)) break;
+      if (!ask_oracle(*oracle_, chunks_.fence(head))) break;
       resolve_chunk(head);
       ++resolved;
     }
@@ -403,12 +398,12 @@ std::optional<ChunkInfo> BfcArena::find(std::uintptr_t ptr) const noexcept {
   MutexLock lock(mutex_);
   const RegionRecord* region = region_containing(ptr);
   if (region == nullptr) return std::nullopt;
-  ChunkHandle handle = in_use_.find(ptr);  // the common case: the start of a live block
+  ChunkHandle handle = in_use_.find(chunks_, ptr);  // the common case: the start of a live block
   if (handle == kNoChunk) handle = chunk_containing(*region, ptr);
   if (handle == kNoChunk) return std::nullopt;
   const Chunk& chunk = chunks_[handle];
-  return ChunkInfo{chunk.base, chunk.size, chunk.requested, chunks_.state(handle) == ChunkState::in_use,
-                   region->region};
+  const bool in_use = chunks_.state(handle) == ChunkState::in_use;
+  return ChunkInfo{chunk.base, chunk.size, in_use ? chunk.requested() : 0, in_use, region->region};
 }
 
 std::size_t BfcArena::available() const noexcept {
@@ -470,7 +465,7 @@ bool BfcArena::validate_locked() const {
     for (ChunkHandle node = record.first; node != kNoChunk; node = chunks_[node].next) {
       const Chunk& chunk = chunks_[node];
       if (++chunks > chunks_.live()) return false;  // a cycle
-      if (chunk.prev != previous || chunk.base != expected || chunk.size == 0 ||
+      if (chunks_.prev(node) != previous || chunk.base != expected || chunk.size == 0 ||
           chunk.size % kGranule != 0 || chunk.base + chunk.size > previous_end) {
         return false;
       }
@@ -478,21 +473,22 @@ bool BfcArena::validate_locked() const {
         case ChunkState::unused: return false;
         case ChunkState::free:
           ++free_chunks;
-          if (chunk.requested != 0 || chunk.fence_id != 0) return false;
+          if (!chunks_.fence(node).empty()) return false;
           if (previous != kNoChunk && chunks_.state(previous) == ChunkState::free) return false;
           break;
         case ChunkState::in_use:
           ++in_use_chunks;
           in_use += chunk.size;
-          requested += chunk.requested;
-          if (chunk.requested == 0 || chunk.requested > chunk.size || in_use_.find(chunk.base) != node) {
+          requested += chunk.requested();
+          if (chunk.requested() == 0 || chunk.requested() > chunk.size || !chunks_.fence(node).empty() ||
+              in_use_.find(chunks_, chunk.base) != node) {
             return false;
           }
           break;
         case ChunkState::fenced:
           ++fenced_chunks;
           fenced += chunk.size;
-          if (chunk.fence_id == 0 || chunk.requested != 0) return false;
+          if (chunks_.fence(node).empty()) return false;
           break;
       }
       expected += chunk.size;

@@ -17,8 +17,12 @@ constexpr std::size_t kMaxRecords = std::numeric_limits<ChunkHandle>::max();
 ChunkStore::ChunkStore() {
   records_.reserve(kInitialRecords);
   states_.reserve(kInitialRecords);
+  prevs_.reserve(kInitialRecords);
+  fences_.reserve(kInitialRecords);
   records_.emplace_back();  // record 0: kNoChunk
   states_.push_back(ChunkState::unused);
+  prevs_.push_back(kNoChunk);
+  fences_.emplace_back();
 }
 
 bool ChunkStore::grow(std::size_t count) noexcept {
@@ -27,8 +31,10 @@ bool ChunkStore::grow(std::size_t count) noexcept {
   // Geometric, as push_back would grow: reserving exactly `needed` would copy on every call.
   const std::size_t capacity = std::min(kMaxRecords, std::max(needed, 2 * records_.capacity()));
   try {
-    // States first: should the records then fail, spare state capacity is all that changed.
+    // Side arrays first: should the records then fail, spare capacity is all that changed.
     states_.reserve(capacity);
+    prevs_.reserve(capacity);
+    fences_.reserve(capacity);
     records_.reserve(capacity);
   } catch (...) {  // bad_alloc; sizes and contents are unchanged
     return false;
@@ -42,10 +48,12 @@ ChunkHandle ChunkStore::create() noexcept {
     free_head_ = records_[handle].right;
     --free_count_;
   } else {
-    assert(records_.size() < records_.capacity() && states_.size() < states_.capacity());  // reserved
+    assert(spare_slots() > 0);  // reserved
     handle = static_cast<ChunkHandle>(records_.size());
     records_.emplace_back();
     states_.push_back(ChunkState::unused);
+    prevs_.push_back(kNoChunk);
+    fences_.emplace_back();
   }
   random_state_ ^= random_state_ << 13;
   random_state_ ^= random_state_ >> 17;
@@ -54,6 +62,10 @@ ChunkHandle ChunkStore::create() noexcept {
   chunk = Chunk{};
   chunk.priority = random_state_;
   states_[handle] = ChunkState::unused;
+  prevs_[handle] = kNoChunk;
+  // fences_[handle] is already empty: a fence is cleared when its chunk stops being fenced, and a
+  // record is destroyed only when free. Not touching it spares a write to a cold line per split.
+  assert(fences_[handle].empty());
   ++live_;
   return handle;
 }

@@ -37,15 +37,16 @@ bool FenceQueues::reserve(std::uintptr_t stream) noexcept {
 
 void FenceQueues::push(ChunkStore& store, ChunkHandle handle) noexcept {
   Chunk& chunk = store[handle];
-  Queue* queue = find_mutable(chunk.fence_stream);
+  const Fence& fence = store.fence(handle);
+  Queue* queue = find_mutable(fence.stream);
   if (queue == nullptr) {
     assert(queues_.size() < queues_.capacity());  // reserve() was called
-    queues_.push_back(Queue{chunk.fence_stream, kNoChunk, kNoChunk, 0});
+    queues_.push_back(Queue{fence.stream, kNoChunk, kNoChunk, 0});
     queue = &queues_.back();
   }
   // Walk back from the tail past later ids (only when frees raced with their fence ids).
   ChunkHandle after = queue->tail;
-  while (after != kNoChunk && store[after].fence_id > chunk.fence_id) after = store[after].left;
+  while (after != kNoChunk && store.fence(after).id > fence.id) after = store[after].left;
   const ChunkHandle before = after == kNoChunk ? queue->head : store[after].right;
   chunk.left = after;
   chunk.right = before;
@@ -57,7 +58,7 @@ void FenceQueues::push(ChunkStore& store, ChunkHandle handle) noexcept {
 
 void FenceQueues::remove(ChunkStore& store, ChunkHandle handle) noexcept {
   Chunk& chunk = store[handle];
-  Queue* queue = find_mutable(chunk.fence_stream);
+  Queue* queue = find_mutable(store.fence(handle).stream);
   if (chunk.left == kNoChunk) queue->head = chunk.right; else store[chunk.left].right = chunk.right;
   if (chunk.right == kNoChunk) queue->tail = chunk.left; else store[chunk.right].left = chunk.left;
   chunk.left = chunk.right = kNoChunk;
@@ -76,11 +77,12 @@ bool FenceQueues::validate(const ChunkStore& store, std::size_t& chunks) const n
     ChunkHandle previous = kNoChunk;
     for (ChunkHandle node = queue.head; node != kNoChunk; node = store[node].right) {
       const Chunk& chunk = store[node];
-      if (store.state(node) != ChunkState::fenced || chunk.fence_stream != queue.stream ||
-          chunk.fence_id == 0 || chunk.left != previous) {
+      const Fence& fence = store.fence(node);
+      if (store.state(node) != ChunkState::fenced || fence.stream != queue.stream || fence.empty() ||
+          chunk.left != previous) {
         return false;
       }
-      if (previous != kNoChunk && store[previous].fence_id > chunk.fence_id) return false;
+      if (previous != kNoChunk && store.fence(previous).id > fence.id) return false;
       if (++length > chunks_) return false;  // a cycle
       previous = node;
     }

@@ -12,8 +12,8 @@
 
 namespace gpumem::detail {
 
-// Invariants: each queue holds only fenced chunks whose fence_stream is the queue's stream, linked
-// through Chunk::left (towards head) and Chunk::right (towards tail), in non-decreasing fence_id;
+// Invariants: each queue holds only fenced chunks whose fence's stream is the queue's stream, linked
+// through Chunk::left (towards head) and Chunk::right (towards tail), in non-decreasing fence id;
 // chunks_ is the total over all queues; each queue's `chunks` is its own length.
 class FenceQueues {
  public:
@@ -27,7 +27,7 @@ class FenceQueues {
   // Makes a push() onto `stream` allocation-free (a new stream needs a queue); false, with the queues
   // unchanged, when host memory runs out.
   bool reserve(std::uintptr_t stream) noexcept;
-  // Enqueues a chunk whose fence fields are set; requires reserve(fence_stream) since the last push.
+  // Enqueues a chunk whose fence is set; requires reserve(its stream) since the last push.
   // Ids normally arrive in increasing order, so the insertion point is found from the tail in O(1).
   void push(ChunkStore& store, ChunkHandle handle) noexcept;
   void remove(ChunkStore& store, ChunkHandle handle) noexcept;

@@ -101,10 +101,10 @@ OomReport BfcArena::oom_report(std::size_t requested) const {
       if (chunks_.state(node) == ChunkState::in_use) {
         ++bin.chunks_in_use;
         bin.bytes_in_use += chunk.size;
-        bin.bytes_requested += chunk.requested;
+        bin.bytes_requested += chunk.requested();
         ++in_use_sizes[chunk.size];
-        bar.add(0, chunk.requested);
-        bar.add(1, chunk.size - chunk.requested);
+        bar.add(0, chunk.requested());
+        bar.add(1, chunk.size - chunk.requested());
       } else {
         ++bin.free_chunks;
         bin.free_bytes += chunk.size;
