@@ -70,9 +70,9 @@ Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t
 
 Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::uintptr_t& out) {
   if (bytes > options_.limit) return Status::out_of_memory;  // also keeps rounding from overflowing
-  // Every path below ends in carve(), which needs a record for the split-off rest and a chunk-map
-  // slot; securing both first is what keeps the paths from failing halfway.
-  if (!chunks_.reserve(1) || !in_use_.reserve_one()) return Status::out_of_memory;
+  // Every path below ends in carve(), which needs a record for the split-off rest; securing it
+  // first is what keeps the paths from failing halfway.
+  if (!reserve_records(1)) return Status::out_of_memory;
   const std::size_t rounded = detail::round_up(bytes);
   if (take_free(rounded, bytes, out)) return Status::ok;
   if (stream != 0 && take_fenced_on_stream(rounded, bytes, stream, out)) return Status::ok;
@@ -92,7 +92,6 @@ Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::
 bool BfcArena::take_free(std::size_t rounded, std::size_t requested, std::uintptr_t& out) {
   const ChunkHandle handle = free_.best_fit(chunks_, rounded);
   if (handle == kNoChunk) return false;
-  in_use_.prefetch(chunks_[handle].base);  // carve's insert: overlap the miss with the tree work
   free_.erase(chunks_, handle);
   carve(handle, rounded, requested, false);
   out = chunks_[handle].base;
@@ -126,10 +125,11 @@ void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t reques
   const std::size_t size = chunks_[handle].size;
   const std::size_t rest_size = size - rounded;
   if (rest_size > 0 && (size >= 2 * rounded || rest_size >= options_.max_internal_fragmentation)) {
-    const ChunkHandle rest = chunks_.create();  // reserved by allocate_locked: cannot fail
+    // Reserved by allocate_locked: cannot fail.
+    const ChunkHandle rest =
+        chunks_.create(chunks_[handle].base + rounded, was_fenced ? ChunkState::fenced : ChunkState::free);
     Chunk& chunk = chunks_[handle];
     Chunk& tail = chunks_[rest];
-    tail.base = chunk.base + rounded;
     tail.size = rest_size;
     chunks_.set_prev(rest, handle);
     tail.next = chunk.next;
@@ -138,13 +138,11 @@ void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t reques
     chunk.size = rounded;
     if (was_fenced) {
       // The remainder may still be in use by the device: it keeps the fence.
-      chunks_.set_state(rest, ChunkState::fenced);
       chunks_.set_fence(rest, chunks_.fence(handle));
       fenced_.push(chunks_, rest);
       counters_.bytes_fenced += rest_size;
     } else {
       // The chunk was coalesced, so its right neighbour is not free: the rest needs no merge.
-      chunks_.set_state(rest, ChunkState::free);
       free_.insert(chunks_, rest);
     }
   }
@@ -152,7 +150,6 @@ void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t reques
   chunks_.set_state(handle, ChunkState::in_use);
   if (was_fenced) chunks_.set_fence(handle, Fence{});
   chunk.set_requested(requested);
-  in_use_.insert(chunk.base, handle);
 
   ArenaStats& c = counters_;
   ++c.num_allocs;
@@ -164,13 +161,10 @@ void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t reques
 
 Status BfcArena::deallocate(std::uintptr_t ptr, Fence fence) noexcept {
   MutexLock lock(mutex_);
-  // A fence on a new stream needs a queue: secured before the chunk leaves the chunk map. A bad
-  // pointer may have reserved a queue slot; that is capacity only.
-  if (!fence.empty() && !fenced_.reserve(fence.stream)) {
-    return in_use_.find(chunks_, ptr) == kNoChunk ? classify_bad_free(ptr) : Status::out_of_memory;
-  }
-  const ChunkHandle handle = in_use_.erase(chunks_, ptr);
-  if (handle == kNoChunk) return classify_bad_free(ptr);
+  const ChunkHandle handle = chunks_.find(ptr);
+  if (handle == kNoChunk || chunks_.state(handle) != ChunkState::in_use) return classify_bad_free(ptr);
+  // A fence on a new stream needs a queue: secured before anything changes.
+  if (!fence.empty() && !fenced_.reserve(fence.stream)) return Status::out_of_memory;
   Chunk& chunk = chunks_[handle];
   counters_.bytes_in_use -= chunk.size;
   counters_.bytes_requested -= chunk.requested();
@@ -259,7 +253,7 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
   // The new region's chunk record, the record of the chunk take_free will split off it, and the
   // region's own record are secured before the source is asked: a region that could not be recorded
   // would leak.
-  if (!chunks_.reserve(2) || !reserve_region_record()) return Growth::no_host_memory;
+  if (!reserve_records(2) || !reserve_region_record()) return Growth::no_host_memory;
   bool grew_for_request = false;
   while (rounded > next_region_bytes_) {
     next_region_bytes_ = next_region_bytes_ > available / 2 ? available : next_region_bytes_ * 2;
@@ -286,11 +280,8 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
     next_region_bytes_ *= 2;
   }
 
-  const ChunkHandle handle = chunks_.create();
-  Chunk& chunk = chunks_[handle];
-  chunk.base = region.base;
-  chunk.size = region.size;
-  chunks_.set_state(handle, ChunkState::free);
+  const ChunkHandle handle = chunks_.create(region.base, ChunkState::free);
+  chunks_[handle].size = region.size;
   free_.insert(chunks_, handle);
   const auto position = std::upper_bound(
       regions_.begin(), regions_.end(), region.base,
@@ -312,6 +303,20 @@ bool BfcArena::reserve_region_record() {
   } catch (...) {  // bad_alloc; the vector is unchanged
     return false;
   }
+  return true;
+}
+
+bool BfcArena::reserve_records(std::size_t count) {
+  switch (chunks_.reserve(count)) {
+    case detail::ChunkStore::Reserve::ready: return true;
+    case detail::ChunkStore::Reserve::no_memory: return false;
+    case detail::ChunkStore::Reserve::relocated: break;
+  }
+  // The records moved: every handle kept outside them follows.
+  free_.relocate(chunks_);
+  fenced_.relocate(chunks_);
+  for (RegionRecord& record : regions_) record.first = chunks_.relocated(record.first);
+  chunks_.end_relocation();
   return true;
 }
 
@@ -398,7 +403,7 @@ std::optional<ChunkInfo> BfcArena::find(std::uintptr_t ptr) const noexcept {
   MutexLock lock(mutex_);
   const RegionRecord* region = region_containing(ptr);
   if (region == nullptr) return std::nullopt;
-  ChunkHandle handle = in_use_.find(chunks_, ptr);  // the common case: the start of a live block
+  ChunkHandle handle = chunks_.find(ptr);  // the common case: the start of a chunk
   if (handle == kNoChunk) handle = chunk_containing(*region, ptr);
   if (handle == kNoChunk) return std::nullopt;
   const Chunk& chunk = chunks_[handle];
@@ -452,7 +457,7 @@ bool BfcArena::debug_check() const {
 }
 
 bool BfcArena::validate_locked() const {
-  std::size_t chunks = 0, free_chunks = 0, in_use_chunks = 0, fenced_chunks = 0;
+  std::size_t chunks = 0, free_chunks = 0, fenced_chunks = 0;
   std::size_t reserved = 0, in_use = 0, requested = 0, fenced = 0;
   std::uintptr_t previous_end = 0;
   for (const RegionRecord& record : regions_) {
@@ -465,8 +470,8 @@ bool BfcArena::validate_locked() const {
     for (ChunkHandle node = record.first; node != kNoChunk; node = chunks_[node].next) {
       const Chunk& chunk = chunks_[node];
       if (++chunks > chunks_.live()) return false;  // a cycle
-      if (chunks_.prev(node) != previous || chunk.base != expected || chunk.size == 0 ||
-          chunk.size % kGranule != 0 || chunk.base + chunk.size > previous_end) {
+      if (chunks_.prev(node) != previous || chunks_.find(chunk.base) != node || chunk.base != expected ||
+          chunk.size == 0 || chunk.size % kGranule != 0 || chunk.base + chunk.size > previous_end) {
         return false;
       }
       switch (chunks_.state(node)) {
@@ -477,11 +482,9 @@ bool BfcArena::validate_locked() const {
           if (previous != kNoChunk && chunks_.state(previous) == ChunkState::free) return false;
           break;
         case ChunkState::in_use:
-          ++in_use_chunks;
           in_use += chunk.size;
           requested += chunk.requested();
-          if (chunk.requested() == 0 || chunk.requested() > chunk.size || !chunks_.fence(node).empty() ||
-              in_use_.find(chunks_, chunk.base) != node) {
+          if (chunk.requested() == 0 || chunk.requested() > chunk.size || !chunks_.fence(node).empty()) {
             return false;
           }
           break;
@@ -498,8 +501,8 @@ bool BfcArena::validate_locked() const {
   }
   std::size_t indexed = 0, queued = 0;
   const ArenaStats& c = counters_;
-  return chunks == chunks_.live() && free_.validate(chunks_, indexed) && indexed == free_chunks &&
-         fenced_.validate(chunks_, queued) && queued == fenced_chunks && in_use_.size() == in_use_chunks &&
+  return chunks == chunks_.live() && chunks_.validate() && free_.validate(chunks_, indexed) &&
+         indexed == free_chunks && fenced_.validate(chunks_, queued) && queued == fenced_chunks &&
          reserved == c.bytes_reserved && regions_.size() == c.regions && in_use == c.bytes_in_use &&
          requested == c.bytes_requested && fenced == c.bytes_fenced && c.bytes_reserved <= c.bytes_limit &&
          c.peak_bytes_in_use >= c.bytes_in_use && c.peak_bytes_reserved >= c.bytes_reserved;

@@ -16,15 +16,16 @@
 // (work on one stream completes in order).
 //
 // Costs: allocate and deallocate are O(log n) in the free chunks of one size class (a bitmap finds
-// the next non-empty class in O(1)) and allocate no memory once the record pool and chunk map
-// have grown to the arena's high-water mark. Host memory is proportional to the number of chunks.
+// the next non-empty class in O(1)); deallocate finds its chunk in O(1) through the record table,
+// which places records by address (chunk_store.h). Neither allocates memory once the record table
+// has grown to the arena's high-water mark. Host memory is proportional to the number of chunks.
 //
 // Thread safety: every public member takes one mutex per arena. Calls are short (no system call on
 // the hit path) and the shim serialises per context anyway, so finer locking would buy little.
 //
 // Failure: nothing throws out of the arena's operations (they are noexcept). Host metadata (chunk
-// records, chunk-map slots, fence queues, region records) is secured before any state changes, so
-// running out of host memory yields Status::out_of_memory with the arena exactly as it was.
+// records, fence queues, region records) is secured before any state changes, so running out of
+// host memory yields Status::out_of_memory with the arena exactly as it was.
 // oom_report() alone builds strings and may throw std::bad_alloc; it changes nothing.
 #pragma once
 
@@ -34,7 +35,6 @@
 #include <string>
 #include <vector>
 
-#include "chunk_map.h"
 #include "chunk_store.h"
 #include "fence.h"
 #include "fence_queues.h"
@@ -187,7 +187,7 @@ class BfcArena {
   bool take_fenced_on_stream(std::size_t rounded, std::size_t requested, std::uintptr_t stream,
                              std::uintptr_t& out) GPUMEM_REQUIRES(mutex_);
   // Marks `handle` (already out of the free index / fence queues) in use, splitting off the rest.
-  // Needs one record reserved in chunks_ and a chunk-map slot (allocate_locked secures both).
+  // Needs one record reserved in chunks_ (allocate_locked secures it).
   void carve(detail::ChunkHandle handle, std::size_t rounded, std::size_t requested, bool was_fenced)
       GPUMEM_REQUIRES(mutex_);
   // Merges a free chunk with free neighbours; returns the surviving record (not yet indexed).
@@ -197,6 +197,9 @@ class BfcArena {
   void resolve_chunk(detail::ChunkHandle handle) GPUMEM_REQUIRES(mutex_);
   std::size_t poll_oracle() GPUMEM_REQUIRES(mutex_);
   Growth extend(std::size_t rounded) GPUMEM_REQUIRES(mutex_);
+  // Room for `count` more chunk records (ChunkStore::reserve), following the records should they
+  // move; false when host memory runs out.
+  bool reserve_records(std::size_t count) GPUMEM_REQUIRES(mutex_);
   // Room for one more RegionRecord without allocating; false when host memory runs out.
   bool reserve_region_record() GPUMEM_REQUIRES(mutex_);
   // source_.reserve, with a throwing source taken as a refusal.
@@ -221,7 +224,6 @@ class BfcArena {
   mutable Mutex mutex_;
   detail::ChunkStore chunks_ GPUMEM_GUARDED_BY(mutex_);
   detail::FreeIndex free_ GPUMEM_GUARDED_BY(mutex_);
-  detail::ChunkMap in_use_ GPUMEM_GUARDED_BY(mutex_);
   detail::FenceQueues fenced_ GPUMEM_GUARDED_BY(mutex_);
   std::vector<RegionRecord> regions_ GPUMEM_GUARDED_BY(mutex_);  // sorted by base, disjoint
   std::size_t next_region_bytes_ GPUMEM_GUARDED_BY(mutex_) = 0;   // growth: size of the next region

@@ -1,27 +1,36 @@
-// Chunk records: the host-side metadata of every piece of every region. Records live in one vector
-// and are recycled through an intrusive free list, so splitting and merging chunks allocates nothing
-// once the vector has grown to the arena's high-water mark of chunks. Memory is proportional to the
-// number of chunks, never to region bytes. Growth happens only in reserve(), which callers run before
-// changing any state, so running out of host memory never leaves an operation half done.
+// Chunk records: the host-side metadata of every piece of every region, in one table that also
+// finds a chunk by its start address, so the arena needs no separate address map.
+//
+// Records are placed by address. Slots are grouped in buckets of kBucket (128 bytes of records, two
+// cache lines); two hashes of `base` name two buckets, and the record of the chunk starting at `base`
+// takes an unused slot of the emptier one. If both are full it takes any unused slot, and a small
+// overflow map names it. A chunk's base never changes while its record lives (a split creates the
+// upper record, a merge keeps the lower), so a record never moves, and finding the chunk that starts
+// at an address reads two buckets, whose loads overlap: in a large arena the only memory wait of a
+// free. Two choices keep buckets balanced, so the table stays small (at least 80% of slots may be in
+// use) while overflow stays rare.
+//
+// Growing the table rehashes every record into one twice the size, which changes handles: reserve()
+// says so, and relocated() tells holders of handles outside the table where each record went.
+// Memory is proportional to the number of chunks, never to region bytes. Growth happens only in
+// reserve(), which callers run before changing any state, so running out of host memory never leaves
+// an operation half done.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "chunk_handle.h"
 #include "fence.h"
+#include "pointer_map.h"
 
 namespace gpumem::detail {
 
-// Index of a record in the ChunkStore; 0 is "no chunk" (record 0 is never handed out).
-using ChunkHandle = std::uint32_t;
-inline constexpr ChunkHandle kNoChunk = 0;
-
 enum class ChunkState : std::uint8_t {
-  unused,  // record on the store's free list
+  unused,  // an empty slot
   free,    // available: in the free index
-  in_use,  // handed out: in the chunk map
+  in_use,  // handed out
   fenced,  // freed but possibly still used by the device: in a fence queue, not coalesced
 };
 
@@ -31,9 +40,10 @@ enum class ChunkState : std::uint8_t {
 // - size is a positive multiple of 256;
 // - left/right: the treap children when free, the fence-queue neighbours when fenced; in use, they
 //   hold the requested byte count (requested(), in [1, size]), since an in-use chunk is in neither
-//   a treap nor a queue. An unused record links the store's free list through `right`;
+//   a treap nor a queue;
 // - a fenced chunk's fence (ChunkStore::fence()) is non-empty;
 // - a free chunk never has a free neighbour (coalescing is eager).
+// An unused slot's record has base 0 (no chunk starts at address 0).
 // 32 bytes, aligned: two records per cache line, so one read at random costs one miss, and the
 // records of a large arena take half the cache they would at a line each. What a free does not need
 // (the fence) lives apart, in ChunkStore, as do the state and the prev link (see there).
@@ -53,33 +63,65 @@ struct alignas(32) Chunk {
 };
 static_assert(sizeof(Chunk) == 32 && sizeof(std::size_t) == 8);
 
-// Owns the records. Invariants: live() == number of records not on the free list, excluding record 0;
-// free_count_ == length of the free list; states_, prevs_ and fences_ parallel records_ (same size,
-// capacity >= theirs whenever reserve() has returned true); fences_[h] is empty unless h is fenced.
+// Owns the records. Invariants: the slot count is a power of two, at least kInitialSlots, and
+// live() <= slots * kMaxLoad; states_, prevs_ and fences_ parallel records_; live() == number of
+// slots whose state is not unused; slot 0 stays unused; the record of a live chunk starting at `base`
+// sits in one of base's two buckets, or elsewhere with overflow_ naming it (both buckets were full
+// when it was placed); overflow_ names nothing else; fences_[h] is empty unless h is fenced.
 //
-// With many chunks the records are cold, and address neighbours sit in unrelated records. States and
-// prev links are therefore kept in dense arrays beside the records (5 bytes a chunk), which stay in
+// States and prev links live in dense arrays beside the records (5 bytes a slot), which stay in
 // cache: freeing a chunk asks whether both neighbours are free without reading their records (most
 // frees in a full arena merge with nothing), and splitting a chunk updates its right neighbour's
 // prev link without loading that neighbour's record.
 class ChunkStore {
  public:
-  ChunkStore();
+  // Slots per bucket: 4 records, 128 bytes.
+  static constexpr std::size_t kBucket = 4;
+  static constexpr std::size_t kInitialSlots = 1024;
+  // Most of the slots in use at once, as a fraction: above it the table grows.
+  static constexpr std::size_t kMaxLoadNumerator = 4;
+  static constexpr std::size_t kMaxLoadDenominator = 5;
+
+  enum class Reserve : std::uint8_t {
+    ready,      // room for the records asked for
+    relocated,  // room made by rehashing: every handle changed (see relocated())
+    no_memory,  // host memory (or the handle space) ran out; the store is unchanged
+  };
+
+  ChunkStore() : ChunkStore(kInitialSlots) {}
 
   Chunk& operator[](ChunkHandle handle) noexcept { return records_[handle]; }
   const Chunk& operator[](ChunkHandle handle) const noexcept { return records_[handle]; }
 
-  // Makes the next `count` create() calls allocation-free. False, with the store unchanged, when host
-  // memory (or the handle space) runs out. May grow the vector: references to records obtained
-  // before the call are invalidated.
-  bool reserve(std::size_t count) noexcept {
-    // Inline fast path: on the allocation path the records are nearly always there already.
-    return count <= free_count_ || spare_slots() >= count - free_count_ || grow(count);
+  // Makes the next `count` create() calls allocation-free. After Reserve::relocated the caller must
+  // translate every handle it keeps with relocated(), then call end_relocation().
+  Reserve reserve(std::size_t count) noexcept {
+    // Inline fast path: on the allocation path there is nearly always room.
+    if (fits(live_ + count, records_.size()) && overflow_.reserve(count)) return Reserve::ready;
+    return reserve_slow(count);
   }
-  // A fresh record (state unused, links cleared, new priority). Requires a reserve() covering it, so
-  // it never allocates and never invalidates references.
-  ChunkHandle create() noexcept;
+  // The new handle of a record that had `old` before the last rehash (kNoChunk stays kNoChunk).
+  ChunkHandle relocated(ChunkHandle old) const noexcept { return relocation_[old]; }
+  // Forgets the translation table.
+  void end_relocation() noexcept;
+
+  // A fresh record for the chunk starting at `base` (links cleared, new priority), in `state` (not
+  // unused). Requires a reserve() covering it, so it never allocates and never moves records.
+  ChunkHandle create(std::uintptr_t base, ChunkState state) noexcept;
   void destroy(ChunkHandle handle) noexcept;
+  // The live record of the chunk starting at `base`, whatever its state; kNoChunk if none.
+  ChunkHandle find(std::uintptr_t base) const noexcept {
+    if (base == 0) return kNoChunk;
+    const std::size_t first = first_bucket(base);
+    const std::size_t second = second_bucket(base, first);
+    __builtin_prefetch(&records_[second * kBucket]);  // overlaps the two buckets' misses
+    for (const std::size_t bucket : {first, second}) {
+      for (std::size_t slot = bucket * kBucket; slot < (bucket + 1) * kBucket; ++slot) {
+        if (records_[slot].base == base) return static_cast<ChunkHandle>(slot);
+      }
+    }
+    return overflow_.size() == 0 ? kNoChunk : overflow_.find(base);
+  }
 
   ChunkState state(ChunkHandle handle) const noexcept { return states_[handle]; }
   void set_state(ChunkHandle handle, ChunkState state) noexcept { states_[handle] = state; }
@@ -91,21 +133,46 @@ class ChunkStore {
   void set_fence(ChunkHandle handle, Fence fence) noexcept { fences_[handle] = fence; }
 
   std::size_t live() const noexcept { return live_; }
+  // Records named by the overflow map (for tests and statistics).
+  std::size_t overflowed() const noexcept { return overflow_.size(); }
+  // True if the live record `handle` sits outside both of its buckets.
+  bool in_overflow(ChunkHandle handle) const noexcept { return !in_own_bucket(records_[handle].base, handle); }
+  // Checks the placement invariants above (not the links, which the arena checks).
+  bool validate() const noexcept;
 
  private:
-  // Records that can still be appended without reallocating either vector.
-  std::size_t spare_slots() const noexcept {
-    return std::min({records_.capacity(), states_.capacity(), prevs_.capacity(), fences_.capacity()}) -
-           records_.size();
+  explicit ChunkStore(std::size_t slots);
+
+  static constexpr bool fits(std::size_t live, std::size_t slots) noexcept {
+    return live * kMaxLoadDenominator <= slots * kMaxLoadNumerator;
   }
-  bool grow(std::size_t count) noexcept;
+  // The two buckets of `base`: the top bits of two unrelated multiplicative hashes of its granule
+  // number; never the same bucket.
+  std::size_t first_bucket(std::uintptr_t base) const noexcept {
+    return static_cast<std::size_t>(address_hash(base) >> bucket_shift_);
+  }
+  std::size_t second_bucket(std::uintptr_t base, std::size_t first) const noexcept {
+    const auto bucket = static_cast<std::size_t>(((base >> 8) * 0xd6e8feb86659fd93ull) >> bucket_shift_);
+    return bucket == first ? bucket ^ 1 : bucket;
+  }
+  bool in_own_bucket(std::uintptr_t base, std::size_t slot) const noexcept {
+    const std::size_t first = first_bucket(base);
+    return slot / kBucket == first || slot / kBucket == second_bucket(base, first);
+  }
+  Reserve reserve_slow(std::size_t count) noexcept;
+  // Moves every live record into `bigger` (empty, more slots), translating the links inside the
+  // records; fills relocation_. False when host memory runs out (this store is then unchanged).
+  bool rehash_into(ChunkStore& bigger) noexcept;
 
   std::vector<Chunk> records_;
   std::vector<ChunkState> states_;
   std::vector<ChunkHandle> prevs_;
   std::vector<Fence> fences_;
-  ChunkHandle free_head_ = kNoChunk;
-  std::size_t free_count_ = 0;
+  PointerMap overflow_;                   // base -> handle, for records outside their buckets
+  std::vector<ChunkHandle> relocation_;   // old handle -> new, from the last rehash until end_relocation()
+  std::size_t mask_ = 0;
+  int bucket_shift_ = 0;                  // 64 - log2(bucket count)
+  std::size_t cursor_ = 1;                // where the search for an unused slot for overflow resumes
   std::size_t live_ = 0;
   std::uint32_t random_state_ = 0x9e3779b9u;  // xorshift32 state for treap priorities
 };

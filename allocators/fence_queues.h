@@ -40,6 +40,13 @@ class FenceQueues {
   void drop_empty_queues() noexcept;
 
   std::size_t chunks() const noexcept { return chunks_; }
+  // The records moved (ChunkStore::Reserve::relocated): follow them.
+  void relocate(const ChunkStore& store) noexcept {
+    for (Queue& queue : queues_) {
+      queue.head = store.relocated(queue.head);
+      queue.tail = store.relocated(queue.tail);
+    }
+  }
   bool validate(const ChunkStore& store, std::size_t& chunks) const noexcept;
 
  private:

@@ -27,6 +27,11 @@ class FreeIndex {
   ChunkHandle largest(const ChunkStore& store) const noexcept;
 
   std::size_t count() const noexcept { return count_; }
+  // The records moved (ChunkStore::Reserve::relocated): follow them. The links inside the records
+  // were translated by the store.
+  void relocate(const ChunkStore& store) noexcept {
+    for (ChunkHandle& root : roots_) root = store.relocated(root);
+  }
   // Checks the invariants above; `chunks` receives the number of chunks found in the treaps. Walks
   // only the non-empty classes: O(free chunks), cheap enough to run after every debug-build call.
   bool validate(const ChunkStore& store, std::size_t& chunks) const noexcept;

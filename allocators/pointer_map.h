@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "chunk_store.h"
+#include "chunk_handle.h"
 #include "probing_table.h"
 
 namespace gpumem::detail {
@@ -17,7 +17,9 @@ class PointerMap {
  public:
   // Makes the next insert() allocation-free; false, with the map unchanged, when host memory runs out.
   bool reserve_one() noexcept { return table_.reserve_one(); }
-  // Requires a reserve_one() since the last insert, a non-zero key and a value other than kNoChunk.
+  // Makes the next `count` insert() calls allocation-free (false, unchanged, when memory runs out).
+  bool reserve(std::size_t count) noexcept { return table_.reserve(count); }
+  // Requires a reserve covering it, a non-zero key and a value other than kNoChunk.
   void insert(std::uintptr_t key, ChunkHandle value) noexcept { table_.insert(Slot{key, value}); }
   // The value stored for `key`, or kNoChunk.
   ChunkHandle find(std::uintptr_t key) const noexcept {

@@ -33,11 +33,12 @@ class ProbingTable {
 
   ProbingTable() : slots_(kInitialSlots), mask_(kInitialSlots - 1), shift_(64 - std::countr_zero(kInitialSlots)) {}
 
-  // Makes the next insert() allocation-free; false, with the table unchanged, when host memory runs
-  // out.
-  bool reserve_one() noexcept { return (size_ + 1) * 2 <= slots_.size() || grow_or_fail(); }
+  // Makes the next `count` insert() calls allocation-free; false, with the table unchanged, when
+  // host memory runs out.
+  bool reserve(std::size_t count) noexcept { return (size_ + count) * 2 <= slots_.size() || grow_or_fail(count); }
+  bool reserve_one() noexcept { return reserve(1); }
 
-  // Adds a slot (its key must not be present). Requires a reserve_one() since the last insert.
+  // Adds a slot (its key must not be present). Requires a reserve() covering it.
   void insert(const Slot& slot) noexcept {
     assert((size_ + 1) * 2 <= slots_.size());
     place(slot);
@@ -93,11 +94,13 @@ class ProbingTable {
     ++size_;
   }
 
-  bool grow_or_fail() noexcept {
+  bool grow_or_fail(std::size_t count) noexcept {
+    std::size_t slots = slots_.size() * 2;
+    while ((size_ + count) * 2 > slots) slots *= 2;
     // Homes use at most 32 hash bits (fingerprint slots keep no more).
-    if (slots_.size() >= (std::size_t{1} << 32)) return false;
+    if (slots > (std::size_t{1} << 32)) return false;
     try {
-      std::vector<Slot> old(slots_.size() * 2);
+      std::vector<Slot> old(slots);
       old.swap(slots_);
       mask_ = slots_.size() - 1;
       shift_ = 64 - std::countr_zero(slots_.size());

@@ -1,7 +1,6 @@
-// The two address maps over ProbingTable: PointerMap (whole addresses in the slots) against a
-// reference map under churn, and ChunkMap (32-bit fingerprints confirmed against the chunk records)
-// on addresses whose fingerprints collide. Also the requested byte count an in-use record packs into
-// its link fields, above 4 GiB.
+// Finding things by address: the chunk records' own placement by address (ChunkStore) on addresses
+// that share a bucket, through overflow and rehashing; PointerMap against a reference map under
+// churn. Also the requested byte count an in-use record packs into its link fields, above 4 GiB.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -10,59 +9,73 @@
 #include <vector>
 
 #include "arena_test_support.h"
-#include "chunk_map.h"
 #include "chunk_store.h"
 #include "pointer_map.h"
 
 using namespace gpumem::detail;
 
-namespace {
-
-// A granule count d whose address hash x is below 2^24: then the granules d, 2d, ... 9d hash to
-// k * x < 2^28 and share the top 32 bits (fingerprint 0). Search d = x * K^-1 mod 2^64 over small x
-// until 9d still fits in an address (d < 2^48 granules).
-std::uint64_t colliding_granule_step() {
-  std::uint64_t inverse = 1;  // Newton's iteration for the inverse of the odd multiplier mod 2^64
-  const std::uint64_t multiplier = address_hash(std::uintptr_t{1} << 8);
-  for (int round = 0; round < 6; ++round) inverse *= 2 - multiplier * inverse;
-  REQUIRE(multiplier * inverse == 1);
-  for (std::uint64_t x = 1; x < (std::uint64_t{1} << 24); ++x) {
-    const std::uint64_t granules = x * inverse;
-    if (granules != 0 && granules < (std::uint64_t{1} << 48)) return granules;
+TEST_CASE("ChunkStore finds records whose buckets are full, and keeps finding them as it grows", "[address_map]") {
+  // 600 chunks whose first bucket is bucket 0 in the initial table (the top 8 bits of the address
+  // hash are 0): bucket 0 holds three (slot 0 is never used), so nearly all go to their second
+  // bucket, and some of those overflow.
+  std::mt19937_64 rng(11);
+  std::vector<std::uintptr_t> bases;
+  while (bases.size() < 600) {
+    const std::uintptr_t base = ((rng() >> 24) + 1) << 8;
+    if (address_hash(base) >> 56 == 0) bases.push_back(base);
   }
-  FAIL("no colliding step found");
-  return 0;
-}
-
-}  // namespace
-
-TEST_CASE("ChunkMap tells apart chunks whose fingerprints collide", "[address_map]") {
-  const std::uint64_t step = colliding_granule_step();
   ChunkStore store;
-  ChunkMap map;
+  REQUIRE(store.reserve(bases.size()) == ChunkStore::Reserve::ready);
   std::vector<ChunkHandle> handles;
-  REQUIRE(store.reserve(8));
-  for (std::uint64_t k = 1; k <= 8; ++k) {
-    const std::uintptr_t base = static_cast<std::uintptr_t>(k * step) << 8;
-    REQUIRE(address_hash(base) >> 32 == 0);  // the same fingerprint for all eight
-    const ChunkHandle handle = store.create();
-    store[handle].base = base;
-    store[handle].size = 256;
-    store.set_state(handle, ChunkState::in_use);
-    REQUIRE(map.reserve_one());
-    map.insert(base, handle);
-    handles.push_back(handle);
+  for (const std::uintptr_t base : bases) handles.push_back(store.create(base, ChunkState::in_use));
+  REQUIRE(store.overflowed() > 0);
+  CHECK(store.validate());
+  for (std::size_t k = 0; k < bases.size(); ++k) CHECK(store.find(bases[k]) == handles[k]);
+  CHECK(store.find(bases[0] + 256) == kNoChunk);  // no chunk starts there
+  CHECK(store.find(0) == kNoChunk);
+
+  // Freeing a record in its bucket and an overflowed one: both are forgotten, the rest still found.
+  std::size_t in_bucket = 0, overflowed = 0;
+  while (store.in_overflow(handles[in_bucket])) ++in_bucket;
+  while (!store.in_overflow(handles[overflowed])) ++overflowed;
+  const std::size_t overflow_before = store.overflowed();
+  store.destroy(handles[in_bucket]);
+  store.destroy(handles[overflowed]);
+  CHECK(store.overflowed() == overflow_before - 1);
+  CHECK(store.find(bases[in_bucket]) == kNoChunk);
+  CHECK(store.find(bases[overflowed]) == kNoChunk);
+  CHECK(store.validate());
+
+  // Growing past the load limit rehashes: handles change, relocated() says how, links follow.
+  std::vector<std::size_t> kept;  // two records still live, linked to each other
+  for (std::size_t k = 0; kept.size() < 2; ++k) {
+    if (k != in_bucket && k != overflowed) kept.push_back(k);
   }
-  for (std::size_t k = 0; k < handles.size(); ++k) CHECK(map.find(store, store[handles[k]].base) == handles[k]);
-  // An address with the same fingerprint that starts no chunk is not found.
-  CHECK(map.find(store, static_cast<std::uintptr_t>(9 * step) << 8) == kNoChunk);
-  // Erasing from the middle of the probe run keeps the others reachable (backward shift).
-  CHECK(map.erase(store, store[handles[3]].base) == handles[3]);
-  CHECK(map.erase(store, store[handles[3]].base) == kNoChunk);
-  CHECK(map.size() == 7);
-  for (std::size_t k = 0; k < handles.size(); ++k) {
-    CHECK(map.find(store, store[handles[k]].base) == (k == 3 ? kNoChunk : handles[k]));
+  store[handles[kept[0]]].next = handles[kept[1]];
+  store.set_prev(handles[kept[1]], handles[kept[0]]);
+  std::vector<ChunkHandle> filler;
+  std::size_t relocations = 0;
+  for (std::uintptr_t base = std::uintptr_t{1} << 44; store.live() < 3 * ChunkStore::kInitialSlots;
+       base += 256) {
+    const ChunkStore::Reserve reserved = store.reserve(1);
+    REQUIRE(reserved != ChunkStore::Reserve::no_memory);
+    if (reserved == ChunkStore::Reserve::relocated) {
+      ++relocations;
+      for (ChunkHandle& handle : handles) handle = store.relocated(handle);
+      for (ChunkHandle& handle : filler) handle = store.relocated(handle);
+      store.end_relocation();
+    }
+    filler.push_back(store.create(base, ChunkState::free));
   }
+  CHECK(relocations == 2);  // 3072 live records need 4096 slots: 1024 -> 2048 -> 4096
+  CHECK(store.validate());
+  for (std::size_t k = 0; k < bases.size(); ++k) {
+    if (k == in_bucket || k == overflowed) continue;
+    CHECK(store.find(bases[k]) == handles[k]);
+    CHECK(store[handles[k]].base == bases[k]);
+  }
+  CHECK(store[handles[kept[0]]].next == handles[kept[1]]);
+  CHECK(store.prev(handles[kept[1]]) == handles[kept[0]]);
 }
 
 TEST_CASE("PointerMap agrees with a reference map under churn and growth", "[address_map]") {

@@ -1,4 +1,4 @@
-// Running out of host memory: the arena's own allocations (chunk records, chunk-map slots, fence
+// Running out of host memory: the arena's own allocations (chunk records, their overflow map, fence
 // queues, region records) are made to fail one after another, and every failure must surface as
 // Status::out_of_memory with the arena exactly as it was. This binary replaces the global operator
 // new so that the n-th allocation from now on, and every later one, throws std::bad_alloc.
@@ -154,7 +154,7 @@ TEST_CASE("running out of host memory at any allocation leaves the arena as it w
   std::vector<std::uintptr_t> live;
   FenceId next_fence = 1;
   int failed_allocations = 0, failed_frees = 0;
-  // Enough live blocks to outgrow the initial chunk records (1024) and chunk-map slots, and
+  // Enough live blocks to outgrow the initial chunk table (1024 slots, so 512 records), and
   // enough streams to outgrow the initial fence queues.
   constexpr std::size_t kTargetLive = 1500;
   for (int step = 0; step < 6000; ++step) {

@@ -81,6 +81,7 @@ struct Scenario {
   ArenaOptions options;
   RegionSourceLimits source_limits;
   bool oracle = false;  // fences also resolved by a FenceOracle the arena polls
+  std::size_t target_live = 80;  // live blocks the walk hovers around
 };
 
 // True if [base, base + size) overlaps a block in `blocks` (a map of disjoint blocks by address).
@@ -207,7 +208,8 @@ std::size_t random_size(std::mt19937_64& rng) {
   return 1 + rng() % (8 * kMiB);
 }
 
-void run_model(const Scenario& scenario, std::uint64_t seed, int operations) {
+// Returns the most chunk records the arena held at once.
+std::size_t run_model(const Scenario& scenario, std::uint64_t seed, int operations) {
   RecordingSource source(scenario.source_limits);
   ThresholdOracle oracle;
   BfcArena arena(source, scenario.options, scenario.oracle ? &oracle : nullptr);
@@ -215,11 +217,11 @@ void run_model(const Scenario& scenario, std::uint64_t seed, int operations) {
   std::mt19937_64 rng(seed);
   std::vector<std::uintptr_t> order;  // live pointers, for picking one at random
   FenceId next_fence = 1;
-  constexpr std::size_t kTargetLive = 80;
   constexpr std::uintptr_t kStreams[] = {0, 0x100, 0x200};
+  std::size_t peak_chunks = 0;
 
   for (int step = 0; step < operations; ++step) {
-    const bool allocate = order.empty() || rng() % 100 < (order.size() < kTargetLive ? 60u : 40u);
+    const bool allocate = order.empty() || rng() % 100 < (order.size() < scenario.target_live ? 60u : 40u);
     if (allocate) {
       const std::size_t bytes = random_size(rng);
       const std::uintptr_t stream = kStreams[rng() % 3];
@@ -268,6 +270,7 @@ void run_model(const Scenario& scenario, std::uint64_t seed, int operations) {
       }
     }
     check_against_model(arena, source, model, scenario.oracle);
+    peak_chunks = std::max(peak_chunks, arena.stats().chunks);
   }
   for (const std::uintptr_t ptr : order) REQUIRE(arena.deallocate(ptr) == Status::ok);
   arena.resolve_fences_through(next_fence);
@@ -277,6 +280,7 @@ void run_model(const Scenario& scenario, std::uint64_t seed, int operations) {
   CHECK(stats.chunks == stats.regions);  // everything coalesced back to one chunk per region
   CHECK(arena.validate());
   if (scenario.oracle) CHECK_FALSE(oracle.asked.empty());
+  return peak_chunks;
 }
 
 }  // namespace
@@ -297,6 +301,20 @@ TEST_CASE("randomized operations agree with the reference model", "[arena][rando
     DYNAMIC_SECTION(scenarios[index].name << ", seed " << seeds[index]) {
       run_model(scenarios[index], seeds[index], 100'000);
     }
+  }
+}
+
+TEST_CASE("randomized operations agree with the model while the record table grows", "[arena][random]") {
+  // Thousands of chunks: the record table (1024 slots at first, at most 80% of them used) rehashes
+  // several times, with free, in-use and fenced chunks, fence queues and regions following it.
+  Scenario scenario{"many live blocks", preallocated(std::size_t{1} << 30), {}};
+  scenario.target_live = 1500;
+  Scenario grown{"many live blocks, growth", growing(std::size_t{1} << 30), {}};
+  grown.options.initial_region_bytes = 4 * kMiB;  // many regions, whose first records move too
+  grown.target_live = 1500;
+  for (const Scenario& each : {scenario, grown}) {
+    // Over 1638 records at once: the table rehashed at least twice (at 820 and 1639 live records).
+    DYNAMIC_SECTION(each.name) { CHECK(run_model(each, 5, 12'000) > 1638); }
   }
 }
 

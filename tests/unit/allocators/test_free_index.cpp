@@ -11,14 +11,13 @@ namespace {
 
 // Free chunks of the given sizes at consecutive addresses, all in `index`.
 std::vector<ChunkHandle> fill(ChunkStore& store, FreeIndex& index, const std::vector<std::size_t>& sizes) {
-  REQUIRE(store.reserve(sizes.size()));
+  // A fresh store: should reserving rehash, no handle is held yet.
+  REQUIRE(store.reserve(sizes.size()) != ChunkStore::Reserve::no_memory);
   std::vector<ChunkHandle> handles;
   std::uintptr_t base = std::uintptr_t{1} << 40;
   for (const std::size_t size : sizes) {
-    const ChunkHandle handle = store.create();
-    store[handle].base = base;
+    const ChunkHandle handle = store.create(base, ChunkState::free);
     store[handle].size = size;
-    store.set_state(handle, ChunkState::free);
     index.insert(store, handle);
     handles.push_back(handle);
     base += size;
