@@ -11,46 +11,55 @@ constexpr std::size_t kMaxSlots = std::size_t{1} << 31;
 
 }  // namespace
 
-ChunkStore::ChunkStore(std::size_t slots)
-    : records_(slots),
-      states_(slots, ChunkState::unused),
-      prevs_(slots, kNoChunk),
-      fences_(slots),
-      mask_(slots - 1),
-      bucket_shift_(64 - std::countr_zero(slots / kBucket)) {}
+ChunkStore::ChunkStore(std::size_t table_slots)
+    : records_(table_slots + table_slots / kStashShare),
+      states_(records_.size(), ChunkState::unused),
+      prevs_(records_.size(), kNoChunk),
+      fences_(records_.size()),
+      table_slots_(table_slots),
+      bucket_shift_(64 - std::countr_zero(table_slots / kBucket)),
+      stash_cursor_(table_slots) {}
 
 ChunkStore::Reserve ChunkStore::reserve_slow(std::size_t count) noexcept {
-  if (fits(live_ + count, records_.size())) {
-    return overflow_.reserve(count) ? Reserve::ready : Reserve::no_memory;
-  }
-  std::size_t slots = records_.size() * 2;
-  while (!fits(live_ + count, slots)) slots *= 2;
-  if (slots > kMaxSlots) return Reserve::no_memory;
-  try {
-    ChunkStore bigger(slots);
-    if (!rehash_into(bigger) || !bigger.overflow_.reserve(count)) {
+  if (has_room(count)) return overflow_.reserve(count) ? Reserve::ready : Reserve::no_memory;
+  std::size_t table_slots = table_slots_ * 2;
+  while (!fits(live_ + count, table_slots)) table_slots *= 2;
+  // A bigger table spreads the records over more buckets, so fewer need the stash; in the rare case
+  // that it is still too full, double again.
+  for (; table_slots <= kMaxSlots; table_slots *= 2) {
+    try {
+      ChunkStore bigger(table_slots);
+      const Rehash rehash = rehash_into(bigger);
+      if (rehash == Rehash::no_memory) return Reserve::no_memory;
+      if (rehash == Rehash::stash_full || !bigger.has_room(count)) continue;
+      if (!bigger.overflow_.reserve(count)) {
+        end_relocation();
+        return Reserve::no_memory;
+      }
+      std::vector<ChunkHandle> relocation = std::move(relocation_);
+      *this = std::move(bigger);
+      relocation_ = std::move(relocation);
+      return Reserve::relocated;
+    } catch (...) {  // bad_alloc while building `bigger`: this store is untouched
       end_relocation();
       return Reserve::no_memory;
     }
-    std::vector<ChunkHandle> relocation = std::move(relocation_);
-    *this = std::move(bigger);
-    relocation_ = std::move(relocation);
-  } catch (...) {  // bad_alloc while building `bigger`: this store is untouched
-    return Reserve::no_memory;
   }
-  return Reserve::relocated;
+  end_relocation();
+  return Reserve::no_memory;
 }
 
-bool ChunkStore::rehash_into(ChunkStore& bigger) noexcept {
+ChunkStore::Rehash ChunkStore::rehash_into(ChunkStore& bigger) noexcept {
   try {
     relocation_.assign(records_.size(), kNoChunk);
   } catch (...) {
-    return false;
+    return Rehash::no_memory;
   }
   bigger.random_state_ = random_state_;
   for (std::size_t slot = 1; slot < records_.size(); ++slot) {
     if (states_[slot] == ChunkState::unused) continue;
-    if (!bigger.overflow_.reserve_one()) return false;
+    if (!bigger.has_room(1)) return Rehash::stash_full;
+    if (!bigger.overflow_.reserve_one()) return Rehash::no_memory;
     const ChunkHandle moved = bigger.create(records_[slot].base, states_[slot]);
     relocation_[slot] = moved;
     bigger.records_[moved] = records_[slot];
@@ -70,7 +79,7 @@ bool ChunkStore::rehash_into(ChunkStore& bigger) noexcept {
       chunk.right = follow(chunk.right);
     }
   }
-  return true;
+  return Rehash::done;
 }
 
 void ChunkStore::end_relocation() noexcept {
@@ -79,7 +88,7 @@ void ChunkStore::end_relocation() noexcept {
 }
 
 ChunkHandle ChunkStore::create(std::uintptr_t base, ChunkState state) noexcept {
-  assert(base != 0 && state != ChunkState::unused && fits(live_ + 1, records_.size()));
+  assert(base != 0 && state != ChunkState::unused && has_room(1));
   // The first unused slot of the bucket with more unused slots (the first bucket on a tie). States
   // are dense, so this reads no record.
   std::size_t chosen = 0, most_unused = 0;
@@ -96,11 +105,14 @@ ChunkHandle ChunkStore::create(std::uintptr_t base, ChunkState state) noexcept {
     }
   }
   if (chosen == 0) {
-    // Both buckets are full: any unused slot will do (a fifth of them at least are unused, so the
-    // search is short on average), and the overflow map remembers it.
-    while (cursor_ == 0 || states_[cursor_] != ChunkState::unused) cursor_ = (cursor_ + 1) & mask_;
-    chosen = cursor_;
+    // Both buckets are full: the stash takes it (reserve() made sure it has room), and the overflow
+    // map remembers where.
+    while (states_[stash_cursor_] != ChunkState::unused) {
+      stash_cursor_ = stash_cursor_ + 1 == records_.size() ? table_slots_ : stash_cursor_ + 1;
+    }
+    chosen = stash_cursor_;
     overflow_.insert(base, static_cast<ChunkHandle>(chosen));
+    ++stash_used_;
   }
   random_state_ ^= random_state_ << 13;
   random_state_ ^= random_state_ >> 17;
@@ -120,7 +132,10 @@ ChunkHandle ChunkStore::create(std::uintptr_t base, ChunkState state) noexcept {
 
 void ChunkStore::destroy(ChunkHandle handle) noexcept {
   Chunk& chunk = records_[handle];
-  if (!in_own_bucket(chunk.base, handle)) overflow_.erase(chunk.base);
+  if (handle >= table_slots_) {
+    overflow_.erase(chunk.base);
+    --stash_used_;
+  }
   chunk.base = 0;
   states_[handle] = ChunkState::unused;
   --live_;
@@ -128,13 +143,13 @@ void ChunkStore::destroy(ChunkHandle handle) noexcept {
 
 bool ChunkStore::validate() const noexcept {
   const std::size_t slots = records_.size();
-  if (!std::has_single_bit(slots) || slots < kInitialSlots || !fits(live_, slots) || states_.size() != slots ||
-      prevs_.size() != slots || fences_.size() != slots || states_[0] != ChunkState::unused ||
-      records_[0].base != 0) {
+  if (!std::has_single_bit(table_slots_) || table_slots_ < kInitialSlots || !fits(live_, table_slots_) ||
+      slots != table_slots_ + stash_slots() || states_.size() != slots || prevs_.size() != slots ||
+      fences_.size() != slots || states_[0] != ChunkState::unused || records_[0].base != 0) {
     return false;
   }
-  std::size_t live = 0, overflowed = 0;
-  for (std::size_t slot = 1; slot < records_.size(); ++slot) {
+  std::size_t live = 0, stashed = 0;
+  for (std::size_t slot = 1; slot < slots; ++slot) {
     const Chunk& chunk = records_[slot];
     if (states_[slot] == ChunkState::unused) {
       if (chunk.base != 0 || !fences_[slot].empty()) return false;
@@ -143,12 +158,15 @@ bool ChunkStore::validate() const noexcept {
     ++live;
     if (chunk.base == 0 || find(chunk.base) != slot) return false;
     if (fences_[slot].empty() == (states_[slot] == ChunkState::fenced)) return false;
-    if (!in_own_bucket(chunk.base, slot)) {
+    if (slot >= table_slots_) {
       if (overflow_.find(chunk.base) != slot) return false;
-      ++overflowed;
+      ++stashed;
+    } else {
+      const std::size_t first = first_bucket(chunk.base);
+      if (slot / kBucket != first && slot / kBucket != second_bucket(chunk.base, first)) return false;
     }
   }
-  return live == live_ && overflowed == overflow_.size();
+  return live == live_ && stashed == stash_used_ && overflow_.size() == stash_used_;
 }
 
 }  // namespace gpumem::detail

@@ -17,7 +17,7 @@ using namespace gpumem::detail;
 TEST_CASE("ChunkStore finds records whose buckets are full, and keeps finding them as it grows", "[address_map]") {
   // 600 chunks whose first bucket is bucket 0 in the initial table (the top 8 bits of the address
   // hash are 0): bucket 0 holds three (slot 0 is never used), so nearly all go to their second
-  // bucket, and some of those overflow.
+  // bucket, and some of those overflow into the stash.
   std::mt19937_64 rng(11);
   std::vector<std::uintptr_t> bases;
   while (bases.size() < 600) {
@@ -25,9 +25,11 @@ TEST_CASE("ChunkStore finds records whose buckets are full, and keeps finding th
     if (address_hash(base) >> 56 == 0) bases.push_back(base);
   }
   ChunkStore store;
-  REQUIRE(store.reserve(bases.size()) == ChunkStore::Reserve::ready);
   std::vector<ChunkHandle> handles;
-  for (const std::uintptr_t base : bases) handles.push_back(store.create(base, ChunkState::in_use));
+  for (const std::uintptr_t base : bases) {
+    REQUIRE(store.reserve(1) == ChunkStore::Reserve::ready);  // 600 fit 1024 slots and the stash
+    handles.push_back(store.create(base, ChunkState::in_use));
+  }
   REQUIRE(store.overflowed() > 0);
   CHECK(store.validate());
   for (std::size_t k = 0; k < bases.size(); ++k) CHECK(store.find(bases[k]) == handles[k]);
@@ -76,6 +78,34 @@ TEST_CASE("ChunkStore finds records whose buckets are full, and keeps finding th
   }
   CHECK(store[handles[kept[0]]].next == handles[kept[1]]);
   CHECK(store.prev(handles[kept[1]]) == handles[kept[0]]);
+}
+
+TEST_CASE("a full stash grows the table, however low the load", "[address_map]") {
+  // 200 chunks whose two buckets are the same two in the initial table (both hashes start with 8 zero
+  // bits): 7 fit there, the stash (128 slots) cannot take the rest, so the table must grow, though
+  // 200 records are far below its load limit, until the bigger tables spread them.
+  std::mt19937_64 rng(13);
+  std::vector<std::uintptr_t> bases;
+  while (bases.size() < 200) {
+    const std::uintptr_t base = ((rng() >> 24) + 1) << 8;
+    if (address_hash(base) >> 56 == 0 && second_address_hash(base) >> 56 == 0) bases.push_back(base);
+  }
+  ChunkStore store;
+  std::vector<ChunkHandle> handles;
+  std::size_t relocations = 0;
+  for (const std::uintptr_t base : bases) {
+    const ChunkStore::Reserve reserved = store.reserve(1);
+    REQUIRE(reserved != ChunkStore::Reserve::no_memory);
+    if (reserved == ChunkStore::Reserve::relocated) {
+      ++relocations;
+      for (ChunkHandle& handle : handles) handle = store.relocated(handle);
+      store.end_relocation();
+    }
+    handles.push_back(store.create(base, ChunkState::free));
+  }
+  CHECK(relocations > 0);
+  CHECK(store.validate());
+  for (std::size_t k = 0; k < bases.size(); ++k) CHECK(store.find(bases[k]) == handles[k]);
 }
 
 TEST_CASE("PointerMap agrees with a reference map under churn and growth", "[address_map]") {
