@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -104,18 +103,10 @@ TEST_CASE("sizes take units and one entry per device", "[driver][config]") {
 TEST_CASE("CUDASIM_ALLOC_LATENCY_US and CUDASIM_FREE_LATENCY_US slow cuMemAlloc and cuMemFree",
           "[driver][config]") {
   int rc = in_child([] {
-    setenv("CUDASIM_ALLOC_LATENCY_US", "200000", 1);
-    setenv("CUDASIM_FREE_LATENCY_US", "200000", 1);
-    CHILD_CHECK(start_primary_context());
-    using Clock = std::chrono::steady_clock;
-    constexpr auto kLatency = std::chrono::milliseconds(200);
+    CHILD_CHECK(start_with_test_latencies());
     CUdeviceptr ptr = 0;
-    auto start = Clock::now();
-    CHILD_CHECK(cuMemAlloc(&ptr, 4096) == CUDA_SUCCESS);
-    CHILD_CHECK(Clock::now() - start >= kLatency);
-    start = Clock::now();
-    CHILD_CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
-    CHILD_CHECK(Clock::now() - start >= kLatency);
+    CHILD_CHECK(succeeds_slowly([&] { return cuMemAlloc(&ptr, 4096); }));
+    CHILD_CHECK(succeeds_slowly([&] { return cuMemFree(ptr); }));
     return 0;
   });
   REQUIRE(rc == 0);

@@ -42,6 +42,24 @@ inline bool start_primary_context() {
          cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
 }
 
+// The simulated latency the latency tests configure, in the child that sets it.
+inline constexpr auto kTestLatency = std::chrono::milliseconds(200);
+
+// For forked children: sets CUDASIM_ALLOC_LATENCY_US and CUDASIM_FREE_LATENCY_US to kTestLatency,
+// then starts the primary context; false on any failure.
+inline bool start_with_test_latencies() {
+  setenv("CUDASIM_ALLOC_LATENCY_US", "200000", 1);
+  setenv("CUDASIM_FREE_LATENCY_US", "200000", 1);
+  return start_primary_context();
+}
+
+// True if `call` returns CUDA_SUCCESS and takes at least kTestLatency.
+template <typename Call>
+bool succeeds_slowly(Call call) {
+  const auto start = std::chrono::steady_clock::now();
+  return call() == CUDA_SUCCESS && std::chrono::steady_clock::now() - start >= kTestLatency;
+}
+
 // Runs `body` in a forked child, which starts with a fresh, uninitialised driver (and its own
 // environment), and returns the child's exit status (0: success; signals read as 1000 + number).
 inline int in_child(const std::function<int()>& body) {
