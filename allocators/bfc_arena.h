@@ -172,7 +172,8 @@ class BfcArena {
   bool validate() const noexcept;
 
  private:
-  // A region and the record of its lowest chunk (stable: merges always keep the lower record).
+  // A region and the record of its lowest chunk (merges always keep the lower record; a growing
+  // record table moves it, and reserve_records() follows).
   struct RegionRecord {
     Region region;
     detail::ChunkHandle first = detail::kNoChunk;

@@ -30,12 +30,9 @@ ChunkStore::Reserve ChunkStore::reserve_slow(std::size_t count) noexcept {
     try {
       ChunkStore bigger(table_slots);
       const Rehash rehash = rehash_into(bigger);
-      if (rehash == Rehash::no_memory) return Reserve::no_memory;
+      if (rehash == Rehash::no_memory) break;
       if (rehash == Rehash::stash_full || !bigger.has_room(count)) continue;
-      if (!bigger.overflow_.reserve(count)) {
-        end_relocation();
-        return Reserve::no_memory;
-      }
+      if (!bigger.overflow_.reserve(count)) break;
       std::vector<ChunkHandle> relocation = std::move(relocation_);
       *this = std::move(bigger);
       relocation_ = std::move(relocation);
@@ -83,8 +80,7 @@ ChunkStore::Rehash ChunkStore::rehash_into(ChunkStore& bigger) noexcept {
 }
 
 void ChunkStore::end_relocation() noexcept {
-  relocation_.clear();
-  relocation_.shrink_to_fit();
+  std::vector<ChunkHandle>().swap(relocation_);  // frees the memory, allocates none
 }
 
 ChunkHandle ChunkStore::create(std::uintptr_t base, ChunkState state) noexcept {

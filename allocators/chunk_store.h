@@ -6,15 +6,17 @@
 // takes an unused slot of the emptier one. If both are full it goes to a stash of slots beyond the
 // buckets, and a small overflow map names it. Keeping such records out of other buckets keeps them
 // few however long the arena churns: 100k live records at 77% load, after a million random
-// replacements, leave 8% in the stash, whose records and map are small enough to stay in cache. A chunk's base never changes while its record lives (a split creates the
-// upper record, a merge keeps the lower), so a record never moves, and finding the chunk that starts
-// at an address reads two buckets, whose loads overlap: in a large arena the only memory wait of a
-// free. Two choices keep buckets balanced, so the table stays small (at least 80% of slots may be in
-// use) while overflow stays rare.
+// replacements, leave 8% in the stash, whose records and map are small enough to stay in cache.
 //
-// Growing the table rehashes every record into one twice the size, which changes handles: reserve()
-// says so, and relocated() tells holders of handles outside the table where each record went.
-// Memory is proportional to the number of chunks, never to region bytes. Growth happens only in
+// A chunk's base never changes while its record lives (a split creates the upper record, a merge
+// keeps the lower), so a record never moves, and finding the chunk that starts at an address reads
+// two buckets, whose loads overlap: in a large arena the only memory wait of a free. Two choices
+// keep buckets balanced, so the table stays small (up to 80% of its bucketed slots in use).
+//
+// Growing the table rehashes every record into one at least twice the size (more if the stash would
+// still be full), which changes handles: reserve() says so, and relocated() tells holders of handles
+// outside the table where each record went. The table never shrinks: memory is proportional to the
+// most chunks the arena has held, never to region bytes. Growth happens only in
 // reserve(), which callers run before changing any state, so running out of host memory never leaves
 // an operation half done.
 #pragma once
@@ -71,7 +73,7 @@ constexpr std::uint64_t second_address_hash(std::uintptr_t address) noexcept {
 }
 
 // Owns the records. Invariants: table_slots_ (the bucketed slots) is a power of two, at least
-// kInitialSlots, and live() <= table_slots_ * kMaxLoad; the stash is the table_slots_ / kStashShare
+// kInitialSlots, and fits(live(), table_slots_) (at most 80% of them); the stash is the table_slots_ / kStashShare
 // slots after them; states_, prevs_ and fences_ parallel records_; live() == number of slots whose
 // state is not unused, stash_used_ == those in the stash; slot 0 stays unused; the record of a live
 // chunk starting at `base` sits in one of base's two buckets, or in the stash with overflow_ naming
@@ -176,7 +178,7 @@ class ChunkStore {
   // What rehash_into() achieved.
   enum class Rehash : std::uint8_t { done, stash_full, no_memory };
   // Moves every live record into `bigger` (empty, more slots), translating the links inside the
-  // records; fills relocation_. This store is unchanged either way.
+  // records; fills relocation_, which is all that changes here (the caller clears it on failure).
   Rehash rehash_into(ChunkStore& bigger) noexcept;
 
   std::vector<Chunk> records_;

@@ -1,7 +1,6 @@
-// PointerMap: an address -> small value map (the value type is a 32-bit ChunkHandle-sized word), for
-// code that tracks blocks by address without chunk records behind them, such as the shim's
-// cuda_async manager. Each slot keeps the whole address. O(1), allocation-free between reserve_one()
-// calls; see probing_table.h.
+// PointerMap: an address -> 32-bit value map (a ChunkHandle-sized word): the chunk records' overflow
+// map, and the shim's cuda_async manager's record of the blocks it handed out. Each slot keeps the
+// whole address. O(1), allocation-free within what reserve() secured; see probing_table.h.
 #pragma once
 
 #include <cstddef>

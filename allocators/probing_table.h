@@ -1,10 +1,9 @@
-// The hash table under the arena's and the shim's address maps: open addressing with linear probing
-// and backward-shift deletion (no tombstones, so lookups never slow down with churn). It grows
-// (rarely, amortised, and only in reserve_one()) and never shrinks.
+// The hash table under PointerMap: open addressing with linear probing and backward-shift deletion
+// (no tombstones, so lookups never slow down with churn). It grows (rarely, amortised, and only in
+// reserve() and reserve_one()) and never shrinks.
 //
-// A slot carries the hash bits that place it (Slot::hash()), so moving slots and rehashing never
-// need the key itself: a map may keep only a fingerprint of the key in the slot and confirm a match
-// elsewhere (ChunkMap does, against the chunk records), which keeps its slots small.
+// A slot carries the hash bits that place it (Slot::hash()), and lookups take a predicate, so a map
+// decides what its slots keep of the key.
 #pragma once
 
 #include <bit>
@@ -97,7 +96,7 @@ class ProbingTable {
   bool grow_or_fail(std::size_t count) noexcept {
     std::size_t slots = slots_.size() * 2;
     while ((size_ + count) * 2 > slots) slots *= 2;
-    // Homes use at most 32 hash bits (fingerprint slots keep no more).
+    // Values are 32-bit handles: more slots than that could never be needed.
     if (slots > (std::size_t{1} << 32)) return false;
     try {
       std::vector<Slot> old(slots);

@@ -108,6 +108,27 @@ TEST_CASE("a full stash grows the table, however low the load", "[address_map]")
   for (std::size_t k = 0; k < bases.size(); ++k) CHECK(store.find(bases[k]) == handles[k]);
 }
 
+TEST_CASE("ChunkStore::validate catches a misplaced record, a stale slot and a stray fence", "[address_map]") {
+  ChunkStore store;
+  REQUIRE(store.reserve(2) == ChunkStore::Reserve::ready);
+  const ChunkHandle live = store.create(std::uintptr_t{1} << 20, ChunkState::free);
+  const ChunkHandle gone = store.create(std::uintptr_t{2} << 20, ChunkState::free);
+  store.destroy(gone);
+  REQUIRE(store.validate());
+  SECTION("a live record whose base is not where its buckets are") {
+    store[live].base += 256;
+    CHECK_FALSE(store.validate());
+  }
+  SECTION("an unused slot that still names a chunk") {
+    store[gone].base = std::uintptr_t{2} << 20;
+    CHECK_FALSE(store.validate());
+  }
+  SECTION("a fence on a chunk that is not fenced") {
+    store.set_fence(live, gpumem::Fence{1, 0});
+    CHECK_FALSE(store.validate());
+  }
+}
+
 TEST_CASE("PointerMap agrees with a reference map under churn and growth", "[address_map]") {
   std::mt19937_64 rng(7);
   // Clustered keys make long probe runs, which exercise the backward shift across the table's end.
@@ -146,6 +167,12 @@ TEST_CASE("an in-use chunk keeps a requested size above 4 GiB", "[address_map][a
   CHECK(info->requested == requested);
   CHECK(arena.stats().bytes_requested == requested);
   CHECK(arena.validate());
+  // Enough blocks after it to grow the record table: the count moves with the record.
+  std::vector<std::uintptr_t> small;
+  for (int index = 0; index < 2000; ++index) small.push_back(gpumem::test::must_allocate(arena, 256));
+  CHECK(arena.find(ptr)->requested == requested);
+  CHECK(arena.stats().bytes_requested == requested + 2000 * 256);
+  for (const std::uintptr_t block : small) gpumem::test::must_free(arena, block);
   gpumem::test::must_free(arena, ptr);
   CHECK(arena.stats().bytes_requested == 0);
   CHECK(arena.find(ptr)->requested == 0);

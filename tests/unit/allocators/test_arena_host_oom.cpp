@@ -8,8 +8,11 @@
 #include <new>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "arena_test_support.h"
+#include "chunk_store.h"
+#include "pointer_map.h"
 
 using namespace gpumem;
 using namespace gpumem::test;
@@ -154,7 +157,7 @@ TEST_CASE("running out of host memory at any allocation leaves the arena as it w
   std::vector<std::uintptr_t> live;
   FenceId next_fence = 1;
   int failed_allocations = 0, failed_frees = 0;
-  // Enough live blocks to outgrow the initial chunk table (1024 slots, so 512 records), and
+  // Enough live blocks to outgrow the initial record table (1024 slots, so 819 records), and
   // enough streams to outgrow the initial fence queues.
   constexpr std::size_t kTargetLive = 1500;
   for (int step = 0; step < 6000; ++step) {
@@ -219,4 +222,62 @@ TEST_CASE("a fenced free that cannot get a queue keeps the block allocated", "[a
   }
   CHECK(to_string(status) == std::string("out_of_memory"));
   CHECK(arena.validate());
+}
+
+TEST_CASE("a record table that cannot grow is left exactly as it was", "[chunk_store][host_oom]") {
+  using namespace gpumem::detail;
+  // 100 records sharing both buckets of the initial table (most in the stash, named by the overflow
+  // map) and 600 spread ones: growing then moves buckets, stash and map, and every allocation on the
+  // way is made to fail in turn.
+  std::mt19937_64 rng(17);
+  std::vector<std::uintptr_t> bases;
+  while (bases.size() < 100) {
+    const std::uintptr_t base = ((rng() >> 24) + 1) << 8;
+    if (address_hash(base) >> 56 == 0 && second_address_hash(base) >> 56 == 0) bases.push_back(base);
+  }
+  while (bases.size() < 700) bases.push_back(((rng() >> 24) + 1) << 8);
+  ChunkStore store;
+  std::vector<ChunkHandle> handles;
+  for (const std::uintptr_t base : bases) {
+    REQUIRE(store.reserve(1) == ChunkStore::Reserve::ready);
+    handles.push_back(store.create(base, ChunkState::in_use));
+  }
+  const std::size_t stashed = store.overflowed();
+  REQUIRE(stashed > 50);
+  int failures = 0;
+  for (long allowed = 0;; ++allowed) {
+    g_failure_injected = false;
+    g_allocations_left = allowed;
+    const ChunkStore::Reserve reserved = store.reserve(200);  // 900 records need a bigger table
+    g_allocations_left = -1;
+    if (reserved == ChunkStore::Reserve::relocated) break;
+    REQUIRE(reserved == ChunkStore::Reserve::no_memory);
+    REQUIRE(g_failure_injected);
+    ++failures;
+    REQUIRE(store.validate());
+    REQUIRE(store.live() == bases.size());
+    REQUIRE(store.overflowed() == stashed);
+    for (std::size_t k = 0; k < bases.size(); ++k) REQUIRE(store.find(bases[k]) == handles[k]);
+  }
+  CHECK(failures >= 5);  // the four arrays, the stash's map and the translation table at least
+  for (std::size_t k = 0; k < bases.size(); ++k) CHECK(store.find(bases[k]) == store.relocated(handles[k]));
+  store.end_relocation();
+  CHECK(store.validate());
+}
+
+TEST_CASE("a PointerMap that cannot grow is left exactly as it was", "[pointer_map][host_oom]") {
+  gpumem::detail::PointerMap map;
+  for (std::uintptr_t key = 1; key <= 500; ++key) {
+    REQUIRE(map.reserve_one());
+    map.insert(key << 8, static_cast<gpumem::detail::ChunkHandle>(key));
+  }
+  g_failure_injected = false;
+  g_allocations_left = 0;
+  const bool reserved = map.reserve(100);  // 600 keys need more than 1024 slots
+  g_allocations_left = -1;
+  CHECK_FALSE(reserved);
+  CHECK(g_failure_injected);
+  CHECK(map.size() == 500);
+  for (std::uintptr_t key = 1; key <= 500; ++key) CHECK(map.find(key << 8) == key);
+  CHECK(map.reserve(100));
 }
