@@ -108,7 +108,6 @@ ChunkHandle ChunkStore::create(std::uintptr_t base, ChunkState state) noexcept {
     }
     chosen = stash_cursor_;
     overflow_.insert(base, static_cast<ChunkHandle>(chosen));
-    ++stash_used_;
   }
   random_state_ ^= random_state_ << 13;
   random_state_ ^= random_state_ >> 17;
@@ -128,10 +127,7 @@ ChunkHandle ChunkStore::create(std::uintptr_t base, ChunkState state) noexcept {
 
 void ChunkStore::destroy(ChunkHandle handle) noexcept {
   Chunk& chunk = records_[handle];
-  if (handle >= table_slots_) {
-    overflow_.erase(chunk.base);
-    --stash_used_;
-  }
+  if (handle >= table_slots_) overflow_.erase(chunk.base);
   chunk.base = 0;
   states_[handle] = ChunkState::unused;
   --live_;
@@ -162,7 +158,7 @@ bool ChunkStore::validate() const noexcept {
       if (slot / kBucket != first && slot / kBucket != second_bucket(chunk.base, first)) return false;
     }
   }
-  return live == live_ && stashed == stash_used_ && overflow_.size() == stash_used_;
+  return live == live_ && stashed == overflow_.size();
 }
 
 }  // namespace gpumem::detail

@@ -73,12 +73,12 @@ constexpr std::uint64_t second_address_hash(std::uintptr_t address) noexcept {
 }
 
 // Owns the records. Invariants: table_slots_ (the bucketed slots) is a power of two, at least
-// kInitialSlots, and fits(live(), table_slots_) (at most 80% of them); the stash is the table_slots_ / kStashShare
-// slots after them; states_, prevs_ and fences_ parallel records_; live() == number of slots whose
-// state is not unused, stash_used_ == those in the stash; slot 0 stays unused; the record of a live
+// kInitialSlots, and fits(live(), table_slots_) (at most 80% of them in use); the stash is the
+// table_slots_ / kStashShare slots after them; states_, prevs_ and fences_ parallel records_;
+// live() == number of slots whose state is not unused; slot 0 stays unused; the record of a live
 // chunk starting at `base` sits in one of base's two buckets, or in the stash with overflow_ naming
-// it (both buckets were full when it was placed); overflow_ names nothing else; fences_[h] is empty
-// unless h is fenced.
+// it (both buckets were full when it was placed); overflow_ names exactly the stash's records;
+// fences_[h] is empty unless h is fenced.
 //
 // States and prev links live in dense arrays beside the records (5 bytes a slot), which stay in
 // cache: freeing a chunk asks whether both neighbours are free without reading their records (most
@@ -148,7 +148,7 @@ class ChunkStore {
 
   std::size_t live() const noexcept { return live_; }
   // Records in the stash, named by the overflow map (for tests and statistics).
-  std::size_t overflowed() const noexcept { return stash_used_; }
+  std::size_t overflowed() const noexcept { return overflow_.size(); }
   // True if the live record `handle` sits in the stash.
   bool in_overflow(ChunkHandle handle) const noexcept { return handle >= table_slots_; }
   // Checks the placement invariants above (not the links, which the arena checks).
@@ -163,7 +163,7 @@ class ChunkStore {
   std::size_t stash_slots() const noexcept { return table_slots_ / kStashShare; }
   // Room for `count` more records, wherever they land (buckets or stash).
   bool has_room(std::size_t count) const noexcept {
-    return fits(live_ + count, table_slots_) && stash_used_ + count <= stash_slots();
+    return fits(live_ + count, table_slots_) && overflow_.size() + count <= stash_slots();
   }
   // The two buckets of `base`: the top bits of two unrelated multiplicative hashes of its granule
   // number; never the same bucket.
@@ -189,7 +189,6 @@ class ChunkStore {
   std::vector<ChunkHandle> relocation_;   // old handle -> new, from the last rehash until end_relocation()
   std::size_t table_slots_ = 0;
   int bucket_shift_ = 0;                  // 64 - log2(bucket count)
-  std::size_t stash_used_ = 0;
   std::size_t stash_cursor_ = 0;          // where the search for an unused stash slot resumes
   std::size_t live_ = 0;
   std::uint32_t random_state_ = 0x9e3779b9u;  // xorshift32 state for treap priorities

@@ -30,11 +30,14 @@ class ProbingTable {
  public:
   static constexpr std::size_t kInitialSlots = 1024;
 
-  ProbingTable() : slots_(kInitialSlots), mask_(kInitialSlots - 1), shift_(64 - std::countr_zero(kInitialSlots)) {}
+  ProbingTable()
+      : slots_(kInitialSlots), mask_(kInitialSlots - 1), shift_(64 - std::countr_zero(kInitialSlots)) {}
 
   // Makes the next `count` insert() calls allocation-free; false, with the table unchanged, when
   // host memory runs out.
-  bool reserve(std::size_t count) noexcept { return (size_ + count) * 2 <= slots_.size() || grow_or_fail(count); }
+  bool reserve(std::size_t count) noexcept {
+    return (size_ + count) * 2 <= slots_.size() || grow_or_fail(count);
+  }
   bool reserve_one() noexcept { return reserve(1); }
 
   // Adds a slot (its key must not be present). Requires a reserve() covering it.
