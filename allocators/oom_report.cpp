@@ -130,9 +130,14 @@ std::string OomReport::render() const {
   const ArenaStats& s = stats;
   std::size_t in_use_chunks = 0;
   for (const InUseSize& entry : in_use_by_size) in_use_chunks += entry.count;
-  fmt::format_to(line, "out of memory allocating {} (rounded to {}): {} free in regions, largest free chunk {}\n",
-                 human_bytes(requested), human_bytes(rounded), human_bytes(free_bytes),
-                 human_bytes(largest_free_chunk));
+  if (requested == 0) {  // a dump of the arena's state, not an answer to a request
+    fmt::format_to(line, "arena: {} free in regions, largest free chunk {}\n", human_bytes(free_bytes),
+                   human_bytes(largest_free_chunk));
+  } else {
+    fmt::format_to(line, "out of memory allocating {} (rounded to {}): {} free in regions, largest free chunk {}\n",
+                   human_bytes(requested), human_bytes(rounded), human_bytes(free_bytes),
+                   human_bytes(largest_free_chunk));
+  }
   fmt::format_to(line, "limit {}, reserved {} in {} region(s), in use {} in {} chunk(s) ({} requested), fenced {}\n",
                  human_bytes(s.bytes_limit), human_bytes(s.bytes_reserved), s.regions,
                  human_bytes(s.bytes_in_use), in_use_chunks, human_bytes(s.bytes_requested),

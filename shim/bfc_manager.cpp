@@ -47,6 +47,7 @@ void BfcManager::resolve_fences_instead_of_growing(std::size_t bytes) {
     return;
   }
   const FenceId through = last_fence_id();
+  count_fence_sync();
   if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
 }
 
@@ -62,11 +63,14 @@ CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, st
     count_pass_through();
     log::at(LogLevel::debug, "device {}: {} bytes from the driver while a graph capture is under way",
             device(), bytes);
-    return count_driver_alloc(stream == nullptr ? real_driver().cuMemAlloc_v2(out, bytes)
-                                                : driver_passthrough::mem_alloc_async(out, bytes, *stream));
+    const CUresult result = count_driver_alloc(stream == nullptr
+                                                   ? real_driver().cuMemAlloc_v2(out, bytes)
+                                                   : driver_passthrough::mem_alloc_async(out, bytes, *stream));
+    return count_path(result, AllocationPath::driver, bytes);
   }
   for (int attempt = 0; status == Status::fences_pending && attempt < kFenceSyncAttempts; ++attempt) {
     const FenceId through = last_fence_id();  // every fence drawn before the synchronisation starts
+    count_fence_sync();
     if (synchronize_context() != CUDA_SUCCESS) break;
     do_context_synchronized(through);
     status = arena_.allocate(bytes, address, stream_domain);
@@ -74,12 +78,7 @@ CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, st
   if (status == Status::ok) {
     *out = static_cast<CUdeviceptr>(address);
     warn_once_if_preallocation_shrank();
-    return CUDA_SUCCESS;
-  }
-  if ((status == Status::out_of_memory || status == Status::fences_pending) &&
-      log::enabled(LogLevel::warn)) {
-    log::at(LogLevel::warn, "device {}: out of memory allocating {} bytes (limit {} bytes)\n{}",
-                 device(), bytes, limit_bytes(), arena_.oom_report(bytes).render());
+    return count_path(CUDA_SUCCESS, AllocationPath::arena, bytes);
   }
   return to_cuda_result(status);
 }
@@ -121,6 +120,7 @@ CUresult BfcManager::do_free(CUdeviceptr ptr) {
         break;
       }
       const FenceId through = last_fence_id();
+      count_fence_sync();
       const CUresult synced = synchronize_context();
       if (synced != CUDA_SUCCESS) return synced;
       do_context_synchronized(through);
@@ -135,7 +135,8 @@ CUresult BfcManager::do_free(CUdeviceptr ptr) {
 CUresult BfcManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
   if (driver_passthrough::stream_is_capturing(stream)) {  // the graph must own its allocation nodes
     count_pass_through();
-    return count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream));
+    return count_path(count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream)),
+                      AllocationPath::graph, bytes);
   }
   return allocate_from_arena(out, bytes, fence_domain(stream.handle, stream.per_thread), &stream);
 }
@@ -162,7 +163,8 @@ CUresult BfcManager::do_allocate_from_pool_async(CUdeviceptr* out, std::size_t b
                                                  StreamArg stream) {
   if (pool != nullptr && pool == default_pool_) return do_allocate_async(out, bytes, stream);
   count_pass_through();  // the program's own pool
-  return count_driver_alloc(driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream));
+  return count_path(count_driver_alloc(driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream)),
+                    AllocationPath::program_pool, bytes);
 }
 
 CUresult BfcManager::do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) {
@@ -200,6 +202,7 @@ void copy_arena_figures(const ArenaStats& arena, ManagerStats& stats) {
   stats.largest_free_block = arena.largest_free_block;
   stats.bytes_fenced = arena.bytes_fenced;
   stats.regions = arena.regions;
+  stats.fragmentation = arena.fragmentation;
   stats.counters.driver_allocs += arena.region_reservations;  // every region is one cuMemAlloc
 }
 
@@ -213,6 +216,25 @@ bool BfcManager::do_try_fill_stats(ManagerStats& stats) const {
   copy_arena_figures(arena, stats);
   return true;
 }
+
+std::size_t BfcManager::do_trim() {
+  // Fenced chunks count as used until the device is known to be done with them: synchronise once so
+  // they can go back too (not while a graph is being captured: the driver would end the capture).
+  if (!capture_state::active() && arena_.stats().bytes_fenced > 0) {
+    const FenceId through = last_fence_id();
+    count_fence_sync();
+    if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
+  }
+  return arena_.release_free_regions();
+}
+
+std::string BfcManager::do_dump() const { return arena_.oom_report(0).render(); }
+
+std::string BfcManager::do_describe_refusal(std::size_t bytes) const {
+  return limit_advice() + "\n" + arena_.oom_report(bytes).render();
+}
+
+std::size_t BfcManager::do_reserved_bytes_now() const noexcept { return source_.bytes_reserved(); }
 
 void BfcManager::do_context_synchronized(FenceId through) {
   fences_.resolve_through(through);

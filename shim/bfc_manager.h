@@ -39,6 +39,10 @@ class BfcManager final : public MemoryManager {
   void do_fill_stats(ManagerStats& stats) const override;
   bool do_try_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "bfc"; }
+  std::size_t do_trim() override;
+  std::string do_dump() const override;
+  std::string do_describe_refusal(std::size_t bytes) const override;
+  std::size_t do_reserved_bytes_now() const noexcept override;
 
   // Allocates from the arena; when only fenced memory would fit, synchronises the context once,
   // resolves every fence issued before it, and retries. Logs the OOM report on failure.

@@ -28,13 +28,6 @@ void log_summary(const MemoryManager& manager, bool never_wait = false) noexcept
   }
 }
 
-// At exit, after the program's own exit handlers (the runtime's among them, which release the
-// primary contexts and so log their summaries through forget()): the contexts still alive. Only at
-// info level, and only in a process whose CUDA calls reached the registry.
-__attribute__((destructor)) void log_summaries_at_exit() {
-  if (const ContextRegistry* registry = g_registry.load(std::memory_order_acquire)) registry->log_live_summaries();
-}
-
 std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, const Policy& policy,
                                             std::size_t limit, log::Pending& messages) {
   const RealDriver& driver = real_driver();
@@ -72,6 +65,19 @@ ContextRegistry& ContextRegistry::instance() {
 }
 
 ContextRegistry::ContextRegistry() = default;
+
+const ContextRegistry* ContextRegistry::existing() noexcept { return g_registry.load(std::memory_order_acquire); }
+
+bool ContextRegistry::is_live(const MemoryManager* manager) const noexcept {
+  const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < used; ++i) {
+    if (slots_[i].manager.load(std::memory_order_acquire) == manager &&
+        slots_[i].context.load(std::memory_order_acquire) != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
 
 MemoryManager* ContextRegistry::current(bool create) {
   const RealDriver& driver = real_driver();
@@ -221,6 +227,9 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
   slots_[slot].manager.store(manager, std::memory_order_release);
   slots_[slot].context.store(context, std::memory_order_release);
   if (slot == used) slots_in_use_.store(used + 1, std::memory_order_release);
+  const std::size_t made_before = managers_made_.load(std::memory_order_relaxed);
+  if (made_before < kMaxManagersKept) made_[made_before].store(manager, std::memory_order_release);
+  managers_made_.store(made_before + 1, std::memory_order_release);
   messages.add(LogLevel::info, "context {} (device {}): {} mode, limit {} bytes of {} total ({} free); {}",
                static_cast<const void*>(context), device, manager->mode_name(), limit, total, free,
                policy.describe());
@@ -242,6 +251,7 @@ void ContextRegistry::reset_in_child() noexcept {
   // holds the mutex (taken before the fork), and it is the child's only thread.
   for (Slot& slot : registry->slots_) slot.context.store(nullptr, std::memory_order_relaxed);
   registry->slots_in_use_.store(0, std::memory_order_release);
+  registry->managers_made_.store(0, std::memory_order_release);  // the parent's figures are the parent's
   registry->mutex_.unlock();
 }
 

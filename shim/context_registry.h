@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -39,6 +40,17 @@ class ContextRegistry {
   // Logs (at info) the summary of every manager whose context is still registered: at process exit,
   // for the contexts nothing destroyed. Calls no CUDA function.
   void log_live_summaries() const noexcept;
+  // Calls visit(manager, live) for every manager this process made (up to kMaxManagersKept, in the
+  // order they were made), `live` false once its context is gone. Lock-free; calls no CUDA function.
+  template <typename Visit>
+  void for_each_manager(Visit&& visit) const {
+    const std::size_t made = std::min(managers_made_.load(std::memory_order_acquire), kMaxManagersKept);
+    for (std::size_t i = 0; i < made; ++i) {
+      if (MemoryManager* manager = made_[i].load(std::memory_order_acquire)) visit(*manager, is_live(manager));
+    }
+  }
+  // The registry if some hook has reached it in this process, else null (never creates it).
+  static const ContextRegistry* existing() noexcept;
   // The device's primary context if it is active (naming it leaves its reference count as it was),
   // else null.
   static CUcontext active_primary_context(CUdevice device);
@@ -49,6 +61,9 @@ class ContextRegistry {
     std::atomic<MemoryManager*> manager{nullptr};
   };
   static constexpr std::size_t kMaxContexts = 64;
+  static constexpr std::size_t kMaxManagersKept = 4096;  // for the exit statistics
+
+  bool is_live(const MemoryManager* manager) const noexcept;
 
   ContextRegistry();
   // What it has to say goes to `messages`, to be logged once `mutex_` is released.
@@ -60,6 +75,9 @@ class ContextRegistry {
   std::mutex mutex_;
   std::array<Slot, kMaxContexts> slots_;
   std::atomic<std::size_t> slots_in_use_{0};  // high-water mark of used slots
+  // Every manager made (they are never deleted), for the statistics of retired contexts.
+  std::array<std::atomic<MemoryManager*>, kMaxManagersKept> made_{};
+  std::atomic<std::size_t> managers_made_{0};
 };
 
 }  // namespace gpumem::shim

@@ -85,6 +85,7 @@ CUresult CudaAsyncManager::allocate_on_private_stream(CUdeviceptr* out, std::siz
     // As TensorFlow does: let pending frees land (ours included), then try once more. (Not while
     // the program captures a graph: the driver would refuse the synchronisation and end the capture.)
     const FenceId through = last_fence_id();
+    count_fence_sync();
     const CUresult synced = synchronize_context();
     if (synced == CUDA_SUCCESS) do_context_synchronized(through);
     result = allocate_from_pool(out, bytes);
@@ -135,7 +136,7 @@ CUresult CudaAsyncManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   blocks_.insert(*out, kServed);
-  return CUDA_SUCCESS;
+  return count_path(CUDA_SUCCESS, AllocationPath::async_pool, bytes);
 }
 
 CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
@@ -161,6 +162,7 @@ CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
   }
   if (policy().free_sync == FreeSync::sync && !defer) {
     const FenceId through = last_fence_id();
+    count_fence_sync();
     const CUresult synced = synchronize_context();
     if (synced != CUDA_SUCCESS) return synced;
     do_context_synchronized(through);
@@ -169,7 +171,9 @@ CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
 }
 
 CUresult CudaAsyncManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
-  return count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream));
+  const AllocationPath path =
+      driver_passthrough::stream_is_capturing(stream) ? AllocationPath::graph : AllocationPath::async_pool;
+  return count_path(count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream)), path, bytes);
 }
 
 CUresult CudaAsyncManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {

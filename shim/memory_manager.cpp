@@ -1,12 +1,61 @@
 #include "memory_manager.h"
 
 #include <fmt/format.h>
+#include <time.h>
 
+#include <mutex>
+
+#include "log.h"
+#include "observe/refusal_limiter.h"
+#include "observe/trace_log.h"
 #include "pitch.h"
 #include "real_driver.h"
 #include "stream_domain.h"
 
 namespace gpumem::shim {
+namespace {
+
+// The stream column of the trace: the handle as the driver sees it (the per-thread default stream
+// is CU_STREAM_PER_THREAD); 0 for synchronous calls.
+std::uintptr_t stream_column(StreamArg stream) noexcept {
+  return reinterpret_cast<std::uintptr_t>(plain_stream_handle(stream.handle, stream.per_thread));
+}
+
+std::uint64_t monotonic_ns() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(now.tv_nsec);
+}
+
+// What to change to get a larger limit, for the out-of-memory report.
+std::string limit_hint(const Policy& policy) {
+  if (policy.limit_bytes) return fmt::format("set by {}; raise it", policy.limit_origin.variable);
+  const std::string variable =
+      policy.fraction_origin.variable == "default" ? "GPUMEM_MEM_FRACTION" : policy.fraction_origin.variable;
+  return fmt::format("{} of the device's {} memory from {}; raise {} or set GPUMEM_LIMIT", policy.fraction,
+                     to_string(policy.fraction_of), policy.fraction_origin.variable, variable);
+}
+
+std::mutex g_refusal_mutex;
+observe::RefusalLimiter g_refusals;  // one for the process: reports are what is limited
+
+}  // namespace
+
+std::string_view to_string(AllocationPath path) noexcept {
+  switch (path) {
+    case AllocationPath::arena:
+      return "arena";
+    case AllocationPath::driver:
+      return "driver";
+    case AllocationPath::async_pool:
+      return "async_pool";
+    case AllocationPath::program_pool:
+      return "program_pool";
+    case AllocationPath::graph:
+      return "graph";
+  }
+  return "?";
+}
 
 MemoryManager::MemoryManager(CUcontext context, CUdevice device, const Policy& policy,
                              std::size_t limit_bytes)
@@ -15,7 +64,7 @@ MemoryManager::MemoryManager(CUcontext context, CUdevice device, const Policy& p
 CUresult MemoryManager::allocate(CUdeviceptr* out, std::size_t bytes) {
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;  // as cuMemAlloc_v2 answers
   const CUresult result = do_allocate(out, bytes);
-  count_alloc(result);
+  finish_alloc(result, out, bytes, 0);
   return result;
 }
 
@@ -23,26 +72,42 @@ CUresult MemoryManager::allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std
                                        std::size_t height, unsigned int element_size_bytes) {
   if (out == nullptr || pitch == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_pitch(out, pitch, width_bytes, height, element_size_bytes);
-  count_alloc(result);
+  finish_alloc(result, out, result == CUDA_SUCCESS ? *pitch * height : width_bytes * height, 0);
   return result;
 }
 
 CUresult MemoryManager::free(CUdeviceptr ptr) {
+  observe::TraceLog* trace = observe::trace_log();
+  // Traced before the free: once freed, another thread may be handed the same address.
+  const std::uint64_t ticket =
+      trace == nullptr ? 0 : observe::trace_free(*trace, ptr, 0, device_, reserved_bytes_now(), limit_bytes_);
   const CUresult result = do_free(ptr);
-  if (result == CUDA_SUCCESS) frees_.fetch_add(1, std::memory_order_relaxed);
+  if (result == CUDA_SUCCESS) {
+    frees_.fetch_add(1, std::memory_order_relaxed);
+  } else if (trace != nullptr) {
+    observe::trace_free_failed(*trace, ticket);
+  }
   return result;
 }
 
 CUresult MemoryManager::allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_async(out, bytes, stream);
-  count_alloc(result);
+  finish_alloc(result, out, bytes, stream_column(stream));
   return result;
 }
 
 CUresult MemoryManager::free_async(CUdeviceptr ptr, StreamArg stream) {
+  observe::TraceLog* trace = observe::trace_log();
+  const std::uint64_t ticket = trace == nullptr ? 0
+                                                : observe::trace_free(*trace, ptr, stream_column(stream), device_,
+                                                                      reserved_bytes_now(), limit_bytes_);
   const CUresult result = do_free_async(ptr, stream);
-  if (result == CUDA_SUCCESS) frees_.fetch_add(1, std::memory_order_relaxed);
+  if (result == CUDA_SUCCESS) {
+    frees_.fetch_add(1, std::memory_order_relaxed);
+  } else if (trace != nullptr) {
+    observe::trace_free_failed(*trace, ticket);
+  }
   return result;
 }
 
@@ -50,7 +115,7 @@ CUresult MemoryManager::allocate_from_pool_async(CUdeviceptr* out, std::size_t b
                                                  StreamArg stream) {
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_from_pool_async(out, bytes, pool, stream);
-  count_alloc(result);
+  finish_alloc(result, out, bytes, stream_column(stream));
   return result;
 }
 
@@ -59,10 +124,80 @@ CUresult MemoryManager::get_info(std::size_t* free_bytes, std::size_t* total_byt
 }
 
 ManagerCounters MemoryManager::counters() const noexcept {
-  return ManagerCounters{allocs_.load(std::memory_order_relaxed), frees_.load(std::memory_order_relaxed),
-                         failed_allocs_.load(std::memory_order_relaxed),
-                         passed_through_.load(std::memory_order_relaxed),
-                         driver_allocs_.load(std::memory_order_relaxed)};
+  ManagerCounters counters{allocs_.load(std::memory_order_relaxed),
+                           frees_.load(std::memory_order_relaxed),
+                           failed_allocs_.load(std::memory_order_relaxed),
+                           passed_through_.load(std::memory_order_relaxed),
+                           driver_allocs_.load(std::memory_order_relaxed),
+                           fence_syncs_.load(std::memory_order_relaxed),
+                           {}};
+  for (std::size_t i = 0; i < kAllocationPaths; ++i) {
+    counters.paths[i] = PathCounters{path_cells_[i].allocs.load(std::memory_order_relaxed),
+                                     path_cells_[i].bytes.load(std::memory_order_relaxed)};
+  }
+  return counters;
+}
+
+std::string MemoryManager::dump() const {
+  return fmt::format("device {} context {}: {} mode, limit {} bytes\n{}", device_,
+                     static_cast<const void*>(context_), mode_name(), limit_bytes_, do_dump());
+}
+
+std::string MemoryManager::do_dump() const {
+  const ManagerStats s = stats();
+  std::string paths;
+  for (std::size_t i = 0; i < kAllocationPaths; ++i) {
+    const PathCounters& path = s.counters.paths[i];
+    if (path.allocs != 0) {
+      paths += fmt::format(" {} {} allocations ({} bytes);", to_string(static_cast<AllocationPath>(i)),
+                           path.allocs, path.bytes);
+    }
+  }
+  return fmt::format(
+      "in use {} bytes (peak {}), reserved {} bytes (peak {}), {} allocations, {} frees, {} refused, "
+      "{} driver allocations;{}\n",
+      s.bytes_in_use, s.peak_bytes_in_use, s.bytes_reserved, s.peak_bytes_reserved, s.counters.allocs,
+      s.counters.frees, s.counters.failed_allocs, s.counters.driver_allocs, paths);
+}
+
+std::string MemoryManager::do_describe_refusal(std::size_t /*bytes*/) const {
+  return "the driver refused it; this process holds: " + do_dump();
+}
+
+std::string MemoryManager::limit_advice() const {
+  return fmt::format("limit {} bytes, {}", limit_bytes_, limit_hint(policy_));
+}
+
+void MemoryManager::finish_alloc(CUresult result, CUdeviceptr* out, std::size_t bytes,
+                                 std::uintptr_t stream) noexcept {
+  count_alloc(result);
+  observe::TraceLog* trace = observe::trace_log();
+  if (result == CUDA_SUCCESS) {
+    if (trace != nullptr) {
+      observe::trace_allocate(*trace, observe::TraceEvent{static_cast<std::uintptr_t>(*out), bytes, stream, device_,
+                                                          reserved_bytes_now(), limit_bytes_});
+    }
+    return;
+  }
+  if (trace != nullptr) {
+    observe::trace_refusal(*trace, observe::TraceEvent{0, bytes, stream, device_, reserved_bytes_now(), limit_bytes_});
+  }
+  if (result != CUDA_ERROR_OUT_OF_MEMORY || !log::enabled(LogLevel::warn)) return;
+  observe::RefusalLimiter::Verdict verdict;
+  {
+    std::lock_guard lock(g_refusal_mutex);
+    verdict = g_refusals.refuse(bytes, monotonic_ns());
+  }
+  if (!verdict.report) return;
+  try {
+    const std::string repeated =
+        verdict.suppressed == 0
+            ? std::string()
+            : fmt::format(" ({} more refusals of this size since the last report)", verdict.suppressed);
+    log::at(LogLevel::warn, "device {}: out of memory: {} mode refused {} bytes{}\n{}", device_, mode_name(), bytes,
+            repeated, do_describe_refusal(bytes));
+  } catch (...) {  // no host memory for the report
+  }
 }
 
 ManagerStats MemoryManager::stats() const {
@@ -71,6 +206,17 @@ ManagerStats MemoryManager::stats() const {
   stats.bytes_limit = limit_bytes_;
   do_fill_stats(stats);
   return stats;
+}
+
+bool MemoryManager::stats_snapshot(ManagerStats& out, bool never_wait) const {
+  out = ManagerStats{};
+  out.counters = counters();
+  out.bytes_limit = limit_bytes_;
+  if (!never_wait) {
+    do_fill_stats(out);
+    return true;
+  }
+  return do_try_fill_stats(out);
 }
 
 std::string MemoryManager::summary(bool never_wait) const {
@@ -122,7 +268,8 @@ CUresult MemoryManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch, 
 CUresult MemoryManager::do_allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes,
                                                     CUmemoryPool pool, StreamArg stream) {
   count_pass_through();
-  return count_driver_alloc(driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream));
+  return count_path(count_driver_alloc(driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream)),
+                    AllocationPath::program_pool, bytes);
 }
 
 CUresult MemoryManager::do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) {

@@ -8,10 +8,12 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "fence.h"
 #include "policy.h"
@@ -25,13 +27,36 @@ struct StreamArg {
   bool per_thread = false;
 };
 
-// Counters kept for every mode. Invariant: frees <= allocs; failed_allocs counts refusals only.
+// Where a served request's memory came from. Each path is counted apart, so a program (and the
+// exit statistics) can see which part of its memory each one took.
+enum class AllocationPath : std::uint8_t {
+  arena,         // a bfc arena chunk
+  driver,        // the driver's cuMemAlloc/cuMemAllocAsync on the program's behalf (platform mode,
+                 // or a request the arena passed on)
+  async_pool,    // cuda_async mode: the device's stream-ordered pool
+  program_pool,  // cuMemAllocFromPoolAsync from a pool the program created (passed through)
+  graph,         // a stream-ordered allocation captured into a graph (the graph owns it)
+};
+inline constexpr std::size_t kAllocationPaths = 5;
+// The name used in the exit statistics and their JSON ("arena", "async_pool", ...).
+std::string_view to_string(AllocationPath path) noexcept;
+
+// What one path served: successful allocations and the bytes they asked for, summed.
+struct PathCounters {
+  std::uint64_t allocs = 0;
+  std::uint64_t bytes = 0;
+};
+
+// Counters kept for every mode. Invariant: frees <= allocs; failed_allocs counts refusals only; the
+// paths' allocs add up to allocs.
 struct ManagerCounters {
   std::uint64_t allocs = 0;
   std::uint64_t frees = 0;
   std::uint64_t failed_allocs = 0;
   std::uint64_t passed_through = 0;  // requests handed to the driver untouched (foreign, captured)
   std::uint64_t driver_allocs = 0;   // device allocations made through the driver (bfc: its regions too)
+  std::uint64_t fence_syncs = 0;     // context synchronisations the shim made so freed memory could be reused
+  std::array<PathCounters, kAllocationPaths> paths{};
 };
 
 // A snapshot for gpumem_get_stats: the counters plus what the mode tracks of its memory (0 if not).
@@ -45,6 +70,7 @@ struct ManagerStats {
   std::size_t largest_free_block = 0;
   std::size_t bytes_fenced = 0;
   std::size_t regions = 0;
+  double fragmentation = 0.0;  // share of the free reserved bytes outside the largest free block
 };
 
 class MemoryManager {
@@ -65,6 +91,16 @@ class MemoryManager {
                                     StreamArg stream);
   CUresult get_info(std::size_t* free_bytes, std::size_t* total_bytes);
 
+  // gpumem_trim: gives back to the driver what this manager holds wholly unused (synchronising first
+  // when freed memory still waits for the device, unless a graph is being captured). Returns the
+  // bytes given back.
+  std::size_t trim() { return do_trim(); }
+  // gpumem_dump: the manager's memory as text, as the out-of-memory report shows it.
+  std::string dump() const;
+  // Bytes held from the driver now, for the trace; kUnknownBytes when the mode does not track them.
+  static constexpr std::size_t kUnknownBytes = static_cast<std::size_t>(-1);
+  std::size_t reserved_bytes_now() const noexcept { return do_reserved_bytes_now(); }
+
   // True if `ptr` was handed out by this manager (any address inside one of its blocks or regions).
   bool owns(CUdeviceptr ptr) const { return do_owns(ptr); }
   // For cuIpcGetMemHandle: CUDA_SUCCESS if the driver can export `ptr` as the program expects,
@@ -78,6 +114,9 @@ class MemoryManager {
 
   ManagerCounters counters() const noexcept;
   ManagerStats stats() const;
+  // stats() into `out`; with `never_wait`, false (and only the counters and limit filled) when another
+  // thread holds the manager's figures right now.
+  bool stats_snapshot(ManagerStats& out, bool never_wait) const;
   // One line for the log when the manager retires (its context goes, or the process exits): what it
   // served and what it took from the driver. With `never_wait`, nothing (an empty string) if
   // another thread holds the manager's figures right now.
@@ -92,12 +131,26 @@ class MemoryManager {
   // Shared by every fence this context issues, so "all fences up to X" is one comparison.
   std::atomic<FenceId>& fence_ids() noexcept { return fence_ids_; }
   void count_pass_through() noexcept { passed_through_.fetch_add(1, std::memory_order_relaxed); }
+  // A synchronisation made so that fenced (freed) memory could be reused.
+  void count_fence_sync() noexcept { fence_syncs_.fetch_add(1, std::memory_order_relaxed); }
+  // Records which path served a successful request of `bytes`; returns `result` unchanged (counts
+  // nothing when it is an error).
+  CUresult count_path(CUresult result, AllocationPath path, std::size_t bytes) noexcept {
+    if (result == CUDA_SUCCESS) {
+      PathCells& cells = path_cells_[static_cast<std::size_t>(path)];
+      cells.allocs.fetch_add(1, std::memory_order_relaxed);
+      cells.bytes.fetch_add(bytes, std::memory_order_relaxed);
+    }
+    return result;
+  }
   // Counts a successful device allocation made through the driver (the shim's own included, such as
   // a region or the cuda_async warm-up); returns `result` unchanged.
   CUresult count_driver_alloc(CUresult result) noexcept {
     if (result == CUDA_SUCCESS) driver_allocs_.fetch_add(1, std::memory_order_relaxed);
     return result;
   }
+  // "limit N bytes, <where it came from and what to raise>", for out-of-memory reports.
+  std::string limit_advice() const;
   // Synchronises this manager's context with the real driver.
   CUresult synchronize_context() const;
 
@@ -125,8 +178,19 @@ class MemoryManager {
     return true;
   }
   virtual const char* do_mode_name() const noexcept = 0;
+  // Default: nothing to give back.
+  virtual std::size_t do_trim() { return 0; }
+  // Default: the figures of stats() as lines.
+  virtual std::string do_dump() const;
+  // Default: kUnknownBytes.
+  virtual std::size_t do_reserved_bytes_now() const noexcept { return kUnknownBytes; }
+  // What holds the memory, for the out-of-memory report. Default: the stats as one line.
+  virtual std::string do_describe_refusal(std::size_t bytes) const;
 
   void count_alloc(CUresult result) noexcept;
+  // Counts the request; on refusal, logs the (rate-limited) out-of-memory report and traces it.
+  void finish_alloc(CUresult result, CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream) noexcept;
+  void trace_free(CUdeviceptr ptr, std::uintptr_t stream, CUresult result, std::uint64_t ticket) noexcept;
 
   const CUcontext context_;
   const CUdevice device_;
@@ -138,6 +202,12 @@ class MemoryManager {
   std::atomic<std::uint64_t> failed_allocs_{0};
   std::atomic<std::uint64_t> passed_through_{0};
   std::atomic<std::uint64_t> driver_allocs_{0};
+  std::atomic<std::uint64_t> fence_syncs_{0};
+  struct PathCells {
+    std::atomic<std::uint64_t> allocs{0};
+    std::atomic<std::uint64_t> bytes{0};
+  };
+  std::array<PathCells, kAllocationPaths> path_cells_{};
 };
 
 // The driver's own answers, for requests a manager hands on untouched.

@@ -7,7 +7,8 @@
 namespace gpumem::shim {
 
 CUresult PlatformManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
-  const CUresult result = count_driver_alloc(real_driver().cuMemAlloc_v2(out, bytes));
+  const CUresult result = count_path(count_driver_alloc(real_driver().cuMemAlloc_v2(out, bytes)),
+                                     AllocationPath::driver, bytes);
   return result == CUDA_SUCCESS ? track_alloc(result, *out, bytes) : result;  // *out read after the call
 }
 
@@ -15,7 +16,9 @@ CUresult PlatformManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch
                                             std::size_t height, unsigned int element_size_bytes) {
   const CUresult result =
       count_driver_alloc(real_driver().cuMemAllocPitch_v2(out, pitch, width_bytes, height, element_size_bytes));
-  return result == CUDA_SUCCESS ? track_alloc(result, *out, *pitch * height) : result;
+  if (result != CUDA_SUCCESS) return result;
+  count_path(result, AllocationPath::driver, *pitch * height);
+  return track_alloc(result, *out, *pitch * height);
 }
 
 CUresult PlatformManager::do_free(CUdeviceptr ptr) {
@@ -28,7 +31,8 @@ CUresult PlatformManager::do_free(CUdeviceptr ptr) {
 CUresult PlatformManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
   // A captured allocation belongs to the graph, which the driver frees without us: not tracked.
   const bool captured = driver_passthrough::stream_is_capturing(stream);
-  const CUresult result = count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream));
+  const CUresult result = count_path(count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream)),
+                                     captured ? AllocationPath::graph : AllocationPath::driver, bytes);
   return result == CUDA_SUCCESS && !captured ? track_alloc(result, *out, bytes) : result;
 }
 
@@ -57,6 +61,7 @@ CUresult PlatformManager::track_alloc(CUresult result, CUdeviceptr ptr, std::siz
   }
   bytes_in_use_ += bytes;
   peak_bytes_in_use_ = std::max(peak_bytes_in_use_, bytes_in_use_);
+  bytes_in_use_now_.store(bytes_in_use_, std::memory_order_relaxed);
   return result;
 }
 
@@ -66,6 +71,7 @@ std::size_t PlatformManager::untrack(CUdeviceptr ptr) {
   if (found == live_.end()) return 0;
   const std::size_t bytes = found->second;
   bytes_in_use_ -= bytes;
+  bytes_in_use_now_.store(bytes_in_use_, std::memory_order_relaxed);
   live_.erase(found);
   return bytes;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
@@ -28,6 +29,10 @@ class PlatformManager final : public MemoryManager {
   void do_fill_stats(ManagerStats& stats) const override;
   bool do_try_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "platform"; }
+  // What it holds from the driver is what the program holds.
+  std::size_t do_reserved_bytes_now() const noexcept override {
+    return bytes_in_use_now_.load(std::memory_order_relaxed);
+  }
 
   // Records a block the driver handed out (when `result` is success); returns `result` unchanged.
   CUresult track_alloc(CUresult result, CUdeviceptr ptr, std::size_t bytes);
@@ -38,6 +43,7 @@ class PlatformManager final : public MemoryManager {
   std::unordered_map<CUdeviceptr, std::size_t> live_;
   std::size_t bytes_in_use_ = 0;
   std::size_t peak_bytes_in_use_ = 0;
+  std::atomic<std::size_t> bytes_in_use_now_{0};  // bytes_in_use_, readable without the lock
 };
 
 }  // namespace gpumem::shim

@@ -240,6 +240,15 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
                  [](std::string_view, std::string_view text) { return std::optional<std::string>(text); }, "",
                  policy.log_file, policy.log_file_origin);
 
+  reader.resolve({"GPUMEM_STATS"},
+                 [](std::string_view, std::string_view text) { return parse_boolean(text); }, kBooleanExpected,
+                 policy.stats, policy.stats_origin);
+
+  // Output paths: "%p" stands for the process id (a forked or exec'd child writes its own file).
+  const auto parse_path = [](std::string_view, std::string_view text) { return std::optional<std::string>(text); };
+  reader.resolve({"GPUMEM_STATS_FILE"}, parse_path, "", policy.stats_file, policy.stats_file_origin);
+  reader.resolve({"GPUMEM_TRACE"}, parse_path, "", policy.trace_file, policy.trace_file_origin);
+
   PolicyResult result;
   if (reader.error().empty()) {
     result.policy = std::move(policy);
@@ -292,12 +301,15 @@ std::string Policy::describe() const {
 
   return fmt::format(
       "mode={} preallocate={} limit={} free_sync={} garbage_collection={} async_prealloc={} log_level={} "
-      "log_file={}",
+      "log_file={} stats={} stats_file={} trace={}",
       with_origin(to_string(mode), mode_origin), with_origin(preallocate ? "on" : "off", preallocate_origin),
       limit, with_origin(to_string(free_sync), free_sync_origin),
       with_origin(garbage_collection ? "on" : "off", garbage_collection_origin),
       with_origin(async, async_prealloc_origin), with_origin(to_string(log_level), log_level_origin),
-      with_origin(log_file.empty() ? std::string("stderr") : quote_value(log_file), log_file_origin));
+      with_origin(log_file.empty() ? std::string("stderr") : quote_value(log_file), log_file_origin),
+      with_origin(stats ? "on" : "off", stats_origin),
+      with_origin(stats_file.empty() ? std::string("none") : quote_value(stats_file), stats_file_origin),
+      with_origin(trace_file.empty() ? std::string("none") : quote_value(trace_file), trace_file_origin));
 }
 
 }  // namespace gpumem

@@ -39,6 +39,9 @@ struct Policy {
   bool garbage_collection = true;                 Origin garbage_collection_origin;  // growth mode only
   LogLevel log_level = LogLevel::warn;            Origin log_level_origin;
   std::string log_file;                           Origin log_file_origin;  // empty: stderr
+  bool stats = false;                             Origin stats_origin;     // exit table on stderr
+  std::string stats_file;                         Origin stats_file_origin;  // empty: none; "%p": pid
+  std::string trace_file;                         Origin trace_file_origin;  // empty: no trace
 
   // The byte limit for one device: limit_bytes if set, else fraction x (total or free, per
   // fraction_of), rounded down to a multiple of 256 and never more than `total_bytes`.

@@ -1,9 +1,21 @@
 /* gpumem: the public C API of libgpumem.so.
  *
- * A program may call these through dlsym(RTLD_DEFAULT, "gpumem_...") to learn whether it runs under
- * the shim (the symbols exist only when libgpumem.so is loaded), or link libgpumem.so directly. */
+ * A program that may run without the shim calls these through dlsym, so it needs no link against
+ * libgpumem.so and learns whether the shim is there (the symbols exist only when it is loaded):
+ *
+ *     #include <dlfcn.h>
+ *     #include <gpumem.h>
+ *     typedef long long (*trim_fn)(int);
+ *     trim_fn trim = (trim_fn)dlsym(RTLD_DEFAULT, "gpumem_trim");
+ *     if (trim != NULL) trim(0);                       // under gpumem: give back what is unused
+ *
+ * (link with -ldl on glibc older than 2.34). A program that always runs under the shim may link
+ * libgpumem.so directly (`pkg-config --libs gpumem`). Every function is thread-safe, never throws
+ * and never ends the process; -1 (or NULL) means "not available" as each one says. */
 #ifndef GPUMEM_H
 #define GPUMEM_H
+
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +54,39 @@ typedef struct gpumem_stats {
 /* Fills *out for the shim's manager of `device` (the device's first managed context). Returns 0 on
  * success, -1 when out is null or the shim manages no context on that device (yet). */
 int gpumem_get_stats(int device, gpumem_stats* out);
+
+/* Where a request's memory came from. */
+enum gpumem_path {
+  GPUMEM_PATH_ARENA = 0,        /* a chunk of a bfc arena */
+  GPUMEM_PATH_DRIVER = 1,       /* the driver's own allocation on the program's behalf (platform mode,
+                                   or a request the arena passed on) */
+  GPUMEM_PATH_ASYNC_POOL = 2,   /* cuda_async mode: the device's stream-ordered pool */
+  GPUMEM_PATH_PROGRAM_POOL = 3, /* cuMemAllocFromPoolAsync from a pool the program created */
+  GPUMEM_PATH_GRAPH = 4,        /* a stream-ordered allocation captured into a CUDA graph */
+  GPUMEM_PATH_COUNT = 5
+};
+
+/* What one path served on one device, over all the device's contexts since the process started. */
+typedef struct gpumem_path_stats {
+  unsigned long long allocs; /* successful allocations */
+  unsigned long long bytes;  /* the bytes they asked for, summed */
+} gpumem_path_stats;
+
+/* Fills *out for `path` (an enum gpumem_path) on `device`. Returns 0, or -1 when out is null, the
+ * path is unknown or the shim has managed no context on that device. */
+int gpumem_get_path_stats(int device, int path, gpumem_path_stats* out);
+
+/* Gives back to the driver the memory the shim holds on `device` that is wholly unused: bfc mode
+ * returns its free regions (synchronising the device's contexts first when freed blocks still wait
+ * for the device, unless a CUDA graph is being captured). Returns the bytes given back (0 when
+ * nothing could be), or -1 when the shim manages no live context on that device. The next request
+ * that needs the memory takes it from the driver again, up to the limit. */
+long long gpumem_trim(int device);
+
+/* Writes to `stream` the state of the shim's memory on `device`, one block per live context, as the
+ * out-of-memory report shows it (bfc: bins, in-use chunks by size, statistics, an occupancy bar).
+ * Returns 0, or -1 when stream is null, nothing is managed on that device, or the write failed. */
+int gpumem_dump(int device, FILE* stream);
 
 #ifdef __cplusplus
 }

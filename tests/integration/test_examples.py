@@ -263,8 +263,12 @@ class ExampleScriptsTest(testlib.TestCase):
 
     def run_demo(self, *options):
         build_root = os.environ["GPUMEM_TEST_BUILD_ROOT"]
-        return subprocess.run([self.SCRIPTS[0], "--build-dir", build_root, "--sim", *options],
-                              env=testlib.clean_environment(), capture_output=True, text=True, timeout=300)
+        with tempfile.TemporaryDirectory(prefix="gpumem-demo-") as timeline_dir:
+            proc = subprocess.run([self.SCRIPTS[0], "--build-dir", build_root, "--sim", "--timeline-dir",
+                                   timeline_dir, *options],
+                                  env=testlib.clean_environment(), capture_output=True, text=True, timeout=300)
+            proc.timeline_files = sorted(os.listdir(timeline_dir))
+        return proc
 
     def check_demo_table(self, proc) -> dict:
         """Checks the demo's table and policy lines; returns {(program, allocator): columns}."""
@@ -297,6 +301,10 @@ class ExampleScriptsTest(testlib.TestCase):
         for row, columns in report_table.items():
             with self.subTest(row=row):
                 self.assertEqual(shim_table[row][-6], columns[-6], from_report.stdout + from_shim.stdout)
+        # The timeline of alloc_churn in growth mode: its trace, its PNG and its chart after the table.
+        self.assertEqual(from_report.timeline_files, ["alloc_churn.png", "alloc_churn.trace.csv"])
+        self.assertRegex(from_report.stdout, r"peak in use [0-9.]+ [KMG]?i?B \(\d+ bytes\)")
+        self.assertIn("alloc_churn.png", from_report.stdout)
 
     def test_demo_rejects_a_bad_figures_source(self):
         proc = self.run_demo("--figures", "guess")

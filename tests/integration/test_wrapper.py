@@ -53,6 +53,9 @@ OPTION_EFFECTS = [
     (["--log-level", "trace"], {"GPUMEM_LOG_LEVEL": "trace"}),
     (["--log-level", "OFF"], {"GPUMEM_LOG_LEVEL": "off"}),
     (["--log-file", "/tmp/gpumem log.txt"], {"GPUMEM_LOG_FILE": "/tmp/gpumem log.txt"}),
+    (["--stats"], {"GPUMEM_STATS": "1"}),
+    (["--stats-file", "/tmp/stats-%p.json"], {"GPUMEM_STATS_FILE": "/tmp/stats-%p.json"}),
+    (["--trace=/tmp/t.csv"], {"GPUMEM_TRACE": "/tmp/t.csv"}),
 ]
 
 # Bad command lines -> a piece of the message each must print.
@@ -84,9 +87,9 @@ BAD_COMMAND_LINES = [
     (["--sim", "--sim-memory", "8G,"], "--sim-memory: '8G,' is not a byte size above 0 or a comma list"),
     (["--sim", "--sim-memory", "8G,,2G"], "--sim-memory: '8G,,2G' is not a byte size above 0 or a comma list"),
     (["--sim", "--sim-devices", "65"], "--sim-devices: '65' is not a device count from 1 to 64"),
-    (["--stats"], "--stats is not available in this version"),
-    (["--stats-file", "x.json"], "--stats-file is not available in this version"),
-    (["--trace"], "--trace is not available in this version"),
+    (["--stats-file="], "--stats-file needs a file name"),
+    (["--trace="], "--trace needs a file name"),
+    (["--stats=1"], "--stats takes no value"),
     (["--bogus"], "unknown option '--bogus'"),
     (["-x"], "unknown option '-x'"),
     (["--no-preallocate=yes"], "--no-preallocate takes no value"),
@@ -166,14 +169,16 @@ class OptionTest(WrapperTestCase):
                 self.assertSucceeded(result)
         result = wrapper(["--mode", "cuda_async", "--no-preallocate", "--fraction", "0.5", "--fraction-of", "free",
                           "--free-sync", "sync", "--no-garbage-collection", "--async-prealloc", "1GiB",
-                          "--log-level", "info", "--log-file", "/tmp/g.log"], program=[POLICY_PROBE])
+                          "--log-level", "info", "--log-file", "/tmp/g.log", "--stats", "--stats-file",
+                          "/tmp/s-%p.json", "--trace", "/tmp/t.csv"], program=[POLICY_PROBE])
         self.assertSucceeded(result)
         self.assertEqual(
             result.stdout.strip(),
             "mode=cuda_async(GPUMEM_MODE) preallocate=off(GPUMEM_PREALLOCATE) "
             "limit=0.5(GPUMEM_MEM_FRACTION) of free(GPUMEM_FRACTION_OF) free_sync=sync(GPUMEM_FREE_SYNC) "
             "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) async_prealloc=1GiB(GPUMEM_ASYNC_PREALLOC) "
-            "log_level=info(GPUMEM_LOG_LEVEL) log_file=\"/tmp/g.log\"(GPUMEM_LOG_FILE)")
+            "log_level=info(GPUMEM_LOG_LEVEL) log_file=\"/tmp/g.log\"(GPUMEM_LOG_FILE) stats=on(GPUMEM_STATS) "
+            "stats_file=\"/tmp/s-%p.json\"(GPUMEM_STATS_FILE) trace=\"/tmp/t.csv\"(GPUMEM_TRACE)")
         limited = wrapper(["--limit", "1.5G"], program=[POLICY_PROBE])
         self.assertSucceeded(limited)
         self.assertIn(" limit=1536MiB(GPUMEM_LIMIT) ", limited.stdout)

@@ -20,20 +20,11 @@
 
 #include "gpumem.h"
 #include "mem_scenario_support.h"
+#include "runtime_check.h"
 
 namespace {
 
 using mem_scenarios::ReuseBuffers;
-
-#define CHECK_CUDA(call)                                                                   \
-  do {                                                                                     \
-    const cudaError_t check_status = (call);                                               \
-    if (check_status != cudaSuccess) {                                                     \
-      std::fprintf(stderr, "%s:%d: %s -> %s\n", __FILE__, __LINE__, #call,                 \
-                   cudaGetErrorName(check_status));                                        \
-      std::exit(3);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 

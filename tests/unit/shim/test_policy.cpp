@@ -297,6 +297,28 @@ TEST_CASE("free sync, garbage collection, log level and log file", "[policy]") {
   CHECK(logged.log_file_origin.variable == "GPUMEM_LOG_FILE");
 }
 
+TEST_CASE("statistics and trace outputs", "[policy]") {
+  const Policy defaults = policy_for({});
+  CHECK_FALSE(defaults.stats);
+  CHECK(defaults.stats_file.empty());
+  CHECK(defaults.trace_file.empty());
+
+  const Policy observed = policy_for(
+      {{"GPUMEM_STATS", "yes"}, {"GPUMEM_STATS_FILE", " /tmp/stats-%p.json "}, {"GPUMEM_TRACE", "/tmp/t.csv"}});
+  CHECK(observed.stats);
+  CHECK(observed.stats_origin.variable == "GPUMEM_STATS");
+  CHECK(observed.stats_file == "/tmp/stats-%p.json");
+  CHECK(observed.stats_file_origin.variable == "GPUMEM_STATS_FILE");
+  CHECK(observed.trace_file == "/tmp/t.csv");
+  CHECK(observed.trace_file_origin.variable == "GPUMEM_TRACE");
+  CHECK_THAT(observed.describe(),
+             Catch::EndsWith("stats=on(GPUMEM_STATS) stats_file=\"/tmp/stats-%p.json\"(GPUMEM_STATS_FILE) "
+                             "trace=\"/tmp/t.csv\"(GPUMEM_TRACE)"));
+  CHECK(error_for({{"GPUMEM_STATS", "maybe"}}) ==
+        "gpumem: GPUMEM_STATS=\"maybe\" is not a boolean (1/0, true/false, yes/no, on/off); the shim is "
+        "disabled for this process");
+}
+
 TEST_CASE("values that only matter in another mode are accepted", "[policy]") {
   const Policy policy = policy_for({{"GPUMEM_MODE", "platform"},
                                     {"GPUMEM_PREALLOCATE", "1"},
@@ -354,7 +376,7 @@ TEST_CASE("describe: defaults", "[policy][describe]") {
   CHECK(policy_for({}).describe() ==
         "mode=bfc(default) preallocate=on(default) limit=0.75 of total(default) free_sync=defer(default) "
         "garbage_collection=on(default) async_prealloc=none(default) log_level=warn(default) "
-        "log_file=stderr(default)");
+        "log_file=stderr(default) stats=off(default) stats_file=none(default) trace=none(default)");
 }
 
 TEST_CASE("describe: every value with its origin", "[policy][describe]") {
@@ -372,7 +394,8 @@ TEST_CASE("describe: every value with its origin", "[policy][describe]") {
         "limit=0.5(XLA_CLIENT_MEM_FRACTION) of free(GPUMEM_FRACTION_OF) free_sync=sync(GPUMEM_FREE_SYNC) "
         "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) "
         "async_prealloc=release_threshold(TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC) "
-        "log_level=info(GPUMEM_LOG_LEVEL) log_file=\"/tmp/g.log\"(GPUMEM_LOG_FILE)");
+        "log_level=info(GPUMEM_LOG_LEVEL) log_file=\"/tmp/g.log\"(GPUMEM_LOG_FILE) stats=off(default) "
+        "stats_file=none(default) trace=none(default)");
 }
 
 TEST_CASE("describe: an explicit limit and async bytes", "[policy][describe]") {

@@ -1,0 +1,206 @@
+#include "observe/exit_report.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "context_registry.h"
+#include "log.h"
+#include "observe/output_file.h"
+#include "observe/trace_log.h"
+#include "process_policy.h"
+
+namespace gpumem::shim::observe {
+namespace {
+
+std::string human_bytes(std::size_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.2f} {}", value, kUnits[unit]);
+}
+
+void combine(DeviceFigures& into, const ManagerStats& s, bool live) {
+  ManagerStats& t = into.stats;
+  t.counters.allocs += s.counters.allocs;
+  t.counters.frees += s.counters.frees;
+  t.counters.failed_allocs += s.counters.failed_allocs;
+  t.counters.passed_through += s.counters.passed_through;
+  t.counters.driver_allocs += s.counters.driver_allocs;
+  t.counters.fence_syncs += s.counters.fence_syncs;
+  for (std::size_t i = 0; i < kAllocationPaths; ++i) {
+    t.counters.paths[i].allocs += s.counters.paths[i].allocs;
+    t.counters.paths[i].bytes += s.counters.paths[i].bytes;
+  }
+  t.bytes_limit = std::max(t.bytes_limit, s.bytes_limit);
+  t.peak_bytes_in_use = std::max(t.peak_bytes_in_use, s.peak_bytes_in_use);
+  t.peak_bytes_reserved = std::max(t.peak_bytes_reserved, s.peak_bytes_reserved);
+  if (!live) return;  // a retired context's memory went with it
+  t.bytes_in_use += s.bytes_in_use;
+  t.bytes_reserved += s.bytes_reserved;
+  t.bytes_fenced += s.bytes_fenced;
+  t.regions += s.regions;
+  if (s.largest_free_block > t.largest_free_block) {
+    t.largest_free_block = s.largest_free_block;
+    t.fragmentation = s.fragmentation;  // that of the context holding the largest free block
+  }
+}
+
+// 0 until the exit report has been written (or given up) in this process.
+std::atomic<bool> g_exit_report_done{false};
+bool g_forked_child = false;
+
+void note_forked_child() { g_forked_child = true; }
+
+void write_stderr(const std::string& text) noexcept { write_all(STDERR_FILENO, text.data(), text.size()); }
+
+void write_stats_file(const Policy& policy, const std::vector<DeviceFigures>& devices, long pid) {
+  // A forked child writes its own file only when the name has %p; else the file is its parent's.
+  if (g_forked_child && !path_is_per_process(policy.stats_file)) {
+    log::debug("GPUMEM_STATS_FILE has no %p: a forked child leaves it to its parent");
+    return;
+  }
+  const std::string path = expand_path(policy.stats_file, pid);
+  std::string why;
+  const int fd = open_output_file(path, why);
+  if (fd < 0) {
+    write_stderr(fmt::format("gpumem: [error] GPUMEM_STATS_FILE: {}; the statistics are not written\n", why));
+    return;
+  }
+  const std::string json = render_json(devices, pid) + "\n";
+  if (!write_all(fd, json.data(), json.size())) {
+    write_stderr(fmt::format("gpumem: [error] GPUMEM_STATS_FILE: writing \"{}\" failed\n", path));
+  }
+  ::close(fd);
+}
+
+// At exit, after the program's own exit handlers (the runtime's among them, which release the
+// primary contexts: their managers are retired by then, with their figures kept). Calls no CUDA
+// function and never waits for a manager another thread holds.
+__attribute__((destructor)) void report_at_exit() {
+  flush_trace();
+  const ContextRegistry* registry = ContextRegistry::existing();
+  if (registry == nullptr) return;  // CUDA never reached the shim: nothing to say
+  registry->log_live_summaries();
+  if (g_exit_report_done.exchange(true)) return;
+  try {
+    const PolicyResult& result = process_policy();
+    if (!policy_is_active() || (!result.policy->stats && result.policy->stats_file.empty())) return;
+    const long pid = static_cast<long>(::getpid());
+    const std::vector<DeviceFigures> devices = collect_device_figures(/*never_wait=*/true);
+    if (g_forked_child && devices.empty()) return;  // a child that never used CUDA: its parent reports
+    if (result.policy->stats) write_stderr(render_table(devices, pid));
+    if (!result.policy->stats_file.empty()) write_stats_file(*result.policy, devices, pid);
+  } catch (...) {  // no host memory at exit: the statistics are lost, the exit is not
+  }
+}
+
+__attribute__((constructor)) void register_fork_handler() {
+  // Only marks a flag: safe during load, and needed before any fork the program makes.
+  pthread_atfork(nullptr, nullptr, note_forked_child);
+}
+
+}  // namespace
+
+std::vector<DeviceFigures> collect_device_figures(bool never_wait) {
+  std::map<int, DeviceFigures> by_device;
+  const ContextRegistry* registry = ContextRegistry::existing();
+  if (registry == nullptr) return {};
+  registry->for_each_manager([&](const MemoryManager& manager, bool live) {
+    DeviceFigures& figures = by_device[static_cast<int>(manager.device())];
+    figures.device = static_cast<int>(manager.device());
+    if (figures.mode.empty()) figures.mode = manager.mode_name();
+    ++figures.contexts;
+    if (live) ++figures.live_contexts;
+    ManagerStats stats;
+    if (!manager.stats_snapshot(stats, never_wait)) figures.partial = true;
+    combine(figures, stats, live);
+  });
+  std::vector<DeviceFigures> devices;
+  for (auto& [device, figures] : by_device) devices.push_back(std::move(figures));
+  return devices;
+}
+
+std::string render_table(const std::vector<DeviceFigures>& devices, long pid) {
+  std::string out = fmt::format("gpumem: memory statistics at exit (process {})\n", pid);
+  if (devices.empty()) return out + "gpumem:   no device memory was allocated\n";
+  auto row = [&](std::string_view name, auto&& cell) {
+    out += fmt::format("gpumem:   {:<28}", name);
+    for (const DeviceFigures& d : devices) out += fmt::format(" {:>26}", cell(d));
+    out += '\n';
+  };
+  auto bytes = [](std::size_t value) { return fmt::format("{} ({})", value, human_bytes(value)); };
+  row("", [](const DeviceFigures& d) { return fmt::format("device {}", d.device); });
+  row("mode", [](const DeviceFigures& d) { return d.mode + (d.partial ? " (busy: partial)" : ""); });
+  row("contexts (live)", [](const DeviceFigures& d) { return fmt::format("{} ({})", d.contexts, d.live_contexts); });
+  row("limit", [&](const DeviceFigures& d) { return bytes(d.stats.bytes_limit); });
+  row("reserved now", [&](const DeviceFigures& d) { return bytes(d.stats.bytes_reserved); });
+  row("reserved at peak", [&](const DeviceFigures& d) { return bytes(d.stats.peak_bytes_reserved); });
+  row("in use now", [&](const DeviceFigures& d) { return bytes(d.stats.bytes_in_use); });
+  row("in use at peak", [&](const DeviceFigures& d) { return bytes(d.stats.peak_bytes_in_use); });
+  row("allocations served", [](const DeviceFigures& d) { return fmt::format("{}", d.stats.counters.allocs); });
+  row("frees", [](const DeviceFigures& d) { return fmt::format("{}", d.stats.counters.frees); });
+  row("refused", [](const DeviceFigures& d) { return fmt::format("{}", d.stats.counters.failed_allocs); });
+  row("driver allocations made", [](const DeviceFigures& d) { return fmt::format("{}", d.stats.counters.driver_allocs); });
+  row("driver allocations avoided", [](const DeviceFigures& d) { return fmt::format("{}", d.driver_allocs_avoided()); });
+  row("largest free block", [&](const DeviceFigures& d) { return bytes(d.stats.largest_free_block); });
+  row("fragmentation", [](const DeviceFigures& d) { return fmt::format("{:.3f}", d.stats.fragmentation); });
+  row("syncs for freed memory", [](const DeviceFigures& d) { return fmt::format("{}", d.stats.counters.fence_syncs); });
+  for (std::size_t i = 0; i < kAllocationPaths; ++i) {
+    const auto path = static_cast<AllocationPath>(i);
+    row(fmt::format("path {}", to_string(path)), [&](const DeviceFigures& d) {
+      const PathCounters& p = d.stats.counters.paths[i];
+      return fmt::format("{} x, {}", p.allocs, human_bytes(p.bytes));
+    });
+  }
+  return out;
+}
+
+std::string render_json(const std::vector<DeviceFigures>& devices, long pid) {
+  nlohmann::ordered_json out;
+  out["gpumem_version"] = GPUMEM_VERSION;
+  out["pid"] = pid;
+  out["devices"] = nlohmann::ordered_json::array();
+  for (const DeviceFigures& d : devices) {
+    const ManagerStats& s = d.stats;
+    nlohmann::ordered_json paths = nlohmann::ordered_json::object();
+    for (std::size_t i = 0; i < kAllocationPaths; ++i) {
+      paths[std::string(to_string(static_cast<AllocationPath>(i)))] = {{"allocations", s.counters.paths[i].allocs},
+                                                                      {"bytes", s.counters.paths[i].bytes}};
+    }
+    out["devices"].push_back({{"device", d.device},
+                              {"mode", d.mode},
+                              {"contexts", d.contexts},
+                              {"live_contexts", d.live_contexts},
+                              {"partial", d.partial},
+                              {"limit", s.bytes_limit},
+                              {"reserved", s.bytes_reserved},
+                              {"peak_reserved", s.peak_bytes_reserved},
+                              {"in_use", s.bytes_in_use},
+                              {"peak_in_use", s.peak_bytes_in_use},
+                              {"fenced", s.bytes_fenced},
+                              {"regions", s.regions},
+                              {"allocations", s.counters.allocs},
+                              {"frees", s.counters.frees},
+                              {"refusals", s.counters.failed_allocs},
+                              {"passed_through", s.counters.passed_through},
+                              {"driver_allocations", s.counters.driver_allocs},
+                              {"driver_allocations_avoided", d.driver_allocs_avoided()},
+                              {"largest_free_block", s.largest_free_block},
+                              {"fragmentation", s.fragmentation},
+                              {"fence_syncs", s.counters.fence_syncs},
+                              {"paths", paths}});
+  }
+  return out.dump(2);
+}
+
+}  // namespace gpumem::shim::observe

@@ -1,0 +1,42 @@
+// GPUMEM_STATS / GPUMEM_STATS_FILE: the process's memory figures per device, written once when it
+// exits (a table on stderr, a JSON file), and the aggregation gpumem_get_stats shares with them.
+//
+// A device's figures combine every context the process had on it, retired ones included: counters
+// are summed; "now" figures are those of the live contexts, summed; peaks are the largest single
+// context's peak (contexts on one device rarely overlap; when they do, the true combined peak lies
+// between that and the sum).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memory_manager.h"
+
+namespace gpumem::shim::observe {
+
+struct DeviceFigures {
+  int device = 0;
+  std::string mode;              // the mode of its first context
+  std::size_t contexts = 0;      // contexts seen (live and retired)
+  std::size_t live_contexts = 0;
+  bool partial = false;          // a manager was busy at exit: its memory figures are missing
+  ManagerStats stats;            // combined as described above
+
+  // Allocations served without a device allocation of their own.
+  std::uint64_t driver_allocs_avoided() const noexcept {
+    return stats.counters.allocs > stats.counters.driver_allocs ? stats.counters.allocs - stats.counters.driver_allocs
+                                                                : 0;
+  }
+};
+
+// The figures of every device the process's managers served, by device ordinal. With `never_wait`
+// (at exit) a manager another thread holds contributes its counters only. Calls no CUDA function.
+std::vector<DeviceFigures> collect_device_figures(bool never_wait);
+
+// The table GPUMEM_STATS prints (lines prefixed "gpumem: "), and the JSON GPUMEM_STATS_FILE holds.
+std::string render_table(const std::vector<DeviceFigures>& devices, long pid);
+std::string render_json(const std::vector<DeviceFigures>& devices, long pid);
+
+}  // namespace gpumem::shim::observe

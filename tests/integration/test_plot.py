@@ -1,0 +1,381 @@
+"""scripts/gpumem-plot: reads allocation traces (gpumem's GPUMEM_TRACE columns and RMM's own replay
+log) and draws them as a PNG, a Perfetto (Chrome trace-event) JSON file and a terminal chart.
+
+The traces are synthetic, written here with known peaks, so every figure the script prints can be
+checked exactly. No GPU, simulator or build is needed: the script runs from the source tree.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SOURCE_ROOT = os.environ.get("GPUMEM_TEST_SOURCE_ROOT",
+                             os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# The script under test: the source tree's unless GPUMEM_TEST_PLOT names another (an installed copy).
+PLOT = os.environ.get("GPUMEM_TEST_PLOT") or os.path.join(SOURCE_ROOT, "scripts", "gpumem-plot")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+GPUMEM_HEADER = "Thread,Time,Action,Pointer,Size,Stream,Device,Reserved,Limit"
+MiB = 1 << 20
+GiB = 1 << 30
+T0 = 1764047045.0
+SUMMARY = re.compile(r"^device (?P<device>\d+): (?P<allocs>\d+) allocations, (?P<frees>\d+) frees, "
+                     r"(?P<refusals>\d+) refusals, peak in use (?P<peak>\d+) bytes at (?P<at>[0-9.]+) s, "
+                     r"peak reserved (?P<reserved>\d+ bytes|unknown), limit (?P<limit>\d+ bytes|unknown)"
+                     r"(?P<rest>.*)$")
+
+
+def run_plot(*args, env=None, timeout=120):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([PLOT, *map(str, args)], capture_output=True, text=True, env=full_env,
+                          timeout=timeout)
+
+
+def summaries(stdout: str) -> dict:
+    return {int(m["device"]): m for line in stdout.splitlines() if (m := SUMMARY.match(line))}
+
+
+def gpumem_row(t, action, pointer, size, device=0, reserved="", limit=""):
+    return f"4021,{T0 + t:.6f},{action},{pointer:#x},{size},0,{device},{reserved},{limit}"
+
+
+def two_device_trace():
+    """Device 0 grows to a 96 MiB peak in use (32 + 16 + 40 - 16 + 24, at t=0.3) inside 128 MiB reserved, limit 160 MiB, with
+    two refusals (one larger than the limit); device 1 peaks at 40 MiB at t=0.5, one refusal."""
+    limit0, limit1 = 160 * MiB, 1 * GiB
+    rows = [GPUMEM_HEADER,
+            gpumem_row(0.000, "allocate", 0x7f0000000000, 32 * MiB, 0, 64 * MiB, limit0),
+            gpumem_row(0.100, "allocate", 0x7f0002000000, 16 * MiB, 0, 64 * MiB, limit0),
+            gpumem_row(0.150, "allocate", 0x7e0000000000, 8 * MiB, 1, "", limit1),
+            gpumem_row(0.200, "allocate", 0x7f0004000000, 40 * MiB, 0, 128 * MiB, limit0),
+            gpumem_row(0.300, "free", 0x7f0002000000, 16 * MiB, 0, 128 * MiB, limit0),
+            gpumem_row(0.300, "allocate", 0x7f0010000000, 24 * MiB, 0, 128 * MiB, limit0),
+            gpumem_row(0.350, "allocate failure", 0, 64 * MiB, 0, 128 * MiB, limit0),
+            gpumem_row(0.400, "allocate", 0x7e0001000000, 32 * MiB, 1, "", limit1),
+            gpumem_row(0.450, "allocate failure", 0, 99999999999, 0, 128 * MiB, limit0),
+            gpumem_row(0.500, "free", 0x7f0004000000, 40 * MiB, 0, 128 * MiB, limit0),
+            gpumem_row(0.500, "allocate failure", 0, 2 * GiB, 1, "", limit1),
+            gpumem_row(0.600, "free", 0x7e0000000000, 8 * MiB, 1, "", limit1),
+            gpumem_row(0.700, "free", 0x7f0000000000, 32 * MiB, 0, 128 * MiB, limit0),
+            gpumem_row(0.800, "free", 0x7f0010000000, 24 * MiB, 0, 128 * MiB, limit0),
+            gpumem_row(0.900, "free", 0x7e0001000000, 32 * MiB, 1, "", limit1)]
+    return "\n".join(rows) + "\n"
+
+
+# RMM's logging_resource_adaptor: six columns, clock time of day, here crossing midnight.
+RMM_TRACE = """Thread,Time,Action,Pointer,Size,Stream
+140213,23:59:59.500000,allocate,0x7fa200000000,1048576,0x0
+140213,23:59:59.750000,allocate,0x7fa200100000,3145728,0x0
+140213,23:59:59.900000,free,0x7fa200000000,1048576,0x0
+140214,00:00:00.250000,allocate,0x7fa200400000,2097152,0x0
+140214,00:00:00.500000,free,0x7fa200100000,3145728,0x0
+140214,00:00:00.750000,free,0x7fa200400000,2097152,0x0
+"""
+
+
+def matplotlib_missing_reason():
+    """Why the PNG cannot be drawn here (None when it can): the script says so in one line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "t.csv")
+        with open(trace, "w") as f:
+            f.write(RMM_TRACE)
+        proc = run_plot(trace, "-o", os.path.join(tmp, "t.png"))
+        return None if proc.returncode == 0 else proc.stderr.strip()
+
+
+MATPLOTLIB_MISSING = matplotlib_missing_reason()
+
+
+class PlotTestCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpumem-plot-test-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", self.tmp], check=False))
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def write(self, name, text):
+        with open(self.path(name), "w") as f:
+            f.write(text)
+        return self.path(name)
+
+    def describe(self, proc):
+        return f"$ {' '.join(proc.args)}\nexit {proc.returncode}\n--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}"
+
+    def assertOneLineError(self, proc, status, *phrases):
+        self.assertEqual(proc.returncode, status, self.describe(proc))
+        lines = proc.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, self.describe(proc))
+        self.assertTrue(lines[0].startswith("gpumem-plot: "), self.describe(proc))
+        self.assertNotIn("Traceback", proc.stderr)
+        for phrase in phrases:
+            self.assertIn(phrase, lines[0], self.describe(proc))
+
+    def assertPng(self, path):
+        with open(path, "rb") as f:
+            data = f.read()
+        self.assertEqual(data[:8], PNG_SIGNATURE, path)
+        self.assertGreater(len(data), 10_000, f"{path}: only {len(data)} bytes")
+        # IHDR: width and height, big-endian, right after the signature and the chunk header.
+        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        self.assertGreaterEqual(width, 800)
+        self.assertGreaterEqual(height, 300)
+        return width, height
+
+    def perfetto(self, path):
+        with open(path) as f:
+            document = json.load(f)
+        events = document["traceEvents"]
+        counters, instants = {}, {}
+        for event in events:
+            if event["ph"] == "C":
+                self.assertIsInstance(event["ts"], (int, float))
+                self.assertEqual(event["name"], f"device {event['pid']}")
+                counters.setdefault(event["pid"], []).append(event)
+            elif event["ph"] == "i":
+                instants.setdefault(event["pid"], []).append(event)
+        return counters, instants
+
+
+class PlotOutputTest(PlotTestCase):
+    def test_script_is_executable(self):
+        self.assertTrue(os.access(PLOT, os.X_OK), PLOT)
+
+    def test_summary_counts_and_peaks(self):
+        trace = self.write("two.csv", two_device_trace())
+        proc = run_plot(trace, "--text")
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        found = summaries(proc.stdout)
+        self.assertEqual(sorted(found), [0, 1], proc.stdout)
+        d0, d1 = found[0], found[1]
+        self.assertEqual((d0["allocs"], d0["frees"], d0["refusals"]), ("4", "4", "2"))
+        self.assertEqual(int(d0["peak"]), 96 * MiB)
+        self.assertAlmostEqual(float(d0["at"]), 0.3, places=5)
+        self.assertEqual(d0["reserved"], f"{128 * MiB} bytes")
+        self.assertEqual(d0["limit"], f"{160 * MiB} bytes")
+        self.assertEqual((d1["allocs"], d1["frees"], d1["refusals"]), ("2", "2", "1"))
+        self.assertEqual(int(d1["peak"]), 40 * MiB)
+        self.assertAlmostEqual(float(d1["at"]), 0.4, places=5)
+        self.assertEqual(d1["reserved"], "unknown")  # an empty Reserved column: not drawn
+        self.assertEqual(d1["limit"], f"{GiB} bytes")
+
+    def test_text_chart_shows_the_peak(self):
+        trace = self.write("two.csv", two_device_trace())
+        proc = run_plot(trace, "--text")
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        charts = proc.stdout.split("\n\n", 1)[1]  # after the summary lines
+        self.assertIn(f"peak in use 96.0 MiB ({96 * MiB} bytes)", charts)
+        self.assertIn(f"peak in use 40.0 MiB ({40 * MiB} bytes)", charts)
+        self.assertIn("limit 160.0 MiB", charts)
+        chart_rows = [line for line in charts.splitlines() if re.match(r"^ {0,10}\S* ?\S* \|", line)]
+        self.assertEqual(len(chart_rows), 20, charts)  # 10 rows per device
+        for row in chart_rows:
+            self.assertEqual(len(row.split("|", 1)[1]), 64, row)
+        self.assertIn("=", charts)  # device 0's limit is near its peak: drawn
+        self.assertRegex(charts, r"\+-*x-*x-*")  # two refusals on device 0's time axis
+
+    def test_perfetto_counters(self):
+        trace = self.write("two.csv", two_device_trace())
+        out = self.path("two.json")
+        proc = run_plot(trace, "--perfetto", out)
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        counters, instants = self.perfetto(out)
+        self.assertEqual(sorted(counters), [0, 1])
+        self.assertEqual(max(e["args"]["in_use"] for e in counters[0]), 96 * MiB)
+        self.assertEqual(max(e["args"]["in_use"] for e in counters[1]), 40 * MiB)
+        self.assertEqual(max(e["args"]["reserved"] for e in counters[0]), 128 * MiB)
+        self.assertTrue(all("reserved" not in e["args"] for e in counters[1]))
+        self.assertEqual(len(instants.get(0, [])), 2)
+        self.assertEqual(len(instants.get(1, [])), 1)
+        # Microseconds since the first row.
+        self.assertEqual(min(e["ts"] for e in counters[0]), 0)
+        self.assertAlmostEqual(max(e["ts"] for e in counters[0]), 900_000, delta=1)
+
+    @unittest.skipIf(MATPLOTLIB_MISSING, f"no matplotlib: {MATPLOTLIB_MISSING}")
+    def test_png(self):
+        trace = self.write("two.csv", two_device_trace())
+        out = self.path("timeline.png")
+        proc = run_plot(trace, "-o", out, "--title", "two devices")
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        _, height = self.assertPng(out)
+        self.assertEqual(int(summaries(proc.stdout)[0]["peak"]), 96 * MiB)
+        # One subplot per device: two devices draw a taller figure than one.
+        lines = two_device_trace().splitlines()
+        one = self.write("one.csv", "\n".join([lines[0]] + [line for line in lines[1:]
+                                                             if line.split(",")[6] == "0"]) + "\n")
+        proc = run_plot(one, "-o", self.path("one.png"))
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        self.assertEqual(sorted(summaries(proc.stdout)), [0])
+        _, one_height = self.assertPng(self.path("one.png"))
+        self.assertGreater(height, one_height)
+
+    def test_rmm_replay_log(self):
+        trace = self.write("rmm.csv", RMM_TRACE)
+        proc = run_plot(trace, "--text", "--perfetto", self.path("rmm.json"))
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        found = summaries(proc.stdout)
+        self.assertEqual(sorted(found), [0])  # no Device column: device 0
+        d0 = found[0]
+        self.assertEqual((d0["allocs"], d0["frees"], d0["refusals"]), ("3", "3", "0"))
+        self.assertEqual(int(d0["peak"]), 5 * MiB)  # 3 MiB + 2 MiB, after midnight
+        self.assertAlmostEqual(float(d0["at"]), 0.75, places=5)
+        self.assertEqual((d0["reserved"], d0["limit"]), ("unknown", "unknown"))
+        self.assertIn(f"({5 * MiB} bytes)", proc.stdout)
+        counters, _ = self.perfetto(self.path("rmm.json"))
+        self.assertEqual(max(e["args"]["in_use"] for e in counters[0]), 5 * MiB)
+        self.assertAlmostEqual(max(e["ts"] for e in counters[0]), 1_250_000, delta=1)
+        if not MATPLOTLIB_MISSING:
+            proc = run_plot(trace, "-o", self.path("rmm.png"))
+            self.assertEqual(proc.returncode, 0, self.describe(proc))
+            self.assertPng(self.path("rmm.png"))
+
+    def test_columns_by_name(self):
+        # Another order, an extra column, "deallocate", a free of a pointer never allocated.
+        trace = self.write("shuffled.csv", "\n".join([
+            "Size,Comment,Pointer,Action,Time,Stream,Thread,Device",
+            "1024,first,0x1000,allocate,10.0,0,1,2",
+            "4096,,0x2000,allocate,10.5,0,1,2",
+            "1024,,0x1000,deallocate,11.0,0,1,2",
+            "512,stray,0x9000,free,11.5,0,1,2",
+            "4096,,0x2000,free,12.0,0,1,2",
+        ]) + "\n")
+        proc = run_plot(trace, "--text")
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        d2 = summaries(proc.stdout)[2]
+        self.assertEqual((d2["allocs"], d2["frees"], d2["refusals"]), ("2", "2", "0"))
+        self.assertEqual(int(d2["peak"]), 5120)
+        self.assertIn("1 frees of pointers not live, ignored", d2["rest"])
+
+    def test_large_trace_keeps_the_exact_peak(self):
+        # 300k rows of churn around 64 MiB, and one 1 GiB spike in the middle that lasts one event.
+        rows = [GPUMEM_HEADER]
+        live = []
+        spike_at = 150_000
+        for i in range(300_000):
+            t = i * 1e-5
+            if i == spike_at:
+                rows.append(gpumem_row(t, "allocate", 0x7000_0000_0000, GiB, 0, 2 * GiB, 4 * GiB))
+            elif i == spike_at + 1:
+                rows.append(gpumem_row(t, "free", 0x7000_0000_0000, GiB, 0, 2 * GiB, 4 * GiB))
+            elif len(live) < 64 or i % 2:
+                pointer = 0x7100_0000_0000 + i * 0x100000
+                live.append(pointer)
+                rows.append(gpumem_row(t, "allocate", pointer, MiB, 0, 2 * GiB, 4 * GiB))
+            else:
+                rows.append(gpumem_row(t, "free", live.pop(0), MiB, 0, 2 * GiB, 4 * GiB))
+        in_use = 0
+        peak = 0
+        sizes = {}
+        for row in rows[1:]:  # the expected peak, computed independently
+            fields = row.split(",")
+            if fields[2] == "allocate":
+                sizes[fields[3]] = int(fields[4])
+                in_use += int(fields[4])
+            else:
+                in_use -= sizes.pop(fields[3])
+            peak = max(peak, in_use)
+        trace = self.write("large.csv", "\n".join(rows) + "\n")
+        outputs = ["--perfetto", self.path("large.json"), "--text"]
+        if not MATPLOTLIB_MISSING:
+            outputs += ["-o", self.path("large.png")]
+        start = time.monotonic()
+        proc = run_plot(trace, *outputs, timeout=300)
+        elapsed = time.monotonic() - start
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        self.assertLess(elapsed, 120, "300k rows took minutes")
+        self.assertEqual(int(summaries(proc.stdout)[0]["peak"]), peak)
+        counters, _ = self.perfetto(self.path("large.json"))
+        self.assertLess(len(counters[0]), 100_000, "the counters were not thinned")
+        self.assertEqual(max(e["args"]["in_use"] for e in counters[0]), peak)
+        if not MATPLOTLIB_MISSING:
+            self.assertPng(self.path("large.png"))
+
+
+class PlotErrorTest(PlotTestCase):
+    def check_bad_trace(self, text, *phrases):
+        trace = self.write("bad.csv", text)
+        proc = run_plot(trace, "--text")
+        self.assertOneLineError(proc, 1, "bad.csv", *phrases)
+        self.assertNotIn("device 0:", proc.stdout)
+
+    def test_malformed_traces(self):
+        good = two_device_trace().splitlines()
+        cases = {
+            "empty": ("", ["empty file"]),
+            "header only": (GPUMEM_HEADER + "\n", ["no events"]),
+            "missing column": ("Thread,Time,Action,Pointer,Size\n1,1.0,allocate,0x10,16\n",
+                               ["line 1", "Stream"]),
+            "bad size": ("\n".join(good[:3] + [good[3].replace(str(8 * MiB), "8MiB")]) + "\n",
+                         ["line 4, column Size", "8MiB"]),
+            "negative size": ("\n".join(good[:2] + [good[2].replace(str(16 * MiB), "-5")]) + "\n",
+                              ["line 3, column Size"]),
+            "bad time": ("\n".join(good[:2] + ["4021,yesterday,allocate,0x10,16,0,0,,"]) + "\n",
+                         ["line 3, column Time", "yesterday"]),
+            "bad action": ("\n".join(good[:2] + [good[2].replace("allocate", "alloc")]) + "\n",
+                           ["line 3, column Action", "alloc"]),
+            "bad pointer": ("\n".join(good[:5] + [good[5].replace("0x7f0002000000", "0xnope")]) + "\n",
+                            ["line 6, column Pointer"]),
+            "bad device": ("\n".join(good[:2] + [gpumem_row(0.1, "allocate", 16, 16, "gpu1")]) + "\n",
+                           ["line 3, column Device"]),
+            "bad reserved": ("\n".join(good[:2] + [gpumem_row(0.1, "allocate", 16, 16, 0, "lots")]) + "\n",
+                             ["line 3, column Reserved"]),
+            "short row": ("\n".join(good[:3] + ["4021,1.0,allocate"]) + "\n", ["line 4", "fields"]),
+        }
+        for name, (text, phrases) in cases.items():
+            with self.subTest(case=name):
+                self.check_bad_trace(text, *phrases)
+
+    def test_bad_arguments(self):
+        trace = self.write("two.csv", two_device_trace())
+        cases = {
+            "no arguments": ([], ["required"]),
+            "no output": ([trace], ["-o", "--perfetto", "--text"]),
+            "missing trace": ([self.path("absent.csv"), "--text"], ["absent.csv", "No such file"]),
+            "trace is a folder": ([self.tmp, "--text"], ["folder"]),
+            "unknown option": ([trace, "--text", "--colour"], ["--colour"]),
+            "output folder missing": ([trace, "-o", self.path("no/such/dir/t.png")], ["-o", "no/such/dir"]),
+            "perfetto folder missing": ([trace, "--perfetto", self.path("nowhere/t.json")], ["--perfetto"]),
+            "-o without a value": ([trace, "-o"], ["-o"]),
+        }
+        for name, (args, phrases) in cases.items():
+            with self.subTest(case=name):
+                proc = run_plot(*args)
+                self.assertOneLineError(proc, 2, *phrases)
+                self.assertEqual(proc.stdout, "")
+
+    def test_help(self):
+        proc = run_plot("--help")
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        self.assertIn("usage: gpumem-plot", proc.stdout)
+
+    def test_without_matplotlib(self):
+        # A matplotlib that cannot be imported, first on the path of every interpreter the script
+        # may use: the PNG is refused in one line, the other outputs are still written.
+        fake = os.path.join(self.tmp, "fake")
+        os.makedirs(os.path.join(fake, "matplotlib"))
+        with open(os.path.join(fake, "matplotlib", "__init__.py"), "w") as f:
+            f.write("raise ImportError('matplotlib is hidden by the test')\n")
+        env = {"PYTHONPATH": fake}
+        trace = self.write("two.csv", two_device_trace())
+        proc = run_plot(trace, "-o", self.path("t.png"), env=env)
+        self.assertOneLineError(proc, 1, "python3-matplotlib")
+        self.assertFalse(os.path.exists(self.path("t.png")))
+        proc = run_plot(trace, "--text", "--perfetto", self.path("t.json"), env=env)
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        self.assertIn(f"({96 * MiB} bytes)", proc.stdout)
+        counters, _ = self.perfetto(self.path("t.json"))
+        self.assertEqual(max(e["args"]["in_use"] for e in counters[0]), 96 * MiB)
+        # Asked for all three: the text and the JSON come out, then the one-line refusal.
+        proc = run_plot(trace, "--text", "-o", self.path("t.png"), env=env)
+        self.assertOneLineError(proc, 1, "python3-matplotlib")
+        self.assertIn(f"({96 * MiB} bytes)", proc.stdout)
+
+
+if __name__ == "__main__":
+    print(f"gpumem-plot: {PLOT} (python {sys.version.split()[0]})", file=sys.stderr)
+    unittest.main(verbosity=2)

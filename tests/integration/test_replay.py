@@ -1,0 +1,301 @@
+"""Tests of gpumem-replay, the tool that replays an allocation trace through the BFC arena.
+
+The built tool's path comes from GPUMEM_TEST_REPLAY. Each test writes a small trace, runs the tool on
+it and checks the text report, the --json object, --min-limit, the limit and mode it chose from its
+options and the environment, and its errors: one line naming the argument (status 2) or the trace's
+line (status 1).
+"""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+TOOL = os.environ.get("GPUMEM_TEST_REPLAY", "")
+MiB = 1 << 20
+GiB = 1 << 30
+
+GPUMEM_HEADER = "Thread,Time,Action,Pointer,Size,Stream,Device,Reserved,Limit"
+
+# Peaks by hand: 1024 + 3072 rounded bytes in use at once (4000 requested); a refused request and a
+# free of an unknown pointer are counted, not replayed.
+SMALL_TRACE = "\n".join([
+    GPUMEM_HEADER,
+    "7,1764047045.000001,allocate,0x7f0000000000,1000,0x0,0,8388608,8388608",
+    "7,1764047045.000002,allocate,0x7f0000000400,3000,0x0,0,8388608,8388608",
+    "7,1764047045.000003,free,0x7f0000000000,1000,0x0,0,8388608,8388608",
+    "7,1764047045.000004,allocate failure,0x0,99999999999,0x0,0,8388608,8388608",
+    "7,1764047045.000005,free,0x7fffffff0000,0,0x0,0,8388608,8388608",
+    "7,1764047045.000006,free,0x7f0000000400,3000,0x0,0,8388608,8388608",
+]) + "\n"
+
+# Three 1 MiB blocks; the first and last freed; then 2 MiB. Preallocated, 3 MiB leaves two separate
+# 1 MiB holes; at 4 MiB the last hole merges with the unused MiB: the minimum limit is 4 MiB.
+FRAGMENTING_TRACE = "\r\n".join([
+    "Thread,Time,Action,Pointer,Size,Stream",
+    "1,10:00:00.000001,allocate,0xa00000,1048576,0x0",
+    "1,10:00:00.000002,allocate,0xb00000,1048576,0x0",
+    "1,10:00:00.000003,allocate,0xc00000,1048576,0x0",
+    "1,10:00:00.000004,free,0xa00000,1048576,0x0",
+    "1,10:00:00.000005,free,0xc00000,1048576,0x0",
+    "1,10:00:00.000006,allocate,0xd00000,2097152,0x0",
+]) + "\r\n\r\n"
+
+# Two devices; device 1 comes first.
+TWO_DEVICE_TRACE = "\n".join([
+    "Device,Thread,Time,Action,Pointer,Size,Stream,Limit",
+    "1,1,1.0,allocate,0x100000,4096,0,16777216",
+    "0,1,1.1,allocate,0x200000,8192,0,33554432",
+    "0,1,1.2,allocate,0x300000,8192,0,33554432",
+    "1,1,1.3,free,0x100000,4096,0,16777216",
+]) + "\n"
+
+REQUIRED_KEYS = {"peak_in_use", "peak_reserved", "utilisation", "driver_calls", "ns_per_op",
+                 "peak_requested", "driver_releases", "operations", "failed", "skipped_failures",
+                 "unmatched_frees", "device", "limit", "mode", "source"}
+
+
+def clean_environment() -> dict:
+    """The test's environment without any variable the policy reads."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEM_", "XLA_", "TF_"))}
+
+
+class ReplayTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not TOOL or not os.access(TOOL, os.X_OK):
+            raise RuntimeError(f"GPUMEM_TEST_REPLAY does not name the built gpumem-replay: {TOOL!r}")
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def trace(self, text: str, name: str = "trace.csv") -> str:
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w", encoding="ascii", newline="") as f:
+            f.write(text)
+        return path
+
+    def run_tool(self, *args, env=None, input_text=None) -> subprocess.CompletedProcess:
+        environment = clean_environment()
+        environment.update(env or {})
+        return subprocess.run([TOOL, *args], env=environment, capture_output=True, text=True, timeout=120,
+                              input=input_text)
+
+    def run_json(self, *args, env=None, input_text=None) -> dict:
+        result = self.run_tool("--json", *args, env=env, input_text=input_text)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stderr, "")
+        lines = result.stdout.splitlines()
+        self.assertEqual(len(lines), 1, result.stdout)
+        report = json.loads(lines[0])
+        self.assertIsInstance(report, dict)
+        return report
+
+    def assert_usage_error(self, args, needle, env=None):
+        result = self.run_tool(*args, env=env)
+        with self.subTest(args=args):
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertEqual(result.stdout, "")
+            lines = result.stderr.splitlines()
+            self.assertEqual(len(lines), 1, result.stderr)
+            self.assertTrue(lines[0].startswith("gpumem-replay: "), lines[0])
+            self.assertIn(needle, lines[0])
+
+    # --- reports -------------------------------------------------------------------------------
+
+    def test_text_report(self):
+        result = self.run_tool("--limit", "8MiB", "--preallocate", self.trace(SMALL_TRACE))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stderr, "")
+        rows = {}
+        for line in result.stdout.splitlines():
+            label, _, value = line.partition("  ")
+            rows[label.strip()] = value.strip()
+        self.assertEqual(rows["peak in use"], "4096 (4.00 KiB)")
+        self.assertEqual(rows["peak requested"], "4000 (3.91 KiB)")
+        self.assertEqual(rows["peak reserved"], "8388608 (8.00 MiB)")
+        self.assertEqual(rows["driver calls"], "1 (0 releases)")
+        self.assertEqual(rows["operations"], "4 (2 allocations, 2 frees)")
+        self.assertEqual(rows["failed"], "0")
+        self.assertEqual(rows["skipped failures"], "1")
+        self.assertEqual(rows["unmatched frees"], "1")
+        self.assertRegex(rows["utilisation"], r"^0\.0005 \(0\.05%\)$")
+        self.assertRegex(rows["time per op"], r"^\d+\.\d ns$")
+        self.assertIn("preallocate, classic source", rows["arena"])
+        self.assertNotIn("min limit", rows)
+        # The values line up in one column, after labels padded to 18 characters.
+        for line in result.stdout.splitlines():
+            self.assertTrue(len(line) > 18 and line[17] == " " and line[18] != " ", line)
+
+    def test_json_report(self):
+        report = self.run_json("--limit", "8MiB", "--preallocate", self.trace(SMALL_TRACE))
+        self.assertTrue(REQUIRED_KEYS <= set(report), set(report))
+        self.assertNotIn("min_limit", report)
+        expected = {"peak_in_use": 4096, "peak_requested": 4000, "peak_reserved": 8 * MiB,
+                    "driver_calls": 1, "driver_releases": 0, "operations": 4, "failed": 0,
+                    "skipped_failures": 1, "unmatched_frees": 1, "device": 0, "limit": 8 * MiB,
+                    "mode": "preallocate", "source": "classic"}
+        for key, value in expected.items():
+            self.assertEqual(report[key], value, key)
+        self.assertAlmostEqual(report["utilisation"], 4000 / (8 * MiB))
+        self.assertGreater(report["ns_per_op"], 0)
+
+    def test_growth_mode(self):
+        report = self.run_json("--limit", "1GiB", "--growth", self.trace(SMALL_TRACE))
+        self.assertEqual(report["mode"], "growth")
+        self.assertEqual(report["peak_reserved"], 2 * MiB)  # the first growth region
+        self.assertEqual(report["driver_calls"], 1)
+        self.assertAlmostEqual(report["utilisation"], 4000 / (2 * MiB))
+
+    def test_min_limit(self):
+        path = self.trace(FRAGMENTING_TRACE)
+        report = self.run_json("--limit", "3MiB", "--preallocate", "--min-limit", path)
+        self.assertEqual(report["failed"], 1)  # at 3 MiB the 2 MiB block does not fit
+        self.assertEqual(report["min_limit"], 4 * MiB)
+        self.assertEqual(report["peak_requested"], 3 * MiB)
+        self.assertEqual(self.run_json("--limit", "4MiB", "--preallocate", path)["failed"], 0)
+
+        result = self.run_tool("--limit", "64MiB", "--preallocate", "--min-limit", path)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertRegex(result.stdout, r"(?m)^min limit +4194304 \(4\.00 MiB\)$")
+
+    def test_min_limit_none(self):
+        trace = "Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x100,2199023255552,0\n"  # 2 TiB
+        report = self.run_json("--limit", "1GiB", "--growth", "--min-limit", self.trace(trace))
+        self.assertIsNone(report["min_limit"])
+        self.assertEqual(report["failed"], 1)
+
+    # --- the limit, the mode and the device -----------------------------------------------------
+
+    def test_limit_from_the_trace_and_the_environment(self):
+        path = self.trace(SMALL_TRACE)
+        self.assertEqual(self.run_json(path)["limit"], 8 * MiB)  # the trace's Limit column
+        self.assertEqual(self.run_json(path, env={"GPUMEM_LIMIT": "4MiB"})["limit"], 4 * MiB)
+        report = self.run_json("--device-memory", "16GiB", path)
+        self.assertEqual(report["limit"], 12 * GiB)  # 0.75 by default
+        report = self.run_json("--device-memory", "16GiB", path, env={"XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"})
+        self.assertEqual(report["limit"], 8 * GiB)
+        report = self.run_json("--device-memory", "1GiB", path, env={"GPUMEM_LIMIT": "10GiB"})
+        self.assertEqual(report["limit"], GiB)  # capped at the device
+        report = self.run_json("--limit", "512MB", "--device-memory", "16GiB", path,
+                               env={"GPUMEM_LIMIT": "1GiB"})
+        self.assertEqual(report["limit"], 512 * 1000 * 1000)
+        self.assertEqual(self.run_json("--limit=1e9", path)["limit"], 10 ** 9)
+
+    def test_mode_from_the_environment(self):
+        path = self.trace(SMALL_TRACE)
+        self.assertEqual(self.run_json(path)["mode"], "preallocate")
+        for env in ({"GPUMEM_PREALLOCATE": "false"}, {"XLA_PYTHON_CLIENT_PREALLOCATE": "0"},
+                    {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}):
+            with self.subTest(env=env):
+                report = self.run_json(path, env=env)
+                self.assertEqual(report["mode"], "growth")
+                self.assertEqual(report["peak_reserved"], 2 * MiB)
+                self.assertEqual(self.run_json("--preallocate", path, env=env)["mode"], "preallocate")
+        self.assertEqual(self.run_json("--growth", path)["mode"], "growth")
+
+    def test_garbage_collection_from_the_environment(self):
+        # Growth, 6 MiB: a free 2 MiB region must be given back for the 5 MiB block to fit.
+        trace = "\n".join(["Thread,Time,Action,Pointer,Size,Stream",
+                           "1,1,allocate,0x100000,1048576,0",
+                           "1,2,free,0x100000,0,0",
+                           "1,3,allocate,0x200000,5242880,0"]) + "\n"
+        path = self.trace(trace)
+        report = self.run_json("--growth", "--limit", "6MiB", path)
+        self.assertEqual((report["failed"], report["driver_calls"], report["driver_releases"]), (0, 2, 1))
+        report = self.run_json("--growth", "--limit", "6MiB", path, env={"GPUMEM_GARBAGE_COLLECTION": "off"})
+        self.assertEqual((report["failed"], report["driver_calls"], report["driver_releases"]), (1, 1, 0))
+
+    def test_device_selection(self):
+        path = self.trace(TWO_DEVICE_TRACE)
+        report = self.run_json(path)  # the first row's device
+        self.assertEqual((report["device"], report["limit"], report["peak_requested"]), (1, 16 * MiB, 4096))
+        self.assertEqual(report["operations"], 2)
+        report = self.run_json("--device", "0", path)
+        self.assertEqual((report["device"], report["limit"], report["peak_requested"]), (0, 32 * MiB, 16384))
+        self.assertEqual(report["operations"], 2)
+
+    def test_rmm_trace_on_standard_input(self):
+        report = self.run_json("--limit", "16MiB", "-", input_text=FRAGMENTING_TRACE)
+        self.assertEqual(report["device"], 0)
+        self.assertEqual(report["operations"], 6)
+        self.assertEqual(report["peak_requested"], 3 * MiB)
+
+    # --- errors ---------------------------------------------------------------------------------
+
+    def test_bad_arguments(self):
+        path = self.trace(SMALL_TRACE)
+        no_limit = self.trace("Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x1,1,0\n", "rmm.csv")
+        cases = [
+            (["--limit", "lots", path], '--limit: expected a byte size above 0 (e.g. 10GiB, 512MB, 1e9, 1.5G), '
+                                        'got "lots"'),
+            (["--limit", "0", path], "--limit: expected a byte size above 0"),
+            (["--limit", "100", path], '--limit: expected a limit of at least 256 bytes, got "100"'),
+            ([path, "--limit"], "--limit: expected a byte size above 0 (e.g. 10GiB, 512MB, 1e9, 1.5G), got nothing"),
+            (["--device-memory", "-1G", path], '--device-memory: expected a byte size above 0'),
+            (["--device", "first", path], '--device: expected a device ordinal (0, 1, ...), got "first"'),
+            (["--device", "-1", path], "--device: expected a device ordinal"),
+            (["--device", "3", path], "--device 3: expected a device the trace has rows for (0)"),
+            (["--source", "vmm", path], "--source vmm: the VMM region source is not available"),
+            (["--source=mmap", path], '--source: expected classic, got "mmap"'),
+            (["--growth", "--preallocate", path], "--preallocate: expected either --preallocate or --growth"),
+            (["--json=yes", path], '--json takes no value, got "yes"'),
+            (["--fast", path], 'unknown option "--fast"'),
+            ([], "expected a trace file"),
+            ([path, path], "unexpected argument"),
+            ([no_limit], "expected --limit SIZE or --device-memory SIZE"),
+        ]
+        for args, needle in cases:
+            self.assert_usage_error(args, needle)
+        self.assert_usage_error([path], 'GPUMEM_PREALLOCATE="maybe" is not', env={"GPUMEM_PREALLOCATE": "maybe"})
+        self.assert_usage_error([path], 'XLA_PYTHON_CLIENT_MEM_FRACTION="1.5" is not a fraction in (0, 1]',
+                                env={"XLA_PYTHON_CLIENT_MEM_FRACTION": "1.5"})
+
+    def test_malformed_trace(self):
+        bad = SMALL_TRACE.replace("7,1764047045.000003,free,0x7f0000000000,1000,",
+                                  "7,1764047045.000003,free,0x7f0000000000,1k,")
+        cases = [
+            (bad, "line 4: column Size: expected a decimal byte count, got \"1k\""),
+            ("Thread,Time,Action,Pointer,Size\n", "line 1: the header lacks column Stream"),
+            ("Thread,Time,Action,Pointer,Size,Stream\n\n1,noon,allocate,0x1,1,0\n", "line 3: column Time:"),
+            ("Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x1,1\n", "line 2: column Stream: missing"),
+            ("", "line 1: expected a header line"),
+        ]
+        for text, needle in cases:
+            path = self.trace(text, "bad.csv")
+            result = self.run_tool("--limit", "1GiB", path)
+            with self.subTest(needle=needle):
+                self.assertEqual(result.returncode, 1, result.stderr)
+                self.assertEqual(result.stdout, "")
+                lines = result.stderr.splitlines()
+                self.assertEqual(len(lines), 1, result.stderr)
+                self.assertTrue(lines[0].startswith(f"gpumem-replay: {path}: "), lines[0])
+                self.assertIn(needle, lines[0])
+
+    def test_unreadable_trace(self):
+        missing = os.path.join(self.tmp.name, "missing.csv")
+        result = self.run_tool("--limit", "1GiB", missing)
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(result.stderr.splitlines(),
+                         [f'gpumem-replay: cannot read "{missing}": No such file or directory'])
+        result = self.run_tool("--limit", "1GiB", self.tmp.name)  # a directory
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(result.stderr.splitlines(), [f'gpumem-replay: cannot read "{self.tmp.name}": Is a directory'])
+
+    def test_help(self):
+        result = self.run_tool("--help")
+        self.assertEqual(result.returncode, 0)
+        self.assertEqual(result.stderr, "")
+        for word in ("--device", "--preallocate", "--growth", "--limit", "--device-memory", "--source",
+                     "--min-limit", "--json", "Thread", "Time", "Action", "Pointer", "Size", "Stream",
+                     "Device", "Reserved", "Limit", "allocate failure", "GPUMEM_PREALLOCATE",
+                     "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH", "GPUMEM_GARBAGE_COLLECTION",
+                     "GPUMEM_LIMIT", "unmatched", "Exit status"):
+            self.assertIn(word, result.stdout)
+        self.assertEqual(self.run_tool("-h").stdout, result.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,99 @@
+// The observability layer's pure parts: the out-of-memory report's rate limit and the output paths.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "observe/output_file.h"
+#include "observe/refusal_limiter.h"
+
+using gpumem::shim::observe::RefusalLimiter;
+
+namespace {
+constexpr std::uint64_t kSecond = RefusalLimiter::kIntervalNs;
+}
+
+TEST_CASE("refusal limiter: one report per size per second, then a count", "[observe]") {
+  RefusalLimiter limiter;
+  auto first = limiter.refuse(4096, 10 * kSecond);
+  CHECK(first.report);
+  CHECK(first.suppressed == 0);
+  for (int i = 1; i <= 5; ++i) {
+    const auto again = limiter.refuse(4096, 10 * kSecond + static_cast<std::uint64_t>(i) * kSecond / 10);
+    CHECK_FALSE(again.report);
+    CHECK(again.suppressed == static_cast<std::uint64_t>(i));
+  }
+  // Another size is reported at once, whatever the first one's state.
+  CHECK(limiter.refuse(8192, 10 * kSecond + 1).report);
+  // A second after the last report: reported, with the refusals it stands for.
+  const auto later = limiter.refuse(4096, 11 * kSecond);
+  CHECK(later.report);
+  CHECK(later.suppressed == 5);
+  CHECK_FALSE(limiter.refuse(4096, 11 * kSecond + 1).report);
+}
+
+TEST_CASE("refusal limiter: more distinct sizes than it remembers are all reported", "[observe]") {
+  RefusalLimiter limiter;
+  for (std::size_t size = 1; size <= 3 * RefusalLimiter::kSizes; ++size) {
+    CHECK(limiter.refuse(size * 256, kSecond).report);
+  }
+  // The most recent sizes are still remembered.
+  CHECK_FALSE(limiter.refuse(3 * RefusalLimiter::kSizes * 256, kSecond + 1).report);
+}
+
+TEST_CASE("output paths: %p is the process id, %% a percent sign", "[observe]") {
+  using gpumem::shim::observe::expand_path;
+  using gpumem::shim::observe::path_is_per_process;
+  CHECK(expand_path("/tmp/stats-%p.json", 4242) == "/tmp/stats-4242.json");
+  CHECK(expand_path("%p/%p", 7) == "7/7");
+  CHECK(expand_path("100%%-%p", 1) == "100%-1");
+  CHECK(expand_path("odd%", 1) == "odd%");
+  CHECK(expand_path("%x", 1) == "%x");
+  CHECK(path_is_per_process("a-%p"));
+  CHECK_FALSE(path_is_per_process("a-%%p"));
+  CHECK_FALSE(path_is_per_process("plain"));
+}
+
+TEST_CASE("output files: regular files only, no symbolic links, close-on-exec", "[observe]") {
+  char folder_template[] = "/tmp/gpumem-unit-XXXXXX";
+  const char* folder = mkdtemp(folder_template);
+  REQUIRE(folder != nullptr);
+  const std::string dir = folder;
+  std::string why;
+
+  const std::string file = dir + "/out.csv";
+  int fd = gpumem::shim::observe::open_output_file(file, why);
+  REQUIRE(fd >= 0);
+  CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+  CHECK((fcntl(fd, F_GETFL) & O_NONBLOCK) == 0);
+  CHECK(gpumem::shim::observe::write_all(fd, "abc", 3));
+  close(fd);
+  fd = gpumem::shim::observe::open_output_file(file, why);  // truncates
+  REQUIRE(fd >= 0);
+  struct stat info {};
+  fstat(fd, &info);
+  CHECK(info.st_size == 0);
+  close(fd);
+
+  const std::string link = dir + "/link.csv";
+  REQUIRE(symlink(file.c_str(), link.c_str()) == 0);
+  CHECK(gpumem::shim::observe::open_output_file(link, why) == -1);
+  CHECK(why.find("symbolic link") != std::string::npos);
+
+  const std::string fifo = dir + "/fifo";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(gpumem::shim::observe::open_output_file(fifo, why) == -1);  // no reader: at once, not blocked
+  CHECK(why.find("not a regular file") != std::string::npos);
+
+  CHECK(gpumem::shim::observe::open_output_file(dir, why) == -1);
+  CHECK(why.find("not a regular file") != std::string::npos);
+
+  unlink(fifo.c_str());
+  unlink(link.c_str());
+  unlink(file.c_str());
+  rmdir(dir.c_str());
+}

@@ -1,0 +1,239 @@
+// gpumem-replay's engine: peaks computed by hand on small traces in preallocate and growth mode,
+// garbage collection, the rules for unmatched frees, refusal rows and odd rows, and the minimum
+// limit search on traces whose answer follows from the arena's rules.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "bfc_arena.h"
+#include "replay.h"
+
+using namespace gpumem::replay;
+using gpumem::kMiB;
+
+namespace {
+
+// Rows numbered as lines of a file with a header.
+class TraceBuilder {
+ public:
+  TraceBuilder& allocate(std::uintptr_t pointer, std::size_t size, int device = 0) {
+    return add(TraceAction::allocate, pointer, size, device);
+  }
+  TraceBuilder& free(std::uintptr_t pointer, int device = 0) { return add(TraceAction::free, pointer, 0, device); }
+  TraceBuilder& refused(std::size_t size, int device = 0) {
+    return add(TraceAction::allocate_failure, 0, size, device);
+  }
+  const std::vector<TraceRecord>& rows() const { return rows_; }
+
+ private:
+  TraceBuilder& add(TraceAction action, std::uintptr_t pointer, std::size_t size, int device) {
+    TraceRecord row;
+    row.line = rows_.size() + 2;
+    row.thread = 1;
+    row.time = static_cast<double>(rows_.size());
+    row.action = action;
+    row.pointer = pointer;
+    row.size = size;
+    row.device = device;
+    rows_.push_back(row);
+    return *this;
+  }
+  std::vector<TraceRecord> rows_;
+};
+
+ReplayOptions preallocate(std::size_t limit) { return ReplayOptions{limit, true, true}; }
+ReplayOptions growth(std::size_t limit, bool garbage_collection = true) {
+  return ReplayOptions{limit, false, garbage_collection};
+}
+
+}  // namespace
+
+TEST_CASE("preallocate: peaks of a small trace", "[replay]") {
+  TraceBuilder trace;
+  trace.allocate(0xa000, 1000)   // 1024 in use
+      .allocate(0xb000, 3000)    // 1024 + 3072 = 4096 in use, 4000 requested: the peaks
+      .free(0xa000)              // 3072
+      .allocate(0xc000, 500)     // 3584: best fit is A's old 1024-byte chunk, split
+      .free(0xb000)
+      .free(0xc000);
+  const ReplayResult result = replay(trace.rows(), preallocate(8 * kMiB));
+  CHECK(result.peak_in_use == 4096);
+  CHECK(result.peak_requested == 4000);
+  CHECK(result.peak_reserved == 8 * kMiB);  // the whole limit, at the first allocation
+  CHECK(result.utilisation == Approx(4000.0 / (8.0 * kMiB)));
+  CHECK(result.driver_calls == 1);
+  CHECK(result.driver_releases == 0);
+  CHECK(result.operations == 6);
+  CHECK(result.allocations == 3);
+  CHECK(result.frees == 3);
+  CHECK(result.failed == 0);
+  CHECK_FALSE(result.first_failed_line);
+  CHECK(result.skipped_failures == 0);
+  CHECK(result.unmatched_frees == 0);
+  CHECK(result.ns_per_op > 0.0);
+}
+
+TEST_CASE("growth: regions double from 2 MiB as the trace needs them", "[replay]") {
+  TraceBuilder trace;
+  trace.allocate(0xa000, 1000)      // first region: 2 MiB; the next will be 4 MiB
+      .allocate(0xb000, 3 * kMiB)   // does not fit the 2 MiB region's rest: a 4 MiB region, which
+                                    // is not split (4 MiB < 2 x 3 MiB): B occupies all of it
+      .free(0xa000)
+      .free(0xb000)
+      .allocate(0xc000, kMiB);      // fits what is free: no driver call
+  const ReplayResult result = replay(trace.rows(), growth(8 * kMiB));
+  CHECK(result.peak_in_use == 4 * kMiB + 1024);
+  CHECK(result.peak_requested == 3 * kMiB + 1000);
+  CHECK(result.peak_reserved == 6 * kMiB);
+  CHECK(result.utilisation == Approx((3.0 * kMiB + 1000.0) / (6.0 * kMiB)));
+  CHECK(result.driver_calls == 2);
+  CHECK(result.driver_releases == 0);
+  CHECK(result.operations == 5);
+  CHECK(result.failed == 0);
+
+  // The same trace preallocated reserves the whole limit once, and B splits its 8 MiB - 1 KiB chunk.
+  const ReplayResult preallocated = replay(trace.rows(), preallocate(8 * kMiB));
+  CHECK(preallocated.peak_in_use == 3 * kMiB + 1024);
+  CHECK(preallocated.peak_reserved == 8 * kMiB);
+  CHECK(preallocated.driver_calls == 1);
+}
+
+TEST_CASE("growth: garbage collection gives a free region back to make room", "[replay]") {
+  TraceBuilder trace;
+  trace.allocate(0xa000, kMiB)      // region 1: 2 MiB
+      .free(0xa000)                 // region 1 wholly free
+      .allocate(0xb000, 5 * kMiB);  // 4 MiB left under the 6 MiB limit: too little without region 1
+  const ReplayResult collected = replay(trace.rows(), growth(6 * kMiB, true));
+  CHECK(collected.failed == 0);
+  CHECK(collected.driver_calls == 2);
+  CHECK(collected.driver_releases == 1);
+  CHECK(collected.peak_reserved == 6 * kMiB);  // the second region takes all the limit allows
+  CHECK(collected.peak_in_use == 6 * kMiB);    // and is not split (6 MiB < 2 x 5 MiB)
+
+  const ReplayResult kept = replay(trace.rows(), growth(6 * kMiB, false));
+  CHECK(kept.failed == 1);
+  CHECK(kept.first_failed_line == std::size_t{4});
+  CHECK(kept.driver_calls == 1);
+  CHECK(kept.driver_releases == 0);
+  CHECK(kept.operations == 3);  // a refused allocation is still an arena call
+  CHECK(kept.peak_reserved == 2 * kMiB);
+}
+
+TEST_CASE("frees of pointers not live in the replay are skipped and counted", "[replay]") {
+  TraceBuilder trace;
+  trace.free(0x1000)                // never allocated
+      .allocate(0x2000, 256)
+      .free(0x2000)
+      .free(0x2000);                // freed twice
+  const ReplayResult result = replay(trace.rows(), preallocate(kMiB));
+  CHECK(result.unmatched_frees == 2);
+  CHECK(result.operations == 2);
+  CHECK(result.frees == 1);
+  CHECK(result.peak_in_use == 256);
+}
+
+TEST_CASE("refusal rows are counted and not replayed", "[replay]") {
+  TraceBuilder trace;
+  trace.allocate(0x1000, 512).refused(64 * kMiB).refused(1).free(0x1000);
+  const ReplayResult result = replay(trace.rows(), preallocate(kMiB));
+  CHECK(result.skipped_failures == 2);
+  CHECK(result.operations == 2);
+  CHECK(result.failed == 0);
+  CHECK(result.peak_requested == 512);
+}
+
+TEST_CASE("an allocation the replay refuses is counted, and its free skipped silently", "[replay]") {
+  TraceBuilder trace;
+  trace.allocate(0x1000, 512 * 1024)
+      .allocate(0x2000, 768 * 1024)  // 512 KiB + 768 KiB > 1 MiB
+      .free(0x2000)
+      .free(0x1000);
+  const ReplayResult result = replay(trace.rows(), preallocate(kMiB));
+  CHECK(result.failed == 1);
+  CHECK(result.first_failed_line == std::size_t{3});
+  CHECK(result.unmatched_frees == 0);
+  CHECK(result.operations == 3);  // two allocations (one refused), one free
+  CHECK(result.peak_requested == 512 * 1024);
+  CHECK(replays_without_failure(trace.rows(), preallocate(2 * kMiB)));
+  CHECK_FALSE(replays_without_failure(trace.rows(), preallocate(kMiB)));
+}
+
+TEST_CASE("zero-byte and duplicate allocations", "[replay]") {
+  TraceBuilder trace;
+  trace.allocate(0x1000, 0)      // not replayed; its free is not unmatched
+      .free(0x1000)
+      .allocate(0x2000, 1024)
+      .allocate(0x2000, 2048)    // still live: the earlier block is freed first
+      .free(0x2000);
+  const ReplayResult result = replay(trace.rows(), preallocate(kMiB));
+  CHECK(result.zero_size_allocations == 1);
+  CHECK(result.duplicate_allocations == 1);
+  CHECK(result.unmatched_frees == 0);
+  CHECK(result.operations == 4);  // two allocations and two frees
+  CHECK(result.peak_requested == 2048);
+  CHECK(result.peak_in_use == 2048);
+}
+
+TEST_CASE("rows_of_device keeps one device's rows in order", "[replay]") {
+  TraceBuilder trace;
+  trace.allocate(0x1, 256, 0).allocate(0x2, 512, 1).free(0x1, 0).free(0x2, 1);
+  const std::vector<TraceRecord> device1 = rows_of_device(trace.rows(), 1);
+  REQUIRE(device1.size() == 2);
+  CHECK(device1[0].pointer == 0x2);
+  CHECK(device1[1].action == TraceAction::free);
+  CHECK(rows_of_device(trace.rows(), 7).empty());
+  CHECK(replay(device1, preallocate(kMiB)).peak_requested == 512);
+}
+
+TEST_CASE("the trace's own peak", "[replay]") {
+  TraceBuilder trace;
+  trace.allocate(0x1, 100).allocate(0x2, 200).free(0x1).allocate(0x3, 300).free(0x9).refused(5000);
+  CHECK(trace_peak_requested(trace.rows()) == 500);
+  CHECK(trace_peak_requested({}) == 0);
+}
+
+TEST_CASE("min limit: exact fit, and fragmentation that needs one more MiB", "[replay][min_limit]") {
+  SECTION("two 1.5 MiB blocks fit exactly in 3 MiB") {
+    TraceBuilder trace;
+    trace.allocate(0x1, 3 * kMiB / 2).allocate(0x2, 3 * kMiB / 2).free(0x1).free(0x2);
+    CHECK(find_min_limit(trace.rows(), preallocate(0)) == 3 * kMiB);
+    // Growth at 3 MiB: the first region is 2 MiB (A and 0.5 MiB free), and the 1 MiB the limit
+    // leaves cannot hold B; at 4 MiB the second region is 2 MiB.
+    CHECK_FALSE(replays_without_failure(trace.rows(), growth(3 * kMiB)));
+    CHECK(find_min_limit(trace.rows(), growth(0)) == 4 * kMiB);
+  }
+  SECTION("a 2 MiB block after freeing two 1 MiB blocks that are not adjacent") {
+    // A [0,1) B [1,2) C [2,3) MiB. Freeing A and C leaves two separate 1 MiB holes at a 3 MiB
+    // limit; at 4 MiB, C's hole merges with the unused [3,4) and D fits. The search starts at the
+    // peak requested (3 MiB), which fails, doubles to 6 MiB and bisects down to 4 MiB.
+    TraceBuilder trace;
+    trace.allocate(0xa, kMiB).allocate(0xb, kMiB).allocate(0xc, kMiB).free(0xa).free(0xc).allocate(0xd, 2 * kMiB);
+    CHECK(find_min_limit(trace.rows(), preallocate(0)) == 4 * kMiB);
+    CHECK_FALSE(replays_without_failure(trace.rows(), preallocate(3 * kMiB)));
+    // Growth: a 2 MiB region holds A and B; at 4 MiB, C's region (the 2 MiB left) is wholly free
+    // again when D comes; at 3 MiB it is only 1 MiB.
+    CHECK(find_min_limit(trace.rows(), growth(0)) == 4 * kMiB);
+  }
+  SECTION("a tiny trace needs the smallest step") {
+    TraceBuilder trace;
+    trace.allocate(0x1, 1).free(0x1);
+    CHECK(find_min_limit(trace.rows(), preallocate(0)) == kMiB);
+    CHECK(find_min_limit({}, preallocate(0)) == kMiB);
+  }
+  SECTION("no limit up to 1 TiB works") {
+    TraceBuilder trace;
+    trace.allocate(0x1, kMinLimitCap + 1);
+    CHECK_FALSE(find_min_limit(trace.rows(), growth(0)));
+  }
+  SECTION("the split rule decides: a block is split off a chunk at least twice its size") {
+    // A (5 MiB + 256 rounded) takes the whole preallocated region unless the region is at least
+    // 10 MiB + 512 bytes, so B fits only from 11 MiB, far above the 6 MiB peak requested.
+    TraceBuilder trace;
+    trace.allocate(0x1, 5 * kMiB + 1).allocate(0x2, 256).free(0x1);
+    const auto limit = find_min_limit(trace.rows(), preallocate(0));
+    REQUIRE(limit);
+    CHECK(*limit == 11 * kMiB);
+    CHECK(replays_without_failure(trace.rows(), preallocate(*limit)));
+    CHECK_FALSE(replays_without_failure(trace.rows(), preallocate(*limit - kMiB)));
+  }
+}

@@ -1,0 +1,492 @@
+// gpumem-replay: replays an allocation trace (RMM's replay-log CSV, or gpumem's) through the BFC
+// arena over a fake region source and reports how the arena behaves. tools/README.md describes it.
+//
+// Exit status: 0 done; 1 the trace cannot be read or is malformed; 2 a usage error (an argument or
+// environment variable). Every error is one line on stderr starting with "gpumem-replay: ".
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "policy.h"
+#include "replay.h"
+#include "trace_reader.h"
+#include "value_parsers.h"
+
+namespace {
+
+using gpumem::replay::ReplayOptions;
+using gpumem::replay::ReplayResult;
+using gpumem::replay::TraceRecord;
+
+constexpr std::string_view kProgram = "gpumem-replay";
+constexpr int kExitTrace = 1;
+constexpr int kExitUsage = 2;
+constexpr std::size_t kMinimumLimit = 256;  // the arena's granule: a smaller limit serves nothing
+
+constexpr std::string_view kHelp = R"(Usage: gpumem-replay [OPTIONS] TRACE
+
+Replays an allocation trace through gpumem's BFC arena over a simulated device (no GPU is used or
+needed; the arena's regions are fake addresses) and reports how the arena behaves: peak bytes in use,
+peak reserved, utilisation, driver calls and the arena's time per operation.
+
+TRACE is a CSV file ("-" reads standard input) in RMM's replay-log format, as written by RMM's
+logging_resource_adaptor or by gpumem's shim (GPUMEM_TRACE). Its first line is a header; columns are
+found by name in any order and unknown columns are ignored:
+  Thread    decimal thread id
+  Time      seconds since the epoch (1764047045.123456) or a time of day HH:MM:SS.ffffff;
+            rows are replayed in file order whatever their times
+  Action    allocate | free (or deallocate) | allocate failure (a refused request: counted, not replayed)
+  Pointer   hex address, with or without 0x
+  Size      decimal bytes
+  Stream    decimal or 0x-hex
+  Device    optional: decimal device ordinal (0 when absent)
+  Reserved  optional: decimal bytes, may be empty
+  Limit     optional: decimal bytes, may be empty (the limit the traced process ran with)
+A free of a pointer that is not live in the replay is skipped and counted (unmatched frees).
+
+Options:
+  --device N            replay the rows of device N only (default: the device of the first row)
+  --preallocate         reserve the whole limit as one region at the first allocation
+  --growth              grow by regions on demand, up to the limit
+                        (default for both: the policy from the environment, as the shim reads it:
+                        GPUMEM_PREALLOCATE, XLA_PYTHON_CLIENT_PREALLOCATE, TF_FORCE_GPU_ALLOW_GROWTH)
+  --limit SIZE          the arena's limit (10GiB, 512MB, 1e9, 1.5G; K/M/G/T and KiB/MiB/GiB/TiB are
+                        powers of 1024, KB/MB/GB/TB powers of 1000); at least 256 bytes
+  --device-memory SIZE  the simulated device's total memory: without --limit, the limit is the
+                        policy's limit for a device of this size (GPUMEM_LIMIT, else the fraction
+                        GPUMEM_MEM_FRACTION / XLA_CLIENT_MEM_FRACTION / XLA_PYTHON_CLIENT_MEM_FRACTION,
+                        0.75 by default, of it)
+                        Without --limit and --device-memory: GPUMEM_LIMIT if set, else the trace's
+                        Limit column (its first value for the device), else an error.
+  --source classic      where regions come from: classic (one driver allocation per region) is the
+                        only source available
+  --min-limit           also find the smallest limit (a multiple of 1 MiB) with which the whole trace
+                        replays without a refused allocation, by binary search, with the chosen
+                        preallocate/growth mode
+  --json                print one JSON object instead of the text report
+  -h, --help            print this help and exit
+
+Garbage collection (growth mode: give wholly free regions back before refusing) follows
+GPUMEM_GARBAGE_COLLECTION (default on). Every variable the shim reads is validated; an invalid one is
+an error. Frees are replayed unfenced (there is no device to wait for).
+
+Report (text, or the keys of --json):
+  peak_in_use       the arena's peak bytes in use (sizes rounded up to 256 bytes)
+  peak_requested    peak of the bytes the live blocks asked for
+  peak_reserved     peak bytes held in regions
+  utilisation       peak_requested / peak_reserved
+  driver_calls      regions reserved; driver_releases: regions given back during the replay
+  ns_per_op         steady-clock time inside the arena's calls, per operation
+  operations        arena calls replayed (allocations, refused ones included, and frees)
+  failed            allocations the arena refused in the replay
+  skipped_failures  "allocate failure" rows in the trace
+  unmatched_frees   frees of pointers not live in the replay
+  min_limit         with --min-limit: bytes, or null when even 1 TiB does not suffice
+  also: device, limit, mode (preallocate|growth), source (classic), zero_size_allocations,
+  duplicate_allocations (allocations of a pointer still live: the earlier block is freed first)
+
+Exit status: 0 done, 1 unreadable or malformed trace, 2 usage error.
+)";
+
+// An error to report: one line, and the exit status.
+struct Failure {
+  int status = kExitUsage;
+  std::string message;
+};
+
+struct Arguments {
+  std::string trace_path;
+  std::optional<int> device;
+  std::optional<bool> preallocate;  // --preallocate / --growth
+  std::optional<std::size_t> limit;
+  std::optional<std::size_t> device_memory;
+  bool min_limit = false;
+  bool json = false;
+  bool help = false;
+};
+
+std::optional<std::size_t> parse_size_argument(std::string_view text) {
+  const std::optional<std::size_t> bytes = gpumem::parse_byte_size(gpumem::trim_blanks(text));
+  if (!bytes || *bytes == 0) return std::nullopt;
+  return bytes;
+}
+
+constexpr std::string_view kSizeExpected =
+    "a byte size above 0 (e.g. 10GiB, 512MB, 1e9, 1.5G)";
+
+std::optional<Failure> parse_arguments(const std::vector<std::string_view>& args, Arguments& out) {
+  bool options_done = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (options_done || arg == "-" || arg.size() < 2 || arg[0] != '-') {
+      if (!out.trace_path.empty()) {
+        return Failure{kExitUsage, fmt::format("{}: unexpected argument {}: expected one trace file (already "
+                                               "given: {}; see --help)",
+                                               kProgram, gpumem::quote_value(arg),
+                                               gpumem::quote_value(out.trace_path))};
+      }
+      if (arg.empty()) return Failure{kExitUsage, fmt::format("{}: expected a trace file, got \"\"", kProgram)};
+      out.trace_path = std::string(arg);
+      continue;
+    }
+    if (arg == "--") {
+      options_done = true;
+      continue;
+    }
+    // --name=value or --name value
+    std::string_view name = arg;
+    std::optional<std::string_view> inline_value;
+    if (const std::size_t equals = arg.find('='); equals != std::string_view::npos && arg.starts_with("--")) {
+      name = arg.substr(0, equals);
+      inline_value = arg.substr(equals + 1);
+    }
+    const auto flag = [&](bool& target) -> std::optional<Failure> {
+      if (inline_value) {
+        return Failure{kExitUsage, fmt::format("{}: {} takes no value, got {}", kProgram, name,
+                                               gpumem::quote_value(*inline_value))};
+      }
+      target = true;
+      return std::nullopt;
+    };
+    const auto value = [&]() -> std::optional<std::string_view> {
+      if (inline_value) return inline_value;
+      if (i + 1 < args.size()) return args[++i];
+      return std::nullopt;
+    };
+    const auto missing = [&](std::string_view expected) {
+      return Failure{kExitUsage, fmt::format("{}: {}: expected {}, got nothing", kProgram, name, expected)};
+    };
+    const auto invalid = [&](std::string_view expected, std::string_view got) {
+      return Failure{kExitUsage,
+                     fmt::format("{}: {}: expected {}, got {}", kProgram, name, expected, gpumem::quote_value(got))};
+    };
+
+    if (name == "-h" || name == "--help") {
+      if (auto failure = flag(out.help)) return failure;
+    } else if (name == "--json") {
+      if (auto failure = flag(out.json)) return failure;
+    } else if (name == "--min-limit") {
+      if (auto failure = flag(out.min_limit)) return failure;
+    } else if (name == "--preallocate" || name == "--growth") {
+      bool set = false;
+      if (auto failure = flag(set)) return failure;
+      const bool preallocate = name == "--preallocate";
+      if (out.preallocate && *out.preallocate != preallocate) {
+        return Failure{kExitUsage,
+                       fmt::format("{}: {}: expected either --preallocate or --growth, not both", kProgram, name)};
+      }
+      out.preallocate = preallocate;
+    } else if (name == "--device") {
+      constexpr std::string_view kExpected = "a device ordinal (0, 1, ...)";
+      const auto text = value();
+      if (!text) return missing(kExpected);
+      const std::string_view trimmed = gpumem::trim_blanks(*text);
+      int device = 0;
+      const auto [end, error] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), device, 10);
+      if (trimmed.empty() || error != std::errc{} || end != trimmed.data() + trimmed.size() || device < 0) {
+        return invalid(kExpected, *text);
+      }
+      out.device = device;
+    } else if (name == "--limit" || name == "--device-memory") {
+      const auto text = value();
+      if (!text) return missing(kSizeExpected);
+      const std::optional<std::size_t> bytes = parse_size_argument(*text);
+      if (!bytes) return invalid(kSizeExpected, *text);
+      if (name == "--limit") {
+        if (*bytes < kMinimumLimit) return invalid("a limit of at least 256 bytes", *text);
+        out.limit = bytes;
+      } else {
+        out.device_memory = bytes;
+      }
+    } else if (name == "--source") {
+      constexpr std::string_view kExpected = "classic";
+      const auto text = value();
+      if (!text) return missing(kExpected);
+      const std::string_view source = gpumem::trim_blanks(*text);
+      if (gpumem::equals_ignoring_case(source, "vmm")) {
+        return Failure{kExitUsage, fmt::format("{}: --source vmm: the VMM region source is not available in this "
+                                               "version; expected classic",
+                                               kProgram)};
+      }
+      if (!gpumem::equals_ignoring_case(source, "classic")) return invalid(kExpected, *text);
+    } else {
+      return Failure{kExitUsage, fmt::format("{}: unknown option {} (see --help)", kProgram,
+                                             gpumem::quote_value(name))};
+    }
+  }
+  if (!out.help && out.trace_path.empty()) {
+    return Failure{kExitUsage, fmt::format("{}: expected a trace file (a CSV path, or - for standard input; see "
+                                           "--help)",
+                                           kProgram)};
+  }
+  return std::nullopt;
+}
+
+// The policy's error line, reworded for this tool: "gpumem: X=... is ...; the shim is disabled ..."
+// becomes "gpumem-replay: X=... is ...".
+std::string policy_error(std::string message) {
+  constexpr std::string_view kPrefix = "gpumem: ";
+  constexpr std::string_view kSuffix = "; the shim is disabled for this process";
+  if (message.starts_with(kPrefix)) message.erase(0, kPrefix.size());
+  if (message.ends_with(kSuffix)) message.erase(message.size() - kSuffix.size());
+  return fmt::format("{}: {}", kProgram, message);
+}
+
+std::optional<std::string> read_all(const std::string& path, std::string& error) {
+  std::ostringstream buffer;
+  if (path == "-") {
+    buffer << std::cin.rdbuf();
+    if (std::cin.bad()) {
+      error = "cannot read standard input";
+      return std::nullopt;
+    }
+    return buffer.str();
+  }
+  std::error_code status_error;
+  if (std::filesystem::is_directory(path, status_error)) {
+    error = fmt::format("cannot read {}: {}", gpumem::quote_value(path), std::strerror(EISDIR));
+    return std::nullopt;
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    error = fmt::format("cannot read {}: {}", gpumem::quote_value(path), std::strerror(errno));
+    return std::nullopt;
+  }
+  buffer << file.rdbuf();
+  if (file.bad()) {
+    error = fmt::format("cannot read {}: {}", gpumem::quote_value(path), std::strerror(errno));
+    return std::nullopt;
+  }
+  return buffer.str();
+}
+
+std::string human_bytes(std::size_t bytes) {
+  static constexpr std::string_view kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) return fmt::format("{} B", bytes);
+  return fmt::format("{} ({:.2f} {})", bytes, value, kUnits[unit]);
+}
+
+struct Setup {
+  int device = 0;
+  std::size_t limit = 0;
+  std::string limit_origin;
+  ReplayOptions options;
+};
+
+// Chooses the device, the limit and the arena options; or a usage error.
+std::optional<Failure> choose_setup(const Arguments& arguments, const gpumem::Policy& policy,
+                                    const std::vector<TraceRecord>& records, std::vector<TraceRecord>& rows,
+                                    Setup& setup) {
+  setup.device = arguments.device.value_or(records.empty() ? 0 : records.front().device);
+  rows = gpumem::replay::rows_of_device(records, setup.device);
+  if (rows.empty() && !records.empty()) {
+    std::set<int> devices;
+    for (const TraceRecord& record : records) devices.insert(record.device);
+    std::string list;
+    for (const int device : devices) list += fmt::format("{}{}", list.empty() ? "" : ", ", device);
+    return Failure{kExitUsage, fmt::format("{}: --device {}: expected a device the trace has rows for ({})",
+                                           kProgram, setup.device, list)};
+  }
+
+  if (arguments.limit) {
+    setup.limit = *arguments.limit;
+    setup.limit_origin = "--limit";
+  } else if (arguments.device_memory) {
+    setup.limit = policy.limit_for_device(*arguments.device_memory, *arguments.device_memory);
+    setup.limit_origin = policy.limit_bytes
+                             ? fmt::format("{}, capped at --device-memory {}", policy.limit_origin.variable,
+                                           *arguments.device_memory)
+                             : fmt::format("{} ({}) of --device-memory {}", policy.fraction,
+                                           policy.fraction_origin.variable, *arguments.device_memory);
+    if (setup.limit < kMinimumLimit) {
+      return Failure{kExitUsage, fmt::format("{}: --device-memory {}: the policy's limit for it is {} bytes, "
+                                             "expected at least 256",
+                                             kProgram, *arguments.device_memory, setup.limit)};
+    }
+  } else if (policy.limit_bytes) {
+    setup.limit = *policy.limit_bytes;
+    setup.limit_origin = policy.limit_origin.variable;
+    if (setup.limit < kMinimumLimit) {
+      return Failure{kExitUsage, fmt::format("{}: {}={}: expected a limit of at least 256 bytes", kProgram,
+                                             policy.limit_origin.variable, setup.limit)};
+    }
+  } else {
+    std::optional<std::size_t> traced;
+    for (const TraceRecord& row : rows) {
+      if (row.limit) {
+        traced = row.limit;
+        break;
+      }
+    }
+    if (!traced || *traced < kMinimumLimit) {
+      return Failure{kExitUsage, fmt::format("{}: expected --limit SIZE or --device-memory SIZE: the trace has no "
+                                             "Limit column value{} for device {}",
+                                             kProgram, traced ? " of at least 256 bytes" : "", setup.device)};
+    }
+    setup.limit = *traced;
+    setup.limit_origin = "the trace's Limit column";
+  }
+
+  setup.options.limit = setup.limit;
+  setup.options.preallocate = arguments.preallocate.value_or(policy.preallocate);
+  setup.options.garbage_collection = policy.garbage_collection;
+  return std::nullopt;
+}
+
+void print_json(const Setup& setup, const ReplayResult& result, bool asked_min_limit,
+                const std::optional<std::size_t>& min_limit) {
+  nlohmann::ordered_json report;
+  report["peak_in_use"] = result.peak_in_use;
+  report["peak_reserved"] = result.peak_reserved;
+  report["utilisation"] = result.utilisation;
+  report["driver_calls"] = result.driver_calls;
+  report["ns_per_op"] = result.ns_per_op;
+  if (asked_min_limit) {
+    if (min_limit) {
+      report["min_limit"] = *min_limit;
+    } else {
+      report["min_limit"] = nullptr;
+    }
+  }
+  report["peak_requested"] = result.peak_requested;
+  report["driver_releases"] = result.driver_releases;
+  report["operations"] = result.operations;
+  report["failed"] = result.failed;
+  report["skipped_failures"] = result.skipped_failures;
+  report["unmatched_frees"] = result.unmatched_frees;
+  report["zero_size_allocations"] = result.zero_size_allocations;
+  report["duplicate_allocations"] = result.duplicate_allocations;
+  report["device"] = setup.device;
+  report["limit"] = setup.limit;
+  report["mode"] = setup.options.preallocate ? "preallocate" : "growth";
+  report["source"] = "classic";
+  fmt::print("{}\n", report.dump());
+}
+
+void print_text(const Arguments& arguments, const Setup& setup, std::size_t rows, std::size_t records,
+                const ReplayResult& result, const std::optional<std::size_t>& min_limit) {
+  const auto line = [](std::string_view label, const std::string& value) {
+    fmt::print("{:<18}{}\n", label, value);
+  };
+  line("trace", fmt::format("{}, device {}: {} of {} rows", arguments.trace_path, setup.device, rows, records));
+  line("arena", fmt::format("{}, classic source, garbage collection {}",
+                            setup.options.preallocate ? "preallocate" : "growth",
+                            setup.options.garbage_collection ? "on" : "off"));
+  line("limit", fmt::format("{}, from {}", human_bytes(setup.limit), setup.limit_origin));
+  line("operations", fmt::format("{} ({} allocations, {} frees)", result.operations, result.allocations + result.failed,
+                                 result.frees));
+  line("failed", result.first_failed_line
+                     ? fmt::format("{} (first at line {})", result.failed, *result.first_failed_line)
+                     : fmt::format("{}", result.failed));
+  line("skipped failures", fmt::format("{}", result.skipped_failures));
+  line("unmatched frees", fmt::format("{}", result.unmatched_frees));
+  if (result.zero_size_allocations > 0) line("zero-size allocs", fmt::format("{}", result.zero_size_allocations));
+  if (result.duplicate_allocations > 0) line("duplicate allocs", fmt::format("{}", result.duplicate_allocations));
+  line("peak requested", human_bytes(result.peak_requested));
+  line("peak in use", human_bytes(result.peak_in_use));
+  line("peak reserved", human_bytes(result.peak_reserved));
+  line("utilisation", fmt::format("{:.4f} ({:.2f}%)", result.utilisation, 100.0 * result.utilisation));
+  line("driver calls", fmt::format("{} ({} releases)", result.driver_calls, result.driver_releases));
+  line("time per op", fmt::format("{:.1f} ns", result.ns_per_op));
+  if (arguments.min_limit) {
+    line("min limit", min_limit ? human_bytes(*min_limit) : std::string("none up to 1 TiB"));
+  }
+}
+
+int run(const std::vector<std::string_view>& args) {
+  Arguments arguments;
+  if (const std::optional<Failure> failure = parse_arguments(args, arguments)) {
+    fmt::print(stderr, "{}\n", failure->message);
+    return failure->status;
+  }
+  if (arguments.help) {
+    fmt::print("{}", kHelp);
+    return 0;
+  }
+
+  const gpumem::PolicyResult policy = gpumem::policy_from_environment(
+      [](std::string_view name) -> std::optional<std::string_view> {
+        const char* value = std::getenv(std::string(name).c_str());
+        if (value == nullptr) return std::nullopt;
+        return std::string_view(value);
+      });
+  if (!policy.policy) {
+    fmt::print(stderr, "{}\n", policy_error(policy.error));
+    return kExitUsage;
+  }
+
+  std::string read_error;
+  const std::optional<std::string> text = read_all(arguments.trace_path, read_error);
+  if (!text) {
+    fmt::print(stderr, "{}: {}\n", kProgram, read_error);
+    return kExitTrace;
+  }
+  gpumem::replay::TraceParseResult parsed = gpumem::replay::parse_trace(*text);
+  if (!parsed.trace) {
+    fmt::print(stderr, "{}: {}: {}\n", kProgram, arguments.trace_path == "-" ? "standard input" : arguments.trace_path,
+               parsed.error);
+    return kExitTrace;
+  }
+  const std::vector<TraceRecord>& records = parsed.trace->records;
+
+  std::vector<TraceRecord> rows;
+  Setup setup;
+  if (const std::optional<Failure> failure = choose_setup(arguments, *policy.policy, records, rows, setup)) {
+    fmt::print(stderr, "{}\n", failure->message);
+    return failure->status;
+  }
+
+  const ReplayResult result = gpumem::replay::replay(rows, setup.options);
+  std::optional<std::size_t> min_limit;
+  if (arguments.min_limit) min_limit = gpumem::replay::find_min_limit(rows, setup.options);
+
+  if (arguments.json) {
+    print_json(setup, result, arguments.min_limit, min_limit);
+  } else {
+    print_text(arguments, setup, rows.size(), records.size(), result, min_limit);
+  }
+  std::fflush(stdout);
+  if (std::ferror(stdout)) {
+    fmt::print(stderr, "{}: cannot write the report to standard output\n", kProgram);
+    return kExitTrace;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::vector<std::string_view> args;
+    for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+    return run(args);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "gpumem-replay: %s\n", error.what());
+  } catch (...) {
+    std::fprintf(stderr, "gpumem-replay: unexpected error\n");
+  }
+  return kExitTrace;
+}
