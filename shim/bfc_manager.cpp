@@ -11,10 +11,10 @@
 namespace gpumem::shim {
 namespace {
 
-ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes) {
+ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool preallocate) {
   ArenaOptions options;
   options.limit = limit_bytes;
-  options.preallocate = policy.preallocate;
+  options.preallocate = preallocate;
   options.garbage_collection = policy.garbage_collection;
   return options;
 }
@@ -26,11 +26,13 @@ constexpr int kFenceSyncAttempts = 3;
 }  // namespace
 
 BfcManager::BfcManager(CUcontext context, CUdevice device, const Policy& policy, std::size_t limit_bytes,
-                       CUmemoryPool default_pool)
+                       CUmemoryPool default_pool, bool preallocate)
     : MemoryManager(context, device, policy, limit_bytes),
+      source_(device),
       fences_(fence_ids()),
-      arena_(source_, arena_options(policy, limit_bytes), &fences_),
-      default_pool_(default_pool) {}
+      arena_(source_, arena_options(policy, limit_bytes, preallocate), &fences_),
+      default_pool_(default_pool),
+      preallocate_(preallocate) {}
 
 void BfcManager::resolve_fences_instead_of_growing(std::size_t bytes) {
   // Growing with defer: fenced chunks are otherwise reused only once the limit is reached, so the
@@ -39,7 +41,7 @@ void BfcManager::resolve_fences_instead_of_growing(std::size_t bytes) {
   // near twice the live set and synchronises about once per live set's worth of allocations, not
   // every few allocations.
   // Never while the program captures a graph: the driver would refuse and end the capture.
-  if (policy().preallocate || policy().free_sync != FreeSync::defer || capture_state::active()) return;
+  if (preallocate_ || policy().free_sync != FreeSync::defer || capture_state::active()) return;
   const std::size_t rounded = (bytes + 255) / 256 * 256;
   const ArenaStats stats = arena_.stats();
   if (stats.largest_free_block >= rounded || stats.bytes_fenced < rounded ||
@@ -63,10 +65,11 @@ CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, st
     count_pass_through();
     log::at(LogLevel::debug, "device {}: {} bytes from the driver while a graph capture is under way",
             device(), bytes);
-    const CUresult result = count_driver_alloc(stream == nullptr
-                                                   ? real_driver().cuMemAlloc_v2(out, bytes)
-                                                   : driver_passthrough::mem_alloc_async(out, bytes, *stream));
-    return count_path(result, AllocationPath::driver, bytes);
+    const CUresult result = allocate_charged(out, bytes, BudgetPath::driver, "cuMemAlloc", [&] {
+      return stream == nullptr ? real_driver().cuMemAlloc_v2(out, bytes)
+                               : driver_passthrough::mem_alloc_async(out, bytes, *stream);
+    });
+    return count_path(count_driver_alloc(result), AllocationPath::driver, bytes);
   }
   for (int attempt = 0; status == Status::fences_pending && attempt < kFenceSyncAttempts; ++attempt) {
     const FenceId through = last_fence_id();  // every fence drawn before the synchronisation starts
@@ -89,7 +92,7 @@ void BfcManager::warn_once_if_preallocation_shrank() {
     return;
   }
   const ArenaStats stats = arena_.stats();
-  if (policy().preallocate && (stats.region_refusals > 0 || stats.bytes_reserved < limit_bytes())) {
+  if (preallocate_ && (stats.region_refusals > 0 || stats.bytes_reserved < limit_bytes())) {
     log::at(LogLevel::warn,
                  "device {}: the driver refused a {}-byte preallocation; reserved {} bytes instead "
                  "(retried at 0.9x)", device(), limit_bytes(), stats.bytes_reserved);
@@ -107,7 +110,7 @@ CUresult BfcManager::do_free(CUdeviceptr ptr) {
   const auto address = static_cast<std::uintptr_t>(ptr);
   if (!arena_.owns(address)) {
     count_pass_through();
-    return real_driver().cuMemFree_v2(ptr);
+    return free_passed_through(ptr, [&] { return real_driver().cuMemFree_v2(ptr); });
   }
   Fence fence;
   switch (policy().free_sync) {
@@ -145,7 +148,7 @@ CUresult BfcManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
   const auto address = static_cast<std::uintptr_t>(ptr);
   if (!arena_.owns(address)) {
     count_pass_through();
-    return driver_passthrough::mem_free_async(ptr, stream);
+    return free_passed_through(ptr, [&] { return driver_passthrough::mem_free_async(ptr, stream); });
   }
   // A captured free makes a graph free node, which the driver accepts for graph allocations only:
   // an arena block gets the driver's answer for any other memory.
@@ -163,21 +166,15 @@ CUresult BfcManager::do_allocate_from_pool_async(CUdeviceptr* out, std::size_t b
                                                  StreamArg stream) {
   if (pool != nullptr && pool == default_pool_) return do_allocate_async(out, bytes, stream);
   count_pass_through();  // the program's own pool
-  return count_path(count_driver_alloc(driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream)),
-                    AllocationPath::program_pool, bytes);
+  const CUresult result = allocate_charged(out, bytes, BudgetPath::program_pool, "cuMemAllocFromPoolAsync", [&] {
+    return driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream);
+  });
+  return count_path(count_driver_alloc(result), AllocationPath::program_pool, bytes);
 }
 
-CUresult BfcManager::do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) {
-  std::size_t device_free = 0;
-  const CUresult result = driver_passthrough::mem_get_info(&device_free, nullptr);
-  if (result != CUDA_SUCCESS) return result;
-  if (free_bytes != nullptr) {
-    const ArenaStats stats = arena_.stats();
-    const std::size_t held_free = stats.bytes_reserved - stats.bytes_in_use;
-    *free_bytes = std::min(arena_.available(), device_free + held_free);
-  }
-  if (total_bytes != nullptr) *total_bytes = limit_bytes();
-  return CUDA_SUCCESS;
+std::size_t BfcManager::held_unused_bytes() const {
+  const ArenaStats stats = arena_.stats();
+  return stats.bytes_reserved - stats.bytes_in_use;
 }
 
 bool BfcManager::do_owns(CUdeviceptr ptr) const { return arena_.owns(static_cast<std::uintptr_t>(ptr)); }

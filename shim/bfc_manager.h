@@ -19,9 +19,10 @@ namespace gpumem::shim {
 class BfcManager final : public MemoryManager {
  public:
   // `default_pool` is the device's default memory pool (null if it has none): allocations from it
-  // are served like cuMemAllocAsync.
+  // are served like cuMemAllocAsync. `preallocate`: the policy's choice, unless other paths already
+  // hold part of the device's budget (then the arena grows on demand, so it cannot starve them).
   BfcManager(CUcontext context, CUdevice device, const Policy& policy, std::size_t limit_bytes,
-             CUmemoryPool default_pool);
+             CUmemoryPool default_pool, bool preallocate);
 
  private:
   CUresult do_allocate(CUdeviceptr* out, std::size_t bytes) override;
@@ -30,7 +31,7 @@ class BfcManager final : public MemoryManager {
   CUresult do_free_async(CUdeviceptr ptr, StreamArg stream) override;
   CUresult do_allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemoryPool pool,
                                        StreamArg stream) override;
-  CUresult do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) override;
+  std::size_t held_unused_bytes() const override;
   bool do_owns(CUdeviceptr ptr) const override;
   // Growth mode with deferred frees: resolves the fences when only fenced bytes could serve `bytes`.
   void resolve_fences_instead_of_growing(std::size_t bytes);
@@ -40,6 +41,7 @@ class BfcManager final : public MemoryManager {
   bool do_try_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "bfc"; }
   std::size_t do_trim() override;
+  void do_retire() noexcept override { source_.abandon(); }
   std::string do_dump() const override;
   std::string do_describe_refusal(std::size_t bytes) const override;
   std::size_t do_reserved_bytes_now() const noexcept override;
@@ -55,6 +57,7 @@ class BfcManager final : public MemoryManager {
   StreamFences fences_;
   BfcArena arena_;
   const CUmemoryPool default_pool_;
+  const bool preallocate_;
   std::atomic<bool> preallocation_checked_{false};
 };
 

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "bfc_manager.h"
+#include "budget/budgets.h"
 #include "cuda_async_manager.h"
 #include "log.h"
 #include "platform_manager.h"
@@ -38,7 +39,17 @@ std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, 
           driver.cuDeviceGetDefaultMemPool(&default_pool, device) != CUDA_SUCCESS) {
         default_pool = nullptr;
       }
-      return std::make_unique<BfcManager>(context, device, policy, limit, default_pool);
+      // Other paths (VMM, managed memory, arrays, ...) already hold part of the budget: a region of the
+      // whole limit cannot be had, and would leave them nothing later; the arena grows instead.
+      const DeviceBudget* budget = budget::existing(device);
+      const bool others_hold_memory = budget != nullptr && budget->charged() > 0;
+      if (policy.preallocate && others_hold_memory) {
+        messages.add(LogLevel::info,
+                     "device {}: other allocation paths hold {} bytes of the budget: the arena grows on demand "
+                     "instead of preallocating", device, budget->charged());
+      }
+      return std::make_unique<BfcManager>(context, device, policy, limit, default_pool,
+                                          policy.preallocate && !others_hold_memory);
     }
     case Mode::cuda_async:
       if (auto manager = CudaAsyncManager::create(context, device, policy, limit, messages)) return manager;
@@ -130,7 +141,7 @@ MemoryManager* ContextRegistry::owner_of(CUdeviceptr ptr) const {
 
 void ContextRegistry::forget(CUcontext context) {
   if (context == nullptr) return;
-  const MemoryManager* forgotten = nullptr;
+  MemoryManager* forgotten = nullptr;
   {
     std::lock_guard lock(mutex_);
     const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
@@ -141,7 +152,9 @@ void ContextRegistry::forget(CUcontext context) {
       }
     }
   }
+  budget::forget_context(context);
   if (forgotten == nullptr) return;
+  forgotten->retire();
   log::debug("context {}: forgotten with its memory", static_cast<const void*>(context));
   if (log::enabled(LogLevel::info)) log_summary(*forgotten);
 }
@@ -183,7 +196,11 @@ void ContextRegistry::forget_primary_context(CUdevice device) {
   for (std::size_t i = 0; i < used; ++i) {
     MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire);
     if (manager != nullptr && manager->device() == device) {
-      slots_[i].context.store(nullptr, std::memory_order_release);
+      const CUcontext context = slots_[i].context.exchange(nullptr, std::memory_order_acq_rel);
+      if (context != nullptr) {
+        budget::forget_context(context);
+        manager->retire();
+      }
     }
   }
 }
@@ -202,7 +219,9 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
                  static_cast<const void*>(context));
     return nullptr;
   }
-  const std::size_t limit = std::max<std::size_t>(policy.limit_for_device(total, free), 256);
+  std::size_t limit = std::max<std::size_t>(policy.limit_for_device(total, free), 256);
+  // Every context of the device shares one budget, whose limit the first one (or another path) set.
+  if (DeviceBudget* budget = budget::slot(device)) limit = budget->set_limit(limit);
 
   std::size_t slot = kMaxContexts;
   const std::size_t used = slots_in_use_.load(std::memory_order_acquire);

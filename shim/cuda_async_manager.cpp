@@ -127,10 +127,12 @@ CUresult CudaAsyncManager::return_to_pool(CUdeviceptr ptr) {
 
 CUresult CudaAsyncManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
   std::call_once(warmed_up_, [this] { warm_up(); });
-  const CUresult result = allocate_on_private_stream(out, bytes);  // logs why it failed
+  const CUresult result = allocate_charged(out, bytes, BudgetPath::async_pool, "cuMemAlloc",
+                                           [&] { return allocate_on_private_stream(out, bytes); });  // logs why it failed
   if (result != CUDA_SUCCESS) return result;
   std::lock_guard lock(mutex_);
   if (!blocks_.reserve_one()) {
+    budget::forget_block(static_cast<std::uintptr_t>(*out));
     return_to_pool(*out);
     log::at(LogLevel::warn, "device {}: no host memory to track a {}-byte block", device(), bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -149,8 +151,9 @@ CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
     if (state == kDeferred) return CUDA_ERROR_INVALID_VALUE;  // freed twice
     if (state == detail::kNoChunk) {
       count_pass_through();
-      return real_driver().cuMemFree_v2(ptr);
+      return free_passed_through(ptr, [&] { return real_driver().cuMemFree_v2(ptr); });
     }
+    budget::forget_block(static_cast<std::uintptr_t>(ptr));  // the program gave it up
     if (defer) {
       const FenceId fence = fence_ids().fetch_add(1, std::memory_order_acq_rel) + 1;
       deferred_.emplace_back(fence, ptr);  // may throw: before the state changes
@@ -171,9 +174,13 @@ CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
 }
 
 CUresult CudaAsyncManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
-  const AllocationPath path =
-      driver_passthrough::stream_is_capturing(stream) ? AllocationPath::graph : AllocationPath::async_pool;
-  return count_path(count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream)), path, bytes);
+  if (driver_passthrough::stream_is_capturing(stream)) {  // the graph owns it: not charged
+    return count_path(count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream)),
+                      AllocationPath::graph, bytes);
+  }
+  const CUresult result = allocate_charged(out, bytes, BudgetPath::async_pool, "cuMemAllocAsync",
+                                           [&] { return driver_passthrough::mem_alloc_async(out, bytes, stream); });
+  return count_path(count_driver_alloc(result), AllocationPath::async_pool, bytes);
 }
 
 CUresult CudaAsyncManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
@@ -183,7 +190,7 @@ CUresult CudaAsyncManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
     if (state == kDeferred) return CUDA_ERROR_INVALID_VALUE;
     if (state == kServed) blocks_.erase(ptr);
   }
-  return driver_passthrough::mem_free_async(ptr, stream);
+  return free_passed_through(ptr, [&] { return driver_passthrough::mem_free_async(ptr, stream); });
 }
 
 bool CudaAsyncManager::do_owns(CUdeviceptr ptr) const {

@@ -13,9 +13,16 @@
 #include "real_dlsym.h"
 #include "resolution_guard.h"
 
+namespace gpumem::shim {
+// budget/nvml_hooks.cpp: NVML's memory queries.
+bool is_nvml_hooked_name(const char* name) noexcept;
+void* nvml_hook_for(void* handle, const char* name, void* found) noexcept;
+}  // namespace gpumem::shim
+
 extern "C" __attribute__((visibility("hidden"))) int gpumem_dlsym_is_hooked_name(void* /*handle*/,
                                                                                  const char* name) {
-  return name != nullptr && gpumem::shim::find_hook_by_name(name) != nullptr &&
+  return name != nullptr &&
+                 (gpumem::shim::find_hook_by_name(name) != nullptr || gpumem::shim::is_nvml_hooked_name(name)) &&
                  !gpumem::shim::ResolutionGuard::active()
              ? 1
              : 0;
@@ -26,6 +33,7 @@ extern "C" __attribute__((visibility("hidden"))) void* gpumem_dlsym_with_handle(
   using namespace gpumem::shim;
   void* found = real_symbol(handle, name);
   if (found == nullptr || name == nullptr || ResolutionGuard::active()) return found;
+  if (is_nvml_hooked_name(name)) return nvml_hook_for(handle, name, found);
   const HookEntry* hook = find_hook_by_name(name);
   if (hook == nullptr || found == hook->hook) return found;
   bool adopted = false;

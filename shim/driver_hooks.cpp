@@ -156,4 +156,74 @@ GPUMEM_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph
   return guarded([&] { return service::stream_end_capture(hStream, phGraph, /*per_thread=*/true); });
 }
 
+// --- the other paths that take device memory, charged to the budget (budget/other_paths.cpp) ---
+
+GPUMEM_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  note_hook_reached();
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded([&] { return service::device_total_mem(bytes, dev); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                                           const CUmemAllocationProp* prop, unsigned long long flags) {
+  note_hook_reached();
+  return guarded([&] { return service::mem_create(handle, size, prop, flags); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
+  note_hook_reached();
+  return guarded([&] { return service::mem_release(handle); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                                        CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  note_hook_reached();
+  return guarded([&] { return service::mem_map(ptr, size, offset, handle, flags); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  note_hook_reached();
+  return guarded([&] { return service::mem_unmap(ptr, size); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  note_hook_reached();
+  return guarded([&] { return service::mem_retain_allocation_handle(handle, addr); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  note_hook_reached();
+  return guarded([&] { return service::mem_alloc_managed(dptr, bytesize, flags); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {
+  note_hook_reached();
+  if (pHandle == nullptr || pAllocateArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded([&] { return service::array_create(pHandle, pAllocateArray); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray) {
+  note_hook_reached();
+  if (pHandle == nullptr || pAllocateArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded([&] { return service::array_3d_create(pHandle, pAllocateArray); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
+  note_hook_reached();
+  return guarded([&] { return service::array_destroy(hArray); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray* pHandle,
+                                                      const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc,
+                                                      unsigned int numMipmapLevels) {
+  note_hook_reached();
+  if (pHandle == nullptr || pMipmappedArrayDesc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded([&] { return service::mipmapped_array_create(pHandle, pMipmappedArrayDesc, numMipmapLevels); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
+  note_hook_reached();
+  return guarded([&] { return service::mipmapped_array_destroy(hMipmappedArray); });
+}
+
 }  // extern "C"

@@ -23,7 +23,7 @@ void* address_of(Function* function) {
   return reinterpret_cast<void*>(function);
 }
 
-constexpr std::size_t kHookCount = 23;
+constexpr std::size_t kHookCount = 35;
 
 // Every versioned name listed here is exported by libgpumem.so (see libgpumem.map). Built on first
 // use rather than at load (function addresses are not constant expressions), so loading the shim
@@ -64,6 +64,20 @@ const std::array<HookEntry, kHookCount>& hooks() noexcept {
       {"cuStreamEndCapture", "cuStreamEndCapture", 10000, kLegacy, address_of(&cuStreamEndCapture)},
       {"cuStreamEndCapture_ptsz", "cuStreamEndCapture", 10000, kPerThread,
        address_of(&cuStreamEndCapture_ptsz)},
+      // The other paths that take device memory, charged to the budget.
+      {"cuDeviceTotalMem_v2", "cuDeviceTotalMem", 3020, kLegacy, address_of(&cuDeviceTotalMem_v2)},
+      {"cuMemCreate", "cuMemCreate", 10020, kLegacy, address_of(&cuMemCreate)},
+      {"cuMemRelease", "cuMemRelease", 10020, kLegacy, address_of(&cuMemRelease)},
+      {"cuMemMap", "cuMemMap", 10020, kLegacy, address_of(&cuMemMap)},
+      {"cuMemUnmap", "cuMemUnmap", 10020, kLegacy, address_of(&cuMemUnmap)},
+      {"cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle", 11000, kLegacy,
+       address_of(&cuMemRetainAllocationHandle)},
+      {"cuMemAllocManaged", "cuMemAllocManaged", 6000, kLegacy, address_of(&cuMemAllocManaged)},
+      {"cuArrayCreate_v2", "cuArrayCreate", 3020, kLegacy, address_of(&cuArrayCreate_v2)},
+      {"cuArray3DCreate_v2", "cuArray3DCreate", 3020, kLegacy, address_of(&cuArray3DCreate_v2)},
+      {"cuArrayDestroy", "cuArrayDestroy", 2000, kLegacy, address_of(&cuArrayDestroy)},
+      {"cuMipmappedArrayCreate", "cuMipmappedArrayCreate", 5000, kLegacy, address_of(&cuMipmappedArrayCreate)},
+      {"cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy", 5000, kLegacy, address_of(&cuMipmappedArrayDestroy)},
   }};
   return table;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "log.h"
@@ -268,12 +269,24 @@ CUresult MemoryManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch, 
 CUresult MemoryManager::do_allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes,
                                                     CUmemoryPool pool, StreamArg stream) {
   count_pass_through();
-  return count_path(count_driver_alloc(driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream)),
-                    AllocationPath::program_pool, bytes);
+  const CUresult result = allocate_charged(out, bytes, BudgetPath::program_pool, "cuMemAllocFromPoolAsync", [&] {
+    return driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream);
+  });
+  return count_path(count_driver_alloc(result), AllocationPath::program_pool, bytes);
 }
 
 CUresult MemoryManager::do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) {
-  return driver_passthrough::mem_get_info(free_bytes, total_bytes);
+  const DeviceBudget* budget = budget::existing(device_);
+  if (budget == nullptr) return driver_passthrough::mem_get_info(free_bytes, total_bytes);
+  std::size_t device_free = 0;
+  const CUresult result = driver_passthrough::mem_get_info(&device_free, nullptr);
+  if (result != CUDA_SUCCESS) return result;
+  // What the budget still allows plus what this manager holds unused, never more than the device
+  // could really give (other processes share it).
+  const std::size_t held = held_unused_bytes();
+  if (free_bytes != nullptr) *free_bytes = std::min(budget->available() + held, device_free + held);
+  if (total_bytes != nullptr) *total_bytes = budget->limit();
+  return CUDA_SUCCESS;
 }
 
 CUresult MemoryManager::do_check_ipc_export(CUdeviceptr /*ptr*/) const { return CUDA_SUCCESS; }

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "budget/budgets.h"
 #include "fence.h"
 #include "policy.h"
 
@@ -95,6 +96,9 @@ class MemoryManager {
   // when freed memory still waits for the device, unless a graph is being captured). Returns the
   // bytes given back.
   std::size_t trim() { return do_trim(); }
+  // The context is being destroyed, and this manager's memory with it: what it charged to the
+  // device's budget is refunded. Its figures stay readable; it serves nothing more.
+  void retire() noexcept { do_retire(); }
   // gpumem_dump: the manager's memory as text, as the out-of-memory report shows it.
   std::string dump() const;
   // Bytes held from the driver now, for the trace; kUnknownBytes when the mode does not track them.
@@ -107,6 +111,16 @@ class MemoryManager {
   // else the error to return (a sub-allocation the driver would export as its whole region).
   CUresult check_ipc_export(CUdeviceptr ptr) const { return do_check_ipc_export(ptr); }
 
+  // Frees memory that went to the driver past the manager (the program's own pools, pool blocks):
+  // its budget charge (the ledger's) is refunded before the free, since another thread may be handed
+  // the address at once, and restored if the free fails.
+  template <typename Free>
+  static CUresult free_passed_through(CUdeviceptr ptr, Free&& free) {
+    const budget::Forgotten block = budget::take_block(static_cast<std::uintptr_t>(ptr));
+    const CUresult result = free();
+    if (result != CUDA_SUCCESS) budget::restore_block(block);
+    return result;
+  }
   // Context synchronisation: capture last_fence_id() before the real synchronisation, then report
   // that it completed; every free up to that id is then safe to reuse.
   FenceId last_fence_id() const noexcept { return fence_ids_.load(std::memory_order_acquire); }
@@ -149,6 +163,20 @@ class MemoryManager {
     if (result == CUDA_SUCCESS) driver_allocs_.fetch_add(1, std::memory_order_relaxed);
     return result;
   }
+  // Allocates from a pool past the manager, charged to `path` in the device's budget and kept in the
+  // ledger until freed.
+  template <typename Allocate>
+  CUresult allocate_charged(CUdeviceptr* out, std::size_t bytes, BudgetPath path, std::string_view call,
+                            Allocate&& allocate) {
+    if (!budget::charge(device_, path, bytes, call)) return CUDA_ERROR_OUT_OF_MEMORY;
+    const CUresult result = allocate();
+    if (result == CUDA_SUCCESS) {
+      budget::remember_block(static_cast<std::uintptr_t>(*out), device_, path, bytes);
+    } else {
+      budget::refund(device_, path, bytes);
+    }
+    return result;
+  }
   // "limit N bytes, <where it came from and what to raise>", for out-of-memory reports.
   std::string limit_advice() const;
   // Synchronises this manager's context with the real driver.
@@ -165,7 +193,8 @@ class MemoryManager {
   // Default: the program's own pool, so the driver serves it.
   virtual CUresult do_allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemoryPool pool,
                                                StreamArg stream);
-  // Default: the driver's answer.
+  // Default: total = the device's budget limit, free = what the budget still allows (plus what the
+  // manager holds unused), never above the device's own free memory.
   virtual CUresult do_get_info(std::size_t* free_bytes, std::size_t* total_bytes);
   virtual bool do_owns(CUdeviceptr ptr) const = 0;
   virtual CUresult do_check_ipc_export(CUdeviceptr ptr) const;
@@ -180,10 +209,14 @@ class MemoryManager {
   virtual const char* do_mode_name() const noexcept = 0;
   // Default: nothing to give back.
   virtual std::size_t do_trim() { return 0; }
+  // Default: nothing charged outside the ledger (budget/budgets.h), which the registry clears.
+  virtual void do_retire() noexcept {}
   // Default: the figures of stats() as lines.
   virtual std::string do_dump() const;
   // Default: kUnknownBytes.
   virtual std::size_t do_reserved_bytes_now() const noexcept { return kUnknownBytes; }
+  // Bytes held from the driver (and charged) that no live block uses, for cuMemGetInfo. Default: 0.
+  virtual std::size_t held_unused_bytes() const { return 0; }
   // What holds the memory, for the out-of-memory report. Default: the stats as one line.
   virtual std::string do_describe_refusal(std::size_t bytes) const;
 

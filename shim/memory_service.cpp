@@ -2,9 +2,12 @@
 // real driver when the shim is inert or the call is not the shim's business.
 #include "memory_service.h"
 
+#include <algorithm>
+
 #include "capture_state.h"
 #include "context_registry.h"
 #include "memory_manager.h"
+#include "process_policy.h"
 #include "real_driver.h"
 
 namespace gpumem::shim {
@@ -46,14 +49,25 @@ CUresult mem_free(CUdeviceptr dptr) {
   if (dptr != 0) {
     if (MemoryManager* manager = manager_for_free(dptr)) return manager->free(dptr);
   }
-  return driver.cuMemFree_v2(dptr);
+  // No manager (managed memory made before any other allocation, say): its charge still goes.
+  return MemoryManager::free_passed_through(dptr, [&] { return driver.cuMemFree_v2(dptr); });
 }
 
 CUresult mem_get_info(size_t* free_bytes, size_t* total_bytes) {
   const RealDriver& driver = real_driver();
   if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
-  if (MemoryManager* manager = registry().current(true)) return manager->get_info(free_bytes, total_bytes);
-  return driver_passthrough::mem_get_info(free_bytes, total_bytes);
+  // A query makes no manager: the arena decides whether to preallocate at the first allocation,
+  // knowing what other paths hold by then.
+  if (MemoryManager* manager = registry().current(false)) return manager->get_info(free_bytes, total_bytes);
+  const CUdevice device = policy_is_active() ? budget::current_device() : -1;
+  const DeviceBudget* budget = device >= 0 ? budget::of_device(device) : nullptr;
+  if (budget == nullptr) return driver_passthrough::mem_get_info(free_bytes, total_bytes);
+  std::size_t device_free = 0;
+  const CUresult result = driver_passthrough::mem_get_info(&device_free, nullptr);
+  if (result != CUDA_SUCCESS) return result;
+  if (free_bytes != nullptr) *free_bytes = std::min(budget->available(), device_free);
+  if (total_bytes != nullptr) *total_bytes = budget->limit();
+  return CUDA_SUCCESS;
 }
 
 CUresult mem_alloc_async(CUdeviceptr* dptr, size_t bytes, CUstream stream, bool per_thread) {
@@ -71,7 +85,7 @@ CUresult mem_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread) {
   if (dptr != 0) {
     if (MemoryManager* manager = manager_for_free(dptr)) return manager->free_async(dptr, stream_arg);
   }
-  return driver_passthrough::mem_free_async(dptr, stream_arg);
+  return MemoryManager::free_passed_through(dptr, [&] { return driver_passthrough::mem_free_async(dptr, stream_arg); });
 }
 
 CUresult mem_alloc_from_pool_async(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream,

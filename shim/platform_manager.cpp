@@ -2,13 +2,16 @@
 
 #include <algorithm>
 
+#include "budget/budgets.h"
 #include "real_driver.h"
 
 namespace gpumem::shim {
 
 CUresult PlatformManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
+  if (!budget::charge(device(), BudgetPath::driver, bytes, "cuMemAlloc")) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult result = count_path(count_driver_alloc(real_driver().cuMemAlloc_v2(out, bytes)),
                                      AllocationPath::driver, bytes);
+  if (result != CUDA_SUCCESS) budget::refund(device(), BudgetPath::driver, bytes);
   return result == CUDA_SUCCESS ? track_alloc(result, *out, bytes) : result;  // *out read after the call
 }
 
@@ -17,22 +20,34 @@ CUresult PlatformManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch
   const CUresult result =
       count_driver_alloc(real_driver().cuMemAllocPitch_v2(out, pitch, width_bytes, height, element_size_bytes));
   if (result != CUDA_SUCCESS) return result;
+  // The pitch is known only now: over the budget, the block goes straight back.
+  if (!budget::charge(device(), BudgetPath::driver, *pitch * height, "cuMemAllocPitch")) {
+    real_driver().cuMemFree_v2(*out);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   count_path(result, AllocationPath::driver, *pitch * height);
   return track_alloc(result, *out, *pitch * height);
 }
 
 CUresult PlatformManager::do_free(CUdeviceptr ptr) {
   const std::size_t bytes = untrack(ptr);  // before the driver may hand the address out again
-  const CUresult result = real_driver().cuMemFree_v2(ptr);
+  const CUresult result = bytes != 0 ? real_driver().cuMemFree_v2(ptr) : free_passed_through(ptr, [&] {
+    return real_driver().cuMemFree_v2(ptr);
+  });
   if (result != CUDA_SUCCESS && bytes != 0) track_alloc(CUDA_SUCCESS, ptr, bytes);
+  if (result == CUDA_SUCCESS && bytes != 0) budget::refund(device(), BudgetPath::driver, bytes);
   return result;
 }
 
 CUresult PlatformManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
   // A captured allocation belongs to the graph, which the driver frees without us: not tracked.
   const bool captured = driver_passthrough::stream_is_capturing(stream);
+  if (!captured && !budget::charge(device(), BudgetPath::driver, bytes, "cuMemAllocAsync")) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   const CUresult result = count_path(count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream)),
                                      captured ? AllocationPath::graph : AllocationPath::driver, bytes);
+  if (result != CUDA_SUCCESS && !captured) budget::refund(device(), BudgetPath::driver, bytes);
   return result == CUDA_SUCCESS && !captured ? track_alloc(result, *out, bytes) : result;
 }
 
@@ -40,8 +55,11 @@ CUresult PlatformManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
   // A captured free happens only if the graph is launched: the block stays counted until then.
   if (driver_passthrough::stream_is_capturing(stream)) return driver_passthrough::mem_free_async(ptr, stream);
   const std::size_t bytes = untrack(ptr);
-  const CUresult result = driver_passthrough::mem_free_async(ptr, stream);
+  const CUresult result = bytes != 0 ? driver_passthrough::mem_free_async(ptr, stream) : free_passed_through(ptr, [&] {
+    return driver_passthrough::mem_free_async(ptr, stream);
+  });
   if (result != CUDA_SUCCESS && bytes != 0) track_alloc(CUDA_SUCCESS, ptr, bytes);
+  if (result == CUDA_SUCCESS && bytes != 0) budget::refund(device(), BudgetPath::driver, bytes);
   return result;
 }
 
@@ -74,6 +92,14 @@ std::size_t PlatformManager::untrack(CUdeviceptr ptr) {
   bytes_in_use_now_.store(bytes_in_use_, std::memory_order_relaxed);
   live_.erase(found);
   return bytes;
+}
+
+void PlatformManager::do_retire() noexcept {
+  std::lock_guard lock(mutex_);
+  budget::refund(device(), BudgetPath::driver, bytes_in_use_);
+  bytes_in_use_ = 0;
+  bytes_in_use_now_.store(0, std::memory_order_relaxed);
+  live_.clear();
 }
 
 bool PlatformManager::do_owns(CUdeviceptr ptr) const {

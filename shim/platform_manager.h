@@ -29,6 +29,7 @@ class PlatformManager final : public MemoryManager {
   void do_fill_stats(ManagerStats& stats) const override;
   bool do_try_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "platform"; }
+  void do_retire() noexcept override;
   // What it holds from the driver is what the program holds.
   std::size_t do_reserved_bytes_now() const noexcept override {
     return bytes_in_use_now_.load(std::memory_order_relaxed);

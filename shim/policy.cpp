@@ -28,8 +28,10 @@ constexpr std::array<Choice<Mode>, 4> kGpumemModes{{
     {"bfc", Mode::bfc}, {"platform", Mode::platform}, {"cuda_async", Mode::cuda_async}, {"off", Mode::off}}};
 constexpr std::array<Choice<Mode>, 4> kXlaAllocators{{
     {"default", Mode::bfc}, {"bfc", Mode::bfc}, {"platform", Mode::platform}, {"cuda_async", Mode::cuda_async}}};
-constexpr std::array<Choice<Mode>, 2> kTfAllocators{{
-    {"cuda_malloc_async", Mode::cuda_async}, {"cuda_malloc", Mode::platform}}};
+// TensorFlow's "memory_guard" is its BFC allocator wrapped in a debugging guard (canaries around
+// each block): served as bfc, with a warning that the guard is not.
+constexpr std::array<Choice<Mode>, 3> kTfAllocators{{
+    {"cuda_malloc_async", Mode::cuda_async}, {"cuda_malloc", Mode::platform}, {"memory_guard", Mode::bfc}}};
 constexpr std::array<Choice<FractionBasis>, 2> kFractionBases{{
     {"total", FractionBasis::total}, {"free", FractionBasis::free}}};
 constexpr std::array<Choice<FreeSync>, 3> kFreeSyncs{{
@@ -239,6 +241,12 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
   reader.resolve({"GPUMEM_LOG_FILE"},
                  [](std::string_view, std::string_view text) { return std::optional<std::string>(text); }, "",
                  policy.log_file, policy.log_file_origin);
+
+  if (policy.mode_origin.variable == "TF_GPU_ALLOCATOR" && policy.mode == Mode::bfc) {
+    policy.warnings.push_back(
+        "gpumem: TF_GPU_ALLOCATOR=memory_guard is TensorFlow's BFC allocator with debugging guards around "
+        "each block; gpumem serves it as bfc mode, without the guards");
+  }
 
   reader.resolve({"GPUMEM_STATS"},
                  [](std::string_view, std::string_view text) { return parse_boolean(text); }, kBooleanExpected,

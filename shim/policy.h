@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpumem {
 
@@ -42,6 +43,9 @@ struct Policy {
   bool stats = false;                             Origin stats_origin;     // exit table on stderr
   std::string stats_file;                         Origin stats_file_origin;  // empty: none; "%p": pid
   std::string trace_file;                         Origin trace_file_origin;  // empty: no trace
+  // Values accepted with a substitution (a framework's allocator name gpumem does not implement):
+  // one line each, "gpumem: ...", for the shim to print once at warn level.
+  std::vector<std::string> warnings;
 
   // The byte limit for one device: limit_bytes if set, else fraction x (total or free, per
   // fraction_of), rounded down to a multiple of 256 and never more than `total_bytes`.

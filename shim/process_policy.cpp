@@ -34,7 +34,12 @@ const PolicyResult* evaluate() noexcept {
   try {
     // Leaked on purpose: read from hooks that may run during static destruction.
     auto* result = new PolicyResult(policy_from_environment(read_environment));
-    if (!result->policy) report_invalid_environment(result->error);
+    if (!result->policy) {
+      report_invalid_environment(result->error);
+    } else if (result->policy->log_level <= LogLevel::warn) {
+      // Through stderr directly, as the errors: the logger itself reads this policy.
+      for (const std::string& warning : result->policy->warnings) report_invalid_environment(warning);
+    }
     return result;
   } catch (...) {
     static PolicyResult out_of_memory{

@@ -24,7 +24,7 @@ std::atomic<bool> g_ready{false};
 std::mutex g_mutex;
 
 // The entry points resolve_table() fills, cuGetProcAddress_v2 included.
-constexpr std::size_t kEntryPoints = 45;
+constexpr std::size_t kEntryPoints = 60;
 static_assert(sizeof(RealDriver) == sizeof(void*) * (kEntryPoints + 1),
               "a RealDriver field was added or removed: resolve it in resolve_table() and update "
               "kEntryPoints");
@@ -89,6 +89,21 @@ void resolve_table(RealDriver& table, std::string& missing) {
   GPUMEM_RESOLVE(cuEventRecord, "cuEventRecord", 2000, kLegacy);
   GPUMEM_RESOLVE(cuEventQuery, "cuEventQuery", 2000, kLegacy);
   GPUMEM_RESOLVE(cuEventDestroy_v2, "cuEventDestroy", 4000, kLegacy);
+  GPUMEM_RESOLVE(cuDeviceGetCount, "cuDeviceGetCount", 2000, kLegacy);
+  GPUMEM_RESOLVE(cuDeviceGetUuid_v2, "cuDeviceGetUuid", 11040, kLegacy);
+  GPUMEM_RESOLVE(cuMemCreate, "cuMemCreate", 10020, kLegacy);
+  GPUMEM_RESOLVE(cuMemRelease, "cuMemRelease", 10020, kLegacy);
+  GPUMEM_RESOLVE(cuMemMap, "cuMemMap", 10020, kLegacy);
+  GPUMEM_RESOLVE(cuMemUnmap, "cuMemUnmap", 10020, kLegacy);
+  GPUMEM_RESOLVE(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", 11000, kLegacy);
+  GPUMEM_RESOLVE(cuMemAllocManaged, "cuMemAllocManaged", 6000, kLegacy);
+  GPUMEM_RESOLVE(cuArrayCreate_v2, "cuArrayCreate", 3020, kLegacy);
+  GPUMEM_RESOLVE(cuArray3DCreate_v2, "cuArray3DCreate", 3020, kLegacy);
+  GPUMEM_RESOLVE(cuArrayDestroy, "cuArrayDestroy", 2000, kLegacy);
+  GPUMEM_RESOLVE(cuArrayGetMemoryRequirements, "cuArrayGetMemoryRequirements", 11060, kLegacy);
+  GPUMEM_RESOLVE(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000, kLegacy);
+  GPUMEM_RESOLVE(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000, kLegacy);
+  GPUMEM_RESOLVE(cuMipmappedArrayGetMemoryRequirements, "cuMipmappedArrayGetMemoryRequirements", 11060, kLegacy);
   table.available = true;
 }
 

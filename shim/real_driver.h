@@ -64,6 +64,23 @@ struct RealDriver {
   PFN_cuEventRecord_v2000 cuEventRecord = nullptr;
   PFN_cuEventQuery_v2000 cuEventQuery = nullptr;
   PFN_cuEventDestroy_v4000 cuEventDestroy_v2 = nullptr;
+  // The other paths that take device memory, charged to the budget (budget/other_paths.cpp), and
+  // what matches an NVML device to a CUDA one (budget/nvml_hooks.cpp).
+  PFN_cuDeviceGetCount_v2000 cuDeviceGetCount = nullptr;
+  PFN_cuDeviceGetUuid_v11040 cuDeviceGetUuid_v2 = nullptr;
+  PFN_cuMemCreate_v10020 cuMemCreate = nullptr;
+  PFN_cuMemRelease_v10020 cuMemRelease = nullptr;
+  PFN_cuMemMap_v10020 cuMemMap = nullptr;
+  PFN_cuMemUnmap_v10020 cuMemUnmap = nullptr;
+  PFN_cuMemRetainAllocationHandle_v11000 cuMemRetainAllocationHandle = nullptr;
+  PFN_cuMemAllocManaged_v6000 cuMemAllocManaged = nullptr;
+  PFN_cuArrayCreate_v3020 cuArrayCreate_v2 = nullptr;
+  PFN_cuArray3DCreate_v3020 cuArray3DCreate_v2 = nullptr;
+  PFN_cuArrayDestroy_v2000 cuArrayDestroy = nullptr;
+  PFN_cuArrayGetMemoryRequirements_v11060 cuArrayGetMemoryRequirements = nullptr;
+  PFN_cuMipmappedArrayCreate_v5000 cuMipmappedArrayCreate = nullptr;
+  PFN_cuMipmappedArrayDestroy_v5000 cuMipmappedArrayDestroy = nullptr;
+  PFN_cuMipmappedArrayGetMemoryRequirements_v11060 cuMipmappedArrayGetMemoryRequirements = nullptr;
 };
 
 // The table, resolved on first use (thread-safe). Cheap after the first call.

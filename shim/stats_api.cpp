@@ -16,7 +16,7 @@ using gpumem::shim::kAllocationPaths;
 using gpumem::shim::ManagerStats;
 using gpumem::shim::MemoryManager;
 
-static_assert(GPUMEM_PATH_COUNT == kAllocationPaths, "gpumem.h and the managers name the same paths");
+static_assert(GPUMEM_PATH_COUNT == kAllocationPaths + 3, "gpumem.h names the managers' paths, then VMM, managed, arrays");
 static_assert(GPUMEM_PATH_ARENA == static_cast<int>(AllocationPath::arena) &&
               GPUMEM_PATH_DRIVER == static_cast<int>(AllocationPath::driver) &&
               GPUMEM_PATH_ASYNC_POOL == static_cast<int>(AllocationPath::async_pool) &&
@@ -63,10 +63,25 @@ GPUMEM_EXPORT int gpumem_get_stats(int device, gpumem_stats* out) {
 GPUMEM_EXPORT int gpumem_get_path_stats(int device, int path, gpumem_path_stats* out) {
   try {
     if (out == nullptr || path < 0 || path >= GPUMEM_PATH_COUNT) return -1;
-    gpumem::shim::observe::DeviceFigures figures;
-    if (!device_figures(device, figures)) return -1;
-    const auto& counters = figures.stats.counters.paths[static_cast<std::size_t>(path)];
-    *out = gpumem_path_stats{counters.allocs, counters.bytes};
+    const gpumem::shim::DeviceBudget* budget = gpumem::shim::budget::existing(device);
+    if (budget == nullptr) return -1;
+    *out = gpumem_path_stats{};
+    const auto charged_path = gpumem::shim::observe::budget_path_of(path);
+    if (charged_path) {
+      out->charged = budget->charged(*charged_path);
+      out->peak_charged = budget->peak_charged(*charged_path);
+    }
+    if (static_cast<std::size_t>(path) < kAllocationPaths) {  // served by the memory managers
+      gpumem::shim::observe::DeviceFigures figures;
+      if (device_figures(device, figures)) {
+        const auto& counters = figures.stats.counters.paths[static_cast<std::size_t>(path)];
+        out->allocs = counters.allocs;
+        out->bytes = counters.bytes;
+      }
+    } else if (charged_path) {  // charged on the way to the driver: one charge per allocation
+      out->allocs = budget->charges(*charged_path);
+      out->bytes = budget->bytes_charged_in_total(*charged_path);
+    }
     return 0;
   } catch (...) {
     return -1;

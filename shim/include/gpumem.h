@@ -55,25 +55,33 @@ typedef struct gpumem_stats {
  * success, -1 when out is null or the shim manages no context on that device (yet). */
 int gpumem_get_stats(int device, gpumem_stats* out);
 
-/* Where a request's memory came from. */
+/* Where a request's memory came from. Every path but GPUMEM_PATH_GRAPH is charged to the device's
+ * budget (the limit), which caps them all together. */
 enum gpumem_path {
-  GPUMEM_PATH_ARENA = 0,        /* a chunk of a bfc arena */
+  GPUMEM_PATH_ARENA = 0,        /* bfc arena chunks (charged: the arena's regions) */
   GPUMEM_PATH_DRIVER = 1,       /* the driver's own allocation on the program's behalf (platform mode,
                                    or a request the arena passed on) */
   GPUMEM_PATH_ASYNC_POOL = 2,   /* cuda_async mode: the device's stream-ordered pool */
   GPUMEM_PATH_PROGRAM_POOL = 3, /* cuMemAllocFromPoolAsync from a pool the program created */
-  GPUMEM_PATH_GRAPH = 4,        /* a stream-ordered allocation captured into a CUDA graph */
-  GPUMEM_PATH_COUNT = 5
+  GPUMEM_PATH_GRAPH = 4,        /* a stream-ordered allocation captured into a CUDA graph (the graph's
+                                   memory, not charged) */
+  GPUMEM_PATH_VMM = 5,          /* cuMemCreate physical allocations on the device */
+  GPUMEM_PATH_MANAGED = 6,      /* cuMemAllocManaged, charged to the device current at the call */
+  GPUMEM_PATH_ARRAYS = 7,       /* CUDA arrays and mipmapped arrays */
+  GPUMEM_PATH_COUNT = 8
 };
 
-/* What one path served on one device, over all the device's contexts since the process started. */
+/* What one path served on one device since the process started, and what it holds of the budget. */
 typedef struct gpumem_path_stats {
-  unsigned long long allocs; /* successful allocations */
-  unsigned long long bytes;  /* the bytes they asked for, summed */
+  unsigned long long allocs;        /* successful allocations (arena: requests it served) */
+  unsigned long long bytes;         /* the bytes they asked for, summed */
+  unsigned long long charged;       /* bytes charged to the device's budget now (arena: its regions) */
+  unsigned long long peak_charged;  /* the most it held at once */
 } gpumem_path_stats;
 
 /* Fills *out for `path` (an enum gpumem_path) on `device`. Returns 0, or -1 when out is null, the
- * path is unknown or the shim has managed no context on that device. */
+ * path is unknown or the shim has no budget for that device (it is inactive, or nothing there has
+ * reached it yet). */
 int gpumem_get_path_stats(int device, int path, gpumem_path_stats* out);
 
 /* Gives back to the driver the memory the shim holds on `device` that is wholly unused: bfc mode

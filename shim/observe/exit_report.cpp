@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "budget/budgets.h"
 #include "context_registry.h"
 #include "log.h"
 #include "observe/output_file.h"
@@ -89,8 +91,8 @@ void write_stats_file(const Policy& policy, const std::vector<DeviceFigures>& de
 __attribute__((destructor)) void report_at_exit() {
   flush_trace();
   const ContextRegistry* registry = ContextRegistry::existing();
-  if (registry == nullptr) return;  // CUDA never reached the shim: nothing to say
-  registry->log_live_summaries();
+  if (registry == nullptr && !budget::any()) return;  // CUDA never reached the shim: nothing to say
+  if (registry != nullptr) registry->log_live_summaries();
   if (g_exit_report_done.exchange(true)) return;
   try {
     const PolicyResult& result = process_policy();
@@ -111,6 +113,14 @@ __attribute__((constructor)) void register_fork_handler() {
 
 }  // namespace
 
+std::optional<BudgetPath> budget_path_of(int path) noexcept {
+  static constexpr std::array<std::optional<BudgetPath>, kAllocationPaths + 3> kCharged{
+      BudgetPath::arena,    BudgetPath::driver, BudgetPath::async_pool, BudgetPath::program_pool,
+      std::nullopt /* graph */, BudgetPath::vmm, BudgetPath::managed,   BudgetPath::arrays};
+  if (path < 0 || static_cast<std::size_t>(path) >= kCharged.size()) return std::nullopt;
+  return kCharged[static_cast<std::size_t>(path)];
+}
+
 std::vector<DeviceFigures> collect_device_figures(bool never_wait) {
   std::map<int, DeviceFigures> by_device;
   const ContextRegistry* registry = ContextRegistry::existing();
@@ -125,6 +135,27 @@ std::vector<DeviceFigures> collect_device_figures(bool never_wait) {
     if (!manager.stats_snapshot(stats, never_wait)) figures.partial = true;
     combine(figures, stats, live);
   });
+  // Devices whose memory only other paths took (VMM, managed, arrays) have a budget and no manager.
+  for (int device = 0; device < budget::kMaxDevices; ++device) {
+    const DeviceBudget* budget = budget::existing(device);
+    if (budget == nullptr) continue;
+    DeviceFigures& figures = by_device[device];
+    figures.device = device;
+    if (figures.mode.empty()) {
+      const PolicyResult& policy = process_policy();
+      figures.mode = policy.policy ? std::string(to_string(policy.policy->mode)) : "?";
+      figures.stats.bytes_limit = budget->limit();
+    }
+    figures.has_budget = true;
+    figures.budget_limit = budget->limit();
+    figures.charged = budget->charged();
+    figures.peak_charged = budget->peak_charged();
+    for (std::size_t i = 0; i < kBudgetPaths; ++i) {
+      const auto path = static_cast<BudgetPath>(i);
+      figures.paths_charged[i] = DeviceFigures::PathCharge{budget->charged(path), budget->peak_charged(path),
+                                                           budget->charges(path), budget->bytes_charged_in_total(path)};
+    }
+  }
   std::vector<DeviceFigures> devices;
   for (auto& [device, figures] : by_device) devices.push_back(std::move(figures));
   return devices;
@@ -162,8 +193,34 @@ std::string render_table(const std::vector<DeviceFigures>& devices, long pid) {
       return fmt::format("{} x, {}", p.allocs, human_bytes(p.bytes));
     });
   }
+  row("budget charged now (peak)", [&](const DeviceFigures& d) {
+    return d.has_budget ? fmt::format("{} ({})", human_bytes(d.charged), human_bytes(d.peak_charged)) : "-";
+  });
+  for (std::size_t i = 0; i < kBudgetPaths; ++i) {
+    row(fmt::format("  charged by {}", to_string(static_cast<BudgetPath>(i))), [&](const DeviceFigures& d) {
+      const auto& p = d.paths_charged[i];
+      return d.has_budget ? fmt::format("{} (peak {})", human_bytes(p.charged), human_bytes(p.peak_charged)) : "-";
+    });
+  }
   return out;
 }
+
+namespace {
+
+nlohmann::ordered_json budget_json(const DeviceFigures& d) {
+  if (!d.has_budget) return nullptr;
+  nlohmann::ordered_json paths = nlohmann::ordered_json::object();
+  for (std::size_t i = 0; i < kBudgetPaths; ++i) {
+    const auto& p = d.paths_charged[i];
+    paths[std::string(to_string(static_cast<BudgetPath>(i)))] = {{"charged", p.charged},
+                                                                 {"peak_charged", p.peak_charged},
+                                                                 {"charges", p.charges},
+                                                                 {"bytes_charged_in_total", p.bytes_charged_in_total}};
+  }
+  return {{"limit", d.budget_limit}, {"charged", d.charged}, {"peak_charged", d.peak_charged}, {"paths", paths}};
+}
+
+}  // namespace
 
 std::string render_json(const std::vector<DeviceFigures>& devices, long pid) {
   nlohmann::ordered_json out;
@@ -198,7 +255,8 @@ std::string render_json(const std::vector<DeviceFigures>& devices, long pid) {
                               {"largest_free_block", s.largest_free_block},
                               {"fragmentation", s.fragmentation},
                               {"fence_syncs", s.counters.fence_syncs},
-                              {"paths", paths}});
+                              {"paths", paths},
+                              {"budget", budget_json(d)}});
   }
   return out.dump(2);
 }

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <array>
+#include <optional>
 #include <vector>
 
 #include "memory_manager.h"
@@ -23,6 +25,18 @@ struct DeviceFigures {
   std::size_t live_contexts = 0;
   bool partial = false;          // a manager was busy at exit: its memory figures are missing
   ManagerStats stats;            // combined as described above
+  // The device's budget (every path's charges, the limit): empty when the shim has none for it.
+  struct PathCharge {
+    std::size_t charged = 0;
+    std::size_t peak_charged = 0;
+    std::uint64_t charges = 0;
+    std::uint64_t bytes_charged_in_total = 0;
+  };
+  bool has_budget = false;
+  std::size_t budget_limit = 0;
+  std::size_t charged = 0;
+  std::size_t peak_charged = 0;
+  std::array<PathCharge, kBudgetPaths> paths_charged{};
 
   // Allocations served without a device allocation of their own.
   std::uint64_t driver_allocs_avoided() const noexcept {
@@ -30,6 +44,10 @@ struct DeviceFigures {
                                                                 : 0;
   }
 };
+
+// The budget path of a gpumem.h path number (enum gpumem_path), or nullopt for the graph's memory,
+// which is not charged, and for numbers out of range.
+std::optional<BudgetPath> budget_path_of(int path) noexcept;
 
 // The figures of every device the process's managers served, by device ordinal. With `never_wait`
 // (at exit) a manager another thread holds contributes its counters only. Calls no CUDA function.

@@ -23,6 +23,9 @@ HOOKED_DRIVER_ENTRY_POINTS = {
     "cuCtxSynchronize", "cuCtxSynchronize_v2", "cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2",
     "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", "cuIpcGetMemHandle",
     "cuStreamBeginCapture_v2", "cuStreamBeginCapture_v2_ptsz", "cuStreamEndCapture", "cuStreamEndCapture_ptsz",
+    "cuDeviceTotalMem_v2", "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemRetainAllocationHandle",
+    "cuMemAllocManaged", "cuArrayCreate_v2", "cuArray3DCreate_v2", "cuArrayDestroy", "cuMipmappedArrayCreate",
+    "cuMipmappedArrayDestroy", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo_v2",
 }
 PUBLIC_HEADER = os.path.join(os.environ.get("GPUMEM_TEST_SOURCE_ROOT", ""), "shim", "include",
                              "gpumem.h")

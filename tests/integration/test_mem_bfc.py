@@ -265,11 +265,21 @@ class StatsApi(MemTestCase):
 
 class Pools(MemTestCase):
     def test_default_pool_is_served_by_the_arena_and_own_pools_by_the_driver(self):
-        result = self.scenario(DRIVER, "pools")
+        result = self.scenario(DRIVER, "pools", env={"GPUMEM_PREALLOCATE": "0"})
         self.assertOutput(result, own_pool_data_ok=1)
         device = result.device(0)
         self.assertEqual(device["driver_allocs"], 1)          # the arena's one region
         self.assertEqual(device["pool"]["async_allocs"], 1)   # only the program's own pool
+
+    def test_own_pools_share_the_budget_with_a_preallocated_arena(self):
+        # The arena preallocated the whole limit and blocks live in it: the program's own pool would
+        # pass the cap, so its allocation is refused, with a line saying how to leave room.
+        result = self.scenario(DRIVER, "pools", expect_ok=False)
+        self.assertEqual(result.returncode, 3, result.describe())
+        self.assertIn("CUDA_ERROR_OUT_OF_MEMORY", result.stderr)
+        self.assertIn("cuMemAllocFromPoolAsync of 1048576 bytes refused: over this process's budget",
+                      result.stderr)
+        self.assertIn("set GPUMEM_PREALLOCATE=false", result.stderr)
 
     def test_default_pool_through_the_entry_point_the_build_asks_for(self):
         # The per-thread build gets cuMemAllocFromPoolAsync_ptsz from cuGetProcAddress_v2.

@@ -26,6 +26,18 @@ BAD_ENVIRONMENTS = [
 ]
 
 
+class FrameworkAllocatorNames(MemTestCase):
+    def test_a_name_gpumem_does_not_implement_maps_to_the_closest_mode_with_one_warning(self):
+        result = self.scenario(RUNTIME_SHARED, "churn", 300, env={"TF_GPU_ALLOCATOR": "memory_guard"})
+        warnings = [line for line in gpumem_lines(result) if "memory_guard" in line]
+        self.assertEqual(len(warnings), 1, result.describe())
+        self.assertIn("serves it as bfc mode", warnings[0])
+        self.assertEqual(result.device(0)["driver_allocs"], 1, result.describe())  # the arena's region
+        quiet = self.scenario(RUNTIME_SHARED, "churn", 300,
+                              env={"TF_GPU_ALLOCATOR": "memory_guard", "GPUMEM_LOG_LEVEL": "error"})
+        self.assertEqual(gpumem_lines(quiet), [], quiet.describe())
+
+
 class BadEnvironment(MemTestCase):
     def test_bad_values_leave_the_program_as_without_the_shim(self):
         for name in RUNTIME_PROGRAMS + (DRIVER,):

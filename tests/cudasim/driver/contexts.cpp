@@ -77,6 +77,7 @@ void deactivate_context(CUctx_st* ctx) {
   if (!ctx->alive) return;
   abandon_captures(st, ctx);
   free_context_allocations(st, ctx);
+  free_context_arrays(st, ctx);
   for (auto& [thread, stream] : ctx->per_thread) stream->retire();
   for (auto& stream : ctx->streams) {
     stream->retire();

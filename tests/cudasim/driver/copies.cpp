@@ -34,10 +34,10 @@ bool valid_range(State& st, const Range& r) {
   if (r.ptr == 0) return false;
   switch (r.side) {
     case Side::Device: return find_allocation(st, r.ptr, r.bytes) != nullptr;
-    case Side::Host: return !in_quarantine(st, r.ptr);
+    case Side::Host: return !in_quarantine(st, r.ptr) && !vmm_inaccessible(st, r.ptr, r.bytes);
     case Side::Unified:
       if (find_allocation(st, r.ptr, 1) != nullptr) return find_allocation(st, r.ptr, r.bytes) != nullptr;
-      return !in_quarantine(st, r.ptr);
+      return !in_quarantine(st, r.ptr) && !vmm_inaccessible(st, r.ptr, r.bytes);
   }
   return false;
 }
@@ -56,6 +56,8 @@ CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<R
     for (const Range& r : ranges) {
       if (r.bytes > 0 && !valid_range(l.st, r)) return CUDA_ERROR_INVALID_VALUE;
     }
+    // The first range is the destination: read-only virtual memory (cuMemSetAccess) takes no writes.
+    if (!vmm_range_writable(l.st, ranges.begin()->ptr, ranges.begin()->bytes)) return CUDA_ERROR_INVALID_VALUE;
     Operation op = plan(l.st, &wait);
     // A host-synchronous call cannot wait for a capturing stream; async work becomes a graph node.
     if (wait && stream->capture) {

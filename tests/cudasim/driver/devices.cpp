@@ -1,4 +1,5 @@
 // cuInit, the driver version and the device queries.
+#include "cudasim_private.h"
 #include "report.h"
 #include "state.h"
 
@@ -42,6 +43,10 @@ int attribute_value(CUdevice_attribute attrib, CUdevice dev) {
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return 1;
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED: return 1;  // arrays.cpp
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return dev + 1;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: return CU_COMPUTEMODE_DEFAULT;
@@ -143,8 +148,8 @@ CUDASIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
   if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Locked l;
   if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
-  std::memset(uuid->bytes, 0, sizeof uuid->bytes);
-  std::memcpy(uuid->bytes, "cudasim", 7);
-  uuid->bytes[15] = static_cast<char>(dev);
+  unsigned char bytes[16];
+  cudasim_device_uuid(dev, bytes);
+  std::memcpy(uuid->bytes, bytes, sizeof bytes);
   return CUDA_SUCCESS;
 }

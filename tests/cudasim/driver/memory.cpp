@@ -65,7 +65,17 @@ const Allocation* find_allocation(State& st, std::uintptr_t ptr, std::size_t byt
   if (it == st.allocations.begin()) return nullptr;
   --it;
   const Allocation& a = it->second;
-  if (ptr - a.base >= a.size || bytes > a.size - (ptr - a.base)) return nullptr;
+  if (ptr - a.base >= a.size) return nullptr;
+  if (bytes > a.size - (ptr - a.base)) {
+    // Accessible VMM mappings that are adjacent in the address space form one range.
+    if (a.kind != AllocKind::Vmm) return nullptr;
+    std::uintptr_t end = a.base + a.size;
+    for (auto next = std::next(it); next != st.allocations.end() && next->first == end &&
+                                    next->second.kind == AllocKind::Vmm && ptr + bytes > end;
+         ++next)
+      end += next->second.size;
+    if (ptr + bytes > end) return nullptr;
+  }
   return &a;
 }
 
@@ -123,6 +133,7 @@ void free_context_allocations(State& st, CUctx_st* ctx) {
       continue;
     }
     give_device_memory(st.device(it->second.device), it->second.accounted);
+    if (it->second.kind == AllocKind::Managed) st.device(it->second.device).stats.managed_bytes -= it->second.size;
     auto mapping = st.mappings.extract(it->first);
     retire_mapping(st, mapping.mapped());
     it = st.allocations.erase(it);
@@ -160,10 +171,12 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     // Graph memory is freed by the graph (a captured cuMemFreeAsync, or cuGraphDestroy) only: a
     // graph is never launched here, so its memory never becomes the program's to free.
     if (it->second.kind == AllocKind::Graph) return CUDA_ERROR_INVALID_VALUE;
+    // Mapped virtual memory is unmapped (cuMemUnmap) and released (cuMemRelease), never freed.
+    if (it->second.kind == AllocKind::Vmm) return CUDA_ERROR_INVALID_VALUE;
     // cuMemAllocAsync memory: back to its pool at once, without the implicit synchronisation.
     if (it->second.kind == AllocKind::Pool) return free_pool_memory(l.st, dptr, nullptr);
     ctx = it->second.ctx;
-    latency = l.st.config.free_latency_us;
+    if (it->second.kind == AllocKind::Sync) latency = l.st.config.free_latency_us;  // managed memory: none
     l.st.device(ctx->device).stats.context_syncs++;
   }
   // The memory may still be in use by queued work: wait for everything in its context.
@@ -172,10 +185,16 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   Locked l;
   State& st = l.st;
   auto it = st.allocations.find(dptr);
-  if (it == st.allocations.end() || it->second.kind != AllocKind::Sync) return CUDA_ERROR_INVALID_VALUE;
+  const AllocKind kind = it == st.allocations.end() ? AllocKind::Pool : it->second.kind;
+  if (kind != AllocKind::Sync && kind != AllocKind::Managed) return CUDA_ERROR_INVALID_VALUE;
   Device& dev = st.device(it->second.device);
   give_device_memory(dev, it->second.accounted);
-  dev.stats.driver_frees++;
+  if (kind == AllocKind::Managed) {
+    dev.stats.managed_frees++;
+    dev.stats.managed_bytes -= it->second.size;
+  } else {
+    dev.stats.driver_frees++;
+  }
   retire_mapping(st, st.mappings.extract(dptr).mapped());
   st.allocations.erase(it);
   return CUDA_SUCCESS;
@@ -207,6 +226,8 @@ CUDASIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute at
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // Reserved virtual address space (mapped or not) answers for itself (vmm.cpp).
+  if (CUresult rc = CUDA_SUCCESS; vmm_pointer_attribute(l.st, data, attribute, ptr, &rc)) return rc;
   const Allocation* a = find_allocation(l.st, ptr, 1);
   if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;  // not device memory known to the driver
   const Device& dev = l.st.device(a->device);
@@ -221,7 +242,11 @@ CUDASIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute at
       *static_cast<CUdeviceptr*>(data) = ptr;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-      *static_cast<int*>(data) = 0;  // the attribute's value type is bool-sized int in practice
+      *static_cast<int*>(data) = a->kind == AllocKind::Managed ? 1 : 0;  // bool-sized int in practice
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:  // only managed memory is valid on the host too
+      if (a->kind != AllocKind::Managed) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MAPPED:
       *static_cast<int*>(data) = 1;

@@ -6,6 +6,7 @@
 // threshold go back to the device at synchronisation points (stream, event, context) and on
 // cuMemPoolTrimTo. Taking a block from the device and giving one back cost CUDASIM_ALLOC_LATENCY_US /
 // CUDASIM_FREE_LATENCY_US, like cuMemAlloc and cuMemFree (paid by the thread that grew or released).
+// A pool created with a non-zero CUmemPoolProps::maxSize never reserves more than that in total.
 #include "contexts.h"
 #include "state.h"
 
@@ -38,6 +39,7 @@ struct CUmemPoolHandle_st {
   bool is_default = false;
   bool destroyed = false;
   std::uint64_t release_threshold = 0;
+  std::uint64_t max_size = 0;  // CUmemPoolProps::maxSize: the most it may reserve; 0: the device's free memory
   int reuse_follow_event_dependencies = 1;
   int reuse_allow_opportunistic = 1;
   int reuse_allow_internal_dependencies = 1;
@@ -105,6 +107,13 @@ PoolBlock* find_reusable(CUmemoryPool pool, std::size_t bytes, const std::shared
 PoolBlock* reserve_block(State& st, CUmemoryPool pool, std::size_t bytes) {
   Device& dev = st.device(pool->device);
   std::size_t length = round_up(bytes, kPoolGranularity);
+  if (pool->max_size != 0 && pool->reserved + length > pool->max_size) {
+    // Beyond the pool's maxSize: idle blocks of this pool make room if they can (largest first),
+    // else the growth fails without asking the device.
+    if (length > pool->max_size) return nullptr;
+    release_idle_blocks(st, pool, pool->max_size - length);
+    if (pool->reserved + length > pool->max_size) return nullptr;
+  }
   owe_latency(st.config.alloc_latency_us);  // every growth attempt, as every cuMemAlloc
   if (!take_device_memory(st, dev, length)) {
     // Out of device memory: give back every idle block of the device's pools, then retry once.
@@ -283,6 +292,7 @@ CUDASIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps
   if (!valid_device(l.st, poolProps->location.id)) return CUDA_ERROR_INVALID_DEVICE;
   auto* created = new CUmemPoolHandle_st();  // never freed: see the struct's invariant
   created->device = poolProps->location.id;
+  created->max_size = poolProps->maxSize;
   l.st.pools.insert(created);
   *pool = created;
   return CUDA_SUCCESS;

@@ -24,6 +24,10 @@
 struct CUmemPoolHandle_st;
 
 namespace cudasim {
+struct VmmState;  // vmm.cpp: reservations, physical allocations, handles and mappings
+}
+
+namespace cudasim {
 
 // Every allocation is at least this aligned, as on real devices.
 constexpr std::size_t kMinAlignment = 512;
@@ -41,6 +45,15 @@ struct DeviceStats {
   // Graph memory (cuMemAllocAsync on a capturing stream): allocation and free nodes captured, and
   // the bytes graphs own now / at most.
   std::uint64_t graph_allocs = 0, graph_frees = 0, graph_bytes = 0, graph_peak_bytes = 0;
+  // CUDA arrays and mipmapped arrays (arrays.cpp): created, destroyed (cuArrayDestroy /
+  // cuMipmappedArrayDestroy), and the device memory they hold now / at most.
+  std::uint64_t array_creates = 0, array_destroys = 0, array_bytes = 0, array_peak_bytes = 0;
+  // Virtual memory management (vmm.cpp): cuMemCreate / cuMemRelease calls, physical bytes charged
+  // now / at most, cuMemMap / cuMemUnmap calls, and address space reserved by contexts of the device.
+  std::uint64_t vmm_creates = 0, vmm_releases = 0, vmm_bytes = 0, vmm_peak_bytes = 0;
+  std::uint64_t vmm_maps = 0, vmm_unmaps = 0, vmm_reserved_va_bytes = 0;
+  // Managed memory (managed.cpp): cuMemAllocManaged and its cuMemFree, bytes live now / at most.
+  std::uint64_t managed_allocs = 0, managed_frees = 0, managed_bytes = 0, managed_peak_bytes = 0;
 };
 
 // Invariant: committed == live contexts * overhead + stats.bytes_reserved <= total.
@@ -56,7 +69,9 @@ struct Device {
   CUmemoryPool current_pool = nullptr;
 };
 
-enum class AllocKind { Sync, Pool, Graph };
+// Vmm: one cuMemMap mapping while some device may access it (cuMemSetAccess); Managed:
+// cuMemAllocManaged memory (charged to no device, freed with its context like Sync).
+enum class AllocKind { Sync, Pool, Graph, Vmm, Managed };
 
 // A live device allocation. [base, base + size) is what callers may touch.
 struct Allocation {
@@ -89,6 +104,8 @@ struct State {
   std::unordered_map<CUstream_st*, std::shared_ptr<CUstream_st>> streams;   // created streams
   std::unordered_map<CUevent_st*, std::shared_ptr<CUevent_st>> events;
   std::unordered_set<CUmemPoolHandle_st*> pools;                           // live pools
+  std::unordered_set<CUarray_st*> arrays;                      // live CUDA arrays (arrays.cpp)
+  std::unordered_set<CUmipmappedArray_st*> mipmapped_arrays;   // live mipmapped arrays
   std::map<std::uintptr_t, Allocation> allocations;                        // by base
   std::unordered_map<std::uintptr_t, Mapping> mappings;                    // sync and graph allocations
   std::vector<std::shared_ptr<Capture>> captures;  // ongoing capture sequences (graphs.h)
@@ -99,6 +116,7 @@ struct State {
   std::uint64_t last_buffer_id = 0;      // the last CU_POINTER_ATTRIBUTE_BUFFER_ID handed out
   std::vector<std::string> requested_names;
   std::unordered_set<std::string> requested_set;
+  std::shared_ptr<VmmState> vmm;  // created by the first virtual memory call (vmm.cpp)
 
   Device& device(int ordinal) { return devices[static_cast<std::size_t>(ordinal)]; }
 };
@@ -221,5 +239,20 @@ void abandon_capture(State& st, CUstream_st* stream);
 
 // --- report.cpp ---
 void note_requested_name(State& st, const char* name);
+
+// --- arrays.cpp ---
+// Destroys every array and mipmapped array the context owns, giving their memory back (context
+// destruction). Needs State::mu held.
+void free_context_arrays(State& st, CUctx_st* ctx);
+
+// --- vmm.cpp --- (all need State::mu held)
+// False when [ptr, ptr + bytes) overlaps a VMM mapping no device may write (read-only access).
+bool vmm_range_writable(State& st, std::uintptr_t ptr, std::size_t bytes);
+// True when [ptr, ptr + bytes) touches reserved address space (cuMemAddressReserve) that is not
+// accessible mapped memory: such a "host" pointer is device address space no call may touch.
+bool vmm_inaccessible(State& st, std::uintptr_t ptr, std::size_t bytes);
+// cuPointerGetAttribute for a pointer inside a reserved range (mapped or not): true, with the
+// result in *rc, when `ptr` lies in one; false when it is not VMM address space.
+bool vmm_pointer_attribute(State& st, void* data, CUpointer_attribute attribute, CUdeviceptr ptr, CUresult* rc);
 
 }  // namespace cudasim

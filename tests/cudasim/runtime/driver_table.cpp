@@ -45,6 +45,8 @@ void load_driver() {
   GetProcAddressV1 v1 = nullptr;
   if (v2 == nullptr) v1 = reinterpret_cast<GetProcAddressV1>(dlsym(library, "cuGetProcAddress"));
   if (v2 == nullptr && v1 == nullptr) return;
+  state.table.get_proc_address_v2 = v2;
+  state.table.get_proc_address_v1 = v1;
 
   bool stub = false;
 #define CUDASIM_RUNTIME_RESOLVE_ENTRY(name, version)                                  \

@@ -35,7 +35,9 @@ namespace cudasim::runtime {
   X(cuMemAllocAsync, 11020) X(cuMemFreeAsync, 11020) X(cuMemAllocFromPoolAsync, 11020)            \
   X(cuPointerGetAttribute, 4000) X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000)       \
   X(cuStreamGetCaptureInfo, 12030) X(cuThreadExchangeStreamCaptureMode, 10010)                    \
-  X(cuGraphDestroy, 10000)
+  X(cuGraphDestroy, 10000) X(cuArray3DCreate, 3020) X(cuArrayDestroy, 2000)                       \
+  X(cuMipmappedArrayCreate, 5000) X(cuMipmappedArrayDestroy, 5000)                                \
+  X(cuMemAllocManaged, 6000)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.
@@ -43,6 +45,10 @@ struct DriverTable {
 #define CUDASIM_RUNTIME_DECLARE_ENTRY(name, version) PFN_##name##_v##version name = nullptr;
   CUDASIM_RUNTIME_DRIVER_ENTRIES(CUDASIM_RUNTIME_DECLARE_ENTRY)
 #undef CUDASIM_RUNTIME_DECLARE_ENTRY
+  // The driver's own cuGetProcAddress (the _v2 form when exported, else the first), found with
+  // dlsym: cudaGetDriverEntryPoint* answer through it.
+  PFN_cuGetProcAddress_v12000 get_proc_address_v2 = nullptr;
+  PFN_cuGetProcAddress_v11030 get_proc_address_v1 = nullptr;
 };
 
 // Loads the driver and calls cuInit(0) once per process, on first use, thread-safely. Returns the

@@ -2,6 +2,7 @@
 // calls (cuThreadExchangeStreamCaptureMode in cuda.h); graph memory nodes. Every test ends the
 // captures it begins, since an ongoing global capture restricts the whole process.
 #include "driver_support.h"
+#include "report_support.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -428,10 +429,7 @@ TEST_CASE("the report counts graph memory apart from the pool", "[driver][graphs
     std::exit(0);
   });
   REQUIRE(rc == 0);
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  const nlohmann::json report = nlohmann::json::parse(in);
-  std::remove(path.c_str());
+  const nlohmann::json report = take_report(path);
   const nlohmann::json& dev = report["devices"][0];
   CHECK(dev["graph"]["allocs"] == 2);
   CHECK(dev["graph"]["frees"] == 1);

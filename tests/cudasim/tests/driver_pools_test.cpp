@@ -319,3 +319,79 @@ TEST_CASE("pools run out of device memory and give idle memory back to retry", "
   });
   REQUIRE(rc == 0);
 }
+
+TEST_CASE("a created pool never reserves more than its maxSize", "[driver][pools]") {
+  primary_context();
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  props.maxSize = 8 * kMiB;
+  CUmemoryPool pool = nullptr;
+  REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+  cuuint64_t keep_all = ~cuuint64_t{0};
+  REQUIRE(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all) == CUDA_SUCCESS);
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+
+  CUdeviceptr a = 0, b = 0, c = 0, d = 0;
+  REQUIRE(cuMemAllocFromPoolAsync(&a, 4 * kMiB, pool, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocFromPoolAsync(&b, 3 * kMiB, pool, stream) == CUDA_SUCCESS);  // a 4 MiB block: 8 MiB reserved
+  size_t free_before = 0, free_after = 0, total = 0;
+  REQUIRE(cuMemGetInfo(&free_before, &total) == CUDA_SUCCESS);
+  CHECK(cuMemAllocFromPoolAsync(&c, 1, pool, stream) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(cuMemAllocFromPoolAsync(&c, 9 * kMiB, pool, stream) == CUDA_ERROR_OUT_OF_MEMORY);
+  REQUIRE(cuMemGetInfo(&free_after, &total) == CUDA_SUCCESS);
+  CHECK(free_after == free_before);  // the device had room: the pool's limit refused
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 8 * kMiB);
+
+  // Freed memory is reused within the limit; an idle block too large to reuse is given back to
+  // make room for a growth that fits the limit.
+  REQUIRE(cuMemFreeAsync(b, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocFromPoolAsync(&c, 2 * kMiB, pool, stream) == CUDA_SUCCESS);
+  CHECK(c == b);  // a 4 MiB block serves a 2 MiB request (at least half its size)
+  REQUIRE(cuMemFreeAsync(a, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);  // the free has run; the threshold keeps the block
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 8 * kMiB);
+  REQUIRE(cuMemAllocFromPoolAsync(&d, 1 * kMiB, pool, stream) == CUDA_SUCCESS);  // 4 MiB idle block too big
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 6 * kMiB);
+  REQUIRE(cuMemFreeAsync(c, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(d, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+
+  // maxSize 0: limited by the device only, as before; the default pool has no limit either.
+  props.maxSize = 0;
+  REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocFromPoolAsync(&a, 64 * kMiB, pool, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(a, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+  // A limit below one 2 MiB unit admits nothing.
+  props.maxSize = kMiB;
+  REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+  CHECK(cuMemAllocFromPoolAsync(&a, 512, pool, stream) == CUDA_ERROR_OUT_OF_MEMORY);
+  REQUIRE(cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("a pool's maxSize refusal is not a device allocation attempt", "[driver][pools]") {
+  int rc = in_child([] {
+    setenv("CUDASIM_FAIL_ALLOC_AFTER", "2", 1);
+    CHILD_CHECK(start_primary_context());
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.maxSize = 2 * kMiB;
+    CUmemoryPool pool = nullptr;
+    CHILD_CHECK(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+    CUdeviceptr a = 0, b = 0;
+    CHILD_CHECK(cuMemAllocFromPoolAsync(&a, kMiB, pool, nullptr) == CUDA_SUCCESS);  // attempt 1
+    CHILD_CHECK(cuMemAllocFromPoolAsync(&b, kMiB, pool, nullptr) == CUDA_ERROR_OUT_OF_MEMORY);  // the limit
+    CHILD_CHECK(cuMemAllocAsync(&b, kMiB, nullptr) == CUDA_SUCCESS);  // attempt 2
+    CUdeviceptr c = 0;
+    CHILD_CHECK(cuMemAllocAsync(&c, 4 * kMiB, nullptr) == CUDA_ERROR_OUT_OF_MEMORY);  // attempt 3
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}

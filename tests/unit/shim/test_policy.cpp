@@ -124,7 +124,7 @@ TEST_CASE("mode: bad values name the variable and the accepted values", "[policy
         "gpumem: XLA_PYTHON_CLIENT_ALLOCATOR=\"off\" is not one of default, bfc, platform, cuda_async; the "
         "shim is disabled for this process");
   CHECK(error_for({{"TF_GPU_ALLOCATOR", "bfc"}}) ==
-        "gpumem: TF_GPU_ALLOCATOR=\"bfc\" is not one of cuda_malloc_async, cuda_malloc; the shim is "
+        "gpumem: TF_GPU_ALLOCATOR=\"bfc\" is not one of cuda_malloc_async, cuda_malloc, memory_guard; the shim is "
         "disabled for this process");
   // A variable a higher-precedence one overrides is still checked.
   CHECK_THAT(error_for({{"GPUMEM_MODE", "bfc"}, {"TF_GPU_ALLOCATOR", "cuda_malloc_asinc"}}),
@@ -295,6 +295,18 @@ TEST_CASE("free sync, garbage collection, log level and log file", "[policy]") {
   const Policy logged = policy_for({{"GPUMEM_LOG_FILE", "/tmp/gpumem log.txt"}});
   CHECK(logged.log_file == "/tmp/gpumem log.txt");
   CHECK(logged.log_file_origin.variable == "GPUMEM_LOG_FILE");
+}
+
+TEST_CASE("framework allocator names gpumem does not implement map to the closest mode", "[policy]") {
+  const Policy guarded = policy_for({{"TF_GPU_ALLOCATOR", "memory_guard"}});
+  CHECK(guarded.mode == Mode::bfc);
+  CHECK(guarded.mode_origin.variable == "TF_GPU_ALLOCATOR");
+  REQUIRE(guarded.warnings.size() == 1);
+  CHECK_THAT(guarded.warnings[0], Catch::StartsWith("gpumem: TF_GPU_ALLOCATOR=memory_guard is TensorFlow's BFC"));
+  // Overridden by a GPUMEM_ name: nothing to warn about.
+  CHECK(policy_for({{"TF_GPU_ALLOCATOR", "memory_guard"}, {"GPUMEM_MODE", "platform"}}).warnings.empty());
+  CHECK(policy_for({{"TF_GPU_ALLOCATOR", "cuda_malloc_async"}}).warnings.empty());
+  CHECK(policy_for({}).warnings.empty());
 }
 
 TEST_CASE("statistics and trace outputs", "[policy]") {

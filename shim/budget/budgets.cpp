@@ -1,0 +1,179 @@
+#include "budget/budgets.h"
+
+#include <pthread.h>
+
+#include <array>
+#include <mutex>
+#include <unordered_map>
+
+#include "context_registry.h"
+#include "log.h"
+#include "process_policy.h"
+#include "real_driver.h"
+
+namespace gpumem::shim::budget {
+namespace {
+
+std::array<DeviceBudget, kMaxDevices> g_budgets;
+
+struct LedgerEntry {
+  CUcontext context;
+  CUdevice device;
+  BudgetPath path;
+  std::size_t bytes;
+};
+std::mutex g_ledger_mutex;
+std::unordered_map<std::uintptr_t, LedgerEntry>* g_ledger = nullptr;  // leaked: used until the very end
+
+// The limit the policy gives `device`, as ContextRegistry computes it for a manager.
+std::size_t policy_limit(CUdevice device) noexcept {
+  const RealDriver& driver = real_driver();
+  std::size_t total = 0;
+  if (!driver.available || driver.cuDeviceTotalMem_v2 == nullptr ||
+      driver.cuDeviceTotalMem_v2(&total, device) != CUDA_SUCCESS) {
+    return 0;
+  }
+  std::size_t free = total;  // without a context on the device, "free" reads as the whole device
+  if (current_device() == device) {
+    std::size_t context_total = 0;
+    if (driver.cuMemGetInfo_v2(&free, &context_total) != CUDA_SUCCESS) free = total;
+  }
+  return std::max<std::size_t>(process_policy().policy->limit_for_device(total, free), 256);
+}
+
+void reset_in_child() noexcept {
+  for (DeviceBudget& budget : g_budgets) budget.reset();
+  // The forking thread held no ledger lock (fork handlers run outside every hook), and the
+  // parent's blocks are not the child's.
+  if (g_ledger != nullptr) g_ledger->clear();
+}
+
+__attribute__((constructor)) void register_fork_handler() { pthread_atfork(nullptr, nullptr, reset_in_child); }
+
+}  // namespace
+
+bool any() noexcept {
+  for (const DeviceBudget& budget : g_budgets) {
+    if (budget.limit() != 0) return true;
+  }
+  return false;
+}
+
+DeviceBudget* slot(CUdevice device) noexcept {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return &g_budgets[static_cast<std::size_t>(device)];
+}
+
+DeviceBudget* existing(CUdevice device) noexcept {
+  DeviceBudget* budget = slot(device);
+  return budget != nullptr && budget->limit() != 0 ? budget : nullptr;
+}
+
+DeviceBudget* of_device(CUdevice device) noexcept {
+  if (!policy_is_active()) return nullptr;
+  DeviceBudget* budget = slot(device);
+  if (budget == nullptr) return nullptr;
+  if (budget->limit() == 0) {
+    const std::size_t limit = policy_limit(device);
+    if (limit == 0) return nullptr;
+    budget->set_limit(limit);
+  }
+  return budget;
+}
+
+CUdevice current_device() noexcept {
+  const RealDriver& driver = real_driver();
+  CUcontext context = nullptr;
+  CUdevice device = -1;
+  if (!driver.available || driver.cuCtxGetCurrent == nullptr || driver.cuCtxGetCurrent(&context) != CUDA_SUCCESS ||
+      context == nullptr || driver.cuCtxGetDevice(&device) != CUDA_SUCCESS) {
+    return -1;
+  }
+  return device;
+}
+
+bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept {
+  DeviceBudget* budget = of_device(device);
+  if (budget == nullptr) return true;
+  if (budget->try_charge(path, bytes)) return true;
+  if (path != BudgetPath::arena) {
+    // Memory the arenas hold but do not use goes back to the driver, so another path can have it.
+    try {
+      std::size_t released = 0;
+      ContextRegistry::instance().for_each_manager([&](MemoryManager& manager, bool live) {
+        if (live && manager.device() == device) released += manager.trim();
+      });
+      if (released > 0) {
+        log::debug("device {}: the arena gave back {} bytes for {} of {} bytes", device, released, call, bytes);
+      }
+    } catch (...) {
+    }
+    if (budget->try_charge(path, bytes)) return true;
+  }
+  if (path == BudgetPath::arena) return false;  // the arena backs off and reports its own refusal
+  log::warn("device {}: {} of {} bytes refused: over this process's budget ({} of {} bytes charged: arena {}, "
+            "driver {}, async_pool {}, program_pool {}, vmm {}, managed {}, arrays {}); {}",
+            device, call, bytes, budget->charged(), budget->limit(), budget->charged(BudgetPath::arena),
+            budget->charged(BudgetPath::driver), budget->charged(BudgetPath::async_pool),
+            budget->charged(BudgetPath::program_pool), budget->charged(BudgetPath::vmm),
+            budget->charged(BudgetPath::managed), budget->charged(BudgetPath::arrays),
+            budget->charged(BudgetPath::arena) > 0
+                ? "the arena's regions hold memory it cannot give back while blocks live in them: set "
+                  "GPUMEM_PREALLOCATE=false (XLA_PYTHON_CLIENT_PREALLOCATE=false) so that it grows only as needed, "
+                  "or raise GPUMEM_LIMIT or the memory fraction"
+                : "raise GPUMEM_LIMIT or the memory fraction");
+  return false;
+}
+
+void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept {
+  if (DeviceBudget* budget = existing(device)) budget->refund(path, bytes);
+}
+
+void remember_block(std::uintptr_t key, CUdevice device, BudgetPath path, std::size_t bytes) noexcept {
+  if (existing(device) == nullptr) return;  // nothing was charged
+  try {
+    std::lock_guard lock(g_ledger_mutex);
+    if (g_ledger == nullptr) g_ledger = new std::unordered_map<std::uintptr_t, LedgerEntry>();
+    CUcontext context = nullptr;
+    if (real_driver().cuCtxGetCurrent(&context) != CUDA_SUCCESS) context = nullptr;
+    (*g_ledger)[key] = LedgerEntry{context, device, path, bytes};
+  } catch (...) {  // no host memory: the block stays charged until the process ends
+  }
+}
+
+Forgotten take_block(std::uintptr_t key) noexcept {
+  Forgotten block;
+  {
+    std::lock_guard lock(g_ledger_mutex);
+    if (g_ledger == nullptr) return block;
+    const auto found = g_ledger->find(key);
+    if (found == g_ledger->end()) return block;
+    block = Forgotten{true, key, found->second.device, found->second.path, found->second.bytes};
+    g_ledger->erase(found);
+  }
+  refund(block.device, block.path, block.bytes);
+  return block;
+}
+
+bool forget_block(std::uintptr_t key) noexcept { return take_block(key).found; }
+
+void forget_context(CUcontext context) noexcept {
+  std::lock_guard lock(g_ledger_mutex);
+  if (g_ledger == nullptr) return;
+  for (auto entry = g_ledger->begin(); entry != g_ledger->end();) {
+    if (entry->second.context == context) {
+      refund(entry->second.device, entry->second.path, entry->second.bytes);
+      entry = g_ledger->erase(entry);
+    } else {
+      ++entry;
+    }
+  }
+}
+
+void restore_block(const Forgotten& block) noexcept {
+  if (!block.found) return;
+  if (DeviceBudget* budget = existing(block.device)) budget->force_charge(block.path, block.bytes);
+  remember_block(block.key, block.device, block.path, block.bytes);
+}
+
+}  // namespace gpumem::shim::budget

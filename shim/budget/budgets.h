@@ -1,0 +1,59 @@
+// The process's device budgets (device_budget.h), their limits from the policy, and the ledger of
+// blocks whose free names only a pointer (pool blocks, managed memory, the program's own pools).
+//
+// Every function is thread-safe and never throws. Budgets exist only while the shim is active.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "budget/device_budget.h"
+
+namespace gpumem::shim::budget {
+
+inline constexpr int kMaxDevices = 64;
+
+// The budget of `device` with its limit in force: set by the first memory manager made on the device
+// (ContextRegistry), or here from the policy and the device's size when another path comes first.
+// Null when the shim is inert, the ordinal is out of range, or the device cannot be queried.
+DeviceBudget* of_device(CUdevice device) noexcept;
+// The budget if its limit is already set, else null (never queries the driver).
+DeviceBudget* existing(CUdevice device) noexcept;
+// The slot of `device`, limit set or not (for the registry, which sets it); null when out of range.
+DeviceBudget* slot(CUdevice device) noexcept;
+
+// Charges `bytes` to `path` on `device`. When they do not fit and `path` is not the arena, the
+// device's bfc arenas first give back wholly free regions (gpumem_trim), then it tries once more.
+// A refusal is logged at warn naming `call`, the request and the budget. True when charged (also
+// when the shim has no budget for the device: nothing to enforce).
+bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept;
+void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept;
+
+// The ledger: `key` (a device pointer, or an array handle) holds `bytes` charged to `path` on
+// `device`. forget_block refunds and removes it; false when the key is not in the ledger.
+// The block is taken to belong to the current context (its memory goes when that context is destroyed).
+void remember_block(std::uintptr_t key, CUdevice device, BudgetPath path, std::size_t bytes) noexcept;
+// The context is being destroyed, and every block it held with it: their charges are refunded.
+void forget_context(CUcontext context) noexcept;
+bool forget_block(std::uintptr_t key) noexcept;
+// A forgotten block whose free failed: charged again, as before.
+struct Forgotten {
+  bool found = false;
+  std::uintptr_t key = 0;
+  CUdevice device = 0;
+  BudgetPath path = BudgetPath::driver;
+  std::size_t bytes = 0;
+};
+Forgotten take_block(std::uintptr_t key) noexcept;  // removes and refunds, reporting what it was
+void restore_block(const Forgotten& block) noexcept;  // undoes take_block
+
+// True when some device has a budget (some path reached the shim in this process).
+bool any() noexcept;
+
+// The current context's device, or -1.
+CUdevice current_device() noexcept;
+
+}  // namespace gpumem::shim::budget

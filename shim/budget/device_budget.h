@@ -1,0 +1,123 @@
+// One memory budget per device and process: the limit the policy computes, which every path that
+// takes device memory (arena regions, platform allocations, stream-ordered pools, the program's own
+// pools, virtual-memory allocations, managed memory, arrays) charges before it allocates and refunds
+// when the memory is really given back. A request that does not fit is refused by that very call.
+//
+// Pure (no CUDA, no locks): the charge is one compare-and-swap loop, so every path can check it on
+// its hot path. Unit-tested on its own.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace gpumem::shim {
+
+// Who took the memory. Order and names are those of the exit statistics and gpumem.h.
+enum class BudgetPath : std::uint8_t { arena, driver, async_pool, program_pool, vmm, managed, arrays };
+inline constexpr std::size_t kBudgetPaths = 7;
+std::string_view to_string(BudgetPath path) noexcept;
+
+// Invariants: charged() == the sum of charged(path) once every call has returned; charged() never
+// exceeds limit() through try_charge (force_charge may, and is reported as such); peak_charged() >=
+// charged(). A limit of 0 means "not set yet": nothing can be charged until set_limit.
+class DeviceBudget {
+ public:
+  // The first call sets the limit; later calls keep it (every context of a device shares one).
+  // Returns the limit in force.
+  std::size_t set_limit(std::size_t limit) noexcept {
+    std::size_t expected = 0;
+    if (limit_.compare_exchange_strong(expected, limit, std::memory_order_acq_rel)) return limit;
+    return expected;
+  }
+  std::size_t limit() const noexcept { return limit_.load(std::memory_order_acquire); }
+  // In a forked child: the parent's memory is not the child's.
+  void reset() noexcept {
+    limit_.store(0);
+    charged_.store(0);
+    peak_.store(0);
+    for (std::size_t i = 0; i < kBudgetPaths; ++i) {
+      by_path_[i].store(0);
+      peak_by_path_[i].store(0);
+      charges_[i].store(0);
+      total_by_path_[i].store(0);
+    }
+  }
+
+  // Charges `bytes` to `path` when charged() + bytes <= limit(); else charges nothing, false.
+  bool try_charge(BudgetPath path, std::size_t bytes) noexcept {
+    const std::size_t limit = this->limit();
+    std::size_t current = charged_.load(std::memory_order_relaxed);
+    do {
+      if (bytes > limit || current > limit - bytes) return false;
+    } while (!charged_.compare_exchange_weak(current, current + bytes, std::memory_order_acq_rel,
+                                             std::memory_order_relaxed));
+    account(path, bytes, current + bytes);
+    return true;
+  }
+
+  // For memory the driver handed out before it could be checked (an array whose size is known only
+  // once it exists, say) and that the caller then gives back at once if over_limit().
+  void force_charge(BudgetPath path, std::size_t bytes) noexcept {
+    account(path, bytes, charged_.fetch_add(bytes, std::memory_order_acq_rel) + bytes);
+  }
+  bool over_limit() const noexcept { return charged() > limit(); }
+
+  void refund(BudgetPath path, std::size_t bytes) noexcept {
+    charged_.fetch_sub(bytes, std::memory_order_acq_rel);
+    by_path_[index(path)].fetch_sub(bytes, std::memory_order_relaxed);
+  }
+
+  std::size_t charged() const noexcept { return charged_.load(std::memory_order_acquire); }
+  std::size_t charged(BudgetPath path) const noexcept {
+    return by_path_[index(path)].load(std::memory_order_relaxed);
+  }
+  std::size_t peak_charged() const noexcept { return peak_.load(std::memory_order_relaxed); }
+  std::size_t peak_charged(BudgetPath path) const noexcept {
+    return peak_by_path_[index(path)].load(std::memory_order_relaxed);
+  }
+  // Successful charges of `path` so far, and the bytes they took in total.
+  std::uint64_t charges(BudgetPath path) const noexcept { return charges_[index(path)].load(std::memory_order_relaxed); }
+  std::uint64_t bytes_charged_in_total(BudgetPath path) const noexcept {
+    return total_by_path_[index(path)].load(std::memory_order_relaxed);
+  }
+  // What is left under the limit (0 when over it).
+  std::size_t available() const noexcept {
+    const std::size_t limit = this->limit();
+    const std::size_t charged = this->charged();
+    return charged >= limit ? 0 : limit - charged;
+  }
+
+ private:
+  static constexpr std::size_t index(BudgetPath path) noexcept { return static_cast<std::size_t>(path); }
+  static void raise_to(std::atomic<std::size_t>& peak, std::size_t value) noexcept {
+    std::size_t seen = peak.load(std::memory_order_relaxed);
+    while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+    }
+  }
+  void account(BudgetPath path, std::size_t bytes, std::size_t total_after) noexcept {
+    raise_to(peak_, total_after);
+    charges_[index(path)].fetch_add(1, std::memory_order_relaxed);
+    total_by_path_[index(path)].fetch_add(bytes, std::memory_order_relaxed);
+    const std::size_t path_after = by_path_[index(path)].fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    raise_to(peak_by_path_[index(path)], path_after);
+  }
+
+  std::atomic<std::size_t> limit_{0};
+  std::atomic<std::size_t> charged_{0};
+  std::atomic<std::size_t> peak_{0};
+  std::array<std::atomic<std::size_t>, kBudgetPaths> by_path_{};
+  std::array<std::atomic<std::size_t>, kBudgetPaths> peak_by_path_{};
+  std::array<std::atomic<std::uint64_t>, kBudgetPaths> charges_{};
+  std::array<std::atomic<std::uint64_t>, kBudgetPaths> total_by_path_{};
+};
+
+inline std::string_view to_string(BudgetPath path) noexcept {
+  constexpr std::array<std::string_view, kBudgetPaths> kNames{"arena", "driver", "async_pool", "program_pool",
+                                                               "vmm", "managed", "arrays"};
+  return kNames[static_cast<std::size_t>(path)];
+}
+
+}  // namespace gpumem::shim

@@ -1,0 +1,337 @@
+// CUDA arrays and mipmapped arrays (cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate, ...).
+//
+// An array is opaque device memory: it has no device address, so it is never in
+// State::allocations and nothing here maps host memory for it (copies to and from arrays are not
+// simulated). What it has is a size charged to its device like cuMemAlloc memory:
+//
+//   level bytes = round_up(Width x element size, 512) x max(Height, 1) x max(Depth, 1)
+//   array bytes = round_up(sum of its levels' bytes, 2 MiB)
+//
+// (element size = format bytes x NumChannels; a plain array has one level; a mipmapped array's
+// level l halves Width, Height and, for 3D arrays, Depth, each at least 1; layers and cubemap faces
+// are not halved). cuArrayGetMemoryRequirements reports exactly that size and a 2 MiB alignment.
+// An array created with CUDA_ARRAY3D_DEFERRED_MAPPING holds no memory (it would be backed later
+// by cuMemMapArrayAsync, which is not simulated); only such arrays answer the memory-requirement
+// queries, as cuda.h documents.
+//
+// Array objects are deleted when destroyed; every entry point looks the handle up in the live set
+// (under State::mu) before touching it, so a stale handle is CUDA_ERROR_INVALID_HANDLE.
+#include "contexts.h"
+#include "state.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+using namespace cudasim;
+
+namespace {
+
+constexpr std::uint64_t kArrayRowAlignment = 512;   // rows padded as cuMemAllocPitch pads them
+constexpr std::uint64_t kArrayAlignment = kLargePage;  // arrays are charged in 2 MiB units
+
+constexpr unsigned kKnownArrayFlags = CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_CUBEMAP |
+                                      CUDA_ARRAY3D_TEXTURE_GATHER | CUDA_ARRAY3D_DEPTH_TEXTURE |
+                                      CUDA_ARRAY3D_COLOR_ATTACHMENT | CUDA_ARRAY3D_SPARSE |
+                                      CUDA_ARRAY3D_DEFERRED_MAPPING | CUDA_ARRAY3D_VIDEO_ENCODE_DECODE;
+
+// Bytes per channel of a simulated format; 0 for a format cuda.h lists that is not simulated
+// (packed normalised, block-compressed, YUV), nullopt for a value that is no CUarray_format.
+std::optional<unsigned> channel_bytes(CUarray_format format) {
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT: return 4;
+    case CU_AD_FORMAT_NV12:
+    case CU_AD_FORMAT_UNORM_INT8X1:
+    case CU_AD_FORMAT_UNORM_INT8X2:
+    case CU_AD_FORMAT_UNORM_INT8X4:
+    case CU_AD_FORMAT_UNORM_INT16X1:
+    case CU_AD_FORMAT_UNORM_INT16X2:
+    case CU_AD_FORMAT_UNORM_INT16X4:
+    case CU_AD_FORMAT_SNORM_INT8X1:
+    case CU_AD_FORMAT_SNORM_INT8X2:
+    case CU_AD_FORMAT_SNORM_INT8X4:
+    case CU_AD_FORMAT_SNORM_INT16X1:
+    case CU_AD_FORMAT_SNORM_INT16X2:
+    case CU_AD_FORMAT_SNORM_INT16X4:
+    case CU_AD_FORMAT_BC1_UNORM:
+    case CU_AD_FORMAT_BC1_UNORM_SRGB:
+    case CU_AD_FORMAT_BC2_UNORM:
+    case CU_AD_FORMAT_BC2_UNORM_SRGB:
+    case CU_AD_FORMAT_BC3_UNORM:
+    case CU_AD_FORMAT_BC3_UNORM_SRGB:
+    case CU_AD_FORMAT_BC4_UNORM:
+    case CU_AD_FORMAT_BC4_SNORM:
+    case CU_AD_FORMAT_BC5_UNORM:
+    case CU_AD_FORMAT_BC5_SNORM:
+    case CU_AD_FORMAT_BC6H_UF16:
+    case CU_AD_FORMAT_BC6H_SF16:
+    case CU_AD_FORMAT_BC7_UNORM:
+    case CU_AD_FORMAT_BC7_UNORM_SRGB:
+    case CU_AD_FORMAT_P010:
+    case CU_AD_FORMAT_P016:
+    case CU_AD_FORMAT_NV16:
+    case CU_AD_FORMAT_P210:
+    case CU_AD_FORMAT_P216:
+    case CU_AD_FORMAT_YUY2:
+    case CU_AD_FORMAT_Y210:
+    case CU_AD_FORMAT_Y216:
+    case CU_AD_FORMAT_AYUV:
+    case CU_AD_FORMAT_Y410:
+    case CU_AD_FORMAT_Y416:
+    case CU_AD_FORMAT_Y444_PLANAR8:
+    case CU_AD_FORMAT_Y444_PLANAR10:
+    case CU_AD_FORMAT_YUV444_8bit_SemiPlanar:
+    case CU_AD_FORMAT_YUV444_16bit_SemiPlanar:
+    case CU_AD_FORMAT_UNORM_INT_101010_2: return 0;
+    default: return std::nullopt;
+  }
+}
+
+// Checks a descriptor against cuArray3DCreate's rules (the shapes of its table, NumChannels 1, 2
+// or 4, known flags). The per-device extent maxima are not checked (those attributes read 0 here).
+CUresult check_descriptor(const CUDA_ARRAY3D_DESCRIPTOR& d) {
+  auto bytes = channel_bytes(d.Format);
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  if (d.NumChannels != 1 && d.NumChannels != 2 && d.NumChannels != 4) return CUDA_ERROR_INVALID_VALUE;
+  if (d.Width == 0 || (d.Flags & ~kKnownArrayFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
+  const bool layered = (d.Flags & CUDA_ARRAY3D_LAYERED) != 0;
+  const bool cubemap = (d.Flags & CUDA_ARRAY3D_CUBEMAP) != 0;
+  if (cubemap) {
+    // Width == Height, Depth six faces (a multiple of six when layered).
+    if (d.Height == 0 || d.Width != d.Height || d.Depth == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (layered ? d.Depth % 6 != 0 : d.Depth != 6) return CUDA_ERROR_INVALID_VALUE;
+  } else if (layered) {
+    if (d.Depth == 0) return CUDA_ERROR_INVALID_VALUE;  // Depth is the number of layers
+  } else if (d.Height == 0 && d.Depth != 0) {
+    return CUDA_ERROR_INVALID_VALUE;  // 1D, 2D or 3D only
+  }
+  // Texture gather only on 2D arrays.
+  if ((d.Flags & CUDA_ARRAY3D_TEXTURE_GATHER) != 0 && (d.Height == 0 || d.Depth != 0 || layered || cubemap))
+    return CUDA_ERROR_INVALID_VALUE;
+  // Formats cuda.h lists that the simulator has no layout for, and sparse arrays (the simulated
+  // device reports CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED = 0).
+  if (*bytes == 0 || (d.Flags & CUDA_ARRAY3D_SPARSE) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
+}
+
+// Bytes one level of these extents takes (rows padded); nullopt on overflow.
+std::optional<std::uint64_t> level_bytes(std::uint64_t width, std::uint64_t height, std::uint64_t depth,
+                                         std::uint64_t element) {
+  std::uint64_t row = 0, rows = 0, bytes = 0;
+  if (__builtin_mul_overflow(width, element, &row) || row > UINT64_MAX - kArrayRowAlignment) return std::nullopt;
+  row = round_up(row, kArrayRowAlignment);
+  if (__builtin_mul_overflow(std::max<std::uint64_t>(height, 1), std::max<std::uint64_t>(depth, 1), &rows) ||
+      __builtin_mul_overflow(row, rows, &bytes))
+    return std::nullopt;
+  return bytes;
+}
+
+// 1 + floor(log2(max(Width, Height, Depth))): the most levels a mipmapped array can have.
+unsigned max_levels(const CUDA_ARRAY3D_DESCRIPTOR& d) {
+  std::uint64_t largest = std::max({d.Width, d.Height, d.Depth});
+  unsigned levels = 0;
+  for (; largest != 0; largest >>= 1) ++levels;
+  return levels;
+}
+
+// The device memory an array of `levels` levels takes; nullopt when it cannot be represented.
+std::optional<std::uint64_t> array_bytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned levels) {
+  const std::uint64_t element = std::uint64_t{*channel_bytes(d.Format)} * d.NumChannels;
+  // Layers and cubemap faces keep their count at every level; a 3D array's depth halves.
+  const bool depth_is_count = (d.Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+  auto halve = [](std::uint64_t extent, unsigned level) {
+    return extent == 0 ? 0 : std::max<std::uint64_t>(extent >> level, 1);
+  };
+  std::uint64_t total = 0;
+  for (unsigned level = 0; level < levels; ++level) {
+    auto bytes = level_bytes(halve(d.Width, level), halve(d.Height, level),
+                             depth_is_count ? d.Depth : halve(d.Depth, level), element);
+    if (!bytes || __builtin_add_overflow(total, *bytes, &total)) return std::nullopt;
+  }
+  if (total > UINT64_MAX - kArrayAlignment) return std::nullopt;
+  return round_up(total, kArrayAlignment);
+}
+
+}  // namespace
+
+namespace cudasim {
+// Invariant: while in State::arrays / State::mipmapped_arrays, `bytes` is charged to `device`
+// (committed, bytes_reserved, array_bytes) unless `deferred`, and `ctx` is alive.
+struct ArrayObject {
+  CUctx_st* ctx = nullptr;
+  int device = 0;
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  unsigned levels = 1;
+  std::uint64_t bytes = 0;
+  bool deferred = false;  // CUDA_ARRAY3D_DEFERRED_MAPPING: no memory of its own
+};
+}  // namespace cudasim
+struct CUarray_st : cudasim::ArrayObject {};
+struct CUmipmappedArray_st : cudasim::ArrayObject {};
+
+namespace {
+
+// Creates an array of `levels` levels in the current context and charges its memory.
+template <typename Handle>
+CUresult create_array(Handle** out, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned levels,
+                      std::unordered_set<Handle*> State::*live) {
+  Locked l;
+  State& st = l.st;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(st, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (out == nullptr || desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_descriptor(*desc); rc != CUDA_SUCCESS) return rc;
+  levels = std::clamp(levels, 1u, max_levels(*desc));
+  auto bytes = array_bytes(*desc, levels);
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;  // beyond any extent a device supports
+  const bool deferred = (desc->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING) != 0;
+  Device& dev = st.device(ctx->device);
+  if (!deferred) {
+    owe_latency(st.config.alloc_latency_us);  // as every cuMemAlloc
+    if (!take_device_memory(st, dev, *bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+    dev.stats.array_bytes += *bytes;
+    dev.stats.array_peak_bytes = std::max(dev.stats.array_peak_bytes, dev.stats.array_bytes);
+  }
+  dev.stats.array_creates++;
+  auto* array = new Handle();
+  array->ctx = ctx;
+  array->device = ctx->device;
+  array->desc = *desc;
+  array->levels = levels;
+  array->bytes = *bytes;
+  array->deferred = deferred;
+  (st.*live).insert(array);
+  *out = array;
+  return CUDA_SUCCESS;
+}
+
+// Gives an array's memory back to its device and deletes it (it must be in its live set).
+template <typename Handle>
+void release_array(State& st, Handle* array, std::unordered_set<Handle*> State::*live) {
+  if (!array->deferred) {
+    Device& dev = st.device(array->device);
+    give_device_memory(dev, array->bytes);
+    dev.stats.array_bytes -= array->bytes;
+    owe_latency(st.config.free_latency_us);  // as every cuMemFree
+  }
+  (st.*live).erase(array);
+  delete array;
+}
+
+template <typename Handle>
+CUresult destroy_array(Handle* array, std::unordered_set<Handle*> State::*live) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if ((l.st.*live).count(array) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  l.st.device(array->device).stats.array_destroys++;
+  release_array(l.st, array, live);
+  return CUDA_SUCCESS;
+}
+
+// cuArrayGetMemoryRequirements / cuMipmappedArrayGetMemoryRequirements: only for arrays created
+// with CUDA_ARRAY3D_DEFERRED_MAPPING; every failure is CUDA_ERROR_INVALID_VALUE, as documented.
+template <typename Handle>
+CUresult memory_requirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* requirements, Handle* array, CUdevice device,
+                             std::unordered_set<Handle*> State::*live) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (requirements == nullptr || (l.st.*live).count(array) == 0 || !array->deferred ||
+      !valid_device(l.st, device))
+    return CUDA_ERROR_INVALID_VALUE;
+  std::memset(requirements, 0, sizeof *requirements);
+  requirements->size = array->bytes;
+  requirements->alignment = kArrayAlignment;
+  return CUDA_SUCCESS;
+}
+
+CUresult get_descriptor(CUDA_ARRAY3D_DESCRIPTOR* out, CUarray array) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (l.st.arrays.count(array) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  *out = array->desc;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+namespace cudasim {
+
+void free_context_arrays(State& st, CUctx_st* ctx) {
+  for (auto it = st.arrays.begin(); it != st.arrays.end();) {
+    CUarray_st* array = *it++;  // release_array erases it
+    if (array->ctx == ctx) release_array(st, array, &State::arrays);
+  }
+  for (auto it = st.mipmapped_arrays.begin(); it != st.mipmapped_arrays.end();) {
+    CUmipmappedArray_st* array = *it++;
+    if (array->ctx == ctx) release_array(st, array, &State::mipmapped_arrays);
+  }
+}
+
+}  // namespace cudasim
+
+CUDASIM_EXPORT CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {
+  // A 1D (Height 0) or 2D array: the 3D rules with Depth 0 and no flags.
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  if (pAllocateArray != nullptr) {
+    desc.Width = pAllocateArray->Width;
+    desc.Height = pAllocateArray->Height;
+    desc.Format = pAllocateArray->Format;
+    desc.NumChannels = pAllocateArray->NumChannels;
+  }
+  return create_array(pHandle, pAllocateArray != nullptr ? &desc : nullptr, 1, &State::arrays);
+}
+
+CUDASIM_EXPORT CUresult cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray) {
+  return create_array(pHandle, pAllocateArray, 1, &State::arrays);
+}
+
+CUDASIM_EXPORT CUresult cuArrayDestroy(CUarray hArray) { return destroy_array(hArray, &State::arrays); }
+
+CUDASIM_EXPORT CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR* pArrayDescriptor, CUarray hArray) {
+  if (pArrayDescriptor == nullptr) {
+    Locked l;
+    return l.init_status() != CUDA_SUCCESS ? l.init_status() : CUDA_ERROR_INVALID_VALUE;
+  }
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  if (CUresult rc = get_descriptor(&desc, hArray); rc != CUDA_SUCCESS) return rc;
+  // A layered, cubemap or 3D array has no 1D/2D description.
+  if (desc.Depth != 0) return CUDA_ERROR_INVALID_VALUE;
+  pArrayDescriptor->Width = desc.Width;
+  pArrayDescriptor->Height = desc.Height;
+  pArrayDescriptor->Format = desc.Format;
+  pArrayDescriptor->NumChannels = desc.NumChannels;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* pArrayDescriptor, CUarray hArray) {
+  return get_descriptor(pArrayDescriptor, hArray);
+}
+
+CUDASIM_EXPORT CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* memoryRequirements,
+                                                     CUarray array, CUdevice device) {
+  return memory_requirements(memoryRequirements, array, device, &State::arrays);
+}
+
+CUDASIM_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle,
+                                               const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc,
+                                               unsigned int numMipmapLevels) {
+  return create_array(pHandle, pMipmappedArrayDesc, numMipmapLevels, &State::mipmapped_arrays);
+}
+
+CUDASIM_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
+  return destroy_array(hMipmappedArray, &State::mipmapped_arrays);
+}
+
+CUDASIM_EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* memoryRequirements,
+                                                              CUmipmappedArray mipmap, CUdevice device) {
+  return memory_requirements(memoryRequirements, mipmap, device, &State::mipmapped_arrays);
+}

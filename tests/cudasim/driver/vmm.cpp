@@ -1,0 +1,632 @@
+// Virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess, ...),
+// after the "Virtual Memory Management" section of cuda.h.
+//
+// A reservation is host address space mapped PROT_NONE. A physical allocation is a memfd of its
+// size, charged to its device like cuMemAlloc memory; cuMemMap maps (part of) it MAP_SHARED over
+// the reservation, still PROT_NONE, and cuMemSetAccess opens it (PROT_READ / PROT_READ|PROT_WRITE),
+// so several mappings and exported file descriptors see the same bytes. While some device may
+// access a mapping it is a live AllocKind::Vmm allocation for every other call (copies, sets,
+// pointer queries); unmapped or inaccessible address space is not.
+//
+// Reference counting, as cuMemRelease documents: a handle holds references (cuMemCreate or
+// cuMemImportFromShareableHandle: 1, cuMemRetainAllocationHandle: +1, cuMemRelease: -1) and is
+// alive while it has references or mappings; the physical memory is freed (its charge given back)
+// when no handle of it is alive. An import of memory this process knows makes a new handle of the
+// same physical allocation (one charge); memory from another process is charged to that process.
+#include "state.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+using namespace cudasim;
+
+namespace cudasim {
+
+// Invariant: `fd` is open while the object is (the last handle closes it); `charged` bytes are part
+// of the device's committed memory until then.
+struct Physical {
+  int device = 0;
+  std::size_t size = 0;
+  int fd = -1;
+  CUmemAllocationProp prop{};
+  std::uint64_t charged = 0;   // 0 for memory another process allocated
+  std::uint64_t block_id = 0;  // CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID
+  int live_handles = 0;
+};
+
+// Invariant: in VmmState::handles while refs > 0 or mappings > 0; usable by the program (map,
+// export, release, query) only while refs > 0.
+struct Handle {
+  std::shared_ptr<Physical> physical;
+  std::uint64_t refs = 0;
+  std::uint64_t mappings = 0;
+};
+
+struct Reservation {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  int device = 0;  // the device its reserved_va_bytes are reported under
+};
+
+// One cuMemMap: [base, base + size) shows physical bytes [offset, offset + size) of `handle`.
+struct VaMapping {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  std::size_t offset = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  std::shared_ptr<Physical> physical;
+  std::vector<unsigned long long> access;  // CUmemAccess_flags per device ordinal
+  std::uint64_t buffer_id = 0;
+};
+
+struct VmmState {
+  std::map<std::uintptr_t, Reservation> reservations;  // by base
+  std::map<std::uintptr_t, VaMapping> mappings;        // by base
+  std::unordered_map<CUmemGenericAllocationHandle, Handle> handles;
+  // Physical allocations by the identity of their memfd, to recognise imports of them.
+  std::map<std::pair<dev_t, ino_t>, std::weak_ptr<Physical>> by_file;
+};
+
+}  // namespace cudasim
+
+namespace {
+
+constexpr std::size_t kGranularity = kLargePage;  // minimum and recommended, as on current GPUs
+constexpr char kMemfdPrefix[] = "cudasim-vmm-device-";
+
+// Process-wide and not reset by fork, so a child's new handles never repeat its parent's.
+std::atomic<CUmemGenericAllocationHandle> g_last_handle{0};
+std::atomic<std::uint64_t> g_last_block_id{0};
+
+VmmState& vmm(State& st) {
+  if (!st.vmm) st.vmm = std::make_shared<VmmState>();
+  return *st.vmm;
+}
+
+std::size_t page_size() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
+
+bool is_multiple(std::uint64_t value, std::uint64_t of) { return value % of == 0; }
+
+int host_protection(const VaMapping& m) {
+  unsigned long long widest = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  for (unsigned long long flags : m.access) widest |= flags;
+  if (widest == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return PROT_READ | PROT_WRITE;
+  if (widest == CU_MEM_ACCESS_FLAGS_PROT_READ) return PROT_READ;
+  return PROT_NONE;
+}
+
+const Reservation* find_reservation(VmmState& v, std::uintptr_t ptr) {
+  auto it = v.reservations.upper_bound(ptr);
+  if (it == v.reservations.begin()) return nullptr;
+  --it;
+  return ptr - it->second.base < it->second.size ? &it->second : nullptr;
+}
+
+VaMapping* find_mapping(VmmState& v, std::uintptr_t ptr) {
+  auto it = v.mappings.upper_bound(ptr);
+  if (it == v.mappings.begin()) return nullptr;
+  --it;
+  return ptr - it->second.base < it->second.size ? &it->second : nullptr;
+}
+
+// The mappings that exactly tile [ptr, ptr + size) (whole mappings, no gap); empty when none do.
+std::vector<VaMapping*> whole_mappings(VmmState& v, std::uintptr_t ptr, std::size_t size) {
+  std::vector<VaMapping*> out;
+  if (size == 0) return out;
+  std::uintptr_t at = ptr;
+  const std::uintptr_t end = ptr + size;
+  while (at < end) {
+    auto it = v.mappings.find(at);
+    if (it == v.mappings.end() || it->second.size > end - at) return {};
+    out.push_back(&it->second);
+    at += it->second.size;
+  }
+  return out;
+}
+
+// A device location (CU_MEM_LOCATION_TYPE_DEVICE with a valid ordinal); `bad_device` is returned
+// for an unknown ordinal, CUDA_ERROR_INVALID_VALUE for any other location type.
+CUresult check_device_location(const State& st, const CUmemLocation& location, CUresult bad_device) {
+  if (location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+  return valid_device(st, location.id) ? CUDA_SUCCESS : bad_device;
+}
+
+// The checks cuMemCreate and cuMemGetAllocationGranularity share: pinned memory on a device. Host
+// locations are valid in CUDA but not simulated (CUDA_ERROR_NOT_SUPPORTED).
+CUresult check_properties(const State& st, const CUmemAllocationProp& prop, CUresult bad_device) {
+  if (prop.type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+  if (prop.location.type == CU_MEM_LOCATION_TYPE_HOST || prop.location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  return check_device_location(st, prop.location, bad_device);
+}
+
+// Gives the physical memory back once its last handle is gone.
+void drop_physical(State& st, Physical& p) {
+  if (--p.live_handles > 0) return;
+  close(p.fd);
+  p.fd = -1;
+  if (p.charged > 0) {
+    Device& dev = st.device(p.device);
+    give_device_memory(dev, p.charged);
+    dev.stats.vmm_bytes -= p.charged;
+    owe_latency(st.config.free_latency_us);
+  }
+}
+
+// Forgets the handle once it has neither references nor mappings.
+void maybe_forget_handle(State& st, CUmemGenericAllocationHandle value) {
+  VmmState& v = vmm(st);
+  auto it = v.handles.find(value);
+  if (it == v.handles.end() || it->second.refs > 0 || it->second.mappings > 0) return;
+  std::shared_ptr<Physical> physical = std::move(it->second.physical);
+  v.handles.erase(it);
+  drop_physical(st, *physical);
+}
+
+// A handle the program may use (created or imported and not yet released); null otherwise.
+Handle* usable_handle(State& st, CUmemGenericAllocationHandle value) {
+  if (!st.vmm) return nullptr;
+  auto it = st.vmm->handles.find(value);
+  return it != st.vmm->handles.end() && it->second.refs > 0 ? &it->second : nullptr;
+}
+
+CUmemGenericAllocationHandle new_handle(State& st, std::shared_ptr<Physical> physical) {
+  const CUmemGenericAllocationHandle value = ++g_last_handle;
+  ++physical->live_handles;
+  vmm(st).handles[value] = Handle{std::move(physical), 1, 0};
+  return value;
+}
+
+// Keeps the live-allocation table in step with a mapping's access: accessible mappings are live
+// AllocKind::Vmm allocations, inaccessible ones are not.
+void sync_allocation(State& st, const VaMapping& m) {
+  if (host_protection(m) == PROT_NONE) {
+    st.allocations.erase(m.base);
+    return;
+  }
+  st.allocations[m.base] = Allocation{m.base, m.size, 0, m.physical->device, nullptr, AllocKind::Vmm, nullptr,
+                                      m.buffer_id};
+}
+
+// Waits for all work queued so far in every live context (cuMemUnmap and cuMemSetAccess are
+// synchronous: queued copies and sets must not meet a vanished or closed mapping). Locks itself.
+void wait_for_queued_work() {
+  std::vector<std::pair<std::shared_ptr<CUstream_st>, std::uint64_t>> targets;
+  {
+    Locked l;
+    for (CUctx_st* ctx : l.st.contexts) {
+      for (auto& stream : context_streams(ctx)) targets.emplace_back(stream, stream->last_submitted());
+    }
+  }
+  for (auto& [stream, seq] : targets) stream->wait_until(seq);
+}
+
+// Maps fresh PROT_NONE address space of `size` bytes aligned to `alignment`; at `hint` when that
+// is suitably aligned and free. Null when the address space is exhausted.
+void* reserve_address_space(std::size_t size, std::size_t alignment, std::uintptr_t hint) {
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  if (hint != 0 && is_multiple(hint, alignment)) {
+    void* at = mmap(reinterpret_cast<void*>(hint), size, PROT_NONE, flags | MAP_FIXED_NOREPLACE, -1, 0);
+    if (at == reinterpret_cast<void*>(hint)) return at;
+    if (at != MAP_FAILED) munmap(at, size);  // a kernel without MAP_FIXED_NOREPLACE took it as a hint
+  }
+  if (size > SIZE_MAX - alignment) return nullptr;
+  void* raw = mmap(nullptr, size + alignment, PROT_NONE, flags, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = round_up(start, alignment);
+  if (aligned > start) munmap(raw, aligned - start);
+  const std::size_t tail = start + size + alignment - (aligned + size);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
+  return reinterpret_cast<void*>(aligned);
+}
+
+// Puts plain reserved (PROT_NONE, empty) address space back over [base, base + size).
+void restore_reservation(std::uintptr_t base, std::size_t size) {
+  mmap(reinterpret_cast<void*>(base), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+       -1, 0);
+}
+
+// The device a cudasim memfd was created for (from its name), or -1 for any other file.
+int memfd_device(int fd) {
+  char link[64];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  char target[256] = {};
+  const ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0) return -1;
+  const std::string name(target, static_cast<std::size_t>(n));
+  const std::string prefix = std::string("/memfd:") + kMemfdPrefix;
+  if (name.rfind(prefix, 0) != 0) return -1;
+  int device = -1;
+  if (std::sscanf(name.c_str() + prefix.size(), "%d", &device) != 1) return -1;
+  return device;
+}
+
+CUresult create(CUmemGenericAllocationHandle* handle, std::size_t size, const CUmemAllocationProp* prop,
+                unsigned long long flags) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  State& st = l.st;
+  if (handle == nullptr || prop == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_properties(st, *prop, CUDA_ERROR_INVALID_DEVICE); rc != CUDA_SUCCESS) return rc;
+  const auto types = static_cast<unsigned>(prop->requestedHandleTypes);
+  if (types != CU_MEM_HANDLE_TYPE_NONE && types != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return CUDA_ERROR_NOT_SUPPORTED;  // Win32 and fabric handles do not exist here
+  if (prop->win32HandleMetaData != nullptr) return CUDA_ERROR_INVALID_VALUE;  // "required to be zero"
+  if (size == 0 || !is_multiple(size, kGranularity)) return CUDA_ERROR_INVALID_VALUE;
+  Device& dev = st.device(prop->location.id);
+  owe_latency(st.config.alloc_latency_us);
+  if (!take_device_memory(st, dev, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const std::string name = kMemfdPrefix + std::to_string(prop->location.id);
+  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  struct stat info {};
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0 || fstat(fd, &info) != 0) {
+    if (fd >= 0) close(fd);
+    give_device_memory(dev, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  auto physical = std::make_shared<Physical>();
+  physical->device = prop->location.id;
+  physical->size = size;
+  physical->fd = fd;
+  physical->prop = *prop;
+  physical->charged = size;
+  physical->block_id = ++g_last_block_id;
+  vmm(st).by_file[{info.st_dev, info.st_ino}] = physical;
+  dev.stats.vmm_creates++;
+  dev.stats.vmm_bytes += size;
+  dev.stats.vmm_peak_bytes = std::max(dev.stats.vmm_peak_bytes, dev.stats.vmm_bytes);
+  *handle = new_handle(st, std::move(physical));
+  return CUDA_SUCCESS;
+}
+
+// The synchronous calls (cuMemUnmap, cuMemSetAccess) validate, wait for queued work, then act
+// under the lock again, validating anew.
+template <typename Validate>
+CUresult validated_then_synchronized(Validate validate) {
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = validate(l.st); rc != CUDA_SUCCESS) return rc;
+  }
+  wait_for_queued_work();
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+namespace cudasim {
+
+bool vmm_range_writable(State& st, std::uintptr_t ptr, std::size_t bytes) {
+  if (!st.vmm || bytes == 0) return true;
+  VmmState& v = *st.vmm;
+  auto it = v.mappings.upper_bound(ptr);
+  if (it != v.mappings.begin()) --it;
+  for (; it != v.mappings.end() && it->second.base < ptr + bytes; ++it) {
+    const VaMapping& m = it->second;
+    if (m.base + m.size > ptr && (host_protection(m) & PROT_WRITE) == 0) return false;
+  }
+  return true;
+}
+
+bool vmm_inaccessible(State& st, std::uintptr_t ptr, std::size_t bytes) {
+  if (!st.vmm || bytes == 0) return false;
+  VmmState& v = *st.vmm;
+  auto it = v.reservations.upper_bound(ptr);
+  if (it != v.reservations.begin()) --it;
+  bool touches = false;
+  for (; it != v.reservations.end() && it->second.base < ptr + bytes; ++it) {
+    if (it->second.base + it->second.size > ptr) touches = true;
+  }
+  return touches && find_allocation(st, ptr, bytes) == nullptr;
+}
+
+bool vmm_pointer_attribute(State& st, void* data, CUpointer_attribute attribute, CUdeviceptr ptr, CUresult* rc) {
+  if (!st.vmm) return false;
+  VmmState& v = *st.vmm;
+  const Reservation* r = find_reservation(v, ptr);
+  if (r == nullptr) return false;
+  *rc = CUDA_SUCCESS;
+  const VaMapping* m = find_mapping(v, ptr);
+  // The reserved range, as documented for the range attributes, and whether memory backs ptr.
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = r->base; return true;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = r->size; return true;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *static_cast<int*>(data) = m != nullptr ? 1 : 0; return true;
+    default: break;
+  }
+  if (m == nullptr) {
+    *rc = CUDA_ERROR_INVALID_VALUE;  // address space without memory behind it
+    return true;
+  }
+  const Physical& p = *m->physical;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:  // owned by no context: its device's primary one, as for pool memory
+      *static_cast<CUcontext*>(data) = st.device(p.device).primary;
+      break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *static_cast<CUmemorytype*>(data) = CU_MEMORYTYPE_DEVICE; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *static_cast<CUdeviceptr*>(data) = ptr; break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *static_cast<int*>(data) = 0; break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *static_cast<int*>(data) = 0; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = p.device; break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *static_cast<unsigned long long*>(data) = m->buffer_id; break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: *static_cast<unsigned long long*>(data) = p.block_id; break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *static_cast<CUmemoryPool*>(data) = nullptr; break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: *static_cast<size_t*>(data) = m->size; break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: *static_cast<CUdeviceptr*>(data) = m->base; break;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+      *static_cast<unsigned long long*>(data) = static_cast<unsigned long long>(p.prop.requestedHandleTypes);
+      break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: {  // for the device of the current context
+      CUctx_st* ctx = nullptr;
+      *rc = current_context(st, &ctx);
+      if (*rc == CUDA_SUCCESS)
+        *static_cast<CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS*>(data) =
+            static_cast<CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS>(m->access[static_cast<std::size_t>(context_device(ctx))]);
+      break;
+    }
+    default: *rc = CUDA_ERROR_INVALID_VALUE; break;
+  }
+  return true;
+}
+
+}  // namespace cudasim
+
+CUDASIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                                      CUmemAllocationGranularity_flags option) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+    return CUDA_ERROR_INVALID_VALUE;
+  // CUDA_ERROR_INVALID_DEVICE is not among this call's documented results.
+  if (CUresult rc = check_properties(l.st, *prop, CUDA_ERROR_INVALID_VALUE); rc != CUDA_SUCCESS) return rc;
+  *granularity = kGranularity;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                            unsigned long long flags) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  State& st = l.st;
+  const std::size_t page = page_size();
+  if (ptr == nullptr || flags != 0 || size == 0 || !is_multiple(size, page) || !is_multiple(addr, page))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((alignment & (alignment - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;  // a power of two, or 0
+  void* base = reserve_address_space(size, std::max(alignment, kGranularity), addr);
+  if (base == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUctx_st* ctx = nullptr;
+  const int device = current_context(st, &ctx) == CUDA_SUCCESS ? context_device(ctx) : 0;
+  const auto at = reinterpret_cast<std::uintptr_t>(base);
+  vmm(st).reservations[at] = Reservation{at, size, device};
+  st.device(device).stats.vmm_reserved_va_bytes += size;
+  *ptr = at;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  State& st = l.st;
+  if (!st.vmm) return CUDA_ERROR_INVALID_VALUE;
+  VmmState& v = *st.vmm;
+  auto it = v.reservations.find(ptr);
+  if (it == v.reservations.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+  auto mapped = v.mappings.lower_bound(ptr);
+  if (mapped != v.mappings.end() && mapped->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;  // unmap first
+  munmap(reinterpret_cast<void*>(ptr), size);
+  st.device(it->second.device).stats.vmm_reserved_va_bytes -= size;
+  v.reservations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                                    unsigned long long flags) {
+  return create(handle, size, prop, flags);
+}
+
+CUDASIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  Handle* h = usable_handle(l.st, handle);
+  if (h == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  --h->refs;
+  l.st.device(h->physical->device).stats.vmm_releases++;
+  maybe_forget_handle(l.st, handle);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                                 unsigned long long flags) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  State& st = l.st;
+  Handle* h = usable_handle(st, handle);
+  if (h == nullptr || flags != 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!is_multiple(ptr, kGranularity) || !is_multiple(size, kGranularity) || !is_multiple(offset, kGranularity))
+    return CUDA_ERROR_INVALID_VALUE;
+  const std::shared_ptr<Physical>& physical = h->physical;
+  if (offset > physical->size || size > physical->size - offset) return CUDA_ERROR_INVALID_VALUE;
+  VmmState& v = vmm(st);
+  const Reservation* r = find_reservation(v, ptr);
+  if (r == nullptr || size > r->base + r->size - ptr) return CUDA_ERROR_INVALID_VALUE;  // not reserved
+  auto next = v.mappings.lower_bound(ptr);
+  if (next != v.mappings.end() && next->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;  // mapped
+  if (find_mapping(v, ptr) != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  void* at = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, physical->fd,
+                  static_cast<off_t>(offset));
+  if (at == MAP_FAILED) {
+    restore_reservation(ptr, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  // A forked child does not inherit the mapping: the parent's device memory is not the child's.
+  madvise(at, size, MADV_DONTFORK);
+  VaMapping m;
+  m.base = ptr;
+  m.size = size;
+  m.offset = offset;
+  m.handle = handle;
+  m.physical = physical;
+  m.access.assign(st.devices.size(), CU_MEM_ACCESS_FLAGS_PROT_NONE);
+  m.buffer_id = ++st.last_buffer_id;
+  ++h->mappings;
+  st.device(physical->device).stats.vmm_maps++;
+  v.mappings[ptr] = std::move(m);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  auto validate = [&](State& st) {
+    return st.vmm && !whole_mappings(*st.vmm, ptr, size).empty() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  };
+  if (CUresult rc = validated_then_synchronized(validate); rc != CUDA_SUCCESS) return rc;
+  Locked l;
+  State& st = l.st;
+  if (CUresult rc = validate(st); rc != CUDA_SUCCESS) return rc;
+  VmmState& v = *st.vmm;
+  for (VaMapping* m : whole_mappings(v, ptr, size)) {
+    const std::uintptr_t base = m->base;
+    const CUmemGenericAllocationHandle handle = m->handle;
+    st.allocations.erase(base);
+    restore_reservation(base, m->size);
+    st.device(m->physical->device).stats.vmm_unmaps++;
+    v.mappings.erase(base);
+    --v.handles.at(handle).mappings;
+    maybe_forget_handle(st, handle);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  auto validate = [&](State& st) -> CUresult {
+    if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (CUresult rc = check_device_location(st, desc[i].location, CUDA_ERROR_INVALID_DEVICE); rc != CUDA_SUCCESS)
+        return rc;
+      const auto flags = desc[i].flags;
+      if (flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+          flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    // A fully mapped range made of whole mappings.
+    return st.vmm && !whole_mappings(*st.vmm, ptr, size).empty() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  };
+  if (CUresult rc = validated_then_synchronized(validate); rc != CUDA_SUCCESS) return rc;
+  Locked l;
+  State& st = l.st;
+  if (CUresult rc = validate(st); rc != CUDA_SUCCESS) return rc;
+  for (VaMapping* m : whole_mappings(*st.vmm, ptr, size)) {
+    for (std::size_t i = 0; i < count; ++i) m->access[static_cast<std::size_t>(desc[i].location.id)] = desc[i].flags;
+    mprotect(reinterpret_cast<void*>(m->base), m->size, host_protection(*m));
+    sync_allocation(st, *m);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemGetAccess(unsigned long long* flags, const CUmemLocation* location, CUdeviceptr ptr) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (flags == nullptr || location == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_device_location(l.st, *location, CUDA_ERROR_INVALID_DEVICE); rc != CUDA_SUCCESS) return rc;
+  const VaMapping* m = l.st.vmm ? find_mapping(*l.st.vmm, ptr) : nullptr;
+  if (m == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *flags = m->access[static_cast<std::size_t>(location->id)];
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                               CUmemGenericAllocationHandle handle) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  const Handle* h = usable_handle(l.st, handle);
+  if (prop == nullptr || h == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *prop = h->physical->prop;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (handle == nullptr || !l.st.vmm) return CUDA_ERROR_INVALID_VALUE;
+  const VaMapping* m = find_mapping(*l.st.vmm, reinterpret_cast<std::uintptr_t>(addr));
+  if (m == nullptr) return CUDA_ERROR_INVALID_VALUE;  // not mapped
+  ++l.st.vmm->handles.at(m->handle).refs;
+  *handle = m->handle;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
+                                                     CUmemAllocationHandleType handleType, unsigned long long flags) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  const Handle* h = usable_handle(l.st, handle);
+  if (shareableHandle == nullptr || h == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  switch (handleType) {
+    case CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: break;
+    case CU_MEM_HANDLE_TYPE_WIN32:
+    case CU_MEM_HANDLE_TYPE_WIN32_KMT:
+    case CU_MEM_HANDLE_TYPE_FABRIC: return CUDA_ERROR_NOT_SUPPORTED;  // not on this platform
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Only a handle type requested when the allocation was created can be exported.
+  if ((h->physical->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  const int fd = dup(h->physical->fd);
+  if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  *static_cast<int*>(shareableHandle) = fd;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                                       CUmemAllocationHandleType shHandleType) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  State& st = l.st;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (shHandleType) {
+    case CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: break;
+    case CU_MEM_HANDLE_TYPE_WIN32:
+    case CU_MEM_HANDLE_TYPE_WIN32_KMT:
+    case CU_MEM_HANDLE_TYPE_FABRIC: return CUDA_ERROR_NOT_SUPPORTED;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  // For a file descriptor, the handle is the descriptor's value itself (passed as a pointer).
+  const auto fd = static_cast<int>(reinterpret_cast<std::intptr_t>(osHandle));
+  struct stat info {};
+  if (fd < 0 || fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) return CUDA_ERROR_INVALID_VALUE;
+  VmmState& v = vmm(st);
+  auto known = v.by_file.find({info.st_dev, info.st_ino});
+  if (known != v.by_file.end()) {
+    if (std::shared_ptr<Physical> physical = known->second.lock(); physical && physical->fd >= 0) {
+      *handle = new_handle(st, std::move(physical));  // the same memory: no second charge
+      return CUDA_SUCCESS;
+    }
+    v.by_file.erase(known);
+  }
+  const int device = memfd_device(fd);
+  if (device < 0 || info.st_size <= 0) return CUDA_ERROR_INVALID_VALUE;  // not exported by a cudasim driver
+  if (!valid_device(st, device)) return CUDA_ERROR_NOT_SUPPORTED;        // a device this process lacks
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return CUDA_ERROR_INVALID_VALUE;
+  auto physical = std::make_shared<Physical>();
+  physical->device = device;
+  physical->size = static_cast<std::size_t>(info.st_size);
+  physical->fd = own;
+  physical->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  physical->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  physical->prop.location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device};
+  physical->block_id = ++g_last_block_id;
+  v.by_file[{info.st_dev, info.st_ino}] = physical;
+  *handle = new_handle(st, std::move(physical));
+  return CUDA_SUCCESS;
+}

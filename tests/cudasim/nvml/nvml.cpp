@@ -1,0 +1,180 @@
+// The simulated NVML (libnvidia-ml.so.1): device count and memory information of the simulated
+// devices, read from the simulated driver's state in the same process through its private entry
+// points (cudasim_private.h), so the program need not call cuInit. Only this process is seen: the
+// simulator has no other processes, so `used` is what this process has committed on the device.
+#include "nvml_api.h"
+
+#include "cudasim_private.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdint>
+#include <mutex>
+
+// A device handle: one per possible simulated device, never freed, so handles stay valid (and
+// compare equal) across nvmlShutdown / nvmlInit.
+struct nvmlDevice_st {
+  unsigned int index;
+};
+
+#define CUDASIM_NVML_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+constexpr unsigned int kMaxDevices = 64;  // CUDASIM_DEVICES is at most 64
+
+constexpr std::array<nvmlDevice_st, kMaxDevices> device_table() {
+  std::array<nvmlDevice_st, kMaxDevices> devices{};
+  for (unsigned int i = 0; i < kMaxDevices; ++i) devices[i].index = i;
+  return devices;
+}
+constinit std::array<nvmlDevice_st, kMaxDevices> g_devices = device_table();
+
+// Invariant: init_count is the number of successful nvmlInit calls not yet matched by nvmlShutdown.
+struct Library {
+  std::mutex mu;
+  unsigned long init_count = 0;
+};
+
+Library& library() {
+  static Library* lib = new Library();  // never destroyed: usable from other libraries' destructors
+  return *lib;
+}
+
+bool initialized() {
+  std::lock_guard lock(library().mu);
+  return library().init_count > 0;
+}
+
+// The device count the driver reports; 0 (and false) when its configuration is malformed.
+bool device_count(unsigned int* count) {
+  int n = 0;
+  if (cudasimDeviceCount(&n) != CUDA_SUCCESS || n < 0) return false;
+  *count = static_cast<unsigned int>(n);
+  return true;
+}
+
+// A handle this library gave out for a device that exists.
+bool valid_device(nvmlDevice_t device) {
+  const auto address = reinterpret_cast<std::uintptr_t>(device);
+  const auto first = reinterpret_cast<std::uintptr_t>(g_devices.data());
+  if (address < first || address - first >= sizeof g_devices || (address - first) % sizeof(nvmlDevice_st) != 0)
+    return false;
+  unsigned int count = 0;
+  return device_count(&count) && device->index < count;
+}
+
+// The device's total memory and what this process has committed on it.
+nvmlReturn_t read_memory(nvmlDevice_t device, unsigned long long* total, unsigned long long* used) {
+  if (!initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (!valid_device(device)) return NVML_ERROR_INVALID_ARGUMENT;
+  if (cudasimDeviceMemory(static_cast<int>(device->index), total, used) != CUDA_SUCCESS) return NVML_ERROR_UNKNOWN;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t init() {
+  unsigned int count = 0;
+  if (!device_count(&count)) return NVML_ERROR_UNKNOWN;  // the simulator's configuration is malformed
+  std::lock_guard lock(library().mu);
+  ++library().init_count;
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlInit_v2(void) { return init(); }
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlInit(void) { return init(); }
+
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlShutdown(void) {
+  std::lock_guard lock(library().mu);
+  if (library().init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  --library().init_count;
+  return NVML_SUCCESS;
+}
+
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
+  if (!initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (deviceCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return device_count(deviceCount) ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  if (!initialized()) return NVML_ERROR_UNINITIALIZED;
+  unsigned int count = 0;
+  if (!device_count(&count)) return NVML_ERROR_UNKNOWN;
+  if (device == nullptr || index >= count) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = &g_devices[index];
+  return NVML_SUCCESS;
+}
+
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  if (!initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (uuid == nullptr || !valid_device(device)) return NVML_ERROR_INVALID_ARGUMENT;
+  constexpr unsigned int kLength = 4 + 32 + 4 + 1;  // "GPU-", 16 bytes in hex, 4 dashes, NUL
+  if (length < kLength) return NVML_ERROR_INSUFFICIENT_SIZE;
+  unsigned char b[16];
+  cudasim_device_uuid(static_cast<int>(device->index), b);
+  std::snprintf(uuid, length, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return NVML_SUCCESS;
+}
+
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  if (!initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned long long total = 0, used = 0;
+  if (nvmlReturn_t rc = read_memory(device, &total, &used); rc != NVML_SUCCESS) return rc;
+  memory->total = total;
+  memory->used = used;
+  memory->free = total - used;
+  return NVML_SUCCESS;
+}
+
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  if (!initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  unsigned long long total = 0, used = 0;
+  if (nvmlReturn_t rc = read_memory(device, &total, &used); rc != NVML_SUCCESS) return rc;
+  memory->total = total;
+  memory->reserved = 0;  // no memory set aside for the driver or firmware here
+  memory->used = used;
+  memory->free = total - used;
+  return NVML_SUCCESS;
+}
+
+CUDASIM_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
+  switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires reset";
+    case NVML_ERROR_OPERATING_SYSTEM: return "GPU access blocked by the operating system";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "Driver/library version mismatch";
+    case NVML_ERROR_IN_USE: return "In use by another client";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA: return "No data";
+    case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: return "vGPU ECC Not Supported";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient Resources";
+    case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Frequency Not Supported";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument Version Mismatch";
+    case NVML_ERROR_DEPRECATED: return "Deprecated";
+    case NVML_ERROR_NOT_READY: return "Not Ready";
+    case NVML_ERROR_GPU_NOT_FOUND: return "GPU Not Found";
+    case NVML_ERROR_INVALID_STATE: return "Invalid State";
+    default: return "Unknown Error";  // NVML_ERROR_UNKNOWN and codes NVML does not define
+  }
+}

@@ -1,0 +1,181 @@
+// CUDA arrays: cudaMallocArray, cudaMalloc3DArray, cudaMallocMipmappedArray and their frees, over
+// the driver's cuArray3DCreate / cuMipmappedArrayCreate. cudaArray_t and cudaMipmappedArray_t are
+// the driver's CUarray and CUmipmappedArray; the array rules (shapes, flags, sizes) are the driver's.
+#include "context.h"
+#include "driver_table.h"
+#include "error_state.h"
+
+namespace cudasim::runtime {
+namespace {
+
+// The driver format for `bits`-bit channels of a signed, unsigned or float kind; false when the
+// runtime has no such format.
+bool plain_format(cudaChannelFormatKind kind, int bits, CUarray_format* format) {
+  switch (kind) {
+    case cudaChannelFormatKindSigned:
+      if (bits == 8) *format = CU_AD_FORMAT_SIGNED_INT8;
+      else if (bits == 16) *format = CU_AD_FORMAT_SIGNED_INT16;
+      else if (bits == 32) *format = CU_AD_FORMAT_SIGNED_INT32;
+      else return false;
+      return true;
+    case cudaChannelFormatKindUnsigned:
+      if (bits == 8) *format = CU_AD_FORMAT_UNSIGNED_INT8;
+      else if (bits == 16) *format = CU_AD_FORMAT_UNSIGNED_INT16;
+      else if (bits == 32) *format = CU_AD_FORMAT_UNSIGNED_INT32;
+      else return false;
+      return true;
+    case cudaChannelFormatKindFloat:
+      if (bits == 16) *format = CU_AD_FORMAT_HALF;
+      else if (bits == 32) *format = CU_AD_FORMAT_FLOAT;
+      else return false;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The kinds cudaChannelFormatKind lists beyond signed, unsigned and float: packed normalised,
+// block-compressed and NV12 formats, which the simulated driver has no layout for.
+bool specialised_kind(cudaChannelFormatKind kind) {
+  switch (kind) {
+    case cudaChannelFormatKindNV12:
+    case cudaChannelFormatKindUnsignedNormalized8X1:
+    case cudaChannelFormatKindUnsignedNormalized8X2:
+    case cudaChannelFormatKindUnsignedNormalized8X4:
+    case cudaChannelFormatKindUnsignedNormalized16X1:
+    case cudaChannelFormatKindUnsignedNormalized16X2:
+    case cudaChannelFormatKindUnsignedNormalized16X4:
+    case cudaChannelFormatKindSignedNormalized8X1:
+    case cudaChannelFormatKindSignedNormalized8X2:
+    case cudaChannelFormatKindSignedNormalized8X4:
+    case cudaChannelFormatKindSignedNormalized16X1:
+    case cudaChannelFormatKindSignedNormalized16X2:
+    case cudaChannelFormatKindSignedNormalized16X4:
+    case cudaChannelFormatKindUnsignedBlockCompressed1:
+    case cudaChannelFormatKindUnsignedBlockCompressed1SRGB:
+    case cudaChannelFormatKindUnsignedBlockCompressed2:
+    case cudaChannelFormatKindUnsignedBlockCompressed2SRGB:
+    case cudaChannelFormatKindUnsignedBlockCompressed3:
+    case cudaChannelFormatKindUnsignedBlockCompressed3SRGB:
+    case cudaChannelFormatKindUnsignedBlockCompressed4:
+    case cudaChannelFormatKindSignedBlockCompressed4:
+    case cudaChannelFormatKindUnsignedBlockCompressed5:
+    case cudaChannelFormatKindSignedBlockCompressed5:
+    case cudaChannelFormatKindUnsignedBlockCompressed6H:
+    case cudaChannelFormatKindSignedBlockCompressed6H:
+    case cudaChannelFormatKindUnsignedBlockCompressed7:
+    case cudaChannelFormatKindUnsignedBlockCompressed7SRGB:
+    case cudaChannelFormatKindUnsignedNormalized1010102:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// cudaChannelFormatDesc -> the driver's format and channel count. The channels are x, y, z, w in
+// that order: 1, 2 or 4 of them, all of x's width (8, 16 or 32 bits; float: 16 or 32), the rest 0.
+cudaError_t driver_descriptor(const cudaChannelFormatDesc& desc, size_t width, size_t height, size_t depth,
+                              unsigned int flags, CUDA_ARRAY3D_DESCRIPTOR* out) {
+  if (specialised_kind(desc.f)) return cudaErrorNotSupported;
+  const int channels[4] = {desc.x, desc.y, desc.z, desc.w};
+  unsigned count = 0;
+  while (count < 4 && channels[count] != 0) {
+    if (channels[count] != desc.x) return cudaErrorInvalidValue;
+    ++count;
+  }
+  for (unsigned i = count; i < 4; ++i) {
+    if (channels[i] != 0) return cudaErrorInvalidValue;
+  }
+  CUDA_ARRAY3D_DESCRIPTOR converted{};
+  if ((count != 1 && count != 2 && count != 4) || !plain_format(desc.f, desc.x, &converted.Format))
+    return cudaErrorInvalidValue;
+  converted.NumChannels = count;
+  converted.Width = width;
+  converted.Height = height;
+  converted.Depth = depth;
+  converted.Flags = flags;
+  *out = converted;
+  return cudaSuccess;
+}
+
+cudaError_t malloc_array(cudaArray_t* array, const cudaChannelFormatDesc* desc, size_t width, size_t height,
+                         size_t depth, unsigned int flags) {
+  if (array == nullptr || desc == nullptr) return cudaErrorInvalidValue;
+  CUDA_ARRAY3D_DESCRIPTOR converted{};
+  const cudaError_t status = driver_descriptor(*desc, width, height, depth, flags, &converted);
+  if (status != cudaSuccess) return status;
+  return with_context([&] {
+    CUarray handle = nullptr;
+    const cudaError_t result = call_driver<&DriverTable::cuArray3DCreate>(&handle, &converted);
+    if (result == cudaSuccess) *array = reinterpret_cast<cudaArray_t>(handle);
+    return result;
+  });
+}
+
+cudaError_t malloc_mipmapped_array(cudaMipmappedArray_t* array, const cudaChannelFormatDesc* desc,
+                                   cudaExtent extent, unsigned int levels, unsigned int flags) {
+  if (array == nullptr || desc == nullptr) return cudaErrorInvalidValue;
+  CUDA_ARRAY3D_DESCRIPTOR converted{};
+  const cudaError_t status =
+      driver_descriptor(*desc, extent.width, extent.height, extent.depth, flags, &converted);
+  if (status != cudaSuccess) return status;
+  return with_context([&] {
+    CUmipmappedArray handle = nullptr;
+    const cudaError_t result = call_driver<&DriverTable::cuMipmappedArrayCreate>(&handle, &converted, levels);
+    if (result == cudaSuccess) *array = reinterpret_cast<cudaMipmappedArray_t>(handle);
+    return result;
+  });
+}
+
+// The frees document cudaErrorInvalidValue for a handle that is no (live) array.
+cudaError_t invalid_value_for_bad_handle(cudaError_t result) {
+  return result == cudaErrorInvalidResourceHandle ? cudaErrorInvalidValue : result;
+}
+
+cudaError_t free_array(cudaArray_t array) {
+  if (array == nullptr) return cudaSuccess;  // documented: no operation
+  return with_context([&] {
+    return invalid_value_for_bad_handle(
+        call_driver<&DriverTable::cuArrayDestroy>(reinterpret_cast<CUarray>(array)));
+  });
+}
+
+cudaError_t free_mipmapped_array(cudaMipmappedArray_t array) {
+  if (array == nullptr) return cudaSuccess;
+  return with_context([&] {
+    return invalid_value_for_bad_handle(
+        call_driver<&DriverTable::cuMipmappedArrayDestroy>(reinterpret_cast<CUmipmappedArray>(array)));
+  });
+}
+
+}  // namespace
+}  // namespace cudasim::runtime
+
+using namespace cudasim::runtime;
+
+extern "C" {
+
+// The descriptor cudaCreateChannelDesc<T>() builds: the bit widths and kind as given (no check, as
+// NVIDIA's runtime does none).
+cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, cudaChannelFormatKind f) {
+  return cudaChannelFormatDesc{x, y, z, w, f};
+}
+
+cudaError_t cudaMallocArray(cudaArray_t* array, const cudaChannelFormatDesc* desc, size_t width, size_t height,
+                            unsigned int flags) {
+  return api_call([&] { return malloc_array(array, desc, width, height, 0, flags); });
+}
+cudaError_t cudaMalloc3DArray(cudaArray_t* array, const cudaChannelFormatDesc* desc, cudaExtent extent,
+                              unsigned int flags) {
+  return api_call([&] { return malloc_array(array, desc, extent.width, extent.height, extent.depth, flags); });
+}
+cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t* mipmappedArray, const cudaChannelFormatDesc* desc,
+                                     cudaExtent extent, unsigned int numLevels, unsigned int flags) {
+  return api_call([&] { return malloc_mipmapped_array(mipmappedArray, desc, extent, numLevels, flags); });
+}
+cudaError_t cudaFreeArray(cudaArray_t array) { return api_call([&] { return free_array(array); }); }
+cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray) {
+  return api_call([&] { return free_mipmapped_array(mipmappedArray); });
+}
+
+}  // extern "C"

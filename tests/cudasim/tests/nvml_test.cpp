@@ -1,0 +1,238 @@
+// The simulated NVML (libnvidia-ml.so.1): initialisation reference counting, every function's
+// errors, and memory figures that follow the simulated driver's state in the same process.
+// Runs with the driver tests' platform: two devices of 8 GiB and 2 GiB, 300 MiB per context.
+#include "driver_support.h"
+#include "nvml_api.h"
+
+#include <catch2/catch.hpp>
+#include <dlfcn.h>
+
+#include <cstring>
+#include <string>
+
+using namespace driver_test;
+
+namespace {
+
+constexpr unsigned long long kDevice0 = 8ull << 30;
+constexpr unsigned long long kDevice1 = 2ull << 30;
+constexpr unsigned long long kContextOverhead = 300ull << 20;
+
+std::string name(nvmlReturn_t rc) { return nvmlErrorString(rc); }
+
+// The calling process's NVML view of a device: (total, free, used) from the v1 query.
+nvmlMemory_t memory_of(unsigned int index) {
+  nvmlDevice_t device = nullptr;
+  REQUIRE(nvmlDeviceGetHandleByIndex_v2(index, &device) == NVML_SUCCESS);
+  nvmlMemory_t memory{};
+  REQUIRE(nvmlDeviceGetMemoryInfo(device, &memory) == NVML_SUCCESS);
+  CHECK(memory.free + memory.used == memory.total);
+  return memory;
+}
+
+// Holds one NVML initialisation for a test's scope.
+struct NvmlSession {
+  NvmlSession() { REQUIRE(nvmlInit_v2() == NVML_SUCCESS); }
+  ~NvmlSession() { CHECK(nvmlShutdown() == NVML_SUCCESS); }
+  NvmlSession(const NvmlSession&) = delete;
+  NvmlSession& operator=(const NvmlSession&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("nvml: every call before nvmlInit is NVML_ERROR_UNINITIALIZED", "[nvml]") {
+  unsigned int count = 0;
+  nvmlDevice_t device = nullptr;
+  nvmlMemory_t memory{};
+  nvmlMemory_v2_t memory_v2{};
+  memory_v2.version = nvmlMemory_v2;
+  CHECK(nvmlDeviceGetCount_v2(&count) == NVML_ERROR_UNINITIALIZED);
+  CHECK(nvmlDeviceGetCount_v2(nullptr) == NVML_ERROR_UNINITIALIZED);
+  CHECK(nvmlDeviceGetHandleByIndex_v2(0, &device) == NVML_ERROR_UNINITIALIZED);
+  CHECK(nvmlDeviceGetMemoryInfo(device, &memory) == NVML_ERROR_UNINITIALIZED);
+  CHECK(nvmlDeviceGetMemoryInfo_v2(device, &memory_v2) == NVML_ERROR_UNINITIALIZED);
+  CHECK(nvmlShutdown() == NVML_ERROR_UNINITIALIZED);
+}
+
+TEST_CASE("nvml: initialisation is reference counted", "[nvml]") {
+  unsigned int count = 0;
+  REQUIRE(nvmlInit_v2() == NVML_SUCCESS);
+  REQUIRE(nvmlInit() == NVML_SUCCESS);  // the unversioned export behaves the same
+  CHECK(nvmlShutdown() == NVML_SUCCESS);
+  CHECK(nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS);  // one initialisation left
+  CHECK(count == 2);
+  CHECK(nvmlShutdown() == NVML_SUCCESS);
+  CHECK(nvmlDeviceGetCount_v2(&count) == NVML_ERROR_UNINITIALIZED);
+  CHECK(nvmlShutdown() == NVML_ERROR_UNINITIALIZED);  // more shutdowns than initialisations
+  REQUIRE(nvmlInit_v2() == NVML_SUCCESS);             // and it can start again
+  CHECK(nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS);
+  CHECK(nvmlShutdown() == NVML_SUCCESS);
+}
+
+TEST_CASE("nvml: devices, handles and argument errors", "[nvml]") {
+  NvmlSession session;
+  unsigned int count = 0;
+  REQUIRE(nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS);
+  CHECK(count == 2);
+  CHECK(nvmlDeviceGetCount_v2(nullptr) == NVML_ERROR_INVALID_ARGUMENT);
+
+  nvmlDevice_t first = nullptr, again = nullptr, second = nullptr;
+  REQUIRE(nvmlDeviceGetHandleByIndex_v2(0, &first) == NVML_SUCCESS);
+  REQUIRE(nvmlDeviceGetHandleByIndex_v2(0, &again) == NVML_SUCCESS);
+  REQUIRE(nvmlDeviceGetHandleByIndex_v2(1, &second) == NVML_SUCCESS);
+  CHECK(first != nullptr);
+  CHECK(first == again);
+  CHECK(first != second);
+  CHECK(nvmlDeviceGetHandleByIndex_v2(2, &again) == NVML_ERROR_INVALID_ARGUMENT);
+  CHECK(nvmlDeviceGetHandleByIndex_v2(0, nullptr) == NVML_ERROR_INVALID_ARGUMENT);
+
+  nvmlMemory_t memory{};
+  CHECK(nvmlDeviceGetMemoryInfo(first, nullptr) == NVML_ERROR_INVALID_ARGUMENT);
+  CHECK(nvmlDeviceGetMemoryInfo(nullptr, &memory) == NVML_ERROR_INVALID_ARGUMENT);
+  CHECK(nvmlDeviceGetMemoryInfo(reinterpret_cast<nvmlDevice_t>(&memory), &memory) == NVML_ERROR_INVALID_ARGUMENT);
+  // A handle of a device that does not exist (the table's third entry).
+  char* const base = reinterpret_cast<char*>(first);
+  const auto step = reinterpret_cast<char*>(second) - base;
+  nvmlDevice_t beyond = reinterpret_cast<nvmlDevice_t>(base + 2 * step);
+  CHECK(nvmlDeviceGetMemoryInfo(beyond, &memory) == NVML_ERROR_INVALID_ARGUMENT);
+
+  nvmlMemory_v2_t v2{};
+  CHECK(nvmlDeviceGetMemoryInfo_v2(first, nullptr) == NVML_ERROR_INVALID_ARGUMENT);
+  v2.version = 1;
+  CHECK(nvmlDeviceGetMemoryInfo_v2(first, &v2) == NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  v2.version = (2u << 24) | 32u;  // the right number with a wrong size
+  CHECK(nvmlDeviceGetMemoryInfo_v2(first, &v2) == NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  CHECK(nvmlMemory_v2 == 0x02000028u);  // sizeof(nvmlMemory_v2_t) == 40, version 2 in the top byte
+  v2.version = nvmlMemory_v2;
+  CHECK(nvmlDeviceGetMemoryInfo_v2(nullptr, &v2) == NVML_ERROR_INVALID_ARGUMENT);
+  REQUIRE(nvmlDeviceGetMemoryInfo_v2(second, &v2) == NVML_SUCCESS);
+  CHECK(v2.version == nvmlMemory_v2);
+  CHECK(v2.total == kDevice1);
+  CHECK(v2.reserved == 0);
+  CHECK(v2.free + v2.used == v2.total);
+}
+
+TEST_CASE("nvml: error strings", "[nvml]") {
+  CHECK(name(NVML_SUCCESS) == "Success");
+  CHECK(name(NVML_ERROR_UNINITIALIZED) == "Uninitialized");
+  CHECK(name(NVML_ERROR_INVALID_ARGUMENT) == "Invalid Argument");
+  CHECK(name(NVML_ERROR_NOT_SUPPORTED) == "Not Supported");
+  CHECK(name(NVML_ERROR_NOT_FOUND) == "Not Found");
+  CHECK(name(NVML_ERROR_ARGUMENT_VERSION_MISMATCH) == "Argument Version Mismatch");
+  CHECK(name(NVML_ERROR_UNKNOWN) == "Unknown Error");
+  CHECK(name(static_cast<nvmlReturn_t>(12345)) == "Unknown Error");
+  // Documented values.
+  CHECK(NVML_ERROR_UNINITIALIZED == 1);
+  CHECK(NVML_ERROR_INVALID_ARGUMENT == 2);
+  CHECK(NVML_ERROR_NOT_SUPPORTED == 3);
+  CHECK(NVML_ERROR_NOT_FOUND == 6);
+  CHECK(NVML_ERROR_ARGUMENT_VERSION_MISMATCH == 25);
+  CHECK(NVML_ERROR_UNKNOWN == 999);
+}
+
+TEST_CASE("nvml: figures follow the driver's allocations in the same process", "[nvml]") {
+  primary_context();
+  NvmlSession session;
+  size_t free = 0, total = 0;
+  REQUIRE(cuMemGetInfo(&free, &total) == CUDA_SUCCESS);
+  nvmlMemory_t before = memory_of(0);
+  CHECK(before.total == kDevice0);
+  CHECK(before.total == total);
+  CHECK(before.free == free);  // used == what cuMemGetInfo counts as taken
+  CHECK(before.used >= kContextOverhead);
+
+  CUdeviceptr ptr = 0;
+  REQUIRE(cuMemAlloc(&ptr, 64 * kMiB) == CUDA_SUCCESS);
+  nvmlMemory_t allocated = memory_of(0);
+  CHECK(allocated.used - before.used == 64 * kMiB);
+  REQUIRE(cuMemGetInfo(&free, &total) == CUDA_SUCCESS);
+  CHECK(allocated.free == free);
+  nvmlMemory_v2_t v2{};
+  v2.version = nvmlMemory_v2;
+  nvmlDevice_t device = nullptr;
+  REQUIRE(nvmlDeviceGetHandleByIndex_v2(0, &device) == NVML_SUCCESS);
+  REQUIRE(nvmlDeviceGetMemoryInfo_v2(device, &v2) == NVML_SUCCESS);
+  CHECK(v2.used == allocated.used);
+  CHECK(v2.free == allocated.free);
+
+  // Pool reservations and arrays count too.
+  CUdeviceptr pooled = 0;
+  REQUIRE(cuMemAllocAsync(&pooled, 3 * kMiB, nullptr) == CUDA_SUCCESS);
+  CHECK(memory_of(0).used - allocated.used == 4 * kMiB);  // 2 MiB units
+  REQUIRE(cuMemFreeAsync(pooled, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);  // release threshold 0: given back
+  CUDA_ARRAY_DESCRIPTOR desc{};
+  desc.Width = 1000;
+  desc.Height = 1000;
+  desc.Format = CU_AD_FORMAT_FLOAT;
+  desc.NumChannels = 1;
+  CUarray array = nullptr;
+  REQUIRE(cuArrayCreate(&array, &desc) == CUDA_SUCCESS);
+  CHECK(memory_of(0).used - allocated.used == 4 * kMiB);
+  REQUIRE(cuArrayDestroy(array) == CUDA_SUCCESS);
+
+  REQUIRE(cuMemFree(ptr) == CUDA_SUCCESS);
+  CHECK(memory_of(0).used == before.used);
+  CHECK(memory_of(1).total == kDevice1);
+}
+
+TEST_CASE("nvml: works without cuInit, and sees contexts once the program makes them", "[nvml]") {
+  int rc = in_child([] {
+    // A fresh driver in the child: nothing initialised.
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    unsigned int count = 0;
+    CHILD_CHECK(nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS && count == 2);
+    nvmlDevice_t device = nullptr;
+    nvmlMemory_t memory{};
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(1, &device) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetMemoryInfo(device, &memory) == NVML_SUCCESS);
+    CHILD_CHECK(memory.total == kDevice1 && memory.used == 0 && memory.free == kDevice1);
+    int cuda_count = 0;
+    CHILD_CHECK(cuDeviceGetCount(&cuda_count) == CUDA_ERROR_NOT_INITIALIZED);  // NVML did not init CUDA
+    CHILD_CHECK(start_primary_context());
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(0, &device) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetMemoryInfo(device, &memory) == NVML_SUCCESS);
+    CHILD_CHECK(memory.used == kContextOverhead);
+    CHILD_CHECK(nvmlShutdown() == NVML_SUCCESS);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+  rc = in_child([] {
+    setenv("CUDASIM_DEVICES", "3", 1);
+    setenv("CUDASIM_DEVICE_MEMORY", "1GiB", 1);
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    unsigned int count = 0;
+    CHILD_CHECK(nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS && count == 3);
+    nvmlDevice_t device = nullptr;
+    nvmlMemory_t memory{};
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(2, &device) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetMemoryInfo(device, &memory) == NVML_SUCCESS && memory.total == (1ull << 30));
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}
+
+TEST_CASE("nvml: a malformed simulator configuration fails nvmlInit", "[nvml]") {
+  int rc = in_child([] {
+    setenv("CUDASIM_DEVICES", "many", 1);
+    CHILD_CHECK(nvmlInit_v2() == NVML_ERROR_UNKNOWN);
+    unsigned int count = 0;
+    CHILD_CHECK(nvmlDeviceGetCount_v2(&count) == NVML_ERROR_UNINITIALIZED);
+    CHILD_CHECK(nvmlShutdown() == NVML_ERROR_UNINITIALIZED);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}
+
+TEST_CASE("nvml: found by its soname beside the driver, exporting NVML's names", "[nvml]") {
+  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(library != nullptr);  // the test links it; LD_LIBRARY_PATH (cudasim_dir) finds it too
+  CHECK(dlsym(library, "nvmlInit_v2") == reinterpret_cast<void*>(&nvmlInit_v2));
+  for (const char* symbol : {"nvmlInit", "nvmlShutdown", "nvmlErrorString", "nvmlDeviceGetCount_v2",
+                             "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetMemoryInfo",
+                             "nvmlDeviceGetMemoryInfo_v2"}) {
+    INFO(symbol);
+    CHECK(dlsym(library, symbol) != nullptr);
+  }
+  dlclose(library);
+}
