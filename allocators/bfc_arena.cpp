@@ -36,9 +36,12 @@ bool ask_oracle(FenceOracle& oracle, const Fence& fence) noexcept {
   }
 }
 
-// The first region size: the whole limit when preallocating, else the growth start.
+// The first region size: the whole limit (or its head) when preallocating, else the growth start.
 std::size_t first_region_bytes(const ArenaOptions& options) {
-  if (options.preallocate) return detail::round_down(options.limit);
+  if (options.preallocate) {
+    const std::size_t head = detail::round_down(options.preallocation_head_bytes);
+    return head > 0 && head < options.limit ? head : detail::round_down(options.limit);
+  }
   const std::size_t capped = std::min(options.initial_region_bytes, options.limit);
   return std::max(kGranule, detail::round_up(capped));
 }
@@ -80,6 +83,12 @@ Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::
     return Status::ok;
   }
   Growth growth = extend(rounded);
+  if (growth == Growth::grew && options_.preallocate && options_.preallocation_head_bytes > 0 &&
+      counters_.regions == 1 && counters_.bytes_reserved < options_.limit) {
+    // Preallocating head + rest: the rest at once too (next_region_bytes_ is what the limit leaves).
+    // Refused even at the backed-off sizes, the arena makes do with what it has.
+    extend(kGranule);
+  }
   if (growth == Growth::refused && !options_.preallocate && options_.garbage_collection &&
       release_free_regions_locked() > 0) {
     growth = extend(rounded);
@@ -256,7 +265,8 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
   if (!reserve_records(2) || !reserve_region_record()) return Growth::no_host_memory;
   bool grew_for_request = false;
   while (rounded > next_region_bytes_) {
-    next_region_bytes_ = next_region_bytes_ > available / 2 ? available : next_region_bytes_ * 2;
+    next_region_bytes_ =
+        next_region_bytes_ == 0 || next_region_bytes_ > available / 2 ? available : next_region_bytes_ * 2;
     grew_for_request = true;
   }
   std::size_t bytes = std::min(next_region_bytes_, available);
@@ -276,7 +286,9 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
     release_region(region);
     return Growth::refused;
   }
-  if (!grew_for_request && next_region_bytes_ <= std::numeric_limits<std::size_t>::max() / 2) {
+  if (options_.preallocate) {
+    next_region_bytes_ = detail::round_down(options_.limit - (counters_.bytes_reserved + region.size));
+  } else if (!grew_for_request && next_region_bytes_ <= std::numeric_limits<std::size_t>::max() / 2) {
     next_region_bytes_ *= 2;
   }
 

@@ -50,9 +50,15 @@ inline constexpr std::size_t kMiB = std::size_t{1} << 20;
 struct ArenaOptions {
   // Bytes the arena may reserve from its source in total. Must be > 0.
   std::size_t limit = 0;
-  // true: one region of exactly `limit` at the first allocation (0.9x back-off while the source
-  // refuses). false: growth, regions on demand, doubling from initial_region_bytes.
+  // true: the whole `limit` at the first allocation (0.9x back-off while the source refuses), as one
+  // region or as head + rest (preallocation_head_bytes). false: growth, regions on demand, doubling
+  // from initial_region_bytes.
   bool preallocate = true;
+  // Preallocation only: when > 0 (and below the limit), the limit is reserved as two regions, a head
+  // of this size and the rest. Best fit puts small blocks in the head while it has room, so the rest
+  // stays wholly free, and can be given back (release_free_regions) for another use of the memory,
+  // until the program's own blocks need it. 0: one region.
+  std::size_t preallocation_head_bytes = 0;
   // Growth mode: before reporting out-of-memory, release wholly free regions and retry.
   bool garbage_collection = false;
   // Growth mode: the first region's size (or the request, if larger); later regions double.

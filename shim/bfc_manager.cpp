@@ -15,6 +15,7 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
   ArenaOptions options;
   options.limit = limit_bytes;
   options.preallocate = preallocate;
+  options.preallocation_head_bytes = preallocation_head_bytes(limit_bytes);
   options.garbage_collection = policy.garbage_collection;
   return options;
 }

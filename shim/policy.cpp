@@ -266,6 +266,13 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
   return result;
 }
 
+std::size_t preallocation_head_bytes(std::size_t limit_bytes) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  constexpr std::size_t kUnit = 2 * kMiB;
+  if (limit_bytes < 64 * kMiB) return 0;
+  return std::clamp(limit_bytes / 32 / kUnit * kUnit, kUnit, 1024 * kMiB);
+}
+
 std::size_t Policy::limit_for_device(std::size_t total_bytes, std::size_t free_bytes) const {
   std::size_t bytes = 0;
   if (limit_bytes) {

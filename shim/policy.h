@@ -61,6 +61,12 @@ std::string_view to_string(FreeSync free_sync);
 std::string_view to_string(FractionBasis basis);
 std::string_view to_string(LogLevel level);
 
+// The head of a preallocated arena of `limit_bytes` (ArenaOptions::preallocation_head_bytes): 1/32
+// of the limit, in 2 MiB units, at most 1 GiB; none below a 64 MiB limit. Small blocks (cuBLAS and
+// cuDNN workspaces) land there, so the rest, wholly free, can go to another allocation path (a VMM
+// heap made later) while the program keeps at least 96.8% of its budget for that path.
+std::size_t preallocation_head_bytes(std::size_t limit_bytes);
+
 // Reads one variable: the value, or nullopt when unset. Tests pass a map; the shim passes getenv.
 using EnvironmentLookup = std::function<std::optional<std::string_view>(std::string_view name)>;
 

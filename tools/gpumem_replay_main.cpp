@@ -63,7 +63,8 @@ A free of a pointer that is not live in the replay is skipped and counted (unmat
 
 Options:
   --device N            replay the rows of device N only (default: the device of the first row)
-  --preallocate         reserve the whole limit as one region at the first allocation
+  --preallocate         reserve the whole limit at the first allocation (a small head region
+                        and the rest, as the shim does)
   --growth              grow by regions on demand, up to the limit
                         (default for both: the policy from the environment, as the shim reads it:
                         GPUMEM_PREALLOCATE, XLA_PYTHON_CLIENT_PREALLOCATE, TF_FORCE_GPU_ALLOW_GROWTH)

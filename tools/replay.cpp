@@ -1,5 +1,7 @@
 #include "replay.h"
 
+#include "policy.h"
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -19,6 +21,7 @@ ArenaOptions arena_options(const ReplayOptions& options) {
   ArenaOptions arena;  // every other option as the shim's arena has it
   arena.limit = options.limit;
   arena.preallocate = options.preallocate;
+  arena.preallocation_head_bytes = gpumem::preallocation_head_bytes(options.limit);
   arena.garbage_collection = options.garbage_collection;
   return arena;
 }

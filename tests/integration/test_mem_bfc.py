@@ -3,17 +3,21 @@
 import unittest
 
 from test_mem_common import (DRIVER, GIB, MIB, RUNTIME_PER_THREAD, RUNTIME_PROGRAMS, RUNTIME_SHARED,
-                             SIM_CONTEXT_OVERHEAD, SIM_TOTAL, MemTestCase, gpumem_lines, limit_of, values)
+                             SIM_CONTEXT_OVERHEAD, SIM_TOTAL, MemTestCase, gpumem_lines, head_of, limit_of,
+                             preallocated_regions, values)
+
+LIMIT = limit_of(0.75, SIM_TOTAL)
 
 
 class Preallocation(MemTestCase):
-    def test_one_region_of_three_quarters_serves_10k_requests(self):
+    def test_three_quarters_preallocated_serve_10k_requests(self):
+        # The limit in two regions: a head of 1/32 (small blocks go there first) and the rest.
         for name in RUNTIME_PROGRAMS + (DRIVER,):
             with self.subTest(program=name):
                 result = self.scenario(name, "churn", 10000)
                 device = result.device(0)
-                self.assertEqual(device["driver_allocs"], 1, result.describe())
-                self.assertEqual(device["largest_alloc"], limit_of(0.75, SIM_TOTAL))
+                self.assertEqual(device["driver_allocs"], 2, result.describe())
+                self.assertEqual(device["largest_alloc"], LIMIT - head_of(LIMIT))
                 self.assertEqual(device["peak_bytes_reserved"], limit_of(0.75, SIM_TOTAL))
                 if name != DRIVER:  # the driver program releases its context (and the arena) at exit
                     self.assertEqual(device["bytes_reserved"], limit_of(0.75, SIM_TOTAL))
@@ -34,18 +38,22 @@ class Preallocation(MemTestCase):
         for env, expected in cases:
             with self.subTest(env=env):
                 result = self.scenario(RUNTIME_SHARED, "churn", 200, env=env)
-                self.assertEqual(result.device(0)["driver_allocs"], 1, result.describe())
+                self.assertEqual(result.device(0)["driver_allocs"], preallocated_regions(expected), result.describe())
                 # largest_alloc is the size asked of the driver (bytes_reserved is rounded by it).
-                self.assertEqual(result.device(0)["largest_alloc"], expected, result.describe())
+                self.assertEqual(result.device(0)["largest_alloc"], expected - head_of(expected), result.describe())
+                # The driver rounds each of the two regions up to 512 bytes.
+                self.assertLess(result.device(0)["peak_bytes_reserved"] - expected, 1024, result.describe())
+                self.assertGreaterEqual(result.device(0)["peak_bytes_reserved"], expected)
 
     def test_refused_preallocation_backs_off_with_a_warning(self):
-        # 14 GiB do not fit beside the context's 300 MiB on a 14 GiB device: 0.9x is retried.
+        # The 1 GiB head fits; the 13 GiB rest does not beside it and the context's 300 MiB on a
+        # 14 GiB device: 0.9x is retried.
         env = {"CUDASIM_DEVICE_MEMORY": "14GiB", "GPUMEM_MEM_FRACTION": "1"}
         result = self.scenario(RUNTIME_SHARED, "churn", 100, env=env)
         device = result.device(0)
-        self.assertEqual(device["driver_allocs"], 1)  # refused requests are not counted
-        self.assertLess(device["largest_alloc"], 14 * GIB)
-        self.assertGreaterEqual(device["largest_alloc"], int(0.9 * 14 * GIB) // 256 * 256 - 256)
+        self.assertEqual(device["driver_allocs"], 2)  # refused requests are not counted
+        self.assertLess(device["largest_alloc"], 13 * GIB)
+        self.assertGreaterEqual(device["largest_alloc"], int(0.9 * 13 * GIB) // 256 * 256 - 256)
         self.assertTrue(any("preallocation" in line for line in gpumem_lines(result)), result.describe())
 
 
@@ -133,7 +141,7 @@ class WhatTheProgramSees(MemTestCase):
         shimmed = self.scenario(RUNTIME_SHARED, "pitch")
         self.assertEqual(values(shimmed)["pitch"], values(plain)["pitch"])
         self.assertOutput(shimmed, last_row_ok=1)
-        self.assertEqual(shimmed.device(0)["driver_allocs"], 1)
+        self.assertEqual(shimmed.device(0)["driver_allocs"], 2)
 
     def test_ipc_of_a_sub_allocation_is_refused_with_advice(self):
         result = self.scenario(DRIVER, "ipc")
@@ -141,7 +149,7 @@ class WhatTheProgramSees(MemTestCase):
         self.assertEqual(got["ipc_second"], "CUDA_ERROR_INVALID_VALUE")
         self.assertNotEqual(got["ipc_first"], "CUDA_ERROR_INVALID_VALUE")
         self.assertEqual(got["range_base_is_second"], "0")  # the address range is the whole region
-        self.assertEqual(int(got["range_size"]), limit_of(0.75, SIM_TOTAL))
+        self.assertEqual(int(got["range_size"]), head_of(LIMIT))  # small blocks live in the head
         self.assertTrue(any("GPUMEM_MODE=platform" in line for line in gpumem_lines(result)),
                         result.describe())
 
@@ -152,7 +160,7 @@ class Contexts(MemTestCase):
         self.assertOutput(result, devices=2, device0_total=limit_of(0.75, SIM_TOTAL),
                           device1_total=limit_of(0.75, SIM_TOTAL))
         for ordinal in (0, 1):
-            self.assertEqual(result.device(ordinal)["driver_allocs"], 1, result.describe())
+            self.assertEqual(result.device(ordinal)["driver_allocs"], 2, result.describe())
             self.assertEqual(result.device(ordinal)["bytes_reserved"], limit_of(0.75, SIM_TOTAL))
 
     def test_destroyed_context_forgets_its_arena(self):
@@ -161,30 +169,30 @@ class Contexts(MemTestCase):
         # serve the new context from memory the driver already freed.
         self.assertOutput(result, contexts=2, same_handle=1)
         device = result.device(0)
-        self.assertEqual(device["driver_allocs"], 2)   # one arena per context
+        self.assertEqual(device["driver_allocs"], 4)   # one arena (head and rest) per context
         self.assertEqual(device["bytes_reserved"], 0)  # the driver freed both with their contexts
 
     def test_primary_context_reset_forgets_its_arena(self):
         result = self.scenario(DRIVER, "primary_reset")
         self.assertOutput(result, resets=2)
-        self.assertEqual(result.device(0)["driver_allocs"], 2)
+        self.assertEqual(result.device(0)["driver_allocs"], 4)
         self.assertEqual(result.device(0)["bytes_reserved"], 0)
 
     def test_primary_context_released_to_zero_forgets_its_arena(self):
         result = self.scenario(DRIVER, "primary_release")
         self.assertOutput(result, releases=2)
-        self.assertEqual(result.device(0)["driver_allocs"], 2)
+        self.assertEqual(result.device(0)["driver_allocs"], 4)
         self.assertEqual(result.device(0)["bytes_reserved"], 0)
 
     def test_threads_share_the_context_arena(self):
         for name in RUNTIME_PROGRAMS:
             for scenario in ("threads", "async_threads"):
                 # 12 MiB: the threads' blocks (up to 8 x 16 x 64 KiB live) must reuse each other's.
-                for env in ({}, {"GPUMEM_LIMIT": "12MiB"}):
+                for env, regions in (({}, 2), ({"GPUMEM_LIMIT": "12MiB"}, 1)):  # no head below 64 MiB
                     with self.subTest(program=name, scenario=scenario, env=env):
                         result = self.scenario(name, scenario, 8, 1500, env=env)
                         self.assertOutput(result, thread_failures=0)
-                        self.assertEqual(result.device(0)["driver_allocs"], 1)
+                        self.assertEqual(result.device(0)["driver_allocs"], regions)
 
     def test_fork_child_starts_fresh_and_parent_is_unaffected(self):
         result = self.scenario(RUNTIME_SHARED, "fork")
@@ -239,10 +247,10 @@ class StatsApi(MemTestCase):
                 result = self.scenario(name, "stats", 1000)
                 got = values(result)
                 allocations = int(got["allocations"])
-                self.assertOutput(result, stats=0, other_device=-1, null_out=-1, regions=1,
+                self.assertOutput(result, stats=0, other_device=-1, null_out=-1, regions=2,
                                   allocs=allocations + 1, frees=allocations, bytes_in_use=MIB,
                                   bytes_limit=limit_of(0.75, SIM_TOTAL),
-                                  bytes_reserved=limit_of(0.75, SIM_TOTAL), driver_allocs=1,
+                                  bytes_reserved=limit_of(0.75, SIM_TOTAL), driver_allocs=2,
                                   peak_bytes_reserved=limit_of(0.75, SIM_TOTAL))
 
     def test_gpumem_get_stats_in_platform_mode_counts_what_the_driver_holds(self):
@@ -272,14 +280,22 @@ class Pools(MemTestCase):
         self.assertEqual(device["pool"]["async_allocs"], 1)   # only the program's own pool
 
     def test_own_pools_share_the_budget_with_a_preallocated_arena(self):
-        # The arena preallocated the whole limit and blocks live in it: the program's own pool would
-        # pass the cap, so its allocation is refused, with a line saying how to leave room.
-        result = self.scenario(DRIVER, "pools", expect_ok=False)
+        # The arena preallocated the whole limit, its block lives in the head: the wholly free rest
+        # goes back to the driver so that the program's own pool gets its memory within the budget.
+        result = self.scenario(DRIVER, "pools")
+        self.assertOutput(result, own_pool_data_ok=1)
+        device = result.device(0)
+        self.assertEqual(device["driver_allocs"], 2)         # head and rest
+        self.assertEqual(device["driver_frees"], 1)          # the rest, given back
+        self.assertEqual(device["pool"]["async_allocs"], 1)  # only the program's own pool
+
+    def test_own_pools_are_refused_when_a_single_region_holds_blocks(self):
+        # Below 64 MiB the limit is one region (no head); a block lives in it, so nothing can go
+        # back and the pool's request would pass the cap.
+        result = self.scenario(DRIVER, "pools", env={"GPUMEM_LIMIT": "48MiB"}, expect_ok=False)
         self.assertEqual(result.returncode, 3, result.describe())
-        self.assertIn("CUDA_ERROR_OUT_OF_MEMORY", result.stderr)
         self.assertIn("cuMemAllocFromPoolAsync of 1048576 bytes refused: over this process's budget",
                       result.stderr)
-        self.assertIn("set GPUMEM_PREALLOCATE=false", result.stderr)
 
     def test_default_pool_through_the_entry_point_the_build_asks_for(self):
         # The per-thread build gets cuMemAllocFromPoolAsync_ptsz from cuGetProcAddress_v2.

@@ -28,6 +28,19 @@ def limit_of(fraction: float, basis: int) -> int:
     return int(fraction * basis) // 256 * 256
 
 
+def head_of(limit: int) -> int:
+    """The head region of a preallocated arena (policy.h, preallocation_head_bytes): 1/32 of the
+    limit in 2 MiB units, at most 1 GiB, none below a 64 MiB limit."""
+    if limit < 64 * MIB:
+        return 0
+    return min(max(limit // 32 // (2 * MIB) * (2 * MIB), 2 * MIB), GIB)
+
+
+def preallocated_regions(limit: int) -> int:
+    """Driver allocations a preallocated arena makes: its head and the rest, or one region."""
+    return 2 if head_of(limit) else 1
+
+
 def values(result: lib.Result) -> dict:
     """The scenario's `key=value` lines."""
     parsed = {}

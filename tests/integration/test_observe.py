@@ -5,6 +5,7 @@ import csv
 import glob
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -25,6 +26,10 @@ def program():
 
 def replay_tool():
     return os.environ.get("GPUMEM_TEST_REPLAY") or os.path.join(t.build_root(), "tools", "gpumem-replay")
+
+
+def plot_tool():
+    return os.path.join(os.environ["GPUMEM_TEST_SOURCE_ROOT"], "scripts", "gpumem-plot")
 
 
 def read_trace(path):
@@ -95,10 +100,10 @@ class ExitStatistics(ObserveTestCase):
     def test_bfc_preallocation_is_one_driver_allocation(self):
         result, stats = self.churn_with_stats({})
         (device,) = stats["devices"]
-        self.assertEqual(device["driver_allocations"], 1)
-        self.assertEqual(result.device(0)["driver_allocs"], 1)
+        self.assertEqual(device["driver_allocations"], 2)  # the head (1/32 of the limit) and the rest
+        self.assertEqual(result.device(0)["driver_allocs"], 2)
         self.assertEqual(device["peak_reserved"], 2 << 30)
-        self.assertEqual(device["regions"], 1)
+        self.assertEqual(device["regions"], 2)
 
     def test_platform_mode_counts_every_driver_allocation(self):
         result, stats = self.churn_with_stats({"GPUMEM_MODE": "platform"})
@@ -223,6 +228,13 @@ class Trace(ObserveTestCase):
                 self.assertEqual(replayed["peak_in_use"], shim["peak_in_use"])
                 self.assertEqual(replayed["peak_reserved"], shim["peak_reserved"])
                 self.assertEqual(replayed["driver_calls"], shim["driver_allocations"])
+                # The picture of the same trace shows the same peaks.
+                plot = subprocess.run([plot_tool(), trace, "--text"], capture_output=True, text=True, timeout=120)
+                self.assertEqual(plot.returncode, 0, plot.stderr)
+                summary = re.search(r"peak in use (\d+) bytes at [0-9.]+ s, peak reserved (\d+) bytes", plot.stdout)
+                self.assertIsNotNone(summary, plot.stdout)
+                self.assertEqual(int(summary.group(1)), replayed["peak_requested"])
+                self.assertEqual(int(summary.group(2)), shim["peak_reserved"])
 
     def test_refusals_are_traced_and_reported_once_per_size(self):
         trace = self.path("trace.csv")

@@ -247,3 +247,50 @@ TEST_CASE("a source that throws is a refusal, not an escaped exception", "[sizin
   must_allocate(arena, kMiB);
   CHECK(arena.validate());
 }
+
+namespace {
+// Preallocation of `limit` with a head of `head` bytes.
+ArenaOptions preallocated_with_head(std::size_t limit, std::size_t head) {
+  ArenaOptions options = preallocated(limit);
+  options.preallocation_head_bytes = head;
+  return options;
+}
+}  // namespace
+
+TEST_CASE("preallocate with a head: two regions, small blocks in the head, the rest given back whole",
+          "[sizing][head]") {
+  FakeRegionSource source;
+  BfcArena arena(source, preallocated_with_head(64 * kMiB, 2 * kMiB));
+  // The first allocation reserves the whole limit: the head, then the rest.
+  const std::uintptr_t workspace = must_allocate(arena, 256 * 1024);
+  CHECK(source.log().requests == std::vector<std::size_t>{2 * kMiB, 62 * kMiB});
+  CHECK(arena.stats().bytes_reserved == 64 * kMiB);
+  // Best fit keeps small blocks in the head while it has room.
+  for (int i = 0; i < 6; ++i) must_allocate(arena, 256 * 1024);
+  const auto head = arena.find(workspace);
+  REQUIRE(head);
+  CHECK(head->region.size == 2 * kMiB);
+  // The rest is wholly free: it can go back, with the head's blocks still live.
+  CHECK(arena.release_free_regions() == 62 * kMiB);
+  CHECK(arena.stats().bytes_reserved == 2 * kMiB);
+  // A block larger than the head grows the arena back, up to what the limit leaves.
+  must_allocate(arena, 8 * kMiB);
+  CHECK(arena.stats().bytes_reserved == 64 * kMiB);
+  CHECK(source.log().requests.back() == 62 * kMiB);
+}
+
+TEST_CASE("preallocate with a head: a first request larger than the head takes a larger first region",
+          "[sizing][head]") {
+  FakeRegionSource source;
+  BfcArena arena(source, preallocated_with_head(64 * kMiB, 2 * kMiB));
+  must_allocate(arena, 5 * kMiB);
+  CHECK(source.log().requests == std::vector<std::size_t>{8 * kMiB, 56 * kMiB});
+  CHECK(arena.stats().bytes_reserved == 64 * kMiB);
+}
+
+TEST_CASE("preallocate with a head as large as the limit: one region", "[sizing][head]") {
+  FakeRegionSource source;
+  BfcArena arena(source, preallocated_with_head(8 * kMiB, 8 * kMiB));
+  must_allocate(arena, kMiB);
+  CHECK(source.log().requests == std::vector<std::size_t>{8 * kMiB});
+}

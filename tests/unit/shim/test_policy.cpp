@@ -309,6 +309,16 @@ TEST_CASE("framework allocator names gpumem does not implement map to the closes
   CHECK(policy_for({}).warnings.empty());
 }
 
+TEST_CASE("preallocation head: 1/32 of the limit in 2 MiB units, at most 1 GiB, none below 64 MiB", "[policy]") {
+  CHECK(gpumem::preallocation_head_bytes(0) == 0);
+  CHECK(gpumem::preallocation_head_bytes(64 * MiB - 256) == 0);
+  CHECK(gpumem::preallocation_head_bytes(64 * MiB) == 2 * MiB);
+  CHECK(gpumem::preallocation_head_bytes(1024 * MiB) == 32 * MiB);
+  CHECK(gpumem::preallocation_head_bytes(100 * MiB) == 2 * MiB);   // 3.125 MiB, down to 2 MiB units
+  CHECK(gpumem::preallocation_head_bytes(12 * GiB) == 384 * MiB);
+  CHECK(gpumem::preallocation_head_bytes(60 * GiB) == 1024 * MiB);  // capped
+}
+
 TEST_CASE("statistics and trace outputs", "[policy]") {
   const Policy defaults = policy_for({});
   CHECK_FALSE(defaults.stats);
