@@ -10,7 +10,7 @@
 #include <string>
 
 #include "fork_safe_lock.h"
-#include "process_policy.h"
+#include "policy/process_policy.h"
 
 namespace gpumem::shim::log {
 namespace {

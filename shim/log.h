@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 namespace gpumem::shim::log {
 

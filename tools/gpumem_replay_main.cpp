@@ -24,10 +24,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "policy.h"
+#include "policy/policy.h"
 #include "replay.h"
 #include "trace_reader.h"
-#include "value_parsers.h"
+#include "policy/value_parsers.h"
 
 namespace {
 

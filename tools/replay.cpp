@@ -1,6 +1,6 @@
 #include "replay.h"
 
-#include "policy.h"
+#include "policy/policy.h"
 
 #include <algorithm>
 #include <chrono>

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "value_parsers.h"
+#include "policy/value_parsers.h"
 
 namespace gpumem::replay {
 namespace {

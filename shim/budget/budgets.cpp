@@ -6,10 +6,10 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "context_registry.h"
+#include "managers/context_registry.h"
 #include "log.h"
-#include "process_policy.h"
-#include "real_driver.h"
+#include "policy/process_policy.h"
+#include "intercept/real_driver.h"
 
 namespace gpumem::shim::budget {
 namespace {

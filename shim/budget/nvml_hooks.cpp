@@ -16,10 +16,10 @@
 #include <string_view>
 
 #include "budget/budgets.h"
-#include "hooks.h"
+#include "intercept/hooks.h"
 #include "log.h"
-#include "real_dlsym.h"
-#include "real_driver.h"
+#include "intercept/real_dlsym.h"
+#include "intercept/real_driver.h"
 
 namespace {
 

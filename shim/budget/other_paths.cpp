@@ -6,8 +6,8 @@
 
 #include "budget/budgets.h"
 #include "budget/vmm_ledger.h"
-#include "memory_service.h"
-#include "real_driver.h"
+#include "managers/memory_service.h"
+#include "intercept/real_driver.h"
 
 namespace gpumem::shim {
 namespace {

@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "budget/budgets.h"
-#include "context_registry.h"
+#include "managers/context_registry.h"
 #include "log.h"
 #include "observe/output_file.h"
 #include "observe/trace_log.h"
-#include "process_policy.h"
+#include "policy/process_policy.h"
 
 namespace gpumem::shim::observe {
 namespace {

@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "memory_manager.h"
+#include "managers/memory_manager.h"
 
 namespace gpumem::shim::observe {
 

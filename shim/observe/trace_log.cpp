@@ -19,7 +19,7 @@
 
 #include "log.h"
 #include "observe/output_file.h"
-#include "process_policy.h"
+#include "policy/process_policy.h"
 
 namespace gpumem::shim::observe {
 namespace {

@@ -14,7 +14,7 @@ def read(relative):
 
 class ReadmeVariablesTest(unittest.TestCase):
     def test_every_policy_variable_has_a_row(self):
-        read_by_policy = set(re.findall(r'"((?:GPUMEM|XLA|TF)_[A-Z_]+)"', read("shim/policy.cpp")))
+        read_by_policy = set(re.findall(r'"((?:GPUMEM|XLA|TF)_[A-Z_]+)"', read("shim/policy/policy.cpp")))
         self.assertGreaterEqual(len(read_by_policy), 10, "the policy's variable names were not found")
         rows = set(re.findall(r"^\| `([A-Z_]+)` \|", read("README.md"), re.MULTILINE))
         self.assertEqual(sorted(read_by_policy - rows), [], "variables missing from README's table")

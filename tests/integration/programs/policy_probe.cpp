@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 int main() {
   const gpumem::PolicyResult result =

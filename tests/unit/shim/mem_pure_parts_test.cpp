@@ -5,9 +5,9 @@
 #include <set>
 #include <thread>
 
-#include "cuda_status.h"
-#include "pitch.h"
-#include "stream_domain.h"
+#include "intercept/cuda_status.h"
+#include "managers/pitch.h"
+#include "managers/stream_domain.h"
 
 using gpumem::Status;
 using namespace gpumem::shim;

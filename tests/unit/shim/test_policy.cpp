@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 using gpumem::FractionBasis;
 using gpumem::FreeSync;

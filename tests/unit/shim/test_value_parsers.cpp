@@ -5,8 +5,8 @@
 #include <limits>
 #include <string>
 
-#include "policy.h"
-#include "value_parsers.h"
+#include "policy/policy.h"
+#include "policy/value_parsers.h"
 
 using gpumem::parse_byte_size;
 

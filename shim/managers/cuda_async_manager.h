@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "log.h"
-#include "memory_manager.h"
+#include "managers/memory_manager.h"
 #include "pointer_map.h"
 
 namespace gpumem::shim {

@@ -1,12 +1,12 @@
-#include "bfc_manager.h"
+#include "managers/bfc_manager.h"
 
 #include <algorithm>
 
-#include "capture_state.h"
-#include "cuda_status.h"
+#include "managers/capture_state.h"
+#include "intercept/cuda_status.h"
 #include "log.h"
-#include "real_driver.h"
-#include "stream_domain.h"
+#include "intercept/real_driver.h"
+#include "managers/stream_domain.h"
 
 namespace gpumem::shim {
 namespace {

@@ -4,9 +4,9 @@
 #include <atomic>
 
 #include "bfc_arena.h"
-#include "cuda_region_source.h"
-#include "memory_manager.h"
-#include "stream_fences.h"
+#include "managers/cuda_region_source.h"
+#include "managers/memory_manager.h"
+#include "managers/stream_fences.h"
 
 namespace gpumem::shim {
 

@@ -1,4 +1,4 @@
-#include "stream_domain.h"
+#include "managers/stream_domain.h"
 
 #include <atomic>
 

@@ -17,7 +17,7 @@
 
 #include "budget/budgets.h"
 #include "fence.h"
-#include "policy.h"
+#include "policy/policy.h"
 
 namespace gpumem::shim {
 

@@ -1,4 +1,4 @@
-#include "value_parsers.h"
+#include "policy/value_parsers.h"
 
 #include <array>
 #include <charconv>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 namespace gpumem {
 

@@ -1,8 +1,8 @@
 // The public C API (include/gpumem.h).
 #include "gpumem.h"
-#include "hook_table.h"
-#include "hooks.h"
-#include "process_policy.h"
+#include "intercept/hook_table.h"
+#include "intercept/hooks.h"
+#include "policy/process_policy.h"
 
 #ifndef GPUMEM_VERSION
 #error "GPUMEM_VERSION must be defined by the build"

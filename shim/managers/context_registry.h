@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "log.h"
-#include "memory_manager.h"
+#include "managers/memory_manager.h"
 
 namespace gpumem::shim {
 

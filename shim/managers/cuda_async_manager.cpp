@@ -1,10 +1,10 @@
-#include "cuda_async_manager.h"
+#include "managers/cuda_async_manager.h"
 
 #include <cstdint>
 
-#include "capture_state.h"
+#include "managers/capture_state.h"
 #include "log.h"
-#include "real_driver.h"
+#include "intercept/real_driver.h"
 
 namespace gpumem::shim {
 namespace {

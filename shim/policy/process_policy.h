@@ -4,7 +4,7 @@
 // environment is parsed once and a bad environment is reported exactly once.
 #pragma once
 
-#include "policy.h"
+#include "policy/policy.h"
 
 namespace gpumem::shim {
 

@@ -1,4 +1,4 @@
-#include "memory_manager.h"
+#include "managers/memory_manager.h"
 
 #include <fmt/format.h>
 #include <time.h>
@@ -9,9 +9,9 @@
 #include "log.h"
 #include "observe/refusal_limiter.h"
 #include "observe/trace_log.h"
-#include "pitch.h"
-#include "real_driver.h"
-#include "stream_domain.h"
+#include "managers/pitch.h"
+#include "intercept/real_driver.h"
+#include "managers/stream_domain.h"
 
 namespace gpumem::shim {
 namespace {

@@ -1,4 +1,4 @@
-#include "capture_state.h"
+#include "managers/capture_state.h"
 
 #include <atomic>
 

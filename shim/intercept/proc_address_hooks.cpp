@@ -1,10 +1,10 @@
 // cuGetProcAddress (CUDA 11.3 signature) and cuGetProcAddress_v2: ask the real driver, then hand
 // out our hook in place of the exact versioned entry point it returned, if that one is hooked.
-#include "driver_object.h"
-#include "hook_table.h"
-#include "hooks.h"
+#include "intercept/driver_object.h"
+#include "intercept/hook_table.h"
+#include "intercept/hooks.h"
 #include "log.h"
-#include "resolution_guard.h"
+#include "intercept/resolution_guard.h"
 
 namespace gpumem::shim {
 namespace {

@@ -1,4 +1,4 @@
-#include "driver_object.h"
+#include "intercept/driver_object.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "real_dlsym.h"
+#include "intercept/real_dlsym.h"
 
 namespace gpumem::shim {
 namespace {

@@ -1,4 +1,4 @@
-#include "hook_table.h"
+#include "intercept/hook_table.h"
 
 #include <dlfcn.h>
 
@@ -6,11 +6,11 @@
 #include <cstring>
 #include <mutex>
 
-#include "driver_object.h"
+#include "intercept/driver_object.h"
 #include "fork_safe_lock.h"
-#include "hooks.h"
-#include "real_dlsym.h"
-#include "resolution_guard.h"
+#include "intercept/hooks.h"
+#include "intercept/real_dlsym.h"
+#include "intercept/resolution_guard.h"
 
 namespace gpumem::shim {
 namespace {

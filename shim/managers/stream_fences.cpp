@@ -1,6 +1,6 @@
-#include "stream_fences.h"
+#include "managers/stream_fences.h"
 
-#include "real_driver.h"
+#include "intercept/real_driver.h"
 
 namespace gpumem::shim {
 

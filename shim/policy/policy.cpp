@@ -1,4 +1,4 @@
-#include "policy.h"
+#include "policy/policy.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "value_parsers.h"
+#include "policy/value_parsers.h"
 
 namespace gpumem {
 

@@ -1,13 +1,13 @@
-#include "real_driver.h"
+#include "intercept/real_driver.h"
 
 #include <atomic>
 #include <mutex>
 #include <string>
 
-#include "driver_object.h"
+#include "intercept/driver_object.h"
 #include "fork_safe_lock.h"
 #include "log.h"
-#include "resolution_guard.h"
+#include "intercept/resolution_guard.h"
 
 namespace gpumem::shim {
 namespace {

@@ -1,9 +1,9 @@
-#include "platform_manager.h"
+#include "managers/platform_manager.h"
 
 #include <algorithm>
 
 #include "budget/budgets.h"
-#include "real_driver.h"
+#include "intercept/real_driver.h"
 
 namespace gpumem::shim {
 

@@ -1,4 +1,4 @@
-#include "real_dlsym.h"
+#include "intercept/real_dlsym.h"
 
 #include <dlfcn.h>
 

@@ -7,11 +7,11 @@
 // instead.
 #include <dlfcn.h>
 
-#include "driver_object.h"
-#include "hook_table.h"
+#include "intercept/driver_object.h"
+#include "intercept/hook_table.h"
 #include "log.h"
-#include "real_dlsym.h"
-#include "resolution_guard.h"
+#include "intercept/real_dlsym.h"
+#include "intercept/resolution_guard.h"
 
 namespace gpumem::shim {
 // budget/nvml_hooks.cpp: NVML's memory queries.

@@ -1,9 +1,9 @@
-#include "cuda_region_source.h"
+#include "managers/cuda_region_source.h"
 
 #include <cuda.h>
 
 #include "budget/budgets.h"
-#include "real_driver.h"
+#include "intercept/real_driver.h"
 
 namespace gpumem::shim {
 

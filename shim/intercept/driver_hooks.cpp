@@ -2,9 +2,9 @@
 // makes before doing anything, then one call into the memory service (memory_service.h).
 #include <new>
 
-#include "hook_table.h"
-#include "hooks.h"
-#include "memory_service.h"
+#include "intercept/hook_table.h"
+#include "intercept/hooks.h"
+#include "managers/memory_service.h"
 
 namespace service = gpumem::shim;
 using gpumem::shim::note_hook_reached;

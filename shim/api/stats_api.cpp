@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <string>
 
-#include "context_registry.h"
+#include "managers/context_registry.h"
 #include "gpumem.h"
-#include "hooks.h"
+#include "intercept/hooks.h"
 #include "observe/exit_report.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "process_policy.h"
+#include "policy/process_policy.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "context_registry.h"
+#include "managers/context_registry.h"
 
 #include <pthread.h>
 
@@ -6,13 +6,13 @@
 #include <memory>
 #include <new>
 
-#include "bfc_manager.h"
+#include "managers/bfc_manager.h"
 #include "budget/budgets.h"
-#include "cuda_async_manager.h"
+#include "managers/cuda_async_manager.h"
 #include "log.h"
-#include "platform_manager.h"
-#include "process_policy.h"
-#include "real_driver.h"
+#include "managers/platform_manager.h"
+#include "policy/process_policy.h"
+#include "intercept/real_driver.h"
 
 namespace gpumem::shim {
 namespace {

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "memory_manager.h"
+#include "managers/memory_manager.h"
 
 namespace gpumem::shim {
 

@@ -1,14 +1,14 @@
 // The memory service: routes each hooked driver call to the manager of the right context, or to the
 // real driver when the shim is inert or the call is not the shim's business.
-#include "memory_service.h"
+#include "managers/memory_service.h"
 
 #include <algorithm>
 
-#include "capture_state.h"
-#include "context_registry.h"
-#include "memory_manager.h"
-#include "process_policy.h"
-#include "real_driver.h"
+#include "managers/capture_state.h"
+#include "managers/context_registry.h"
+#include "managers/memory_manager.h"
+#include "policy/process_policy.h"
+#include "intercept/real_driver.h"
 
 namespace gpumem::shim {
 namespace {
