@@ -1,15 +1,19 @@
 #include "log.h"
 
+#include <spdlog/details/null_mutex.h>
 #include <spdlog/logger.h>
-#include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/base_sink.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "fork_safe_lock.h"
+#include "observe/output_file.h"
 #include "policy/process_policy.h"
 
 namespace gpumem::shim::log {
@@ -55,21 +59,49 @@ int resolve_level() {
   return value;
 }
 
+// One line straight to stderr, for what the log itself cannot say (its file failed).
+void say_on_stderr(const std::string& line) noexcept {
+  observe::write_all_without_sigpipe(STDERR_FILENO, line.data(), line.size());
+}
+
+// Lines to a descriptor with write(2): never raising SIGPIPE, never blocking on a FIFO (the file
+// was opened by open_output_file, which takes regular files only). When a write to the log file
+// fails (a full disk, a file-size limit) that is said once on stderr, and later lines go there.
+class DescriptorSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ public:
+  DescriptorSink(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& message) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(message, line);
+    if (observe::write_all_without_sigpipe(fd_, line.data(), line.size()) || fd_ == STDERR_FILENO) return;
+    const int error = errno;
+    say_on_stderr(fmt::format("gpumem: [error] cannot write to GPUMEM_LOG_FILE=\"{}\" ({}); logging to stderr\n",
+                              path_, std::strerror(error)));
+    ::close(fd_);
+    fd_ = STDERR_FILENO;
+    observe::write_all_without_sigpipe(fd_, line.data(), line.size());
+  }
+  void flush_() override {}
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
 std::shared_ptr<spdlog::sinks::sink> make_sink(const std::string& file) {
+  int fd = STDERR_FILENO;
   if (!file.empty()) {
-    try {
-      return std::make_shared<spdlog::sinks::basic_file_sink_st>(file, /*truncate=*/false);
-    } catch (const std::exception& e) {
-      auto fallback = std::make_shared<spdlog::sinks::stderr_sink_st>();
-      fallback->set_pattern("%v");
-      fallback->log(spdlog::details::log_msg(
-          "", spdlog::level::err,
-          fmt::format("gpumem: [error] cannot open GPUMEM_LOG_FILE=\"{}\" ({}); logging to stderr",
-                      file, e.what())));
-      return fallback;
+    std::string why;
+    fd = observe::open_output_file(file, why, observe::OpenMode::append);
+    if (fd < 0) {
+      say_on_stderr(fmt::format("gpumem: [error] GPUMEM_LOG_FILE: {}; logging to stderr\n",
+                                why.empty() ? "cannot open \"" + file + "\"" : why));
+      fd = STDERR_FILENO;
     }
   }
-  return std::make_shared<spdlog::sinks::stderr_sink_st>();
+  return std::make_shared<DescriptorSink>(fd, file);
 }
 
 // Called with g_mutex held.
@@ -80,6 +112,11 @@ spdlog::logger* create_logger() {
   logger->set_pattern("gpumem: [%l] %v");
   logger->set_level(spdlog::level::trace);  // filtering happens in enabled()
   logger->flush_on(spdlog::level::trace);   // messages are rare; never lose one at exit or crash
+  // The logging library's own errors (a message it could not format) in our words, once.
+  logger->set_error_handler([](const std::string& error) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) say_on_stderr("gpumem: [error] a log message was lost: " + error + "\n");
+  });
   return logger;
 }
 

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <array>
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
@@ -25,8 +26,10 @@ struct LedgerEntry {
 std::mutex g_ledger_mutex;
 std::unordered_map<std::uintptr_t, LedgerEntry>* g_ledger = nullptr;  // leaked: used until the very end
 
-// The limit the policy gives `device`, as ContextRegistry computes it for a manager.
-std::size_t policy_limit(CUdevice device) noexcept {
+std::array<std::atomic<bool>, kMaxDevices> g_below_granule_reported{};
+
+// The limit the policy gives `device`, as ContextRegistry computes it for a manager; 0: unmanaged.
+std::size_t limit_of_device(CUdevice device) noexcept {
   const RealDriver& driver = real_driver();
   std::size_t total = 0;
   if (!driver.available || driver.cuDeviceTotalMem_v2 == nullptr ||
@@ -38,8 +41,13 @@ std::size_t policy_limit(CUdevice device) noexcept {
     std::size_t context_total = 0;
     if (driver.cuMemGetInfo_v2(&free, &context_total) != CUDA_SUCCESS) free = total;
   }
-  return std::max<std::size_t>(process_policy().policy->limit_for_device(total, free), 256);
+  const std::size_t limit = process_policy().policy->limit_for_device(total, free);
+  if (limit == 0 && first_below_granule(device)) {
+    log::at(LogLevel::error, "{}", process_policy().policy->limit_below_granule_error(device, total, free));
+  }
+  return limit;
 }
+
 
 void reset_in_child() noexcept {
   for (DeviceBudget& budget : g_budgets) budget.reset();
@@ -59,6 +67,11 @@ bool any() noexcept {
   return false;
 }
 
+bool first_below_granule(CUdevice device) noexcept {
+  if (device < 0 || device >= kMaxDevices) return false;
+  return !g_below_granule_reported[static_cast<std::size_t>(device)].exchange(true, std::memory_order_relaxed);
+}
+
 DeviceBudget* slot(CUdevice device) noexcept {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   return &g_budgets[static_cast<std::size_t>(device)];
@@ -74,7 +87,7 @@ DeviceBudget* of_device(CUdevice device) noexcept {
   DeviceBudget* budget = slot(device);
   if (budget == nullptr) return nullptr;
   if (budget->limit() == 0) {
-    const std::size_t limit = policy_limit(device);
+    const std::size_t limit = limit_of_device(device);
     if (limit == 0) return nullptr;
     budget->set_limit(limit);
   }

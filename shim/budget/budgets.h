@@ -20,6 +20,9 @@ inline constexpr int kMaxDevices = 64;
 // (ContextRegistry), or here from the policy and the device's size when another path comes first.
 // Null when the shim is inert, the ordinal is out of range, or the device cannot be queried.
 DeviceBudget* of_device(CUdevice device) noexcept;
+// A device whose policy limit (Policy::limit_for_device) is 0, less than one 256-byte granule, is
+// not managed; true for the first caller that sees it on `device`, which logs the error line.
+bool first_below_granule(CUdevice device) noexcept;
 // The budget if its limit is already set, else null (never queries the driver).
 DeviceBudget* existing(CUdevice device) noexcept;
 // The slot of `device`, limit set or not (for the registry, which sets it); null when out of range.

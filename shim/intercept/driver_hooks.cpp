@@ -50,7 +50,7 @@ GPUMEM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
 
 GPUMEM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   note_hook_reached();
-  return guarded([&] { return service::mem_get_info(free, total); });  // either pointer may be null
+  return guarded([&] { return service::mem_get_info(free, total); });
 }
 
 GPUMEM_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize,

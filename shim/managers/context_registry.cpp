@@ -219,7 +219,13 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
                  static_cast<const void*>(context));
     return nullptr;
   }
-  std::size_t limit = std::max<std::size_t>(policy.limit_for_device(total, free), 256);
+  std::size_t limit = policy.limit_for_device(total, free);
+  if (limit == 0) {  // a fraction below one granule: no pool, no budget, the driver's answers
+    if (budget::first_below_granule(device)) {
+      messages.add(LogLevel::error, "{}", policy.limit_below_granule_error(device, total, free));
+    }
+    return nullptr;
+  }
   // Every context of the device shares one budget, whose limit the first one (or another path) set.
   if (DeviceBudget* budget = budget::slot(device)) limit = budget->set_limit(limit);
 

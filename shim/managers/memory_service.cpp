@@ -56,6 +56,12 @@ CUresult mem_free(CUdeviceptr dptr) {
 CUresult mem_get_info(size_t* free_bytes, size_t* total_bytes) {
   const RealDriver& driver = real_driver();
   if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  // A null output gets the driver's own answer (CUDA_ERROR_INVALID_VALUE, after its context checks),
+  // in every mode.
+  if (free_bytes == nullptr || total_bytes == nullptr) {
+    const CUresult result = driver.cuMemGetInfo_v2(free_bytes, total_bytes);
+    if (result != CUDA_SUCCESS) return result;
+  }
   // A query makes no manager: the arena decides whether to preallocate at the first allocation,
   // knowing what other paths hold by then.
   if (MemoryManager* manager = registry().current(false)) return manager->get_info(free_bytes, total_bytes);

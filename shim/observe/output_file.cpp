@@ -1,6 +1,7 @@
 #include "observe/output_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,11 +40,12 @@ bool path_is_per_process(std::string_view pattern) {
   return false;
 }
 
-int open_output_file(const std::string& path, std::string& why) noexcept {
+int open_output_file(const std::string& path, std::string& why, OpenMode mode) noexcept {
   try {
     // O_NONBLOCK: opening a FIFO without a reader fails at once (ENXIO) instead of waiting for one.
     // No O_TRUNC yet: a FIFO or device must not be truncated before it is refused.
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    const int append = mode == OpenMode::append ? O_APPEND : 0;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | append, 0644);
     if (fd < 0) {
       const int error = errno;
       std::string reason = std::strerror(error);
@@ -59,7 +61,7 @@ int open_output_file(const std::string& path, std::string& why) noexcept {
       why = "cannot write to \"" + path + "\": not a regular file";
       return -1;
     }
-    if (::ftruncate(fd, 0) != 0) {
+    if (mode == OpenMode::truncate && ::ftruncate(fd, 0) != 0) {
       const int error = errno;
       ::close(fd);
       why = "cannot truncate \"" + path + "\": " + std::strerror(error);
@@ -85,6 +87,30 @@ bool write_all(int fd, const char* data, std::size_t size) noexcept {
     size -= static_cast<std::size_t>(written);
   }
   return true;
+}
+
+bool write_all_without_sigpipe(int fd, const char* data, std::size_t size) noexcept {
+  // Block SIGPIPE on this thread for the write; if the write raised it (EPIPE) and it was not
+  // already pending, take it back before unblocking, so the program never sees it.
+  sigset_t pipe_only;
+  sigset_t old_mask;
+  sigset_t pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigemptyset(&pending);
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  if (pthread_sigmask(SIG_BLOCK, &pipe_only, &old_mask) != 0) return false;
+  const bool written = write_all(fd, data, size);
+  const int error = errno;
+  if (!written && error == EPIPE && !was_pending) {
+    const timespec no_wait{};
+    while (sigtimedwait(&pipe_only, nullptr, &no_wait) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  errno = error;
+  return written;
 }
 
 }  // namespace gpumem::shim::observe

@@ -13,13 +13,20 @@ std::string expand_path(std::string_view pattern, long pid);
 // True when `pattern` names a different file in each process ("%p" in it).
 bool path_is_per_process(std::string_view pattern);
 
-// Opens `path` for writing, created (0644 before the umask) or truncated, with O_CLOEXEC; refuses
-// what is not a regular file (a FIFO, a directory, a device) and a symbolic link as the last
-// component, without blocking on a FIFO that has no reader. Returns the descriptor, or -1 with
-// `why` set to one line naming the path and the reason.
-int open_output_file(const std::string& path, std::string& why) noexcept;
+// What an existing file's contents become.
+enum class OpenMode : bool { truncate, append };
 
-// Writes all of `data` (retrying short writes and EINTR). False on any error. Async-signal-safe.
+// Opens `path` for writing, created (0644 before the umask), truncated or appended to (O_APPEND),
+// with O_CLOEXEC; refuses what is not a regular file (a FIFO, a directory, a device) and a symbolic
+// link as the last component, without blocking on a FIFO whether or not it has a reader. Returns
+// the descriptor, or -1 with `why` set to one line naming the path and the reason.
+int open_output_file(const std::string& path, std::string& why, OpenMode mode = OpenMode::truncate) noexcept;
+
+// Writes all of `data` (retrying short writes and EINTR). False on any error, with errno set.
+// Async-signal-safe.
 bool write_all(int fd, const char* data, std::size_t size) noexcept;
+
+// write_all() that never raises SIGPIPE in the process (a pipe whose reader went away is EPIPE).
+bool write_all_without_sigpipe(int fd, const char* data, std::size_t size) noexcept;
 
 }  // namespace gpumem::shim::observe

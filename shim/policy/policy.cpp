@@ -209,11 +209,12 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
       {"GPUMEM_LIMIT"},
       [](std::string_view, std::string_view text) -> std::optional<std::size_t> {
         const std::optional<std::size_t> bytes = parse_byte_size(text);
-        if (bytes == std::size_t{0}) return std::nullopt;  // a zero-byte pool serves nothing
+        // Below one granule the pool would round to nothing and serve nothing.
+        if (bytes && *bytes < kLimitGranularity) return std::nullopt;
         return bytes;
       },
-      "not a byte size above 0 (e.g. 10GiB, 512MB, 1e9, 1.5G; K/M/G/T without B and KiB/MiB/GiB/TiB are "
-      "powers of 1024, KB/MB/GB/TB powers of 1000)",
+      "not a byte size of at least 256 (e.g. 10GiB, 512MB, 1e9, 1.5G; K/M/G/T without B and KiB/MiB/GiB/TiB "
+      "are powers of 1024, KB/MB/GB/TB powers of 1000)",
       policy.limit_bytes, policy.limit_origin);
 
   reader.resolve({"GPUMEM_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"},
@@ -292,6 +293,16 @@ std::size_t Policy::limit_for_device(std::size_t total_bytes, std::size_t free_b
   }
   bytes = std::min(bytes, total_bytes);
   return bytes - bytes % kLimitGranularity;
+}
+
+std::string Policy::limit_below_granule_error(int device, std::size_t total_bytes, std::size_t free_bytes) const {
+  const std::size_t basis = fraction_of == FractionBasis::total ? total_bytes : std::min(free_bytes, total_bytes);
+  return fmt::format(
+      "{}={} gives {} bytes of device {} ({} of {} bytes), less than one {}-byte granule; expected a "
+      "fraction of at least {:.3g}; device {}'s memory is not managed",
+      fraction_origin.variable, fraction, limit_for_device(total_bytes, free_bytes), device, to_string(fraction_of),
+      basis, kLimitGranularity, basis == 0 ? 1.0 : static_cast<double>(kLimitGranularity) / static_cast<double>(basis),
+      device);
 }
 
 std::string Policy::describe() const {

@@ -50,6 +50,9 @@ struct Policy {
   // The byte limit for one device: limit_bytes if set, else fraction x (total or free, per
   // fraction_of), rounded down to a multiple of 256 and never more than `total_bytes`.
   std::size_t limit_for_device(std::size_t total_bytes, std::size_t free_bytes) const;
+  // The one error line for a fraction whose limit_for_device() is 0 (less than one 256-byte granule):
+  // such a device is left unmanaged, as an invalid variable leaves the whole process.
+  std::string limit_below_granule_error(int device, std::size_t total_bytes, std::size_t free_bytes) const;
 
   // One line stating every effective value and where it came from, for the info-level log.
   std::string describe() const;

@@ -2,6 +2,8 @@
 bad environment on stderr (after which the shim passes everything through)."""
 
 import os
+import stat
+import subprocess
 import tempfile
 import unittest
 
@@ -40,7 +42,7 @@ class LoggingTest(testlib.TestCase):
         result = self.run_program({"GPUMEM_LOG_LEVEL": "debug",
                                    "GPUMEM_LOG_FILE": "/dev/null/gpumem.log"})
         lines = result.stderr.splitlines()
-        self.assertTrue(lines[0].startswith('gpumem: [error] cannot open GPUMEM_LOG_FILE='
+        self.assertTrue(lines[0].startswith('gpumem: [error] GPUMEM_LOG_FILE: cannot open '
                                             '"/dev/null/gpumem.log"'), result.describe())
         self.assertIn('gpumem: [debug] dlsym("cuGetProcAddress_v2") -> hook in libgpumem.so', lines)
 
@@ -64,6 +66,89 @@ class LoggingTest(testlib.TestCase):
                     self.assertIn(env[variable], lines[0])
                     self.assertEqual(testlib.key_values(result.stdout)["gpumem_is_active"], "0")
                     self.assertEqual(result.device(0)["driver_allocs"], ALLOCATIONS)
+
+class HostileLogFiles(testlib.TestCase):
+    """GPUMEM_LOG_FILE is opened without blocking, never through a symbolic link, only as a regular
+    file, close-on-exec; the shim's writes never raise SIGPIPE, and their failures are said once, in
+    gpumem's words."""
+
+    ENV = {"GPUMEM_LOG_LEVEL": "info"}  # every allocating run logs its policy line
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="gpumem-log-")
+        self.addCleanup(self.tmp.cleanup)
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def observe(self, *args, env=None, timeout=30):
+        return testlib.run([testlib.program_path("observe_scenarios"), *args], env=dict(self.ENV, **(env or {})),
+                           timeout=timeout)
+
+    def assertAllPrefixed(self, result):
+        for line in result.stderr.splitlines():
+            self.assertTrue(line.startswith("gpumem: ["), result.describe())
+
+    def test_what_is_not_a_regular_file_is_refused_at_once(self):
+        target = self.path("precious.txt")
+        with open(target, "w") as f:
+            f.write("keep me\n")
+        os.symlink(target, self.path("link.log"))
+        os.mkfifo(self.path("fifo.log"))
+        os.mkfifo(self.path("read.log"))
+        os.mkdir(self.path("dir.log"))
+        reader = os.open(self.path("read.log"), os.O_RDONLY | os.O_NONBLOCK)  # a FIFO someone reads
+        self.addCleanup(os.close, reader)
+        cases = {self.path("link.log"): "symbolic link", self.path("fifo.log"): "not a regular file",
+                 self.path("read.log"): "not a regular file", self.path("dir.log"): "not a regular file",
+                 "/dev/full": "not a regular file"}
+        for path, reason in cases.items():
+            with self.subTest(path=path):
+                result = self.observe("churn", "50", env={"GPUMEM_LOG_FILE": path})
+                self.assertSucceeded(result)
+                self.assertAllPrefixed(result)
+                refusals = [line for line in result.stderr.splitlines() if line.startswith("gpumem: [error]")]
+                self.assertEqual(len(refusals), 1, result.describe())
+                self.assertIn(reason, refusals[0])
+                self.assertIn("[info]", result.stderr)  # the messages still reach stderr
+        with open(target) as f:
+            self.assertEqual(f.read(), "keep me\n")
+        self.assertEqual(os.read(reader, 4096), b"")
+
+    def test_a_failed_write_is_said_once_in_gpumem_words(self):
+        # A file-size limit of 0 (its signal ignored, as the limit's owner would): every write fails.
+        path = self.path("gpumem.log")
+        shell = "trap '' XFSZ; ulimit -f 0; exec \"$0\" \"$@\""
+        result = testlib.run(["/bin/sh", "-c", shell, testlib.program_path("observe_scenarios"), "churn", "50"],
+                             env=dict(self.ENV, GPUMEM_LOG_FILE=path, CUDASIM_REPORT="/dev/null"), timeout=30)
+        self.assertSucceeded(result)
+        self.assertAllPrefixed(result)
+        failures = [line for line in result.stderr.splitlines() if "cannot write to GPUMEM_LOG_FILE" in line]
+        self.assertEqual(len(failures), 1, result.describe())
+        self.assertIn("File too large", failures[0])
+        self.assertIn("[info]", result.stderr)
+        self.assertEqual(os.path.getsize(path), 0)
+
+    def test_no_descriptor_of_the_shim_survives_exec(self):
+        outputs = {"GPUMEM_LOG_FILE": self.path("gpumem.log"), "GPUMEM_TRACE": self.path("trace.csv"),
+                   "GPUMEM_STATS_FILE": self.path("stats.json"), "CUDASIM_REPORT": self.path("report.json")}
+        result = self.observe("exec", "/bin/sh", "-c", 'ls -l "/proc/$$/fd"', env=outputs)
+        self.assertSucceeded(result)
+        self.assertIn("[info]", open(outputs["GPUMEM_LOG_FILE"]).read())  # the log really was open
+        for path in outputs.values():
+            self.assertNotIn(path, result.stdout, result.describe())
+
+    def test_stderr_whose_reader_went_away_raises_no_sigpipe(self):
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        env = testlib.clean_environment()
+        env.update(self.ENV, LD_LIBRARY_PATH=testlib.sim_dir(), LD_PRELOAD=testlib.shim_path())
+        try:
+            proc = subprocess.run([testlib.program_path("observe_scenarios"), "churn", "50"], env=env,
+                                  stdout=subprocess.PIPE, stderr=write_end, timeout=30)
+        finally:
+            os.close(write_end)
+        self.assertEqual(proc.returncode, 0, proc.stdout)
 
 
 if __name__ == "__main__":

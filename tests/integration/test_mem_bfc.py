@@ -99,9 +99,18 @@ class WhatTheProgramSees(MemTestCase):
         self.assertEqual(got["before_total"], SIM_TOTAL)
         self.assertLessEqual(got["before_free"], SIM_TOTAL - SIM_CONTEXT_OVERHEAD)
 
-    def test_mem_get_info_accepts_null_pointers(self):
-        result = self.scenario(DRIVER, "info_null")
-        self.assertOutput(result, total=limit_of(0.75, SIM_TOTAL), free=limit_of(0.75, SIM_TOTAL))
+    def test_mem_get_info_answers_null_outputs_as_the_driver_does_in_every_mode(self):
+        plain = values(self.scenario(DRIVER, "info_null", preload=False))
+        null_keys = [key for key in plain if "_null_" in key]
+        self.assertEqual(len(null_keys), 6)
+        self.assertEqual({plain[key] for key in null_keys}, {"CUDA_ERROR_INVALID_VALUE"})
+        for env in ({}, {"GPUMEM_PREALLOCATE": "0"}, {"GPUMEM_MODE": "platform"}, {"GPUMEM_MODE": "cuda_async"},
+                    {"GPUMEM_MODE": "off"}, {"GPUMEM_LIMIT": "lots"}):  # the last: inert, with an error line
+            with self.subTest(env=env):
+                result = self.scenario(DRIVER, "info_null", env=env)
+                self.assertEqual({key: values(result)[key] for key in null_keys},
+                                 {key: plain[key] for key in null_keys}, result.describe())
+        self.assertOutput(self.scenario(DRIVER, "info_null"), total=LIMIT)
 
     def test_out_of_memory_is_reported_like_the_driver_and_logged(self):
         for name in RUNTIME_PROGRAMS:

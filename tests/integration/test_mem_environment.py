@@ -14,6 +14,7 @@ BAD_ENVIRONMENTS = [
     ({"XLA_PYTHON_CLIENT_PREALLOCATE": "sometimes"}, "XLA_PYTHON_CLIENT_PREALLOCATE"),
     ({"TF_FORCE_GPU_ALLOW_GROWTH": "2"}, "TF_FORCE_GPU_ALLOW_GROWTH"),
     ({"GPUMEM_LIMIT": "lots"}, "GPUMEM_LIMIT"),
+    ({"GPUMEM_LIMIT": "255"}, "GPUMEM_LIMIT"),  # less than one 256-byte granule
     ({"GPUMEM_MEM_FRACTION": "0"}, "GPUMEM_MEM_FRACTION"),
     ({"XLA_CLIENT_MEM_FRACTION": "nan"}, "XLA_CLIENT_MEM_FRACTION"),
     ({"XLA_PYTHON_CLIENT_MEM_FRACTION": "1.5"}, "XLA_PYTHON_CLIENT_MEM_FRACTION"),
@@ -54,6 +55,22 @@ class BadEnvironment(MemTestCase):
         lines = gpumem_lines(result)
         self.assertEqual(len(lines), 1, result.describe())
         self.assertIn(variable, lines[0])
+
+
+class LimitBelowOneGranule(MemTestCase):
+    def test_a_fraction_that_leaves_less_than_a_granule_leaves_the_device_unmanaged_with_one_error(self):
+        # 1e-9 of the 16 GiB simulated device is 17 bytes: no pool that could serve anything.
+        for name in RUNTIME_PROGRAMS + (DRIVER,):
+            with self.subTest(program=name):
+                plain = self.scenario(name, "churn", 300, preload=False)
+                result = self.scenario(name, "churn", 300, env={"XLA_PYTHON_CLIENT_MEM_FRACTION": "1e-9"})
+                self.assertEqual(result.stdout, plain.stdout)
+                self.assertEqual(result.device(0)["driver_allocs"], plain.device(0)["driver_allocs"],
+                                 result.describe())
+                lines = gpumem_lines(result)
+                self.assertEqual(len(lines), 1, result.describe())
+                self.assertIn("XLA_PYTHON_CLIENT_MEM_FRACTION=1e-09 gives 0 bytes of device 0", lines[0])
+                self.assertIn("less than one 256-byte granule", lines[0])
 
 
 class GoodEnvironment(MemTestCase):

@@ -73,6 +73,7 @@ BAD_COMMAND_LINES = [
     (["--limit", "ten"], "is not a byte size above 0"),
     (["--limit", "10GiBs"], "is not a byte size above 0"),
     (["--limit", "1e30"], "is not a byte size above 0"),
+    (["--limit", "255"], "--limit: '255' is less than 256 bytes, one granule of the pool"),
     (["--limit", "1G", "--fraction", "0.5"], "--limit and --fraction exclude each other"),
     (["--fraction-of", "available"], "--fraction-of: 'available' is not one of total, free"),
     (["--async-prealloc", "-2"], "--async-prealloc: '-2' is not a byte size"),

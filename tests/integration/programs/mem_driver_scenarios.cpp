@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -66,12 +67,19 @@ int churn(int operations) {
   return 0;
 }
 
+// cuMemGetInfo with a null output: the driver's answer, before and after the first allocation.
 int info_null_pointers() {
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
-  CHECK_CU(cuMemGetInfo(nullptr, &total_bytes));
-  CHECK_CU(cuMemGetInfo(&free_bytes, nullptr));
-  std::printf("total=%zu\nfree=%zu\n", total_bytes, free_bytes);
+  for (const char* when : {"before", "after"}) {
+    std::printf("%s_null_free=%s\n", when, name_of(cuMemGetInfo(nullptr, &total_bytes)));
+    std::printf("%s_null_total=%s\n", when, name_of(cuMemGetInfo(&free_bytes, nullptr)));
+    std::printf("%s_null_both=%s\n", when, name_of(cuMemGetInfo(nullptr, nullptr)));
+    CUdeviceptr p = 0;
+    if (std::string_view(when) == "before") CHECK_CU(cuMemAlloc(&p, 1 << 20));
+  }
+  CHECK_CU(cuMemGetInfo(&free_bytes, &total_bytes));
+  std::printf("total=%zu\n", total_bytes);
   return 0;
 }
 

@@ -10,12 +10,14 @@
 //   fatal SIGNAL     allocates, then dies of SIGNAL (abort, segv or term)
 //   api              the C API through dlsym: path stats, trim, dump
 //   fork             allocates, forks a child that allocates and exits, waits for it
+//   exec PROGRAM...  allocates and frees (the shim's log, trace are open by then), then execs PROGRAM
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -182,6 +184,16 @@ int fork_child() {
   return 0;
 }
 
+int allocate_then_exec(char** command) {
+  void* block = nullptr;
+  CHECK_CUDA(cudaMalloc(&block, 1 << 20));
+  CHECK_CUDA(cudaFree(block));
+  std::fflush(stdout);
+  execvp(command[0], command);
+  std::printf("exec_failed=%s\n", std::strerror(errno));
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,6 +205,7 @@ int main(int argc, char** argv) {
   if (scenario == "fatal" && argc > 2) return die(argv[2]);
   if (scenario == "api") return api();
   if (scenario == "fork") return fork_child();
+  if (scenario == "exec" && argc > 2) return allocate_then_exec(argv + 2);
   std::fprintf(stderr, "usage: %s churn N | exit_thread | return_streams | refuse N BYTES | fatal HOW | api | fork\n",
                argv[0]);
   return 2;

@@ -2,10 +2,12 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cerrno>
 #include <string>
 
 #include "observe/output_file.h"
@@ -58,6 +60,19 @@ TEST_CASE("output paths: %p is the process id, %% a percent sign", "[observe]") 
   CHECK_FALSE(path_is_per_process("plain"));
 }
 
+TEST_CASE("write without SIGPIPE: a pipe with no reader is EPIPE, and no signal is left", "[observe]") {
+  int ends[2];
+  REQUIRE(pipe(ends) == 0);
+  close(ends[0]);
+  CHECK_FALSE(gpumem::shim::observe::write_all_without_sigpipe(ends[1], "x", 1));
+  CHECK(errno == EPIPE);
+  sigset_t pending;
+  sigemptyset(&pending);
+  sigpending(&pending);
+  CHECK(sigismember(&pending, SIGPIPE) == 0);
+  close(ends[1]);
+}
+
 TEST_CASE("output files: regular files only, no symbolic links, close-on-exec", "[observe]") {
   char folder_template[] = "/tmp/gpumem-unit-XXXXXX";
   const char* folder = mkdtemp(folder_template);
@@ -77,6 +92,14 @@ TEST_CASE("output files: regular files only, no symbolic links, close-on-exec", 
   struct stat info {};
   fstat(fd, &info);
   CHECK(info.st_size == 0);
+  CHECK(gpumem::shim::observe::write_all(fd, "abc", 3));
+  close(fd);
+  fd = gpumem::shim::observe::open_output_file(file, why, gpumem::shim::observe::OpenMode::append);  // a log
+  REQUIRE(fd >= 0);
+  CHECK((fcntl(fd, F_GETFL) & O_APPEND) != 0);
+  CHECK(gpumem::shim::observe::write_all(fd, "de", 2));
+  fstat(fd, &info);
+  CHECK(info.st_size == 5);
   close(fd);
 
   const std::string link = dir + "/link.csv";
@@ -91,6 +114,14 @@ TEST_CASE("output files: regular files only, no symbolic links, close-on-exec", 
 
   CHECK(gpumem::shim::observe::open_output_file(dir, why) == -1);
   CHECK(why.find("not a regular file") != std::string::npos);
+
+  // A FIFO that has a reader opens, and is refused all the same: a reader that goes away would
+  // otherwise raise SIGPIPE, and one that stops reading would block the writer.
+  const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(reader >= 0);
+  CHECK(gpumem::shim::observe::open_output_file(fifo, why, gpumem::shim::observe::OpenMode::append) == -1);
+  CHECK(why.find("not a regular file") != std::string::npos);
+  close(reader);
 
   unlink(fifo.c_str());
   unlink(link.c_str());

@@ -190,11 +190,24 @@ TEST_CASE("limit: GPUMEM_LIMIT in bytes with units", "[policy][limit]") {
 
 TEST_CASE("limit: bad sizes are rejected", "[policy][limit]") {
   for (const char* bad : {"0", "0GiB", "-1", "-1G", "ten", "10GiBs", "1e30", "18446744073709551616", "nan",
-                          "inf", "1.5.5G"}) {
+                          "inf", "1.5.5G", "1", "255", "0.2KiB"}) {
     INFO(bad);
     CHECK_THAT(error_for({{"GPUMEM_LIMIT", bad}}),
-               Catch::StartsWith(std::string("gpumem: GPUMEM_LIMIT=\"") + bad + "\" is not a byte size above 0"));
+               Catch::StartsWith(std::string("gpumem: GPUMEM_LIMIT=\"") + bad +
+                                 "\" is not a byte size of at least 256"));
   }
+  CHECK(policy_for({{"GPUMEM_LIMIT", "256"}}).limit_for_device(GiB, GiB) == 256);
+}
+
+TEST_CASE("limit: a fraction below one granule of the device gives 0, and an error naming it",
+          "[policy][limit][fraction]") {
+  const Policy policy = policy_for({{"XLA_PYTHON_CLIENT_MEM_FRACTION", "1e-9"}});
+  CHECK(policy.limit_for_device(16 * GiB, 16 * GiB) == 0);  // 17 bytes
+  CHECK(policy.limit_for_device(1024 * GiB, 1024 * GiB) == 1024);
+  const std::string error = policy.limit_below_granule_error(1, 16 * GiB, 16 * GiB);
+  CHECK_THAT(error, Catch::StartsWith("XLA_PYTHON_CLIENT_MEM_FRACTION=1e-09 gives 0 bytes of device 1"));
+  CHECK_THAT(error, Catch::Contains("expected a fraction of at least 1.49e-08"));
+  CHECK(error.find('\n') == std::string::npos);
 }
 
 TEST_CASE("fraction: each name, and GPUMEM beats XLA_CLIENT beats XLA_PYTHON_CLIENT", "[policy][fraction]") {
