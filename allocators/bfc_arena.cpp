@@ -72,14 +72,16 @@ Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t
 }
 
 Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::uintptr_t& out) {
-  if (bytes > options_.limit) return Status::out_of_memory;  // also keeps rounding from overflowing
+  // Also keeps rounding from overflowing, and the requested count within its record's bits.
+  if (bytes > options_.limit || bytes > Chunk::kMaxRequested) return Status::out_of_memory;
   // Every path below ends in carve(), which needs a record for the split-off rest; securing it
   // first is what keeps the paths from failing halfway.
   if (!reserve_records(1)) return Status::out_of_memory;
-  const std::size_t rounded = detail::round_up(bytes);
-  if (take_free(rounded, bytes, out)) return Status::ok;
-  if (stream != 0 && take_fenced_on_stream(rounded, bytes, stream, out)) return Status::ok;
-  if (oracle_ != nullptr && fenced_.chunks() > 0 && poll_oracle() > 0 && take_free(rounded, bytes, out)) {
+  const Request request{detail::round_up(bytes), bytes, stream != 0};
+  const std::size_t rounded = request.rounded;
+  if (take_free(request, out)) return Status::ok;
+  if (stream != 0 && take_fenced_on_stream(request, stream, out)) return Status::ok;
+  if (oracle_ != nullptr && fenced_.chunks() > 0 && poll_oracle() > 0 && take_free(request, out)) {
     return Status::ok;
   }
   Growth growth = extend(rounded);
@@ -93,24 +95,24 @@ Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::
       release_free_regions_locked() > 0) {
     growth = extend(rounded);
   }
-  if (growth == Growth::grew && take_free(rounded, bytes, out)) return Status::ok;
+  if (growth == Growth::grew && take_free(request, out)) return Status::ok;
   if (growth == Growth::no_host_memory) return Status::out_of_memory;
   return fenced_.chunks() > 0 ? Status::fences_pending : Status::out_of_memory;
 }
 
-bool BfcArena::take_free(std::size_t rounded, std::size_t requested, std::uintptr_t& out) {
-  const ChunkHandle handle = free_.best_fit(chunks_, rounded);
+bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
+  const ChunkHandle handle = free_.best_fit(chunks_, request.rounded);
   if (handle == kNoChunk) return false;
   free_.erase(chunks_, handle);
-  carve(handle, rounded, requested, false);
+  carve(handle, request, false);
   out = chunks_[handle].base;
   return true;
 }
 
 // Chunks fenced on `stream` are safe for work ordered after the free on that same stream. This path
 // runs only on a miss of the free index; it scans the stream's queue for the best fit.
-bool BfcArena::take_fenced_on_stream(std::size_t rounded, std::size_t requested, std::uintptr_t stream,
-                                     std::uintptr_t& out) {
+bool BfcArena::take_fenced_on_stream(const Request& request, std::uintptr_t stream, std::uintptr_t& out) {
+  const std::size_t rounded = request.rounded;
   const detail::FenceQueues::Queue* queue = fenced_.find(stream);
   if (queue == nullptr) return false;
   ChunkHandle best = kNoChunk;
@@ -125,12 +127,14 @@ bool BfcArena::take_fenced_on_stream(std::size_t rounded, std::size_t requested,
   if (best == kNoChunk) return false;
   fenced_.remove(chunks_, best);
   counters_.bytes_fenced -= chunks_[best].size;
-  carve(best, rounded, requested, true);
+  carve(best, request, true);
   out = chunks_[best].base;
   return true;
 }
 
-void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t requested, bool was_fenced) {
+void BfcArena::carve(ChunkHandle handle, const Request& request, bool was_fenced) {
+  const std::size_t rounded = request.rounded;
+  const std::size_t requested = request.requested;
   const std::size_t size = chunks_[handle].size;
   const std::size_t rest_size = size - rounded;
   if (rest_size > 0 && (size >= 2 * rounded || rest_size >= options_.max_internal_fragmentation)) {
@@ -158,7 +162,7 @@ void BfcArena::carve(ChunkHandle handle, std::size_t rounded, std::size_t reques
   Chunk& chunk = chunks_[handle];
   chunks_.set_state(handle, ChunkState::in_use);
   if (was_fenced) chunks_.set_fence(handle, Fence{});
-  chunk.set_requested(requested);
+  chunk.set_requested(requested, request.ordered);
 
   ArenaStats& c = counters_;
   ++c.num_allocs;
@@ -420,7 +424,8 @@ std::optional<ChunkInfo> BfcArena::find(std::uintptr_t ptr) const noexcept {
   if (handle == kNoChunk) return std::nullopt;
   const Chunk& chunk = chunks_[handle];
   const bool in_use = chunks_.state(handle) == ChunkState::in_use;
-  return ChunkInfo{chunk.base, chunk.size, in_use ? chunk.requested() : 0, in_use, region->region};
+  return ChunkInfo{chunk.base, chunk.size, in_use ? chunk.requested() : 0, in_use, in_use && chunk.ordered(),
+                   region->region};
 }
 
 std::size_t BfcArena::available() const noexcept {

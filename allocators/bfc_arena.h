@@ -125,6 +125,7 @@ struct ChunkInfo {
   std::size_t size = 0;      // rounded chunk size
   std::size_t requested = 0; // bytes asked for (0 if free)
   bool in_use = false;
+  bool ordered = false;      // in use and allocated with a stream (allocate()'s `stream` not 0)
   Region region;             // the region holding the chunk
 };
 
@@ -190,12 +191,18 @@ class BfcArena {
 
   Status allocate_locked(std::size_t bytes, std::uintptr_t stream, std::uintptr_t& out)
       GPUMEM_REQUIRES(mutex_);
-  bool take_free(std::size_t rounded, std::size_t requested, std::uintptr_t& out) GPUMEM_REQUIRES(mutex_);
-  bool take_fenced_on_stream(std::size_t rounded, std::size_t requested, std::uintptr_t stream,
+  // One allocation as the paths below need it.
+  struct Request {
+    std::size_t rounded = 0;    // the chunk size to hand out
+    std::size_t requested = 0;  // the bytes asked for
+    bool ordered = false;       // asked for with a stream
+  };
+  bool take_free(const Request& request, std::uintptr_t& out) GPUMEM_REQUIRES(mutex_);
+  bool take_fenced_on_stream(const Request& request, std::uintptr_t stream,
                              std::uintptr_t& out) GPUMEM_REQUIRES(mutex_);
   // Marks `handle` (already out of the free index / fence queues) in use, splitting off the rest.
   // Needs one record reserved in chunks_ (allocate_locked secures it).
-  void carve(detail::ChunkHandle handle, std::size_t rounded, std::size_t requested, bool was_fenced)
+  void carve(detail::ChunkHandle handle, const Request& request, bool was_fenced)
       GPUMEM_REQUIRES(mutex_);
   // Merges a free chunk with free neighbours; returns the surviving record (not yet indexed).
   detail::ChunkHandle coalesce(detail::ChunkHandle handle) GPUMEM_REQUIRES(mutex_);

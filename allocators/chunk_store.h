@@ -43,8 +43,8 @@ enum class ChunkState : std::uint8_t {
 //   in that region (kNoChunk at the region's ends) and prev.base + prev.size == base;
 // - size is a positive multiple of 256;
 // - left/right: the treap children when free, the fence-queue neighbours when fenced; in use, they
-//   hold the requested byte count (requested(), in [1, size]), since an in-use chunk is in neither
-//   a treap nor a queue;
+//   hold the requested byte count (requested(), in [1, size]) and whether it was allocated in stream
+//   order (ordered()), since an in-use chunk is in neither a treap nor a queue;
 // - a fenced chunk's fence (ChunkStore::fence()) is non-empty;
 // - a free chunk never has a free neighbour (coalescing is eager).
 // An unused slot's record has base 0 (no chunk starts at address 0).
@@ -59,10 +59,15 @@ struct alignas(32) Chunk {
   ChunkHandle right = kNoChunk;
   std::uint32_t priority = 0;  // treap heap key, random per record
 
-  std::size_t requested() const noexcept { return left | (std::size_t{right} << 32); }
-  void set_requested(std::size_t bytes) noexcept {
+  // In use: the requested count in left and the low 31 bits of right, and whether the block was
+  // allocated in stream order in right's top bit.
+  static constexpr std::size_t kMaxRequested = (std::size_t{1} << 63) - 1;
+  static constexpr ChunkHandle kOrderedBit = ChunkHandle{1} << 31;
+  std::size_t requested() const noexcept { return left | (std::size_t{right & ~kOrderedBit} << 32); }
+  bool ordered() const noexcept { return (right & kOrderedBit) != 0; }
+  void set_requested(std::size_t bytes, bool in_stream_order) noexcept {
     left = static_cast<ChunkHandle>(bytes);
-    right = static_cast<ChunkHandle>(bytes >> 32);
+    right = static_cast<ChunkHandle>(bytes >> 32) | (in_stream_order ? kOrderedBit : ChunkHandle{0});
   }
 };
 static_assert(sizeof(Chunk) == 32 && sizeof(std::size_t) == 8);

@@ -137,7 +137,9 @@ CUresult BfcManager::do_free(CUdeviceptr ptr) {
 }
 
 CUresult BfcManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
-  if (driver_passthrough::stream_is_capturing(stream)) {  // the graph must own its allocation nodes
+  const driver_passthrough::StreamStatus on = driver_passthrough::stream_status(stream);
+  if (on.error != CUDA_SUCCESS) return on.error;  // a destroyed stream: nothing is handed out
+  if (on.capturing) {  // the graph must own its allocation nodes
     count_pass_through();
     return count_path(count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream)),
                       AllocationPath::graph, bytes);
@@ -151,9 +153,14 @@ CUresult BfcManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
     count_pass_through();
     return free_passed_through(ptr, [&] { return driver_passthrough::mem_free_async(ptr, stream); });
   }
+  const driver_passthrough::StreamStatus on = driver_passthrough::stream_status(stream);
+  if (on.error != CUDA_SUCCESS) return on.error;  // a destroyed stream: the block stays allocated
   // A captured free makes a graph free node, which the driver accepts for graph allocations only:
   // an arena block gets the driver's answer for any other memory.
-  if (driver_passthrough::stream_is_capturing(stream)) return CUDA_ERROR_INVALID_VALUE;
+  if (on.capturing) return CUDA_ERROR_INVALID_VALUE;
+  // The driver frees in stream order only what was allocated so: a cuMemAlloc block stays allocated.
+  const std::optional<ChunkInfo> chunk = arena_.find(address);
+  if (chunk && chunk->in_use && chunk->base == address && !chunk->ordered) return CUDA_ERROR_INVALID_VALUE;
   fences_.poll();
   Fence fence{fences_.record_on_stream(plain_stream_handle(stream.handle, stream.per_thread)),
               fence_domain(stream.handle, stream.per_thread)};

@@ -186,9 +186,12 @@ CUresult CudaAsyncManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes
 CUresult CudaAsyncManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
   {
     std::lock_guard lock(mutex_);
-    const detail::ChunkHandle state = blocks_.find(ptr);
-    if (state == kDeferred) return CUDA_ERROR_INVALID_VALUE;
-    if (state == kServed) blocks_.erase(ptr);
+    // Blocks of synchronous allocations (the pool serves them here, cuMemAlloc would not): the
+    // driver frees in stream order only what was allocated so, and the block stays allocated.
+    if (blocks_.find(ptr) != detail::kNoChunk) {
+      const driver_passthrough::StreamStatus on = driver_passthrough::stream_status(stream);
+      return on.error != CUDA_SUCCESS ? on.error : CUDA_ERROR_INVALID_VALUE;
+    }
   }
   return free_passed_through(ptr, [&] { return driver_passthrough::mem_free_async(ptr, stream); });
 }

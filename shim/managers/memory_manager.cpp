@@ -340,7 +340,7 @@ CUresult mem_alloc_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemory
                                         plain_stream_handle(stream.handle, stream.per_thread));
 }
 
-bool stream_is_capturing(StreamArg stream) {
+StreamStatus stream_status(StreamArg stream) {
   const RealDriver& driver = real_driver();
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult result = CUDA_SUCCESS;
@@ -349,12 +349,21 @@ bool stream_is_capturing(StreamArg stream) {
   } else if (driver.cuStreamIsCapturing != nullptr) {
     result = driver.cuStreamIsCapturing(plain_stream_handle(stream.handle, stream.per_thread), &status);
   }
-  // The legacy stream while a blocking stream captures: work there would depend on the capture, so
-  // the request goes to the driver, which refuses it (and invalidates the capture) as it would
-  // without us.
-  if (result == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return true;
-  if (result != CUDA_SUCCESS) return false;
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+  switch (result) {
+    case CUDA_SUCCESS:
+      return {CUDA_SUCCESS, status != CU_STREAM_CAPTURE_STATUS_NONE};
+    // The legacy stream while a blocking stream captures: work there would depend on the capture,
+    // so the request goes to the driver, which refuses it (and invalidates the capture) as it would
+    // without us.
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+      return {CUDA_SUCCESS, true};
+    case CUDA_ERROR_INVALID_HANDLE:
+    case CUDA_ERROR_INVALID_CONTEXT:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+      return {result, false};
+    default:  // anything else says nothing of the stream: the call goes on as usual
+      return {};
+  }
 }
 
 }  // namespace driver_passthrough

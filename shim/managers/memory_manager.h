@@ -251,8 +251,16 @@ CUresult mem_alloc_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream);
 CUresult mem_free_async(CUdeviceptr ptr, StreamArg stream);
 CUresult mem_alloc_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemoryPool pool,
                                    StreamArg stream);
-// True if `stream` is being captured into a graph (then allocations on it must reach the driver).
-bool stream_is_capturing(StreamArg stream);
+// What the driver says of the stream an ordered call names: `error` is its answer for a stream that
+// is no longer one (destroyed: CUDA_ERROR_INVALID_HANDLE; its context gone), which the call must
+// give too; else `capturing` tells whether it is being captured into a graph (then allocations on
+// it must reach the driver).
+struct StreamStatus {
+  CUresult error = CUDA_SUCCESS;
+  bool capturing = false;
+};
+StreamStatus stream_status(StreamArg stream);
+inline bool stream_is_capturing(StreamArg stream) { return stream_status(stream).capturing; }
 }  // namespace driver_passthrough
 
 }  // namespace gpumem::shim

@@ -140,6 +140,17 @@ class WhatTheProgramSees(MemTestCase):
                                                env={"GPUMEM_MODE": mode, "GPUMEM_FREE_SYNC": free_sync})
                         self.assertOutput(result, interior=error, double=error, foreign=error, after_ok=1)
 
+    def test_stream_ordered_calls_the_driver_refuses_are_refused_in_every_mode(self):
+        # cudaFreeAsync of cudaMalloc memory, and allocation or free on a destroyed stream.
+        for name in RUNTIME_PROGRAMS:
+            plain = self.scenario(name, "async_misuse", preload=False)
+            self.assertOutput(plain, free_async_of_malloc="cudaErrorInvalidValue", malloc_block_kept=1,
+                              alloc_on_destroyed="cudaErrorInvalidResourceHandle",
+                              free_on_destroyed="cudaErrorInvalidResourceHandle", free_after="cudaSuccess")
+            for env in ({}, {"GPUMEM_PREALLOCATE": "0"}, {"GPUMEM_MODE": "platform"}, {"GPUMEM_MODE": "cuda_async"}):
+                with self.subTest(program=name, env=env):
+                    self.assertEqual(self.scenario(name, "async_misuse", env=env).stdout, plain.stdout)
+
     def test_zero_byte_allocation_is_an_invalid_value(self):
         for preload in (True, False):
             with self.subTest(preload=preload):

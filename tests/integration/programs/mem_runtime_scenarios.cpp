@@ -283,6 +283,38 @@ int bad_frees() {
   return 0;
 }
 
+// Stream-ordered calls the driver refuses: cudaFreeAsync of cudaMalloc memory, and allocation or
+// free on a destroyed stream. Each refused block stays allocated and usable.
+int async_misuse() {
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  void* synchronous = nullptr;
+  CHECK_CUDA(cudaMalloc(&synchronous, 4096));
+  std::printf("free_async_of_malloc=%s\n", cudaGetErrorName(cudaFreeAsync(synchronous, stream)));
+  cudaGetLastError();
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  const std::uint32_t pattern = 0x5eed5eedu;
+  std::uint32_t back = 0;
+  CHECK_CUDA(cudaMemcpy(synchronous, &pattern, sizeof pattern, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(&back, synchronous, sizeof back, cudaMemcpyDeviceToHost));
+  std::printf("malloc_block_kept=%d\n", back == pattern ? 1 : 0);
+  CHECK_CUDA(cudaFree(synchronous));
+
+  void* ordered = nullptr;
+  CHECK_CUDA(cudaMallocAsync(&ordered, 4096, stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  void* refused = nullptr;
+  std::printf("alloc_on_destroyed=%s\n", cudaGetErrorName(cudaMallocAsync(&refused, 4096, stream)));
+  cudaGetLastError();
+  std::printf("free_on_destroyed=%s\n", cudaGetErrorName(cudaFreeAsync(ordered, stream)));
+  cudaGetLastError();
+  // Still allocated: a free on a live stream takes it.
+  std::printf("free_after=%s\n", cudaGetErrorName(cudaFreeAsync(ordered, nullptr)));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  return 0;
+}
+
 int pitch() {
   void* p = nullptr;
   std::size_t row = 0;
@@ -580,6 +612,7 @@ int main(int argc, char** argv) {
   if (scenario == "oom") return out_of_memory(static_cast<std::size_t>(args.number(2, 1LL << 40)));
   if (scenario == "bad_frees") return bad_frees();
   if (scenario == "pitch") return pitch();
+  if (scenario == "async_misuse") return async_misuse();
   if (scenario == "two_devices") return two_devices();
   if (scenario == "threads" || scenario == "async_threads") {
     return threads(static_cast<int>(args.number(2, 8)), static_cast<int>(args.number(3, 2000)),

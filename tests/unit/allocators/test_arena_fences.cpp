@@ -176,3 +176,22 @@ TEST_CASE("garbage collection keeps regions holding fenced chunks", "[fence][gc]
   arena.resolve_fences_through(1);
   CHECK(arena.release_free_regions() == 2 * kMiB);
 }
+
+TEST_CASE("find tells a block allocated with a stream from one allocated without", "[fence][stream]") {
+  FakeRegionSource source;
+  BfcArena arena(source, preallocated(kMiB));
+  const std::uintptr_t plain = must_allocate(arena, 4 * kKiB);
+  std::uintptr_t ordered = 0;
+  REQUIRE(arena.allocate(6 * kKiB + 1, ordered, /*stream=*/7) == Status::ok);
+  CHECK_FALSE(arena.find(plain)->ordered);
+  CHECK(arena.find(ordered)->ordered);
+  CHECK(arena.find(ordered)->requested == 6 * kKiB + 1);  // the flag leaves the count alone
+  // Reused by a synchronous allocation after a free on the stream, the chunk is plain again.
+  must_free(arena, ordered, Fence{1, 7});
+  arena.resolve_fences_through(1);
+  const std::uintptr_t again = must_allocate(arena, 6 * kKiB);
+  CHECK(again == ordered);
+  CHECK_FALSE(arena.find(again)->ordered);
+  CHECK_FALSE(arena.find(plain + kMiB / 2)->ordered);  // free space
+  CHECK(arena.validate());
+}
