@@ -35,6 +35,11 @@ class PointerMap {
     return removed.value;
   }
   std::size_t size() const noexcept { return table_.size(); }
+  // Calls visit(key, value) for every entry and empties the map, without allocating.
+  template <typename Visit>
+  void drain(Visit visit) noexcept {
+    table_.drain([&](const Slot& slot) { visit(slot.key, slot.value); });
+  }
 
  private:
   struct Slot {

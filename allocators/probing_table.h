@@ -82,6 +82,18 @@ class ProbingTable {
 
   std::size_t size() const noexcept { return size_; }
 
+  // Calls visit(slot) for every occupied slot, in table order, and empties the table (its memory
+  // stays): no allocation.
+  template <typename Visit>
+  void drain(Visit visit) noexcept {
+    for (Slot& slot : slots_) {
+      if (slot.empty()) continue;
+      visit(static_cast<const Slot&>(slot));
+      slot = Slot{};
+    }
+    size_ = 0;
+  }
+
   // Starts loading `hash`'s home slot: in a large table that is a cache miss, which the caller can
   // overlap with other work before insert() or find().
   void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(&slots_[home(hash)]); }

@@ -213,4 +213,17 @@ void CudaAsyncManager::do_context_synchronized(FenceId through) {
   }
 }
 
+// The context is being reset or destroyed, which frees what cuMemAlloc gave the program: the pool
+// blocks that served it go back to the pool, and the pool gives their memory back, while the
+// context still lives (after a last primary-context release it is already gone: the calls fail
+// and change nothing).
+void CudaAsyncManager::do_retire() noexcept {
+  const RealDriver& driver = real_driver();
+  std::lock_guard lock(mutex_);
+  blocks_.drain([this](std::uintptr_t ptr, detail::ChunkHandle) { return_to_pool(static_cast<CUdeviceptr>(ptr)); });
+  deferred_.clear();
+  if (driver.cuStreamSynchronize != nullptr) driver.cuStreamSynchronize(private_stream_);
+  if (driver.cuMemPoolTrimTo != nullptr) driver.cuMemPoolTrimTo(pool_, 0);
+}
+
 }  // namespace gpumem::shim

@@ -37,6 +37,7 @@ class CudaAsyncManager final : public MemoryManager {
   CUresult do_free_async(CUdeviceptr ptr, StreamArg stream) override;
   bool do_owns(CUdeviceptr ptr) const override;
   void do_context_synchronized(FenceId through) override;
+  void do_retire() noexcept override;
   const char* do_mode_name() const noexcept override { return "cuda_async"; }
 
   // TensorFlow's warm-up: allocate the configured bytes once and free them, so the pool holds them.

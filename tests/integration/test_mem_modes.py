@@ -2,7 +2,7 @@
 
 import unittest
 
-from test_mem_common import (DRIVER, MIB, RUNTIME_PROGRAMS, RUNTIME_SHARED, SIM_TOTAL, MemTestCase,
+from test_mem_common import (DRIVER, GIB, MIB, RUNTIME_PROGRAMS, RUNTIME_SHARED, SIM_TOTAL, MemTestCase,
                              limit_of, values)
 
 
@@ -88,6 +88,18 @@ class CudaAsyncMode(MemTestCase):
                 pool = result.device(0)["pool"]
                 self.assertGreaterEqual(pool["peak_bytes_reserved"], expected, result.describe())
                 self.assertGreaterEqual(pool["peak_bytes_used"], expected)
+
+
+class DeviceResetInEveryMode(MemTestCase):
+    def test_reset_frees_what_the_program_never_freed_in_every_mode(self):
+        # 4 GiB per round on the 16 GiB device, never freed: six rounds pass only if every reset
+        # gives it all back, as it does without the shim.
+        for name in RUNTIME_PROGRAMS:
+            for env in (None, {}, {"GPUMEM_PREALLOCATE": "0"}, {"GPUMEM_MODE": "platform"},
+                        {"GPUMEM_MODE": "cuda_async"}, {"GPUMEM_MODE": "cuda_async", "GPUMEM_PREALLOCATE": "0"}):
+                with self.subTest(program=name, env=env):
+                    result = self.scenario(name, "reset_leaks", 6, 4 * GIB, env=env or {}, preload=env is not None)
+                    self.assertOutput(result, rounds=6)
 
 
 class OffMode(MemTestCase):

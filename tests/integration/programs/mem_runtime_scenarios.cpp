@@ -315,6 +315,24 @@ int async_misuse() {
   return 0;
 }
 
+// ROUNDS times: BYTES with cudaMalloc and 1 MiB with cudaMallocAsync, never freed, then
+// cudaDeviceReset, which frees them: each round finds the whole device again.
+int reset_leaks(int rounds, std::size_t bytes) {
+  for (int round = 0; round < rounds; ++round) {
+    void* leaked = nullptr;
+    void* leaked_ordered = nullptr;
+    const cudaError_t status = cudaMalloc(&leaked, bytes);
+    if (status != cudaSuccess) {
+      std::printf("failed_round=%d\nstatus=%s\n", round, cudaGetErrorName(status));
+      return 1;
+    }
+    CHECK_CUDA(cudaMallocAsync(&leaked_ordered, 1 << 20, nullptr));
+    CHECK_CUDA(cudaDeviceReset());
+  }
+  std::printf("rounds=%d\n", rounds);
+  return 0;
+}
+
 int pitch() {
   void* p = nullptr;
   std::size_t row = 0;
@@ -613,6 +631,9 @@ int main(int argc, char** argv) {
   if (scenario == "bad_frees") return bad_frees();
   if (scenario == "pitch") return pitch();
   if (scenario == "async_misuse") return async_misuse();
+  if (scenario == "reset_leaks") {
+    return reset_leaks(static_cast<int>(args.number(2, 6)), static_cast<std::size_t>(args.number(3, 4LL << 30)));
+  }
   if (scenario == "two_devices") return two_devices();
   if (scenario == "threads" || scenario == "async_threads") {
     return threads(static_cast<int>(args.number(2, 8)), static_cast<int>(args.number(3, 2000)),

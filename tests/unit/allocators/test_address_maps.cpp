@@ -178,3 +178,23 @@ TEST_CASE("an in-use chunk keeps a requested size above 4 GiB", "[address_map][a
   CHECK(arena.find(ptr)->requested == 0);
   CHECK(arena.validate());
 }
+
+TEST_CASE("PointerMap::drain visits every entry once and leaves the map empty and usable", "[pointer_map]") {
+  gpumem::detail::PointerMap map;
+  REQUIRE(map.reserve(300));
+  for (std::uintptr_t k = 1; k <= 300; ++k) map.insert(k << 12, static_cast<gpumem::detail::ChunkHandle>(k));
+  std::uintptr_t key_sum = 0;
+  std::size_t visits = 0;
+  map.drain([&](std::uintptr_t key, gpumem::detail::ChunkHandle value) {
+    CHECK(key == std::uintptr_t{value} << 12);
+    key_sum += key >> 12;
+    ++visits;
+  });
+  CHECK(visits == 300);
+  CHECK(key_sum == 300 * 301 / 2);
+  CHECK(map.size() == 0);
+  CHECK(map.find(5 << 12) == gpumem::detail::kNoChunk);
+  REQUIRE(map.reserve_one());
+  map.insert(5 << 12, 9);
+  CHECK(map.find(5 << 12) == 9);
+}
