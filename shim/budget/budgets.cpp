@@ -4,10 +4,12 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <unordered_map>
 
 #include "managers/context_registry.h"
+#include "observe/refusal_limiter.h"
 #include "log.h"
 #include "policy/process_policy.h"
 #include "intercept/real_driver.h"
@@ -27,6 +29,10 @@ std::mutex g_ledger_mutex;
 std::unordered_map<std::uintptr_t, LedgerEntry>* g_ledger = nullptr;  // leaked: used until the very end
 
 std::array<std::atomic<bool>, kMaxDevices> g_below_granule_reported{};
+
+// The budget's refusal lines, limited as the out-of-memory report is (once per size per second).
+std::mutex g_refusal_mutex;
+observe::RefusalLimiter g_refusals;
 
 // The limit the policy gives `device`, as ContextRegistry computes it for a manager; 0: unmanaged.
 std::size_t limit_of_device(CUdevice device) noexcept {
@@ -124,9 +130,20 @@ bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_vie
     if (budget->try_charge(path, bytes)) return true;
   }
   if (path == BudgetPath::arena) return false;  // the arena backs off and reports its own refusal
-  log::warn("device {}: {} of {} bytes refused: over this process's budget ({} of {} bytes charged: arena {}, "
+  if (!log::enabled(LogLevel::warn)) return false;
+  observe::RefusalLimiter::Verdict verdict;
+  {
+    std::lock_guard lock(g_refusal_mutex);
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    verdict = g_refusals.refuse(bytes, static_cast<std::uint64_t>(std::chrono::nanoseconds(now).count()));
+  }
+  if (!verdict.report) return false;
+  log::warn("device {}: {} of {} bytes refused{}: over this process's budget ({} of {} bytes charged: arena {}, "
             "driver {}, async_pool {}, program_pool {}, vmm {}, managed {}, arrays {}); {}",
-            device, call, bytes, budget->charged(), budget->limit(), budget->charged(BudgetPath::arena),
+            device, call, bytes,
+            verdict.suppressed == 0 ? std::string() : fmt::format(" ({} more refusals of this size since the last "
+                                                                  "report)", verdict.suppressed),
+            budget->charged(), budget->limit(), budget->charged(BudgetPath::arena),
             budget->charged(BudgetPath::driver), budget->charged(BudgetPath::async_pool),
             budget->charged(BudgetPath::program_pool), budget->charged(BudgetPath::vmm),
             budget->charged(BudgetPath::managed), budget->charged(BudgetPath::arrays),

@@ -256,6 +256,16 @@ class Trace(ObserveTestCase):
         self.assertSucceeded(result)
         self.assertIn("raise XLA_PYTHON_CLIENT_MEM_FRACTION or set GPUMEM_LIMIT", result.stderr)
 
+    def test_a_thousand_refusals_log_a_few_lines_in_every_mode(self):
+        for env in ({}, {"GPUMEM_PREALLOCATE": "0"}, {"GPUMEM_MODE": "platform"}, {"GPUMEM_MODE": "cuda_async"}):
+            with self.subTest(env=env):
+                result = self.run_program("refuse", "1000", str(512 * MIB), env=dict(env, GPUMEM_LIMIT="256MiB"))
+                self.assertSucceeded(result)
+                self.assertEqual(values(result)["refused"], "1000")
+                # Each report is a few lines; 1000 refusals within a second make one of each kind.
+                self.assertLess(len(result.stderr.splitlines()), 20, result.stderr[:4000])
+                self.assertIn("out of memory", result.stderr)
+
     def test_flushed_when_a_fatal_signal_arrives(self):
         for how, signal_number in (("abort", signal.SIGABRT), ("segv", signal.SIGSEGV),
                                    ("term", signal.SIGTERM)):
