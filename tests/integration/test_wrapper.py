@@ -6,6 +6,7 @@ from its environment). Then: bad options (status 2, a message, the program not r
 signal pass-through, `--`, LD_PRELOAD appending, the simulator options, and the installed layout.
 """
 
+import glob
 import os
 import re
 import shlex
@@ -452,6 +453,54 @@ class LayoutTest(WrapperTestCase):
             result = testlib.run([link, "--print-env"], preload=False, sim=False)
             self.assertSucceeded(result)
             self.assertTrue(same_file(parse_print_env(result.stdout)[0]["LD_PRELOAD"], testlib.shim_path()))
+
+    def test_the_source_tree_template_uses_build_or_says_how_to_make_it(self):
+        # scripts/gpumem-run as checked out: placeholders unfilled. It looks in the source tree's
+        # build/ (the README's build directory), else says how to build.
+        with open(os.path.join(SOURCE_ROOT, "meson.build")) as f:
+            version = re.search(r"version:\s*'([^']+)'", f.read()).group(1)
+        with tempfile.TemporaryDirectory() as tree:
+            os.makedirs(os.path.join(tree, "scripts"))
+            template = os.path.join(tree, "scripts", "gpumem-run")
+            shutil.copy2(os.path.join(SOURCE_ROOT, "scripts", "gpumem-run"), template)
+            shutil.copy2(os.path.join(SOURCE_ROOT, "meson.build"), tree)
+            result = testlib.run([template, "--version"], preload=False, sim=False)
+            self.assertEqual(result.stdout, f"gpumem-run (gpumem) {version}\n", result.describe())
+            result = testlib.run([template, "true"], preload=False, sim=False)
+            self.assertEqual(result.returncode, 1, result.describe())
+            self.assertEqual(result.stderr, f"gpumem-run: libgpumem.so is not built: run 'meson setup build && "
+                                            f"ninja -C build' in {os.path.realpath(tree)} first (or use an "
+                                            f"installed gpumem-run)\n")
+            os.symlink(testlib.build_root(), os.path.join(tree, "build"))
+            result = testlib.run([template, "--print-env", "--sim"], preload=False, sim=False)
+            self.assertSucceeded(result)
+            exported, _ = parse_print_env(result.stdout)
+            self.assertTrue(same_file(exported["LD_PRELOAD"], testlib.shim_path()), exported)
+            self.assertTrue(same_file(exported["LD_LIBRARY_PATH"], testlib.sim_dir()), exported)
+
+    def test_pkg_config_finds_the_installed_header_and_library(self):
+        with tempfile.TemporaryDirectory() as destdir:
+            installed = subprocess.run(["meson", "install", "-C", testlib.build_root(), "--no-rebuild", "--quiet",
+                                        "--destdir", destdir], capture_output=True, text=True, timeout=120)
+            self.assertEqual(installed.returncode, 0, installed.stderr)
+            (pc_file,) = glob.glob(os.path.join(destdir, "**", "pkgconfig", "gpumem.pc"), recursive=True)
+            env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pc_file), PKG_CONFIG_SYSROOT_DIR=destdir)
+            flags = subprocess.run(["pkg-config", "--cflags", "--libs", "gpumem"], env=env, capture_output=True,
+                                   text=True, timeout=30)
+            self.assertEqual(flags.returncode, 0, flags.stderr)
+            source = os.path.join(destdir, "uses_gpumem.c")
+            with open(source, "w") as f:
+                f.write('#include <stdio.h>\n#include <gpumem.h>\n'
+                        'int main(void) { printf("%s\\n", gpumem_version()); return 0; }\n')
+            program = os.path.join(destdir, "uses_gpumem")
+            built = subprocess.run(["cc", source, "-o", program, *flags.stdout.split()], capture_output=True,
+                                   text=True, timeout=60)
+            self.assertEqual(built.returncode, 0, built.stderr)
+            libdir = os.path.dirname(glob.glob(os.path.join(destdir, "**", "libgpumem.so"), recursive=True)[0])
+            ran = testlib.run([program], env={"LD_LIBRARY_PATH": libdir}, preload=False, sim=False)
+            self.assertSucceeded(ran)
+            with open(os.path.join(SOURCE_ROOT, "meson.build")) as f:
+                self.assertEqual(ran.stdout.strip(), re.search(r"version:\s*'([^']+)'", f.read()).group(1))
 
 
 if __name__ == "__main__":
