@@ -10,7 +10,7 @@ extern "C" {
 // one).
 void* gpumem_real_dlsym_pointer = nullptr;
 
-void* gpumem_resolve_real_dlsym() {
+GPUMEM_UNINSTRUMENTED void* gpumem_resolve_real_dlsym() {
   void* found = __atomic_load_n(&gpumem_real_dlsym_pointer, __ATOMIC_ACQUIRE);
   if (found != nullptr) return found;
   // RTLD_NEXT from here means "after libgpumem.so": libc's definition, or the next interposer's.
