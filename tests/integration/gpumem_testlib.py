@@ -29,6 +29,10 @@ def build_root() -> str:
     return os.environ["GPUMEM_TEST_BUILD_ROOT"]
 
 
+def source_root() -> str:
+    return os.environ["GPUMEM_TEST_SOURCE_ROOT"]
+
+
 def program_path(name: str) -> str:
     """A test program (or library, or folder) built in tests/integration/programs."""
     return os.path.join(build_root(), "tests", "integration", "programs", name)
@@ -61,8 +65,9 @@ def clean_environment() -> dict:
             and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
 
 
-def run(argv, env=None, preload=True, sim=True, timeout=120, input_text=None) -> Result:
-    """Runs argv; preload puts the shim in LD_PRELOAD, sim puts the simulator on LD_LIBRARY_PATH."""
+def run(argv, env=None, preload=True, sim=True, timeout=120, input_text=None, cwd=None) -> Result:
+    """Runs argv (in `cwd` if given); preload puts the shim in LD_PRELOAD, sim puts the simulator on
+    LD_LIBRARY_PATH."""
     full_env = clean_environment()
     with tempfile.TemporaryDirectory(prefix="gpumem-test-") as tmp:
         report_path = os.path.join(tmp, "report.json")
@@ -73,7 +78,7 @@ def run(argv, env=None, preload=True, sim=True, timeout=120, input_text=None) ->
             full_env["LD_PRELOAD"] = shim_path()
         full_env.update(env or {})
         proc = subprocess.run([str(a) for a in argv], env=full_env, capture_output=True, text=True,
-                              timeout=timeout, input=input_text)
+                              timeout=timeout, input=input_text, cwd=cwd, errors="replace")
         report = None
         if os.path.exists(report_path):
             with open(report_path) as f:

@@ -1,10 +1,15 @@
 """Every policy variable reaches the memory managers; a bad value leaves the program exactly as it
 runs without the shim, with one error line naming the variable."""
 
+import os
+import re
+import tempfile
 import unittest
 
+import gpumem_testlib as lib
+
 from test_mem_common import (DRIVER, GIB, MIB, RUNTIME_PROGRAMS, RUNTIME_SHARED, SIM_TOTAL, MemTestCase,
-                             gpumem_lines, head_of, limit_of, preallocated_regions, values)
+                             gpumem_lines, head_of, limit_of, preallocated_regions, program, values)
 
 BAD_ENVIRONMENTS = [
     ({"GPUMEM_MODE": "turbo"}, "GPUMEM_MODE"),
@@ -71,6 +76,42 @@ class LimitBelowOneGranule(MemTestCase):
                 self.assertEqual(len(lines), 1, result.describe())
                 self.assertIn("XLA_PYTHON_CLIENT_MEM_FRACTION=1e-09 gives 0 bytes of device 0", lines[0])
                 self.assertIn("less than one 256-byte granule", lines[0])
+
+
+class HostileValues(MemTestCase):
+    """Every variable the policy reads, with values nobody should set: the program runs exactly as
+    without the shim or under a valid policy, never crashes, and gpumem says at most one line per
+    problem, each with its prefix."""
+
+    VALUES = ["", " ", "\t", "\n", "99999999999999999999999999999", "-1", "-0", "0", "nan", "NaN", "inf",
+              "-inf", "1e309", "1e-320", "0x10", "12", "12 GiB", "1,5", "\u0661\u0662", "\u00e9t\u00e9",
+              "\udcff\udcfe", "a" * 5000, "on\u0000", "%p%p%n%s"]
+
+    def variables(self):
+        with open(os.path.join(lib.source_root(), "shim", "policy", "policy.cpp"), encoding="utf-8") as f:
+            return sorted(set(re.findall(r'"((?:GPUMEM|XLA|TF)_[A-Z_]+)"', f.read())))
+
+    def test_every_variable_with_every_hostile_value(self):
+        plain = self.scenario(RUNTIME_SHARED, "churn", 200, preload=False)
+        variables = self.variables()
+        self.assertGreaterEqual(len(variables), 18)
+        tried = 0
+        with tempfile.TemporaryDirectory(prefix="gpumem-hostile-") as cwd:
+            for variable in variables:
+                for value in self.VALUES:
+                    if "\u0000" in value:
+                        continue  # an environment cannot hold a NUL
+                    with self.subTest(variable=variable, value=value[:40]):
+                        result = lib.run([program(RUNTIME_SHARED), "churn", "200"], env={variable: value},
+                                         timeout=60, cwd=cwd)
+                        tried += 1
+                        self.assertEqual(result.returncode, 0, result.describe())
+                        self.assertEqual(result.stdout, plain.stdout, result.describe())
+                        lines = result.stderr.splitlines()
+                        self.assertLessEqual(len(lines), 2, result.describe())
+                        for line in lines:
+                            self.assertTrue(line.startswith("gpumem: "), result.describe())
+        self.assertGreater(tried, 18 * 20)
 
 
 class GoodEnvironment(MemTestCase):
