@@ -137,7 +137,9 @@ CUresult CudaAsyncManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
     log::at(LogLevel::warn, "device {}: no host memory to track a {}-byte block", device(), bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  blocks_.insert(*out, kServed);
+  const detail::ChunkHandle entry = served_entry(bytes);
+  blocks_.insert(*out, entry);
+  served_bytes_ += entry_bytes(entry);
   return count_path(CUDA_SUCCESS, AllocationPath::async_pool, bytes);
 }
 
@@ -147,9 +149,9 @@ CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
                      (policy().free_sync == FreeSync::sync && capture_state::active());
   {
     std::lock_guard lock(mutex_);
-    const detail::ChunkHandle state = blocks_.find(ptr);
-    if (state == kDeferred) return CUDA_ERROR_INVALID_VALUE;  // freed twice
-    if (state == detail::kNoChunk) {
+    const detail::ChunkHandle entry = blocks_.find(ptr);
+    if (entry != detail::kNoChunk && entry_deferred(entry)) return CUDA_ERROR_INVALID_VALUE;  // freed twice
+    if (entry == detail::kNoChunk) {
       count_pass_through();
       return free_passed_through(ptr, [&] { return real_driver().cuMemFree_v2(ptr); });
     }
@@ -158,10 +160,17 @@ CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
       const FenceId fence = fence_ids().fetch_add(1, std::memory_order_acq_rel) + 1;
       deferred_.emplace_back(fence, ptr);  // may throw: before the state changes
       blocks_.erase(ptr);  // the erase frees the slot the insert needs: no allocation
-      blocks_.insert(ptr, kDeferred);
-      return CUDA_SUCCESS;
+      blocks_.insert(ptr, entry | kDeferredBit);
+      served_bytes_ -= entry_bytes(entry);
+      deferred_bytes_ += entry_bytes(entry);
+    } else {
+      blocks_.erase(ptr);
+      served_bytes_ -= entry_bytes(entry);
     }
-    blocks_.erase(ptr);
+  }
+  if (defer) {
+    bound_deferred_bytes();
+    return CUDA_SUCCESS;
   }
   if (policy().free_sync == FreeSync::sync && !defer) {
     const FenceId through = last_fence_id();
@@ -178,8 +187,20 @@ CUresult CudaAsyncManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes
     return count_path(count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream)),
                       AllocationPath::graph, bytes);
   }
-  const CUresult result = allocate_charged(out, bytes, BudgetPath::async_pool, "cuMemAllocAsync",
-                                           [&] { return driver_passthrough::mem_alloc_async(out, bytes, stream); });
+  const CUresult result = allocate_charged(out, bytes, BudgetPath::async_pool, "cuMemAllocAsync", [&] {
+    CUresult allocated = driver_passthrough::mem_alloc_async(out, bytes, stream);
+    if (allocated == CUDA_ERROR_OUT_OF_MEMORY && !capture_state::active()) {
+      // Blocks the program freed synchronously may still wait for a context synchronisation:
+      // return them, as a synchronous allocation would, then try once more.
+      const FenceId through = last_fence_id();
+      count_fence_sync();
+      if (synchronize_context() == CUDA_SUCCESS) {
+        do_context_synchronized(through);
+        allocated = driver_passthrough::mem_alloc_async(out, bytes, stream);
+      }
+    }
+    return allocated;
+  });
   return count_path(count_driver_alloc(result), AllocationPath::async_pool, bytes);
 }
 
@@ -208,7 +229,7 @@ void CudaAsyncManager::do_context_synchronized(FenceId through) {
   while (!deferred_.empty() && deferred_.front().first <= through) {
     const CUdeviceptr ptr = deferred_.front().second;
     deferred_.pop_front();
-    blocks_.erase(ptr);
+    deferred_bytes_ -= entry_bytes(blocks_.erase(ptr));
     return_to_pool(ptr);
   }
 }
@@ -222,8 +243,20 @@ void CudaAsyncManager::do_retire() noexcept {
   std::lock_guard lock(mutex_);
   blocks_.drain([this](std::uintptr_t ptr, detail::ChunkHandle) { return_to_pool(static_cast<CUdeviceptr>(ptr)); });
   deferred_.clear();
+  served_bytes_ = deferred_bytes_ = 0;
   if (driver.cuStreamSynchronize != nullptr) driver.cuStreamSynchronize(private_stream_);
   if (driver.cuMemPoolTrimTo != nullptr) driver.cuMemPoolTrimTo(pool_, 0);
+}
+
+void CudaAsyncManager::bound_deferred_bytes() {
+  {
+    std::lock_guard lock(mutex_);
+    if (deferred_bytes_ <= std::max(served_bytes_, kDeferredFloor)) return;
+  }
+  if (capture_state::active()) return;  // the driver would refuse the synchronisation and end the capture
+  const FenceId through = last_fence_id();
+  count_fence_sync();
+  if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
 }
 
 }  // namespace gpumem::shim

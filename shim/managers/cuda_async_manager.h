@@ -3,6 +3,7 @@
 // returning. Stream-ordered calls of the program reach the same pool untouched.
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -15,7 +16,7 @@
 namespace gpumem::shim {
 
 // Invariants: `blocks_` maps every block handed out by synchronous allocation and not yet back in
-// the pool to kServed or kDeferred; `deferred_` lists the kDeferred ones in fence order: blocks the
+// the pool to its entry (served or deferred); `deferred_` lists the deferred ones in fence order: blocks the
 // program freed synchronously that go back to the pool (with cuMemFreeAsync on the private stream)
 // once a context synchronisation that began after their free completed. A block leaves both under
 // `mutex_` in the same step as it is returned to the pool, so no thread sees it in neither place
@@ -46,10 +47,23 @@ class CudaAsyncManager final : public MemoryManager {
   // One stream-ordered allocation from the default pool on the private stream.
   CUresult allocate_from_pool(CUdeviceptr* out, std::size_t bytes);
   CUresult return_to_pool(CUdeviceptr ptr);
-  bool is_deferred_locked(CUdeviceptr ptr) const { return blocks_.find(ptr) == kDeferred; }
+  // Returns the deferred blocks to the pool once the device is done with them (one context
+  // synchronisation) when they hold more than the served blocks do, so that deferral cannot swell
+  // the pool beyond about twice what the program holds. Not while a graph is being captured.
+  void bound_deferred_bytes();
 
-  static constexpr detail::ChunkHandle kServed = 1;
-  static constexpr detail::ChunkHandle kDeferred = 2;
+  // A block's entry in blocks_: its size in 256-byte units (at least 1, so never kNoChunk) shifted
+  // left once, and the low bit set once it is freed and deferred.
+  static constexpr std::size_t kEntryUnit = 256;
+  static constexpr detail::ChunkHandle kDeferredBit = 1;
+  static detail::ChunkHandle served_entry(std::size_t bytes) noexcept {
+    const std::size_t units = std::min<std::size_t>((bytes + kEntryUnit - 1) / kEntryUnit, (std::size_t{1} << 31) - 1);
+    return static_cast<detail::ChunkHandle>(std::max<std::size_t>(units, 1) << 1);
+  }
+  static std::size_t entry_bytes(detail::ChunkHandle entry) noexcept { return std::size_t{entry >> 1} * kEntryUnit; }
+  static bool entry_deferred(detail::ChunkHandle entry) noexcept { return (entry & kDeferredBit) != 0; }
+  // Deferral may hold at least this much before it synchronises, however little is served.
+  static constexpr std::size_t kDeferredFloor = std::size_t{64} << 20;
 
   const CUmemoryPool pool_;
   const CUstream private_stream_;
@@ -57,6 +71,8 @@ class CudaAsyncManager final : public MemoryManager {
   mutable std::mutex mutex_;
   detail::PointerMap blocks_;
   std::deque<std::pair<FenceId, CUdeviceptr>> deferred_;
+  std::size_t served_bytes_ = 0;    // entry_bytes of the served (not deferred) blocks in blocks_
+  std::size_t deferred_bytes_ = 0;  // entry_bytes of the deferred ones
 };
 
 }  // namespace gpumem::shim

@@ -32,8 +32,11 @@ class CudaAsyncMode(MemTestCase):
                     device = result.device(0)
                     self.assertEqual(device["driver_allocs"], 0, result.describe())
                     self.assertEqual(device["pool"]["async_allocs"], int(values(result)["allocations"]))
-                    # defer: freed blocks wait for a context synchronisation, which never came.
-                    self.assertEqual(device["pool"]["async_frees"], 0)
+                    # defer: freed blocks go back to the pool only after a context synchronisation,
+                    # made once they hold more than the served blocks (and 64 MiB).
+                    self.assertLessEqual(device["pool"]["async_frees"], device["pool"]["async_allocs"])
+                    self.assertEqual(device["pool"]["async_frees"] > 0, device["context_syncs"] > 0,
+                                     result.describe())
 
     def test_frees_reach_the_pool_after_synchronisation(self):
         result = self.scenario(RUNTIME_SHARED, "churn", 1000,
@@ -43,16 +46,19 @@ class CudaAsyncMode(MemTestCase):
         self.assertEqual(pool["async_frees"], pool["async_allocs"])
         self.assertEqual(pool["bytes_used"], 0)
 
-    def test_out_of_memory_synchronises_and_retries_once(self):
-        # 10 x 64 MiB fill a 1 GiB device; the blocks freed in one round wait (defer) until the next
-        # round runs out of memory, when the shim synchronises, returns them to the pool and retries.
-        env = {"GPUMEM_MODE": "cuda_async", "CUDASIM_DEVICE_MEMORY": "1GiB"}
+    def test_deferred_frees_go_back_before_they_outgrow_the_served_blocks(self):
+        # 10 x 64 MiB, freed, three rounds: the freed blocks wait (defer) only while they hold no
+        # more than the blocks still served (or 64 MiB); then one context synchronisation returns
+        # them. So the pool never holds more than the live blocks and that much again: here 640 MiB
+        # live and at most 64 MiB waiting (without the bound: 1,280 MiB in the second round).
+        env = {"GPUMEM_MODE": "cuda_async", "CUDASIM_DEVICE_MEMORY": "2GiB"}
         result = self.scenario(RUNTIME_SHARED, "hold", 10, 64 * MIB, 3, env=env)
         self.assertOutput(result, rounds=3)
         device = result.device(0)
-        self.assertEqual(device["context_syncs"], 2, result.describe())  # one per later round
         self.assertEqual(device["pool"]["async_allocs"], 30)
-        self.assertEqual(device["pool"]["async_frees"], 20)
+        self.assertLessEqual(device["pool"]["peak_bytes_used"], (640 + 64) * MIB, result.describe())
+        self.assertGreaterEqual(device["context_syncs"], 3, result.describe())  # at least one a round
+        self.assertGreaterEqual(device["pool"]["async_frees"], 25)
 
     def test_threads_running_out_together_all_get_the_returned_blocks(self):
         # A small device (about 360 pool blocks of 2 MiB) and 8 threads: the pool runs out again and
