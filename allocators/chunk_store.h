@@ -93,7 +93,9 @@ class ChunkStore {
  public:
   // Slots per bucket: 4 records, 128 bytes.
   static constexpr std::size_t kBucket = 4;
-  static constexpr std::size_t kInitialSlots = 1024;
+  // Small, so an arena that holds a few blocks (or one whose context went) keeps a few KiB of host
+  // memory; the table doubles as chunks come.
+  static constexpr std::size_t kInitialSlots = 64;
   // Most of the bucketed slots in use at once, as a fraction: above it the table grows.
   static constexpr std::size_t kMaxLoadNumerator = 4;
   static constexpr std::size_t kMaxLoadDenominator = 5;
@@ -108,6 +110,8 @@ class ChunkStore {
   };
 
   ChunkStore() : ChunkStore(kInitialSlots) {}
+  // A table of `slots` bucketed slots to start with: a power of two, at least kInitialSlots.
+  explicit ChunkStore(std::size_t slots);
 
   Chunk& operator[](ChunkHandle handle) noexcept { return records_[handle]; }
   const Chunk& operator[](ChunkHandle handle) const noexcept { return records_[handle]; }
@@ -160,7 +164,6 @@ class ChunkStore {
   bool validate() const noexcept;
 
  private:
-  explicit ChunkStore(std::size_t slots);
 
   static constexpr bool fits(std::size_t live, std::size_t table_slots) noexcept {
     return live * kMaxLoadDenominator <= table_slots * kMaxLoadNumerator;

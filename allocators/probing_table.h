@@ -28,7 +28,8 @@ constexpr std::uint64_t address_hash(std::uintptr_t address) noexcept {
 template <typename Slot>
 class ProbingTable {
  public:
-  static constexpr std::size_t kInitialSlots = 1024;
+  // Small: most tables (an arena's overflow map, a manager's block table) hold a few entries.
+  static constexpr std::size_t kInitialSlots = 16;
 
   ProbingTable()
       : slots_(kInitialSlots), mask_(kInitialSlots - 1), shift_(64 - std::countr_zero(kInitialSlots)) {}

@@ -24,7 +24,7 @@ TEST_CASE("ChunkStore finds records whose buckets are full, and keeps finding th
     const std::uintptr_t base = ((rng() >> 24) + 1) << 8;
     if (address_hash(base) >> 56 == 0) bases.push_back(base);
   }
-  ChunkStore store;
+  ChunkStore store(1024);
   std::vector<ChunkHandle> handles;
   for (const std::uintptr_t base : bases) {
     REQUIRE(store.reserve(1) == ChunkStore::Reserve::ready);  // 600 fit 1024 slots and the stash
@@ -57,7 +57,7 @@ TEST_CASE("ChunkStore finds records whose buckets are full, and keeps finding th
   store.set_prev(handles[kept[1]], handles[kept[0]]);
   std::vector<ChunkHandle> filler;
   std::size_t relocations = 0;
-  for (std::uintptr_t base = std::uintptr_t{1} << 44; store.live() < 3 * ChunkStore::kInitialSlots;
+  for (std::uintptr_t base = std::uintptr_t{1} << 44; store.live() < 3 * 1024;
        base += 256) {
     const ChunkStore::Reserve reserved = store.reserve(1);
     REQUIRE(reserved != ChunkStore::Reserve::no_memory);
