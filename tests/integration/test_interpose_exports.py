@@ -1,7 +1,7 @@
 """What libgpumem.so is as a file, and what it does to a process that never touches CUDA.
 
-- no DT_NEEDED on any CUDA library (the driver is found at run time), nor on fmt or spdlog (compiled
-  in, hidden, so they cannot clash with a program's own copies);
+- no DT_NEEDED on any CUDA library (the driver is found at run time), nor on fmt, spdlog or
+  libstdc++ (compiled in, hidden, so they cannot clash with a program's own copies);
 - it exports exactly dlsym, the hooked driver entry points and the gpumem_* C API of gpumem.h, and
   imports no dlsym (the real one comes from dlvsym) nor any glibc newer than 2.34 (shim/README.md);
 - preloaded into a program that never uses CUDA (and /bin/true, a shell), it loads nothing, starts no
@@ -76,9 +76,11 @@ class LibraryFileTest(testlib.TestCase):
         cuda = [lib for lib in needed if re.match(r"lib(cuda|cudart|nvidia|nvrtc|cublas)", lib)]
         self.assertEqual(cuda, [], f"NEEDED: {needed}")
 
-    def test_fmt_and_spdlog_are_compiled_in(self):
+    def test_fmt_spdlog_and_libstdcxx_are_compiled_in(self):
+        # libstdc++ too: a process that is not C++ then loads no libstdc++.so for the shim
+        # (bench/startup.md), and the shim's copy cannot clash with the program's.
         needed = needed_libraries(testlib.shim_path())
-        self.assertEqual([lib for lib in needed if re.match(r"lib(fmt|spdlog)", lib)], [],
+        self.assertEqual([lib for lib in needed if re.match(r"lib(fmt|spdlog|stdc\+\+)", lib)], [],
                          f"NEEDED: {needed}")
 
     def test_exports_exactly_the_hooks_dlsym_and_the_c_api(self):

@@ -236,7 +236,7 @@ TEST_CASE("a record table that cannot grow is left exactly as it was", "[chunk_s
     if (address_hash(base) >> 56 == 0 && second_address_hash(base) >> 56 == 0) bases.push_back(base);
   }
   while (bases.size() < 700) bases.push_back(((rng() >> 24) + 1) << 8);
-  ChunkStore store;
+  ChunkStore store(1024);  // 700 records fit it; 900 do not
   std::vector<ChunkHandle> handles;
   for (const std::uintptr_t base : bases) {
     REQUIRE(store.reserve(1) == ChunkStore::Reserve::ready);
