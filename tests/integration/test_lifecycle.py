@@ -1,5 +1,7 @@
 """Life cycle: the CUDA runtime loaded and unloaded with dlopen/dlclose several times, with a device
-reset before each unload, under the shim in every mode: same answers as without it, no crash."""
+reset before each unload; device memory allocated, used and freed from atexit handlers and static
+destructors, through the runtime and the driver API. Under the shim in every mode: the same answers
+as without it, no crash."""
 
 import unittest
 
@@ -21,6 +23,24 @@ class DlopenCycle(unittest.TestCase):
                 self.assertEqual(result.returncode, 0, result.describe())
                 self.assertEqual(result.stdout, plain.stdout, result.describe())
                 self.assertEqual(result.stderr, "", result.describe())
+
+
+
+class AfterMain(unittest.TestCase):
+    def test_allocation_from_atexit_handlers_and_static_destructors(self):
+        program = t.program_path("exit_allocations")
+        plain = t.run([program, "both"], preload=False)
+        self.assertEqual(plain.returncode, 0, plain.describe())
+        self.assertEqual(t.key_values(plain.stdout),
+                         {"main_ok": "1", "atexit_runtime_ok": "1", "atexit_driver_ok": "1",
+                          "static_destructor_runtime_ok": "1", "static_destructor_driver_ok": "1"})
+        for env in MODES + [{"GPUMEM_STATS": "1"}, {"GPUMEM_TRACE": "/dev/null"}]:
+            for when in ("atexit", "static", "both"):
+                with self.subTest(env=env, when=when):
+                    expected = t.run([program, when], preload=False)
+                    result = t.run([program, when], env=env)
+                    self.assertEqual(result.returncode, 0, result.describe())
+                    self.assertEqual(result.stdout, expected.stdout, result.describe())
 
 
 if __name__ == "__main__":

@@ -30,14 +30,35 @@ struct ThreadContexts {
   std::uint64_t epoch = 0;
   std::vector<CUctx_st*> stack;
 };
-thread_local ThreadContexts t_contexts;
+
+// A thread's context stack lives on the heap, named by a trivially destructible thread_local and
+// freed by a pthread key destructor when the thread ends. A thread_local object would be destroyed
+// by exit() before the program's atexit handlers and static destructors run, and those may still
+// call the driver; exit() runs no key destructor, so the main thread's stack outlives them all.
+thread_local ThreadContexts* t_contexts = nullptr;
+pthread_key_t g_contexts_key;
+const bool g_contexts_key_made = [] {
+  return pthread_key_create(&g_contexts_key, [](void* stack) {
+           t_contexts = nullptr;  // a later key destructor calling the driver starts a fresh stack
+           delete static_cast<ThreadContexts*>(stack);
+         }) == 0;
+}();
+
+ThreadContexts& thread_contexts() {
+  if (t_contexts == nullptr) {
+    t_contexts = new ThreadContexts();
+    if (g_contexts_key_made) pthread_setspecific(g_contexts_key, t_contexts);
+  }
+  return *t_contexts;
+}
 
 std::vector<CUctx_st*>& context_stack(State& st) {
-  if (t_contexts.epoch != st.epoch) {
-    t_contexts.stack.clear();  // another State's contexts (before a fork): their counts do not matter
-    t_contexts.epoch = st.epoch;
+  ThreadContexts& contexts = thread_contexts();
+  if (contexts.epoch != st.epoch) {
+    contexts.stack.clear();  // another State's contexts (before a fork): their counts do not matter
+    contexts.epoch = st.epoch;
   }
-  return t_contexts.stack;
+  return contexts.stack;
 }
 
 // Stack changes keep CUctx_st::stack_refs (a context on some thread's stack is never recycled).

@@ -80,6 +80,8 @@ const Allocation* find_allocation(State& st, std::uintptr_t ptr, std::size_t byt
 }
 
 Mapping map_device_memory(std::size_t bytes) {
+  // Larger than any address space: refused before the length arithmetic below could wrap.
+  if (bytes > (std::size_t{1} << 62)) return Mapping{};
   const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const int prot = PROT_READ | PROT_WRITE;
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
@@ -154,7 +156,9 @@ CUDASIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, si
     return l.init_status() != CUDA_SUCCESS ? l.init_status() : CUDA_ERROR_INVALID_VALUE;
   }
   std::size_t pitch = round_up(WidthInBytes, kPitchAlignment);
-  CUresult rc = allocate_sync(dptr, pitch * Height);
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(pitch, Height, &bytes)) bytes = SIZE_MAX;  // more than any device holds
+  CUresult rc = allocate_sync(dptr, bytes);
   if (rc == CUDA_SUCCESS) *pPitch = pitch;
   return rc;
 }

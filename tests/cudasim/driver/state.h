@@ -32,7 +32,11 @@ namespace cudasim {
 // Every allocation is at least this aligned, as on real devices.
 constexpr std::size_t kMinAlignment = 512;
 constexpr std::size_t kLargePage = 2u << 20;
-constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+// `n` rounded up to a multiple of `to`; SIZE_MAX when that does not fit a size_t (no device holds
+// that much, so every caller then refuses the request as too large instead of wrapping to a small one).
+constexpr std::size_t round_up(std::size_t n, std::size_t to) {
+  return n > SIZE_MAX - (to - 1) ? SIZE_MAX : (n + to - 1) / to * to;
+}
 
 // Counters printed per device in the report; names match the report's keys.
 struct DeviceStats {

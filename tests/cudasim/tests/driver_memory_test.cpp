@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -339,6 +340,25 @@ TEST_CASE("pitch allocations", "[driver][memory]") {
   CHECK(size == pitch * 10);
   CHECK(cuMemAllocPitch(&ptr, &pitch, 1000, 10, 3) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuMemAllocPitch(&ptr, &pitch, 0, 10, 4) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
+}
+
+TEST_CASE("sizes whose rounding or product would overflow are out of memory, not wrapped", "[driver][memory]") {
+  primary_context();
+  CUdeviceptr ptr = 0;
+  for (const std::size_t huge : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 255, SIZE_MAX / 2 + 1}) {
+    INFO(huge);
+    CHECK(cuMemAlloc(&ptr, huge) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAllocAsync(&ptr, huge, nullptr) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAllocManaged(&ptr, huge, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  size_t pitch = 0;
+  // 4 KiB rows: 2^52 rows wrap pitch x height to 0, 2^52 + 1 rows to one row.
+  CHECK(cuMemAllocPitch(&ptr, &pitch, 4096, std::size_t{1} << 52, 4) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(cuMemAllocPitch(&ptr, &pitch, 4096, (std::size_t{1} << 52) + 1, 4) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(cuMemAllocPitch(&ptr, &pitch, SIZE_MAX - 10, 1, 4) == CUDA_ERROR_OUT_OF_MEMORY);
+  // Nothing was taken: the whole device is still there.
+  REQUIRE(cuMemAlloc(&ptr, 1 << 20) == CUDA_SUCCESS);
   CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
 }
 
