@@ -93,13 +93,14 @@ void BfcManager::warn_once_if_preallocation_shrank() {
     return;
   }
   const ArenaStats stats = arena_.stats();
-  if (preallocate_ && (stats.region_refusals > 0 || stats.bytes_reserved < limit_bytes())) {
+  // A refusal that the 0.9x retries made up for (the whole limit reserved in the end) is no news.
+  if (preallocate_ && stats.bytes_reserved < limit_bytes()) {
     log::at(LogLevel::warn,
                  "device {}: the driver refused a {}-byte preallocation; reserved {} bytes instead "
                  "(retried at 0.9x)", device(), limit_bytes(), stats.bytes_reserved);
   } else {
-    log::at(LogLevel::debug, "device {}: reserved {} bytes at the first allocation", device(),
-                 stats.bytes_reserved);
+    log::at(LogLevel::debug, "device {}: reserved {} bytes at the first allocation ({} requests refused)",
+            device(), stats.bytes_reserved, stats.region_refusals);
   }
 }
 

@@ -195,8 +195,10 @@ void MemoryManager::finish_alloc(CUresult result, CUdeviceptr* out, std::size_t 
         verdict.suppressed == 0
             ? std::string()
             : fmt::format(" ({} more refusals of this size since the last report)", verdict.suppressed);
+    std::string description = do_describe_refusal(bytes);
+    while (!description.empty() && description.back() == '\n') description.pop_back();  // the log ends the line
     log::at(LogLevel::warn, "device {}: out of memory: {} mode refused {} bytes{}\n{}", device_, mode_name(), bytes,
-            repeated, do_describe_refusal(bytes));
+            repeated, description);
   } catch (...) {  // no host memory for the report
   }
 }

@@ -2,6 +2,7 @@
 // cuDevicePrimaryCtx* entry points.
 #include "contexts.h"
 
+#include "faults.h"
 #include "state.h"
 
 #include <pthread.h>
@@ -361,8 +362,12 @@ CUDASIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
   if (driver_version() < 13000) return CUDA_ERROR_NOT_SUPPORTED;  // new in 13.0
   return ctx_get_device(device, ctx);
 }
-CUDASIM_EXPORT CUresult cuCtxSynchronize() { return ctx_synchronize(nullptr); }
+CUDASIM_EXPORT CUresult cuCtxSynchronize() {
+  CUDASIM_FAULT_POINT("cuCtxSynchronize");
+  return ctx_synchronize(nullptr);
+}
 CUDASIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  CUDASIM_FAULT_POINT("cuCtxSynchronize_v2");
   if (driver_version() < 13000) return CUDA_ERROR_NOT_SUPPORTED;  // new in 13.0
   return ctx_synchronize(ctx);
 }

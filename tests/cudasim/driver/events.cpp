@@ -1,5 +1,6 @@
 // Events: recorded into a stream, complete when the stream reaches them, timed by the worker.
 #include "contexts.h"
+#include "faults.h"
 #include "state.h"
 
 using namespace cudasim;
@@ -53,6 +54,7 @@ CUresult event_destroy(CUevent handle) {
 }  // namespace
 
 CUDASIM_EXPORT CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+  CUDASIM_FAULT_POINT("cuEventCreate");
   if (phEvent == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
@@ -70,6 +72,7 @@ CUDASIM_EXPORT CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
 }
 
 CUDASIM_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+  CUDASIM_FAULT_POINT("cuEventRecord");
   return event_record(hEvent, hStream, 0, false);
 }
 CUDASIM_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
@@ -83,6 +86,7 @@ CUDASIM_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hSt
 }
 
 CUDASIM_EXPORT CUresult cuEventQuery(CUevent hEvent) {
+  CUDASIM_FAULT_POINT("cuEventQuery");
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   std::shared_ptr<CUevent_st> ev;

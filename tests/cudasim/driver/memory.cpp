@@ -2,6 +2,7 @@
 // live-allocation table every memory-touching call validates against, and the synchronous
 // allocation entry points.
 #include "contexts.h"
+#include "faults.h"
 #include "state.h"
 
 #include <sys/mman.h>
@@ -145,6 +146,7 @@ void free_context_allocations(State& st, CUctx_st* ctx) {
 }  // namespace cudasim
 
 CUDASIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  CUDASIM_FAULT_POINT("cuMemAlloc_v2");
   return allocate_sync(dptr, bytesize);
 }
 
@@ -164,6 +166,7 @@ CUDASIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, si
 }
 
 CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  CUDASIM_FAULT_POINT("cuMemFree_v2");
   CUctx_st* ctx = nullptr;
   std::uint64_t latency = 0;
   {
@@ -205,6 +208,7 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
 }
 
 CUDASIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  CUDASIM_FAULT_POINT("cuMemGetInfo_v2");
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   CUctx_st* ctx = nullptr;

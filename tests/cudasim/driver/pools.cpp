@@ -8,6 +8,7 @@
 // CUDASIM_FREE_LATENCY_US, like cuMemAlloc and cuMemFree (paid by the thread that grew or released).
 // A pool created with a non-zero CUmemPoolProps::maxSize never reserves more than that in total.
 #include "contexts.h"
+#include "faults.h"
 #include "state.h"
 
 #include <algorithm>
@@ -236,25 +237,31 @@ void release_pools_above_threshold(State& st, int device) {
 }  // namespace cudasim
 
 CUDASIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  CUDASIM_FAULT_POINT("cuMemAllocAsync");
   return alloc_async(dptr, bytesize, nullptr, hStream, false);
 }
 CUDASIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  CUDASIM_FAULT_POINT("cuMemAllocAsync");
   return alloc_async(dptr, bytesize, nullptr, hStream, true);
 }
 CUDASIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                                 CUstream hStream) {
+  CUDASIM_FAULT_POINT("cuMemAllocFromPoolAsync");
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return alloc_async(dptr, bytesize, pool, hStream, false);
 }
 CUDASIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize,
                                                      CUmemoryPool pool, CUstream hStream) {
+  CUDASIM_FAULT_POINT("cuMemAllocFromPoolAsync");
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return alloc_async(dptr, bytesize, pool, hStream, true);
 }
 CUDASIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  CUDASIM_FAULT_POINT("cuMemFreeAsync");
   return free_async(dptr, hStream, false);
 }
 CUDASIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+  CUDASIM_FAULT_POINT("cuMemFreeAsync");
   return free_async(dptr, hStream, true);
 }
 
@@ -311,6 +318,7 @@ CUDASIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
 }
 
 CUDASIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  CUDASIM_FAULT_POINT("cuMemPoolTrimTo");
   Locked l;
   if (CUresult rc = check_pool_call(l, pool); rc != CUDA_SUCCESS) return rc;
   release_idle_blocks(l.st, pool, minBytesToKeep);

@@ -1,6 +1,8 @@
 // The exit-time JSON report: the simulator's only side channel to tests and benchmarks.
 #include "report.h"
 
+#include "faults.h"
+
 #include "state.h"
 
 #include <nlohmann/json.hpp>
@@ -91,6 +93,7 @@ bool write_report(State& st, const char* path) {
       });
     }
     report["proc_address_requests"] = st.requested_names;
+    report["faults_injected"] = faults_injected();
   }
   std::ofstream out(path, std::ios::trunc);
   out << report.dump(2) << '\n';

@@ -2,6 +2,7 @@
 #include "streams.h"
 
 #include "contexts.h"
+#include "faults.h"
 #include "state.h"
 
 #include <thread>
@@ -248,6 +249,7 @@ CUresult stream_get_ctx(CUstream handle, CUcontext* ctx, bool per_thread_default
 }  // namespace
 
 CUDASIM_EXPORT CUresult cuStreamCreate(CUstream* phStream, unsigned int Flags) {
+  CUDASIM_FAULT_POINT("cuStreamCreate");
   return stream_create(phStream, Flags, 0);
 }
 CUDASIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
@@ -255,8 +257,14 @@ CUDASIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream* phStream, unsigned 
 }
 CUDASIM_EXPORT CUresult cuStreamDestroy(CUstream hStream) { return stream_destroy(hStream); }
 CUDASIM_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) { return stream_destroy(hStream); }
-CUDASIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream) { return stream_synchronize(hStream, false); }
-CUDASIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return stream_synchronize(hStream, true); }
+CUDASIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
+  CUDASIM_FAULT_POINT("cuStreamSynchronize");
+  return stream_synchronize(hStream, false);
+}
+CUDASIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
+  CUDASIM_FAULT_POINT("cuStreamSynchronize");
+  return stream_synchronize(hStream, true);
+}
 CUDASIM_EXPORT CUresult cuStreamQuery(CUstream hStream) { return stream_query(hStream, false); }
 CUDASIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) { return stream_query(hStream, true); }
 CUDASIM_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {

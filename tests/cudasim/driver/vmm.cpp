@@ -13,6 +13,7 @@
 // alive while it has references or mappings; the physical memory is freed (its charge given back)
 // when no handle of it is alive. An import of memory this process knows makes a new handle of the
 // same physical allocation (one charge); memory from another process is charged to that process.
+#include "faults.h"
 #include "state.h"
 
 #include <fcntl.h>
@@ -432,6 +433,7 @@ CUDASIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 
 CUDASIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
                                     unsigned long long flags) {
+  CUDASIM_FAULT_POINT("cuMemCreate");
   return create(handle, size, prop, flags);
 }
 
@@ -448,6 +450,7 @@ CUDASIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 
 CUDASIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                                  unsigned long long flags) {
+  CUDASIM_FAULT_POINT("cuMemMap");
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   State& st = l.st;
