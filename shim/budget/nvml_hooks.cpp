@@ -21,24 +21,28 @@
 #include "intercept/real_dlsym.h"
 #include "intercept/real_driver.h"
 
-namespace {
-
-// NVML's documented ABI for the calls used here (nvml.h is not part of the CUDA Toolkit).
-using nvmlReturn_t = int;
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-using nvmlDevice_t = struct nvmlDevice_st*;
-struct nvmlMemory_t {
+// NVML's documented ABI for the calls used here (nvml.h is not part of the CUDA Toolkit), with nvml.h's
+// own type names at global scope: the hooks then have exactly the function types of NVML's entry
+// points, which matters to callers that check it (UBSan's -fsanitize=function) and to the calls to
+// the real ones below.
+typedef enum nvmlReturn_enum { NVML_SUCCESS = 0, NVML_ERROR_UNKNOWN = 999 } nvmlReturn_t;  // NOLINT: nvml.h's names
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef struct nvmlMemory_st {
   unsigned long long total;
   unsigned long long free;
   unsigned long long used;
-};
-struct nvmlMemory_v2_t {
+} nvmlMemory_t;
+typedef struct nvmlMemory_v2_st {
   unsigned int version;
   unsigned long long total;
   unsigned long long reserved;
   unsigned long long free;
   unsigned long long used;
-};
+} nvmlMemory_v2_t;
+
+namespace {
+
+constexpr nvmlReturn_t kNvmlSuccess = NVML_SUCCESS;
 using MemoryInfo = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
 using MemoryInfoV2 = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*);
 using GetUuid = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
@@ -122,7 +126,7 @@ extern "C" {
 
 GPUMEM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   const MemoryInfo real = real_nvml(g_memory_info, kMemoryInfo);
-  if (real == nullptr) return 999;  // NVML_ERROR_UNKNOWN: there is no NVML behind us
+  if (real == nullptr) return NVML_ERROR_UNKNOWN;  // there is no NVML behind us
   const nvmlReturn_t result = real(device, memory);
   if (result != kNvmlSuccess) return result;
   try {
@@ -134,7 +138,7 @@ GPUMEM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemo
 
 GPUMEM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
   const MemoryInfoV2 real = real_nvml(g_memory_info_v2, kMemoryInfoV2);
-  if (real == nullptr) return 999;
+  if (real == nullptr) return NVML_ERROR_UNKNOWN;
   const nvmlReturn_t result = real(device, memory);
   if (result != kNvmlSuccess) return result;
   try {

@@ -1,10 +1,14 @@
 """bfc mode (the default): one arena per context, preallocated or grown, over the simulated driver."""
 
+import os
+import subprocess
 import unittest
+
+import gpumem_testlib as lib
 
 from test_mem_common import (DRIVER, GIB, MIB, RUNTIME_PER_THREAD, RUNTIME_PROGRAMS, RUNTIME_SHARED,
                              SIM_CONTEXT_OVERHEAD, SIM_TOTAL, MemTestCase, gpumem_lines, head_of, limit_of,
-                             preallocated_regions, values)
+                             preallocated_regions, program, values)
 
 LIMIT = limit_of(0.75, SIM_TOTAL)
 
@@ -328,6 +332,27 @@ class Pools(MemTestCase):
                 plain = self.scenario(name, "driver_pool", MIB, preload=False)
                 self.assertOutput(plain, entry=entry, pool_data_ok=1)
                 self.assertEqual(plain.device(0)["pool"]["async_allocs"], 1, plain.describe())
+
+
+class HostMemoryPerReset(MemTestCase):
+    # Not in the sanitizer passes (suite 'sanitized', 'concurrency'): their allocators keep memory of
+    # their own, which this measures too.
+    def test_host_memory_per_reset_stays_small(self):
+        # Each reset retires the context's manager; what it keeps of host memory (its tables shrink
+        # to their initial size with it) must stay small: peak RSS after 1,050 resets minus after 50.
+        def max_rss_kib(rounds, env):
+            full_env = lib.clean_environment()
+            full_env.update(LD_LIBRARY_PATH=lib.sim_dir(), LD_PRELOAD=lib.shim_path(), **env)
+            proc = subprocess.Popen([program(RUNTIME_SHARED), "reset_leaks", str(rounds), str(MIB)], env=full_env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            self.assertEqual(proc.returncode, 0)
+            return usage.ru_maxrss
+        for env in ({}, {"GPUMEM_MODE": "cuda_async"}, {"GPUMEM_MODE": "platform"}):
+            with self.subTest(env=env):
+                per_reset = (max_rss_kib(1050, env) - max_rss_kib(50, env)) / 1000
+                self.assertLess(per_reset, 16, f"{per_reset:.1f} KiB of host memory per reset")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,14 @@
 #include <string>
 #include <vector>
 
+// NVML as a program loads it (dlopen + dlsym), with the types nvml.h declares (same names, so a
+// call through these pointers has the callee's own function type).
+typedef enum nvmlReturn_enum { NVML_RETURN_SUCCESS = 0 } nvmlReturn_t;
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef struct nvmlMemory_st {
+  unsigned long long total, free, used;
+} NvmlMemory;
+
 namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
@@ -47,15 +55,11 @@ const char* name_of(CUresult status) {
     }                                                                                               \
   } while (0)
 
-// NVML as a program loads it (dlopen + dlsym), with the documented layout of nvmlMemory_t.
-struct NvmlMemory {
-  unsigned long long total, free, used;
-};
 struct Nvml {
-  int (*init)() = nullptr;
-  int (*handle_by_index)(unsigned int, void**) = nullptr;
-  int (*memory_info)(void*, NvmlMemory*) = nullptr;
-  void* device = nullptr;
+  nvmlReturn_t (*init)() = nullptr;
+  nvmlReturn_t (*handle_by_index)(unsigned int, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*memory_info)(nvmlDevice_t, NvmlMemory*) = nullptr;
+  nvmlDevice_t device = nullptr;
   bool loaded = false;
 };
 
@@ -63,9 +67,9 @@ Nvml load_nvml() {
   Nvml nvml;
   void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW);
   if (library == nullptr) return nvml;
-  nvml.init = reinterpret_cast<int (*)()>(dlsym(library, "nvmlInit_v2"));
-  nvml.handle_by_index = reinterpret_cast<int (*)(unsigned int, void**)>(dlsym(library, "nvmlDeviceGetHandleByIndex_v2"));
-  nvml.memory_info = reinterpret_cast<int (*)(void*, NvmlMemory*)>(dlsym(library, "nvmlDeviceGetMemoryInfo"));
+  nvml.init = reinterpret_cast<decltype(nvml.init)>(dlsym(library, "nvmlInit_v2"));
+  nvml.handle_by_index = reinterpret_cast<decltype(nvml.handle_by_index)>(dlsym(library, "nvmlDeviceGetHandleByIndex_v2"));
+  nvml.memory_info = reinterpret_cast<decltype(nvml.memory_info)>(dlsym(library, "nvmlDeviceGetMemoryInfo"));
   nvml.loaded = nvml.init != nullptr && nvml.handle_by_index != nullptr && nvml.memory_info != nullptr &&
                 nvml.init() == 0 && nvml.handle_by_index(0, &nvml.device) == 0;
   return nvml;
