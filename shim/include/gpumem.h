@@ -32,8 +32,9 @@ int gpumem_is_active(void);
 /* What the shim's memory manager for one device holds, in bytes unless named otherwise. Fields that
  * a mode does not track are 0: platform mode tracks what it holds from the driver (in use and
  * reserved are the same there; allocations from the program's own pools and graph memory aside),
- * cuda_async mode only the counters and bytes_limit. Until version 1.0 the struct may grow between
- * releases: build against the gpumem.h of the library you load. */
+ * cuda_async mode the counters, bytes_limit and the bytes in use (the live blocks', now and at their
+ * peak; what the driver's pool reserves is the driver's). Until version 1.0 the struct may grow
+ * between releases: build against the gpumem.h of the library you load. */
 typedef struct gpumem_stats {
   unsigned long long allocs;               /* successful allocations served */
   unsigned long long frees;                /* successful frees */

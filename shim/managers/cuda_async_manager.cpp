@@ -259,4 +259,11 @@ void CudaAsyncManager::bound_deferred_bytes() {
   if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
 }
 
+void CudaAsyncManager::do_fill_stats(ManagerStats& stats) const {
+  if (const DeviceBudget* budget = budget::existing(device())) {  // lock-free: safe at exit too
+    stats.bytes_in_use = budget->charged(BudgetPath::async_pool);
+    stats.peak_bytes_in_use = budget->peak_charged(BudgetPath::async_pool);
+  }
+}
+
 }  // namespace gpumem::shim

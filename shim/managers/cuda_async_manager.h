@@ -39,6 +39,9 @@ class CudaAsyncManager final : public MemoryManager {
   bool do_owns(CUdeviceptr ptr) const override;
   void do_context_synchronized(FenceId through) override;
   void do_retire() noexcept override;
+  // In use: the live blocks' bytes as the budget charges them (all of this mode's blocks come from
+  // the pool). Reserved stays 0: the pool's reservation is the driver's, known only by asking it.
+  void do_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "cuda_async"; }
 
   // TensorFlow's warm-up: allocate the configured bytes once and free them, so the pool holds them.

@@ -120,6 +120,12 @@ class ExitStatistics(ObserveTestCase):
         self.assertEqual(device["mode"], "cuda_async")
         self.assertEqual(device["paths"]["async_pool"]["allocations"], device["allocations"])
         self.assertEqual(result.device(0)["pool"]["async_allocs"], device["allocations"])
+        # In use: the live blocks' bytes (the budget's charge); at their peak no more than the pool
+        # itself had in use at its peak, and more than nothing.
+        self.assertGreater(device["peak_in_use"], 0)
+        self.assertLessEqual(device["peak_in_use"], result.device(0)["pool"]["peak_bytes_used"])
+        self.assertEqual(device["peak_in_use"], device["budget"]["paths"]["async_pool"]["peak_charged"])
+        self.assertEqual(device["in_use"], device["budget"]["paths"]["async_pool"]["charged"])
 
     def test_written_once_at_every_kind_of_exit(self):
         for scenario in (("exit_thread",), ("return_streams",), ("churn", "300")):
