@@ -283,6 +283,19 @@ class Trace(ObserveTestCase):
                 self.assertEqual(sum(r["Action"] == "allocate" for r in rows), 10)
                 self.assertEqual(sum(r["Action"] == "free" for r in rows), 5)
 
+    def test_signals_during_trace_writes_lose_no_row(self):
+        # SIGALRM every 50 us without SA_RESTART while 20,000 operations are traced (the buffer of
+        # 8,192 rows is written out twice during the run and once at exit): every row is there, whole.
+        trace = self.path("trace.csv")
+        result = self.run_program("churn_signals", "20000", env={"GPUMEM_TRACE": trace})
+        self.assertSucceeded(result)
+        got = values(result)
+        self.assertGreater(int(got["signals"]), 100, result.describe())
+        rows = read_trace(trace)
+        self.assertEqual(len(rows), int(got["allocs"]) + int(got["frees"]))
+        self.assertEqual(sum(r["Action"] == "allocate" for r in rows), int(got["allocs"]))
+        self.assertTrue(all(r["Size"].isdigit() and r["Pointer"].startswith("0x") for r in rows))
+
     def test_flushed_at_exit_from_another_thread(self):
         trace = self.path("trace.csv")
         result = self.run_program("exit_thread", env={"GPUMEM_TRACE": trace})

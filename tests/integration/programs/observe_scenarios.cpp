@@ -11,8 +11,11 @@
 //   api              the C API through dlsym: path stats, trim, dump
 //   fork             allocates, forks a child that allocates and exits, waits for it
 //   exec PROGRAM...  allocates and frees (the shim's log, trace are open by then), then execs PROGRAM
+//   churn_signals N  churn N, while a timer raises SIGALRM every 50 us (its handler installed
+//                    without SA_RESTART, so a write the shim makes can be interrupted)
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -184,6 +187,23 @@ int fork_child() {
   return 0;
 }
 
+volatile sig_atomic_t g_alarms = 0;
+
+int churn_with_signals(int operations) {
+  struct sigaction action {};
+  action.sa_handler = [](int) { g_alarms = g_alarms + 1; };
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // no SA_RESTART: interrupted system calls fail with EINTR
+  sigaction(SIGALRM, &action, nullptr);
+  itimerval every{{0, 50}, {0, 50}};
+  setitimer(ITIMER_REAL, &every, nullptr);
+  const int status = churn(operations, false);
+  itimerval stop{};
+  setitimer(ITIMER_REAL, &stop, nullptr);
+  std::printf("signals=%d\n", static_cast<int>(g_alarms));
+  return status;
+}
+
 int allocate_then_exec(char** command) {
   void* block = nullptr;
   CHECK_CUDA(cudaMalloc(&block, 1 << 20));
@@ -206,6 +226,7 @@ int main(int argc, char** argv) {
   if (scenario == "api") return api();
   if (scenario == "fork") return fork_child();
   if (scenario == "exec" && argc > 2) return allocate_then_exec(argv + 2);
+  if (scenario == "churn_signals" && argc > 2) return churn_with_signals(std::atoi(argv[2]));
   std::fprintf(stderr, "usage: %s churn N | exit_thread | return_streams | refuse N BYTES | fatal HOW | api | fork\n",
                argv[0]);
   return 2;
