@@ -104,11 +104,14 @@ CUresult copy(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, st
 // are only queued on their default stream.
 template <typename T>
 CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd) {
-  if (dst % sizeof(T) != 0) {
+  // A count whose size in bytes does not fit a size_t fits no allocation either (never wrapped to
+  // a small range that would pass the check while the worker writes `count` elements).
+  std::size_t bytes = 0;
+  if (dst % sizeof(T) != 0 || __builtin_mul_overflow(count, sizeof(T), &bytes)) {
     Locked l;
     return l.init_status() != CUDA_SUCCESS ? l.init_status() : CUDA_ERROR_INVALID_VALUE;
   }
-  return issue(s, ptd, {{dst, count * sizeof(T), Side::Device}}, [=](State&, bool*) -> Operation {
+  return issue(s, ptd, {{dst, bytes, Side::Device}}, [=](State&, bool*) -> Operation {
     return [dst, value, count] {
       T* p = static_cast<T*>(host(dst));
       for (std::size_t i = 0; i < count; ++i) p[i] = value;

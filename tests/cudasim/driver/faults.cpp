@@ -8,17 +8,28 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace cudasim {
 namespace {
 
+// The longest entry point name a rule may give (longer than any the driver exports).
+constexpr std::size_t kMaxNameLength = 63;
+
+// Trivially destructible, like every object of the driver that outlives main: exit() destroys a
+// library's static objects in the reverse order of their construction, interleaved with the
+// program's atexit handlers, so when the driver is loaded after a handler was registered (the
+// runtime loads it at its first call) that handler runs after the driver's statics are gone, and
+// may still call the driver.
 struct FaultRule {
-  std::string entry_point;
+  char entry_point[kMaxNameLength + 1] = {};
   std::uint64_t nth = 0;        // the call that fails (1-based)
   bool and_later = false;       // "+": every call from nth on
   CUresult code = CUDA_ERROR_OUT_OF_MEMORY;
   std::atomic<std::uint64_t> calls{0};
 };
+
+static_assert(std::is_trivially_destructible_v<FaultRule>);
 
 constexpr std::size_t kMaxRules = 16;
 std::array<FaultRule, kMaxRules> g_rules;
@@ -29,8 +40,9 @@ std::atomic<std::uint64_t> g_injected{0};
 
 bool parse_rule(std::string_view text, FaultRule& rule) {
   const std::size_t at = text.find('@');
-  if (at == std::string_view::npos || at == 0) return false;
-  rule.entry_point = std::string(text.substr(0, at));
+  if (at == std::string_view::npos || at == 0 || at > kMaxNameLength) return false;
+  text.copy(rule.entry_point, at);
+  rule.entry_point[at] = '\0';
   std::string_view rest = text.substr(at + 1);
   std::size_t digits = 0;
   while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
@@ -82,7 +94,7 @@ CUresult injected_fault(const char* entry_point) noexcept {
   if (!g_any.load(std::memory_order_acquire)) return CUDA_SUCCESS;
   for (std::size_t i = 0; i < g_rule_count; ++i) {
     FaultRule& rule = g_rules[i];
-    if (rule.entry_point != entry_point) continue;
+    if (std::strcmp(rule.entry_point, entry_point) != 0) continue;
     const std::uint64_t call = rule.calls.fetch_add(1, std::memory_order_relaxed) + 1;
     if (call == rule.nth || (rule.and_later && call > rule.nth)) {
       g_injected.fetch_add(1, std::memory_order_relaxed);

@@ -68,14 +68,18 @@ const Allocation* find_allocation(State& st, std::uintptr_t ptr, std::size_t byt
   const Allocation& a = it->second;
   if (ptr - a.base >= a.size) return nullptr;
   if (bytes > a.size - (ptr - a.base)) {
-    // Accessible VMM mappings that are adjacent in the address space form one range.
+    // Accessible VMM mappings that are adjacent in the address space form one range. Counted in
+    // bytes still missing, never as ptr + bytes (which a huge count would wrap).
     if (a.kind != AllocKind::Vmm) return nullptr;
     std::uintptr_t end = a.base + a.size;
-    for (auto next = std::next(it); next != st.allocations.end() && next->first == end &&
-                                    next->second.kind == AllocKind::Vmm && ptr + bytes > end;
-         ++next)
+    std::size_t missing = bytes - (end - ptr);
+    for (auto next = std::next(it); missing > 0 && next != st.allocations.end() && next->first == end &&
+                                    next->second.kind == AllocKind::Vmm;
+         ++next) {
+      missing -= std::min(missing, next->second.size);
       end += next->second.size;
-    if (ptr + bytes > end) return nullptr;
+    }
+    if (missing > 0) return nullptr;
   }
   return &a;
 }

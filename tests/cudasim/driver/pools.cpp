@@ -95,7 +95,7 @@ void note_used(Device& dev, CUmemoryPool pool, std::uint64_t bytes) {
 // earlier on this same stream or with its free already executed.
 PoolBlock* find_reusable(CUmemoryPool pool, std::size_t bytes, const std::shared_ptr<CUstream_st>& stream) {
   PoolBlock* best = nullptr;
-  std::size_t limit = std::max(bytes * 2, kPoolGranularity);
+  std::size_t limit = std::max(bytes > SIZE_MAX / 2 ? SIZE_MAX : bytes * 2, kPoolGranularity);
   for (auto& block : pool->blocks) {
     if (block->in_use || block->mapping.length < bytes || block->mapping.length > limit) continue;
     bool ordered = block->free_done || (block->freed_on == stream);
@@ -107,13 +107,15 @@ PoolBlock* find_reusable(CUmemoryPool pool, std::size_t bytes, const std::shared
 
 PoolBlock* reserve_block(State& st, CUmemoryPool pool, std::size_t bytes) {
   Device& dev = st.device(pool->device);
-  std::size_t length = round_up(bytes, kPoolGranularity);
-  if (pool->max_size != 0 && pool->reserved + length > pool->max_size) {
-    // Beyond the pool's maxSize: idle blocks of this pool make room if they can (largest first),
-    // else the growth fails without asking the device.
+  std::size_t length = round_up(bytes, kPoolGranularity);  // SIZE_MAX when that would not fit
+  // Beyond the pool's maxSize (compared without computing reserved + length, which could wrap
+  // for a huge request): idle blocks of this pool make room if they can (largest first), else the
+  // growth fails without asking the device.
+  auto beyond_max_size = [&] { return length > pool->max_size - pool->reserved; };
+  if (pool->max_size != 0 && beyond_max_size()) {
     if (length > pool->max_size) return nullptr;
     release_idle_blocks(st, pool, pool->max_size - length);
-    if (pool->reserved + length > pool->max_size) return nullptr;
+    if (beyond_max_size()) return nullptr;
   }
   owe_latency(st.config.alloc_latency_us);  // every growth attempt, as every cuMemAlloc
   if (!take_device_memory(st, dev, length)) {

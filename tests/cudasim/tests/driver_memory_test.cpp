@@ -339,26 +339,67 @@ TEST_CASE("pitch allocations", "[driver][memory]") {
   CHECK(cuMemGetAddressRange(nullptr, &size, ptr + 5) == CUDA_SUCCESS);
   CHECK(size == pitch * 10);
   CHECK(cuMemAllocPitch(&ptr, &pitch, 1000, 10, 3) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemAllocPitch(&ptr, &pitch, 1000, 10, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemAllocPitch(&ptr, &pitch, 1000, 10, 32) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuMemAllocPitch(&ptr, &pitch, 0, 10, 4) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemAllocPitch(&ptr, &pitch, 1000, 0, 4) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemAllocPitch(&ptr, nullptr, 1000, 10, 4) == CUDA_ERROR_INVALID_VALUE);
+  // An invalid argument is reported as such even where the size would also be too large.
+  CHECK(cuMemAllocPitch(&ptr, &pitch, SIZE_MAX, SIZE_MAX, 2) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
 }
 
 TEST_CASE("sizes whose rounding or product would overflow are out of memory, not wrapped", "[driver][memory]") {
   primary_context();
+  size_t free_before = 0, free_after = 0, total = 0;
+  REQUIRE(cuMemGetInfo(&free_before, &total) == CUDA_SUCCESS);
+  CUmemoryPool pool = nullptr;
+  REQUIRE(cuDeviceGetDefaultMemPool(&pool, 0) == CUDA_SUCCESS);
   CUdeviceptr ptr = 0;
-  for (const std::size_t huge : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 255, SIZE_MAX / 2 + 1}) {
+  // Sizes whose rounding up (to 512 bytes, a page or a 2 MiB pool block) would wrap past SIZE_MAX.
+  for (const std::size_t huge : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 255, SIZE_MAX - 511, SIZE_MAX - 2 * kMiB + 2,
+                                 SIZE_MAX / 2 + 1}) {
     INFO(huge);
     CHECK(cuMemAlloc(&ptr, huge) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuMemAllocAsync(&ptr, huge, nullptr) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAllocFromPoolAsync(&ptr, huge, pool, nullptr) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuMemAllocManaged(&ptr, huge, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_OUT_OF_MEMORY);
   }
+  // Just more than the device holds.
+  CHECK(cuMemAlloc(&ptr, total + 1) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(cuMemAllocAsync(&ptr, total + 1, nullptr) == CUDA_ERROR_OUT_OF_MEMORY);
   size_t pitch = 0;
   // 4 KiB rows: 2^52 rows wrap pitch x height to 0, 2^52 + 1 rows to one row.
   CHECK(cuMemAllocPitch(&ptr, &pitch, 4096, std::size_t{1} << 52, 4) == CUDA_ERROR_OUT_OF_MEMORY);
   CHECK(cuMemAllocPitch(&ptr, &pitch, 4096, (std::size_t{1} << 52) + 1, 4) == CUDA_ERROR_OUT_OF_MEMORY);
-  CHECK(cuMemAllocPitch(&ptr, &pitch, SIZE_MAX - 10, 1, 4) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(cuMemAllocPitch(&ptr, &pitch, 1, SIZE_MAX, 16) == CUDA_ERROR_OUT_OF_MEMORY);   // 512 x SIZE_MAX
+  CHECK(cuMemAllocPitch(&ptr, &pitch, SIZE_MAX - 10, 1, 4) == CUDA_ERROR_OUT_OF_MEMORY);  // the pitch wraps
+  CHECK(cuMemAllocPitch(&ptr, &pitch, SIZE_MAX, SIZE_MAX, 8) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(cuMemAllocPitch(&ptr, &pitch, 512, total / 512 + 1, 4) == CUDA_ERROR_OUT_OF_MEMORY);  // no wrap, too large
   // Nothing was taken: the whole device is still there.
+  REQUIRE(cuMemGetInfo(&free_after, &total) == CUDA_SUCCESS);
+  CHECK(free_after == free_before);
   REQUIRE(cuMemAlloc(&ptr, 1 << 20) == CUDA_SUCCESS);
+  CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
+}
+
+TEST_CASE("set counts whose size in bytes would overflow are invalid, not wrapped", "[driver][memory]") {
+  primary_context();
+  CUdeviceptr ptr = 0;
+  REQUIRE(cuMemAlloc(&ptr, 4096) == CUDA_SUCCESS);
+  // 2^63 16-bit or 2^62 32-bit elements are 2^64 bytes, which wraps to 0 (a range that is no
+  // check at all); one element more wraps to one element's size. Each must be refused, not written.
+  for (const std::size_t count : {SIZE_MAX / 2 + 1, SIZE_MAX / 2 + 2, SIZE_MAX}) {
+    INFO(count);
+    CHECK(cuMemsetD16(ptr, 0x1234, count) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemsetD16Async(ptr, 0x1234, count, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  }
+  for (const std::size_t count : {SIZE_MAX / 4 + 1, SIZE_MAX / 4 + 2, SIZE_MAX}) {
+    INFO(count);
+    CHECK(cuMemsetD32(ptr, 0x12345678u, count) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemsetD32Async(ptr, 0x12345678u, count, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  }
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);  // nothing was queued to write past the allocation
   CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
 }
 

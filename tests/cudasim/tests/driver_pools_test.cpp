@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 
 using namespace driver_test;
 
@@ -18,6 +19,17 @@ CUmemoryPool default_pool() {
   CUmemoryPool pool = nullptr;
   REQUIRE(cuDeviceGetDefaultMemPool(&pool, 0) == CUDA_SUCCESS);
   return pool;
+}
+
+// The properties of a pinned pool on device 0 that never reserves more than `max_size` (0: no limit
+// but the device).
+CUmemPoolProps device0_pool_props(size_t max_size) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  props.maxSize = max_size;
+  return props;
 }
 
 }  // namespace
@@ -191,10 +203,7 @@ TEST_CASE("cuMemFree frees pool memory at once, without synchronising", "[driver
   REQUIRE(cuMemFree(again) == CUDA_SUCCESS);
 
   // Memory of a destroyed pool goes back to the device when cuMemFree frees it.
-  CUmemPoolProps props{};
-  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  props.location.id = 0;
+  const CUmemPoolProps props = device0_pool_props(0);
   CUmemoryPool created = nullptr;
   REQUIRE(cuMemPoolCreate(&created, &props) == CUDA_SUCCESS);
   size_t free_before = 0, free_now = 0, total = 0;
@@ -253,10 +262,7 @@ TEST_CASE("pool growth and release cost the allocation and free latencies", "[dr
 
 TEST_CASE("created pools", "[driver][pools]") {
   primary_context();
-  CUmemPoolProps props{};
-  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  props.location.id = 0;
+  CUmemPoolProps props = device0_pool_props(0);
   CUmemoryPool pool = nullptr;
   REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
   CHECK(pool != default_pool());
@@ -322,11 +328,7 @@ TEST_CASE("pools run out of device memory and give idle memory back to retry", "
 
 TEST_CASE("a created pool never reserves more than its maxSize", "[driver][pools]") {
   primary_context();
-  CUmemPoolProps props{};
-  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  props.location.id = 0;
-  props.maxSize = 8 * kMiB;
+  CUmemPoolProps props = device0_pool_props(8 * kMiB);
   CUmemoryPool pool = nullptr;
   REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
   cuuint64_t keep_all = ~cuuint64_t{0};
@@ -379,10 +381,7 @@ TEST_CASE("a pool's maxSize refusal is not a device allocation attempt", "[drive
   int rc = in_child([] {
     setenv("CUDASIM_FAIL_ALLOC_AFTER", "2", 1);
     CHILD_CHECK(start_primary_context());
-    CUmemPoolProps props{};
-    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    props.maxSize = 2 * kMiB;
+    const CUmemPoolProps props = device0_pool_props(2 * kMiB);
     CUmemoryPool pool = nullptr;
     CHILD_CHECK(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
     CUdeviceptr a = 0, b = 0;
@@ -394,4 +393,43 @@ TEST_CASE("a pool's maxSize refusal is not a device allocation attempt", "[drive
     return 0;
   });
   REQUIRE(rc == 0);
+}
+
+TEST_CASE("a huge request to a pool with a maxSize is refused by the limit, not wrapped past it", "[driver][pools]") {
+  primary_context();
+  cuuint64_t keep_all = ~cuuint64_t{0};
+  // An idle block kept by the default pool: a device-wide out-of-memory retry would release it.
+  CUmemoryPool default_one = default_pool();
+  REQUIRE(cuMemPoolSetAttribute(default_one, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all) == CUDA_SUCCESS);
+  CUdeviceptr idle = 0;
+  REQUIRE(cuMemAllocAsync(&idle, kMiB, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(idle, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
+  const cuuint64_t idle_reserved = attribute(default_one, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+  REQUIRE(idle_reserved >= 2 * kMiB);
+
+  const CUmemPoolProps props = device0_pool_props(8 * kMiB);
+  CUmemoryPool pool = nullptr;
+  REQUIRE(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+  CUdeviceptr held = 0, ptr = 0;
+  REQUIRE(cuMemAllocFromPoolAsync(&held, kMiB, pool, nullptr) == CUDA_SUCCESS);  // 2 MiB reserved
+  size_t free_before = 0, free_after = 0, total = 0;
+  REQUIRE(cuMemGetInfo(&free_before, &total) == CUDA_SUCCESS);
+  // reserved + the rounded size would wrap below maxSize for each of these.
+  for (const std::size_t huge : {SIZE_MAX, SIZE_MAX - 2 * kMiB + 1, SIZE_MAX - 4 * kMiB}) {
+    INFO(huge);
+    CHECK(cuMemAllocFromPoolAsync(&ptr, huge, pool, nullptr) == CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  // Refused by the pool's limit without asking the device: no pool gave memory back.
+  REQUIRE(cuMemGetInfo(&free_after, &total) == CUDA_SUCCESS);
+  CHECK(free_after == free_before);
+  CHECK(attribute(default_one, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == idle_reserved);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 2 * kMiB);
+
+  REQUIRE(cuMemFreeAsync(held, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+  cuuint64_t release_all = 0;
+  REQUIRE(cuMemPoolSetAttribute(default_one, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &release_all) == CUDA_SUCCESS);
+  REQUIRE(cuMemPoolTrimTo(default_one, 0) == CUDA_SUCCESS);
 }

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -214,6 +215,47 @@ TEST_CASE("vmm: physical allocations are charged to their device", "[driver][vmm
   CHECK(cuMemCreate(&handle, kGranularity, &bad, 0) == CUDA_ERROR_NOT_SUPPORTED);
   bad = device_prop(0, CU_MEM_HANDLE_TYPE_WIN32);
   CHECK(cuMemCreate(&handle, kGranularity, &bad, 0) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(free_memory() == before);
+}
+
+TEST_CASE("vmm: sizes no device or address space holds are refused, never wrapped", "[driver][vmm]") {
+  primary_context();
+  const size_t before = free_memory();
+  CUmemGenericAllocationHandle handle = 0;
+  const CUmemAllocationProp prop = device_prop();
+  // Not a multiple of the granularity: CUDA_ERROR_INVALID_VALUE, as documented, however large.
+  CHECK(cuMemCreate(&handle, SIZE_MAX, &prop, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemCreate(&handle, SIZE_MAX - 4095, &prop, 0) == CUDA_ERROR_INVALID_VALUE);
+  // Multiples larger than the device: out of memory, nothing charged.
+  for (const size_t huge : {SIZE_MAX - kGranularity + 1, size_t{1} << 63, 8 * kGiB + kGranularity}) {
+    INFO(huge);
+    CHECK(cuMemCreate(&handle, huge, &prop, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  CHECK(free_memory() == before);
+
+  // Address space: a size or alignment no address space has room for.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  CUdeviceptr out = 0;
+  CHECK(cuMemAddressReserve(&out, SIZE_MAX - page + 1, 0, 0, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(cuMemAddressReserve(&out, size_t{1} << 63, 0, 0, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(cuMemAddressReserve(&out, kGranularity, size_t{1} << 63, 0, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+
+  // Two adjacent accessible mappings form one range for copies and sets; a count that would wrap
+  // ptr + count past the end of the address space to a small address is still out of range.
+  const CUmemGenericAllocationHandle first = create(kGranularity), second = create(kGranularity);
+  const CUdeviceptr va = reserve(2 * kGranularity);
+  map_rw(va, kGranularity, first);
+  map_rw(va + kGranularity, kGranularity, second);
+  const size_t wrapping = SIZE_MAX - va + 1 + 16;  // va + wrapping == 16
+  CHECK(cuMemsetD8(va, 1, wrapping) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemsetD8(va + kGranularity - 1, 1, wrapping) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemsetD8(va, 1, 2 * kGranularity + 1) == CUDA_ERROR_INVALID_VALUE);  // just past the end
+  CHECK(cuMemsetD8(va + 1, 1, 2 * kGranularity - 1) == CUDA_SUCCESS);  // across both mappings
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  CHECK(cuMemUnmap(va, 2 * kGranularity) == CUDA_SUCCESS);
+  CHECK(cuMemRelease(first) == CUDA_SUCCESS);
+  CHECK(cuMemRelease(second) == CUDA_SUCCESS);
+  CHECK(cuMemAddressFree(va, 2 * kGranularity) == CUDA_SUCCESS);
   CHECK(free_memory() == before);
 }
 

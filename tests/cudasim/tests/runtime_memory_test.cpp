@@ -147,6 +147,34 @@ TEST_CASE("runtime: memory information, capacity and out-of-memory", "[runtime][
   cudaGetLastError();
 }
 
+TEST_CASE("runtime: sizes no device holds fail with cudaErrorMemoryAllocation, never wrapped", "[runtime][memory]") {
+  size_t free_before = 0, free_after = 0, total = 0;
+  REQUIRE_CUDA(cudaMemGetInfo(&free_before, &total));
+  cudaMemPool_t pool = nullptr;
+  REQUIRE_CUDA(cudaDeviceGetDefaultMemPool(&pool, 0));
+  cudaGetLastError();
+  void* ptr = nullptr;
+  // Sizes the driver's rounding (512 bytes, pages, 2 MiB pool blocks) would wrap to a small one.
+  for (const size_t huge : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 511, SIZE_MAX - 2 * kMiB + 2, SIZE_MAX / 2 + 1}) {
+    INFO(huge);
+    CHECK(name(cudaMalloc(&ptr, huge)) == "cudaErrorMemoryAllocation");
+    CHECK(name(cudaGetLastError()) == "cudaErrorMemoryAllocation");
+    CHECK(name(cudaMallocManaged(&ptr, huge)) == "cudaErrorMemoryAllocation");
+    CHECK(name(cudaMallocAsync(&ptr, huge, nullptr)) == "cudaErrorMemoryAllocation");
+    CHECK(name(cudaMallocFromPoolAsync(&ptr, huge, pool, nullptr)) == "cudaErrorMemoryAllocation");
+  }
+  size_t pitch = 0;
+  // 4 KiB rows: 2^52 of them wrap pitch x height to 0 bytes; a width near SIZE_MAX wraps the pitch.
+  CHECK(name(cudaMallocPitch(&ptr, &pitch, 4096, size_t{1} << 52)) == "cudaErrorMemoryAllocation");
+  CHECK(name(cudaMallocPitch(&ptr, &pitch, 4096, (size_t{1} << 52) + 1)) == "cudaErrorMemoryAllocation");
+  CHECK(name(cudaMallocPitch(&ptr, &pitch, SIZE_MAX - 10, 1)) == "cudaErrorMemoryAllocation");
+  CHECK(name(cudaMallocPitch(&ptr, &pitch, 1, SIZE_MAX)) == "cudaErrorMemoryAllocation");
+  CHECK(name(cudaGetLastError()) == "cudaErrorMemoryAllocation");
+  REQUIRE_CUDA(cudaStreamSynchronize(nullptr));
+  REQUIRE_CUDA(cudaMemGetInfo(&free_after, &total));
+  CHECK(free_after == free_before);
+}
+
 TEST_CASE("runtime: pitched allocation", "[runtime][memory]") {
   void* ptr = nullptr;
   size_t pitch = 0;

@@ -1,100 +1,31 @@
 // Whole-process properties of the simulated runtime, checked by running runtime_child.c in a
 // child process: how it reaches the driver (the driver's report), when primary contexts appear,
 // what it answers without a usable driver (compared with NVIDIA's runtime where the toolkit has
-// it), and how it is linked (symbol versions of the shared library).
+// it), and how it is linked (symbol versions of the shared library). exit_child.cpp, in a child
+// too, checks calls made after main (an atexit handler, a static object's destructor).
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
-#include <spawn.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <string>
-#include <vector>
 
+#include "child_process.h"
 #include "runtime_support.h"
 
-extern char** environ;
+using runtime_test::ChildRun;
+using runtime_test::exit_child_failing_after_main;
+using runtime_test::exit_child_observed;
+using runtime_test::exit_child_success;
+using runtime_test::Observations;
+using runtime_test::run_child;
+using runtime_test::run_child_with_report;
+using runtime_test::ScratchDir;
 
 namespace {
-
-using Observations = std::map<std::string, std::string>;
-
-// Invariant: `observations` holds the child's "key=value" lines; `exit_code` is -1 unless it
-// exited normally.
-struct ChildRun {
-  int exit_code = -1;
-  Observations observations;
-};
-
-// A scratch folder removed at the end of the test.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "cudasim-runtime-XXXXXX").string();
-    path_ = mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// Runs `program scenario` with the current environment plus `overrides`, collecting its output.
-ChildRun run_child(const std::string& program, const std::string& scenario,
-                   const std::map<std::string, std::string>& overrides) {
-  std::vector<std::string> environment;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    const std::string line = *entry;
-    if (!overrides.contains(line.substr(0, line.find('=')))) environment.push_back(line);
-  }
-  for (const auto& [key, value] : overrides) environment.push_back(key + "=" + value);
-  std::vector<char*> envp;
-  for (std::string& line : environment) envp.push_back(line.data());
-  envp.push_back(nullptr);
-  std::string program_copy = program;
-  std::string scenario_copy = scenario;
-  char* argv[] = {program_copy.data(), scenario_copy.data(), nullptr};
-
-  int pipe_fds[2];
-  ChildRun run;
-  if (pipe(pipe_fds) != 0) return run;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(pipe_fds[1]);
-  std::string output;
-  char buffer[4096];
-  for (ssize_t got; (got = read(pipe_fds[0], buffer, sizeof buffer)) > 0;) output.append(buffer, static_cast<size_t>(got));
-  close(pipe_fds[0]);
-  if (spawned != 0) return run;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
-  std::istringstream lines(output);
-  for (std::string line; std::getline(lines, line);) {
-    const size_t equals = line.find('=');
-    if (equals != std::string::npos) run.observations[line.substr(0, equals)] = line.substr(equals + 1);
-  }
-  return run;
-}
 
 // Every string value stored under `key` anywhere in the document.
 void collect_strings(const nlohmann::json& node, const std::string& key, bool inside, std::set<std::string>& out) {
@@ -124,18 +55,12 @@ Observations init_failure_expectation(const std::string& code) {
 }  // namespace
 
 TEST_CASE("runtime: reaches the driver only through cuGetProcAddress", "[runtime][process]") {
-  ScratchDir scratch;
-  REQUIRE_FALSE(scratch.path().empty());
-  const std::string report_path = scratch.path() + "/report.json";
-  const ChildRun run = run_child(RUNTIME_TEST_CHILD, "calls", {{"CUDASIM_REPORT", report_path}});
+  const auto [run, report] = run_child_with_report(RUNTIME_TEST_CHILD, "calls", {});
   REQUIRE(run.exit_code == 0);
   for (const auto& [call, status] : run.observations) {
     INFO(call);
     CHECK(status == "0");
   }
-  std::ifstream report_file(report_path);
-  REQUIRE(report_file.good());
-  const nlohmann::json report = nlohmann::json::parse(report_file, nullptr, false);
   REQUIRE_FALSE(report.is_discarded());
   std::set<std::string> requested;
   collect_strings(report, "proc_address_requests", false, requested);
@@ -211,6 +136,22 @@ TEST_CASE("runtime: every error name and text it knows is NVIDIA's", "[runtime][
   CHECK(known >= 40);  // the comparison covered the table (44 codes when written)
 }
 #endif
+
+TEST_CASE("runtime: calls from exit-time destructors and atexit handlers work", "[runtime][process]") {
+  CHECK(exit_child_observed(RUNTIME_TEST_EXIT_CHILD, {}) == exit_child_success(false));
+}
+
+TEST_CASE("runtime: the driver it loads still injects faults after main", "[runtime][process]") {
+  // The runtime loads the driver at its first call, after the handler and the static object were
+  // registered: the driver's own static objects are destroyed before they run, so nothing the
+  // driver needs then (here its CUDASIM_FAULTS rules) may live in one. The rule fails every
+  // device synchronisation after main's.
+  Observations expected =
+      exit_child_failing_after_main(false, {{"synchronize", std::to_string(cudaErrorMemoryAllocation)}});
+  expected["report.context_syncs"] = "5";  // the failed synchronisations did nothing, so the
+  expected["report.bytes_reserved"] = std::to_string(2 * runtime_test::kMiB);  // pool keeps a block
+  CHECK(exit_child_observed(RUNTIME_TEST_EXIT_CHILD, {{"CUDASIM_FAULTS", "cuCtxSynchronize_v2@2+"}}) == expected);
+}
 
 TEST_CASE("runtime: linkage matches NVIDIA's", "[runtime][process]") {
 #if RUNTIME_TEST_SHARED
