@@ -137,7 +137,8 @@ void BfcArena::carve(ChunkHandle handle, const Request& request, bool was_fenced
   const std::size_t requested = request.requested;
   const std::size_t size = chunks_[handle].size;
   const std::size_t rest_size = size - rounded;
-  if (rest_size > 0 && (size >= 2 * rounded || rest_size >= options_.max_internal_fragmentation)) {
+  // rest >= rounded is chunk >= 2 * rounded without the doubling, which overflows for 2^63.
+  if (rest_size > 0 && (rest_size >= rounded || rest_size >= options_.max_internal_fragmentation)) {
     // Reserved by allocate_locked: cannot fail.
     const ChunkHandle rest =
         chunks_.create(chunks_[handle].base + rounded, was_fenced ? ChunkState::fenced : ChunkState::free);

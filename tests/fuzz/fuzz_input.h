@@ -2,8 +2,10 @@
 // exhausted input reads as zeros, so every input is a valid (if short) program.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -41,10 +43,14 @@ class Input {
   std::size_t used_ = 0;
 };
 
-// Ends the run as a crash, which libFuzzer reports with the input that caused it.
-[[noreturn]] inline void fail() { __builtin_trap(); }
-inline void check(bool condition) {
-  if (!condition) fail();
+// Ends the run as a crash, which libFuzzer reports with the input that caused it; says first which
+// check failed (the trap's stack trace names no line).
+[[noreturn]] inline void fail(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  std::fprintf(stderr, "%s:%d: check failed\n", file, line);
+  __builtin_trap();
+}
+inline void check(bool condition, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  if (!condition) fail(file, line);
 }
 
 }  // namespace gpumem::fuzz

@@ -1,8 +1,11 @@
 // The environment policy over arbitrary values: every variable the policy reads may be set to
-// anything (empty, blank, huge, negative, NaN, non-ASCII, invalid UTF-8). Checks: the result is
-// either a policy or exactly one error line that starts with "gpumem: ", names a variable the
-// policy reads and holds no newline; a policy's limit for any device is a multiple of 256 no larger
-// than the device; describe() and the below-granule error line hold no newline; nothing throws.
+// anything (empty, blank, huge, negative, NaN, inf, non-ASCII, invalid UTF-8, embedded newlines).
+// Checks: the result is either a policy or exactly one error line that starts with "gpumem: ", names
+// a variable the environment sets (not blank) and holds no newline; a policy's limit for any device
+// is a multiple of 256 no larger than the device: GPUMEM_LIMIT when set, else the fraction of the
+// basis to within a granule; the preallocation head is at most 1/32 of the limit; describe(), the
+// warnings and the below-granule error line are single lines; nothing throws.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -25,12 +28,16 @@ constexpr std::string_view kVariables[] = {
     "GPUMEM_LOG_FILE", "GPUMEM_STATS", "GPUMEM_STATS_FILE", "GPUMEM_TRACE"};
 
 // Values the mutator would take long to find on its own, picked by the input now and then.
-constexpr std::string_view kHostile[] = {"", " ", "\t", "nan", "-inf", "1e309", "-1", "0", "0x10", "18446744073709551616",
-                                         "1.5", "255", "256", "1e-320", "\xff\xfe", "on", "platform", "1GiB"};
+constexpr std::string_view kHostile[] = {
+    "", " ", "\t", " \r\n", "nan", "NaN", "inf", "-inf", "1e309", "-1", "-0", "0", "0.0", "0x10",
+    "18446744073709551615", "18446744073709551616", "99999999999999999999999", "1.5", "1", "0.5", "1e-9",
+    "255", "256", "1e-320", "16E", "\xff\xfe", "\xef\xbc\x91", "1\n0", "on", "OFF", "platform",
+    "cuda_malloc_async", "memory_guard", "free", "1GiB", " 1.5G ", "%p"};
 
-bool names_a_variable(const std::string& line) {
-  for (std::string_view name : kVariables) {
-    if (line.find(name) != std::string::npos) return true;
+// Whether `line` names a variable that `environment` sets to something other than blanks.
+bool names_a_set_variable(const std::string& line, const std::map<std::string, std::string, std::less<>>& environment) {
+  for (const auto& [name, value] : environment) {
+    if (value.find_first_not_of(" \t\r\n") != std::string::npos && line.find(name) != std::string::npos) return true;
   }
   return false;
 }
@@ -44,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::size_t i = 0; i < count; ++i) {
     const std::string_view name = kVariables[in.below(std::size(kVariables))];
     environment[std::string(name)] =
-        in.below(4) == 0 ? std::string(kHostile[in.below(std::size(kHostile))]) : in.text(40);
+        in.below(4) == 0 ? std::string(kHostile[in.below(std::size(kHostile))]) : in.text(64);
   }
   const gpumem::PolicyResult result =
       gpumem::policy_from_environment([&](std::string_view name) -> std::optional<std::string_view> {
@@ -56,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!result.policy) {
     check(result.error.rfind("gpumem: ", 0) == 0);
     check(result.error.find('\n') == std::string::npos);
-    check(names_a_variable(result.error));
+    check(names_a_set_variable(result.error, environment));
     return 0;
   }
   const gpumem::Policy& policy = *result.policy;
@@ -65,9 +72,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::size_t free = in.take<std::uint64_t>();
     const std::size_t limit = policy.limit_for_device(total, free);
     check(limit % 256 == 0 && limit <= total);
+    if (policy.limit_bytes) {
+      check(limit == std::min(*policy.limit_bytes, total) / 256 * 256);
+    } else {
+      check(policy.fraction > 0.0 && policy.fraction <= 1.0);
+      const std::size_t basis = policy.fraction_of == gpumem::FractionBasis::total ? total : std::min(free, total);
+      const long double wanted =
+          std::min(static_cast<long double>(policy.fraction) * basis, static_cast<long double>(total));
+      const long double got = static_cast<long double>(limit);
+      check(got <= wanted + 1 && got + 257 > wanted);
+    }
+    const std::size_t head = gpumem::preallocation_head_bytes(limit);
+    check(head % (std::size_t{2} << 20) == 0 && head <= limit / 32);
     if (limit == 0) check(policy.limit_below_granule_error(i, total, free).find('\n') == std::string::npos);
   }
-  check(policy.describe().find('\n') == std::string::npos);
-  for (const std::string& warning : policy.warnings) check(warning.find('\n') == std::string::npos);
+  const std::string description = policy.describe();
+  check(!description.empty() && description.find('\n') == std::string::npos);
+  for (const std::string& warning : policy.warnings) {
+    check(warning.rfind("gpumem: ", 0) == 0 && warning.find('\n') == std::string::npos);
+  }
   return 0;
 }

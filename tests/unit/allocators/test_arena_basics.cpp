@@ -1,5 +1,6 @@
 // Allocation, best fit, the split rule, coalescing, bad frees and the stats of a BfcArena.
 #include <cstring>
+#include <limits>
 
 #include "arena_test_support.h"
 
@@ -133,6 +134,18 @@ TEST_CASE("split rule: the 128 MiB default", "[arena][split]") {
   const std::size_t request = 172 * kMiB;  // chunk 300 MiB < 2 * request
   CHECK(served_size(300 * kMiB, request, 128 * kMiB) == request);                 // remainder 128 MiB
   CHECK(served_size(300 * kMiB, request + 256, 128 * kMiB) == 300 * kMiB);        // 128 MiB - 256
+}
+
+// Found by fuzz_arena: the first rule's 2 * rounded overflowed for a request that rounds to 2^63
+// bytes, so a chunk less than twice its size was split all the same.
+TEST_CASE("split rule: a request of 2^63 bytes does not overflow the doubling", "[arena][split]") {
+  FakeRegionSource source;
+  ArenaOptions options = preallocated(std::size_t{3} << 62);  // one region of 1.5 x 2^63 bytes
+  options.max_internal_fragmentation = std::numeric_limits<std::size_t>::max();  // only the first rule splits
+  BfcArena arena(source, options);
+  const std::uintptr_t ptr = must_allocate(arena, (std::size_t{1} << 63) - 1);  // rounds to 2^63
+  CHECK(chunk_size(arena, ptr) == std::size_t{3} << 62);  // the whole chunk, not half of it
+  CHECK(arena.validate());
 }
 
 TEST_CASE("coalescing with the right, the left and both neighbours", "[arena][coalesce]") {
