@@ -21,7 +21,7 @@ constexpr std::size_t kDebugCheckMaxChunks = 64;
 
 bool options_are_valid(const ArenaOptions& options) {
   return options.limit >= kGranule && options.backoff_factor > 0.0 && options.backoff_factor < 1.0 &&
-         options.initial_region_bytes > 0;
+         options.min_growth_bytes > 0;
 }
 
 // Region records set aside at the first growth: arenas hold few regions.
@@ -36,22 +36,34 @@ bool ask_oracle(FenceOracle& oracle, const Fence& fence) noexcept {
   }
 }
 
-// The first region size: the whole limit (or its head) when preallocating, else the growth start.
-std::size_t first_region_bytes(const ArenaOptions& options) {
-  if (options.preallocate) {
-    const std::size_t head = detail::round_down(options.preallocation_head_bytes);
-    return head > 0 && head < options.limit ? head : detail::round_down(options.limit);
-  }
-  const std::size_t capped = std::min(options.initial_region_bytes, options.limit);
-  return std::max(kGranule, detail::round_up(capped));
+// The first region size when preallocating: the whole limit, or its head (growth sizes each region
+// by its request instead). A resizable source needs no head: its free end can be given back.
+std::size_t first_region_bytes(const ArenaOptions& options, std::size_t resize_granule) {
+  if (!options.preallocate) return 0;
+  if (resize_granule != 0) return options.limit / resize_granule * resize_granule;
+  const std::size_t head = detail::round_down(options.preallocation_head_bytes);
+  return head > 0 && head < options.limit ? head : detail::round_down(options.limit);
 }
+
+// A source's granule, taken as 0 (fixed-size regions) unless it is a power of two that is a multiple
+// of the arena's granule, as region_source.h requires.
+std::size_t usable_resize_granule(const RegionSource& source) {
+  const std::size_t granule = source.resize_granule();
+  return granule >= kGranule && (granule & (granule - 1)) == 0 ? granule : 0;
+}
+
+std::size_t round_up_to(std::size_t bytes, std::size_t unit) { return (bytes + unit - 1) / unit * unit; }
 
 }  // namespace
 
 BfcArena::BfcArena(RegionSource& source, ArenaOptions options, FenceOracle* oracle)
-    : source_(source), options_(options), oracle_(oracle), options_valid_(options_are_valid(options)) {
+    : source_(source),
+      options_(options),
+      oracle_(oracle),
+      options_valid_(options_are_valid(options)),
+      resize_granule_(usable_resize_granule(source)) {
   MutexLock lock(mutex_);
-  next_region_bytes_ = options_valid_ ? first_region_bytes(options_) : 0;
+  next_region_bytes_ = options_valid_ ? first_region_bytes(options_, resize_granule_) : 0;
   counters_.bytes_limit = options_.limit;
 }
 
@@ -86,13 +98,14 @@ Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::
   }
   Growth growth = extend(rounded);
   if (growth == Growth::grew && options_.preallocate && options_.preallocation_head_bytes > 0 &&
-      counters_.regions == 1 && counters_.bytes_reserved < options_.limit) {
+      resize_granule_ == 0 && counters_.regions == 1 && counters_.bytes_reserved < options_.limit) {
     // Preallocating head + rest: the rest at once too (next_region_bytes_ is what the limit leaves).
     // Refused even at the backed-off sizes, the arena makes do with what it has.
     extend(kGranule);
   }
+  // A resizable source's one region cannot make room for itself by shrinking.
   if (growth == Growth::refused && !options_.preallocate && options_.garbage_collection &&
-      release_free_regions_locked() > 0) {
+      resize_granule_ == 0 && release_free_regions_locked() > 0) {
     growth = extend(rounded);
   }
   if (growth == Growth::grew && take_free(request, out)) return Status::ok;
@@ -150,6 +163,7 @@ void BfcArena::carve(ChunkHandle handle, const Request& request, bool was_fenced
     if (chunk.next != kNoChunk) chunks_.set_prev(chunk.next, rest);
     chunk.next = rest;
     chunk.size = rounded;
+    if (chunk.base == tail_base_) tail_base_ = tail.base;
     if (was_fenced) {
       // The remainder may still be in use by the device: it keeps the fence.
       chunks_.set_fence(rest, chunks_.fence(handle));
@@ -200,6 +214,7 @@ void BfcArena::absorb_next(ChunkHandle low) {
   Chunk& chunk = chunks_[low];
   const ChunkHandle high = chunk.next;
   const Chunk& next = chunks_[high];
+  if (next.base == tail_base_) tail_base_ = chunk.base;
   chunk.size += next.size;
   chunk.next = next.next;
   if (next.next != kNoChunk) chunks_.set_prev(next.next, low);
@@ -258,30 +273,35 @@ std::size_t BfcArena::poll_oracle() {
   return resolved;
 }
 
-// Reserves a region big enough for `rounded` (XLA's Extend): the growth size, doubled as needed and
-// capped by what the limit leaves; a refused size is retried at backoff_factor times until it would
-// no longer hold the request.
+// Reserves a region big enough for `rounded` (XLA's Extend): when preallocating, what the limit
+// leaves (the head first, doubled as needed to hold the request), backed off at backoff_factor while
+// the source refuses; when growing, the request, at least min_growth_bytes. Every size is capped by
+// what the limit leaves, and the last attempt is exactly the request.
 BfcArena::Growth BfcArena::extend(std::size_t rounded) {
+  if (resize_granule_ != 0) return extend_in_place(rounded);
   const std::size_t available = detail::round_down(options_.limit - counters_.bytes_reserved);
   if (rounded > available) return Growth::refused;
   // The new region's chunk record, the record of the chunk take_free will split off it, and the
   // region's own record are secured before the source is asked: a region that could not be recorded
   // would leak.
   if (!reserve_records(2) || !reserve_region_record()) return Growth::no_host_memory;
-  bool grew_for_request = false;
-  while (rounded > next_region_bytes_) {
-    next_region_bytes_ =
-        next_region_bytes_ == 0 || next_region_bytes_ > available / 2 ? available : next_region_bytes_ * 2;
-    grew_for_request = true;
+  std::size_t bytes = detail::round_up(std::min(options_.min_growth_bytes, available));
+  if (options_.preallocate) {
+    while (rounded > next_region_bytes_) {
+      next_region_bytes_ =
+          next_region_bytes_ == 0 || next_region_bytes_ > available / 2 ? available : next_region_bytes_ * 2;
+    }
+    bytes = next_region_bytes_;
   }
-  std::size_t bytes = std::min(next_region_bytes_, available);
+  bytes = std::max(std::min(bytes, available), rounded);
   Region region;
   while (reserve_region(bytes, region) != Status::ok) {
     ++counters_.region_refusals;
-    const auto smaller = detail::round_down(
-        static_cast<std::size_t>(static_cast<double>(bytes) * options_.backoff_factor));
-    if (smaller < rounded || smaller >= bytes) return Growth::refused;
-    bytes = smaller;
+    if (bytes == rounded) return Growth::refused;
+    const auto smaller = options_.preallocate ? detail::round_down(static_cast<std::size_t>(
+                                                    static_cast<double>(bytes) * options_.backoff_factor))
+                                              : rounded;
+    bytes = std::max(std::min(smaller, bytes - kGranule), rounded);
   }
   if (region.base == 0 || region.base % kGranule != 0 || region.size != bytes) {
     // A source breaking its contract: do not build on the region. It was reserved, so it counts as a
@@ -293,10 +313,12 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
   }
   if (options_.preallocate) {
     next_region_bytes_ = detail::round_down(options_.limit - (counters_.bytes_reserved + region.size));
-  } else if (!grew_for_request && next_region_bytes_ <= std::numeric_limits<std::size_t>::max() / 2) {
-    next_region_bytes_ *= 2;
   }
+  adopt_region(region);
+  return Growth::grew;
+}
 
+void BfcArena::adopt_region(const Region& region) {
   const ChunkHandle handle = chunks_.create(region.base, ChunkState::free);
   chunks_[handle].size = region.size;
   free_.insert(chunks_, handle);
@@ -304,13 +326,132 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
       regions_.begin(), regions_.end(), region.base,
       [](std::uintptr_t base, const RegionRecord& record) { return base < record.region.base; });
   regions_.insert(position, RegionRecord{region, handle});  // within the reserved capacity
+  if (resize_granule_ != 0) tail_base_ = region.base;
 
   ArenaStats& c = counters_;
   ++c.region_reservations;
   ++c.regions;
   c.bytes_reserved += region.size;
   c.peak_bytes_reserved = std::max(c.peak_bytes_reserved, c.bytes_reserved);
+}
+
+// The shortfall: the request less a free chunk at the region's end, in whole granules. Preallocation
+// asks for the whole limit first (backed off while refused, like extend()); growth asks for the
+// shortfall, at least min_growth_bytes, then exactly the shortfall.
+BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
+  const std::size_t granule = resize_granule_;
+  const std::size_t available = (options_.limit - counters_.bytes_reserved) / granule * granule;
+  std::size_t free_tail = 0;
+  if (!regions_.empty()) {
+    const ChunkHandle tail = chunks_.find(tail_base_);
+    if (chunks_.state(tail) == ChunkState::free) free_tail = chunks_[tail].size;
+  }
+  // take_free() found no free chunk of `rounded` bytes, so a free tail is smaller than that.
+  const std::size_t shortfall = round_up_to(rounded - free_tail, granule);
+  if (shortfall > available) return Growth::refused;
+  // A new chunk after a tail that is not free, and the record take_free will split off.
+  if (!reserve_records(2) || !reserve_region_record()) return Growth::no_host_memory;
+  std::size_t bytes = options_.preallocate && regions_.empty()
+                          ? next_region_bytes_
+                          : round_up_to(std::min(options_.min_growth_bytes, available), granule);
+  bytes = std::max(std::min(bytes, available), shortfall);
+  const bool first = regions_.empty();
+  Region grown;
+  while (true) {
+    Status status = Status::out_of_memory;
+    if (first) {
+      status = reserve_region(bytes, grown);
+      if (status == Status::ok && (grown.base == 0 || grown.base % granule != 0 || grown.size != bytes)) {
+        ++counters_.region_reservations;  // a source breaking its contract: as in extend()
+        ++counters_.region_releases;
+        release_region(grown);
+        return Growth::refused;
+      }
+    } else {
+      grown = regions_.front().region;
+      try {
+        status = source_.grow(grown, bytes);
+      } catch (...) {  // a source breaking its contract: take it as a refusal
+        status = Status::out_of_memory;
+      }
+      if (status == Status::ok && (grown.base != regions_.front().region.base ||
+                                   grown.size != regions_.front().region.size + bytes)) {
+        return Growth::refused;  // the platform's region no longer matches the record: build nothing on it
+      }
+    }
+    if (status == Status::ok) break;
+    ++counters_.region_refusals;
+    if (bytes == shortfall) return Growth::refused;
+    const std::size_t smaller =
+        options_.preallocate && first
+            ? static_cast<std::size_t>(static_cast<double>(bytes) * options_.backoff_factor) / granule * granule
+            : shortfall;
+    bytes = std::max(std::min(smaller, bytes - granule), shortfall);
+  }
+  if (first) {
+    adopt_region(grown);
+    return Growth::grew;
+  }
+  regions_.front().region = grown;
+  append_to_tail(bytes);
+  ++counters_.region_grows;
   return Growth::grew;
+}
+
+void BfcArena::append_to_tail(std::size_t bytes) {
+  const ChunkHandle tail = chunks_.find(tail_base_);
+  if (chunks_.state(tail) == ChunkState::free) {
+    free_.erase(chunks_, tail);
+    chunks_[tail].size += bytes;
+    free_.insert(chunks_, tail);
+  } else {  // in use or fenced: the new bytes make a free chunk of their own (record reserved)
+    const std::uintptr_t base = chunks_[tail].base + chunks_[tail].size;
+    const ChunkHandle added = chunks_.create(base, ChunkState::free);
+    chunks_[added].size = bytes;
+    chunks_.set_prev(added, tail);
+    chunks_[tail].next = added;
+    free_.insert(chunks_, added);
+    tail_base_ = base;
+  }
+  ArenaStats& c = counters_;
+  c.bytes_reserved += bytes;
+  c.peak_bytes_reserved = std::max(c.peak_bytes_reserved, c.bytes_reserved);
+}
+
+std::size_t BfcArena::shrink_free_tail() {
+  if (regions_.empty()) return 0;
+  const ChunkHandle tail = chunks_.find(tail_base_);
+  Region& region = regions_.front().region;
+  // A wholly free region goes back whole (release_free_regions_locked); here only a part of it.
+  if (chunks_.state(tail) != ChunkState::free || chunks_[tail].size == region.size) return 0;
+  const std::size_t wanted = chunks_[tail].size / resize_granule_ * resize_granule_;
+  if (wanted == 0) return 0;
+  Region shrunk = region;
+  std::size_t given = 0;
+  try {
+    given = source_.shrink(shrunk, wanted);
+  } catch (...) {  // a source breaking its contract: nothing given back
+    return 0;
+  }
+  if (given == 0 || given > wanted || given % resize_granule_ != 0 || shrunk.base != region.base ||
+      shrunk.size != region.size - given) {
+    return 0;
+  }
+  region = shrunk;
+  free_.erase(chunks_, tail);
+  if (given == chunks_[tail].size) {
+    // The chunk before it is in use or fenced (free chunks coalesce): it becomes the tail.
+    const ChunkHandle prev = chunks_.prev(tail);
+    chunks_[prev].next = kNoChunk;
+    tail_base_ = chunks_[prev].base;
+    chunks_.destroy(tail);
+  } else {
+    chunks_[tail].size -= given;
+    free_.insert(chunks_, tail);
+  }
+  counters_.bytes_reserved -= given;
+  ++counters_.region_shrinks;
+  return given;
 }
 
 bool BfcArena::reserve_region_record() {
@@ -361,7 +502,7 @@ std::size_t BfcArena::release_free_regions() noexcept {
 }
 
 std::size_t BfcArena::release_free_regions_locked() {
-  std::size_t released = 0;
+  std::size_t released = resize_granule_ != 0 ? shrink_free_tail() : 0;
   std::size_t kept = 0;
   for (const RegionRecord& record : regions_) {
     const Chunk& first = chunks_[record.first];
@@ -379,6 +520,7 @@ std::size_t BfcArena::release_free_regions_locked() {
     counters_.bytes_reserved -= record.region.size;
   }
   regions_.resize(kept);
+  if (regions_.empty()) tail_base_ = 0;
   return released;
 }
 
@@ -478,6 +620,7 @@ bool BfcArena::validate_locked() const {
   std::size_t chunks = 0, free_chunks = 0, fenced_chunks = 0;
   std::size_t reserved = 0, in_use = 0, requested = 0, fenced = 0;
   std::uintptr_t previous_end = 0;
+  std::uintptr_t last_chunk_base = 0;
   for (const RegionRecord& record : regions_) {
     const Region& region = record.region;
     if (region.base == 0 || region.size == 0 || region.base < previous_end) return false;
@@ -516,6 +659,16 @@ bool BfcArena::validate_locked() const {
       previous = node;
     }
     if (expected != previous_end) return false;
+    last_chunk_base = chunks_[previous].base;
+  }
+  if (resize_granule_ != 0) {
+    if (regions_.size() > 1 || tail_base_ != last_chunk_base) return false;
+    if (!regions_.empty() && (regions_.front().region.base % resize_granule_ != 0 ||
+                              regions_.front().region.size % resize_granule_ != 0)) {
+      return false;
+    }
+  } else if (tail_base_ != 0) {
+    return false;
   }
   std::size_t indexed = 0, queued = 0;
   const ArenaStats& c = counters_;

@@ -1,5 +1,8 @@
 #include "region_sources.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 
@@ -66,6 +69,92 @@ Status FakeRegionSource::do_reserve(std::size_t bytes, Region& out) {
 bool FakeRegionSource::do_release(const Region& region) {
   record_release(log_, region.size);
   return true;
+}
+
+ResizableRegionSource::ResizableRegionSource(std::size_t range_bytes, std::size_t granule,
+                                             RegionSourceLimits limits)
+    : granule_(granule),
+      range_bytes_(range_bytes > std::numeric_limits<std::size_t>::max() - granule
+                       ? 0
+                       : (range_bytes + granule - 1) / granule * granule),
+      limits_(limits) {}
+
+Status ResizableRegionSource::do_reserve(std::size_t bytes, Region& out) {
+  if (!admit(limits_, log_, bytes)) return Status::out_of_memory;
+  if (range_base_ == 0 || held_bytes_ != 0 || bytes % granule_ != 0 || bytes > range_bytes_ ||
+      !commit(range_base_, bytes)) {
+    ++log_.refusals;
+    return Status::out_of_memory;
+  }
+  held_bytes_ = bytes;
+  out = Region{range_base_, bytes};
+  record_reservation(log_, bytes);
+  return Status::ok;
+}
+
+bool ResizableRegionSource::do_release(const Region& region) {
+  decommit(region.base, region.size);
+  held_bytes_ = 0;
+  record_release(log_, region.size);
+  return true;
+}
+
+Status ResizableRegionSource::do_grow(Region& region, std::size_t bytes) {
+  if (!admit(limits_, log_, bytes)) return Status::out_of_memory;
+  if (held_bytes_ == 0 || region.base != range_base_ || region.size != held_bytes_ || bytes % granule_ != 0 ||
+      bytes > range_bytes_ - held_bytes_ || !commit(range_base_ + held_bytes_, bytes)) {
+    ++log_.refusals;
+    return Status::out_of_memory;
+  }
+  held_bytes_ += bytes;
+  region.size = held_bytes_;
+  ++log_.grows;
+  log_.live_bytes += bytes;
+  return Status::ok;
+}
+
+std::size_t ResizableRegionSource::do_shrink(Region& region, std::size_t bytes) {
+  if (held_bytes_ == 0 || region.base != range_base_ || region.size != held_bytes_) return 0;
+  const std::size_t given = std::min(bytes / granule_ * granule_, held_bytes_ - granule_);
+  if (given == 0) return 0;
+  held_bytes_ -= given;
+  decommit(range_base_ + held_bytes_, given);
+  region.size = held_bytes_;
+  ++log_.shrinks;
+  log_.live_bytes -= given;
+  return given;
+}
+
+HostResizableRegionSource::HostResizableRegionSource(std::size_t range_bytes, std::size_t granule,
+                                                     RegionSourceLimits limits)
+    : ResizableRegionSource(range_bytes, granule, limits) {
+  if (this->range_bytes() == 0) return;
+  // Over-reserve by a granule so that the range can start on a granule boundary.
+  void* range = ::mmap(nullptr, this->range_bytes() + granule, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (range == MAP_FAILED) return;
+  const auto start = reinterpret_cast<std::uintptr_t>(range);
+  set_range_base((start + granule - 1) / granule * granule);
+  mapping_ = start;
+}
+
+HostResizableRegionSource::~HostResizableRegionSource() {
+  if (mapping_ != 0) ::munmap(reinterpret_cast<void*>(mapping_), range_bytes() + granule());
+}
+
+bool HostResizableRegionSource::commit(std::uintptr_t base, std::size_t bytes) {
+  return ::mprotect(reinterpret_cast<void*>(base), bytes, PROT_READ | PROT_WRITE) == 0;
+}
+
+void HostResizableRegionSource::decommit(std::uintptr_t base, std::size_t bytes) {
+  ::madvise(reinterpret_cast<void*>(base), bytes, MADV_DONTNEED);
+  ::mprotect(reinterpret_cast<void*>(base), bytes, PROT_NONE);
+}
+
+FakeResizableRegionSource::FakeResizableRegionSource(std::size_t range_bytes, std::size_t granule,
+                                                     RegionSourceLimits limits)
+    : ResizableRegionSource(range_bytes, granule, limits) {
+  set_range_base(FakeRegionSource::kBase);
 }
 
 }  // namespace gpumem

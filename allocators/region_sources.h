@@ -1,6 +1,8 @@
 // RegionSource implementations without a device: plain host memory (blocks can be written and read
-// back) and a fake that hands out non-dereferenceable addresses, for tests and benchmarks. Both can
-// be told to refuse requests above a size or beyond a capacity, to exercise back-off and limits.
+// back) and a fake that hands out non-dereferenceable addresses, for tests and benchmarks; and the
+// resizable kind of each (one reserved address range whose region grows and shrinks at its end, as
+// CUDA's virtual memory management allows). All can be told to refuse requests above a size or
+// beyond a capacity, to exercise back-off and limits.
 #pragma once
 
 #include <cstddef>
@@ -19,12 +21,14 @@ struct RegionSourceLimits {
   std::size_t capacity_bytes = std::numeric_limits<std::size_t>::max();
 };
 
-// Counts what happened at a source; `requests` logs every reserve size asked for, in order.
+// Counts what happened at a source; `requests` logs every reserve (and grow) size asked for, in order.
 struct RegionSourceLog {
   std::vector<std::size_t> requests;
   std::uint64_t reservations = 0;
   std::uint64_t refusals = 0;
   std::uint64_t releases = 0;
+  std::uint64_t grows = 0;    // resizable sources: successful grow calls
+  std::uint64_t shrinks = 0;  // resizable sources: shrink calls that gave bytes back
   std::size_t live_bytes = 0;
   std::size_t live_regions = 0;
 };
@@ -61,6 +65,67 @@ class FakeRegionSource final : public RegionSource {
   RegionSourceLimits limits_;
   RegionSourceLog log_;
   std::uintptr_t next_ = kBase;
+};
+
+// One address range of `range_bytes` (rounded up to the granule) holding at most one region, at
+// the range's start, that grows and shrinks at its end. Invariant: the region, when held, lies inside
+// the range and its size is a positive multiple of the granule. Derived classes make the bytes usable
+// (commit) and give them back (decommit).
+class ResizableRegionSource : public RegionSource {
+ public:
+  std::size_t granule() const noexcept { return granule_; }
+  const RegionSourceLog& log() const noexcept { return log_; }
+  void set_limits(RegionSourceLimits limits) noexcept { limits_ = limits; }
+
+ protected:
+  // `granule`: a power of two, a multiple of 256.
+  ResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits);
+  // Sets the range's base (a multiple of the granule); 0 when the range could not be had.
+  void set_range_base(std::uintptr_t base) noexcept { range_base_ = base; }
+  std::size_t range_bytes() const noexcept { return range_bytes_; }
+
+ private:
+  virtual bool commit(std::uintptr_t base, std::size_t bytes) = 0;
+  virtual void decommit(std::uintptr_t base, std::size_t bytes) = 0;
+
+  Status do_reserve(std::size_t bytes, Region& out) override;
+  bool do_release(const Region& region) override;
+  std::size_t do_resize_granule() const noexcept override { return granule_; }
+  Status do_grow(Region& region, std::size_t bytes) override;
+  std::size_t do_shrink(Region& region, std::size_t bytes) override;
+
+  const std::size_t granule_;
+  const std::size_t range_bytes_;
+  std::uintptr_t range_base_ = 0;
+  std::size_t held_bytes_ = 0;  // the region's size; 0 when none is held
+  RegionSourceLimits limits_;
+  RegionSourceLog log_;
+};
+
+// Host memory: the range is mapped inaccessible, the region's bytes readable and writable; shrinking
+// gives the pages back to the system.
+class HostResizableRegionSource final : public ResizableRegionSource {
+ public:
+  HostResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits = {});
+  ~HostResizableRegionSource() override;
+  HostResizableRegionSource(const HostResizableRegionSource&) = delete;
+  HostResizableRegionSource& operator=(const HostResizableRegionSource&) = delete;
+
+ private:
+  bool commit(std::uintptr_t base, std::size_t bytes) override;
+  void decommit(std::uintptr_t base, std::size_t bytes) override;
+
+  std::uintptr_t mapping_ = 0;  // what mmap returned (the range starts at the next granule boundary)
+};
+
+// Addresses in FakeRegionSource's non-canonical range: nothing behind them.
+class FakeResizableRegionSource final : public ResizableRegionSource {
+ public:
+  FakeResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits = {});
+
+ private:
+  bool commit(std::uintptr_t, std::size_t) override { return true; }
+  void decommit(std::uintptr_t, std::size_t) override {}
 };
 
 }  // namespace gpumem

@@ -122,6 +122,40 @@ class Checksum {
   std::uint64_t hash_ = 0xcbf29ce484222325ULL;
 };
 
+// Removes `flag` from the arguments wherever it is and says whether it was there, before
+// parse_argument reads the rest.
+inline bool take_flag(int& argc, char** argv, const char* flag) {
+  bool found = false;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], flag) == 0) found = true;
+    else argv[kept++] = argv[i];
+  }
+  argc = kept;
+  return found;
+}
+
+// The programs with kernels take `--no-kernel-check`, for platforms that run no device code (the
+// simulator): what kernels computed is then not verified and is left out of the checksum, and its
+// fingerprint is printed on a line of its own, "kernel results (not checked): <hex>".
+struct KernelResults {
+  bool checked = true;
+  Checksum unchecked;
+
+  static KernelResults from_arguments(int& argc, char** argv) {
+    KernelResults results;
+    results.checked = !take_flag(argc, argv, "--no-kernel-check");
+    return results;
+  }
+  // Adds data a kernel wrote: to `verified` when results are checked, else to its own fingerprint.
+  void add(Checksum& verified, const void* data, std::size_t size) {
+    (checked ? verified : unchecked).add(data, size);
+  }
+  void print() const {
+    if (!checked) std::printf("kernel results (not checked): %016" PRIx64 "\n", unchecked.value());
+  }
+};
+
 // The optional single argument every example takes: a positive whole number (a scale factor or a
 // size), `fallback` when absent. Anything else is a usage error (status 2).
 inline unsigned long parse_argument(int argc, char** argv, unsigned long fallback, const char* meaning) {

@@ -76,8 +76,12 @@ Options:
                         0.75 by default, of it)
                         Without --limit and --device-memory: GPUMEM_LIMIT if set, else the trace's
                         Limit column (its first value for the device), else an error.
-  --source classic      where regions come from: classic (one driver allocation per region) is the
-                        only source available
+  --source SOURCE       where regions come from, as the shim's GPUMEM_REGION_SOURCE: classic (one
+                        driver allocation per region) or vmm (one reserved range of the limit, memory
+                        mapped under it in 2 MiB granules, growing and shrinking at its end);
+                        default: as GPUMEM_REGION_SOURCE (classic unless set to vmm or auto)
+  --min-growth SIZE     growth mode: the smallest region (classic) or growth step (vmm); default
+                        20MiB, the shim's
   --min-limit           also find the smallest limit (a multiple of 1 MiB) with which the whole trace
                         replays without a refused allocation, by binary search, with the chosen
                         preallocate/growth mode
@@ -85,7 +89,7 @@ Options:
   -h, --help            print this help and exit
 
 Garbage collection (growth mode: give wholly free regions back before refusing) follows
-GPUMEM_GARBAGE_COLLECTION (default on). Every variable the shim reads is validated; an invalid one is
+GPUMEM_GARBAGE_COLLECTION (default on), the split rule GPUMEM_SPLIT_RULE (tight or xla). Every variable the shim reads is validated; an invalid one is
 an error. Frees are replayed unfenced (there is no device to wait for).
 
 Report (text, or the keys of --json):
@@ -93,14 +97,17 @@ Report (text, or the keys of --json):
   peak_requested    peak of the bytes the live blocks asked for
   peak_reserved     peak bytes held in regions
   utilisation       peak_requested / peak_reserved
-  driver_calls      regions reserved; driver_releases: regions given back during the replay
+  peak_live_granules  peak bytes of the 2 MiB granules live blocks overlap: what an arena that
+                    mapped memory under those granules only would hold at most
+  driver_calls      regions reserved and (vmm) growth steps mapped; region_grows: the growth steps;
+                    driver_releases: regions given back during the replay
   ns_per_op         steady-clock time inside the arena's calls, per operation
   operations        arena calls replayed (allocations, refused ones included, and frees)
   failed            allocations the arena refused in the replay
   skipped_failures  "allocate failure" rows in the trace
   unmatched_frees   frees of pointers not live in the replay
   min_limit         with --min-limit: bytes, or null when even 1 TiB does not suffice
-  also: device, limit, mode (preallocate|growth), source (classic), zero_size_allocations,
+  also: device, limit, mode (preallocate|growth), source (classic|vmm), split_rule, zero_size_allocations,
   duplicate_allocations (allocations of a pointer still live: the earlier block is freed first)
 
 Exit status: 0 done, 1 unreadable or malformed trace, 2 usage error.
@@ -118,6 +125,8 @@ struct Arguments {
   std::optional<bool> preallocate;  // --preallocate / --growth
   std::optional<std::size_t> limit;
   std::optional<std::size_t> device_memory;
+  std::optional<gpumem::replay::SourceKind> source;
+  std::optional<std::size_t> min_growth;
   bool min_limit = false;
   bool json = false;
   bool help = false;
@@ -205,6 +214,12 @@ std::optional<Failure> parse_arguments(const std::vector<std::string_view>& args
         return invalid(kExpected, *text);
       }
       out.device = device;
+    } else if (name == "--min-growth") {
+      const auto text = value();
+      if (!text) return missing(kSizeExpected);
+      const std::optional<std::size_t> bytes = parse_size_argument(*text);
+      if (!bytes) return invalid(kSizeExpected, *text);
+      out.min_growth = bytes;
     } else if (name == "--limit" || name == "--device-memory") {
       const auto text = value();
       if (!text) return missing(kSizeExpected);
@@ -217,16 +232,17 @@ std::optional<Failure> parse_arguments(const std::vector<std::string_view>& args
         out.device_memory = bytes;
       }
     } else if (name == "--source") {
-      constexpr std::string_view kExpected = "classic";
+      constexpr std::string_view kExpected = "vmm or classic";
       const auto text = value();
       if (!text) return missing(kExpected);
       const std::string_view source = gpumem::trim_blanks(*text);
       if (gpumem::equals_ignoring_case(source, "vmm")) {
-        return Failure{kExitUsage, fmt::format("{}: --source vmm: the VMM region source is not available in this "
-                                               "version; expected classic",
-                                               kProgram)};
+        out.source = gpumem::replay::SourceKind::vmm;
+      } else if (gpumem::equals_ignoring_case(source, "classic")) {
+        out.source = gpumem::replay::SourceKind::classic;
+      } else {
+        return invalid(kExpected, *text);
       }
-      if (!gpumem::equals_ignoring_case(source, "classic")) return invalid(kExpected, *text);
     } else {
       return Failure{kExitUsage, fmt::format("{}: unknown option {} (see --help)", kProgram,
                                              gpumem::quote_value(name))};
@@ -294,8 +310,13 @@ struct Setup {
   int device = 0;
   std::size_t limit = 0;
   std::string limit_origin;
+  gpumem::SplitRule split_rule = gpumem::SplitRule::tight;
   ReplayOptions options;
 };
+
+std::string_view source_name(const Setup& setup) {
+  return setup.options.source == gpumem::replay::SourceKind::vmm ? "vmm" : "classic";
+}
 
 // Chooses the device, the limit and the arena options; or a usage error.
 std::optional<Failure> choose_setup(const Arguments& arguments, const gpumem::Policy& policy,
@@ -354,6 +375,13 @@ std::optional<Failure> choose_setup(const Arguments& arguments, const gpumem::Po
   setup.options.limit = setup.limit;
   setup.options.preallocate = arguments.preallocate.value_or(policy.preallocate);
   setup.options.garbage_collection = policy.garbage_collection;
+  // As the shim on a device that supports virtual memory management.
+  setup.options.source = arguments.source.value_or(policy.region_source == gpumem::RegionSourceChoice::classic
+                                                       ? gpumem::replay::SourceKind::classic
+                                                       : gpumem::replay::SourceKind::vmm);
+  setup.options.max_internal_fragmentation = gpumem::max_internal_fragmentation(policy.split_rule);
+  setup.split_rule = policy.split_rule;
+  if (arguments.min_growth) setup.options.min_growth_bytes = *arguments.min_growth;
   return std::nullopt;
 }
 
@@ -373,6 +401,8 @@ void print_json(const Setup& setup, const ReplayResult& result, bool asked_min_l
     }
   }
   report["peak_requested"] = result.peak_requested;
+  report["region_grows"] = result.region_grows;
+  report["peak_live_granules"] = result.peak_live_granules;
   report["driver_releases"] = result.driver_releases;
   report["operations"] = result.operations;
   report["failed"] = result.failed;
@@ -383,7 +413,9 @@ void print_json(const Setup& setup, const ReplayResult& result, bool asked_min_l
   report["device"] = setup.device;
   report["limit"] = setup.limit;
   report["mode"] = setup.options.preallocate ? "preallocate" : "growth";
-  report["source"] = "classic";
+  report["source"] = source_name(setup);
+  report["split_rule"] = gpumem::to_string(setup.split_rule);
+  report["min_growth"] = setup.options.min_growth_bytes;
   fmt::print("{}\n", report.dump());
 }
 
@@ -393,9 +425,9 @@ void print_text(const Arguments& arguments, const Setup& setup, std::size_t rows
     fmt::print("{:<18}{}\n", label, value);
   };
   line("trace", fmt::format("{}, device {}: {} of {} rows", arguments.trace_path, setup.device, rows, records));
-  line("arena", fmt::format("{}, classic source, garbage collection {}",
-                            setup.options.preallocate ? "preallocate" : "growth",
-                            setup.options.garbage_collection ? "on" : "off"));
+  line("arena", fmt::format("{}, {} source, split rule {}, garbage collection {}",
+                            setup.options.preallocate ? "preallocate" : "growth", source_name(setup),
+                            gpumem::to_string(setup.split_rule), setup.options.garbage_collection ? "on" : "off"));
   line("limit", fmt::format("{}, from {}", human_bytes(setup.limit), setup.limit_origin));
   line("operations", fmt::format("{} ({} allocations, {} frees)", result.operations, result.allocations + result.failed,
                                  result.frees));
@@ -409,8 +441,10 @@ void print_text(const Arguments& arguments, const Setup& setup, std::size_t rows
   line("peak requested", human_bytes(result.peak_requested));
   line("peak in use", human_bytes(result.peak_in_use));
   line("peak reserved", human_bytes(result.peak_reserved));
+  line("live granules", human_bytes(result.peak_live_granules));
   line("utilisation", fmt::format("{:.4f} ({:.2f}%)", result.utilisation, 100.0 * result.utilisation));
-  line("driver calls", fmt::format("{} ({} releases)", result.driver_calls, result.driver_releases));
+  line("driver calls", fmt::format("{} ({} growth steps, {} releases)", result.driver_calls, result.region_grows,
+                                   result.driver_releases));
   line("time per op", fmt::format("{:.1f} ns", result.ns_per_op));
   if (arguments.min_limit) {
     line("min limit", min_limit ? human_bytes(*min_limit) : std::string("none up to 1 TiB"));

@@ -23,6 +23,8 @@ ArenaOptions arena_options(const ReplayOptions& options) {
   arena.preallocate = options.preallocate;
   arena.preallocation_head_bytes = gpumem::preallocation_head_bytes(options.limit);
   arena.garbage_collection = options.garbage_collection;
+  arena.min_growth_bytes = options.min_growth_bytes;
+  arena.max_internal_fragmentation = options.max_internal_fragmentation;
   return arena;
 }
 
@@ -100,13 +102,43 @@ class Replayer {
   std::size_t live_requested_ = 0;
 };
 
-ReplayResult run_arena(std::span<const TraceRecord> rows, const ReplayOptions& options, bool stop_at_failure) {
-  FakeRegionSource source;  // declared first: the arena gives its regions back when destroyed
+// How many live chunks overlap each kVmmGranule granule, and the peak of the granules overlapped.
+class GranuleCount {
+ public:
+  void add(std::uintptr_t base, std::size_t size) {
+    for (std::uintptr_t granule = base / kVmmGranule; granule <= (base + size - 1) / kVmmGranule; ++granule) {
+      if (chunks_[granule]++ == 0) ++overlapped_;
+    }
+    peak_ = std::max(peak_, overlapped_);
+  }
+  void remove(std::uintptr_t base, std::size_t size) {
+    for (std::uintptr_t granule = base / kVmmGranule; granule <= (base + size - 1) / kVmmGranule; ++granule) {
+      const auto it = chunks_.find(granule);
+      if (--it->second == 0) {
+        chunks_.erase(it);
+        --overlapped_;
+      }
+    }
+  }
+  std::size_t peak_bytes() const { return peak_ * kVmmGranule; }
+
+ private:
+  std::unordered_map<std::uintptr_t, std::uint32_t> chunks_;  // granule number -> live chunks on it
+  std::size_t overlapped_ = 0;
+  std::size_t peak_ = 0;
+};
+
+// Replays over `source` (declared by the caller before the arena, which gives its regions back when
+// destroyed).
+template <typename Source>
+ReplayResult run_over(Source& source, std::span<const TraceRecord> rows, const ReplayOptions& options,
+                      bool stop_at_failure) {
   BfcArena arena(source, arena_options(options));
   Replayer replayer;
   Clock::duration arena_time{};
   std::uint64_t operations = 0;
 
+  GranuleCount granules;
   const auto allocate = [&](const TraceRecord& row) -> std::optional<std::uintptr_t> {
     std::uintptr_t address = 0;
     const Clock::time_point start = Clock::now();
@@ -114,9 +146,11 @@ ReplayResult run_arena(std::span<const TraceRecord> rows, const ReplayOptions& o
     arena_time += Clock::now() - start;
     ++operations;
     if (status != Status::ok) return std::nullopt;
+    granules.add(address, arena.find(address)->size);
     return address;
   };
   const auto deallocate = [&](std::uintptr_t address) {
+    granules.remove(address, arena.find(address)->size);
     const Clock::time_point start = Clock::now();
     const Status status = arena.deallocate(address);
     arena_time += Clock::now() - start;
@@ -128,12 +162,15 @@ ReplayResult run_arena(std::span<const TraceRecord> rows, const ReplayOptions& o
   ReplayResult result = replayer.result;
   const ArenaStats stats = arena.stats();
   result.peak_in_use = stats.peak_bytes_in_use;
+  result.peak_live_granules = granules.peak_bytes();
   result.peak_reserved = stats.peak_bytes_reserved;
   result.utilisation = result.peak_reserved == 0
                            ? 0.0
                            : static_cast<double>(result.peak_requested) / static_cast<double>(result.peak_reserved);
-  result.driver_calls = source.log().reservations;
-  result.driver_releases = source.log().releases;  // before the arena's teardown
+  const RegionSourceLog& log = source.log();
+  result.driver_calls = log.reservations + log.grows;
+  result.region_grows = log.grows;
+  result.driver_releases = log.releases;  // before the arena's teardown
   result.operations = operations;
   result.ns_per_op =
       operations == 0
@@ -141,6 +178,15 @@ ReplayResult run_arena(std::span<const TraceRecord> rows, const ReplayOptions& o
           : static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(arena_time).count()) /
                 static_cast<double>(operations);
   return result;
+}
+
+ReplayResult run_arena(std::span<const TraceRecord> rows, const ReplayOptions& options, bool stop_at_failure) {
+  if (options.source == SourceKind::vmm) {
+    FakeResizableRegionSource source(options.limit, kVmmGranule);
+    return run_over(source, rows, options, stop_at_failure);
+  }
+  FakeRegionSource source;
+  return run_over(source, rows, options, stop_at_failure);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The replay engine of gpumem-replay: runs the rows of one device of an allocation trace through a
-// BfcArena over a FakeRegionSource (addresses that are never touched) and measures how the arena
-// behaves. No I/O.
+// BfcArena over a fake region source (addresses that are never touched) and measures how the arena
+// behaves. Two sources, as the shim has: classic (one driver allocation per region) and vmm (one
+// reserved range of the limit, memory mapped under it in 2 MiB granules). No I/O.
 //
 // Rules: rows replay in trace order. An "allocate" row allocates its Size from the arena (on its
 // Stream); a "free" row frees the block the replay allocated for that Pointer, unfenced (there is no
@@ -18,14 +19,23 @@
 #include <span>
 #include <vector>
 
+#include "bfc_arena.h"
 #include "trace_reader.h"
 
 namespace gpumem::replay {
+
+enum class SourceKind : std::uint8_t { classic, vmm };
+
+// The granule of the replay's vmm source: CUDA's recommended granularity on current GPUs.
+inline constexpr std::size_t kVmmGranule = std::size_t{2} << 20;
 
 struct ReplayOptions {
   std::size_t limit = 0;  // the arena's limit in bytes (>= 256)
   bool preallocate = true;
   bool garbage_collection = true;  // growth mode only
+  SourceKind source = SourceKind::classic;
+  std::size_t min_growth_bytes = ArenaOptions{}.min_growth_bytes;
+  std::size_t max_internal_fragmentation = ArenaOptions{}.max_internal_fragmentation;  // the split rule
 };
 
 struct ReplayResult {
@@ -33,7 +43,11 @@ struct ReplayResult {
   std::size_t peak_requested = 0;   // peak of the bytes the live blocks asked for
   std::size_t peak_reserved = 0;    // ArenaStats::peak_bytes_reserved
   double utilisation = 0.0;         // peak_requested / peak_reserved (0 when nothing was reserved)
-  std::uint64_t driver_calls = 0;   // regions reserved from the source
+  std::uint64_t driver_calls = 0;   // regions reserved from the source, and (vmm) growth steps mapped
+  std::uint64_t region_grows = 0;   // vmm: growth steps (each maps memory at the region's end)
+  // Peak bytes of the kVmmGranule granules that live chunks overlap: what an arena mapping memory
+  // under exactly those granules (unmapping every other one at once) would hold at most.
+  std::size_t peak_live_granules = 0;
   std::uint64_t driver_releases = 0;  // regions given back during the replay (garbage collection);
                                       // the arena's teardown is not counted
   std::uint64_t operations = 0;     // arena calls: allocations (refused ones included) and frees

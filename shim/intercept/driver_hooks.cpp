@@ -135,6 +135,18 @@ GPUMEM_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdevi
   return guarded([&] { return service::ipc_get_mem_handle(pHandle, dptr); });
 }
 
+GPUMEM_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle,
+                                                     unsigned int Flags) {
+  note_hook_reached();
+  if (pdptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return guarded([&] { return service::ipc_open_mem_handle(pdptr, handle, Flags); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  note_hook_reached();
+  return guarded([&] { return service::ipc_close_mem_handle(dptr); });
+}
+
 // Captures are only counted (capture_state.h): the shim then avoids calls a capture forbids.
 GPUMEM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
   note_hook_reached();

@@ -23,7 +23,7 @@ void* address_of(Function* function) {
   return reinterpret_cast<void*>(function);
 }
 
-constexpr std::size_t kHookCount = 35;
+constexpr std::size_t kHookCount = 37;
 
 // Every versioned name listed here is exported by libgpumem.so (see libgpumem.map). Built on first
 // use rather than at load (function addresses are not constant expressions), so loading the shim
@@ -57,6 +57,8 @@ const std::array<HookEntry, kHookCount>& hooks() noexcept {
       {"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", 11000, kLegacy,
        address_of(&cuDevicePrimaryCtxRelease_v2)},
       {"cuIpcGetMemHandle", "cuIpcGetMemHandle", 4010, kLegacy, address_of(&cuIpcGetMemHandle)},
+      {"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", 11000, kLegacy, address_of(&cuIpcOpenMemHandle_v2)},
+      {"cuIpcCloseMemHandle", "cuIpcCloseMemHandle", 4010, kLegacy, address_of(&cuIpcCloseMemHandle)},
       {"cuStreamBeginCapture_v2", "cuStreamBeginCapture", 10010, kLegacy,
        address_of(&cuStreamBeginCapture_v2)},
       {"cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCapture", 10010, kPerThread,

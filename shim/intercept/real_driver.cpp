@@ -24,7 +24,7 @@ std::atomic<bool> g_ready{false};
 std::mutex g_mutex;
 
 // The entry points resolve_table() fills, cuGetProcAddress_v2 included.
-constexpr std::size_t kEntryPoints = 60;
+constexpr std::size_t kEntryPoints = 73;
 static_assert(sizeof(RealDriver) == sizeof(void*) * (kEntryPoints + 1),
               "a RealDriver field was added or removed: resolve it in resolve_table() and update "
               "kEntryPoints");
@@ -74,7 +74,15 @@ void resolve_table(RealDriver& table, std::string& missing) {
   GPUMEM_RESOLVE(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, kLegacy);
+  GPUMEM_RESOLVE(cuMemPoolCreate, "cuMemPoolCreate", 11020, kLegacy);
+  GPUMEM_RESOLVE(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, kLegacy);
+  GPUMEM_RESOLVE(cuMemPoolExportToShareableHandle, "cuMemPoolExportToShareableHandle", 11020, kLegacy);
+  GPUMEM_RESOLVE(cuMemPoolImportFromShareableHandle, "cuMemPoolImportFromShareableHandle", 11020, kLegacy);
+  GPUMEM_RESOLVE(cuMemPoolExportPointer, "cuMemPoolExportPointer", 11020, kLegacy);
+  GPUMEM_RESOLVE(cuMemPoolImportPointer, "cuMemPoolImportPointer", 11020, kLegacy);
   GPUMEM_RESOLVE(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, kLegacy);
+  GPUMEM_RESOLVE(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000, kLegacy);
+  GPUMEM_RESOLVE(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, kLegacy);
   GPUMEM_RESOLVE(cuStreamCreate, "cuStreamCreate", 2000, kLegacy);
   GPUMEM_RESOLVE(cuStreamDestroy_v2, "cuStreamDestroy", 4000, kLegacy);
   GPUMEM_RESOLVE(cuStreamSynchronize, "cuStreamSynchronize", 2000, kLegacy);
@@ -104,6 +112,11 @@ void resolve_table(RealDriver& table, std::string& missing) {
   GPUMEM_RESOLVE(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000, kLegacy);
   GPUMEM_RESOLVE(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000, kLegacy);
   GPUMEM_RESOLVE(cuMipmappedArrayGetMemoryRequirements, "cuMipmappedArrayGetMemoryRequirements", 11060, kLegacy);
+  GPUMEM_RESOLVE(cuDeviceGetAttribute, "cuDeviceGetAttribute", 2000, kLegacy);
+  GPUMEM_RESOLVE(cuMemAddressReserve, "cuMemAddressReserve", 10020, kLegacy);
+  GPUMEM_RESOLVE(cuMemAddressFree, "cuMemAddressFree", 10020, kLegacy);
+  GPUMEM_RESOLVE(cuMemSetAccess, "cuMemSetAccess", 10020, kLegacy);
+  GPUMEM_RESOLVE(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", 10020, kLegacy);
   table.available = true;
 }
 

@@ -49,7 +49,16 @@ struct RealDriver {
   PFN_cuMemPoolSetAttribute_v11020 cuMemPoolSetAttribute = nullptr;
   PFN_cuMemPoolGetAttribute_v11020 cuMemPoolGetAttribute = nullptr;
   PFN_cuMemPoolTrimTo_v11020 cuMemPoolTrimTo = nullptr;
+  // cuda_async mode's own IPC-capable pool and sharing its blocks (ipc/pool_blocks.cpp).
+  PFN_cuMemPoolCreate_v11020 cuMemPoolCreate = nullptr;
+  PFN_cuMemPoolDestroy_v11020 cuMemPoolDestroy = nullptr;
+  PFN_cuMemPoolExportToShareableHandle_v11020 cuMemPoolExportToShareableHandle = nullptr;
+  PFN_cuMemPoolImportFromShareableHandle_v11020 cuMemPoolImportFromShareableHandle = nullptr;
+  PFN_cuMemPoolExportPointer_v11020 cuMemPoolExportPointer = nullptr;
+  PFN_cuMemPoolImportPointer_v11020 cuMemPoolImportPointer = nullptr;
   PFN_cuIpcGetMemHandle_v4010 cuIpcGetMemHandle = nullptr;
+  PFN_cuIpcOpenMemHandle_v11000 cuIpcOpenMemHandle_v2 = nullptr;
+  PFN_cuIpcCloseMemHandle_v4010 cuIpcCloseMemHandle = nullptr;
   PFN_cuStreamCreate_v2000 cuStreamCreate = nullptr;
   PFN_cuStreamDestroy_v4000 cuStreamDestroy_v2 = nullptr;
   PFN_cuStreamSynchronize_v2000 cuStreamSynchronize = nullptr;
@@ -81,6 +90,12 @@ struct RealDriver {
   PFN_cuMipmappedArrayCreate_v5000 cuMipmappedArrayCreate = nullptr;
   PFN_cuMipmappedArrayDestroy_v5000 cuMipmappedArrayDestroy = nullptr;
   PFN_cuMipmappedArrayGetMemoryRequirements_v11060 cuMipmappedArrayGetMemoryRequirements = nullptr;
+  // The arena's virtual-memory region source (managers/vmm_region_source.cpp).
+  PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute = nullptr;
+  PFN_cuMemAddressReserve_v10020 cuMemAddressReserve = nullptr;
+  PFN_cuMemAddressFree_v10020 cuMemAddressFree = nullptr;
+  PFN_cuMemSetAccess_v10020 cuMemSetAccess = nullptr;
+  PFN_cuMemGetAllocationGranularity_v10020 cuMemGetAllocationGranularity = nullptr;
 };
 
 // The table, resolved on first use (thread-safe). Cheap after the first call.

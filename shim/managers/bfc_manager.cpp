@@ -17,7 +17,30 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
   options.preallocate = preallocate;
   options.preallocation_head_bytes = preallocation_head_bytes(limit_bytes);
   options.garbage_collection = policy.garbage_collection;
+  options.max_internal_fragmentation = max_internal_fragmentation(policy.split_rule);
   return options;
+}
+
+// The VMM source when the policy allows it and the device supports it (GPUMEM_REGION_SOURCE=vmm on a
+// device without support says so once and uses classic regions).
+std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice device, std::size_t limit_bytes) {
+  if (policy.region_source == RegionSourceChoice::classic) return std::nullopt;
+  const std::size_t granularity = VmmRegionSource::granularity_for(device);
+  if (granularity == 0) {
+    if (policy.region_source == RegionSourceChoice::vmm) {
+      log::at(LogLevel::warn,
+              "device {}: GPUMEM_REGION_SOURCE=vmm, but the driver does not support virtual memory management "
+              "there; the arena uses classic regions",
+              device);
+    }
+    return std::nullopt;
+  }
+  if (limit_bytes < granularity) {  // not one granule to map: classic regions serve such a limit
+    log::at(LogLevel::debug, "device {}: a limit of {} bytes is below the {}-byte VMM granularity; the arena "
+            "uses classic regions", device, limit_bytes, granularity);
+    return std::nullopt;
+  }
+  return std::optional<VmmRegionSource>(std::in_place, device, limit_bytes, granularity);
 }
 
 // Attempts to synchronise away pending fences before giving up; more than one only when other threads
@@ -29,9 +52,11 @@ constexpr int kFenceSyncAttempts = 3;
 BfcManager::BfcManager(CUcontext context, CUdevice device, const Policy& policy, std::size_t limit_bytes,
                        CUmemoryPool default_pool, bool preallocate)
     : MemoryManager(context, device, policy, limit_bytes),
-      source_(device),
+      classic_source_(device),
+      vmm_source_(vmm_source_for(policy, device, limit_bytes)),
       fences_(fence_ids()),
-      arena_(source_, arena_options(policy, limit_bytes, preallocate), &fences_),
+      arena_(vmm_source_ ? static_cast<RegionSource&>(*vmm_source_) : classic_source_,
+             arena_options(policy, limit_bytes, preallocate), &fences_),
       default_pool_(default_pool),
       preallocate_(preallocate) {}
 
@@ -93,8 +118,10 @@ void BfcManager::warn_once_if_preallocation_shrank() {
     return;
   }
   const ArenaStats stats = arena_.stats();
-  // A refusal that the 0.9x retries made up for (the whole limit reserved in the end) is no news.
-  if (preallocate_ && stats.bytes_reserved < limit_bytes()) {
+  // A refusal that the 0.9x retries made up for (the whole limit reserved in the end) is no news;
+  // the VMM source maps whole granules, so its whole limit is the limit rounded down to one.
+  const std::size_t granule = vmm_source_ ? vmm_source_->resize_granule() : 1;
+  if (preallocate_ && stats.bytes_reserved < limit_bytes() / granule * granule) {
     log::at(LogLevel::warn,
                  "device {}: the driver refused a {}-byte preallocation; reserved {} bytes instead "
                  "(retried at 0.9x)", device(), limit_bytes(), stats.bytes_reserved);
@@ -188,14 +215,18 @@ std::size_t BfcManager::held_unused_bytes() const {
 
 bool BfcManager::do_owns(CUdeviceptr ptr) const { return arena_.owns(static_cast<std::uintptr_t>(ptr)); }
 
-CUresult BfcManager::do_check_ipc_export(CUdeviceptr ptr) const {
+IpcBlock BfcManager::do_ipc_block(CUdeviceptr ptr) const {
   const auto chunk = arena_.find(static_cast<std::uintptr_t>(ptr));
-  if (!chunk || chunk->region.base == static_cast<std::uintptr_t>(ptr)) return CUDA_SUCCESS;
-  log::at(LogLevel::error,
-               "cuIpcGetMemHandle: {:#x} lies {} bytes into a pooled region, which the driver can only "
-               "export whole; run this program with GPUMEM_MODE=platform to share device memory by IPC",
-               static_cast<std::uintptr_t>(ptr), static_cast<std::uintptr_t>(ptr) - chunk->region.base);
-  return CUDA_ERROR_INVALID_VALUE;
+  // A region's base is what cuMemGetAddressRange answers for any of its blocks (Numba and vLLM
+  // export that base and send offsets beside it): the region's own driver handle is the right one.
+  if (!chunk || chunk->region.base == static_cast<std::uintptr_t>(ptr)) return IpcBlock{};
+  if (!chunk->in_use) {
+    // The driver would export the whole region: refuse, as it refuses memory that is not allocated.
+    log::at(LogLevel::error, "cuIpcGetMemHandle: {:#x} is not an allocated block (freed, or never handed out)",
+            static_cast<std::uintptr_t>(ptr));
+    return IpcBlock{CUDA_ERROR_INVALID_VALUE};
+  }
+  return IpcBlock{CUDA_SUCCESS, false, chunk->region.base, chunk->base, chunk->size};
 }
 
 namespace {
@@ -209,7 +240,8 @@ void copy_arena_figures(const ArenaStats& arena, ManagerStats& stats) {
   stats.bytes_fenced = arena.bytes_fenced;
   stats.regions = arena.regions;
   stats.fragmentation = arena.fragmentation;
-  stats.counters.driver_allocs += arena.region_reservations;  // every region is one cuMemAlloc
+  // Every classic region is one cuMemAlloc; a VMM region's reservation and growth steps each map memory.
+  stats.counters.driver_allocs += arena.region_reservations + arena.region_grows;
 }
 
 }  // namespace
@@ -240,7 +272,17 @@ std::string BfcManager::do_describe_refusal(std::size_t bytes) const {
   return limit_advice() + "\n" + arena_.oom_report(bytes).render();
 }
 
-std::size_t BfcManager::do_reserved_bytes_now() const noexcept { return source_.bytes_reserved(); }
+std::size_t BfcManager::do_reserved_bytes_now() const noexcept {
+  return vmm_source_ ? vmm_source_->bytes_reserved() : classic_source_.bytes_reserved();
+}
+
+void BfcManager::do_retire() noexcept {
+  if (vmm_source_) {
+    vmm_source_->abandon();  // mappings outlive the context: they are given back here
+  } else {
+    classic_source_.abandon();
+  }
+}
 
 void BfcManager::do_context_synchronized(FenceId through) {
   fences_.resolve_through(through);

@@ -2,16 +2,18 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 
 #include "bfc_arena.h"
 #include "managers/cuda_region_source.h"
+#include "managers/vmm_region_source.h"
 #include "managers/memory_manager.h"
 #include "managers/stream_fences.h"
 
 namespace gpumem::shim {
 
 // Invariants: every pointer the arena handed out lies in a region obtained with cuMemAlloc_v2 in
-// `context()`; a chunk freed synchronously is reused only as Policy::free_sync allows (defer: after a
+// `context()`, or with the VMM source in the one virtual range it reserved for this arena; a chunk freed synchronously is reused only as Policy::free_sync allows (defer: after a
 // context synchronisation that began after the free; sync: the free itself synchronised; none: at
 // once), and a chunk freed with cuMemFreeAsync on stream S at once on S, elsewhere only after the event
 // recorded at its free completed; the arena is never destroyed (the driver frees its regions with the
@@ -35,13 +37,13 @@ class BfcManager final : public MemoryManager {
   bool do_owns(CUdeviceptr ptr) const override;
   // Growth mode with deferred frees: resolves the fences when only fenced bytes could serve `bytes`.
   void resolve_fences_instead_of_growing(std::size_t bytes);
-  CUresult do_check_ipc_export(CUdeviceptr ptr) const override;
+  IpcBlock do_ipc_block(CUdeviceptr ptr) const override;
   void do_context_synchronized(FenceId through) override;
   void do_fill_stats(ManagerStats& stats) const override;
   bool do_try_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "bfc"; }
   std::size_t do_trim() override;
-  void do_retire() noexcept override { source_.abandon(); }
+  void do_retire() noexcept override;
   std::string do_dump() const override;
   std::string do_describe_refusal(std::size_t bytes) const override;
   std::size_t do_reserved_bytes_now() const noexcept override;
@@ -53,7 +55,10 @@ class BfcManager final : public MemoryManager {
                                const StreamArg* stream);
   void warn_once_if_preallocation_shrank();
 
-  CudaRegionSource source_;
+  // Where the arena's regions come from: vmm_source_ when engaged (Policy::region_source and the
+  // device's support for virtual memory management decide), else classic_source_.
+  CudaRegionSource classic_source_;
+  std::optional<VmmRegionSource> vmm_source_;
   StreamFences fences_;
   BfcArena arena_;
   const CUmemoryPool default_pool_;

@@ -1,8 +1,12 @@
 #include "managers/cuda_async_manager.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdint>
 
 #include "managers/capture_state.h"
+#include "ipc/export_table.h"
 #include "log.h"
 #include "intercept/real_driver.h"
 
@@ -19,6 +23,40 @@ const char* error_name(CUresult result) {
   return name;
 }
 
+// A pool like the default one whose blocks other processes can import (POSIX descriptors); null,
+// with the reason in `messages`, when the driver cannot make one.
+CUmemoryPool create_shareable_pool(CUdevice device, log::Pending& messages) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemPoolCreate == nullptr || driver.cuMemPoolDestroy == nullptr ||
+      driver.cuMemPoolExportToShareableHandle == nullptr || driver.cuMemPoolExportPointer == nullptr ||
+      driver.cuMemAllocFromPoolAsync == nullptr) {
+    messages.add(LogLevel::info, "device {}: the driver cannot share pool memory between processes; cuda_async "
+                 "mode serves cuMemAlloc from the default pool, and its blocks cannot be exported", device);
+    return nullptr;
+  }
+  int handle_types = 0;
+  if (driver.cuDeviceGetAttribute != nullptr &&
+      driver.cuDeviceGetAttribute(&handle_types, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, device) ==
+          CUDA_SUCCESS &&
+      (handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
+    messages.add(LogLevel::info, "device {}: its pools cannot be shared through POSIX descriptors; cuda_async "
+                 "mode serves cuMemAlloc from the default pool, and its blocks cannot be exported", device);
+    return nullptr;
+  }
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device;
+  CUmemoryPool pool = nullptr;
+  if (const CUresult result = driver.cuMemPoolCreate(&pool, &props); result != CUDA_SUCCESS) {
+    messages.add(LogLevel::warn, "device {}: creating an IPC-capable pool failed ({}); cuda_async mode serves "
+                 "cuMemAlloc from the default pool, and its blocks cannot be exported", device, error_name(result));
+    return nullptr;
+  }
+  return pool;
+}
+
 }  // namespace
 
 std::unique_ptr<CudaAsyncManager> CudaAsyncManager::create(CUcontext context, CUdevice device,
@@ -32,33 +70,47 @@ std::unique_ptr<CudaAsyncManager> CudaAsyncManager::create(CUcontext context, CU
                  "mode is unavailable and requests go to the driver", device);
     return nullptr;
   }
-  CUmemoryPool pool = nullptr;
-  CUresult result = driver.cuDeviceGetDefaultMemPool(&pool, device);
+  CUmemoryPool default_pool = nullptr;
+  CUresult result = driver.cuDeviceGetDefaultMemPool(&default_pool, device);
   if (result != CUDA_SUCCESS) {
     messages.add(LogLevel::error, "device {}: cuDeviceGetDefaultMemPool failed ({}); cuda_async mode "
                  "is unavailable and requests go to the driver", device, error_name(result));
     return nullptr;
   }
-  // Memory the pool holds above the threshold goes back to the driver at synchronisation points.
+  CUmemoryPool pool = create_shareable_pool(device, messages);
+  const bool pool_is_own = pool != nullptr;
+  if (!pool_is_own) pool = default_pool;
+  // Memory a pool holds above the threshold goes back to the driver at synchronisation points. The
+  // default pool, which serves the program's stream-ordered calls, keeps the same threshold.
   std::uint64_t threshold = policy.preallocate ? limit_bytes : 0;
-  result = driver.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
-  if (result != CUDA_SUCCESS) {
-    messages.add(LogLevel::warn, "device {}: setting the pool's release threshold to {} failed ({})",
-                 device, threshold, error_name(result));
+  for (CUmemoryPool configured : {pool, default_pool}) {
+    result = driver.cuMemPoolSetAttribute(configured, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+    if (result != CUDA_SUCCESS) {
+      messages.add(LogLevel::warn, "device {}: setting the {} pool's release threshold to {} failed ({})", device,
+                   configured == default_pool ? "default" : "cuda_async", threshold, error_name(result));
+    }
+    if (!pool_is_own) break;  // the default pool is the only one
   }
   CUstream stream = nullptr;
   result = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
   if (result != CUDA_SUCCESS) {
     messages.add(LogLevel::error, "device {}: creating the allocation stream failed ({}); cuda_async "
                  "mode is unavailable and requests go to the driver", device, error_name(result));
+    if (pool_is_own) driver.cuMemPoolDestroy(pool);
     return nullptr;
   }
-  return std::make_unique<CudaAsyncManager>(context, device, policy, limit_bytes, pool, stream);
+  return std::make_unique<CudaAsyncManager>(context, device, policy, limit_bytes, pool, pool_is_own, default_pool,
+                                            stream);
 }
 
 CudaAsyncManager::CudaAsyncManager(CUcontext context, CUdevice device, const Policy& policy,
-                                   std::size_t limit_bytes, CUmemoryPool pool, CUstream private_stream)
-    : MemoryManager(context, device, policy, limit_bytes), pool_(pool), private_stream_(private_stream) {}
+                                   std::size_t limit_bytes, CUmemoryPool pool, bool pool_is_own,
+                                   CUmemoryPool default_pool, CUstream private_stream)
+    : MemoryManager(context, device, policy, limit_bytes),
+      pool_(pool),
+      pool_is_own_(pool_is_own),
+      default_pool_(default_pool),
+      private_stream_(private_stream) {}
 
 void CudaAsyncManager::warm_up() {
   if (!policy().async_prealloc || *policy().async_prealloc == 0) return;
@@ -88,6 +140,7 @@ CUresult CudaAsyncManager::allocate_on_private_stream(CUdeviceptr* out, std::siz
     count_fence_sync();
     const CUresult synced = synchronize_context();
     if (synced == CUDA_SUCCESS) do_context_synchronized(through);
+    release_idle_pool_memory();
     result = allocate_from_pool(out, bytes);
     if (result != CUDA_SUCCESS && synced == CUDA_SUCCESS) {
       log::at(LogLevel::warn, "device {}: the stream-ordered pool refused {} bytes ({}), also after "
@@ -115,14 +168,41 @@ CUresult CudaAsyncManager::allocate_on_private_stream(CUdeviceptr* out, std::siz
 CUresult CudaAsyncManager::allocate_from_pool(CUdeviceptr* out, std::size_t bytes) {
   // From the default pool by name: the program may have made another pool the device's current one.
   const RealDriver& driver = real_driver();
-  if (driver.cuMemAllocFromPoolAsync != nullptr) {
-    return count_driver_alloc(driver.cuMemAllocFromPoolAsync(out, bytes, pool_, private_stream_));
-  }
-  return count_driver_alloc(driver.cuMemAllocAsync(out, bytes, private_stream_));
+  const CUresult result = driver.cuMemAllocFromPoolAsync != nullptr
+                              ? driver.cuMemAllocFromPoolAsync(out, bytes, pool_, private_stream_)
+                              : driver.cuMemAllocAsync(out, bytes, private_stream_);
+  if (result == CUDA_SUCCESS) note_pool_allocation();
+  return count_driver_alloc(result);
+}
+
+void CudaAsyncManager::note_pool_allocation() noexcept {
+  if ((pool_allocations_.fetch_add(1, std::memory_order_relaxed) & (kRefreshEvery - 1)) == 0) refresh_pool_figures();
 }
 
 CUresult CudaAsyncManager::return_to_pool(CUdeviceptr ptr) {
   return real_driver().cuMemFreeAsync(ptr, private_stream_);
+}
+
+void CudaAsyncManager::release_idle_pool_memory() const noexcept {
+  const RealDriver& driver = real_driver();
+  if (!pool_is_own_ || driver.cuMemPoolTrimTo == nullptr) return;  // one pool: the driver's own retry suffices
+  driver.cuMemPoolTrimTo(pool_, 0);
+  driver.cuMemPoolTrimTo(default_pool_, 0);
+}
+
+int CudaAsyncManager::pool_export_fd(CUresult& failure) const {
+  std::lock_guard lock(export_mutex_);
+  if (export_fd_ >= 0) return export_fd_;
+  int fd = -1;
+  failure = real_driver().cuMemPoolExportToShareableHandle(&fd, pool_, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  if (failure != CUDA_SUCCESS) {
+    log::at(LogLevel::error, "cuIpcGetMemHandle: exporting cuda_async mode's pool on device {} as a POSIX "
+            "descriptor failed ({})", device(), error_name(failure));
+    return -1;
+  }
+  fcntl(fd, F_SETFD, FD_CLOEXEC);  // the shim's own: not for programs this process executes
+  export_fd_ = fd;
+  return fd;
 }
 
 CUresult CudaAsyncManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
@@ -196,11 +276,13 @@ CUresult CudaAsyncManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes
       count_fence_sync();
       if (synchronize_context() == CUDA_SUCCESS) {
         do_context_synchronized(through);
+        release_idle_pool_memory();
         allocated = driver_passthrough::mem_alloc_async(out, bytes, stream);
       }
     }
     return allocated;
   });
+  if (result == CUDA_SUCCESS) note_pool_allocation();
   return count_path(count_driver_alloc(result), AllocationPath::async_pool, bytes);
 }
 
@@ -222,6 +304,39 @@ bool CudaAsyncManager::do_owns(CUdeviceptr ptr) const {
   return blocks_.find(ptr) != detail::kNoChunk;
 }
 
+// Pool memory has no legacy IPC handle: the block is shared through its pool (docs/ipc.md).
+IpcBlock CudaAsyncManager::do_ipc_block(CUdeviceptr ptr) const {
+  std::size_t bytes = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const detail::ChunkHandle entry = blocks_.find(ptr);
+    if (entry == detail::kNoChunk || entry_deferred(entry)) {
+      log::at(LogLevel::error, "cuIpcGetMemHandle: {:#x} is not an allocated block (freed, or never handed out)",
+              static_cast<std::uintptr_t>(ptr));
+      return IpcBlock{CUDA_ERROR_INVALID_VALUE};
+    }
+    bytes = entry_bytes(entry);
+  }
+  if (!pool_is_own_) {
+    log::at(LogLevel::error,
+            "cuIpcGetMemHandle: {:#x} comes from the default stream-ordered pool (the driver could not make an "
+            "IPC-capable one for cuda_async mode), which legacy IPC cannot export; run programs that share "
+            "cudaMalloc memory between processes in bfc or platform mode", static_cast<std::uintptr_t>(ptr));
+    return IpcBlock{CUDA_ERROR_INVALID_VALUE};
+  }
+  CUresult result = CUDA_SUCCESS;
+  IpcBlock block{CUDA_SUCCESS, false, static_cast<std::uintptr_t>(ptr), static_cast<std::uintptr_t>(ptr), bytes};
+  block.pool_fd = pool_export_fd(result);
+  if (block.pool_fd < 0) return IpcBlock{result};
+  result = real_driver().cuMemPoolExportPointer(&block.pool_pointer, ptr);
+  if (result != CUDA_SUCCESS) {
+    log::at(LogLevel::error, "cuIpcGetMemHandle: the driver refused to export {:#x} from cuda_async mode's pool ({})",
+            static_cast<std::uintptr_t>(ptr), error_name(result));
+    return IpcBlock{result};
+  }
+  return block;
+}
+
 void CudaAsyncManager::do_context_synchronized(FenceId through) {
   // Returned under the lock: a thread that synchronised too and found nothing left to resolve must
   // find these blocks already back in the pool when it retries, or it fails spuriously.
@@ -232,6 +347,7 @@ void CudaAsyncManager::do_context_synchronized(FenceId through) {
     deferred_bytes_ -= entry_bytes(blocks_.erase(ptr));
     return_to_pool(ptr);
   }
+  refresh_pool_figures();
 }
 
 // The context is being reset or destroyed, which frees what cuMemAlloc gave the program: the pool
@@ -241,11 +357,23 @@ void CudaAsyncManager::do_context_synchronized(FenceId through) {
 void CudaAsyncManager::do_retire() noexcept {
   const RealDriver& driver = real_driver();
   std::lock_guard lock(mutex_);
-  blocks_.drain([this](std::uintptr_t ptr, detail::ChunkHandle) { return_to_pool(static_cast<CUdeviceptr>(ptr)); });
+  blocks_.drain([this](std::uintptr_t ptr, detail::ChunkHandle) {
+    ipc::withdraw(ptr);  // freed with the context: its handles stop opening
+    return_to_pool(static_cast<CUdeviceptr>(ptr));
+  });
   deferred_.clear();
   served_bytes_ = deferred_bytes_ = 0;
   if (driver.cuStreamSynchronize != nullptr) driver.cuStreamSynchronize(private_stream_);
+  refresh_pool_figures();  // the high mark before the trim gives the memory back
   if (driver.cuMemPoolTrimTo != nullptr) driver.cuMemPoolTrimTo(pool_, 0);
+  refresh_pool_figures();
+  if (pool_is_own_) {
+    // A new context of the device gets a new manager and pool: this one would only leak.
+    driver.cuMemPoolDestroy(pool_);
+    std::lock_guard export_lock(export_mutex_);
+    if (export_fd_ >= 0) close(export_fd_);
+    export_fd_ = -1;
+  }
 }
 
 void CudaAsyncManager::bound_deferred_bytes() {
@@ -264,6 +392,44 @@ void CudaAsyncManager::do_fill_stats(ManagerStats& stats) const {
     stats.bytes_in_use = budget->charged(BudgetPath::async_pool);
     stats.peak_bytes_in_use = budget->peak_charged(BudgetPath::async_pool);
   }
+  refresh_pool_figures();
+  stats.bytes_reserved = pool_reserved_.load(std::memory_order_relaxed);
+  stats.peak_bytes_reserved = pool_peak_reserved_.load(std::memory_order_relaxed);
+}
+
+// The exit path: the figures of the last refresh (every kRefreshEvery allocations, at the shim's
+// synchronisations and at retirement), never a driver call.
+bool CudaAsyncManager::do_try_fill_stats(ManagerStats& stats) const {
+  if (const DeviceBudget* budget = budget::existing(device())) {
+    stats.bytes_in_use = budget->charged(BudgetPath::async_pool);
+    stats.peak_bytes_in_use = budget->peak_charged(BudgetPath::async_pool);
+  }
+  stats.bytes_reserved = pool_reserved_.load(std::memory_order_relaxed);
+  stats.peak_bytes_reserved = pool_peak_reserved_.load(std::memory_order_relaxed);
+  return true;
+}
+
+void CudaAsyncManager::refresh_pool_figures() const noexcept {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemPoolGetAttribute == nullptr) return;
+  // Both pools serve the blocks the budget counts in use (cuMemAlloc from this mode's pool, the
+  // program's stream-ordered calls from the default one): their reservations are added, and so are
+  // their high marks (at most that much was reserved at once).
+  std::size_t reserved = 0;
+  std::size_t peak = 0;
+  for (CUmemoryPool pool : {pool_, default_pool_}) {
+    cuuint64_t current = 0;
+    cuuint64_t high = 0;
+    if (driver.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &current) != CUDA_SUCCESS ||
+        driver.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &high) != CUDA_SUCCESS) {
+      return;
+    }
+    reserved += static_cast<std::size_t>(current);
+    peak += static_cast<std::size_t>(high);
+    if (!pool_is_own_) break;  // the default pool is the only one
+  }
+  pool_reserved_.store(reserved, std::memory_order_relaxed);
+  pool_peak_reserved_.store(peak, std::memory_order_relaxed);
 }
 
 }  // namespace gpumem::shim

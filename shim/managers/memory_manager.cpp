@@ -291,8 +291,6 @@ CUresult MemoryManager::do_get_info(std::size_t* free_bytes, std::size_t* total_
   return CUDA_SUCCESS;
 }
 
-CUresult MemoryManager::do_check_ipc_export(CUdeviceptr /*ptr*/) const { return CUDA_SUCCESS; }
-
 void MemoryManager::count_alloc(CUresult result) noexcept {
   if (result == CUDA_SUCCESS) {
     allocs_.fetch_add(1, std::memory_order_relaxed);

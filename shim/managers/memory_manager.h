@@ -60,6 +60,19 @@ struct ManagerCounters {
   std::array<PathCounters, kAllocationPaths> paths{};
 };
 
+// How cuIpcGetMemHandle exports a pointer a manager handed out (ipc/ipc_service.cpp).
+struct IpcBlock {
+  CUresult verdict = CUDA_SUCCESS;  // anything else: refused with this code (the manager has logged why)
+  bool whole_allocation = true;     // the pointer lies in a driver allocation of its own: the driver's handle
+  std::uintptr_t region_base = 0;   // otherwise the block [block_base, + block_size) inside this region
+  std::uintptr_t block_base = 0;
+  std::size_t block_size = 0;
+  // A block of an IPC-capable stream-ordered pool (cuda_async) is shared through its pool instead of
+  // a region: the pool's POSIX descriptor in this process (>= 0) and the block's export data.
+  int pool_fd = -1;
+  CUmemPoolPtrExportData pool_pointer{};
+};
+
 // A snapshot for gpumem_get_stats: the counters plus what the mode tracks of its memory (0 if not).
 struct ManagerStats {
   ManagerCounters counters;
@@ -107,9 +120,8 @@ class MemoryManager {
 
   // True if `ptr` was handed out by this manager (any address inside one of its blocks or regions).
   bool owns(CUdeviceptr ptr) const { return do_owns(ptr); }
-  // For cuIpcGetMemHandle: CUDA_SUCCESS if the driver can export `ptr` as the program expects,
-  // else the error to return (a sub-allocation the driver would export as its whole region).
-  CUresult check_ipc_export(CUdeviceptr ptr) const { return do_check_ipc_export(ptr); }
+  // For cuIpcGetMemHandle: what holds `ptr` (a pointer this manager owns).
+  IpcBlock ipc_block(CUdeviceptr ptr) const { return do_ipc_block(ptr); }
 
   // Frees memory that went to the driver past the manager (the program's own pools, pool blocks):
   // its budget charge (the ledger's) is refunded before the free, since another thread may be handed
@@ -197,7 +209,8 @@ class MemoryManager {
   // manager holds unused), never above the device's own free memory.
   virtual CUresult do_get_info(std::size_t* free_bytes, std::size_t* total_bytes);
   virtual bool do_owns(CUdeviceptr ptr) const = 0;
-  virtual CUresult do_check_ipc_export(CUdeviceptr ptr) const;
+  // Default: a whole driver allocation.
+  virtual IpcBlock do_ipc_block(CUdeviceptr /*ptr*/) const { return IpcBlock{}; }
   virtual void do_context_synchronized(FenceId through) = 0;
   // Default: nothing beyond the counters and the limit.
   virtual void do_fill_stats(ManagerStats& /*stats*/) const {}

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "ipc/export_table.h"
 #include "managers/capture_state.h"
 #include "managers/context_registry.h"
 #include "managers/memory_manager.h"
@@ -47,6 +48,7 @@ CUresult mem_free(CUdeviceptr dptr) {
   const RealDriver& driver = real_driver();
   if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
   if (dptr != 0) {
+    ipc::withdraw(static_cast<std::uintptr_t>(dptr));  // its IPC handles stop opening
     if (MemoryManager* manager = manager_for_free(dptr)) return manager->free(dptr);
   }
   // No manager (managed memory made before any other allocation, say): its charge still goes.
@@ -89,6 +91,7 @@ CUresult mem_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread) {
   if (!real_driver().available) return CUDA_ERROR_NOT_INITIALIZED;
   const StreamArg stream_arg{stream, per_thread};
   if (dptr != 0) {
+    ipc::withdraw(static_cast<std::uintptr_t>(dptr));
     if (MemoryManager* manager = manager_for_free(dptr)) return manager->free_async(dptr, stream_arg);
   }
   return MemoryManager::free_passed_through(dptr, [&] { return driver_passthrough::mem_free_async(dptr, stream_arg); });
@@ -152,16 +155,6 @@ CUresult primary_ctx_release(CUdevice device) {
     registry().forget(primary);
   }
   return result;
-}
-
-CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr dptr) {
-  const RealDriver& driver = real_driver();
-  if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
-  if (MemoryManager* owner = registry().owner_of(dptr)) {
-    const CUresult verdict = owner->check_ipc_export(dptr);
-    if (verdict != CUDA_SUCCESS) return verdict;
-  }
-  return driver.cuIpcGetMemHandle(handle, dptr);
 }
 
 CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode, bool per_thread) {

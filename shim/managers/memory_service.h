@@ -28,7 +28,11 @@ CUresult ctx_synchronize(CUcontext context);
 CUresult ctx_destroy(CUcontext context);
 CUresult primary_ctx_reset(CUdevice device);
 CUresult primary_ctx_release(CUdevice device);
+// Legacy IPC (ipc/ipc_service.cpp): blocks inside pooled regions are exported as gpumem handles
+// that the open and close below resolve (docs/ipc.md); everything else is the driver's.
 CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr dptr);
+CUresult ipc_open_mem_handle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int flags);
+CUresult ipc_close_mem_handle(CUdeviceptr dptr);
 // Forwarded to the driver; a capture it began or ended is counted (capture_state.h).
 CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode, bool per_thread);
 CUresult stream_end_capture(CUstream stream, CUgraph* graph, bool per_thread);

@@ -36,6 +36,9 @@ constexpr std::array<Choice<FractionBasis>, 2> kFractionBases{{
     {"total", FractionBasis::total}, {"free", FractionBasis::free}}};
 constexpr std::array<Choice<FreeSync>, 3> kFreeSyncs{{
     {"defer", FreeSync::defer}, {"sync", FreeSync::sync}, {"none", FreeSync::none}}};
+constexpr std::array<Choice<RegionSourceChoice>, 3> kRegionSources{{
+    {"auto", RegionSourceChoice::automatic}, {"vmm", RegionSourceChoice::vmm}, {"classic", RegionSourceChoice::classic}}};
+constexpr std::array<Choice<SplitRule>, 2> kSplitRules{{{"tight", SplitRule::tight}, {"xla", SplitRule::xla}}};
 constexpr std::array<Choice<LogLevel>, 6> kLogLevels{{
     {"off", LogLevel::off}, {"error", LogLevel::error}, {"warn", LogLevel::warn},
     {"info", LogLevel::info}, {"debug", LogLevel::debug}, {"trace", LogLevel::trace}}};
@@ -184,6 +187,16 @@ std::string_view to_string(Mode mode) { return name_in<Mode>(kGpumemModes, mode)
 std::string_view to_string(FreeSync free_sync) { return name_in<FreeSync>(kFreeSyncs, free_sync); }
 std::string_view to_string(FractionBasis basis) { return name_in<FractionBasis>(kFractionBases, basis); }
 std::string_view to_string(LogLevel level) { return name_in<LogLevel>(kLogLevels, level); }
+std::string_view to_string(RegionSourceChoice choice) {
+  return name_in<RegionSourceChoice>(kRegionSources, choice);
+}
+std::string_view to_string(SplitRule rule) { return name_in<SplitRule>(kSplitRules, rule); }
+
+std::size_t max_internal_fragmentation(SplitRule rule) {
+  constexpr std::size_t kXlaBytes = std::size_t{128} << 20;  // XLA's kMaxInternalFragmentation
+  constexpr std::size_t kTightBytes = 256;                   // one granule: split off any remainder
+  return rule == SplitRule::xla ? kXlaBytes : kTightBytes;
+}
 
 PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
   EnvironmentReader reader(lookup);
@@ -236,6 +249,10 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
   reader.resolve({"GPUMEM_GARBAGE_COLLECTION"},
                  [](std::string_view, std::string_view text) { return parse_boolean(text); }, kBooleanExpected,
                  policy.garbage_collection, policy.garbage_collection_origin);
+
+  reader.resolve_choice<RegionSourceChoice>({"GPUMEM_REGION_SOURCE"}, kRegionSources, policy.region_source,
+                                            policy.region_source_origin);
+  reader.resolve_choice<SplitRule>({"GPUMEM_SPLIT_RULE"}, kSplitRules, policy.split_rule, policy.split_rule_origin);
 
   reader.resolve_choice<LogLevel>({"GPUMEM_LOG_LEVEL"}, kLogLevels, policy.log_level, policy.log_level_origin);
 
@@ -326,11 +343,13 @@ std::string Policy::describe() const {
   }
 
   return fmt::format(
-      "mode={} preallocate={} limit={} free_sync={} garbage_collection={} async_prealloc={} log_level={} "
-      "log_file={} stats={} stats_file={} trace={}",
+      "mode={} preallocate={} limit={} free_sync={} garbage_collection={} region_source={} split_rule={} "
+      "async_prealloc={} log_level={} log_file={} stats={} stats_file={} trace={}",
       with_origin(to_string(mode), mode_origin), with_origin(preallocate ? "on" : "off", preallocate_origin),
       limit, with_origin(to_string(free_sync), free_sync_origin),
       with_origin(garbage_collection ? "on" : "off", garbage_collection_origin),
+      with_origin(to_string(region_source), region_source_origin),
+      with_origin(to_string(split_rule), split_rule_origin),
       with_origin(async, async_prealloc_origin), with_origin(to_string(log_level), log_level_origin),
       with_origin(log_file.empty() ? std::string("stderr") : quote_value(log_file), log_file_origin),
       with_origin(stats ? "on" : "off", stats_origin),

@@ -23,6 +23,14 @@ enum class Mode : std::uint8_t { bfc, platform, cuda_async, off };
 enum class FreeSync : std::uint8_t { defer, sync, none };
 enum class FractionBasis : std::uint8_t { total, free };
 enum class LogLevel : std::uint8_t { trace, debug, info, warn, error, off };
+// Where a bfc arena's memory comes from: classic cuMemAlloc regions (the default: the driver's legacy
+// IPC handles exist only for such memory), or vmm (one reserved virtual range per device, memory
+// mapped under it as needed) where the driver supports it (auto) or asked for explicitly (vmm: a
+// device without it is left to classic regions, with a warning).
+enum class RegionSourceChoice : std::uint8_t { automatic, vmm, classic };
+// The arena's split rule (ArenaOptions::max_internal_fragmentation): tight splits off any remainder;
+// xla hands out a chunk of up to twice the request whole, as XLA's BFC allocator does.
+enum class SplitRule : std::uint8_t { tight, xla };
 
 // Where a value came from: the variable's name, or "default".
 struct Origin {
@@ -38,6 +46,8 @@ struct Policy {
   std::optional<std::int64_t> async_prealloc;     Origin async_prealloc_origin;  // bytes; -1 = release threshold
   FreeSync free_sync = FreeSync::defer;           Origin free_sync_origin;
   bool garbage_collection = true;                 Origin garbage_collection_origin;  // growth mode only
+  RegionSourceChoice region_source = RegionSourceChoice::classic; Origin region_source_origin;
+  SplitRule split_rule = SplitRule::tight;        Origin split_rule_origin;
   LogLevel log_level = LogLevel::warn;            Origin log_level_origin;
   std::string log_file;                           Origin log_file_origin;  // empty: stderr
   bool stats = false;                             Origin stats_origin;     // exit table on stderr
@@ -63,6 +73,11 @@ std::string_view to_string(Mode mode);
 std::string_view to_string(FreeSync free_sync);
 std::string_view to_string(FractionBasis basis);
 std::string_view to_string(LogLevel level);
+std::string_view to_string(RegionSourceChoice choice);
+std::string_view to_string(SplitRule rule);
+
+// ArenaOptions::max_internal_fragmentation for `rule`.
+std::size_t max_internal_fragmentation(SplitRule rule);
 
 // The head of a preallocated arena of `limit_bytes` (ArenaOptions::preallocation_head_bytes): 1/32
 // of the limit, in 2 MiB units, at most 1 GiB; none below a 64 MiB limit. Small blocks (cuBLAS and

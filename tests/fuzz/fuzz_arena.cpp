@@ -428,7 +428,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.limit = ((std::size_t{in.take<std::uint16_t>()} + 1) << (8 + in.below(11))) + unaligned;
   if ((flags & 4) != 0) options.preallocation_head_bytes = (std::size_t{in.below(64)} << 12) + unaligned;
   if ((flags & 32) != 0) {
-    options.initial_region_bytes = kGranule << in.below(16);
+    options.min_growth_bytes = kGranule << in.below(16);
     options.max_internal_fragmentation = kGranule << in.below(20);
   }
   if ((flags & 64) != 0) options.backoff_factor = 0.5;

@@ -147,12 +147,22 @@ class TheArenaDoesNotStarveOtherPaths(BudgetTestCase):
         self.assertGreaterEqual(self.vmm_share(result), 0.95, result.describe())
 
     def test_workspaces_larger_than_the_head_keep_the_rest_with_advice(self):
-        # 12 MiB of workspaces in a 64 MiB budget (a 2 MiB head): they live in the rest, which
-        # cannot shrink, so the heap gets little, and the refusal says how to leave room.
+        # Classic regions: 12 MiB of workspaces in a 64 MiB budget (a 2 MiB head) live in the rest,
+        # which cannot shrink, so the heap gets little, and the refusal says how to leave room.
         result = self.run_scenario("budget_scenarios", "workspaces_then_vmm", 2,
-                                   env={"CUDASIM_DEVICE_MEMORY": "1GiB", "GPUMEM_LIMIT": "64MiB"})
+                                   env={"CUDASIM_DEVICE_MEMORY": "1GiB", "GPUMEM_LIMIT": "64MiB",
+                                        "GPUMEM_REGION_SOURCE": "classic"})
         self.assertLess(int(values(result)["heap_mapped"]), 0.95 * (64 - 12) * MIB, result.describe())
         self.assertIn("set GPUMEM_PREALLOCATE=false", result.stderr)
+
+    def test_a_vmm_arena_gives_its_free_end_to_another_path(self):
+        # The VMM source: the same workspaces sit at the start of one mapped range, whose free end
+        # is unmapped when the heap needs the budget, so the heap gets everything the workspaces
+        # leave, in 2 MiB granules.
+        result = self.run_scenario("budget_scenarios", "workspaces_then_vmm", 2,
+                                   env={"CUDASIM_DEVICE_MEMORY": "1GiB", "GPUMEM_LIMIT": "64MiB",
+                                        "GPUMEM_REGION_SOURCE": "vmm"})
+        self.assertEqual(int(values(result)["heap_mapped"]), (64 - 12) * MIB, result.describe())
 
     def test_wholly_free_arena_regions_are_given_back_to_another_path(self):
         # The program's cudaMalloc blocks are all freed (deferred: the device may still use them);

@@ -27,9 +27,11 @@ EXAMPLES_DIR = os.environ.get("GPUMEM_TEST_EXAMPLES_DIR") or os.path.join(
     os.environ.get("GPUMEM_TEST_BUILD_ROOT", ""), "examples")
 
 RUNTIME_EXAMPLES = ["alloc_churn", "fragmentation", "multistream", "async_pool", "multithread", "oom"]
+# Built by nvcc from examples/*.cu; on the simulator test_nvcc_programs runs them (as *_nvcc).
+KERNEL_EXAMPLES = ["vector_add", "stream_ordered_allocation", "multi_stream_copy", "bandwidth_test"]
 # Every program: the runtime examples linked both ways, the driver-API one, and (GPU only) the kernel.
 PROGRAMS = ([name + suffix for name in RUNTIME_EXAMPLES for suffix in ("", "_static")]
-            + ["driver_api"] + (["vector_add"] if REAL_GPU else []))
+            + ["driver_api"] + (KERNEL_EXAMPLES if REAL_GPU else []))
 
 # The shim's configurations: the environment, and what its info-level policy line must then say
 # (so a configuration that silently did not apply cannot pass). Free modes matter where freed
@@ -258,7 +260,7 @@ class ExampleScriptsTest(testlib.TestCase):
             expected = [name + suffix for name in RUNTIME_EXAMPLES for suffix in ("", "_static")]
             expected.append("driver_api")
             if os.access(os.path.join(cuda_home, "bin", "nvcc"), os.X_OK):
-                expected.append("vector_add")
+                expected += KERNEL_EXAMPLES
             self.assertEqual(sorted(os.listdir(out)), sorted(expected))
 
     def run_demo(self, *options):
@@ -282,7 +284,9 @@ class ExampleScriptsTest(testlib.TestCase):
             plain_allocs = int(rows["plain CUDA"][-6])
             self.assertEqual(int(rows["gpumem bfc"][-6]), 2, proc.stdout)  # the preallocation: head and rest
             self.assertEqual(rows["gpumem bfc"][-5], "12.0GiB", proc.stdout)  # 0.75 x 16 GiB
-            self.assertGreater(plain_allocs, 10 * int(rows["gpumem bfc growth"][-6]), proc.stdout)
+            # Growth adds a region per request that needs one (at least 8 MiB): fragmentation's
+            # 64 unit blocks take eight, its 1.5-unit and 48-unit blocks a few more.
+            self.assertGreater(plain_allocs, 5 * int(rows["gpumem bfc growth"][-6]), proc.stdout)
             table.update({(program, allocator): columns for allocator, columns in rows.items()})
         self.assertIn("mode=bfc(default) preallocate=on(default)", proc.stdout)
         self.assertIn("preallocate=off(GPUMEM_PREALLOCATE)", proc.stdout)

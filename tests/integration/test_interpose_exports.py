@@ -22,6 +22,7 @@ HOOKED_DRIVER_ENTRY_POINTS = {
     "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
     "cuCtxSynchronize", "cuCtxSynchronize_v2", "cuCtxDestroy_v2", "cuDevicePrimaryCtxReset_v2",
     "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", "cuIpcGetMemHandle",
+    "cuIpcOpenMemHandle_v2", "cuIpcCloseMemHandle",
     "cuStreamBeginCapture_v2", "cuStreamBeginCapture_v2_ptsz", "cuStreamEndCapture", "cuStreamEndCapture_ptsz",
     "cuDeviceTotalMem_v2", "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemRetainAllocationHandle",
     "cuMemAllocManaged", "cuArrayCreate_v2", "cuArray3DCreate_v2", "cuArrayDestroy", "cuMipmappedArrayCreate",

@@ -126,6 +126,9 @@ class ExitStatistics(ObserveTestCase):
         self.assertLessEqual(device["peak_in_use"], result.device(0)["pool"]["peak_bytes_used"])
         self.assertEqual(device["peak_in_use"], device["budget"]["paths"]["async_pool"]["peak_charged"])
         self.assertEqual(device["in_use"], device["budget"]["paths"]["async_pool"]["charged"])
+        # Reserved: the pool's own figures as the driver gave them (its high mark), not zeros.
+        self.assertGreaterEqual(device["peak_reserved"], device["peak_in_use"], result.describe())
+        self.assertLessEqual(device["peak_reserved"], result.device(0)["pool"]["peak_bytes_reserved"])
 
     def test_written_once_at_every_kind_of_exit(self):
         for scenario in (("exit_thread",), ("return_streams",), ("churn", "300")):

@@ -53,7 +53,8 @@ TWO_DEVICE_TRACE = "\n".join([
 
 REQUIRED_KEYS = {"peak_in_use", "peak_reserved", "utilisation", "driver_calls", "ns_per_op",
                  "peak_requested", "driver_releases", "operations", "failed", "skipped_failures",
-                 "unmatched_frees", "device", "limit", "mode", "source"}
+                 "unmatched_frees", "device", "limit", "mode", "source", "split_rule", "min_growth",
+                 "region_grows", "peak_live_granules"}
 
 
 def clean_environment() -> dict:
@@ -116,7 +117,7 @@ class ReplayTest(unittest.TestCase):
         self.assertEqual(rows["peak in use"], "4096 (4.00 KiB)")
         self.assertEqual(rows["peak requested"], "4000 (3.91 KiB)")
         self.assertEqual(rows["peak reserved"], "8388608 (8.00 MiB)")
-        self.assertEqual(rows["driver calls"], "1 (0 releases)")
+        self.assertEqual(rows["driver calls"], "1 (0 growth steps, 0 releases)")
         self.assertEqual(rows["operations"], "4 (2 allocations, 2 frees)")
         self.assertEqual(rows["failed"], "0")
         self.assertEqual(rows["skipped failures"], "1")
@@ -145,9 +146,45 @@ class ReplayTest(unittest.TestCase):
     def test_growth_mode(self):
         report = self.run_json("--limit", "1GiB", "--growth", self.trace(SMALL_TRACE))
         self.assertEqual(report["mode"], "growth")
-        self.assertEqual(report["peak_reserved"], 2 * MiB)  # the first growth region
+        self.assertEqual(report["peak_reserved"], 8 * MiB)  # one region of the growth floor
         self.assertEqual(report["driver_calls"], 1)
-        self.assertAlmostEqual(report["utilisation"], 4000 / (2 * MiB))
+        self.assertAlmostEqual(report["utilisation"], 4000 / (8 * MiB))
+        report = self.run_json("--limit", "1GiB", "--growth", "--min-growth", "2MiB", self.trace(SMALL_TRACE))
+        self.assertEqual((report["peak_reserved"], report["min_growth"]), (2 * MiB, 2 * MiB))
+
+    def test_vmm_source(self):
+        # Growth over the vmm source: one region grown by the shortfall in 2 MiB granules, so the
+        # freed blocks' space coalesces with the end: 4 MiB mapped where classic regions take 9.
+        trace = "\n".join(["Thread,Time,Action,Pointer,Size,Stream",
+                           "1,1,allocate,0xa00000,1048576,0",
+                           "1,2,allocate,0xb00000,3145728,0",
+                           "1,3,free,0xa00000,0,0",
+                           "1,4,free,0xb00000,0,0",
+                           "1,5,allocate,0xc00000,4194304,0"]) + "\n"
+        path = self.trace(trace)
+        common = ("--growth", "--limit", "64MiB", "--min-growth", "2MiB")
+        vmm = self.run_json(*common, "--source", "vmm", path)
+        self.assertEqual((vmm["source"], vmm["peak_reserved"], vmm["driver_calls"], vmm["region_grows"]),
+                         ("vmm", 4 * MiB, 2, 1))
+        classic = self.run_json(*common, "--source", "classic", path)
+        self.assertEqual((classic["source"], classic["peak_reserved"], classic["driver_calls"]),
+                         ("classic", 9 * MiB, 3))
+        self.assertEqual(vmm["peak_live_granules"], 4 * MiB)  # A and B on granules 0-1, then C on the same
+        # The source follows GPUMEM_REGION_SOURCE as the shim does, unless --source says otherwise.
+        self.assertEqual(self.run_json(*common, path, env={"GPUMEM_REGION_SOURCE": "vmm"})["source"], "vmm")
+        self.assertEqual(self.run_json(*common, path, env={"GPUMEM_REGION_SOURCE": "auto"})["source"], "vmm")
+        self.assertEqual(self.run_json(*common, path)["source"], "classic")
+
+    def test_split_rule_from_the_environment(self):
+        # A 1.5 MiB request in a fresh 2 MiB region: tight splits off the 0.5 MiB rest, xla hands out
+        # the whole region (the rest is less than the request).
+        trace = "Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0xa00000,1572864,0\n"
+        path = self.trace(trace)
+        tight = self.run_json("--growth", "--limit", "64MiB", "--min-growth", "2MiB", path)
+        self.assertEqual((tight["split_rule"], tight["peak_in_use"]), ("tight", 3 * MiB // 2))
+        xla = self.run_json("--growth", "--limit", "64MiB", "--min-growth", "2MiB", path,
+                            env={"GPUMEM_SPLIT_RULE": "xla"})
+        self.assertEqual((xla["split_rule"], xla["peak_in_use"]), ("xla", 2 * MiB))
 
     def test_min_limit(self):
         path = self.trace(FRAGMENTING_TRACE)
@@ -192,7 +229,7 @@ class ReplayTest(unittest.TestCase):
             with self.subTest(env=env):
                 report = self.run_json(path, env=env)
                 self.assertEqual(report["mode"], "growth")
-                self.assertEqual(report["peak_reserved"], 2 * MiB)
+                self.assertEqual(report["peak_reserved"], 8 * MiB)
                 self.assertEqual(self.run_json("--preallocate", path, env=env)["mode"], "preallocate")
         self.assertEqual(self.run_json("--growth", path)["mode"], "growth")
 
@@ -203,9 +240,10 @@ class ReplayTest(unittest.TestCase):
                            "1,2,free,0x100000,0,0",
                            "1,3,allocate,0x200000,5242880,0"]) + "\n"
         path = self.trace(trace)
-        report = self.run_json("--growth", "--limit", "6MiB", path)
+        report = self.run_json("--growth", "--limit", "6MiB", "--min-growth", "2MiB", path)
         self.assertEqual((report["failed"], report["driver_calls"], report["driver_releases"]), (0, 2, 1))
-        report = self.run_json("--growth", "--limit", "6MiB", path, env={"GPUMEM_GARBAGE_COLLECTION": "off"})
+        report = self.run_json("--growth", "--limit", "6MiB", "--min-growth", "2MiB", path,
+                               env={"GPUMEM_GARBAGE_COLLECTION": "off"})
         self.assertEqual((report["failed"], report["driver_calls"], report["driver_releases"]), (1, 1, 0))
 
     def test_device_selection(self):
@@ -238,8 +276,8 @@ class ReplayTest(unittest.TestCase):
             (["--device", "first", path], '--device: expected a device ordinal (0, 1, ...), got "first"'),
             (["--device", "-1", path], "--device: expected a device ordinal"),
             (["--device", "3", path], "--device 3: expected a device the trace has rows for (0)"),
-            (["--source", "vmm", path], "--source vmm: the VMM region source is not available"),
-            (["--source=mmap", path], '--source: expected classic, got "mmap"'),
+            (["--source=mmap", path], '--source: expected vmm or classic, got "mmap"'),
+            (["--min-growth", "big", path], '--min-growth: expected a byte size above 0'),
             (["--growth", "--preallocate", path], "--preallocate: expected either --preallocate or --growth"),
             (["--json=yes", path], '--json takes no value, got "yes"'),
             (["--fast", path], 'unknown option "--fast"'),
@@ -250,6 +288,8 @@ class ReplayTest(unittest.TestCase):
         for args, needle in cases:
             self.assert_usage_error(args, needle)
         self.assert_usage_error([path], 'GPUMEM_PREALLOCATE="maybe" is not', env={"GPUMEM_PREALLOCATE": "maybe"})
+        self.assert_usage_error([path], 'GPUMEM_SPLIT_RULE="loose" is not one of tight, xla',
+                                env={"GPUMEM_SPLIT_RULE": "loose"})
         self.assert_usage_error([path], 'XLA_PYTHON_CLIENT_MEM_FRACTION="1.5" is not a fraction in (0, 1]',
                                 env={"XLA_PYTHON_CLIENT_MEM_FRACTION": "1.5"})
 
@@ -292,7 +332,8 @@ class ReplayTest(unittest.TestCase):
                      "--min-limit", "--json", "Thread", "Time", "Action", "Pointer", "Size", "Stream",
                      "Device", "Reserved", "Limit", "allocate failure", "GPUMEM_PREALLOCATE",
                      "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH", "GPUMEM_GARBAGE_COLLECTION",
-                     "GPUMEM_LIMIT", "unmatched", "Exit status"):
+                     "GPUMEM_LIMIT", "GPUMEM_SPLIT_RULE", "GPUMEM_REGION_SOURCE", "--min-growth", "unmatched",
+                     "Exit status"):
             self.assertIn(word, result.stdout)
         self.assertEqual(self.run_tool("-h").stdout, result.stdout)
 

@@ -51,6 +51,9 @@ OPTION_EFFECTS = [
     (["--free-sync", "defer"], {"GPUMEM_FREE_SYNC": "defer"}),
     (["--free-sync", "sync"], {"GPUMEM_FREE_SYNC": "sync"}),
     (["--free-sync", "none"], {"GPUMEM_FREE_SYNC": "none"}),
+    (["--region-source", "vmm"], {"GPUMEM_REGION_SOURCE": "vmm"}),
+    (["--region-source=auto"], {"GPUMEM_REGION_SOURCE": "auto"}),
+    (["--split-rule", "xla"], {"GPUMEM_SPLIT_RULE": "xla"}),
     (["--log-level", "trace"], {"GPUMEM_LOG_LEVEL": "trace"}),
     (["--log-level", "OFF"], {"GPUMEM_LOG_LEVEL": "off"}),
     (["--log-file", "/tmp/gpumem log.txt"], {"GPUMEM_LOG_FILE": "/tmp/gpumem log.txt"}),
@@ -79,6 +82,8 @@ BAD_COMMAND_LINES = [
     (["--fraction-of", "available"], "--fraction-of: 'available' is not one of total, free"),
     (["--async-prealloc", "-2"], "--async-prealloc: '-2' is not a byte size"),
     (["--free-sync", "later"], "--free-sync: 'later' is not one of defer, sync, none"),
+    (["--region-source", "heap"], "--region-source: 'heap' is not one of classic, vmm, auto"),
+    (["--split-rule", "loose"], "--split-rule: 'loose' is not one of tight, xla"),
     (["--log-level", "verbose"], "--log-level: 'verbose' is not one of off, error, warn, info, debug, trace"),
     (["--log-file="], "--log-file needs a file name"),
     (["--sim-devices", "2"], "--sim-devices and --sim-memory need --sim"),
@@ -178,7 +183,8 @@ class OptionTest(WrapperTestCase):
             result.stdout.strip(),
             "mode=cuda_async(GPUMEM_MODE) preallocate=off(GPUMEM_PREALLOCATE) "
             "limit=0.5(GPUMEM_MEM_FRACTION) of free(GPUMEM_FRACTION_OF) free_sync=sync(GPUMEM_FREE_SYNC) "
-            "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) async_prealloc=1GiB(GPUMEM_ASYNC_PREALLOC) "
+            "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) region_source=classic(default) "
+            "split_rule=tight(default) async_prealloc=1GiB(GPUMEM_ASYNC_PREALLOC) "
             "log_level=info(GPUMEM_LOG_LEVEL) log_file=\"/tmp/g.log\"(GPUMEM_LOG_FILE) stats=on(GPUMEM_STATS) "
             "stats_file=\"/tmp/s-%p.json\"(GPUMEM_STATS_FILE) trace=\"/tmp/t.csv\"(GPUMEM_TRACE)")
         limited = wrapper(["--limit", "1.5G"], program=[POLICY_PROBE])
@@ -409,7 +415,8 @@ class InfoTest(WrapperTestCase):
         self.assertTrue(result.stdout.startswith("Usage: gpumem-run [OPTIONS] [--] PROGRAM [ARGS...]"))
         for option in ("--mode", "--fraction", "--limit", "--fraction-of", "--preallocate", "--no-preallocate",
                        "--free-sync", "--log-level", "--log-file", "--sim", "--sim-devices", "--sim-memory",
-                       "--print-env", "--version", "--async-prealloc", "--no-garbage-collection"):
+                       "--print-env", "--version", "--async-prealloc", "--no-garbage-collection",
+                       "--region-source", "--split-rule"):
             self.assertRegex(result.stdout, rf"\n\s+(-h, )?{option}\b")
         self.assertEqual(wrapper(["-h"]).stdout, result.stdout)
 

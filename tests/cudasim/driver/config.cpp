@@ -125,6 +125,24 @@ Config read_config() {
       config.valid = false;
     }
   }
+  if (const char* v = std::getenv("CUDASIM_KERNELS")) {
+    const std::string_view value(v);
+    if (value == "fail") config.kernels = KernelLaunches::Fail;
+    else if (value == "skip") config.kernels = KernelLaunches::Skip;
+    else {
+      complain("CUDASIM_KERNELS", v, "skip (launches complete without running device code) or fail");
+      config.valid = false;
+    }
+  }
+  if (const char* v = std::getenv("CUDASIM_PEER_ACCESS")) {
+    const std::string_view value(v);
+    if (value == "all") config.peer_access = true;
+    else if (value == "none") config.peer_access = false;
+    else {
+      complain("CUDASIM_PEER_ACCESS", v, "all (every pair of devices can access each other) or none");
+      config.valid = false;
+    }
+  }
   if (const char* v = std::getenv("CUDASIM_REPORT")) config.report_path = v;
   return config;
 }

@@ -15,6 +15,10 @@ constexpr int kOldestDriverVersion = 12000;
 // CUDASIM_DRIVER_VERSION: a CUDA version number (1000 x major + 10 x minor) from 12000 to 13000.
 std::optional<int> parse_driver_version(std::string_view text);
 
+// What a kernel launch does (CUDASIM_KERNELS): the simulator never runs device code, so a launch is
+// either queued and completed as a no-op on its stream (Skip) or refused (Fail).
+enum class KernelLaunches { Skip, Fail };
+
 // Invariant: when `valid`, device_memory.size() == device_count >= 1 and every entry > 0.
 struct Config {
   bool valid = true;
@@ -24,6 +28,8 @@ struct Config {
   std::uint64_t alloc_latency_us = 0;
   std::uint64_t free_latency_us = 0;
   std::optional<std::uint64_t> fail_alloc_after;  // allocations allowed before failing
+  KernelLaunches kernels = KernelLaunches::Skip;   // CUDASIM_KERNELS
+  bool peer_access = true;                         // CUDASIM_PEER_ACCESS: all device pairs are peers
   std::string report_path;                         // empty: no report
   int driver_version = kDefaultDriverVersion;      // what cuDriverGetVersion reports (CUDASIM_DRIVER_VERSION)
 };

@@ -100,6 +100,8 @@ void deactivate_context(CUctx_st* ctx) {
   abandon_captures(st, ctx);
   free_context_allocations(st, ctx);
   free_context_arrays(st, ctx);
+  unload_context_modules(st, ctx);
+  forget_context_peers(st, ctx);
   for (auto& [thread, stream] : ctx->per_thread) stream->retire();
   for (auto& stream : ctx->streams) {
     stream->retire();

@@ -81,17 +81,19 @@ bool on_device(State& st, std::uintptr_t ptr, Side side) {
   return side == Side::Device || (side == Side::Unified && find_allocation(st, ptr, 1) != nullptr);
 }
 
-// How a copy synchronises with the host, after NVIDIA's "API synchronization behavior" (all host
-// memory here is pageable): the synchronous forms return once the copy is done, except device to
-// device, which is only queued; the async forms are queued, except host to host, which is done at
-// once, and a host source is read when the call is made (it is staged), so the caller may reuse it.
+// How a copy synchronises with the host, after NVIDIA's "API synchronization behavior": the
+// synchronous forms return once the copy is done, except device to device, which is only queued;
+// the async forms are queued, except host to host, which is done at once, and a pageable host
+// source is read when the call is made (it is staged), so the caller may reuse it; a pinned one
+// (host_memory.cpp) is read when the copy runs.
 CUresult copy(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, std::size_t n, CUstream s,
               bool ptd, bool sync) {
   return issue(s, ptd, {{dst, n, dst_side}, {src, n, src_side}}, [=](State& st, bool* wait) -> Operation {
     const bool dst_device = on_device(st, dst, dst_side);
     const bool src_device = on_device(st, src, src_side);
     *wait = sync ? !(dst_device && src_device) : !(dst_device || src_device);
-    if (!sync && dst_device && !src_device && n > 0) {
+    // Only pageable memory is staged; a pinned source is read when the copy runs.
+    if (!sync && dst_device && !src_device && n > 0 && !host_range_pinned(st, src, n)) {
       auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<unsigned char*>(host(src)),
                                                                  static_cast<unsigned char*>(host(src)) + n);
       return [dst, staged] { std::memcpy(host(dst), staged->data(), staged->size()); };

@@ -11,7 +11,7 @@
 
 namespace cudasim {
 
-enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree };
+enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree, Kernel };
 
 }  // namespace cudasim
 

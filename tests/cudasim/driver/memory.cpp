@@ -3,6 +3,7 @@
 // allocation entry points.
 #include "contexts.h"
 #include "faults.h"
+#include "pools.h"
 #include "state.h"
 
 #include <sys/mman.h>
@@ -42,7 +43,8 @@ CUresult allocate_sync(CUdeviceptr* dptr, std::size_t bytes) {
   Device& dev = st.device(ctx->device);
   std::size_t accounted = round_up(bytes, kMinAlignment);
   if (!take_device_memory(st, dev, accounted)) return CUDA_ERROR_OUT_OF_MEMORY;
-  Mapping mapping = map_device_memory(bytes);
+  // Shared with other processes through cuIpcGetMemHandle (ipc.cpp).
+  Mapping mapping = map_exportable_memory(st, bytes, st.last_buffer_id + 1);
   if (mapping.addr == nullptr) {
     give_device_memory(dev, accounted);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -108,9 +110,16 @@ Mapping map_device_memory(std::size_t bytes) {
 }
 
 void retire_mapping(State& st, Mapping mapping) {
-  // Drop the contents (no RAM kept) and fault on any later access.
-  madvise(mapping.addr, mapping.length, MADV_DONTNEED);
-  mprotect(mapping.addr, mapping.length, PROT_NONE);
+  // Drop the contents (no RAM kept) and fault on any later access. A shared file mapping is replaced
+  // instead: its pages stay only while another process maps them.
+  if (mapping.fd >= 0) {
+    mmap(mapping.addr, mapping.length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    close(mapping.fd);
+    mapping.fd = -1;
+  } else {
+    madvise(mapping.addr, mapping.length, MADV_DONTNEED);
+    mprotect(mapping.addr, mapping.length, PROT_NONE);
+  }
   st.quarantine.push_back(mapping);
   if (st.quarantine.size() > kQuarantineRanges) {
     munmap(st.quarantine.front().addr, st.quarantine.front().length);
@@ -182,8 +191,12 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     // Graph memory is freed by the graph (a captured cuMemFreeAsync, or cuGraphDestroy) only: a
     // graph is never launched here, so its memory never becomes the program's to free.
     if (it->second.kind == AllocKind::Graph) return CUDA_ERROR_INVALID_VALUE;
-    // Mapped virtual memory is unmapped (cuMemUnmap) and released (cuMemRelease), never freed.
-    if (it->second.kind == AllocKind::Vmm) return CUDA_ERROR_INVALID_VALUE;
+    // Mapped virtual memory is unmapped (cuMemUnmap) and released (cuMemRelease), never freed; an
+    // opened IPC handle is closed (cuIpcCloseMemHandle). A pointer imported from a pool is freed.
+    const bool pool_import = it->second.kind == AllocKind::Imported && it->second.pool != nullptr;
+    if (it->second.kind == AllocKind::Vmm || (it->second.kind == AllocKind::Imported && !pool_import)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
     // cuMemAllocAsync memory: back to its pool at once, without the implicit synchronisation.
     if (it->second.kind == AllocKind::Pool) return free_pool_memory(l.st, dptr, nullptr);
     ctx = it->second.ctx;
@@ -197,6 +210,7 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   State& st = l.st;
   auto it = st.allocations.find(dptr);
   const AllocKind kind = it == st.allocations.end() ? AllocKind::Pool : it->second.kind;
+  if (kind == AllocKind::Imported && it->second.pool != nullptr) return free_imported_pointer(st, dptr, nullptr);
   if (kind != AllocKind::Sync && kind != AllocKind::Managed) return CUDA_ERROR_INVALID_VALUE;
   Device& dev = st.device(it->second.device);
   give_device_memory(dev, it->second.accounted);
@@ -240,6 +254,7 @@ CUDASIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute at
   if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
   // Reserved virtual address space (mapped or not) answers for itself (vmm.cpp).
   if (CUresult rc = CUDA_SUCCESS; vmm_pointer_attribute(l.st, data, attribute, ptr, &rc)) return rc;
+  if (CUresult rc = CUDA_SUCCESS; host_pointer_attribute(l.st, data, attribute, ptr, &rc)) return rc;
   const Allocation* a = find_allocation(l.st, ptr, 1);
   if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;  // not device memory known to the driver
   const Device& dev = l.st.device(a->device);
@@ -281,19 +296,4 @@ CUDASIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute at
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
-}
-
-CUDASIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
-  Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const Allocation* a = find_allocation(l.st, dptr, 1);
-  // Only cuMemAlloc memory can be exported this way; pool memory needs cuMemPoolExportPointer.
-  if (a == nullptr || a->kind != AllocKind::Sync) return CUDA_ERROR_INVALID_VALUE;
-  std::memset(pHandle->reserved, 0, sizeof pHandle->reserved);
-  const pid_t pid = getpid();
-  std::memcpy(pHandle->reserved, &pid, sizeof pid);
-  std::memcpy(pHandle->reserved + 8, &a->base, sizeof a->base);
-  std::memcpy(pHandle->reserved + 16, &a->size, sizeof a->size);
-  return CUDA_SUCCESS;
 }

@@ -1,17 +1,26 @@
 // Stream-ordered memory pools (cuMemAllocAsync and friends).
 //
-// Each allocation is served by one pool block: a 2 MiB-granular reservation from the device. A
-// freed block is reusable at once by later work on the stream that freed it, and by other streams
-// once the free operation itself has executed on that stream. Idle blocks above the pool's release
-// threshold go back to the device at synchronisation points (stream, event, context) and on
-// cuMemPoolTrimTo. Taking a block from the device and giving one back cost CUDASIM_ALLOC_LATENCY_US /
+// A pool reserves memory from the device in chunks of 2 MiB granularity. An allocation of 2 MiB or
+// more gets a chunk of its own; smaller ones are carved one after another from a chunk with room
+// left (512-byte aligned), as real pools pack small allocations together. Each allocation is one
+// pool block, which keeps its size: a freed block is reusable (by a request it fits without being
+// more than twice as large) at once by later work on the stream that freed it, and by other streams
+// once the free operation itself has executed on that stream. Chunks whose blocks are all idle go
+// back to the device, above the pool's release threshold, at synchronisation points (stream,
+// event, context) and on cuMemPoolTrimTo. Taking a block from the device and giving one back cost CUDASIM_ALLOC_LATENCY_US /
 // CUDASIM_FREE_LATENCY_US, like cuMemAlloc and cuMemFree (paid by the thread that grew or released).
 // A pool created with a non-zero CUmemPoolProps::maxSize never reserves more than that in total.
+// A pool created with a POSIX descriptor handle type backs its chunks with one file (pool_ipc.cpp).
 #include "contexts.h"
 #include "faults.h"
+#include "pools.h"
 #include "state.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <utility>
 
 using namespace cudasim;
 
@@ -19,61 +28,37 @@ namespace {
 
 constexpr std::size_t kPoolGranularity = kLargePage;
 
-// Invariant: while in_use, [base, base + mapping.length) backs exactly one live Pool allocation;
-// free_done is false from cuMemFreeAsync until that free (number `frees`) has executed on
-// `freed_on`. Free operations hold the block, so it outlives them even when released meanwhile.
-struct PoolBlock {
-  std::uintptr_t base = 0;
-  Mapping mapping;
-  bool in_use = false;
-  bool free_done = true;
-  std::uint64_t frees = 0;
-  std::shared_ptr<CUstream_st> freed_on;
-};
-
-}  // namespace
-
-// Invariant: reserved == sum of blocks' mapping lengths; used == sum over in-use blocks.
-// Pool objects are never freed (a destroyed pool keeps serving outstanding frees).
-struct CUmemPoolHandle_st {
-  int device = 0;
-  bool is_default = false;
-  bool destroyed = false;
-  std::uint64_t release_threshold = 0;
-  std::uint64_t max_size = 0;  // CUmemPoolProps::maxSize: the most it may reserve; 0: the device's free memory
-  int reuse_follow_event_dependencies = 1;
-  int reuse_allow_opportunistic = 1;
-  int reuse_allow_internal_dependencies = 1;
-  std::uint64_t reserved = 0, used = 0, reserved_high = 0, used_high = 0;
-  std::vector<std::shared_ptr<PoolBlock>> blocks;
-};
-
-namespace {
-
 bool live_pool(State& st, CUmemoryPool pool) {
   return pool != nullptr && st.pools.count(pool) != 0 && !pool->destroyed;
 }
 
-// Gives idle blocks back to the device until at most `keep` bytes stay reserved.
+// Gives chunks whose blocks are all idle back to the device until at most `keep` bytes stay reserved.
 void release_idle_blocks(State& st, CUmemoryPool pool, std::uint64_t keep) {
+  if (pool->reserved <= keep) return;
   Device& dev = st.device(pool->device);
-  auto& blocks = pool->blocks;
+  std::unordered_set<PoolChunk*> busy;
+  for (const auto& block : pool->blocks) {
+    if (!block->idle()) busy.insert(block->chunk.get());
+  }
+  auto& chunks = pool->chunks;
   // Largest first: fewest mappings for the most bytes.
-  std::stable_sort(blocks.begin(), blocks.end(), [](const auto& a, const auto& b) {
+  std::stable_sort(chunks.begin(), chunks.end(), [](const auto& a, const auto& b) {
     return a->mapping.length > b->mapping.length;
   });
-  for (auto it = blocks.begin(); it != blocks.end() && pool->reserved > keep;) {
-    PoolBlock& block = **it;
-    if (block.in_use || !block.free_done) {
+  for (auto it = chunks.begin(); it != chunks.end() && pool->reserved > keep;) {
+    PoolChunk& chunk = **it;
+    if (busy.contains(&chunk)) {
       ++it;
       continue;
     }
-    pool->reserved -= block.mapping.length;
-    dev.stats.pool_bytes_reserved -= block.mapping.length;
-    give_device_memory(dev, block.mapping.length);
-    retire_mapping(st, block.mapping);
+    std::erase_if(pool->blocks, [&chunk](const auto& block) { return block->chunk.get() == &chunk; });
+    pool->reserved -= chunk.mapping.length;
+    dev.stats.pool_bytes_reserved -= chunk.mapping.length;
+    if (chunk.mapping.fd >= 0) punch_pool_file(chunk);  // an exportable pool's
+    give_device_memory(dev, chunk.mapping.length);
+    retire_mapping(st, chunk.mapping);
     owe_latency(st.config.free_latency_us);
-    it = blocks.erase(it);
+    it = chunks.erase(it);
   }
 }
 
@@ -95,14 +80,33 @@ void note_used(Device& dev, CUmemoryPool pool, std::uint64_t bytes) {
 // earlier on this same stream or with its free already executed.
 PoolBlock* find_reusable(CUmemoryPool pool, std::size_t bytes, const std::shared_ptr<CUstream_st>& stream) {
   PoolBlock* best = nullptr;
-  std::size_t limit = std::max(bytes > SIZE_MAX / 2 ? SIZE_MAX : bytes * 2, kPoolGranularity);
+  std::size_t limit = bytes > SIZE_MAX / 2 ? SIZE_MAX : bytes * 2;
   for (auto& block : pool->blocks) {
-    if (block->in_use || block->mapping.length < bytes || block->mapping.length > limit) continue;
+    if (block->in_use || block->length < bytes || block->length > limit) continue;
     bool ordered = block->free_done || (block->freed_on == stream);
     if (!ordered) continue;
-    if (best == nullptr || block->mapping.length < best->mapping.length) best = block.get();
+    if (best == nullptr || block->length < best->length) best = block.get();
   }
   return best;
+}
+
+PoolBlock* carve_block(CUmemoryPool pool, const std::shared_ptr<PoolChunk>& chunk, std::size_t bytes) {
+  auto block = std::make_shared<PoolBlock>();
+  block->base = chunk->base + chunk->carved;
+  block->length = bytes;
+  block->chunk = chunk;
+  chunk->carved += bytes;
+  pool->blocks.push_back(std::move(block));
+  return pool->blocks.back().get();
+}
+
+// A small request carved from the room left in one of the pool's chunks, or null.
+PoolBlock* carve_from_existing(CUmemoryPool pool, std::size_t bytes) {
+  if (bytes >= kPoolGranularity) return nullptr;
+  for (const auto& chunk : pool->chunks) {
+    if (chunk->mapping.length - chunk->carved >= bytes) return carve_block(pool, chunk, bytes);
+  }
+  return nullptr;
 }
 
 PoolBlock* reserve_block(State& st, CUmemoryPool pool, std::size_t bytes) {
@@ -126,16 +130,21 @@ PoolBlock* reserve_block(State& st, CUmemoryPool pool, std::size_t bytes) {
     if (!take_device_memory(st, dev, length)) return nullptr;
   }
   Mapping mapping = map_device_memory(length);
+  auto chunk = std::make_shared<PoolChunk>();
+  if (mapping.addr != nullptr && pool->file_fd >= 0 && !map_pool_file(*pool, mapping, *chunk)) {
+    munmap(mapping.addr, mapping.length);
+    mapping.addr = nullptr;
+  }
   if (mapping.addr == nullptr) {
     give_device_memory(dev, length);
     return nullptr;
   }
-  auto block = std::make_shared<PoolBlock>();
-  block->base = reinterpret_cast<std::uintptr_t>(mapping.addr);
-  block->mapping = mapping;
+  chunk->base = reinterpret_cast<std::uintptr_t>(mapping.addr);
+  chunk->mapping = mapping;
   note_reserved(dev, pool, length);
-  pool->blocks.push_back(std::move(block));
-  return pool->blocks.back().get();
+  pool->chunks.push_back(chunk);
+  // A large request takes the whole chunk (rounding included), as before packing existed.
+  return carve_block(pool, chunk, bytes >= kPoolGranularity ? length : bytes);
 }
 
 CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream handle,
@@ -147,21 +156,22 @@ CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUst
   std::shared_ptr<CUstream_st> stream;
   if (CUresult rc = resolve_stream(st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
   if (pool == nullptr) pool = st.device(stream->ctx->device).current_pool;
-  else if (!live_pool(st, pool)) return CUDA_ERROR_INVALID_VALUE;
+  else if (!live_pool(st, pool) || pool->imported) return CUDA_ERROR_INVALID_VALUE;  // imported: allocates nothing
   std::size_t bytes = round_up(bytesize, kMinAlignment);
   // On a capturing stream: a memory-allocation node, whose memory the graph owns (not the pool).
   if (stream->capture) return graph_allocate(st, *stream->capture, pool->device, bytesize, dptr);
   bool captured = false;  // the legacy stream while a blocking stream captures
   if (CUresult rc = capture_work(st, stream, NodeKind::MemAlloc, &captured); rc != CUDA_SUCCESS) return rc;
   PoolBlock* block = find_reusable(pool, bytes, stream);
+  if (block == nullptr) block = carve_from_existing(pool, bytes);
   if (block == nullptr) block = reserve_block(st, pool, bytes);
   if (block == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   Device& dev = st.device(pool->device);
   block->in_use = true;
   block->freed_on.reset();
-  note_used(dev, pool, block->mapping.length);
+  note_used(dev, pool, block->length);
   st.allocations[block->base] =
-      Allocation{block->base, bytesize, block->mapping.length, pool->device, nullptr, AllocKind::Pool, pool,
+      Allocation{block->base, bytesize, block->length, pool->device, nullptr, AllocKind::Pool, pool,
                  ++st.last_buffer_id};
   dev.stats.pool_async_allocs++;
   dev.stats.largest_alloc = std::max<std::uint64_t>(dev.stats.largest_alloc, bytesize);
@@ -199,6 +209,9 @@ CUmemoryPool create_default_pool(State& st, int device) {
 
 CUresult free_pool_memory(State& st, CUdeviceptr dptr, const std::shared_ptr<CUstream_st>& stream) {
   auto it = st.allocations.find(dptr);
+  if (it != st.allocations.end() && it->second.kind == AllocKind::Imported && it->second.pool != nullptr) {
+    return free_imported_pointer(st, dptr, stream);
+  }
   if (it == st.allocations.end() || it->second.kind != AllocKind::Pool) return CUDA_ERROR_INVALID_VALUE;
   CUmemoryPool pool = it->second.pool;
   auto found = std::find_if(pool->blocks.begin(), pool->blocks.end(),
@@ -206,8 +219,8 @@ CUresult free_pool_memory(State& st, CUdeviceptr dptr, const std::shared_ptr<CUs
   std::shared_ptr<PoolBlock> block = *found;
   st.allocations.erase(it);
   Device& dev = st.device(pool->device);
-  pool->used -= block->mapping.length;
-  dev.stats.pool_bytes_used -= block->mapping.length;
+  pool->used -= block->length;
+  dev.stats.pool_bytes_used -= block->length;
   dev.stats.pool_async_frees++;
   block->in_use = false;
   const std::uint64_t free_number = ++block->frees;
@@ -287,7 +300,7 @@ CUDASIM_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   Locked l;
   if (CUresult rc = check_pool_call(l, pool); rc != CUDA_SUCCESS) return rc;
   if (!valid_device(l.st, dev)) return CUDA_ERROR_INVALID_DEVICE;
-  if (pool->device != dev) return CUDA_ERROR_INVALID_VALUE;
+  if (pool->device != dev || pool->imported) return CUDA_ERROR_INVALID_VALUE;
   l.st.device(dev).current_pool = pool;
   return CUDA_SUCCESS;
 }
@@ -299,9 +312,20 @@ CUDASIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps
       poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(l.st, poolProps->location.id)) return CUDA_ERROR_INVALID_DEVICE;
+  // Handle types: a POSIX file descriptor makes the pool exportable; Win32 and fabric handles do not
+  // exist on this platform.
+  const auto types = static_cast<unsigned>(poolProps->handleTypes);
+  constexpr unsigned kKnownTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
+                                   CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC;
+  if ((types & ~kKnownTypes) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((types & ~unsigned{CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}) != 0) return CUDA_ERROR_NOT_SUPPORTED;
   auto* created = new CUmemPoolHandle_st();  // never freed: see the struct's invariant
   created->device = poolProps->location.id;
   created->max_size = poolProps->maxSize;
+  if (types != 0 && !make_pool_exportable(*created)) {
+    delete created;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   l.st.pools.insert(created);
   *pool = created;
   return CUDA_SUCCESS;
@@ -316,6 +340,8 @@ CUDASIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   // Outstanding allocations stay valid; their blocks go back once freed.
   pool->destroyed = true;
   release_idle_blocks(l.st, pool, 0);
+  // Its file stays reachable through the chunks' mappings (punched as they go) and exported descriptors.
+  if (pool->file_fd >= 0) close(std::exchange(pool->file_fd, -1));
   return CUDA_SUCCESS;
 }
 

@@ -90,8 +90,13 @@ bool write_report(State& st, const char* path) {
             {"frees", s.managed_frees},
             {"bytes", s.managed_bytes},
             {"peak_bytes", s.managed_peak_bytes}}},
+          {"kernel_launches", s.kernel_launches},
       });
     }
+    const PinnedStats& pinned = st.pinned_stats;
+    report["pinned_host"] = {{"allocs", pinned.allocs},         {"frees", pinned.frees},
+                             {"registers", pinned.registers},   {"unregisters", pinned.unregisters},
+                             {"bytes", pinned.bytes},           {"peak_bytes", pinned.peak_bytes}};
     report["proc_address_requests"] = st.requested_names;
     report["faults_injected"] = faults_injected();
   }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +26,8 @@ struct CUmemPoolHandle_st;
 
 namespace cudasim {
 struct VmmState;  // vmm.cpp: reservations, physical allocations, handles and mappings
+struct KernelState;  // kernels.cpp: loaded modules and libraries, their functions and kernels
+struct IpcState;  // ipc.cpp: this process's number and the handles it opened
 }
 
 namespace cudasim {
@@ -58,6 +61,24 @@ struct DeviceStats {
   std::uint64_t vmm_maps = 0, vmm_unmaps = 0, vmm_reserved_va_bytes = 0;
   // Managed memory (managed.cpp): cuMemAllocManaged and its cuMemFree, bytes live now / at most.
   std::uint64_t managed_allocs = 0, managed_frees = 0, managed_bytes = 0, managed_peak_bytes = 0;
+  // Kernel launches (kernels.cpp) queued on the device's streams; none runs device code.
+  std::uint64_t kernel_launches = 0;
+};
+
+// A page-locked host range (host_memory.cpp): from cuMemHostAlloc / cuMemAllocHost (Allocated) or
+// cuMemHostRegister (Registered). Invariant: ranges in State::pinned never overlap.
+struct PinnedRange {
+  enum class Origin { Allocated, Registered };
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  unsigned flags = 0;
+  CUctx_st* ctx = nullptr;  // current when it was pinned (CU_POINTER_ATTRIBUTE_CONTEXT)
+  Origin origin = Origin::Allocated;
+};
+
+// Process-wide pinned host memory counters for the report.
+struct PinnedStats {
+  std::uint64_t allocs = 0, frees = 0, registers = 0, unregisters = 0, bytes = 0, peak_bytes = 0;
 };
 
 // Invariant: committed == live contexts * overhead + stats.bytes_reserved <= total.
@@ -74,8 +95,11 @@ struct Device {
 };
 
 // Vmm: one cuMemMap mapping while some device may access it (cuMemSetAccess); Managed:
-// cuMemAllocManaged memory (charged to no device, freed with its context like Sync).
-enum class AllocKind { Sync, Pool, Graph, Vmm, Managed };
+// cuMemAllocManaged memory (charged to no device, freed with its context like Sync); Imported: another
+// process's cuMemAlloc memory opened with cuIpcOpenMemHandle, or (`pool` set: the imported pool) a
+// pointer of another process's pool imported with cuMemPoolImportPointer (charged to the exporter,
+// not here).
+enum class AllocKind { Sync, Pool, Graph, Vmm, Managed, Imported };
 
 // A live device allocation. [base, base + size) is what callers may touch.
 struct Allocation {
@@ -93,6 +117,7 @@ struct Allocation {
 struct Mapping {
   void* addr = nullptr;
   std::size_t length = 0;
+  int fd = -1;  // the memfd mapped there (cuMemAlloc and imported memory), closed when retired
 };
 
 struct State {
@@ -121,6 +146,11 @@ struct State {
   std::vector<std::string> requested_names;
   std::unordered_set<std::string> requested_set;
   std::shared_ptr<VmmState> vmm;  // created by the first virtual memory call (vmm.cpp)
+  std::shared_ptr<KernelState> kernels;  // created by the first module or library call (kernels.cpp)
+  std::map<std::uintptr_t, PinnedRange> pinned;  // page-locked host memory by base (host_memory.cpp)
+  PinnedStats pinned_stats;
+  std::set<std::pair<CUctx_st*, CUctx_st*>> peer_access;  // (context, peer) pairs enabled (peers.cpp)
+  std::shared_ptr<IpcState> ipc;  // created by the first exportable allocation (ipc.cpp)
 
   Device& device(int ordinal) { return devices[static_cast<std::size_t>(ordinal)]; }
 };
@@ -204,6 +234,11 @@ void give_device_memory(Device& dev, std::uint64_t bytes);
 // Frees every synchronous allocation the context owns (context destruction).
 void free_context_allocations(State& st, CUctx_st* ctx);
 
+// --- ipc.cpp ---
+// map_device_memory backed by a memfd another process can open through a cuIpcGetMemHandle handle
+// (named after `buffer_id`); private memory when no descriptor can be had. Needs State::mu.
+Mapping map_exportable_memory(State& st, std::size_t bytes, std::uint64_t buffer_id);
+
 // --- pools.cpp ---
 CUmemoryPool create_default_pool(State& st, int device);
 // Returns the pool allocation at `dptr` to its pool; CUDA_ERROR_INVALID_VALUE if there is none.
@@ -243,6 +278,18 @@ void abandon_capture(State& st, CUstream_st* stream);
 
 // --- report.cpp ---
 void note_requested_name(State& st, const char* name);
+
+// --- kernels.cpp, peers.cpp --- (need State::mu held)
+// Unloads the modules the context loaded (context destruction); libraries outlive contexts.
+void unload_context_modules(State& st, CUctx_st* ctx);
+// Ends peer access to and from the context (context destruction).
+void forget_context_peers(State& st, CUctx_st* ctx);
+
+// --- host_memory.cpp --- (need State::mu held)
+// Whether [ptr, ptr + bytes) lies in one page-locked host range.
+bool host_range_pinned(const State& st, std::uintptr_t ptr, std::size_t bytes);
+// cuPointerGetAttribute for pinned host memory: false when `ptr` is not pinned, else true with *rc.
+bool host_pointer_attribute(State& st, void* data, CUpointer_attribute attribute, CUdeviceptr ptr, CUresult* rc);
 
 // --- arrays.cpp ---
 // Destroys every array and mipmapped array the context owns, giving their memory back (context

@@ -86,10 +86,18 @@ cudaError_t usable_current_context(CUcontext* context) {
 
 // Retains the device's primary context once per process and makes it current on this thread.
 cudaError_t activate_primary_context(int device) {
+  CUcontext context = nullptr;
+  const cudaError_t status = primary_context(device, &context);
+  if (status != cudaSuccess) return status;
+  return call_driver<&DriverTable::cuCtxSetCurrent>(context);
+}
+
+}  // namespace
+
+cudaError_t primary_context(int device, CUcontext* context) {
   CUdevice handle = 0;
   cudaError_t status = device_handle(device, &handle);
   if (status != cudaSuccess) return status;
-  CUcontext context = nullptr;
   {
     PrimaryContexts& all = primaries();
     Locked lock(all.mutex);
@@ -102,12 +110,10 @@ cudaError_t activate_primary_context(int device) {
       primary.handle = retained;
       primary.retained = true;
     }
-    context = primary.handle;
+    *context = primary.handle;
   }
-  return call_driver<&DriverTable::cuCtxSetCurrent>(context);
+  return cudaSuccess;
 }
-
-}  // namespace
 
 cudaError_t device_count(int* count) {
   const cudaError_t status = driver_status();

@@ -32,6 +32,10 @@ cudaError_t select_device(int device);
 // creates it afresh.
 cudaError_t reset_current_device();
 
+// The device's primary context, retained once per process (as the first call needing it does),
+// without making it current.
+cudaError_t primary_context(int device, CUcontext* context);
+
 // The number of devices (after loading the driver).
 cudaError_t device_count(int* count);
 

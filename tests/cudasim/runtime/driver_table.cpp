@@ -106,6 +106,13 @@ cudaError_t translate(CUresult result) {
     case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
     case CUDA_ERROR_ILLEGAL_STATE: return cudaErrorIllegalState;
     case CUDA_ERROR_NOT_FOUND: return cudaErrorSymbolNotFound;
+    case CUDA_ERROR_INVALID_IMAGE: return cudaErrorInvalidKernelImage;
+    case CUDA_ERROR_NO_BINARY_FOR_GPU: return cudaErrorNoKernelImageForDevice;
+    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED: return cudaErrorPeerAccessUnsupported;
+    case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: return cudaErrorPeerAccessAlreadyEnabled;
+    case CUDA_ERROR_PEER_ACCESS_NOT_ENABLED: return cudaErrorPeerAccessNotEnabled;
+    case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: return cudaErrorHostMemoryAlreadyRegistered;
+    case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED: return cudaErrorHostMemoryNotRegistered;
     case CUDA_ERROR_NOT_READY: return cudaErrorNotReady;
     case CUDA_ERROR_ILLEGAL_ADDRESS: return cudaErrorIllegalAddress;
     case CUDA_ERROR_LAUNCH_TIMEOUT: return cudaErrorLaunchTimeout;
@@ -119,6 +126,9 @@ cudaError_t translate(CUresult result) {
     case CUDA_ERROR_LAUNCH_FAILED: return cudaErrorLaunchFailure;
     case CUDA_ERROR_NOT_PERMITTED: return cudaErrorNotPermitted;
     case CUDA_ERROR_NOT_SUPPORTED: return cudaErrorNotSupported;
+    case CUDA_ERROR_MAP_FAILED: return cudaErrorMapBufferObjectFailed;
+    case CUDA_ERROR_ALREADY_MAPPED: return cudaErrorAlreadyMapped;
+    case CUDA_ERROR_TOO_MANY_PEERS: return cudaErrorTooManyPeers;
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: return cudaErrorSystemDriverMismatch;
     case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: return cudaErrorCompatNotSupportedOnDevice;
     case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return cudaErrorStreamCaptureUnsupported;

@@ -37,7 +37,13 @@ namespace cudasim::runtime {
   X(cuStreamGetCaptureInfo, 12030) X(cuThreadExchangeStreamCaptureMode, 10010)                    \
   X(cuGraphDestroy, 10000) X(cuArray3DCreate, 3020) X(cuArrayDestroy, 2000)                       \
   X(cuMipmappedArrayCreate, 5000) X(cuMipmappedArrayDestroy, 5000)                                \
-  X(cuMemAllocManaged, 6000)
+  X(cuMemAllocManaged, 6000)                                                                      \
+  X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000) X(cuIpcCloseMemHandle, 4010)            \
+  X(cuLibraryLoadData, 12000) X(cuLibraryGetKernel, 12000) X(cuLaunchKernel, 4000)                \
+  X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000) X(cuMemHostGetDevicePointer, 3020)               \
+  X(cuMemHostGetFlags, 2030) X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000)             \
+  X(cuDeviceCanAccessPeer, 4000) X(cuDeviceGetP2PAttribute, 8000) X(cuCtxEnablePeerAccess, 4000)  \
+  X(cuCtxDisablePeerAccess, 4000)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

@@ -31,6 +31,11 @@ cudaError_t stream_get_capture_info(CUstream stream, cudaStreamCaptureStatus* st
 cudaError_t event_record(CUevent event, CUstream stream);
 cudaError_t launch_host_func(CUstream stream, cudaHostFn_t fn, void* user_data);
 
+// Kernel launches (launch_api.cpp): of a library kernel, or of the kernel registered for a host stub.
+cudaError_t launch_kernel(CUkernel kernel, dim3 grid, dim3 block, void** args, size_t shared_bytes, CUstream stream);
+cudaError_t launch_host_function(const void* function, dim3 grid, dim3 block, void** args, size_t shared_bytes,
+                                 CUstream stream);
+
 cudaError_t malloc_async(void** ptr, size_t size, CUstream stream);
 cudaError_t free_async(void* ptr, CUstream stream);
 cudaError_t malloc_from_pool_async(void** ptr, size_t size, cudaMemPool_t pool, CUstream stream);

@@ -27,6 +27,11 @@ cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t 
   return api_call([&] { return set(devPtr, value, count, per_thread_stream(stream), Completion::kAsynchronous); });
 }
 
+cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                             cudaStream_t stream) {
+  return api_call([&] { return launch_host_function(func, gridDim, blockDim, args, sharedMem, per_thread_stream(stream)); });
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return api_call([&] { return stream_synchronize(per_thread_stream(stream)); });
 }

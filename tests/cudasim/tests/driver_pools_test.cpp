@@ -71,16 +71,17 @@ TEST_CASE("another stream reuses pool memory only after the free has executed", 
   REQUIRE(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
   REQUIRE(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
 
+  // 2 MiB each: every allocation has a chunk of its own.
   CUdeviceptr ptr = 0, other = 0, again = 0;
-  REQUIRE(cuMemAllocAsync(&ptr, kMiB, a) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocAsync(&ptr, 2 * kMiB, a) == CUDA_SUCCESS);
   Gate gate;
   REQUIRE(cuLaunchHostFunc(a, Gate::wait, &gate) == CUDA_SUCCESS);
   REQUIRE(cuMemFreeAsync(ptr, a) == CUDA_SUCCESS);
-  REQUIRE(cuMemAllocAsync(&other, kMiB, b) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocAsync(&other, 2 * kMiB, b) == CUDA_SUCCESS);
   CHECK(other != ptr);  // a's free has not run: b must not get that memory
   gate.open();
   REQUIRE(cuStreamSynchronize(a) == CUDA_SUCCESS);
-  REQUIRE(cuMemAllocAsync(&again, kMiB, b) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocAsync(&again, 2 * kMiB, b) == CUDA_SUCCESS);
   CHECK(again == ptr);  // now it may
   CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 4 * kMiB);
 
@@ -260,6 +261,41 @@ TEST_CASE("pool growth and release cost the allocation and free latencies", "[dr
   REQUIRE(rc == 0);
 }
 
+TEST_CASE("small allocations are packed into shared chunks", "[driver][pools]") {
+  primary_context();
+  CUmemoryPool pool = default_pool();
+  REQUIRE(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS);
+  cuuint64_t keep = 64 * kMiB;
+  REQUIRE(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) == CUDA_SUCCESS);
+  const cuuint64_t reserved_before = attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+  CUdeviceptr blocks[8] = {};
+  for (CUdeviceptr& block : blocks) REQUIRE(cuMemAllocAsync(&block, 200 * 1024, nullptr) == CUDA_SUCCESS);
+  // 512-byte granules one after another in one 2 MiB chunk.
+  for (int i = 1; i < 8; ++i) CHECK(blocks[i] == blocks[i - 1] + 200 * 1024);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == reserved_before + 2 * kMiB);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 8 * 200 * 1024);
+  CUdeviceptr odd = 0;  // rounded to 512 bytes
+  REQUIRE(cuMemAllocAsync(&odd, 1000, nullptr) == CUDA_SUCCESS);
+  CHECK(odd == blocks[7] + 200 * 1024);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 8 * 200 * 1024 + 1024);
+  // One live block keeps its chunk: trimming gives back nothing until every block is idle.
+  for (CUdeviceptr block : blocks) REQUIRE(cuMemFreeAsync(block, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 2 * kMiB);
+  // A freed block serves a request it fits without being twice as large.
+  CUdeviceptr reused = 0;
+  REQUIRE(cuMemAllocAsync(&reused, 150 * 1024, nullptr) == CUDA_SUCCESS);
+  CHECK(reused == blocks[0]);
+  REQUIRE(cuMemFreeAsync(reused, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(odd, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 0);
+  keep = 0;
+  REQUIRE(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) == CUDA_SUCCESS);
+}
+
 TEST_CASE("created pools", "[driver][pools]") {
   primary_context();
   CUmemPoolProps props = device0_pool_props(0);
@@ -268,14 +304,14 @@ TEST_CASE("created pools", "[driver][pools]") {
   CHECK(pool != default_pool());
   CUdeviceptr ptr = 0;
   REQUIRE(cuMemAllocFromPoolAsync(&ptr, kMiB, pool, nullptr) == CUDA_SUCCESS);
-  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 2 * kMiB);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == kMiB);
   CHECK(attribute(default_pool(), CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 0);
 
   // Made current, the pool serves cuMemAllocAsync.
   REQUIRE(cuDeviceSetMemPool(0, pool) == CUDA_SUCCESS);
   CUdeviceptr from_current = 0;
   REQUIRE(cuMemAllocAsync(&from_current, kMiB, nullptr) == CUDA_SUCCESS);
-  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 4 * kMiB);
+  CHECK(attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 2 * kMiB);
   REQUIRE(cuMemFreeAsync(from_current, nullptr) == CUDA_SUCCESS);
 
   // Destroying it while memory is outstanding is allowed; the memory stays usable.
@@ -386,7 +422,7 @@ TEST_CASE("a pool's maxSize refusal is not a device allocation attempt", "[drive
     CHILD_CHECK(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
     CUdeviceptr a = 0, b = 0;
     CHILD_CHECK(cuMemAllocFromPoolAsync(&a, kMiB, pool, nullptr) == CUDA_SUCCESS);  // attempt 1
-    CHILD_CHECK(cuMemAllocFromPoolAsync(&b, kMiB, pool, nullptr) == CUDA_ERROR_OUT_OF_MEMORY);  // the limit
+    CHILD_CHECK(cuMemAllocFromPoolAsync(&b, 2 * kMiB, pool, nullptr) == CUDA_ERROR_OUT_OF_MEMORY);  // the limit
     CHILD_CHECK(cuMemAllocAsync(&b, kMiB, nullptr) == CUDA_SUCCESS);  // attempt 2
     CUdeviceptr c = 0;
     CHILD_CHECK(cuMemAllocAsync(&c, 4 * kMiB, nullptr) == CUDA_ERROR_OUT_OF_MEMORY);  // attempt 3

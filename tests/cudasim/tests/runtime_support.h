@@ -6,8 +6,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace runtime_test {
 
@@ -50,6 +53,33 @@ inline cudaError_t wait_for_stream(cudaStream_t stream) {
   }
   return status;
 }
+
+// A fat binary whose only content is a string table naming one kernel, behind the wrapper nvcc's host
+// code passes to the runtime (fatbinary_section.h): enough for the simulator, which looks entry
+// points up by name and runs no device code.
+struct FakeFatbin {
+  std::vector<unsigned char> bytes;
+  struct Wrapper {
+    int magic = 0x466243B1;
+    int version = 1;
+    const void* data = nullptr;
+    void* unused = nullptr;
+  } wrapper;
+
+  explicit FakeFatbin(const std::string& kernel) {
+    const std::string body = std::string("\0.strtab\0", 9) + kernel + std::string("\0", 1);
+    const std::uint32_t magic = 0xBA55ED50;
+    const std::uint16_t version = 1, header = 16;
+    const std::uint64_t size = body.size();
+    bytes.resize(16 + body.size());
+    std::memcpy(bytes.data(), &magic, 4);
+    std::memcpy(bytes.data() + 4, &version, 2);
+    std::memcpy(bytes.data() + 6, &header, 2);
+    std::memcpy(bytes.data() + 8, &size, 8);
+    std::memcpy(bytes.data() + 16, body.data(), body.size());
+    wrapper.data = bytes.data();
+  }
+};
 
 }  // namespace runtime_test
 

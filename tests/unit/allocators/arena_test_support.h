@@ -28,6 +28,7 @@ inline ArenaOptions growing(std::size_t limit, bool garbage_collection = false) 
   options.limit = limit;
   options.preallocate = false;
   options.garbage_collection = garbage_collection;
+  options.min_growth_bytes = 2 * kMiB;  // small regions, so that tests see several
   return options;
 }
 

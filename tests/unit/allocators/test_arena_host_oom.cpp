@@ -151,7 +151,7 @@ Outcome run_until_it_fits(BfcArena& arena, const FakeRegionSource& source, Opera
 TEST_CASE("running out of host memory at any allocation leaves the arena as it was", "[arena][host_oom]") {
   FakeRegionSource source;
   ArenaOptions options = growing(std::size_t{1} << 32);
-  options.initial_region_bytes = 64 * kKiB;  // many regions: region records grow too
+  options.min_growth_bytes = 64 * kKiB;  // many regions: region records grow too
   BfcArena arena(source, options);
   std::mt19937_64 rng(7);
   std::vector<std::uintptr_t> live;

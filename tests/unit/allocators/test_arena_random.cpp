@@ -310,7 +310,7 @@ TEST_CASE("randomized operations agree with the model while the record table gro
   Scenario scenario{"many live blocks", preallocated(std::size_t{1} << 30), {}};
   scenario.target_live = 1500;
   Scenario grown{"many live blocks, growth", growing(std::size_t{1} << 30), {}};
-  grown.options.initial_region_bytes = 4 * kMiB;  // many regions, whose first records move too
+  grown.options.min_growth_bytes = 4 * kMiB;  // many regions, whose first records move too
   grown.target_live = 1500;
   for (const Scenario& each : {scenario, grown}) {
     // Over 1638 records at once: the table rehashed at least twice (at 820 and 1639 live records).

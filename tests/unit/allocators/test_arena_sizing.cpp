@@ -48,51 +48,59 @@ TEST_CASE("preallocate: back-off stops below the request", "[sizing][backoff]") 
   CHECK(arena.stats().bytes_reserved >= kMiB / 2);
 }
 
-TEST_CASE("growth: regions start at 2 MiB and double", "[sizing][growth]") {
+TEST_CASE("growth: a region for each request that needs one, at least min_growth_bytes", "[sizing][growth]") {
   FakeRegionSource source;
-  BfcArena arena(source, growing(1024 * kMiB));
-  must_allocate(arena, kMiB);      // region 2 MiB
+  BfcArena arena(source, growing(1024 * kMiB));  // min_growth_bytes 2 MiB
+  must_allocate(arena, kMiB);      // region 2 MiB (the floor)
   must_allocate(arena, kMiB);      // fits in it
-  must_allocate(arena, kMiB);      // region 4 MiB
-  must_allocate(arena, 5 * kMiB);  // region 8 MiB
-  CHECK(source.log().requests == std::vector<std::size_t>{2 * kMiB, 4 * kMiB, 8 * kMiB});
+  must_allocate(arena, kMiB);      // region 2 MiB
+  must_allocate(arena, 5 * kMiB);  // region 5 MiB: the request, not a doubling
+  CHECK(source.log().requests == std::vector<std::size_t>{2 * kMiB, 2 * kMiB, 5 * kMiB});
   CHECK(arena.stats().regions == 3);
-  CHECK(arena.stats().bytes_reserved == 14 * kMiB);
+  CHECK(arena.stats().bytes_reserved == 9 * kMiB);
 }
 
-TEST_CASE("growth: a large request gets a region of at least its size", "[sizing][growth]") {
+TEST_CASE("growth: the default floor keeps small requests from making many regions", "[sizing][growth]") {
   FakeRegionSource source;
-  BfcArena arena(source, growing(1024 * kMiB));
-  must_allocate(arena, 20 * kMiB);  // 2 MiB doubled to 32 MiB
-  must_allocate(arena, 13 * kMiB);  // fits in the remaining 12 MiB? no: next region
-  CHECK(source.log().requests == std::vector<std::size_t>{32 * kMiB, 32 * kMiB});
+  ArenaOptions options = growing(1024 * kMiB);
+  options.min_growth_bytes = ArenaOptions{}.min_growth_bytes;
+  BfcArena arena(source, options);
+  const std::size_t blocks = ArenaOptions{}.min_growth_bytes / (100 * kKiB);
+  for (std::size_t i = 0; i < blocks; ++i) must_allocate(arena, 100 * kKiB);  // up to the floor
+  CHECK(arena.stats().regions == 1);
+  CHECK(source.log().requests == std::vector<std::size_t>{ArenaOptions{}.min_growth_bytes});
 }
 
-TEST_CASE("growth: regions never exceed the limit", "[sizing][growth][limit]") {
+TEST_CASE("growth: a region is capped by what the limit leaves", "[sizing][growth][limit]") {
   FakeRegionSource source;
-  BfcArena arena(source, growing(40 * kMiB));
-  must_allocate(arena, 2 * kMiB);   // 2
-  must_allocate(arena, 4 * kMiB);   // 4
-  must_allocate(arena, 8 * kMiB);   // 8
-  const std::uintptr_t big = must_allocate(arena, 20 * kMiB);  // 32 wanted, 26 left under the limit
-  CHECK(source.log().requests.back() == 26 * kMiB);
-  CHECK(chunk_size(arena, big) == 26 * kMiB);  // 26 < 2 * 20: served whole by the split rule
+  ArenaOptions options = growing(40 * kMiB);
+  options.min_growth_bytes = 16 * kMiB;
+  BfcArena arena(source, options);
+  must_allocate(arena, 2 * kMiB);    // region 16 MiB
+  must_allocate(arena, 15 * kMiB);   // 14 MiB free there: region 16 MiB
+  must_allocate(arena, 12 * kMiB);   // fits in the first region, leaving 2 MiB
+  const std::uintptr_t last = must_allocate(arena, 5 * kMiB);  // 16 wanted, 8 left under the limit
+  CHECK(source.log().requests == std::vector<std::size_t>{16 * kMiB, 16 * kMiB, 8 * kMiB});
+  CHECK(chunk_size(arena, last) == 8 * kMiB);  // 8 < 2 * 5: served whole by the split rule
   CHECK(arena.stats().bytes_reserved == 40 * kMiB);
   std::uintptr_t ptr = 0;
   CHECK(arena.allocate(7 * kMiB, ptr) == Status::out_of_memory);
-  CHECK(source.log().requests.size() == 4);  // nothing asked beyond the limit
-  CHECK(arena.available() == 0);
+  CHECK(source.log().requests.size() == 3);  // nothing asked beyond the limit
 }
 
-TEST_CASE("growth: a refused region is retried at 0.9x", "[sizing][growth][backoff]") {
+TEST_CASE("growth: a refused region is retried at exactly the request", "[sizing][growth][backoff]") {
   FakeRegionSource source(RegionSourceLimits{3 * kMiB, SIZE_MAX});
-  BfcArena arena(source, growing(64 * kMiB));
-  must_allocate(arena, 2 * kMiB);  // 2 MiB region: allowed
-  must_allocate(arena, kMiB);      // wants 4 MiB: refused, 3.6 refused, 3.24 refused, 2.916 ok
-  const std::vector<std::size_t> expected{2 * kMiB, 4 * kMiB, backed_off(4 * kMiB),
-                                          backed_off(backed_off(4 * kMiB)),
-                                          backed_off(backed_off(backed_off(4 * kMiB)))};
-  CHECK(source.log().requests == expected);
+  ArenaOptions options = growing(64 * kMiB);
+  options.min_growth_bytes = 8 * kMiB;
+  BfcArena arena(source, options);
+  must_allocate(arena, kMiB + 1);  // wants 8 MiB: refused; then exactly the rounded request
+  const std::size_t rounded = kMiB + 256;
+  CHECK(source.log().requests == std::vector<std::size_t>{8 * kMiB, rounded});
+  CHECK(arena.stats().region_refusals == 1);
+  CHECK(arena.stats().bytes_reserved == rounded);
+  std::uintptr_t ptr = 0;
+  CHECK(arena.allocate(4 * kMiB, ptr) == Status::out_of_memory);  // 8 MiB, then 4 MiB: both refused
+  CHECK(source.log().requests.back() == 4 * kMiB);
   CHECK(arena.stats().region_refusals == 3);
 }
 
@@ -127,14 +135,14 @@ TEST_CASE("release_free_regions gives back only wholly free regions", "[sizing][
   FakeRegionSource source;
   BfcArena arena(source, growing(64 * kMiB));
   const std::uintptr_t a = must_allocate(arena, 2 * kMiB);  // region 1
-  const std::uintptr_t b = must_allocate(arena, 3 * kMiB);  // region 2 (4 MiB)
+  const std::uintptr_t b = must_allocate(arena, 3 * kMiB);  // region 2 (3 MiB)
   must_free(arena, a);
   CHECK(arena.release_free_regions() == 2 * kMiB);
   CHECK_FALSE(arena.owns(a));
   CHECK(arena.owns(b));
   CHECK(arena.release_free_regions() == 0);
   must_free(arena, b);
-  CHECK(arena.release_free_regions() == 4 * kMiB);
+  CHECK(arena.release_free_regions() == 3 * kMiB);
   CHECK(arena.stats().bytes_reserved == 0);
   CHECK(source.log().live_regions == 0);
   must_allocate(arena, kMiB);  // grows again

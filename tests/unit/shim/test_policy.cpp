@@ -15,6 +15,8 @@ using gpumem::LogLevel;
 using gpumem::Mode;
 using gpumem::Policy;
 using gpumem::PolicyResult;
+using gpumem::RegionSourceChoice;
+using gpumem::SplitRule;
 
 namespace {
 
@@ -410,7 +412,8 @@ TEST_CASE("limit_for_device: an explicit limit, capped by the device and rounded
 TEST_CASE("describe: defaults", "[policy][describe]") {
   CHECK(policy_for({}).describe() ==
         "mode=bfc(default) preallocate=on(default) limit=0.75 of total(default) free_sync=defer(default) "
-        "garbage_collection=on(default) async_prealloc=none(default) log_level=warn(default) "
+        "garbage_collection=on(default) region_source=classic(default) split_rule=tight(default) "
+        "async_prealloc=none(default) log_level=warn(default) "
         "log_file=stderr(default) stats=off(default) stats_file=none(default) trace=none(default)");
 }
 
@@ -427,7 +430,7 @@ TEST_CASE("describe: every value with its origin", "[policy][describe]") {
   CHECK(policy.describe() ==
         "mode=cuda_async(TF_GPU_ALLOCATOR) preallocate=off(XLA_PYTHON_CLIENT_PREALLOCATE) "
         "limit=0.5(XLA_CLIENT_MEM_FRACTION) of free(GPUMEM_FRACTION_OF) free_sync=sync(GPUMEM_FREE_SYNC) "
-        "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) "
+        "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) region_source=classic(default) split_rule=tight(default) "
         "async_prealloc=release_threshold(TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC) "
         "log_level=info(GPUMEM_LOG_LEVEL) log_file=\"/tmp/g.log\"(GPUMEM_LOG_FILE) stats=off(default) "
         "stats_file=none(default) trace=none(default)");
@@ -449,4 +452,26 @@ TEST_CASE("enum names match the variables' spelling", "[policy]") {
   CHECK(gpumem::to_string(FreeSync::none) == "none");
   CHECK(gpumem::to_string(FractionBasis::free) == "free");
   CHECK(gpumem::to_string(LogLevel::trace) == "trace");
+}
+
+TEST_CASE("region source and split rule", "[policy][arena]") {
+  const Policy defaults = policy_for({});
+  CHECK(defaults.region_source == RegionSourceChoice::classic);
+  CHECK(defaults.split_rule == SplitRule::tight);
+  const Policy chosen = policy_for({{"GPUMEM_REGION_SOURCE", " Classic "}, {"GPUMEM_SPLIT_RULE", "XLA"}});
+  CHECK(chosen.region_source == RegionSourceChoice::classic);
+  CHECK(chosen.region_source_origin.variable == "GPUMEM_REGION_SOURCE");
+  CHECK(chosen.split_rule == SplitRule::xla);
+  CHECK(policy_for({{"GPUMEM_REGION_SOURCE", "vmm"}}).region_source == RegionSourceChoice::vmm);
+  CHECK(policy_for({{"GPUMEM_REGION_SOURCE", "auto"}}).region_source == RegionSourceChoice::automatic);
+  CHECK(gpumem::max_internal_fragmentation(SplitRule::xla) == std::size_t{128} << 20);
+  CHECK(gpumem::max_internal_fragmentation(SplitRule::tight) == 256);
+}
+
+TEST_CASE("region source and split rule: invalid values name the variable and the choices", "[policy][arena]") {
+  CHECK(error_for({{"GPUMEM_REGION_SOURCE", "mmap"}}) ==
+        "gpumem: GPUMEM_REGION_SOURCE=\"mmap\" is not one of auto, vmm, classic; the shim is disabled for this "
+        "process");
+  CHECK(error_for({{"GPUMEM_SPLIT_RULE", "loose"}}) ==
+        "gpumem: GPUMEM_SPLIT_RULE=\"loose\" is not one of tight, xla; the shim is disabled for this process");
 }

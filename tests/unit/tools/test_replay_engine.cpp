@@ -41,9 +41,20 @@ class TraceBuilder {
   std::vector<TraceRecord> rows_;
 };
 
-ReplayOptions preallocate(std::size_t limit) { return ReplayOptions{limit, true, true}; }
+// Classic regions, XLA's split rule, and growth regions of at least 2 MiB: small traces see several.
+ReplayOptions classic(std::size_t limit, bool preallocate, bool garbage_collection) {
+  ReplayOptions options;
+  options.limit = limit;
+  options.preallocate = preallocate;
+  options.garbage_collection = garbage_collection;
+  options.source = SourceKind::classic;
+  options.min_growth_bytes = 2 * kMiB;
+  options.max_internal_fragmentation = std::size_t{128} << 20;
+  return options;
+}
+ReplayOptions preallocate(std::size_t limit) { return classic(limit, true, true); }
 ReplayOptions growth(std::size_t limit, bool garbage_collection = true) {
-  return ReplayOptions{limit, false, garbage_collection};
+  return classic(limit, false, garbage_collection);
 }
 
 }  // namespace
@@ -73,19 +84,18 @@ TEST_CASE("preallocate: peaks of a small trace", "[replay]") {
   CHECK(result.ns_per_op > 0.0);
 }
 
-TEST_CASE("growth: regions double from 2 MiB as the trace needs them", "[replay]") {
+TEST_CASE("growth: a region of the request's size (at least the floor) as the trace needs them", "[replay]") {
   TraceBuilder trace;
-  trace.allocate(0xa000, 1000)      // first region: 2 MiB; the next will be 4 MiB
-      .allocate(0xb000, 3 * kMiB)   // does not fit the 2 MiB region's rest: a 4 MiB region, which
-                                    // is not split (4 MiB < 2 x 3 MiB): B occupies all of it
+  trace.allocate(0xa000, 1000)      // first region: 2 MiB (the floor)
+      .allocate(0xb000, 3 * kMiB)   // does not fit the 2 MiB region's rest: a 3 MiB region
       .free(0xa000)
       .free(0xb000)
       .allocate(0xc000, kMiB);      // fits what is free: no driver call
   const ReplayResult result = replay(trace.rows(), growth(8 * kMiB));
-  CHECK(result.peak_in_use == 4 * kMiB + 1024);
+  CHECK(result.peak_in_use == 3 * kMiB + 1024);
   CHECK(result.peak_requested == 3 * kMiB + 1000);
-  CHECK(result.peak_reserved == 6 * kMiB);
-  CHECK(result.utilisation == Approx((3.0 * kMiB + 1000.0) / (6.0 * kMiB)));
+  CHECK(result.peak_reserved == 5 * kMiB);
+  CHECK(result.utilisation == Approx((3.0 * kMiB + 1000.0) / (5.0 * kMiB)));
   CHECK(result.driver_calls == 2);
   CHECK(result.driver_releases == 0);
   CHECK(result.operations == 5);
@@ -100,15 +110,15 @@ TEST_CASE("growth: regions double from 2 MiB as the trace needs them", "[replay]
 
 TEST_CASE("growth: garbage collection gives a free region back to make room", "[replay]") {
   TraceBuilder trace;
-  trace.allocate(0xa000, kMiB)      // region 1: 2 MiB
+  trace.allocate(0xa000, kMiB)      // region 1: 2 MiB (the floor)
       .free(0xa000)                 // region 1 wholly free
       .allocate(0xb000, 5 * kMiB);  // 4 MiB left under the 6 MiB limit: too little without region 1
   const ReplayResult collected = replay(trace.rows(), growth(6 * kMiB, true));
   CHECK(collected.failed == 0);
   CHECK(collected.driver_calls == 2);
   CHECK(collected.driver_releases == 1);
-  CHECK(collected.peak_reserved == 6 * kMiB);  // the second region takes all the limit allows
-  CHECK(collected.peak_in_use == 6 * kMiB);    // and is not split (6 MiB < 2 x 5 MiB)
+  CHECK(collected.peak_reserved == 5 * kMiB);  // the second region is the request's size
+  CHECK(collected.peak_in_use == 5 * kMiB);
 
   const ReplayResult kept = replay(trace.rows(), growth(6 * kMiB, false));
   CHECK(kept.failed == 1);
@@ -236,4 +246,56 @@ TEST_CASE("min limit: exact fit, and fragmentation that needs one more MiB", "[r
     CHECK(replays_without_failure(trace.rows(), preallocate(*limit)));
     CHECK_FALSE(replays_without_failure(trace.rows(), preallocate(*limit - kMiB)));
   }
+}
+
+TEST_CASE("vmm source: one region grown by the shortfall, chunks coalescing across growth steps", "[replay][vmm]") {
+  TraceBuilder trace;
+  trace.allocate(0xa000, kMiB)      // reserves 2 MiB (one granule)
+      .allocate(0xb000, 3 * kMiB)   // 1 MiB free at the end: 2 MiB more mapped, B starts at 1 MiB
+      .free(0xa000)
+      .free(0xb000)                 // all 4 MiB free in one chunk
+      .allocate(0xc000, 4 * kMiB);  // fits without growing
+  ReplayOptions options = growth(64 * kMiB);
+  options.source = SourceKind::vmm;
+  const ReplayResult result = replay(trace.rows(), options);
+  CHECK(result.failed == 0);
+  CHECK(result.peak_reserved == 4 * kMiB);
+  CHECK(result.region_grows == 1);
+  CHECK(result.driver_calls == 2);
+  CHECK(result.utilisation == Approx(1.0));
+  // Classic regions do not coalesce: C needs a third region.
+  const ReplayResult classic_result = replay(trace.rows(), growth(64 * kMiB));
+  CHECK(classic_result.peak_reserved == 9 * kMiB);
+  CHECK(classic_result.driver_calls == 3);
+  CHECK(classic_result.region_grows == 0);
+}
+
+TEST_CASE("vmm source: the minimum limit of a preallocated range is the live peak in whole granules",
+          "[replay][vmm][min_limit]") {
+  TraceBuilder trace;
+  trace.allocate(0xa, kMiB).allocate(0xb, kMiB).allocate(0xc, kMiB).free(0xa).free(0xc).allocate(0xd, 2 * kMiB);
+  ReplayOptions options = preallocate(0);
+  options.source = SourceKind::vmm;
+  options.max_internal_fragmentation = gpumem::kTightSplitBytes;
+  // A, B, C: 3 MiB; the 4 MiB range leaves C's hole merged with [3,4) for D.
+  CHECK(find_min_limit(trace.rows(), options) == 4 * kMiB);
+}
+
+TEST_CASE("live granules: the granules live blocks overlap, holes left out", "[replay][vmm]") {
+  TraceBuilder trace;
+  trace.allocate(0xa, 2 * kMiB)      // granule 0
+      .allocate(0xb, 2 * kMiB)       // granule 1
+      .allocate(0xc, 2 * kMiB)       // granule 2
+      .free(0xb)                     // a 2 MiB hole
+      .allocate(0xd, 4 * kMiB);      // does not fit the hole: granules 3 and 4
+  ReplayOptions options = growth(64 * kMiB);
+  options.source = SourceKind::vmm;
+  options.max_internal_fragmentation = gpumem::kTightSplitBytes;
+  const ReplayResult result = replay(trace.rows(), options);
+  CHECK(result.peak_reserved == 10 * kMiB);
+  CHECK(result.peak_live_granules == 8 * kMiB);  // A, C, D: the hole's granule is not counted
+  // A block straddling a granule boundary counts both granules.
+  TraceBuilder straddling;
+  straddling.allocate(0xa, kMiB).allocate(0xb, 2 * kMiB);  // [0, 1) and [1, 3) MiB: granules 0 and 1
+  CHECK(replay(straddling.rows(), options).peak_live_granules == 4 * kMiB);
 }

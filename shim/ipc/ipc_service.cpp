@@ -1,0 +1,192 @@
+// cuIpcGetMemHandle, cuIpcOpenMemHandle_v2 and cuIpcCloseMemHandle as the hooks serve them
+// (docs/ipc.md). A block that is a whole driver allocation gets the driver's own handle; a block
+// inside a pooled region, or of cuda_async mode's stream-ordered pool, gets a token (ipc_token.h)
+// naming it in this process's export table. An importer resolves a region block's token to the
+// region's driver handle, opens that and adds the block's offset; the driver counts the opens of a
+// region, so every open of a block is one open of its region and every close one close. A pool
+// block's token gives the pool's descriptor and the block's export data: the importer imports the
+// pointer (pool_blocks.h) once, counts opens itself and frees the import at the last close.
+#include <mutex>
+#include <unordered_map>
+
+#include "fork_safe_lock.h"
+#include "intercept/real_driver.h"
+#include "ipc/export_table.h"
+#include "ipc/ipc_token.h"
+#include "ipc/pool_blocks.h"
+#include "log.h"
+#include "managers/context_registry.h"
+#include "managers/memory_manager.h"
+#include "managers/memory_service.h"
+
+namespace gpumem::shim {
+namespace {
+
+// Blocks this process opened from tokens: pointer handed out -> the region mapping it lies in (0
+// for a pool block, whose pointer is its own import), and how many opens are not closed yet.
+struct OpenedBlock {
+  CUdeviceptr region = 0;
+  std::uint64_t opens = 0;
+  ipc::Token token{};  // a pool block's, to hand out the same pointer when it is opened again
+};
+std::mutex g_opened_mutex;
+std::unordered_map<CUdeviceptr, OpenedBlock>& opened_blocks() {
+  static auto* blocks = new std::unordered_map<CUdeviceptr, OpenedBlock>;  // leaked: nothing runs at exit
+  return *blocks;
+}
+
+// Counts one more open of `ptr`: a block in `region`, or (region 0) a pool block's import opened by
+// `token`. False when there is no memory to remember it.
+bool remember_open(CUdeviceptr ptr, CUdeviceptr region, const ipc::Token& token) noexcept {
+  try {
+    const auto lock = lock_fork_safely<g_opened_mutex>();
+    OpenedBlock& opened = opened_blocks()[ptr];
+    opened.region = region;
+    opened.token = token;
+    ++opened.opens;
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+CUresult export_sub_allocation(CUipcMemHandle* handle, const IpcBlock& block) {
+  ipc::ExportedBlock exported;
+  if (block.pool_fd >= 0) {
+    exported.pool_fd = block.pool_fd;
+    exported.pool_pointer = block.pool_pointer;
+  } else {
+    const CUresult result = real_driver().cuIpcGetMemHandle(&exported.region_handle, block.region_base);
+    if (result != CUDA_SUCCESS) return result;
+    exported.offset = block.block_base - block.region_base;
+  }
+  exported.size = block.block_size;
+  ipc::Token token;
+  switch (ipc::publish(block.block_base, exported, token)) {
+    case ipc::PublishResult::published:
+      *handle = ipc::to_handle(token);
+      return CUDA_SUCCESS;
+    case ipc::PublishResult::no_table:
+      log::at(LogLevel::error, "cuIpcGetMemHandle: cannot create the export table (no memfd or memory); "
+                               "{:#x} is not exported", block.block_base);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    case ipc::PublishResult::table_full:
+      log::at(LogLevel::error, "cuIpcGetMemHandle: 4096 blocks are exported already; free some before "
+                               "exporting {:#x}", block.block_base);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return CUDA_ERROR_UNKNOWN;
+}
+
+// A pool block: the rules the driver applies to its own handles, checked here since the pointer is
+// imported another way: the one flag cuda.h allows, a current context, not a handle of this very process.
+CUresult open_pool_block(CUdeviceptr* dptr, const ipc::Token& token, const ipc::ExportedBlock& block,
+                         unsigned int flags) {
+  const RealDriver& driver = real_driver();
+  if (dptr == nullptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) {  // "must be specified as" that
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUcontext current = nullptr;
+  if (driver.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ipc::exported_here(token)) return CUDA_ERROR_INVALID_CONTEXT;
+  const auto same_block = [&](const ipc::Token& other) {
+    return other.pid == token.pid && other.process_number == token.process_number && other.slot == token.slot &&
+           other.generation == token.generation;
+  };
+  try {
+    const auto lock = lock_fork_safely<g_opened_mutex>();
+    for (auto& [ptr, opened] : opened_blocks()) {
+      if (opened.region == 0 && same_block(opened.token)) {  // opened again: the same pointer, counted
+        ++opened.opens;
+        *dptr = ptr;
+        return CUDA_SUCCESS;
+      }
+    }
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUdeviceptr imported = 0;
+  const CUresult result = ipc::import_pool_block(token, block, &imported);
+  if (result != CUDA_SUCCESS) return result;
+  if (!remember_open(imported, 0, token)) {  // undo the import
+    driver.cuMemFree_v2(imported);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *dptr = imported;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available || driver.cuIpcGetMemHandle == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  MemoryManager* owner = ContextRegistry::instance().owner_of(dptr);
+  if (owner == nullptr) return driver.cuIpcGetMemHandle(handle, dptr);
+  const IpcBlock block = owner->ipc_block(dptr);
+  if (block.verdict != CUDA_SUCCESS) return block.verdict;
+  if (block.whole_allocation) return driver.cuIpcGetMemHandle(handle, dptr);
+  return export_sub_allocation(handle, block);
+}
+
+CUresult ipc_open_mem_handle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned int flags) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available || driver.cuIpcOpenMemHandle_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const std::optional<ipc::Token> token = ipc::parse_token(handle);
+  if (!token) return driver.cuIpcOpenMemHandle_v2(dptr, handle, flags);
+  ipc::ExportedBlock block;
+  std::string why;
+  if (!ipc::read_exported(*token, block, why)) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (block.pool_fd >= 0) return open_pool_block(dptr, *token, block, flags);
+  // The driver's own checks apply to the region: flags, the current context, a handle of this process.
+  CUdeviceptr region = 0;
+  const CUresult result = driver.cuIpcOpenMemHandle_v2(&region, block.region_handle, flags);
+  if (result != CUDA_SUCCESS) return result;
+  const CUdeviceptr ptr = region + block.offset;
+  if (!remember_open(ptr, region, ipc::Token{})) {  // undo the open
+    driver.cuIpcCloseMemHandle(region);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *dptr = ptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult ipc_close_mem_handle(CUdeviceptr dptr) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available || driver.cuIpcCloseMemHandle == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUdeviceptr region = 0;
+  bool opened_here = false;
+  bool last_close = false;
+  ipc::Token token;
+  {
+    // Counted down before the driver's close, so two threads closing one open cannot both close it.
+    const auto lock = lock_fork_safely<g_opened_mutex>();
+    auto& blocks = opened_blocks();
+    if (auto found = blocks.find(dptr); found != blocks.end()) {
+      opened_here = true;
+      region = found->second.region;
+      token = found->second.token;
+      if (--found->second.opens == 0) {
+        blocks.erase(found);
+        last_close = true;
+      }
+    } else {
+      // The region of blocks still open is not the program's to close: closing it would unmap them.
+      for (const auto& [ptr, opened] : blocks) {
+        if (opened.region != 0 && opened.region == dptr) return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+  }
+  if (!opened_here) return driver.cuIpcCloseMemHandle(dptr);  // a driver handle the program opened
+  const bool pool_block = region == 0;
+  if (pool_block && !last_close) return CUDA_SUCCESS;  // the import stays for the other opens
+  // A pool block's import is freed (not the exporter's block); a region block closes its region once.
+  const CUresult result = pool_block ? driver.cuMemFree_v2(dptr) : driver.cuIpcCloseMemHandle(region);
+  if (result != CUDA_SUCCESS) remember_open(dptr, region, token);  // no memory: still open in the driver, unknown here
+  return result;
+}
+
+}  // namespace gpumem::shim

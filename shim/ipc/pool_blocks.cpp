@@ -1,0 +1,123 @@
+#include "ipc/pool_blocks.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "fork_safe_lock.h"
+#include "intercept/real_driver.h"
+#include "log.h"
+
+namespace gpumem::shim::ipc {
+namespace {
+
+// Pools imported in this process, by exporter: its pid, its export table's number, and the pool's
+// descriptor number there. Imported once, kept: blocks opened from them may stay open indefinitely.
+using PoolKey = std::tuple<std::int32_t, std::uint64_t, std::int32_t>;
+std::mutex g_pools_mutex;
+std::map<PoolKey, CUmemoryPool>& imported_pools() {
+  static auto* pools = new std::map<PoolKey, CUmemoryPool>;  // leaked: nothing runs at exit
+  return *pools;
+}
+
+CUmemoryPool find_imported(const PoolKey& key) {
+  const auto lock = lock_fork_safely<g_pools_mutex>();
+  const auto found = imported_pools().find(key);
+  return found == imported_pools().end() ? nullptr : found->second;
+}
+
+// A descriptor of the file process `pid` holds as `fd`; -1 with `why` when it cannot be had.
+// pidfd_getfd duplicates any kind of descriptor but needs ptrace access (which Yama may restrict to
+// ancestors); reopening /proc/<pid>/fd/<fd> needs only the same user, and serves regular files.
+int fetch_descriptor(pid_t pid, int fd, std::string& why) {
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    const int fetched = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));  // close-on-exec
+    close(pidfd);
+    if (fetched >= 0) return fetched;
+  }
+#endif
+  const int reopened = open(fmt::format("/proc/{}/fd/{}", pid, fd).c_str(), O_RDWR | O_CLOEXEC);
+  if (reopened >= 0) return reopened;
+  const int error = errno;
+  if (kill(pid, 0) != 0 && errno == ESRCH) {
+    why = fmt::format("the exporting process {} has exited", pid);
+  } else if (error == EACCES || error == EPERM) {
+    why = fmt::format("process {} belongs to another user (or forbids reading its descriptors): only processes "
+                      "of the same user may open its handles", pid);
+  } else {
+    why = fmt::format("process {} no longer holds the pool descriptor {} its handle names", pid, fd);
+  }
+  return -1;
+}
+
+// The exporter's pool imported here, from a fresh descriptor; null with *result set on failure.
+CUmemoryPool import_pool(const Token& token, const ExportedBlock& block, const PoolKey& key, CUresult* result) {
+  std::string why;
+  const int fd = fetch_descriptor(token.pid, block.pool_fd, why);
+  if (fd < 0) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
+    *result = CUDA_ERROR_INVALID_VALUE;
+    return nullptr;
+  }
+  const RealDriver& driver = real_driver();
+  CUmemoryPool pool = nullptr;
+  *result = driver.cuMemPoolImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
+                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  close(fd);  // the driver keeps what it needs
+  if (*result != CUDA_SUCCESS) return nullptr;
+  try {
+    const auto lock = lock_fork_safely<g_pools_mutex>();
+    const auto [entry, inserted] = imported_pools().emplace(key, pool);
+    if (inserted) return pool;
+    // Another thread imported it meanwhile: keep one.
+    if (driver.cuMemPoolDestroy != nullptr) driver.cuMemPoolDestroy(pool);
+    return entry->second;
+  } catch (...) {  // no memory to remember it: used once, never freed (pointers from it may stay open)
+    return pool;
+  }
+}
+
+void forget_imported(const PoolKey& key, CUmemoryPool pool) {
+  const auto lock = lock_fork_safely<g_pools_mutex>();
+  const auto found = imported_pools().find(key);
+  if (found != imported_pools().end() && found->second == pool) imported_pools().erase(found);
+}
+
+}  // namespace
+
+CUresult import_pool_block(const Token& token, const ExportedBlock& block, CUdeviceptr* ptr) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemPoolImportFromShareableHandle == nullptr || driver.cuMemPoolImportPointer == nullptr) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: the handle names a block of process {}'s stream-ordered pool, "
+            "and this driver cannot import pools", token.pid);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const PoolKey key{token.pid, token.process_number, block.pool_fd};
+  CUmemPoolPtrExportData data = block.pool_pointer;
+  CUmemoryPool pool = find_imported(key);
+  if (pool != nullptr) {
+    const CUresult result = driver.cuMemPoolImportPointer(ptr, pool, &data);
+    if (result != CUDA_ERROR_INVALID_VALUE) return result;
+    // The exporter may have destroyed that pool (its context went) and given its descriptor number
+    // to a new one: import afresh once.
+    forget_imported(key, pool);
+  }
+  CUresult result = CUDA_SUCCESS;
+  pool = import_pool(token, block, key, &result);
+  if (pool == nullptr) return result;
+  return driver.cuMemPoolImportPointer(ptr, pool, &data);
+}
+
+}  // namespace gpumem::shim::ipc

@@ -1,0 +1,321 @@
+// Modules, libraries and kernel launches. The simulated device runs no device code: an image is
+// accepted when it is a fat binary, an ELF cubin or PTX text, a function or kernel is found by its
+// name in the image, and a launch is validated like the driver's, then queued on its stream as an
+// operation that completes without doing anything (CUDASIM_KERNELS=skip, the default; counted in
+// the report, with one warning per process), or refused with CUDA_ERROR_NO_BINARY_FOR_GPU
+// (CUDASIM_KERNELS=fail), the error a driver gives for an image with no code for its GPU.
+#include "contexts.h"
+#include "state.h"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+using namespace cudasim;
+
+// Invariant: a library stays loaded until cuLibraryUnload; its kernels are valid exactly as long.
+struct CUlib_st {
+  std::string image;
+  std::map<std::string, CUkern_st*> kernels;
+};
+struct CUkern_st {
+  CUlib_st* library = nullptr;
+  std::string name;
+};
+// Invariant: a module belongs to the context current when it was loaded and is unloaded with it.
+struct CUmod_st {
+  CUctx_st* ctx = nullptr;
+  std::string image;
+  std::map<std::string, CUfunc_st*> functions;
+};
+struct CUfunc_st {
+  CUmod_st* module = nullptr;
+  std::string name;
+};
+
+namespace cudasim {
+
+// Loaded modules and libraries, and the handles they gave out. Objects are never freed (a stale
+// handle must be recognised as stale, not reused memory) but stay owned here: unloading only
+// removes them from the live sets.
+struct KernelState {
+  std::unordered_set<CUlib_st*> libraries;
+  std::unordered_set<CUkern_st*> kernels;
+  std::unordered_set<CUmod_st*> modules;
+  std::unordered_set<CUfunc_st*> functions;
+  std::vector<std::unique_ptr<CUlib_st>> made_libraries;
+  std::vector<std::unique_ptr<CUkern_st>> made_kernels;
+  std::vector<std::unique_ptr<CUmod_st>> made_modules;
+  std::vector<std::unique_ptr<CUfunc_st>> made_functions;
+  bool warned = false;
+
+  // Takes ownership of a new object and adds it to `live`.
+  template <typename T>
+  T* keep(std::vector<std::unique_ptr<T>>& made, std::unordered_set<T*>& live, T* object) {
+    made.emplace_back(object);
+    live.insert(object);
+    return object;
+  }
+  CUlib_st* keep(CUlib_st* library) { return keep(made_libraries, libraries, library); }
+  CUkern_st* keep(CUkern_st* kernel) { return keep(made_kernels, kernels, kernel); }
+  CUmod_st* keep(CUmod_st* module) { return keep(made_modules, modules, module); }
+  CUfunc_st* keep(CUfunc_st* function) { return keep(made_functions, functions, function); }
+};
+
+}  // namespace cudasim
+
+namespace {
+
+constexpr std::uint32_t kFatbinMagic = 0xBA55ED50;         // a fat binary's own header
+constexpr std::uint32_t kFatbinWrapperMagic = 0x466243B1;  // __fatBinC_Wrapper_t (fatbinary_section.h)
+constexpr std::size_t kMaxImageBytes = std::size_t{1} << 31;
+constexpr std::size_t kMaxPtxBytes = std::size_t{64} << 20;
+
+KernelState& kernels(State& st) {
+  if (!st.kernels) st.kernels = std::make_shared<KernelState>();
+  return *st.kernels;
+}
+
+template <typename T>
+T read_at(const unsigned char* bytes, std::size_t offset) {
+  T value;
+  std::memcpy(&value, bytes + offset, sizeof value);
+  return value;
+}
+
+// The bytes of a loadable image, or nullopt when `image` is none of the formats the driver takes.
+// Like the driver, it trusts the image's own headers for its length.
+std::optional<std::string> image_bytes(const void* image) {
+  const auto* bytes = static_cast<const unsigned char*>(image);
+  const auto magic = read_at<std::uint32_t>(bytes, 0);
+  if (magic == kFatbinWrapperMagic) {
+    // { int magic; int version; const unsigned long long* data; void* filename_or_fatbins; }
+    const auto version = read_at<int>(bytes, 4);
+    const auto* data = read_at<const void*>(bytes, 8);
+    if (version != 1 || data == nullptr) return std::nullopt;
+    return image_bytes(data);
+  }
+  if (magic == kFatbinMagic) {
+    const auto header = read_at<std::uint16_t>(bytes, 6);
+    const auto body = read_at<std::uint64_t>(bytes, 8);
+    if (header < 16 || body > kMaxImageBytes) return std::nullopt;
+    return std::string(reinterpret_cast<const char*>(bytes), header + body);
+  }
+  if (std::memcmp(bytes, ELFMAG, SELFMAG) == 0) {
+    if (bytes[EI_CLASS] != ELFCLASS64) return std::nullopt;
+    const auto elf = read_at<Elf64_Ehdr>(bytes, 0);
+    const std::uint64_t sections = elf.e_shoff + std::uint64_t{elf.e_shnum} * elf.e_shentsize;
+    const std::uint64_t segments = elf.e_phoff + std::uint64_t{elf.e_phnum} * elf.e_phentsize;
+    const std::uint64_t length = std::max<std::uint64_t>({sizeof elf, sections, segments});
+    if (length > kMaxImageBytes) return std::nullopt;
+    return std::string(reinterpret_cast<const char*>(bytes), length);
+  }
+  // PTX: NUL-terminated text that declares its version.
+  const std::size_t length = strnlen(reinterpret_cast<const char*>(bytes), kMaxPtxBytes);
+  std::string text(reinterpret_cast<const char*>(bytes), length);
+  if (length == kMaxPtxBytes || text.find(".version") == std::string::npos) return std::nullopt;
+  return text;
+}
+
+bool identifier_char(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$'; }
+
+// Whether the image defines an entry point called `name`: as a whole symbol-table string (ELF,
+// also inside a fat binary) or as a PTX `.entry` directive.
+bool image_defines(const std::string& image, const char* name) {
+  const std::string_view wanted(name);
+  if (wanted.empty()) return false;
+  std::string symbol(1, '\0');
+  symbol.append(wanted).push_back('\0');
+  if (image.find(symbol) != std::string::npos) return true;
+  for (std::size_t at = image.find(".entry"); at != std::string::npos; at = image.find(".entry", at + 1)) {
+    std::size_t p = at + 6;
+    while (p < image.size() && (image[p] == ' ' || image[p] == '\t' || image[p] == '\n')) ++p;
+    if (image.compare(p, wanted.size(), wanted) == 0 &&
+        (p + wanted.size() == image.size() || !identifier_char(image[p + wanted.size()])))
+      return true;
+  }
+  return false;
+}
+
+// The entry point `name` of a loaded module or library: the handle given out before, else a new one
+// when the image defines that name. Needs State::mu.
+template <typename Owner, typename Entry>
+CUresult entry_point(KernelState& ks, Owner* owner, std::map<std::string, Entry*>& entries, const char* name,
+                     Entry** out) {
+  if (auto it = entries.find(name); it != entries.end()) {
+    *out = it->second;
+    return CUDA_SUCCESS;
+  }
+  if (!image_defines(owner->image, name)) return CUDA_ERROR_NOT_FOUND;
+  Entry* entry = ks.keep(new Entry{owner, name});
+  entries.emplace(name, entry);
+  *out = entry;
+  return CUDA_SUCCESS;
+}
+
+CUresult load_module(CUmodule* module, const void* image) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::optional<std::string> bytes = image_bytes(image);
+  if (!bytes) return CUDA_ERROR_INVALID_IMAGE;
+  *module = kernels(l.st).keep(new CUmod_st{ctx, std::move(*bytes), {}});
+  return CUDA_SUCCESS;
+}
+
+// Launch limits of every simulated device (devices.cpp reports the same attributes).
+constexpr unsigned kMaxThreadsPerBlock = 1024;
+constexpr unsigned kMaxBlockDim[3] = {1024, 1024, 64};
+constexpr unsigned kMaxGridDim[3] = {2147483647u, 65535, 65535};
+constexpr unsigned kMaxSharedBytesPerBlock = 49152;
+
+bool launch_shape_valid(const unsigned grid[3], const unsigned block[3], unsigned shared_bytes) {
+  std::uint64_t threads = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] == 0 || block[i] == 0 || grid[i] > kMaxGridDim[i] || block[i] > kMaxBlockDim[i]) return false;
+    threads *= block[i];
+  }
+  return threads <= kMaxThreadsPerBlock && shared_bytes <= kMaxSharedBytesPerBlock;
+}
+
+CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
+                CUstream handle, void** params, void** extra, bool per_thread_default) {
+  Locked l;
+  State& st = l.st;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(st, &ctx); rc != CUDA_SUCCESS) return rc;
+  KernelState& ks = kernels(st);
+  // A CUkernel cast to CUfunction launches in the current context (context-independent loading).
+  auto* function = reinterpret_cast<CUfunc_st*>(f);
+  auto* kernel = reinterpret_cast<CUkern_st*>(f);
+  if (ks.functions.contains(function)) {
+    if (function->module->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  } else if (!ks.kernels.contains(kernel)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!launch_shape_valid(grid, block, shared_bytes)) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<CUstream_st> stream;
+  if (CUresult rc = resolve_stream(st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
+  if (st.config.kernels == KernelLaunches::Fail) return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  bool captured = false;
+  if (CUresult rc = capture_work(st, stream, NodeKind::Kernel, &captured); rc != CUDA_SUCCESS || captured) return rc;
+  if (!ks.warned) {
+    ks.warned = true;
+    std::fprintf(stderr,
+                 "cudasim: kernels do not run on the simulated device; launches complete without running "
+                 "device code (CUDASIM_KERNELS=fail refuses them)\n");
+  }
+  st.device(ctx->device).stats.kernel_launches++;
+  submit(st, stream, [] {});
+  return CUDA_SUCCESS;
+}
+
+CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                       unsigned shared_bytes, CUstream stream, void** params, void** extra, bool per_thread) {
+  const unsigned grid[3] = {gx, gy, gz};
+  const unsigned block[3] = {bx, by, bz};
+  return launch(f, grid, block, shared_bytes, stream, params, extra, per_thread);
+}
+
+}  // namespace
+
+namespace cudasim {
+
+void unload_context_modules(State& st, CUctx_st* ctx) {
+  if (!st.kernels) return;
+  KernelState& ks = *st.kernels;
+  std::erase_if(ks.functions, [ctx](CUfunc_st* f) { return f->module->ctx == ctx; });
+  std::erase_if(ks.modules, [ctx](CUmod_st* m) { return m->ctx == ctx; });
+}
+
+}  // namespace cudasim
+
+// --- modules (per context) ---
+CUDASIM_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) { return load_module(module, image); }
+CUDASIM_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions,
+                                           CUjit_option* options, void** optionValues) {
+  if (numOptions > 0 && (options == nullptr || optionValues == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  return load_module(module, image);
+}
+CUDASIM_EXPORT CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
+  return load_module(module, fatCubin);
+}
+
+CUDASIM_EXPORT CUresult cuModuleUnload(CUmodule hmod) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  KernelState& ks = kernels(l.st);
+  if (!ks.modules.erase(hmod)) return CUDA_ERROR_INVALID_HANDLE;
+  std::erase_if(ks.functions, [hmod](CUfunc_st* f) { return f->module == hmod; });
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  KernelState& ks = kernels(l.st);
+  if (hfunc == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ks.modules.contains(hmod)) return CUDA_ERROR_INVALID_HANDLE;
+  return entry_point(ks, hmod, hmod->functions, name, hfunc);
+}
+
+// --- libraries (context-independent, CUDA 12.0) ---
+CUDASIM_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
+                                          void** jitOptionsValues, unsigned int numJitOptions,
+                                          CUlibraryOption* libraryOptions, void** libraryOptionValues,
+                                          unsigned int numLibraryOptions) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (library == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (numJitOptions > 0 && (jitOptions == nullptr || jitOptionsValues == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  if (numLibraryOptions > 0 && (libraryOptions == nullptr || libraryOptionValues == nullptr))
+    return CUDA_ERROR_INVALID_VALUE;
+  std::optional<std::string> bytes = image_bytes(code);
+  if (!bytes) return CUDA_ERROR_INVALID_IMAGE;
+  *library = kernels(l.st).keep(new CUlib_st{std::move(*bytes), {}});
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  KernelState& ks = kernels(l.st);
+  if (!ks.libraries.erase(library)) return CUDA_ERROR_INVALID_HANDLE;
+  std::erase_if(ks.kernels, [library](CUkern_st* k) { return k->library == library; });
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const char* name) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  KernelState& ks = kernels(l.st);
+  if (pKernel == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ks.libraries.contains(library)) return CUDA_ERROR_INVALID_HANDLE;
+  return entry_point(ks, library, library->kernels, name, pKernel);
+}
+
+// --- launches ---
+CUDASIM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                       unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                       void** kernelParams, void** extra) {
+  return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                       kernelParams, extra, false);
+}
+CUDASIM_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                            void** kernelParams, void** extra) {
+  return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                       kernelParams, extra, true);
+}

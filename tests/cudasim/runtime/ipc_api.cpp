@@ -1,0 +1,58 @@
+// Legacy interprocess memory sharing: cudaIpcGetMemHandle, cudaIpcOpenMemHandle, cudaIpcCloseMemHandle,
+// each the driver's call with the runtime's handle type (the same 64 bytes) and error codes.
+#include <cstring>
+
+#include "context.h"
+#include "driver_table.h"
+#include "entry_point.h"
+
+namespace cudasim::runtime {
+namespace {
+
+CUdeviceptr device_address(const void* ptr) { return reinterpret_cast<CUdeviceptr>(ptr); }
+
+static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(CUipcMemHandle));
+
+cudaError_t export_memory(cudaIpcMemHandle_t* handle, void* ptr) {
+  if (handle == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] {
+    CUipcMemHandle exported{};
+    const cudaError_t result = call_driver<&DriverTable::cuIpcGetMemHandle>(&exported, device_address(ptr));
+    if (result == cudaSuccess) std::memcpy(handle, &exported, sizeof exported);
+    return result;
+  });
+}
+
+cudaError_t open_memory(void** ptr, const cudaIpcMemHandle_t& handle, unsigned int flags) {
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] {
+    CUipcMemHandle opened{};
+    std::memcpy(&opened, &handle, sizeof opened);
+    CUdeviceptr address = 0;
+    // cudaIpcMemLazyEnablePeerAccess is the driver's CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS.
+    const cudaError_t result = call_driver<&DriverTable::cuIpcOpenMemHandle>(&address, opened, flags);
+    if (result == cudaSuccess) *ptr = reinterpret_cast<void*>(address);
+    return result;
+  });
+}
+
+cudaError_t close_memory(void* ptr) {
+  return with_context([&] { return call_driver<&DriverTable::cuIpcCloseMemHandle>(device_address(ptr)); });
+}
+
+}  // namespace
+}  // namespace cudasim::runtime
+
+using namespace cudasim::runtime;
+
+extern "C" {
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
+  return api_call([&] { return export_memory(handle, devPtr); });
+}
+cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+  return api_call([&] { return open_memory(devPtr, handle, flags); });
+}
+cudaError_t cudaIpcCloseMemHandle(void* devPtr) { return api_call([&] { return close_memory(devPtr); }); }
+
+}  // extern "C"

@@ -1,0 +1,65 @@
+// Peer access between devices: cudaDeviceCanAccessPeer, cudaDeviceGetP2PAttribute and
+// cudaDeviceEnablePeerAccess / cudaDeviceDisablePeerAccess, which enable access from the current
+// device's context to the peer device's primary context.
+#include "context.h"
+#include "driver_table.h"
+#include "entry_point.h"
+
+namespace cudasim::runtime {
+namespace {
+
+// The peer device's primary context, retained for as long as the runtime holds that device's.
+cudaError_t peer_context(int peer_device, CUcontext* context) {
+  CUdevice handle = 0;
+  if (const cudaError_t status = device_handle(peer_device, &handle); status != cudaSuccess) return status;
+  return primary_context(peer_device, context);
+}
+
+cudaError_t change_peer_access(int peer_device, unsigned flags, bool enable) {
+  if (enable && flags != 0) return cudaErrorInvalidValue;
+  return with_context([&] {
+    CUcontext peer = nullptr;
+    if (const cudaError_t status = peer_context(peer_device, &peer); status != cudaSuccess) return status;
+    return enable ? call_driver<&DriverTable::cuCtxEnablePeerAccess>(peer, flags)
+                  : call_driver<&DriverTable::cuCtxDisablePeerAccess>(peer);
+  });
+}
+
+}  // namespace
+}  // namespace cudasim::runtime
+
+using namespace cudasim::runtime;
+
+extern "C" {
+
+cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
+  return api_call([&] {
+    CUdevice handle = 0;
+    CUdevice peer = 0;
+    if (const cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+    if (const cudaError_t status = device_handle(peerDevice, &peer); status != cudaSuccess) return status;
+    if (canAccessPeer == nullptr) return cudaErrorInvalidValue;
+    return call_driver<&DriverTable::cuDeviceCanAccessPeer>(canAccessPeer, handle, peer);
+  });
+}
+
+cudaError_t cudaDeviceGetP2PAttribute(int* value, enum cudaDeviceP2PAttr attr, int srcDevice, int dstDevice) {
+  return api_call([&] {
+    CUdevice source = 0;
+    CUdevice destination = 0;
+    if (const cudaError_t status = device_handle(srcDevice, &source); status != cudaSuccess) return status;
+    if (const cudaError_t status = device_handle(dstDevice, &destination); status != cudaSuccess) return status;
+    if (value == nullptr) return cudaErrorInvalidValue;
+    return call_driver<&DriverTable::cuDeviceGetP2PAttribute>(value, static_cast<CUdevice_P2PAttribute>(attr),
+                                                              source, destination);
+  });
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
+  return api_call([&] { return change_peer_access(peerDevice, flags, true); });
+}
+cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
+  return api_call([&] { return change_peer_access(peerDevice, 0, false); });
+}
+
+}  // extern "C"

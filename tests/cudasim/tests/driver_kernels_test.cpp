@@ -1,0 +1,286 @@
+// The simulated driver's modules, libraries and kernel launches (no device code runs: a launch is a
+// queued no-op), page-locked host memory and peer access. Two devices (8 GiB and 2 GiB).
+#include "driver_support.h"
+#include "report_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace driver_test;
+using runtime_test::FakeFatbin;
+
+namespace {
+
+// A PTX module with two entry points, as nvcc --ptx writes them.
+const char kPtx[] =
+    ".version 8.0\n.target sm_80\n.address_size 64\n"
+    ".visible .entry add_one(\n\t.param .u64 add_one_param_0\n)\n{\n\tret;\n}\n"
+    ".visible .entry scale_by_two(\n\t.param .u64 p\n)\n{\n\tret;\n}\n";
+
+CUresult launch(CUfunction f, unsigned grid, unsigned block, CUstream stream = nullptr, unsigned shared = 0) {
+  return cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared, stream, nullptr, nullptr);
+}
+
+// add_one from a freshly loaded PTX module in the current context; null on failure.
+CUfunction add_one() {
+  CUmodule module = nullptr;
+  CUfunction f = nullptr;
+  if (cuModuleLoadData(&module, kPtx) != CUDA_SUCCESS || cuModuleGetFunction(&f, module, "add_one") != CUDA_SUCCESS)
+    return nullptr;
+  return f;
+}
+
+std::string temp_report(const char* tag) {
+  return "/tmp/cudasim-kernels-" + std::to_string(getpid()) + "-" + tag + ".json";
+}
+
+}  // namespace
+
+TEST_CASE("modules load PTX and fat binaries and find functions by name", "[driver][kernels]") {
+  primary_context();
+  CUmodule module = nullptr;
+  REQUIRE(cuModuleLoadData(&module, kPtx) == CUDA_SUCCESS);
+  CUfunction add = nullptr, again = nullptr, scale = nullptr, missing = nullptr;
+  CHECK(cuModuleGetFunction(&add, module, "add_one") == CUDA_SUCCESS);
+  CHECK(cuModuleGetFunction(&again, module, "add_one") == CUDA_SUCCESS);
+  CHECK(add == again);
+  CHECK(cuModuleGetFunction(&scale, module, "scale_by_two") == CUDA_SUCCESS);
+  CHECK(cuModuleGetFunction(&missing, module, "add") == CUDA_ERROR_NOT_FOUND);  // a prefix is not a name
+  CHECK(cuModuleGetFunction(&missing, module, "add_one_param_0") == CUDA_ERROR_NOT_FOUND);
+
+  FakeFatbin fatbin("_Z6kernelPf");
+  CUmodule fat = nullptr;
+  CHECK(cuModuleLoadFatBinary(&fat, &fatbin.wrapper) == CUDA_SUCCESS);
+  CHECK(cuModuleGetFunction(&missing, fat, "_Z6kernelPf") == CUDA_SUCCESS);
+  CHECK(cuModuleUnload(fat) == CUDA_SUCCESS);
+  CHECK(cuModuleUnload(fat) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(launch(missing, 1, 1) == CUDA_ERROR_INVALID_HANDLE);  // unloaded with its module
+
+  const char garbage[] = "not an image";
+  CUmodule bad = nullptr;
+  CHECK(cuModuleLoadData(&bad, garbage) == CUDA_ERROR_INVALID_IMAGE);
+  CHECK(cuModuleLoadData(nullptr, kPtx) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuModuleUnload(module) == CUDA_SUCCESS);
+}
+
+TEST_CASE("launches are validated like the driver's and complete in stream order", "[driver][kernels]") {
+  primary_context();
+  CUmodule module = nullptr;
+  REQUIRE(cuModuleLoadData(&module, kPtx) == CUDA_SUCCESS);
+  CUfunction add = nullptr;
+  REQUIRE(cuModuleGetFunction(&add, module, "add_one") == CUDA_SUCCESS);
+
+  CHECK(launch(add, 0, 32) == CUDA_ERROR_INVALID_VALUE);           // empty grid
+  CHECK(launch(add, 1, 0) == CUDA_ERROR_INVALID_VALUE);            // empty block
+  CHECK(launch(add, 1, 1025) == CUDA_ERROR_INVALID_VALUE);         // over 1024 threads
+  CHECK(cuLaunchKernel(add, 1, 1, 1, 1, 1, 65, 0, nullptr, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLaunchKernel(add, 1, 65536, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(launch(add, 1, 32, nullptr, 49153) == CUDA_ERROR_INVALID_VALUE);  // over 48 KiB of shared memory
+  void* params[1] = {nullptr};
+  void* extra[1] = {CU_LAUNCH_PARAM_END};
+  CHECK(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, nullptr, params, extra) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(launch(nullptr, 1, 1) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(launch(reinterpret_cast<CUfunction>(&params), 1, 1) == CUDA_ERROR_INVALID_HANDLE);
+
+  // A launch waits behind earlier work on its stream, and later work waits behind it.
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  CHECK(cuLaunchKernel(add, 1024, 1, 1, 256, 1, 1, 1024, stream, params, nullptr) == CUDA_SUCCESS);
+  CHECK(cuStreamQuery(stream) == CUDA_ERROR_NOT_READY);
+  gate.open();
+  CHECK(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(gate.ran());
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  CHECK(cuModuleUnload(module) == CUDA_SUCCESS);
+}
+
+TEST_CASE("library kernels launch in any context; module functions only in their own", "[driver][kernels]") {
+  int rc = in_child([] {
+    CHILD_CHECK(start_primary_context());
+    CUlibrary library = nullptr;
+    CHILD_CHECK(cuLibraryLoadData(&library, kPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
+    CUkernel kernel = nullptr;
+    CHILD_CHECK(cuLibraryGetKernel(&kernel, library, "scale_by_two") == CUDA_SUCCESS);
+    CUkernel missing = nullptr;
+    CHILD_CHECK(cuLibraryGetKernel(&missing, library, "nope") == CUDA_ERROR_NOT_FOUND);
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    CHILD_CHECK(cuModuleLoadData(&module, kPtx) == CUDA_SUCCESS);
+    CHILD_CHECK(cuModuleGetFunction(&function, module, "add_one") == CUDA_SUCCESS);
+
+    CUcontext other = nullptr;
+    CHILD_CHECK(cuCtxCreate(&other, nullptr, 0, 1) == CUDA_SUCCESS);  // device 1, now current
+    CHILD_CHECK(launch(reinterpret_cast<CUfunction>(kernel), 2, 64) == CUDA_SUCCESS);
+    CHILD_CHECK(launch(function, 2, 64) == CUDA_ERROR_INVALID_CONTEXT);
+    CHILD_CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxDestroy(other) == CUDA_SUCCESS);
+
+    // Destroying the primary context unloads its modules; libraries stay.
+    CUdevice device = 0;
+    CHILD_CHECK(cuDeviceGet(&device, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuDevicePrimaryCtxReset(device) == CUDA_SUCCESS);
+    CHILD_CHECK(start_primary_context());
+    CHILD_CHECK(launch(function, 1, 1) == CUDA_ERROR_INVALID_HANDLE);
+    CHILD_CHECK(launch(reinterpret_cast<CUfunction>(kernel), 1, 1) == CUDA_SUCCESS);
+    CHILD_CHECK(cuLibraryUnload(library) == CUDA_SUCCESS);
+    CHILD_CHECK(launch(reinterpret_cast<CUfunction>(kernel), 1, 1) == CUDA_ERROR_INVALID_HANDLE);
+    CHILD_CHECK(cuLibraryUnload(library) == CUDA_ERROR_INVALID_HANDLE);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}
+
+TEST_CASE("launches are counted in the report; CUDASIM_KERNELS=fail refuses them", "[driver][kernels]") {
+  const std::string path = temp_report("count");
+  int rc = in_child([&] {
+    setenv("CUDASIM_REPORT", path.c_str(), 1);
+    CHILD_CHECK(start_primary_context());
+    const CUfunction f = add_one();
+    CHILD_CHECK(f != nullptr);
+    for (int i = 0; i < 5; ++i) CHILD_CHECK(launch(f, 1, 1) == CUDA_SUCCESS);
+    CHILD_CHECK(launch(f, 0, 1) == CUDA_ERROR_INVALID_VALUE);  // refused launches are not counted
+    CHILD_CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    std::exit(0);
+  });
+  REQUIRE(rc == 0);
+  CHECK(take_report(path)["devices"][0]["kernel_launches"] == 5);
+
+  rc = in_child([&] {
+    setenv("CUDASIM_REPORT", path.c_str(), 1);
+    setenv("CUDASIM_KERNELS", "fail", 1);
+    CHILD_CHECK(start_primary_context());
+    const CUfunction f = add_one();
+    CHILD_CHECK(f != nullptr);
+    CHILD_CHECK(launch(f, 1, 1) == CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CHILD_CHECK(launch(f, 0, 1) == CUDA_ERROR_INVALID_VALUE);  // argument errors come first
+    std::exit(0);
+  });
+  REQUIRE(rc == 0);
+  CHECK(take_report(path)["devices"][0]["kernel_launches"] == 0);
+
+  rc = in_child([] {
+    setenv("CUDASIM_KERNELS", "sometimes", 1);
+    CHILD_CHECK(cuInit(0) == CUDA_ERROR_INVALID_VALUE);  // a malformed variable fails initialisation
+    return 0;
+  });
+  CHECK(rc == 0);
+}
+
+TEST_CASE("a launch on a capturing stream becomes a graph node, not a launch", "[driver][kernels]") {
+  const std::string path = temp_report("capture");
+  int rc = in_child([&] {
+    setenv("CUDASIM_REPORT", path.c_str(), 1);
+    CHILD_CHECK(start_primary_context());
+    const CUfunction f = add_one();
+    CHILD_CHECK(f != nullptr);
+    CUstream stream = nullptr;
+    CHILD_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+    CHILD_CHECK(launch(f, 4, 32, stream) == CUDA_SUCCESS);
+    const CUgraphNode* deps = nullptr;
+    size_t count = 0;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CHILD_CHECK(cuStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, nullptr, &count) == CUDA_SUCCESS);
+    CHILD_CHECK(status == CU_STREAM_CAPTURE_STATUS_ACTIVE && count == 1);  // the kernel node
+    CUgraph graph = nullptr;
+    CHILD_CHECK(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS && graph != nullptr);
+    CHILD_CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+    std::exit(0);
+  });
+  REQUIRE(rc == 0);
+  CHECK(take_report(path)["devices"][0]["kernel_launches"] == 0);
+}
+
+TEST_CASE("page-locked host memory: allocation, registration, device pointers, errors", "[driver][host]") {
+  primary_context();
+  void* pinned = nullptr;
+  REQUIRE(cuMemHostAlloc(&pinned, kMiB, CU_MEMHOSTALLOC_WRITECOMBINED) == CUDA_SUCCESS);
+  std::memset(pinned, 7, kMiB);
+  CUdeviceptr device = 0;
+  CHECK(cuMemHostGetDevicePointer(&device, static_cast<char*>(pinned) + 100, 0) == CUDA_SUCCESS);
+  CHECK(device == reinterpret_cast<CUdeviceptr>(pinned) + 100);  // unified addressing: the same address
+  CHECK(cuMemHostGetDevicePointer(&device, pinned, 1) == CUDA_ERROR_INVALID_VALUE);
+  unsigned flags = 0;
+  CHECK(cuMemHostGetFlags(&flags, pinned) == CUDA_SUCCESS);
+  CHECK(flags == (CU_MEMHOSTALLOC_WRITECOMBINED | CU_MEMHOSTALLOC_DEVICEMAP));
+  CUmemorytype type = CU_MEMORYTYPE_DEVICE;
+  CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, device) == CUDA_SUCCESS);
+  CHECK(type == CU_MEMORYTYPE_HOST);
+  CHECK(cuMemHostAlloc(&pinned, kMiB, 0x80) == CUDA_ERROR_INVALID_VALUE);  // unknown flag
+
+  // A copy from pinned memory is not staged: it reads the source when it runs on its stream.
+  CUdeviceptr target = 0;
+  REQUIRE(cuMemAlloc(&target, kMiB) == CUDA_SUCCESS);
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyHtoDAsync(target, pinned, kMiB, stream) == CUDA_SUCCESS);
+  std::memset(pinned, 9, kMiB);  // before the copy ran
+  gate.open();
+  std::vector<unsigned char> back(kMiB);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyDtoH(back.data(), target, kMiB) == CUDA_SUCCESS);
+  CHECK(back[0] == 9);
+  CHECK(back[kMiB - 1] == 9);
+
+  CHECK(cuMemFreeHost(static_cast<char*>(pinned) + 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemFreeHost(pinned) == CUDA_SUCCESS);
+  CHECK(cuMemFreeHost(pinned) == CUDA_ERROR_INVALID_VALUE);
+
+  std::vector<char> pageable(4 * kMiB);
+  CHECK(cuMemHostRegister(pageable.data(), pageable.size(), CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS);
+  CHECK(cuMemHostRegister(pageable.data() + kMiB, kMiB, 0) == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  CHECK(cuMemHostGetDevicePointer(&device, pageable.data(), 0) == CUDA_SUCCESS);
+  CHECK(cuMemFreeHost(pageable.data()) == CUDA_ERROR_INVALID_VALUE);  // registered, not allocated
+  CHECK(cuMemHostUnregister(pageable.data() + 1) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  CHECK(cuMemHostUnregister(pageable.data()) == CUDA_SUCCESS);
+  CHECK(cuMemHostUnregister(pageable.data()) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  CHECK(cuMemHostRegister(nullptr, kMiB, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemHostRegister(reinterpret_cast<void*>(std::uintptr_t{4096}), 4096, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemFree(target) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("peer access between the two devices", "[driver][peers]") {
+  primary_context();
+  int can = -1;
+  CHECK(cuDeviceCanAccessPeer(&can, 0, 1) == CUDA_SUCCESS);
+  CHECK(can == 1);
+  CHECK(cuDeviceCanAccessPeer(&can, 0, 0) == CUDA_SUCCESS);
+  CHECK(can == 0);  // a device is not its own peer
+  CHECK(cuDeviceCanAccessPeer(&can, 0, 2) == CUDA_ERROR_INVALID_DEVICE);
+  int value = -1;
+  CHECK(cuDeviceGetP2PAttribute(&value, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 1, 0) == CUDA_SUCCESS);
+  CHECK(value == 1);
+  CHECK(cuDeviceGetP2PAttribute(&value, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 1, 1) == CUDA_ERROR_INVALID_DEVICE);
+
+  CUcontext own = primary_context();
+  CUcontext peer = nullptr;
+  REQUIRE(cuDevicePrimaryCtxRetain(&peer, 1) == CUDA_SUCCESS);
+  CHECK(cuCtxEnablePeerAccess(peer, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuCtxEnablePeerAccess(own, 0) == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+  CHECK(cuCtxDisablePeerAccess(peer) == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  CHECK(cuCtxEnablePeerAccess(peer, 0) == CUDA_SUCCESS);
+  CHECK(cuCtxEnablePeerAccess(peer, 0) == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+  CHECK(cuCtxDisablePeerAccess(peer) == CUDA_SUCCESS);
+  CHECK(cuCtxEnablePeerAccess(peer, 0) == CUDA_SUCCESS);
+  REQUIRE(cuDevicePrimaryCtxRelease(1) == CUDA_SUCCESS);  // the last release destroys it, and the access
+  CHECK(cuCtxEnablePeerAccess(peer, 0) == CUDA_ERROR_INVALID_CONTEXT);
+
+  int rc = in_child([] {
+    setenv("CUDASIM_PEER_ACCESS", "none", 1);
+    CHILD_CHECK(start_primary_context());
+    int can_access = -1;
+    CHILD_CHECK(cuDeviceCanAccessPeer(&can_access, 0, 1) == CUDA_SUCCESS && can_access == 0);
+    return 0;
+  });
+  CHECK(rc == 0);
+}

@@ -1,0 +1,146 @@
+// What nvcc-generated host code does through the simulated runtime (registration of a fat binary and
+// its kernels, `<<<>>>` launches through the pushed call configuration, cudaLaunchKernel), pinned
+// host memory and peer access. Two devices.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime_support.h"
+
+using namespace runtime_test;
+
+// nvcc's generated code declares these itself (crt/host_runtime.h, crt/device_functions.h).
+extern "C" {
+void** __cudaRegisterFatBinary(void* fatCubin);
+void __cudaRegisterFatBinaryEnd(void** fatCubinHandle);
+void __cudaUnregisterFatBinary(void** fatCubinHandle);
+void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* deviceFun, const char* deviceName,
+                            int thread_limit, uint3* tid, uint3* bid, dim3* bDim, dim3* gDim, int* wSize);
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st* stream);
+cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sharedMem, void* stream);
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                               cudaStream_t stream);
+}
+
+namespace {
+
+// A fake fat binary registered as nvcc's host code registers its translation unit's.
+struct FakeModule {
+  FakeFatbin fatbin;
+  void** handle = nullptr;
+
+  explicit FakeModule(const char* kernel) : fatbin(kernel) { handle = __cudaRegisterFatBinary(&fatbin.wrapper); }
+  void add(const void* stub, const char* name) {
+    __cudaRegisterFunction(handle, static_cast<const char*>(stub), const_cast<char*>(name), name, -1, nullptr,
+                           nullptr, nullptr, nullptr, nullptr);
+  }
+};
+
+// Host stubs: only their addresses matter.
+void registered_stub() {}
+void unregistered_stub() {}
+void misnamed_stub() {}
+
+}  // namespace
+
+TEST_CASE("runtime: registered kernels launch through <<<>>> and cudaLaunchKernel", "[runtime][launch]") {
+  static FakeModule module("_Z6kernelPf");
+  module.add(reinterpret_cast<const void*>(&registered_stub), "_Z6kernelPf");
+  module.add(reinterpret_cast<const void*>(&misnamed_stub), "_Z5otherv");  // not in the image
+  __cudaRegisterFatBinaryEnd(module.handle);
+
+  // <<<grid, block, shared, stream>>>: push, then the stub pops and launches.
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  REQUIRE(__cudaPushCallConfiguration(dim3(64), dim3(128), 256, stream) == 0);
+  dim3 grid, block;
+  size_t shared = 0;
+  cudaStream_t popped = nullptr;
+  REQUIRE_CUDA(__cudaPopCallConfiguration(&grid, &block, &shared, &popped));
+  CHECK((grid.x == 64 && block.x == 128 && shared == 256 && popped == stream));
+  CHECK(name(__cudaPopCallConfiguration(&grid, &block, &shared, &popped)) == "cudaErrorMissingConfiguration");
+  cudaKernel_t kernel = nullptr;
+  REQUIRE_CUDA(__cudaGetKernel(&kernel, reinterpret_cast<const void*>(&registered_stub)));
+  float* data = nullptr;
+  void* args[] = {&data};
+  CHECK_CUDA(__cudaLaunchKernel(kernel, grid, block, args, shared, popped));
+  CHECK_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&registered_stub), dim3(2, 2), dim3(32, 32), args, 0,
+                              stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+
+  // What the runtime refuses before the driver sees it.
+  CHECK(name(cudaLaunchKernel(reinterpret_cast<const void*>(&registered_stub), dim3(1), dim3(2048), args, 0,
+                              stream)) == "cudaErrorInvalidConfiguration");
+  CHECK(name(cudaLaunchKernel(reinterpret_cast<const void*>(&registered_stub), dim3(0), dim3(1), args, 0, stream)) ==
+        "cudaErrorInvalidConfiguration");
+  CHECK(name(cudaLaunchKernel(reinterpret_cast<const void*>(&registered_stub), dim3(1), dim3(1), args, 65536,
+                              stream)) == "cudaErrorInvalidConfiguration");
+  CHECK(name(cudaGetLastError()) == "cudaErrorInvalidConfiguration");  // recorded, not sticky
+  CHECK_CUDA(cudaGetLastError());
+  CHECK(name(cudaLaunchKernel(reinterpret_cast<const void*>(&unregistered_stub), dim3(1), dim3(1), args, 0,
+                              stream)) == "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaLaunchKernel(reinterpret_cast<const void*>(&misnamed_stub), dim3(1), dim3(1), args, 0, stream)) ==
+        "cudaErrorInvalidDeviceFunction");
+  CHECK(name(__cudaLaunchKernel(nullptr, dim3(1), dim3(1), args, 0, stream)) == "cudaErrorInvalidDeviceFunction");
+  (void)cudaGetLastError();
+
+  // A kernel handle stays valid across cudaDeviceReset (libraries are context-independent).
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  REQUIRE_CUDA(cudaDeviceReset());
+  CHECK_CUDA(__cudaLaunchKernel(kernel, dim3(1), dim3(1), args, 0, nullptr));
+  CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+TEST_CASE("runtime: pinned host memory", "[runtime][host]") {
+  void* pinned = nullptr;
+  REQUIRE_CUDA(cudaMallocHost(&pinned, kMiB));
+  void* device = nullptr;
+  CHECK_CUDA(cudaHostGetDevicePointer(&device, pinned, 0));
+  CHECK(device == pinned);
+  unsigned flags = 0;
+  CHECK_CUDA(cudaHostGetFlags(&flags, pinned));
+  CHECK((flags & cudaHostAllocMapped) != 0);
+  cudaPointerAttributes attributes{};
+  CHECK_CUDA(cudaPointerGetAttributes(&attributes, pinned));
+  CHECK(attributes.type == cudaMemoryTypeHost);
+  CHECK_CUDA(cudaFreeHost(pinned));
+  CHECK(name(cudaFreeHost(pinned)) == "cudaErrorInvalidValue");
+  (void)cudaGetLastError();
+  CHECK_CUDA(cudaFreeHost(nullptr));
+
+  void* none = reinterpret_cast<void*>(1);
+  CHECK_CUDA(cudaHostAlloc(&none, 0, cudaHostAllocDefault));
+  CHECK(none == nullptr);
+  CHECK(name(cudaHostAlloc(&none, kMiB, 0x100)) == "cudaErrorInvalidValue");
+  (void)cudaGetLastError();
+
+  std::vector<char> pageable(2 * kMiB);
+  CHECK_CUDA(cudaHostRegister(pageable.data(), pageable.size(), cudaHostRegisterDefault));
+  CHECK(name(cudaHostRegister(pageable.data(), kMiB, cudaHostRegisterDefault)) ==
+        "cudaErrorHostMemoryAlreadyRegistered");
+  CHECK_CUDA(cudaHostUnregister(pageable.data()));
+  CHECK(name(cudaHostUnregister(pageable.data())) == "cudaErrorHostMemoryNotRegistered");
+  (void)cudaGetLastError();
+}
+
+TEST_CASE("runtime: peer access between two devices", "[runtime][peers]") {
+  int can = -1;
+  CHECK_CUDA(cudaDeviceCanAccessPeer(&can, 0, 1));
+  CHECK(can == 1);
+  CHECK(name(cudaDeviceCanAccessPeer(&can, 0, 7)) == "cudaErrorInvalidDevice");
+  int value = -1;
+  CHECK_CUDA(cudaDeviceGetP2PAttribute(&value, cudaDevP2PAttrAccessSupported, 0, 1));
+  CHECK(value == 1);
+  REQUIRE_CUDA(cudaSetDevice(0));
+  CHECK_CUDA(cudaDeviceEnablePeerAccess(1, 0));
+  CHECK(name(cudaDeviceEnablePeerAccess(1, 0)) == "cudaErrorPeerAccessAlreadyEnabled");
+  CHECK(name(cudaDeviceEnablePeerAccess(0, 0)) == "cudaErrorPeerAccessUnsupported");
+  CHECK(name(cudaDeviceEnablePeerAccess(1, 3)) == "cudaErrorInvalidValue");
+  CHECK_CUDA(cudaDeviceDisablePeerAccess(1));
+  CHECK(name(cudaDeviceDisablePeerAccess(1)) == "cudaErrorPeerAccessNotEnabled");
+  (void)cudaGetLastError();
+}

@@ -1,0 +1,184 @@
+// torch.multiprocessing's shape of CUDA IPC: the producer's caching allocator holds a segment (one
+// cudaMalloc block), a tensor lives at an offset inside it; the producer exports the segment's base
+// with cudaIpcGetMemHandle and sends the offset beside the handle; the consumer (a fresh process)
+// opens the handle and reads the tensor at base + offset. The tensor's own block is exported too (a
+// block gpumem serves from inside a region). Prints `key=value` lines; exits 0 when every step
+// behaved as documented, 3 on an unexpected CUDA error, 4 on wrong data.
+//
+//   producer          the whole exchange, then a handle of a freed block opened by a fresh process
+//   consumer HANDLE OFFSET BLOCK_HANDLE   (started by the producer)
+//   open HANDLE       opens a handle and prints open=<error name> (a handle of a process that exited)
+//   export-and-exit   allocates, exports, prints handle=<hex>, exits without freeing
+//   export-and-wait   the same, but exits (still without freeing) only once its stdin closes
+//   hold HANDLE       opens a segment handle, checks the tensor, waits for its stdin to close (the
+//                     exporter may exit meanwhile), checks the tensor again, closes
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "ipc_support.h"
+#include "runtime_check.h"
+
+using namespace ipc_test;
+
+namespace {
+
+constexpr std::size_t kKiB = 1024;
+constexpr std::size_t kMiB = 1024 * kKiB;
+constexpr std::size_t kWorkspaceBytes = 256 * kKiB;  // allocated first, so the segment is not at a region's start
+constexpr std::size_t kSegmentBytes = 4 * kMiB;
+constexpr std::size_t kTensorOffset = kMiB + 768;
+constexpr std::size_t kTensorBytes = 64 * kKiB + 3;
+constexpr std::size_t kReplyOffset = 2 * kMiB + 4;
+constexpr std::size_t kReplyBytes = 4096;
+constexpr std::size_t kBlockBytes = 1000;
+
+bool same_bytes(const void* device, const std::vector<std::uint8_t>& expected) {
+  std::vector<std::uint8_t> read(expected.size());
+  CHECK_CUDA(cudaMemcpy(read.data(), device, read.size(), cudaMemcpyDeviceToHost));
+  return read == expected;
+}
+
+void* offset(void* base, std::size_t bytes) { return static_cast<char*>(base) + bytes; }
+
+int fail(const char* what) {
+  std::printf("%s=wrong\n", what);
+  return 4;
+}
+
+int consumer(const std::string& segment_hex, const std::string& tensor_offset, const std::string& block_hex) {
+  cudaIpcMemHandle_t segment_handle{}, block_handle{};
+  if (!handle_from_hex(segment_hex, segment_handle, "consumer") || !handle_from_hex(block_hex, block_handle, "consumer")) {
+    return 2;
+  }
+  CHECK_CUDA(cudaSetDevice(0));
+  void* segment = nullptr;
+  CHECK_CUDA(cudaIpcOpenMemHandle(&segment, segment_handle, cudaIpcMemLazyEnablePeerAccess));
+  void* tensor = offset(segment, std::strtoull(tensor_offset.c_str(), nullptr, 10));
+  if (!same_bytes(tensor, pattern(kTensorBytes, 11))) return fail("tensor");
+  std::printf("tensor=ok\n");
+  void* again = nullptr;  // opened twice by one context: the same pointer, counted
+  CHECK_CUDA(cudaIpcOpenMemHandle(&again, segment_handle, cudaIpcMemLazyEnablePeerAccess));
+  std::printf("same_pointer=%d\n", again == segment ? 1 : 0);
+  CHECK_CUDA(cudaIpcCloseMemHandle(again));
+  void* block = nullptr;
+  CHECK_CUDA(cudaIpcOpenMemHandle(&block, block_handle, cudaIpcMemLazyEnablePeerAccess));
+  if (!same_bytes(block, pattern(kBlockBytes, 23))) return fail("block");
+  std::printf("block=ok\n");
+  // Closing the block must leave the segment mapped (both may lie in one region).
+  CHECK_CUDA(cudaIpcCloseMemHandle(block));
+  const auto reply = pattern(kReplyBytes, 77);
+  CHECK_CUDA(cudaMemcpy(offset(segment, kReplyOffset), reply.data(), reply.size(), cudaMemcpyHostToDevice));
+  if (!same_bytes(tensor, pattern(kTensorBytes, 11))) return fail("tensor_after_close");
+  CHECK_CUDA(cudaIpcCloseMemHandle(segment));
+  return 0;
+}
+
+int open_handle(const std::string& hex) {
+  cudaIpcMemHandle_t handle{};
+  if (!handle_from_hex(hex, handle, "open")) return 2;
+  CHECK_CUDA(cudaSetDevice(0));
+  void* ptr = nullptr;
+  const cudaError_t opened = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+  std::printf("open=%s\n", cudaGetErrorName(opened));
+  if (opened == cudaSuccess) CHECK_CUDA(cudaIpcCloseMemHandle(ptr));
+  return 0;
+}
+
+// The segment after a workspace, filled with the tensor's pattern, and its handle.
+void* make_segment(cudaIpcMemHandle_t* handle, cudaError_t* exported) {
+  void *workspace = nullptr, *segment = nullptr;
+  CHECK_CUDA(cudaMalloc(&workspace, kWorkspaceBytes));
+  CHECK_CUDA(cudaMalloc(&segment, kSegmentBytes));
+  const auto tensor = pattern(kTensorBytes, 11);
+  CHECK_CUDA(cudaMemcpy(offset(segment, kTensorOffset), tensor.data(), tensor.size(), cudaMemcpyHostToDevice));
+  *exported = cudaIpcGetMemHandle(handle, segment);
+  return segment;
+}
+
+int producer() {
+  CHECK_CUDA(cudaSetDevice(0));
+  cudaIpcMemHandle_t segment_handle{}, block_handle{};
+  cudaError_t exported = cudaSuccess;
+  void* segment = make_segment(&segment_handle, &exported);
+  std::printf("export=%s\n", cudaGetErrorName(exported));
+  if (exported != cudaSuccess) return 0;  // the caller decides whether that was expected
+  void* block = nullptr;
+  CHECK_CUDA(cudaMalloc(&block, kBlockBytes));
+  const auto block_data = pattern(kBlockBytes, 23);
+  CHECK_CUDA(cudaMemcpy(block, block_data.data(), block_data.size(), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaIpcGetMemHandle(&block_handle, block));
+  // A process cannot open its own handle.
+  void* own = nullptr;
+  std::printf("own_open=%s\n", cudaGetErrorName(cudaIpcOpenMemHandle(&own, segment_handle, cudaIpcMemLazyEnablePeerAccess)));
+  CHECK_CUDA(cudaDeviceSynchronize());  // the data has landed before another process reads it
+  std::fflush(stdout);
+
+  const int consumed = wait_exit(spawn_self({"consumer", to_hex(&segment_handle, sizeof segment_handle),
+                                             std::to_string(kTensorOffset), to_hex(&block_handle, sizeof block_handle)}));
+  std::printf("consumer_exit=%d\n", consumed);
+  if (!same_bytes(offset(segment, kReplyOffset), pattern(kReplyBytes, 77))) return fail("reply");
+  std::printf("reply=ok\n");
+  // A freed block's handle no longer opens, in any process.
+  CHECK_CUDA(cudaFree(block));
+  std::fflush(stdout);
+  const int stale = wait_exit(spawn_self({"open", to_hex(&block_handle, sizeof block_handle)}));
+  std::printf("stale_exit=%d\n", stale);
+  CHECK_CUDA(cudaFree(segment));
+  return 0;
+}
+
+void wait_for_stdin_to_close() {
+  char ignored[64];
+  while (read(0, ignored, sizeof ignored) > 0) {
+  }
+}
+
+int export_and_exit(bool wait) {
+  CHECK_CUDA(cudaSetDevice(0));
+  cudaIpcMemHandle_t handle{};
+  cudaError_t exported = cudaSuccess;
+  make_segment(&handle, &exported);
+  CHECK_CUDA(exported);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::printf("handle=%s\n", to_hex(&handle, sizeof handle).c_str());
+  std::fflush(stdout);
+  if (wait) wait_for_stdin_to_close();
+  return 0;
+}
+
+int hold(const std::string& hex) {
+  cudaIpcMemHandle_t handle{};
+  if (!handle_from_hex(hex, handle, "hold")) return 2;
+  CHECK_CUDA(cudaSetDevice(0));
+  void* segment = nullptr;
+  CHECK_CUDA(cudaIpcOpenMemHandle(&segment, handle, cudaIpcMemLazyEnablePeerAccess));
+  if (!same_bytes(offset(segment, kTensorOffset), pattern(kTensorBytes, 11))) return fail("opened");
+  std::printf("opened=ok\n");
+  std::fflush(stdout);
+  wait_for_stdin_to_close();
+  if (!same_bytes(offset(segment, kTensorOffset), pattern(kTensorBytes, 11))) return fail("held");
+  std::printf("held=ok\n");
+  CHECK_CUDA(cudaIpcCloseMemHandle(segment));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string role = argc > 1 ? argv[1] : "";
+  if (role == "producer" && argc == 2) return producer();
+  if (role == "consumer" && argc == 5) return consumer(argv[2], argv[3], argv[4]);
+  if (role == "open" && argc == 3) return open_handle(argv[2]);
+  if (role == "export-and-exit" && argc == 2) return export_and_exit(false);
+  if (role == "export-and-wait" && argc == 2) return export_and_exit(true);
+  if (role == "hold" && argc == 3) return hold(argv[2]);
+  std::fprintf(stderr,
+               "usage: %s producer | consumer HANDLE OFFSET BLOCK_HANDLE | open HANDLE | export-and-exit | "
+               "export-and-wait | hold HANDLE\n",
+               argv[0]);
+  return 2;
+}

@@ -1,0 +1,135 @@
+"""Programs built by nvcc against the shared runtime (examples/*_nvcc), run over the simulator.
+
+nvcc's host code registers its fat binary and kernels with the runtime at start-up and launches
+kernels through __cudaPushCallConfiguration / __cudaLaunchKernel; the simulator takes all of it,
+queues each launch on its stream and runs no device code. So every example, the kernel programs
+among them (vector_add, and three written in the style of NVIDIA's samples: stream-ordered
+allocation, multi-stream copies through pinned memory, a bandwidth test), must run without the shim
+and under it in every mode with the same exit status and the same output, except for timings and
+the fingerprint of what kernels would have computed ("kernel results (not checked)"). The other
+examples print what the allocator underneath did (cudaMemGetInfo figures, how far oom got, whether
+holes coalesced), which differs under the shim by design: for them, as in test_examples, the
+checksum of the data they verified must be the same.
+"""
+
+import concurrent.futures
+import os
+import re
+import unittest
+
+import gpumem_testlib as testlib
+import test_examples
+
+EXAMPLES_DIR = test_examples.EXAMPLES_DIR
+RUNTIME_PROGRAMS = test_examples.RUNTIME_EXAMPLES + ["driver_api"]
+KERNEL_PROGRAMS = test_examples.KERNEL_EXAMPLES
+# Programs that launch kernels take --no-kernel-check (bandwidth_test launches none).
+NO_KERNEL_CHECK = {"vector_add", "stream_ordered_allocation", "multi_stream_copy"}
+# Two devices, so bandwidth_test's peer-access part runs too.
+SIM_ENV = {"CUDASIM_DEVICES": "2", "CUDASIM_DEVICE_MEMORY": "4GiB,4GiB"}
+KERNEL_WARNING = "cudasim: kernels do not run on the simulated device"
+FLOAT = re.compile(r" *\d+\.\d+")
+
+
+def program_path(name: str) -> str:
+    return os.path.join(EXAMPLES_DIR, name + "_nvcc")
+
+
+def run_program(name, env=None, preload=True):
+    args = ["--no-kernel-check"] if name in NO_KERNEL_CHECK else []
+    return testlib.run([program_path(name), *args], env={**SIM_ENV, **(env or {})}, preload=preload, timeout=120)
+
+
+def comparable_output(stdout: str) -> list:
+    """The output without what may differ between runs: timings and bandwidths (every decimal
+    number) and the fingerprint of data kernels would have written."""
+    return [FLOAT.sub(" #", line) for line in stdout.splitlines()
+            if not line.startswith("kernel results (not checked):")]
+
+
+def kernel_launches(result: testlib.Result) -> int:
+    return sum(device["kernel_launches"] for device in result.report["devices"])
+
+
+class NvccProgramMatrixTest(testlib.TestCase):
+    """One test per program: without the shim, then every shim configuration."""
+
+    def check_program(self, name: str):
+        self.assertTrue(os.access(program_path(name), os.X_OK), f"{program_path(name)} is not built")
+        baseline = run_program(name, preload=False)
+        self.assertSucceeded(baseline)
+        expected = comparable_output(baseline.stdout)
+        if name not in KERNEL_PROGRAMS:
+            expected = expected[-1:]
+        self.assertRegex(expected[-1], r"^checksum: [0-9a-f]{16}$", baseline.describe())
+        launches = kernel_launches(baseline)
+        if name in NO_KERNEL_CHECK:
+            self.assertGreater(launches, 0, baseline.describe())
+            self.assertEqual(baseline.stderr.count(KERNEL_WARNING), 1, baseline.describe())
+        else:
+            self.assertEqual(launches, 0, baseline.describe())
+
+        configs = test_examples.applicable_configs(name)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=test_examples.WORKERS) as pool:
+            futures = {config: pool.submit(run_program, name, {**env, "GPUMEM_LOG_LEVEL": "info"})
+                       for config, (env, _) in configs.items()}
+            results = {config: future.result() for config, future in futures.items()}
+        for config, result in results.items():
+            with self.subTest(config=config):
+                self.assertEqual(result.returncode, baseline.returncode, result.describe())
+                output = comparable_output(result.stdout)
+                self.assertEqual(output if name in KERNEL_PROGRAMS else output[-1:], expected,
+                                 f"{config}: output differs from the run without the shim\n{result.describe()}")
+                self.assertEqual(kernel_launches(result), launches, result.describe())
+                policy = [line for line in result.stderr.splitlines() if line.startswith("gpumem: [info] context")]
+                self.assertTrue(policy, f"{config}: the shim logged no policy line\n{result.describe()}")
+                for phrase in configs[config][1]:
+                    self.assertIn(phrase, policy[0], f"{config}: the shim did not apply it")
+
+
+def _add_matrix_test(name: str):
+    def test(self):
+        self.check_program(name)
+    test.__doc__ = f"{name} (nvcc, shared runtime): same output without the shim and in every mode"
+    setattr(NvccProgramMatrixTest, f"test_{name}", test)
+
+
+for _name in RUNTIME_PROGRAMS + KERNEL_PROGRAMS:
+    _add_matrix_test(_name)
+
+
+class KernelLaunchTest(testlib.TestCase):
+    """What the simulator does with launches from nvcc's generated code."""
+
+    def test_kernel_results_are_checked_by_default_and_fail_on_the_simulator(self):
+        # Without --no-kernel-check the program verifies c = a + b, which no simulated kernel wrote.
+        result = testlib.run([program_path("vector_add")], env=SIM_ENV, preload=False, timeout=120)
+        self.assertEqual(result.returncode, 1, result.describe())
+        self.assertIn("expected", result.stderr)
+
+    def test_cudasim_kernels_fail_refuses_launches_with_and_without_the_shim(self):
+        for preload in (False, True):
+            with self.subTest(preload=preload):
+                result = run_program("vector_add", env={"CUDASIM_KERNELS": "fail"}, preload=preload)
+                self.assertEqual(result.returncode, 1, result.describe())
+                self.assertIn("cudaGetLastError() returned cudaErrorNoKernelImageForDevice", result.stderr)
+                self.assertNotIn(KERNEL_WARNING, result.stderr)
+                self.assertEqual(kernel_launches(result), 0)
+
+    def test_every_launch_is_counted_once(self):
+        # vector_add launches one kernel per repeat; multi_stream_copy one per stream and round.
+        self.assertEqual(kernel_launches(run_program("vector_add", preload=False)), 10)
+        self.assertEqual(kernel_launches(run_program("multi_stream_copy", preload=False)), 8 * 4)
+
+    def test_pinned_memory_is_reported(self):
+        result = run_program("bandwidth_test", preload=False)
+        self.assertSucceeded(result)
+        pinned = result.report["pinned_host"]
+        # Pinned and write-combined buffers, one pinned buffer for the device copy check; one range registered.
+        self.assertEqual((pinned["allocs"], pinned["frees"]), (3, 3))
+        self.assertEqual((pinned["registers"], pinned["unregisters"]), (1, 1))
+        self.assertEqual(pinned["bytes"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

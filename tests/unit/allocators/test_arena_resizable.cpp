@@ -1,0 +1,210 @@
+// The arena over a resizable source (one region that grows and shrinks at its end): growth by the
+// shortfall, coalescing across growth steps, giving the free end back, preallocation in one piece.
+#include <cstring>
+#include <random>
+
+#include "arena_test_support.h"
+
+using namespace gpumem;
+using namespace gpumem::test;
+
+namespace {
+
+constexpr std::size_t kGranuleBytes = 2 * kMiB;  // CUDA's usual recommended granularity
+
+ArenaOptions growing_by(std::size_t limit, std::size_t min_growth) {
+  ArenaOptions options = growing(limit);
+  options.min_growth_bytes = min_growth;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("resizable: growth maps only the shortfall, into the free end", "[resizable][growth]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  BfcArena arena(source, growing_by(64 * kMiB, kGranuleBytes));
+  const std::uintptr_t a = must_allocate(arena, kMiB);  // reserves 2 MiB
+  CHECK(a == FakeRegionSource::kBase);
+  // 1 MiB free at the end; 3 MiB wanted: 2 MiB more mapped, and the block starts in the free end.
+  const std::uintptr_t b = must_allocate(arena, 3 * kMiB);
+  CHECK(b == a + kMiB);
+  CHECK(source.log().requests == std::vector<std::size_t>{2 * kMiB, 2 * kMiB});
+  CHECK(source.log().grows == 1);
+  const ArenaStats stats = arena.stats();
+  CHECK(stats.regions == 1);
+  CHECK(stats.region_reservations == 1);
+  CHECK(stats.region_grows == 1);
+  CHECK(stats.bytes_reserved == 4 * kMiB);
+  CHECK(arena.find(b)->region.size == 4 * kMiB);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: after a tail in use, the new bytes are a chunk of their own", "[resizable][growth]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  BfcArena arena(source, growing_by(64 * kMiB, kGranuleBytes));
+  const std::uintptr_t a = must_allocate(arena, 2 * kMiB);
+  const std::uintptr_t b = must_allocate(arena, 2 * kMiB + 1);  // 4 MiB more (granules)
+  CHECK(b == a + 2 * kMiB);
+  CHECK(arena.stats().bytes_reserved == 6 * kMiB);
+  CHECK(arena.validate());
+  // Freed, everything coalesces into one chunk across both growth steps.
+  must_free(arena, a);
+  must_free(arena, b);
+  const ArenaStats stats = arena.stats();
+  CHECK(stats.largest_free_block == 6 * kMiB);
+  CHECK(stats.chunks == 1);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: the floor applies to growth steps, the shortfall is the last attempt",
+          "[resizable][growth][backoff]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes, RegionSourceLimits{SIZE_MAX, 6 * kMiB});
+  BfcArena arena(source, growing_by(64 * kMiB, 8 * kMiB));
+  must_allocate(arena, kMiB);  // 8 MiB refused (the source holds at most 6), then the 2 MiB shortfall
+  CHECK(source.log().requests == std::vector<std::size_t>{8 * kMiB, 2 * kMiB});
+  must_allocate(arena, 3 * kMiB);  // 8 refused, then the shortfall: 3 - 1 free = 2 MiB
+  CHECK(source.log().requests == std::vector<std::size_t>{8 * kMiB, 2 * kMiB, 8 * kMiB, 2 * kMiB});
+  CHECK(arena.stats().region_refusals == 2);
+  CHECK(arena.stats().bytes_reserved == 4 * kMiB);
+  std::uintptr_t ptr = 0;
+  CHECK(arena.allocate(3 * kMiB, ptr) == Status::out_of_memory);  // 4 + 4 > 6: refused at every size
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: release gives the free end back, whole granules, then the whole region",
+          "[resizable][gc]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  BfcArena arena(source, growing_by(64 * kMiB, kGranuleBytes));
+  const std::uintptr_t a = must_allocate(arena, kMiB);
+  const std::uintptr_t b = must_allocate(arena, 5 * kMiB);  // region 6 MiB
+  REQUIRE(arena.stats().bytes_reserved == 6 * kMiB);
+  CHECK(arena.release_free_regions() == 0);  // the end is in use
+  must_free(arena, b);                       // free from 1 MiB to 6 MiB
+  CHECK(arena.release_free_regions() == 4 * kMiB);  // 2..6 MiB: the granules wholly free
+  ArenaStats stats = arena.stats();
+  CHECK(stats.bytes_reserved == 2 * kMiB);
+  CHECK(stats.region_shrinks == 1);
+  CHECK(source.log().live_bytes == 2 * kMiB);
+  CHECK(arena.validate());
+  CHECK(arena.release_free_regions() == 0);  // 1 MiB free: less than a granule
+  must_free(arena, a);
+  CHECK(arena.release_free_regions() == 2 * kMiB);  // wholly free: the region goes
+  stats = arena.stats();
+  CHECK(stats.regions == 0);
+  CHECK(stats.bytes_reserved == 0);
+  CHECK(source.log().live_regions == 0);
+  CHECK(arena.validate());
+  CHECK(must_allocate(arena, 3 * kMiB) == FakeRegionSource::kBase);  // reserved again
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: a fenced end is kept until its fence is resolved", "[resizable][gc][fence]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  BfcArena arena(source, growing_by(64 * kMiB, kGranuleBytes));
+  must_allocate(arena, kMiB);
+  const std::uintptr_t b = must_allocate(arena, 5 * kMiB);
+  must_free(arena, b, Fence{1, 0});
+  CHECK(arena.release_free_regions() == 0);
+  arena.resolve_fences_through(1);
+  CHECK(arena.release_free_regions() == 4 * kMiB);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: a block whose end is given back leaves the block before it as the end",
+          "[resizable][gc]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  BfcArena arena(source, growing_by(64 * kMiB, kGranuleBytes));
+  const std::uintptr_t a = must_allocate(arena, 2 * kMiB);
+  const std::uintptr_t b = must_allocate(arena, 4 * kMiB);
+  must_free(arena, b);
+  CHECK(arena.release_free_regions() == 4 * kMiB);  // the whole free chunk goes
+  CHECK(arena.validate());
+  const std::uintptr_t c = must_allocate(arena, 2 * kMiB);  // grows again after `a`
+  CHECK(c == a + 2 * kMiB);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: preallocation maps the whole limit as one region, without a head", "[resizable][preallocate]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  ArenaOptions options = preallocated(64 * kMiB + kMiB);  // rounded down to whole granules
+  options.preallocation_head_bytes = 2 * kMiB;
+  BfcArena arena(source, options);
+  must_allocate(arena, kMiB);
+  CHECK(source.log().requests == std::vector<std::size_t>{64 * kMiB});
+  CHECK(arena.stats().regions == 1);
+  // The free end goes back on request, and comes back a growth step (at least the floor) at a time.
+  CHECK(arena.release_free_regions() == 62 * kMiB);
+  must_allocate(arena, 4 * kMiB);
+  CHECK(arena.stats().bytes_reserved == 2 * kMiB + ArenaOptions{}.min_growth_bytes);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: a refused preallocation backs off, finally to the shortfall", "[resizable][preallocate]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes, RegionSourceLimits{SIZE_MAX, 50 * kMiB});
+  BfcArena arena(source, preallocated(64 * kMiB));
+  must_allocate(arena, kMiB);
+  const std::vector<std::size_t>& requests = source.log().requests;
+  REQUIRE(requests.size() == 3);  // 64, 56 (57.6 in whole granules), 50 (50.4): granted
+  CHECK(requests[0] == 64 * kMiB);
+  CHECK(requests[1] == 56 * kMiB);
+  CHECK(requests[2] == 50 * kMiB);
+  CHECK(arena.stats().bytes_reserved == 50 * kMiB);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: host memory stays readable across growth and shrinking", "[resizable][host]") {
+  HostResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  BfcArena arena(source, growing_by(64 * kMiB, kGranuleBytes));
+  std::vector<std::pair<std::uintptr_t, std::size_t>> blocks;
+  for (std::size_t i = 1; i <= 12; ++i) {
+    const std::size_t bytes = i * 300 * kKiB;
+    const std::uintptr_t ptr = must_allocate(arena, bytes);
+    std::memset(reinterpret_cast<void*>(ptr), static_cast<int>(i), bytes);
+    blocks.emplace_back(ptr, bytes);
+  }
+  CHECK(arena.stats().regions == 1);
+  // Free the last half: the end shrinks; the first half is untouched.
+  for (std::size_t i = 6; i < blocks.size(); ++i) must_free(arena, blocks[i].first);
+  CHECK(arena.release_free_regions() > 0);
+  for (std::size_t i = 0; i < 6; ++i) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(blocks[i].first);
+    CHECK(bytes[0] == i + 1);
+    CHECK(bytes[blocks[i].second - 1] == i + 1);
+  }
+  const std::uintptr_t again = must_allocate(arena, 8 * kMiB);
+  std::memset(reinterpret_cast<void*>(again), 0x5a, 8 * kMiB);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: random allocations, frees, fences and releases keep every invariant", "[resizable][random]") {
+  FakeResizableRegionSource source(256 * kMiB, kGranuleBytes);
+  BfcArena arena(source, growing_by(256 * kMiB, kGranuleBytes));
+  std::mt19937_64 rng(11);
+  std::vector<std::uintptr_t> live;
+  FenceId fence = 0;
+  std::size_t grows = 0;
+  for (int step = 0; step < 4000; ++step) {
+    const auto roll = rng() % 100;
+    if (roll < 55 || live.empty()) {
+      std::uintptr_t ptr = 0;
+      const Status status = arena.allocate(1 + rng() % (3 * kMiB), ptr);
+      if (status == Status::ok) live.push_back(ptr);
+      if (status == Status::fences_pending) arena.resolve_fences_through(fence);
+    } else if (roll < 95) {
+      const std::size_t index = rng() % live.size();
+      must_free(arena, live[index], rng() % 4 == 0 ? Fence{++fence, 0} : Fence{});
+      live[index] = live.back();
+      live.pop_back();
+    } else {
+      arena.release_free_regions();
+    }
+    if (step % 16 == 0) REQUIRE(arena.validate());
+    grows = arena.stats().region_grows;
+  }
+  const ArenaStats stats = arena.stats();
+  CHECK(stats.regions == 1);
+  CHECK(grows > 10);
+  CHECK(stats.region_shrinks > 0);
+  CHECK(stats.bytes_reserved == source.log().live_bytes);
+  CHECK(arena.validate());
+}
