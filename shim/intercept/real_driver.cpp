@@ -24,7 +24,7 @@ std::atomic<bool> g_ready{false};
 std::mutex g_mutex;
 
 // The entry points resolve_table() fills, cuGetProcAddress_v2 included.
-constexpr std::size_t kEntryPoints = 73;
+constexpr std::size_t kEntryPoints = 75;
 static_assert(sizeof(RealDriver) == sizeof(void*) * (kEntryPoints + 1),
               "a RealDriver field was added or removed: resolve it in resolve_table() and update "
               "kEntryPoints");
@@ -117,6 +117,8 @@ void resolve_table(RealDriver& table, std::string& missing) {
   GPUMEM_RESOLVE(cuMemAddressFree, "cuMemAddressFree", 10020, kLegacy);
   GPUMEM_RESOLVE(cuMemSetAccess, "cuMemSetAccess", 10020, kLegacy);
   GPUMEM_RESOLVE(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", 10020, kLegacy);
+  GPUMEM_RESOLVE(cuMemExportToShareableHandle, "cuMemExportToShareableHandle", 10020, kLegacy);
+  GPUMEM_RESOLVE(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 10020, kLegacy);
   table.available = true;
 }
 

@@ -96,6 +96,9 @@ struct RealDriver {
   PFN_cuMemAddressFree_v10020 cuMemAddressFree = nullptr;
   PFN_cuMemSetAccess_v10020 cuMemSetAccess = nullptr;
   PFN_cuMemGetAllocationGranularity_v10020 cuMemGetAllocationGranularity = nullptr;
+  // Legacy IPC of a VMM-backed arena's blocks (ipc/vmm_blocks.cpp).
+  PFN_cuMemExportToShareableHandle_v10020 cuMemExportToShareableHandle = nullptr;
+  PFN_cuMemImportFromShareableHandle_v10020 cuMemImportFromShareableHandle = nullptr;
 };
 
 // The table, resolved on first use (thread-safe). Cheap after the first call.

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -25,7 +26,7 @@ namespace {
 constexpr std::uint32_t kSlots = 4096;
 // Names the slot layout too: processes of another gpumem version find no table they can read.
 constexpr std::array<char, 16> kTableMagic = {'g', 'p', 'u', 'm', 'e', 'm', '-', 'i',
-                                              'p', 'c', '-', 't', 'a', 'b', 'l', '2'};
+                                              'p', 'c', '-', 't', 'a', 'b', 'l', '3'};
 
 // Written by the exporter under g_mutex, read by importers in other processes without a lock: the
 // sequence is odd while a write is under way, so a reader that saw it change reads again.
@@ -138,22 +139,54 @@ PublishResult publish(std::uintptr_t block_base, const ExportedBlock& block, Tok
   return PublishResult::published;
 }
 
+namespace {
+
+// Needs g_mutex. Marks the slot of `entry` dead and frees it; the entry after it.
+std::unordered_map<std::uintptr_t, std::uint32_t>::iterator withdraw_entry(
+    Exporter& exporter, std::unordered_map<std::uintptr_t, std::uint32_t>::iterator entry) {
+  const std::uint32_t index = entry->second;
+  write_slot(exporter.table->slot[index], false, nullptr);
+  const auto next = exporter.slot_of.erase(entry);
+  g_published.fetch_sub(1, std::memory_order_relaxed);
+  exporter.free_slots.push_back(index);  // may throw: the slot is then never reused
+  return next;
+}
+
+// This process's exporter, under g_mutex; null when it has none (or only its parent's).
+Exporter* own_exporter() {
+  Exporter* exporter = g_exporter;
+  return exporter == nullptr || exporter->pid != getpid() ? nullptr : exporter;
+}
+
+}  // namespace
+
 void withdraw(std::uintptr_t block_base) noexcept {
   if (g_published.load(std::memory_order_relaxed) == 0) return;
   try {
     const auto lock = lock_fork_safely<g_mutex>();
-    Exporter* exporter = g_exporter;
-    if (exporter == nullptr || exporter->pid != getpid()) return;
-    auto found = exporter->slot_of.find(block_base);
-    if (found == exporter->slot_of.end()) return;
-    const std::uint32_t index = found->second;
-    write_slot(exporter->table->slot[index], false, nullptr);
-    exporter->slot_of.erase(found);
-    g_published.fetch_sub(1, std::memory_order_relaxed);
-    exporter->free_slots.push_back(index);  // may throw: the slot is then never reused
+    Exporter* exporter = own_exporter();
+    if (exporter == nullptr) return;
+    if (auto found = exporter->slot_of.find(block_base); found != exporter->slot_of.end()) {
+      withdraw_entry(*exporter, found);
+    }
   } catch (...) {
   }
 }
+
+void withdraw_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
+  if (g_published.load(std::memory_order_relaxed) == 0) return;
+  try {
+    const auto lock = lock_fork_safely<g_mutex>();
+    Exporter* exporter = own_exporter();
+    if (exporter == nullptr) return;
+    for (auto entry = exporter->slot_of.begin(); entry != exporter->slot_of.end();) {
+      entry = entry->first >= begin && entry->first < end ? withdraw_entry(*exporter, entry) : std::next(entry);
+    }
+  } catch (...) {
+  }
+}
+
+bool has_exports() noexcept { return g_published.load(std::memory_order_relaxed) > 0; }
 
 bool exported_here(const Token& token) {
   const auto lock = lock_fork_safely<g_mutex>();

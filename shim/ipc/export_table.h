@@ -11,10 +11,11 @@
 #include <string>
 
 #include "ipc/ipc_token.h"
+#include "ipc/vmm_span.h"
 
 namespace gpumem::shim::ipc {
 
-// What a slot tells an importer: a block inside a region, or a block of a stream-ordered pool.
+// What a slot tells an importer: a block inside a region, of a stream-ordered pool, or of a VMM arena.
 struct ExportedBlock {
   CUipcMemHandle region_handle{};  // the driver's handle of the region holding the block
   std::uint64_t offset = 0;        // of the block's first byte in the region
@@ -24,6 +25,9 @@ struct ExportedBlock {
   std::int32_t pool_fd = -1;
   std::uint32_t unused = 0;
   CUmemPoolPtrExportData pool_pointer{};
+  // A block of a VMM-backed arena (vmm.piece_count > 0): its pieces, which the importer fetches,
+  // imports and maps back to back; region_handle and offset are unused.
+  VmmSpan vmm{};
 };
 
 enum class PublishResult : std::uint8_t { published, no_table, table_full };
@@ -34,6 +38,11 @@ PublishResult publish(std::uintptr_t block_base, const ExportedBlock& block, Tok
 // The block starting at `block_base` is being freed: its handles stop opening. Cheap when nothing
 // was exported.
 void withdraw(std::uintptr_t block_base) noexcept;
+// Withdraws every block starting in [begin, end): the memory there was freed or went with its context.
+void withdraw_range(std::uintptr_t begin, std::uintptr_t end) noexcept;
+
+// Whether any block is published now (cheap).
+bool has_exports() noexcept;
 
 // Whether `token` names this very process's table (a process cannot open its own handles).
 bool exported_here(const Token& token);

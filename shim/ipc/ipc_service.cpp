@@ -1,11 +1,12 @@
 // cuIpcGetMemHandle, cuIpcOpenMemHandle_v2 and cuIpcCloseMemHandle as the hooks serve them
 // (docs/ipc.md). A block that is a whole driver allocation gets the driver's own handle; a block
-// inside a pooled region, or of cuda_async mode's stream-ordered pool, gets a token (ipc_token.h)
-// naming it in this process's export table. An importer resolves a region block's token to the
-// region's driver handle, opens that and adds the block's offset; the driver counts the opens of a
-// region, so every open of a block is one open of its region and every close one close. A pool
-// block's token gives the pool's descriptor and the block's export data: the importer imports the
-// pointer (pool_blocks.h) once, counts opens itself and frees the import at the last close.
+// inside a pooled region, of cuda_async mode's stream-ordered pool, or of a VMM-backed arena gets a
+// token (ipc_token.h) naming it in this process's export table. An importer resolves a region
+// block's token to the region's driver handle, opens that and adds the block's offset; the driver
+// counts the opens of a region, so every open of a block is one open of its region and every close
+// one close. A pool block's token gives the pool's descriptor and the block's export data, a VMM
+// block's the descriptors of its pieces: the importer imports the block (pool_blocks.h,
+// vmm_blocks.h) once, counts opens itself and gives the import back at the last close.
 #include <mutex>
 #include <unordered_map>
 
@@ -14,6 +15,7 @@
 #include "ipc/export_table.h"
 #include "ipc/ipc_token.h"
 #include "ipc/pool_blocks.h"
+#include "ipc/vmm_blocks.h"
 #include "log.h"
 #include "managers/context_registry.h"
 #include "managers/memory_manager.h"
@@ -22,12 +24,15 @@
 namespace gpumem::shim {
 namespace {
 
-// Blocks this process opened from tokens: pointer handed out -> the region mapping it lies in (0
-// for a pool block, whose pointer is its own import), and how many opens are not closed yet.
+// Blocks this process opened from tokens: pointer handed out -> how it was opened, and how many
+// opens are not closed yet.
 struct OpenedBlock {
-  CUdeviceptr region = 0;
+  enum class Kind : std::uint8_t { region, pool, vmm };
+  Kind kind = Kind::region;
+  CUdeviceptr region = 0;  // a region block's: the region mapping it lies in
   std::uint64_t opens = 0;
-  ipc::Token token{};  // a pool block's, to hand out the same pointer when it is opened again
+  ipc::Token token{};        // a pool or VMM block's, to hand out the same pointer when it is opened again
+  ipc::ImportedSpan span{};  // a VMM block's mapping
 };
 std::mutex g_opened_mutex;
 std::unordered_map<CUdeviceptr, OpenedBlock>& opened_blocks() {
@@ -35,15 +40,22 @@ std::unordered_map<CUdeviceptr, OpenedBlock>& opened_blocks() {
   return *blocks;
 }
 
-// Counts one more open of `ptr`: a block in `region`, or (region 0) a pool block's import opened by
-// `token`. False when there is no memory to remember it.
-bool remember_open(CUdeviceptr ptr, CUdeviceptr region, const ipc::Token& token) noexcept {
+// Driver handles the program opened itself (not tokens), by the address the driver returned: how
+// many are open. A region the program opened this way may be closed while blocks of it opened from
+// tokens stay open (the driver counts every open of the region).
+std::unordered_map<CUdeviceptr, std::uint64_t>& direct_opens() {
+  static auto* opens = new std::unordered_map<CUdeviceptr, std::uint64_t>;  // leaked: nothing runs at exit
+  return *opens;
+}
+
+// Counts one more open of `ptr`, which `record` describes. False when there is no memory to remember it.
+bool remember_open(CUdeviceptr ptr, const OpenedBlock& record) noexcept {
   try {
     const auto lock = lock_fork_safely<g_opened_mutex>();
     OpenedBlock& opened = opened_blocks()[ptr];
-    opened.region = region;
-    opened.token = token;
-    ++opened.opens;
+    const std::uint64_t opens = opened.opens;
+    opened = record;
+    opened.opens = opens + 1;
     return true;
   } catch (...) {
     return false;
@@ -52,7 +64,11 @@ bool remember_open(CUdeviceptr ptr, CUdeviceptr region, const ipc::Token& token)
 
 CUresult export_sub_allocation(CUipcMemHandle* handle, const IpcBlock& block) {
   ipc::ExportedBlock exported;
-  if (block.pool_fd >= 0) {
+  if (block.vmm_span.piece_count > 0) {
+    exported.vmm = block.vmm_span;
+    log::at(LogLevel::debug, "cuIpcGetMemHandle: the {}-byte block at {:#x} is shared as {} VMM mapping(s)",
+            block.block_size, block.block_base, block.vmm_span.piece_count);
+  } else if (block.pool_fd >= 0) {
     exported.pool_fd = block.pool_fd;
     exported.pool_pointer = block.pool_pointer;
   } else {
@@ -78,10 +94,11 @@ CUresult export_sub_allocation(CUipcMemHandle* handle, const IpcBlock& block) {
   return CUDA_ERROR_UNKNOWN;
 }
 
-// A pool block: the rules the driver applies to its own handles, checked here since the pointer is
-// imported another way: the one flag cuda.h allows, a current context, not a handle of this very process.
-CUresult open_pool_block(CUdeviceptr* dptr, const ipc::Token& token, const ipc::ExportedBlock& block,
-                         unsigned int flags) {
+// A pool or VMM block: the rules the driver applies to its own handles, checked here since the block
+// is imported another way: the one flag cuda.h allows, a current context, not a handle of this very
+// process. Opening it again gives the same pointer, counted.
+CUresult open_imported_block(CUdeviceptr* dptr, const ipc::Token& token, const ipc::ExportedBlock& block,
+                             unsigned int flags) {
   const RealDriver& driver = real_driver();
   if (dptr == nullptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) {  // "must be specified as" that
     return CUDA_ERROR_INVALID_VALUE;
@@ -96,7 +113,7 @@ CUresult open_pool_block(CUdeviceptr* dptr, const ipc::Token& token, const ipc::
   try {
     const auto lock = lock_fork_safely<g_opened_mutex>();
     for (auto& [ptr, opened] : opened_blocks()) {
-      if (opened.region == 0 && same_block(opened.token)) {  // opened again: the same pointer, counted
+      if (opened.kind != OpenedBlock::Kind::region && same_block(opened.token)) {
         ++opened.opens;
         *dptr = ptr;
         return CUDA_SUCCESS;
@@ -105,11 +122,24 @@ CUresult open_pool_block(CUdeviceptr* dptr, const ipc::Token& token, const ipc::
   } catch (...) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  OpenedBlock record;
+  record.token = token;
   CUdeviceptr imported = 0;
-  const CUresult result = ipc::import_pool_block(token, block, &imported);
+  CUresult result = CUDA_SUCCESS;
+  if (block.vmm.piece_count > 0) {
+    record.kind = OpenedBlock::Kind::vmm;
+    result = ipc::import_vmm_block(token, block, record.span, &imported);
+  } else {
+    record.kind = OpenedBlock::Kind::pool;
+    result = ipc::import_pool_block(token, block, &imported);
+  }
   if (result != CUDA_SUCCESS) return result;
-  if (!remember_open(imported, 0, token)) {  // undo the import
-    driver.cuMemFree_v2(imported);
+  if (!remember_open(imported, record)) {  // undo the import
+    if (record.kind == OpenedBlock::Kind::vmm) {
+      ipc::unmap_vmm_block(record.span);
+    } else {
+      driver.cuMemFree_v2(imported);
+    }
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   *dptr = imported;
@@ -133,20 +163,32 @@ CUresult ipc_open_mem_handle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned 
   const RealDriver& driver = real_driver();
   if (!driver.available || driver.cuIpcOpenMemHandle_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   const std::optional<ipc::Token> token = ipc::parse_token(handle);
-  if (!token) return driver.cuIpcOpenMemHandle_v2(dptr, handle, flags);
+  if (!token) {
+    const CUresult opened = driver.cuIpcOpenMemHandle_v2(dptr, handle, flags);
+    if (opened == CUDA_SUCCESS && dptr != nullptr) {
+      try {
+        const auto lock = lock_fork_safely<g_opened_mutex>();
+        ++direct_opens()[*dptr];
+      } catch (...) {  // not counted: closing this region while blocks of it are open is then refused
+      }
+    }
+    return opened;
+  }
   ipc::ExportedBlock block;
   std::string why;
   if (!ipc::read_exported(*token, block, why)) {
     log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (block.pool_fd >= 0) return open_pool_block(dptr, *token, block, flags);
+  if (block.pool_fd >= 0 || block.vmm.piece_count > 0) return open_imported_block(dptr, *token, block, flags);
   // The driver's own checks apply to the region: flags, the current context, a handle of this process.
   CUdeviceptr region = 0;
   const CUresult result = driver.cuIpcOpenMemHandle_v2(&region, block.region_handle, flags);
   if (result != CUDA_SUCCESS) return result;
   const CUdeviceptr ptr = region + block.offset;
-  if (!remember_open(ptr, region, ipc::Token{})) {  // undo the open
+  OpenedBlock record;
+  record.region = region;
+  if (!remember_open(ptr, record)) {  // undo the open
     driver.cuIpcCloseMemHandle(region);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -157,35 +199,47 @@ CUresult ipc_open_mem_handle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned 
 CUresult ipc_close_mem_handle(CUdeviceptr dptr) {
   const RealDriver& driver = real_driver();
   if (!driver.available || driver.cuIpcCloseMemHandle == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  CUdeviceptr region = 0;
+  OpenedBlock record;
   bool opened_here = false;
   bool last_close = false;
-  ipc::Token token;
   {
     // Counted down before the driver's close, so two threads closing one open cannot both close it.
     const auto lock = lock_fork_safely<g_opened_mutex>();
     auto& blocks = opened_blocks();
     if (auto found = blocks.find(dptr); found != blocks.end()) {
       opened_here = true;
-      region = found->second.region;
-      token = found->second.token;
+      record = found->second;
       if (--found->second.opens == 0) {
         blocks.erase(found);
         last_close = true;
       }
+    } else if (auto direct = direct_opens().find(dptr); direct != direct_opens().end()) {
+      if (--direct->second == 0) direct_opens().erase(direct);  // one of the program's own opens
     } else {
-      // The region of blocks still open is not the program's to close: closing it would unmap them.
+      // The region of blocks still open, which the program never opened itself, is not its to
+      // close: closing it would unmap them.
       for (const auto& [ptr, opened] : blocks) {
-        if (opened.region != 0 && opened.region == dptr) return CUDA_ERROR_INVALID_VALUE;
+        if (opened.kind == OpenedBlock::Kind::region && opened.region == dptr) return CUDA_ERROR_INVALID_VALUE;
       }
     }
   }
   if (!opened_here) return driver.cuIpcCloseMemHandle(dptr);  // a driver handle the program opened
-  const bool pool_block = region == 0;
-  if (pool_block && !last_close) return CUDA_SUCCESS;  // the import stays for the other opens
-  // A pool block's import is freed (not the exporter's block); a region block closes its region once.
-  const CUresult result = pool_block ? driver.cuMemFree_v2(dptr) : driver.cuIpcCloseMemHandle(region);
-  if (result != CUDA_SUCCESS) remember_open(dptr, region, token);  // no memory: still open in the driver, unknown here
+  CUresult result = CUDA_SUCCESS;
+  switch (record.kind) {
+    case OpenedBlock::Kind::region:  // one close of its region
+      result = driver.cuIpcCloseMemHandle(record.region);
+      break;
+    case OpenedBlock::Kind::pool:  // the import is freed at the last close (not the exporter's block)
+      if (!last_close) return CUDA_SUCCESS;
+      result = driver.cuMemFree_v2(dptr);
+      break;
+    case OpenedBlock::Kind::vmm:  // the mapping is given back at the last close
+      if (!last_close) return CUDA_SUCCESS;
+      result = ipc::unmap_vmm_block(record.span);
+      break;
+  }
+  record.opens = 0;
+  if (result != CUDA_SUCCESS) remember_open(dptr, record);  // no memory: still open in the driver, unknown here
   return result;
 }
 

@@ -1,21 +1,16 @@
 #include "ipc/pool_blocks.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
 
-#include <fmt/format.h>
-
 #include "fork_safe_lock.h"
 #include "intercept/real_driver.h"
+#include "ipc/remote_descriptor.h"
 #include "log.h"
 
 namespace gpumem::shim::ipc {
@@ -34,32 +29,6 @@ CUmemoryPool find_imported(const PoolKey& key) {
   const auto lock = lock_fork_safely<g_pools_mutex>();
   const auto found = imported_pools().find(key);
   return found == imported_pools().end() ? nullptr : found->second;
-}
-
-// A descriptor of the file process `pid` holds as `fd`; -1 with `why` when it cannot be had.
-// pidfd_getfd duplicates any kind of descriptor but needs ptrace access (which Yama may restrict to
-// ancestors); reopening /proc/<pid>/fd/<fd> needs only the same user, and serves regular files.
-int fetch_descriptor(pid_t pid, int fd, std::string& why) {
-#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd >= 0) {
-    const int fetched = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));  // close-on-exec
-    close(pidfd);
-    if (fetched >= 0) return fetched;
-  }
-#endif
-  const int reopened = open(fmt::format("/proc/{}/fd/{}", pid, fd).c_str(), O_RDWR | O_CLOEXEC);
-  if (reopened >= 0) return reopened;
-  const int error = errno;
-  if (kill(pid, 0) != 0 && errno == ESRCH) {
-    why = fmt::format("the exporting process {} has exited", pid);
-  } else if (error == EACCES || error == EPERM) {
-    why = fmt::format("process {} belongs to another user (or forbids reading its descriptors): only processes "
-                      "of the same user may open its handles", pid);
-  } else {
-    why = fmt::format("process {} no longer holds the pool descriptor {} its handle names", pid, fd);
-  }
-  return -1;
 }
 
 // The exporter's pool imported here, from a fresh descriptor; null with *result set on failure.

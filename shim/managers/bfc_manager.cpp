@@ -6,6 +6,7 @@
 #include "intercept/cuda_status.h"
 #include "log.h"
 #include "intercept/real_driver.h"
+#include "ipc/export_table.h"
 #include "managers/stream_domain.h"
 
 namespace gpumem::shim {
@@ -141,6 +142,7 @@ CUresult BfcManager::do_free(CUdeviceptr ptr) {
     count_pass_through();
     return free_passed_through(ptr, [&] { return real_driver().cuMemFree_v2(ptr); });
   }
+  withdraw_mapping_exports(address);
   Fence fence;
   switch (policy().free_sync) {
     case FreeSync::defer:  // reusable once a context synchronisation began after this point
@@ -189,6 +191,7 @@ CUresult BfcManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
   // The driver frees in stream order only what was allocated so: a cuMemAlloc block stays allocated.
   const std::optional<ChunkInfo> chunk = arena_.find(address);
   if (chunk && chunk->in_use && chunk->base == address && !chunk->ordered) return CUDA_ERROR_INVALID_VALUE;
+  withdraw_mapping_exports(address);
   fences_.poll();
   Fence fence{fences_.record_on_stream(plain_stream_handle(stream.handle, stream.per_thread)),
               fence_domain(stream.handle, stream.per_thread)};
@@ -215,18 +218,38 @@ std::size_t BfcManager::held_unused_bytes() const {
 
 bool BfcManager::do_owns(CUdeviceptr ptr) const { return arena_.owns(static_cast<std::uintptr_t>(ptr)); }
 
+void BfcManager::withdraw_mapping_exports(std::uintptr_t block_base) const {
+  if (!vmm_source_ || !ipc::has_exports()) return;
+  const auto chunk = arena_.find(block_base);
+  if (chunk && chunk->in_use && chunk->base == block_base) {
+    ipc::withdraw_range(chunk->base, chunk->base + chunk->size);
+  }
+}
+
 IpcBlock BfcManager::do_ipc_block(CUdeviceptr ptr) const {
-  const auto chunk = arena_.find(static_cast<std::uintptr_t>(ptr));
-  // A region's base is what cuMemGetAddressRange answers for any of its blocks (Numba and vLLM
-  // export that base and send offsets beside it): the region's own driver handle is the right one.
-  if (!chunk || chunk->region.base == static_cast<std::uintptr_t>(ptr)) return IpcBlock{};
+  const auto address = static_cast<std::uintptr_t>(ptr);
+  const auto chunk = arena_.find(address);
+  if (!chunk) return IpcBlock{};
+  // A classic region's base is what cuMemGetAddressRange answers for any of its blocks (Numba and
+  // vLLM export that base and send offsets beside it): the region's own driver handle is the right
+  // one. VMM memory has no legacy handle at all, so there every block gets gpumem's.
+  if (!vmm_source_ && chunk->region.base == address) return IpcBlock{};
   if (!chunk->in_use) {
     // The driver would export the whole region: refuse, as it refuses memory that is not allocated.
     log::at(LogLevel::error, "cuIpcGetMemHandle: {:#x} is not an allocated block (freed, or never handed out)",
-            static_cast<std::uintptr_t>(ptr));
+            address);
     return IpcBlock{CUDA_ERROR_INVALID_VALUE};
   }
-  return IpcBlock{CUDA_SUCCESS, false, chunk->region.base, chunk->base, chunk->size};
+  IpcBlock block{CUDA_SUCCESS, false, chunk->region.base, chunk->base, chunk->size};
+  if (!vmm_source_) return block;
+  // cuMemGetAddressRange answers a VMM block's mapping, not the block: a mapping's first byte inside
+  // a block (what Numba and vLLM export, sending the offset from it) names the block from there on.
+  if (address != chunk->base && vmm_source_->starts_mapping(address)) {
+    block.block_base = address;
+    block.block_size = chunk->base + chunk->size - address;
+  }
+  block.verdict = vmm_source_->export_span(block.block_base, block.block_size, block.vmm_span);
+  return block;
 }
 
 namespace {

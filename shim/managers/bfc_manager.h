@@ -38,6 +38,9 @@ class BfcManager final : public MemoryManager {
   // Growth mode with deferred frees: resolves the fences when only fenced bytes could serve `bytes`.
   void resolve_fences_instead_of_growing(std::size_t bytes);
   IpcBlock do_ipc_block(CUdeviceptr ptr) const override;
+  // A VMM block about to be freed: the handles of mappings starting inside it stop opening too (the
+  // block's own start is withdrawn by the caller).
+  void withdraw_mapping_exports(std::uintptr_t block_base) const;
   void do_context_synchronized(FenceId through) override;
   void do_fill_stats(ManagerStats& stats) const override;
   bool do_try_fill_stats(ManagerStats& stats) const override;

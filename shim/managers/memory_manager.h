@@ -17,6 +17,7 @@
 
 #include "budget/budgets.h"
 #include "fence.h"
+#include "ipc/vmm_span.h"
 #include "policy/policy.h"
 
 namespace gpumem::shim {
@@ -71,6 +72,8 @@ struct IpcBlock {
   // a region: the pool's POSIX descriptor in this process (>= 0) and the block's export data.
   int pool_fd = -1;
   CUmemPoolPtrExportData pool_pointer{};
+  // A block of a VMM-backed arena (vmm_span.piece_count > 0) is shared through its physical pieces.
+  ipc::VmmSpan vmm_span{};
 };
 
 // A snapshot for gpumem_get_stats: the counters plus what the mode tracks of its memory (0 if not).

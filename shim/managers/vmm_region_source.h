@@ -10,8 +10,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
+#include "ipc/vmm_span.h"
 #include "region_source.h"
 
 namespace gpumem::shim {
@@ -21,6 +23,9 @@ namespace gpumem::shim {
 // range_base_, in address order; their total is bytes_reserved(); each is a multiple of granule_.
 // Shrinking gives back whole mappings only, so a growth step is split into mappings of at most
 // max_mapping_bytes_ (1/32 of the range, in granules): a preallocated range can give back its end too.
+// Mappings are created exportable as POSIX descriptors where the driver allows it, so their blocks
+// can be shared with legacy IPC (docs/ipc.md); a mapping's descriptor is exported at its first
+// export, kept open (close-on-exec) and closed when the mapping goes.
 class VmmRegionSource final : public RegionSource {
  public:
   // The device's recommended granularity for pinned device memory, or 0 when the driver does not
@@ -34,12 +39,20 @@ class VmmRegionSource final : public RegionSource {
   // The context went: unmaps and releases what it can, gives the range back, and refunds every
   // charge (the arena keeps its records, so its figures stay readable).
   void abandon() noexcept;
+  // The mappings [block_base, + block_size) overlaps, each exported as a descriptor, into `span`.
+  // CUDA_SUCCESS, or a refusal already logged in one line (memory not created exportable, a block
+  // over more than ipc::kMaxVmmPieces mappings, a driver error).
+  CUresult export_span(std::uintptr_t block_base, std::size_t block_size, ipc::VmmSpan& span) const noexcept;
+  // Whether a mapping starts at `address` (what cuMemGetAddressRange answers for memory in it).
+  bool starts_mapping(std::uintptr_t address) const noexcept;
 
  private:
   struct Mapping {
     std::uintptr_t base = 0;
     std::size_t size = 0;
     CUmemGenericAllocationHandle handle = 0;
+    bool exportable = false;       // created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    mutable int exported_fd = -1;  // its descriptor once exported (under pieces_mutex_)
   };
 
   Status do_reserve(std::size_t bytes, Region& out) override;
@@ -53,6 +66,8 @@ class VmmRegionSource final : public RegionSource {
   bool map_one(std::uintptr_t at, std::size_t bytes) noexcept;
   // Unmaps and releases the last mapping; false (and the mapping kept) if the driver refuses.
   bool unmap_last() noexcept;
+  // Forgets the last mapping (unmapped or not), closing its descriptor and refunding its charge.
+  void drop_last() noexcept;
   std::uintptr_t end() const noexcept;
 
   const CUdevice device_;
@@ -60,7 +75,10 @@ class VmmRegionSource final : public RegionSource {
   const std::size_t range_bytes_;
   const std::size_t max_mapping_bytes_;
   std::uintptr_t range_base_ = 0;  // 0 until the range is reserved
+  // mappings_ changes under the arena's lock and pieces_mutex_; exports read it under pieces_mutex_.
+  mutable std::mutex pieces_mutex_;
   std::vector<Mapping> mappings_;
+  bool exportable_refused_ = false;  // the driver refused exportable memory once: not asked again
   std::atomic<std::size_t> bytes_reserved_{0};
 };
 

@@ -3,6 +3,7 @@ the simulator without gpumem and with it in every mode: PyTorch's tensor at an o
 segment (ipc_tensor_share), vLLM's custom all-reduce across N ranks (ipc_all_reduce), NCCL's legacy
 IPC probe (ipc_p2p_probe). Child processes inherit the environment, LD_PRELOAD included."""
 
+import re
 import subprocess
 import unittest
 
@@ -19,16 +20,25 @@ CONFIGURATIONS = {
     "bfc preallocated": (True, {}),
     "bfc growth": (True, {"GPUMEM_PREALLOCATE": "false"}),
     "platform": (True, {"GPUMEM_MODE": "platform"}),
+    # A small limit makes small mappings (1/32 of the limit, 2 MiB on the simulator), so the
+    # 4 MiB segment lies over several of them.
+    "bfc vmm preallocated": (True, {"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_LIMIT": "64MiB"}),
+    "bfc vmm growth": (True, {"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_LIMIT": "64MiB", "GPUMEM_PREALLOCATE": "false"}),
     "cuda_async preallocated": (True, {"GPUMEM_MODE": "cuda_async"}),
     "cuda_async growth": (True, {"GPUMEM_MODE": "cuda_async", "GPUMEM_PREALLOCATE": "false"}),
     "off": (True, {"GPUMEM_MODE": "off"}),
 }
 # Configurations whose every cudaMalloc block gets gpumem's handle (cuda_async: pool blocks, shared
-# through the pool), and those where blocks inside regions do (bfc).
-ALWAYS_TOKENS = {"cuda_async preallocated", "cuda_async growth"}
+# through the pool; bfc vmm: blocks of virtual memory, shared through its mappings), and those where
+# blocks inside regions do (bfc).
+VMM_CONFIGURATIONS = {"bfc vmm preallocated", "bfc vmm growth"}
+ALWAYS_TOKENS = {"cuda_async preallocated", "cuda_async growth"} | VMM_CONFIGURATIONS
 TOKEN_CONFIGURATIONS = {"bfc preallocated", "bfc growth"} | ALWAYS_TOKENS
 # How gpumem's own handles begin (shim/ipc/ipc_token.h).
 TOKEN_MAGIC_HEX = b"gpumem-ipc-tokn1".hex()
+# The exporter's debug line for each VMM block it shares (shim/ipc/ipc_service.cpp).
+VMM_EXPORT = re.compile(r"the (\d+)-byte block at 0x[0-9a-f]+ is shared as (\d+) VMM mapping")
+SEGMENT_BYTES = 4 * 1024 * 1024  # ipc_tensor_share.cpp's segment, the largest block it exports
 
 
 def environment(preload: bool, env: dict) -> dict:
@@ -61,6 +71,8 @@ class TensorShare(IpcTestCase):
     def test_tensor_at_an_offset_in_an_exported_segment(self):
         for name, preload, env in configurations():
             with self.subTest(configuration=name):
+                if name in VMM_CONFIGURATIONS:
+                    env = {**env, "GPUMEM_LOG_LEVEL": "debug"}  # to see how many mappings the segment spans
                 result = run([TENSOR, "producer"], env=env, preload=preload)
                 self.assertSucceeded(result)
                 out = key_values(result.stdout)
@@ -77,6 +89,28 @@ class TensorShare(IpcTestCase):
                                      result.describe())
                 else:
                     self.assertNoShimErrors(result)
+                if name in VMM_CONFIGURATIONS:
+                    # The segment lies over several mappings; the consumer's reply, written past its
+                    # first 2 MiB through the handle of the mapping holding it, landed ("reply": "ok").
+                    exports = [(int(size), int(mappings)) for size, mappings in VMM_EXPORT.findall(result.stderr)]
+                    # The segment, the block, and the segment from the start of the mapping that holds
+                    # the reply (what cuMemGetAddressRange answers there).
+                    self.assertEqual(len(exports), 3, result.describe())
+                    segment_bytes, segment_mappings = max(exports)
+                    self.assertGreaterEqual(segment_bytes, SEGMENT_BYTES, result.describe())
+                    self.assertGreaterEqual(segment_mappings, 2, result.describe())
+
+    def test_vmm_memory_the_driver_cannot_make_exportable_is_refused_cleanly(self):
+        # The first cuMemCreate (asking for POSIX descriptors) is refused as unsupported: the arena
+        # takes plain memory instead, and its blocks are refused for export in one line each.
+        env = {**SIM, **CONFIGURATIONS["bfc vmm preallocated"][1], "CUDASIM_FAULTS": "cuMemCreate@1=801",
+               "GPUMEM_LOG_LEVEL": "info"}
+        result = run([TENSOR, "producer"], env=env)
+        self.assertSucceeded(result)
+        self.assertEqual(key_values(result.stdout), {"export": "cudaErrorInvalidValue"}, result.describe())
+        self.assertEqual(result.stderr.count("the driver refused memory exportable as POSIX descriptors"), 1,
+                         result.describe())
+        self.assertEqual(result.stderr.count("could not make exportable; it cannot be shared"), 1, result.describe())
 
     def test_a_handle_of_an_exited_exporter_fails_cleanly(self):
         for name, preload, env in configurations():
@@ -93,6 +127,17 @@ class TensorShare(IpcTestCase):
                 if name == "bfc preallocated" or name in ALWAYS_TOKENS:
                     self.assertTrue(is_token, handle)
                 self.assertEqual(opened.stderr.count("has exited"), 1 if is_token else 0, opened.describe())
+
+    def test_a_handle_stops_opening_when_the_exporters_context_goes(self):
+        # Blocks that gpumem shares through its own means (pool, VMM mappings) are withdrawn with the
+        # context, so the peer is told so in one line.
+        for name in sorted(ALWAYS_TOKENS):
+            with self.subTest(configuration=name):
+                result = run([TENSOR, "export-and-reset"], env={**SIM, **CONFIGURATIONS[name][1]})
+                self.assertSucceeded(result)
+                self.assertEqual(key_values(result.stdout), {"open": "cudaErrorInvalidValue", "open_exit": "0"},
+                                 result.describe())
+                self.assertEqual(result.stderr.count("has freed the block this handle exported"), 1, result.describe())
 
     def test_an_open_mapping_outlives_its_exporter(self):
         for name, preload, env in configurations():
@@ -114,7 +159,8 @@ class TensorShare(IpcTestCase):
     def test_an_importer_without_gpumem_gets_a_clean_error_for_a_pooled_block(self):
         # gpumem's handle of a block inside a region or of a pool is no driver handle: the driver
         # refuses it. An importer under gpumem opens it, whatever its own mode.
-        for name in ["bfc preallocated", "cuda_async preallocated", "cuda_async growth"]:
+        for name in ["bfc preallocated", "bfc vmm preallocated", "bfc vmm growth", "cuda_async preallocated",
+                     "cuda_async growth"]:
             with self.subTest(configuration=name):
                 env = environment(True, CONFIGURATIONS[name][1])
                 exporter = start_waiting_exporter(env)

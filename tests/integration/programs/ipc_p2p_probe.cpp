@@ -25,18 +25,6 @@ constexpr std::size_t kBufferBytes = 8192 + 64;
 constexpr std::size_t kPeerOffset = 4096 + 128;
 constexpr std::size_t kPeerBytes = 1024;
 
-template <typename Function>
-Function driver_entry(const char* name) {
-  void* entry = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  CHECK_CUDA(cudaGetDriverEntryPointByVersion(name, &entry, 13000, cudaEnableDefault, &found));
-  if (found != cudaDriverEntryPointSuccess || entry == nullptr) {
-    std::fprintf(stderr, "the driver has no %s\n", name);
-    std::exit(3);
-  }
-  return reinterpret_cast<Function>(entry);
-}
-
 int peer(const std::string& hex) {
   CUipcMemHandle handle{};
   if (!handle_from_hex(hex, handle, "peer")) return 2;

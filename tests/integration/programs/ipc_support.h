@@ -3,15 +3,19 @@
 // LD_PRELOAD, is inherited), passing handles through pipes and as hex text, and test patterns.
 #pragma once
 
+#include <cuda_runtime.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "runtime_check.h"
 
 extern char** environ;
 
@@ -52,6 +56,19 @@ bool handle_from_hex(const std::string& text, Handle& handle, const char* role) 
   if (from_hex(text, &handle, sizeof handle)) return true;
   std::fprintf(stderr, "%s: expected a handle of %zu hex digits, got \"%s\"\n", role, 2 * sizeof handle, text.c_str());
   return false;
+}
+
+// A driver entry point found as NCCL finds them (cudaGetDriverEntryPointByVersion); exits 3 without it.
+template <typename Function>
+Function driver_entry(const char* name) {
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  CHECK_CUDA(cudaGetDriverEntryPointByVersion(name, &entry, 13000, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || entry == nullptr) {
+    std::fprintf(stderr, "the driver has no %s\n", name);
+    std::exit(3);
+  }
+  return reinterpret_cast<Function>(entry);
 }
 
 // Starts this program with `args` (argv[1..]); -1 on failure.

@@ -2,16 +2,22 @@
 // cudaMalloc block), a tensor lives at an offset inside it; the producer exports the segment's base
 // with cudaIpcGetMemHandle and sends the offset beside the handle; the consumer (a fresh process)
 // opens the handle and reads the tensor at base + offset. The tensor's own block is exported too (a
-// block gpumem serves from inside a region). Prints `key=value` lines; exits 0 when every step
-// behaved as documented, 3 on an unexpected CUDA error, 4 on wrong data.
+// block gpumem serves from inside a region). The consumer writes its reply through a third handle,
+// of the allocation start the driver gives for the reply's address (cuMemGetAddressRange), with the
+// offset from it, as Numba and vLLM share memory they did not allocate. Prints `key=value` lines;
+// exits 0 when every step behaved as documented, 3 on an unexpected CUDA error, 4 on wrong data.
 //
 //   producer          the whole exchange, then a handle of a freed block opened by a fresh process
-//   consumer HANDLE OFFSET BLOCK_HANDLE   (started by the producer)
+//   consumer HANDLE OFFSET BLOCK_HANDLE RANGE_HANDLE RANGE_OFFSET   (started by the producer)
 //   open HANDLE       opens a handle and prints open=<error name> (a handle of a process that exited)
 //   export-and-exit   allocates, exports, prints handle=<hex>, exits without freeing
 //   export-and-wait   the same, but exits (still without freeing) only once its stdin closes
+//   export-and-reset  exports, resets the device (the context and its memory go), then a fresh
+//                     process opens the handle
 //   hold HANDLE       opens a segment handle, checks the tensor, waits for its stdin to close (the
 //                     exporter may exit meanwhile), checks the tensor again, closes
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -49,9 +55,11 @@ int fail(const char* what) {
   return 4;
 }
 
-int consumer(const std::string& segment_hex, const std::string& tensor_offset, const std::string& block_hex) {
-  cudaIpcMemHandle_t segment_handle{}, block_handle{};
-  if (!handle_from_hex(segment_hex, segment_handle, "consumer") || !handle_from_hex(block_hex, block_handle, "consumer")) {
+int consumer(const std::string& segment_hex, const std::string& tensor_offset, const std::string& block_hex,
+             const std::string& range_hex, const std::string& reply_offset) {
+  cudaIpcMemHandle_t segment_handle{}, block_handle{}, range_handle{};
+  if (!handle_from_hex(segment_hex, segment_handle, "consumer") ||
+      !handle_from_hex(block_hex, block_handle, "consumer") || !handle_from_hex(range_hex, range_handle, "consumer")) {
     return 2;
   }
   CHECK_CUDA(cudaSetDevice(0));
@@ -70,8 +78,16 @@ int consumer(const std::string& segment_hex, const std::string& tensor_offset, c
   std::printf("block=ok\n");
   // Closing the block must leave the segment mapped (both may lie in one region).
   CHECK_CUDA(cudaIpcCloseMemHandle(block));
+  // The segment's own handle, or its region's, which the program opens itself: closing it first
+  // must leave the segment (a block of that region opened from a token) mapped.
+  void* range = nullptr;
+  CHECK_CUDA(cudaIpcOpenMemHandle(&range, range_handle, cudaIpcMemLazyEnablePeerAccess));
   const auto reply = pattern(kReplyBytes, 77);
-  CHECK_CUDA(cudaMemcpy(offset(segment, kReplyOffset), reply.data(), reply.size(), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(offset(range, std::strtoull(reply_offset.c_str(), nullptr, 10)), reply.data(), reply.size(),
+                        cudaMemcpyHostToDevice));
+  // Seen through the segment too: past its first 2 MiB (in a VMM arena, another mapping).
+  if (!same_bytes(offset(segment, kReplyOffset), reply)) return fail("reply_in_segment");
+  CHECK_CUDA(cudaIpcCloseMemHandle(range));
   if (!same_bytes(tensor, pattern(kTensorBytes, 11))) return fail("tensor_after_close");
   CHECK_CUDA(cudaIpcCloseMemHandle(segment));
   return 0;
@@ -111,6 +127,13 @@ int producer() {
   const auto block_data = pattern(kBlockBytes, 23);
   CHECK_CUDA(cudaMemcpy(block, block_data.data(), block_data.size(), cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaIpcGetMemHandle(&block_handle, block));
+  // The allocation holding the reply's address, as the driver answers it, and the reply's offset in it.
+  const auto address_range = driver_entry<PFN_cuMemGetAddressRange_v3020>("cuMemGetAddressRange");
+  const auto reply_address = reinterpret_cast<CUdeviceptr>(offset(segment, kReplyOffset));
+  CUdeviceptr range_start = 0;
+  if (address_range(&range_start, nullptr, reply_address) != CUDA_SUCCESS) return fail("address_range");
+  cudaIpcMemHandle_t range_handle{};
+  CHECK_CUDA(cudaIpcGetMemHandle(&range_handle, reinterpret_cast<void*>(range_start)));
   // A process cannot open its own handle.
   void* own = nullptr;
   std::printf("own_open=%s\n", cudaGetErrorName(cudaIpcOpenMemHandle(&own, segment_handle, cudaIpcMemLazyEnablePeerAccess)));
@@ -118,7 +141,9 @@ int producer() {
   std::fflush(stdout);
 
   const int consumed = wait_exit(spawn_self({"consumer", to_hex(&segment_handle, sizeof segment_handle),
-                                             std::to_string(kTensorOffset), to_hex(&block_handle, sizeof block_handle)}));
+                                             std::to_string(kTensorOffset), to_hex(&block_handle, sizeof block_handle),
+                                             to_hex(&range_handle, sizeof range_handle),
+                                             std::to_string(reply_address - range_start)}));
   std::printf("consumer_exit=%d\n", consumed);
   if (!same_bytes(offset(segment, kReplyOffset), pattern(kReplyBytes, 77))) return fail("reply");
   std::printf("reply=ok\n");
@@ -137,16 +162,23 @@ void wait_for_stdin_to_close() {
   }
 }
 
-int export_and_exit(bool wait) {
+enum class AfterExport : std::uint8_t { exit, wait_for_stdin, reset_then_open };
+
+int export_segment(AfterExport after) {
   CHECK_CUDA(cudaSetDevice(0));
   cudaIpcMemHandle_t handle{};
   cudaError_t exported = cudaSuccess;
   make_segment(&handle, &exported);
   CHECK_CUDA(exported);
+  if (after == AfterExport::reset_then_open) {  // the context and its memory go first
+    CHECK_CUDA(cudaDeviceReset());
+    std::printf("open_exit=%d\n", wait_exit(spawn_self({"open", to_hex(&handle, sizeof handle)})));
+    return 0;
+  }
   CHECK_CUDA(cudaDeviceSynchronize());
   std::printf("handle=%s\n", to_hex(&handle, sizeof handle).c_str());
   std::fflush(stdout);
-  if (wait) wait_for_stdin_to_close();
+  if (after == AfterExport::wait_for_stdin) wait_for_stdin_to_close();
   return 0;
 }
 
@@ -171,14 +203,15 @@ int hold(const std::string& hex) {
 int main(int argc, char** argv) {
   const std::string role = argc > 1 ? argv[1] : "";
   if (role == "producer" && argc == 2) return producer();
-  if (role == "consumer" && argc == 5) return consumer(argv[2], argv[3], argv[4]);
+  if (role == "consumer" && argc == 7) return consumer(argv[2], argv[3], argv[4], argv[5], argv[6]);
   if (role == "open" && argc == 3) return open_handle(argv[2]);
-  if (role == "export-and-exit" && argc == 2) return export_and_exit(false);
-  if (role == "export-and-wait" && argc == 2) return export_and_exit(true);
+  if (role == "export-and-exit" && argc == 2) return export_segment(AfterExport::exit);
+  if (role == "export-and-wait" && argc == 2) return export_segment(AfterExport::wait_for_stdin);
+  if (role == "export-and-reset" && argc == 2) return export_segment(AfterExport::reset_then_open);
   if (role == "hold" && argc == 3) return hold(argv[2]);
   std::fprintf(stderr,
-               "usage: %s producer | consumer HANDLE OFFSET BLOCK_HANDLE | open HANDLE | export-and-exit | "
-               "export-and-wait | hold HANDLE\n",
+               "usage: %s producer | consumer HANDLE OFFSET BLOCK_HANDLE RANGE_HANDLE RANGE_OFFSET | open HANDLE | "
+               "export-and-exit | export-and-wait | export-and-reset | hold HANDLE\n",
                argv[0]);
   return 2;
 }

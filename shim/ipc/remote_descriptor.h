@@ -1,0 +1,17 @@
+// A copy of a descriptor another process holds: how an importer reaches what an exporter shares as
+// a POSIX descriptor (a pool, a VMM arena's memory; docs/ipc.md).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace gpumem::shim::ipc {
+
+// A close-on-exec descriptor of the file process `pid` holds as `fd`; -1 with `why` (one line) when
+// it cannot be had. pidfd_getfd duplicates any kind of descriptor but needs ptrace access (which
+// Yama may restrict to ancestors); reopening /proc/<pid>/fd/<fd> needs only the same user, and
+// serves regular files.
+int fetch_descriptor(pid_t pid, int fd, std::string& why);
+
+}  // namespace gpumem::shim::ipc

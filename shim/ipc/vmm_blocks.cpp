@@ -1,0 +1,135 @@
+#include "ipc/vmm_blocks.h"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+
+#include "intercept/real_driver.h"
+#include "ipc/remote_descriptor.h"
+#include "log.h"
+
+namespace gpumem::shim::ipc {
+namespace {
+
+bool driver_can_import(const RealDriver& driver) {
+  return driver.cuMemImportFromShareableHandle != nullptr && driver.cuMemAddressReserve != nullptr &&
+         driver.cuMemAddressFree != nullptr && driver.cuMemMap != nullptr && driver.cuMemUnmap != nullptr &&
+         driver.cuMemRelease != nullptr && driver.cuMemSetAccess != nullptr && driver.cuCtxGetDevice != nullptr;
+}
+
+// The exporter's pieces as descriptors of this process, closed when this goes (the driver keeps what
+// it imported).
+struct FetchedPieces {
+  int fds[kMaxVmmPieces] = {};
+  std::uint32_t count = 0;
+  FetchedPieces() = default;
+  FetchedPieces(const FetchedPieces&) = delete;
+  FetchedPieces& operator=(const FetchedPieces&) = delete;
+  ~FetchedPieces() {
+    for (std::uint32_t i = 0; i < count; ++i) close(fds[i]);
+  }
+};
+
+// Fetches every piece of `block`; false (logged) when one cannot be had or the block was freed meanwhile.
+bool fetch_pieces(const Token& token, const ExportedBlock& block, FetchedPieces& fetched) {
+  std::string why;
+  for (std::uint32_t i = 0; i < block.vmm.piece_count; ++i) {
+    const int fd = fetch_descriptor(token.pid, block.vmm.pieces[i].fd, why);
+    if (fd < 0) {
+      log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
+      return false;
+    }
+    fetched.fds[fetched.count++] = fd;
+  }
+  // Still exported now, so the descriptors fetched are the block's pieces: the exporter closes a
+  // piece's descriptor only after withdrawing its blocks, and may then reuse the number for other memory.
+  ExportedBlock again;
+  if (!read_exported(token, again, why)) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+CUresult import_vmm_block(const Token& token, const ExportedBlock& block, ImportedSpan& span, CUdeviceptr* ptr) {
+  const RealDriver& driver = real_driver();
+  const std::uint32_t count = block.vmm.piece_count;
+  if (!driver_can_import(driver)) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: the handle names a block of process {}'s virtual-memory arena, "
+            "and this driver cannot import such memory", token.pid);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (count == 0 || count > kMaxVmmPieces) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: process {}'s export table names {} pieces for this block, "
+            "expected 1 to {}", token.pid, count, kMaxVmmPieces);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUdevice device = 0;
+  if (driver.cuCtxGetDevice(&device) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_CONTEXT;
+  FetchedPieces fetched;
+  if (!fetch_pieces(token, block, fetched)) return CUDA_ERROR_INVALID_VALUE;
+
+  CUmemGenericAllocationHandle handles[kMaxVmmPieces] = {};
+  std::uint32_t imported = 0;  // handles [mapped, imported) are held; those before were released once mapped
+  std::uint32_t mapped = 0;
+  std::uint64_t total = 0;
+  CUdeviceptr base = 0;
+  const auto undo = [&](CUresult error) {
+    for (std::uint64_t i = 0, at = 0; i < mapped; at += block.vmm.pieces[i].size, ++i) {
+      driver.cuMemUnmap(base + at, block.vmm.pieces[i].size);
+    }
+    for (std::uint32_t i = mapped; i < imported; ++i) driver.cuMemRelease(handles[i]);
+    if (base != 0) driver.cuMemAddressFree(base, total);
+    return error;
+  };
+  for (; imported < count; ++imported) {
+    const CUresult result = driver.cuMemImportFromShareableHandle(
+        &handles[imported], reinterpret_cast<void*>(static_cast<std::intptr_t>(fetched.fds[imported])),
+        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (result != CUDA_SUCCESS) return undo(result);
+    total += block.vmm.pieces[imported].size;
+  }
+  if (const CUresult result = driver.cuMemAddressReserve(&base, total, 0, 0, 0); result != CUDA_SUCCESS) {
+    base = 0;
+    return undo(result);
+  }
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  for (std::uint64_t at = 0; mapped < count; at += block.vmm.pieces[mapped].size, ++mapped) {
+    const std::uint64_t size = block.vmm.pieces[mapped].size;
+    CUresult result = driver.cuMemMap(base + at, size, 0, handles[mapped], 0);
+    if (result != CUDA_SUCCESS) return undo(result);
+    driver.cuMemRelease(handles[mapped]);  // the mapping keeps the memory until it is unmapped
+    // cuMemUnmap and cuMemSetAccess take whole mappings: one piece at a time.
+    result = driver.cuMemSetAccess(base + at, size, &access, 1);
+    if (result != CUDA_SUCCESS) {
+      ++mapped;
+      return undo(result);
+    }
+  }
+  span.base = base;
+  span.piece_count = count;
+  for (std::uint32_t i = 0; i < count; ++i) span.piece_sizes[i] = block.vmm.pieces[i].size;
+  *ptr = base + block.vmm.offset;
+  return CUDA_SUCCESS;
+}
+
+CUresult unmap_vmm_block(const ImportedSpan& span) {
+  const RealDriver& driver = real_driver();
+  CUresult first_error = CUDA_SUCCESS;
+  std::uint64_t total = 0;
+  for (std::uint32_t i = 0; i < span.piece_count; ++i) {
+    const CUresult result = driver.cuMemUnmap(span.base + total, span.piece_sizes[i]);
+    if (first_error == CUDA_SUCCESS) first_error = result;
+    total += span.piece_sizes[i];
+  }
+  const CUresult freed = driver.cuMemAddressFree(span.base, total);
+  return first_error != CUDA_SUCCESS ? first_error : freed;
+}
+
+}  // namespace gpumem::shim::ipc
