@@ -114,8 +114,26 @@ Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::
 }
 
 bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
-  const ChunkHandle handle = free_.best_fit(chunks_, request.rounded);
+  ChunkHandle handle = free_.best_fit(chunks_, request.rounded);
   if (handle == kNoChunk) return false;
+  if (!unmapped_.empty()) {
+    // The block must have memory behind it before it is handed out; the chunk is still free (and
+    // indexed) here, so a refusal leaves nothing to undo.
+    const auto mapped_for = [&](ChunkHandle candidate) {
+      const Chunk& chunk = chunks_[candidate];
+      return map_under(chunk.base, splits(chunk.size, request.rounded) ? request.rounded : chunk.size);
+    };
+    if (!mapped_for(handle)) {
+      // The limit leaves too little to map under the best fit; the free end (just grown, say) may
+      // need less.
+      const ChunkHandle tail = chunks_.find(tail_base_);
+      if (tail == kNoChunk || tail == handle || chunks_.state(tail) != ChunkState::free ||
+          chunks_[tail].size < request.rounded || !mapped_for(tail)) {
+        return false;
+      }
+      handle = tail;
+    }
+  }
   free_.erase(chunks_, handle);
   carve(handle, request, false);
   out = chunks_[handle].base;
@@ -145,13 +163,18 @@ bool BfcArena::take_fenced_on_stream(const Request& request, std::uintptr_t stre
   return true;
 }
 
+bool BfcArena::splits(std::size_t size, std::size_t rounded) const noexcept {
+  const std::size_t rest_size = size - rounded;
+  // rest >= rounded is chunk >= 2 * rounded without the doubling, which overflows for 2^63.
+  return rest_size > 0 && (rest_size >= rounded || rest_size >= options_.max_internal_fragmentation);
+}
+
 void BfcArena::carve(ChunkHandle handle, const Request& request, bool was_fenced) {
   const std::size_t rounded = request.rounded;
   const std::size_t requested = request.requested;
   const std::size_t size = chunks_[handle].size;
   const std::size_t rest_size = size - rounded;
-  // rest >= rounded is chunk >= 2 * rounded without the doubling, which overflows for 2^63.
-  if (rest_size > 0 && (rest_size >= rounded || rest_size >= options_.max_internal_fragmentation)) {
+  if (splits(size, rounded)) {
     // Reserved by allocate_locked: cannot fail.
     const ChunkHandle rest =
         chunks_.create(chunks_[handle].base + rounded, was_fenced ? ChunkState::fenced : ChunkState::free);
@@ -340,7 +363,6 @@ void BfcArena::adopt_region(const Region& region) {
 // shortfall, at least min_growth_bytes, then exactly the shortfall.
 BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
   const std::size_t granule = resize_granule_;
-  const std::size_t available = (options_.limit - counters_.bytes_reserved) / granule * granule;
   std::size_t free_tail = 0;
   if (!regions_.empty()) {
     const ChunkHandle tail = chunks_.find(tail_base_);
@@ -348,6 +370,14 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
   }
   // take_free() found no free chunk of `rounded` bytes, so a free tail is smaller than that.
   const std::size_t shortfall = round_up_to(rounded - free_tail, granule);
+  // What is mapped counts against the limit, not the addresses: idle memory elsewhere in the region
+  // can make room (and in growth mode goes first anyway, so what is reserved follows the live blocks).
+  if (!regions_.empty() &&
+      ((!options_.preallocate && options_.unmap_idle_when_growing) ||
+       shortfall > options_.limit - counters_.bytes_reserved)) {
+    unmap_idle();
+  }
+  const std::size_t available = (options_.limit - counters_.bytes_reserved) / granule * granule;
   if (shortfall > available) return Growth::refused;
   // A new chunk after a tail that is not free, and the record take_free will split off.
   if (!reserve_records(2) || !reserve_region_record()) return Growth::no_host_memory;
@@ -418,40 +448,144 @@ void BfcArena::append_to_tail(std::size_t bytes) {
   c.peak_bytes_reserved = std::max(c.peak_bytes_reserved, c.bytes_reserved);
 }
 
-std::size_t BfcArena::shrink_free_tail() {
-  if (regions_.empty()) return 0;
-  const ChunkHandle tail = chunks_.find(tail_base_);
-  Region& region = regions_.front().region;
-  // A wholly free region goes back whole (release_free_regions_locked); here only a part of it.
-  if (chunks_.state(tail) != ChunkState::free || chunks_[tail].size == region.size) return 0;
-  const std::size_t wanted = chunks_[tail].size / resize_granule_ * resize_granule_;
-  if (wanted == 0) return 0;
-  Region shrunk = region;
-  std::size_t given = 0;
+std::size_t BfcArena::unmapped_within(std::uintptr_t begin, std::uintptr_t end) const {
+  std::size_t bytes = 0;
+  auto range = std::upper_bound(unmapped_.begin(), unmapped_.end(), begin,
+                                [](std::uintptr_t at, const Region& hole) { return at < hole.base + hole.size; });
+  for (; range != unmapped_.end() && range->base < end; ++range) {
+    bytes += std::min(end, range->base + range->size) - std::max(begin, range->base);
+  }
+  return bytes;
+}
+
+bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes) {
+  const std::size_t granule = resize_granule_;
+  const std::uintptr_t begin = base / granule * granule;
+  const std::uintptr_t end = round_up_to(base + bytes, granule);
+  const std::size_t needed = unmapped_within(begin, end);
+  if (needed == 0) return true;
+  if ((!options_.preallocate && options_.unmap_idle_when_growing) ||
+      needed > options_.limit - counters_.bytes_reserved) {
+    unmap_idle(begin, end);
+  }
+  if (needed > options_.limit - counters_.bytes_reserved) return false;
+  // Mapping part of a range splits it in two: room for the extra record first.
   try {
-    given = source_.shrink(shrunk, wanted);
-  } catch (...) {  // a source breaking its contract: nothing given back
-    return 0;
+    unmapped_.reserve(unmapped_.size() + 1);
+  } catch (...) {  // bad_alloc
+    return false;
   }
-  if (given == 0 || given > wanted || given % resize_granule_ != 0 || shrunk.base != region.base ||
-      shrunk.size != region.size - given) {
-    return 0;
+  Region& region = regions_.front().region;
+  auto range = std::upper_bound(unmapped_.begin(), unmapped_.end(), begin,
+                                [](std::uintptr_t at, const Region& hole) { return at < hole.base + hole.size; });
+  while (range != unmapped_.end() && range->base < end) {
+    const std::uintptr_t from = std::max(begin, range->base);
+    const std::uintptr_t to = std::min(end, range->base + range->size);
+    Status status = Status::out_of_memory;
+    try {
+      status = source_.map(region, from, to - from);
+    } catch (...) {  // a source breaking its contract: take it as a refusal
+    }
+    if (status != Status::ok) {
+      ++counters_.region_refusals;
+      return false;
+    }
+    ++counters_.region_maps;
+    counters_.bytes_reserved += to - from;
+    counters_.bytes_unmapped -= to - from;
+    counters_.peak_bytes_reserved = std::max(counters_.peak_bytes_reserved, counters_.bytes_reserved);
+    const std::uintptr_t range_end = range->base + range->size;
+    if (from > range->base && to < range_end) {  // the middle: split (capacity secured above)
+      range->size = from - range->base;
+      range = unmapped_.insert(range + 1, Region{to, range_end - to});
+      break;
+    }
+    if (from > range->base) {  // the range's end
+      range->size = from - range->base;
+      ++range;
+    } else if (to < range_end) {  // its start
+      range->size = range_end - to;
+      range->base = to;
+      break;
+    } else {  // all of it
+      range = unmapped_.erase(range);
+    }
   }
-  region = shrunk;
-  free_.erase(chunks_, tail);
-  if (given == chunks_[tail].size) {
-    // The chunk before it is in use or fenced (free chunks coalesce): it becomes the tail.
-    const ChunkHandle prev = chunks_.prev(tail);
-    chunks_[prev].next = kNoChunk;
-    tail_base_ = chunks_[prev].base;
-    chunks_.destroy(tail);
+  return true;
+}
+
+void BfcArena::note_unmapped(std::uintptr_t begin, std::uintptr_t end) {
+  auto next = std::upper_bound(unmapped_.begin(), unmapped_.end(), begin,
+                               [](std::uintptr_t at, const Region& hole) { return at < hole.base; });
+  const bool joins_prev = next != unmapped_.begin() && (next - 1)->base + (next - 1)->size == begin;
+  const bool joins_next = next != unmapped_.end() && next->base == end;
+  if (joins_prev && joins_next) {
+    (next - 1)->size += (end - begin) + next->size;
+    unmapped_.erase(next);
+  } else if (joins_prev) {
+    (next - 1)->size += end - begin;
+  } else if (joins_next) {
+    next->size += next->base - begin;
+    next->base = begin;
   } else {
-    chunks_[tail].size -= given;
-    free_.insert(chunks_, tail);
+    unmapped_.insert(next, Region{begin, end - begin});  // capacity secured by the caller
   }
-  counters_.bytes_reserved -= given;
-  ++counters_.region_shrinks;
-  return given;
+}
+
+// Walks the region's chunks: O(chunks), run only when memory is about to be mapped or given back.
+std::size_t BfcArena::unmap_idle(std::uintptr_t keep_begin, std::uintptr_t keep_end) {
+  if (resize_granule_ == 0 || regions_.empty()) return 0;
+  const std::size_t granule = resize_granule_;
+  const Region& region = regions_.front().region;
+  std::size_t released = 0;
+  // Gives back [from, to) (whole granules, all mapped); false if it could not.
+  const auto give_back = [&](std::uintptr_t from, std::uintptr_t to) {
+    if (from >= to) return true;
+    try {
+      unmapped_.reserve(unmapped_.size() + 1);
+    } catch (...) {  // bad_alloc
+      return false;
+    }
+    std::size_t given = 0;
+    try {
+      given = source_.unmap(region, from, to - from);
+    } catch (...) {  // a source breaking its contract: nothing given back
+    }
+    // A source breaking its contract (more than asked, part of a granule): nothing is recorded.
+    if (given == 0 || given > to - from || given % granule != 0) return false;
+    note_unmapped(from, from + given);
+    ++counters_.region_unmaps;
+    counters_.bytes_reserved -= given;
+    counters_.bytes_unmapped += given;
+    released += given;
+    return given == to - from;  // short: the platform refused part way (during a graph capture, say)
+  };
+  const std::uintptr_t kept_from = keep_begin / granule * granule;
+  const std::uintptr_t kept_to = round_up_to(keep_end, granule);
+  for (ChunkHandle node = regions_.front().first; node != kNoChunk; node = chunks_[node].next) {
+    if (chunks_.state(node) != ChunkState::free) continue;
+    const Chunk& chunk = chunks_[node];
+    const std::uintptr_t end = (chunk.base + chunk.size) / granule * granule;
+    // The mapped stretches of the chunk's whole granules lie between its unmapped ranges.
+    for (std::uintptr_t at = round_up_to(chunk.base, granule); at < end;) {
+      const auto hole = std::upper_bound(unmapped_.begin(), unmapped_.end(), at,
+                                         [](std::uintptr_t address, const Region& range) {
+                                           return address < range.base + range.size;
+                                         });
+      if (hole != unmapped_.end() && hole->base <= at) {  // `at` is unmapped already
+        at = hole->base + hole->size;
+        continue;
+      }
+      const std::uintptr_t stop = hole != unmapped_.end() ? std::min(end, hole->base) : end;
+      // Less the kept granules: what lies before them and what lies after.
+      const bool ok = kept_from >= kept_to || stop <= kept_from || at >= kept_to
+                          ? give_back(at, stop)
+                          : give_back(at, std::max(at, kept_from)) && give_back(std::min(stop, kept_to), stop);
+      if (!ok) return released;
+      at = stop;
+    }
+  }
+  return released;
 }
 
 bool BfcArena::reserve_region_record() {
@@ -502,7 +636,7 @@ std::size_t BfcArena::release_free_regions() noexcept {
 }
 
 std::size_t BfcArena::release_free_regions_locked() {
-  std::size_t released = resize_granule_ != 0 ? shrink_free_tail() : 0;
+  std::size_t released = unmap_idle();
   std::size_t kept = 0;
   for (const RegionRecord& record : regions_) {
     const Chunk& first = chunks_[record.first];
@@ -514,10 +648,16 @@ std::size_t BfcArena::release_free_regions_locked() {
     }
     free_.erase(chunks_, record.first);
     chunks_.destroy(record.first);
-    released += record.region.size;
+    // A resizable source's one region: its unmapped ranges go with it.
+    const std::size_t mapped = record.region.size - (resize_granule_ != 0 ? counters_.bytes_unmapped : 0);
+    released += mapped;
     ++counters_.region_releases;
     --counters_.regions;
-    counters_.bytes_reserved -= record.region.size;
+    counters_.bytes_reserved -= mapped;
+    if (resize_granule_ != 0) {
+      unmapped_.clear();
+      counters_.bytes_unmapped = 0;
+    }
   }
   regions_.resize(kept);
   if (regions_.empty()) tail_base_ = 0;
@@ -599,6 +739,8 @@ ArenaStats BfcArena::stats_locked() const {
   const ChunkHandle largest = free_.largest(chunks_);
   stats.largest_free_block = largest == kNoChunk ? 0 : chunks_[largest].size;
   const std::size_t not_in_use = stats.bytes_reserved - stats.bytes_in_use;
+  // Unmapped addresses are no memory: a free chunk over them counts for what is mapped at most.
+  if (resize_granule_ != 0) stats.largest_free_block = std::min(stats.largest_free_block, not_in_use);
   stats.fragmentation =
       not_in_use == 0
           ? 0.0
@@ -667,7 +809,25 @@ bool BfcArena::validate_locked() const {
                               regions_.front().region.size % resize_granule_ != 0)) {
       return false;
     }
-  } else if (tail_base_ != 0) {
+    // Unmapped ranges: whole granules, sorted, apart, each inside one free chunk; counted.
+    std::size_t unmapped = 0;
+    std::uintptr_t after = 0;
+    for (const Region& range : unmapped_) {
+      if (regions_.empty() || range.size == 0 || range.base % resize_granule_ != 0 ||
+          range.size % resize_granule_ != 0 || range.base <= after) {
+        return false;
+      }
+      const ChunkHandle holder = chunk_containing(regions_.front(), range.base);
+      if (holder == kNoChunk || chunks_.state(holder) != ChunkState::free ||
+          range.base + range.size > chunks_[holder].base + chunks_[holder].size) {
+        return false;
+      }
+      after = range.base + range.size;
+      unmapped += range.size;
+    }
+    if (unmapped != counters_.bytes_unmapped) return false;
+    reserved -= unmapped;
+  } else if (tail_base_ != 0 || !unmapped_.empty() || counters_.bytes_unmapped != 0) {
     return false;
   }
   std::size_t indexed = 0, queued = 0;

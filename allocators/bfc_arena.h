@@ -13,8 +13,12 @@
 // Resizable sources (RegionSource::resize_granule() > 0: memory mapped under one reserved address
 // range): the arena holds one region and grows it at its end by the shortfall (the request less a
 // free chunk at the region's end, rounded up to the source's granule), so chunks coalesce across
-// growth steps; release_free_regions() shrinks a free chunk at the end (in whole granules) and gives
-// the region back once it is wholly free.
+// growth steps. Idle granules (wholly inside free, unfenced chunks) can be unmapped: their memory goes
+// back while the addresses stay in the region, and a block carved over them later has them mapped
+// again. The limit then bounds the memory mapped, not the address range, so holes left by
+// fragmentation cost addresses only. Idle granules are unmapped when mapping would pass the limit,
+// by release_free_regions(), and in growth mode (ArenaOptions::unmap_idle_when_growing) before new
+// memory is mapped. A wholly free region goes back by release_free_regions().
 //
 // Fences: a chunk freed with a fence stays out of circulation (no reuse, no coalescing) until the
 // fence is resolved: by resolve_fences_through(), by the FenceOracle on an allocation miss, or for
@@ -82,6 +86,11 @@ struct ArenaOptions {
   std::size_t max_internal_fragmentation = 128 * kMiB;
   // Factor applied to a refused preallocation before retrying.
   double backoff_factor = 0.9;
+  // Resizable sources, growth mode: before memory is mapped for a request, unmap the idle granules
+  // (those wholly inside free, unfenced chunks), so that what is reserved follows the live blocks
+  // rather than their high-water mark. Costs map and unmap calls where allocations come back to
+  // addresses whose memory went; bench/traces/README.md has the figures.
+  bool unmap_idle_when_growing = true;
 };
 
 // Counters and gauges, in bytes unless named otherwise. Invariants: bytes_in_use <= bytes_reserved <=
@@ -93,7 +102,7 @@ struct ArenaStats {
   std::size_t bytes_requested = 0;        // live bytes as asked for, before rounding
   std::size_t largest_alloc_size = 0;     // largest chunk handed out (as XLA: the chunk, waste included)
   std::size_t bytes_limit = 0;
-  std::size_t bytes_reserved = 0;         // total size of regions held now
+  std::size_t bytes_reserved = 0;         // total size of regions held now (less bytes_unmapped)
   std::size_t peak_bytes_reserved = 0;
   std::size_t largest_free_block = 0;     // largest unfenced free chunk
   std::size_t bytes_fenced = 0;           // freed bytes waiting for a fence
@@ -105,7 +114,9 @@ struct ArenaStats {
   std::uint64_t region_refusals = 0;      // reserve and grow calls the source refused (each retried
                                           // smaller, down to the request)
   std::uint64_t region_grows = 0;         // resizable sources: successful RegionSource::grow calls
-  std::uint64_t region_shrinks = 0;       // resizable sources: shrink calls that gave bytes back
+  std::uint64_t region_unmaps = 0;        // resizable sources: RegionSource::unmap calls (idle granules)
+  std::uint64_t region_maps = 0;          // resizable sources: RegionSource::map calls that succeeded
+  std::size_t bytes_unmapped = 0;         // resizable sources: addresses in the region with no memory now
   std::size_t chunks = 0;                 // chunk records (in use, free and fenced)
 };
 
@@ -180,8 +191,8 @@ class BfcArena {
   // Bytes that could still be handed out: free bytes in regions (fenced included) plus
   // limit - reserved.
   std::size_t available() const noexcept;
-  // Gives wholly free, unfenced regions back to the source, and with a resizable source the free,
-  // unfenced chunk at the region's end (whole granules); returns the bytes released.
+  // Gives wholly free, unfenced regions back to the source, and with a resizable source the memory
+  // of every idle granule; returns the bytes released.
   std::size_t release_free_regions() noexcept;
   bool has_pending_fences() const noexcept;
 
@@ -235,8 +246,18 @@ class BfcArena {
   // Puts `bytes` just grown at the region's end into the chunk list: into a free tail chunk, or as a
   // new free chunk after a tail that is not free.
   void append_to_tail(std::size_t bytes) GPUMEM_REQUIRES(mutex_);
-  // Resizable source: shrinks a free, unfenced tail chunk (whole granules); returns the bytes.
-  std::size_t shrink_free_tail() GPUMEM_REQUIRES(mutex_);
+  // Resizable source: the bytes of [begin, end) (whole granules) that are unmapped now.
+  std::size_t unmapped_within(std::uintptr_t begin, std::uintptr_t end) const GPUMEM_REQUIRES(mutex_);
+  // Resizable source: maps every unmapped granule under [base, base + bytes), unmapping idle granules
+  // first where the limit requires it (or growth mode asks for it). False if the limit or the source
+  // refuses (granules mapped so far stay mapped: they are idle).
+  bool map_under(std::uintptr_t base, std::size_t bytes) GPUMEM_REQUIRES(mutex_);
+  // Resizable source: unmaps every idle granule outside [keep_begin, keep_end); returns the bytes.
+  std::size_t unmap_idle(std::uintptr_t keep_begin = 0, std::uintptr_t keep_end = 0) GPUMEM_REQUIRES(mutex_);
+  // Records [begin, end) as unmapped (merging with neighbours); the capacity is secured by the caller.
+  void note_unmapped(std::uintptr_t begin, std::uintptr_t end) GPUMEM_REQUIRES(mutex_);
+  // Whether carve() would split a free chunk of `size` for `rounded` bytes.
+  bool splits(std::size_t size, std::size_t rounded) const noexcept;
   // Records a region just reserved: its free chunk, its record, the counters.
   void adopt_region(const Region& region) GPUMEM_REQUIRES(mutex_);
   // Room for `count` more chunk records (ChunkStore::reserve), following the records should they
@@ -275,6 +296,9 @@ class BfcArena {
   // survives the record table's rehashing); 0 while no region is held or the source is not resizable.
   // Invariant (validate): regions_.size() <= 1 and tail_base_ names the last chunk of regions_[0].
   std::uintptr_t tail_base_ GPUMEM_GUARDED_BY(mutex_) = 0;
+  // Resizable source: the unmapped ranges of regions_[0], sorted, disjoint and not adjacent; each is
+  // whole granules inside one free chunk (validate). Their total is counters_.bytes_unmapped.
+  std::vector<Region> unmapped_ GPUMEM_GUARDED_BY(mutex_);
   ArenaStats counters_ GPUMEM_GUARDED_BY(mutex_);  // all but the computed fields of stats()
 };
 

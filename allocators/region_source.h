@@ -6,7 +6,9 @@
 // A source may also be resizable (resize_granule() > 0): its regions lie in one reserved address
 // range and grow or shrink at their end in place (CUDA's virtual memory management: memory mapped
 // under a reserved range). The arena then holds one region and grows it by the shortfall, so chunks
-// coalesce across growth steps, and gives a free tail back by shrinking it.
+// coalesce across growth steps. Inside the region it can give back the memory of whole granules
+// that lie in free chunks (unmap) and have them backed again when a block needs them (map): the
+// address range stays the arena's, only the memory behind it comes and goes.
 #pragma once
 
 #include <cstddef>
@@ -53,12 +55,27 @@ class RegionSource {
   // much. Must not throw.
   std::size_t shrink(Region& region, std::size_t bytes) { return do_shrink(region, bytes); }
 
+  // Resizable sources only: gives back the memory behind [at, at + bytes), whole granules inside
+  // `region` that are backed now; the addresses stay part of the region, unbacked. Returns the bytes
+  // given back: all, or where the platform refused part way, the granules from `at` up to there
+  // (0: nothing changed). Must not throw.
+  std::size_t unmap(const Region& region, std::uintptr_t at, std::size_t bytes) {
+    return do_unmap(region, at, bytes);
+  }
+
+  // Resizable sources only: backs [at, at + bytes) (whole granules inside `region`, unbacked now,
+  // given back by unmap()) with memory again. Status::out_of_memory (any refusal) leaves it unbacked.
+  // Must not throw.
+  Status map(const Region& region, std::uintptr_t at, std::size_t bytes) { return do_map(region, at, bytes); }
+
  private:
   virtual Status do_reserve(std::size_t bytes, Region& out) = 0;
   virtual bool do_release(const Region& region) = 0;
   virtual std::size_t do_resize_granule() const noexcept { return 0; }
   virtual Status do_grow(Region&, std::size_t) { return Status::out_of_memory; }
   virtual std::size_t do_shrink(Region&, std::size_t) { return 0; }
+  virtual std::size_t do_unmap(const Region&, std::uintptr_t, std::size_t) { return 0; }
+  virtual Status do_map(const Region&, std::uintptr_t, std::size_t) { return Status::out_of_memory; }
 };
 
 }  // namespace gpumem

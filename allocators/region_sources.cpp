@@ -95,8 +95,60 @@ Status ResizableRegionSource::do_reserve(std::size_t bytes, Region& out) {
 bool ResizableRegionSource::do_release(const Region& region) {
   decommit(region.base, region.size);
   held_bytes_ = 0;
+  std::size_t unbacked = 0;
+  for (std::size_t index = 0; index < unbacked_.size(); ++index) {
+    if (unbacked_[index]) ++unbacked;
+  }
+  unbacked_.clear();
   record_release(log_, region.size);
+  log_.live_bytes += unbacked * granule_;  // those bytes left live_bytes when they were unmapped
   return true;
+}
+
+bool ResizableRegionSource::granules_are(const Region& region, std::uintptr_t at, std::size_t bytes,
+                                         bool unbacked) const {
+  if (held_bytes_ == 0 || region.base != range_base_ || region.size != held_bytes_ || bytes == 0 ||
+      at % granule_ != 0 || bytes % granule_ != 0 || at < range_base_ || at - range_base_ > held_bytes_ ||
+      bytes > held_bytes_ - (at - range_base_)) {
+    return false;
+  }
+  for (std::size_t index = (at - range_base_) / granule_, end = index + bytes / granule_; index < end; ++index) {
+    const bool is_unbacked = index < unbacked_.size() && unbacked_[index];
+    if (is_unbacked != unbacked) return false;
+  }
+  return true;
+}
+
+void ResizableRegionSource::mark(std::uintptr_t at, std::size_t bytes, bool unbacked) {
+  const std::size_t first = (at - range_base_) / granule_;
+  const std::size_t end = first + bytes / granule_;
+  if (unbacked_.size() < end) unbacked_.resize(range_bytes_ / granule_, false);
+  for (std::size_t index = first; index < end; ++index) unbacked_[index] = unbacked;
+}
+
+std::size_t ResizableRegionSource::do_unmap(const Region& region, std::uintptr_t at, std::size_t bytes) {
+  if (!granules_are(region, at, bytes, false)) return 0;
+  try {
+    mark(at, bytes, true);
+  } catch (...) {  // no host memory for the record: nothing given back
+    return 0;
+  }
+  decommit(at, bytes);
+  ++log_.unmaps;
+  log_.live_bytes -= bytes;
+  return bytes;
+}
+
+Status ResizableRegionSource::do_map(const Region& region, std::uintptr_t at, std::size_t bytes) {
+  if (!admit(limits_, log_, bytes)) return Status::out_of_memory;
+  if (!granules_are(region, at, bytes, true) || !commit(at, bytes)) {
+    ++log_.refusals;
+    return Status::out_of_memory;
+  }
+  mark(at, bytes, false);
+  ++log_.maps;
+  log_.live_bytes += bytes;
+  return Status::ok;
 }
 
 Status ResizableRegionSource::do_grow(Region& region, std::size_t bytes) {
@@ -119,9 +171,15 @@ std::size_t ResizableRegionSource::do_shrink(Region& region, std::size_t bytes) 
   if (given == 0) return 0;
   held_bytes_ -= given;
   decommit(range_base_ + held_bytes_, given);
+  std::size_t unbacked = 0;
+  for (std::size_t index = held_bytes_ / granule_; index < unbacked_.size() && index < (held_bytes_ + given) / granule_;
+       ++index) {
+    if (unbacked_[index]) ++unbacked;
+    unbacked_[index] = false;
+  }
   region.size = held_bytes_;
   ++log_.shrinks;
-  log_.live_bytes -= given;
+  log_.live_bytes -= given - unbacked * granule_;
   return given;
 }
 

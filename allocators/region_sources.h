@@ -29,6 +29,8 @@ struct RegionSourceLog {
   std::uint64_t releases = 0;
   std::uint64_t grows = 0;    // resizable sources: successful grow calls
   std::uint64_t shrinks = 0;  // resizable sources: shrink calls that gave bytes back
+  std::uint64_t unmaps = 0;   // resizable sources: unmap calls (memory given back inside the region)
+  std::uint64_t maps = 0;     // resizable sources: successful map calls (memory back under it)
   std::size_t live_bytes = 0;
   std::size_t live_regions = 0;
 };
@@ -68,9 +70,12 @@ class FakeRegionSource final : public RegionSource {
 };
 
 // One address range of `range_bytes` (rounded up to the granule) holding at most one region, at
-// the range's start, that grows and shrinks at its end. Invariant: the region, when held, lies inside
-// the range and its size is a positive multiple of the granule. Derived classes make the bytes usable
-// (commit) and give them back (decommit).
+// the range's start, that grows and shrinks at its end, and whose granules can be unbacked (unmap)
+// and backed again (map) inside it. Invariant: the region, when held, lies inside the range and its
+// size is a positive multiple of the granule; log().live_bytes is its size less its unbacked
+// granules. Derived classes make the bytes usable (commit) and give them back (decommit). Calls that
+// break the contract (unmapping what is unbacked, mapping what is backed, ranges outside the
+// region) are refused, so tests catch an arena that makes them.
 class ResizableRegionSource : public RegionSource {
  public:
   std::size_t granule() const noexcept { return granule_; }
@@ -93,11 +98,18 @@ class ResizableRegionSource : public RegionSource {
   std::size_t do_resize_granule() const noexcept override { return granule_; }
   Status do_grow(Region& region, std::size_t bytes) override;
   std::size_t do_shrink(Region& region, std::size_t bytes) override;
+  std::size_t do_unmap(const Region& region, std::uintptr_t at, std::size_t bytes) override;
+  Status do_map(const Region& region, std::uintptr_t at, std::size_t bytes) override;
+  // Whether [at, at + bytes) is whole granules of the held region, each unbacked (`unbacked`) or
+  // each backed (!`unbacked`).
+  bool granules_are(const Region& region, std::uintptr_t at, std::size_t bytes, bool unbacked) const;
+  void mark(std::uintptr_t at, std::size_t bytes, bool unbacked);
 
   const std::size_t granule_;
   const std::size_t range_bytes_;
   std::uintptr_t range_base_ = 0;
   std::size_t held_bytes_ = 0;  // the region's size; 0 when none is held
+  std::vector<bool> unbacked_;  // per granule of the range, from its base; empty until the first unmap
   RegionSourceLimits limits_;
   RegionSourceLog log_;
 };

@@ -77,9 +77,13 @@ Options:
                         Without --limit and --device-memory: GPUMEM_LIMIT if set, else the trace's
                         Limit column (its first value for the device), else an error.
   --source SOURCE       where regions come from, as the shim's GPUMEM_REGION_SOURCE: classic (one
-                        driver allocation per region) or vmm (one reserved range of the limit, memory
-                        mapped under it in 2 MiB granules, growing and shrinking at its end);
+                        driver allocation per region) or vmm (one reserved address range of twice
+                        the limit, memory mapped under it in granules as blocks need it, idle
+                        granules unmapped; the limit bounds the memory mapped);
                         default: as GPUMEM_REGION_SOURCE (classic unless set to vmm or auto)
+  --granule SIZE        vmm: the unit memory is mapped and unmapped in, a power of two of at least
+                        2MiB (default 2MiB, CUDA's granularity on current GPUs)
+  --keep-idle           vmm, growth mode: do not unmap idle granules before mapping more
   --min-growth SIZE     growth mode: the smallest region (classic) or growth step (vmm); default
                         20MiB, the shim's
   --min-limit           also find the smallest limit (a multiple of 1 MiB) with which the whole trace
@@ -97,10 +101,11 @@ Report (text, or the keys of --json):
   peak_requested    peak of the bytes the live blocks asked for
   peak_reserved     peak bytes held in regions
   utilisation       peak_requested / peak_reserved
-  peak_live_granules  peak bytes of the 2 MiB granules live blocks overlap: what an arena that
+  peak_live_granules  peak bytes of the (vmm) granules live blocks overlap: what an arena that
                     mapped memory under those granules only would hold at most
-  driver_calls      regions reserved and (vmm) growth steps mapped; region_grows: the growth steps;
-                    driver_releases: regions given back during the replay
+  driver_calls      regions reserved and (vmm) growth steps and remappings; region_grows: the growth
+                    steps; region_maps: memory mapped again under idle granules unmapped before;
+                    region_unmaps: unmap calls; driver_releases: regions given back during the replay
   ns_per_op         steady-clock time inside the arena's calls, per operation
   operations        arena calls replayed (allocations, refused ones included, and frees)
   failed            allocations the arena refused in the replay
@@ -127,6 +132,8 @@ struct Arguments {
   std::optional<std::size_t> device_memory;
   std::optional<gpumem::replay::SourceKind> source;
   std::optional<std::size_t> min_growth;
+  std::optional<std::size_t> granule;
+  bool keep_idle = false;
   bool min_limit = false;
   bool json = false;
   bool help = false;
@@ -214,6 +221,17 @@ std::optional<Failure> parse_arguments(const std::vector<std::string_view>& args
         return invalid(kExpected, *text);
       }
       out.device = device;
+    } else if (name == "--granule") {
+      constexpr const char* kGranuleExpected = "a power of two of at least 2MiB";
+      const auto text = value();
+      if (!text) return missing(kGranuleExpected);
+      const std::optional<std::size_t> bytes = parse_size_argument(*text);
+      if (!bytes || *bytes < gpumem::replay::kVmmGranule || (*bytes & (*bytes - 1)) != 0) {
+        return invalid(kGranuleExpected, *text);
+      }
+      out.granule = bytes;
+    } else if (name == "--keep-idle") {
+      if (auto failure = flag(out.keep_idle)) return failure;
     } else if (name == "--min-growth") {
       const auto text = value();
       if (!text) return missing(kSizeExpected);
@@ -382,6 +400,8 @@ std::optional<Failure> choose_setup(const Arguments& arguments, const gpumem::Po
   setup.options.max_internal_fragmentation = gpumem::max_internal_fragmentation(policy.split_rule);
   setup.split_rule = policy.split_rule;
   if (arguments.min_growth) setup.options.min_growth_bytes = *arguments.min_growth;
+  if (arguments.granule) setup.options.vmm_granule = *arguments.granule;
+  if (arguments.keep_idle) setup.options.unmap_idle_when_growing = false;
   return std::nullopt;
 }
 
@@ -402,6 +422,9 @@ void print_json(const Setup& setup, const ReplayResult& result, bool asked_min_l
   }
   report["peak_requested"] = result.peak_requested;
   report["region_grows"] = result.region_grows;
+  report["region_maps"] = result.region_maps;
+  report["region_unmaps"] = result.region_unmaps;
+  report["granule"] = setup.options.vmm_granule;
   report["peak_live_granules"] = result.peak_live_granules;
   report["driver_releases"] = result.driver_releases;
   report["operations"] = result.operations;
@@ -443,8 +466,9 @@ void print_text(const Arguments& arguments, const Setup& setup, std::size_t rows
   line("peak reserved", human_bytes(result.peak_reserved));
   line("live granules", human_bytes(result.peak_live_granules));
   line("utilisation", fmt::format("{:.4f} ({:.2f}%)", result.utilisation, 100.0 * result.utilisation));
-  line("driver calls", fmt::format("{} ({} growth steps, {} releases)", result.driver_calls, result.region_grows,
-                                   result.driver_releases));
+  line("driver calls", fmt::format("{} ({} growth steps, {} remappings, {} unmappings, {} releases)",
+                                   result.driver_calls, result.region_grows, result.region_maps,
+                                   result.region_unmaps, result.driver_releases));
   line("time per op", fmt::format("{:.1f} ns", result.ns_per_op));
   if (arguments.min_limit) {
     line("min limit", min_limit ? human_bytes(*min_limit) : std::string("none up to 1 TiB"));

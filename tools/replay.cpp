@@ -25,6 +25,7 @@ ArenaOptions arena_options(const ReplayOptions& options) {
   arena.garbage_collection = options.garbage_collection;
   arena.min_growth_bytes = options.min_growth_bytes;
   arena.max_internal_fragmentation = options.max_internal_fragmentation;
+  arena.unmap_idle_when_growing = options.unmap_idle_when_growing;
   return arena;
 }
 
@@ -105,14 +106,15 @@ class Replayer {
 // How many live chunks overlap each kVmmGranule granule, and the peak of the granules overlapped.
 class GranuleCount {
  public:
+  explicit GranuleCount(std::size_t granule_bytes) : granule_bytes_(granule_bytes) {}
   void add(std::uintptr_t base, std::size_t size) {
-    for (std::uintptr_t granule = base / kVmmGranule; granule <= (base + size - 1) / kVmmGranule; ++granule) {
+    for (std::uintptr_t granule = base / granule_bytes_; granule <= (base + size - 1) / granule_bytes_; ++granule) {
       if (chunks_[granule]++ == 0) ++overlapped_;
     }
     peak_ = std::max(peak_, overlapped_);
   }
   void remove(std::uintptr_t base, std::size_t size) {
-    for (std::uintptr_t granule = base / kVmmGranule; granule <= (base + size - 1) / kVmmGranule; ++granule) {
+    for (std::uintptr_t granule = base / granule_bytes_; granule <= (base + size - 1) / granule_bytes_; ++granule) {
       const auto it = chunks_.find(granule);
       if (--it->second == 0) {
         chunks_.erase(it);
@@ -120,9 +122,10 @@ class GranuleCount {
       }
     }
   }
-  std::size_t peak_bytes() const { return peak_ * kVmmGranule; }
+  std::size_t peak_bytes() const { return peak_ * granule_bytes_; }
 
  private:
+  std::size_t granule_bytes_;
   std::unordered_map<std::uintptr_t, std::uint32_t> chunks_;  // granule number -> live chunks on it
   std::size_t overlapped_ = 0;
   std::size_t peak_ = 0;
@@ -138,7 +141,7 @@ ReplayResult run_over(Source& source, std::span<const TraceRecord> rows, const R
   Clock::duration arena_time{};
   std::uint64_t operations = 0;
 
-  GranuleCount granules;
+  GranuleCount granules(options.vmm_granule);
   const auto allocate = [&](const TraceRecord& row) -> std::optional<std::uintptr_t> {
     std::uintptr_t address = 0;
     const Clock::time_point start = Clock::now();
@@ -168,8 +171,10 @@ ReplayResult run_over(Source& source, std::span<const TraceRecord> rows, const R
                            ? 0.0
                            : static_cast<double>(result.peak_requested) / static_cast<double>(result.peak_reserved);
   const RegionSourceLog& log = source.log();
-  result.driver_calls = log.reservations + log.grows;
+  result.driver_calls = log.reservations + log.grows + log.maps;
   result.region_grows = log.grows;
+  result.region_maps = stats.region_maps;
+  result.region_unmaps = stats.region_unmaps;
   result.driver_releases = log.releases;  // before the arena's teardown
   result.operations = operations;
   result.ns_per_op =
@@ -182,7 +187,7 @@ ReplayResult run_over(Source& source, std::span<const TraceRecord> rows, const R
 
 ReplayResult run_arena(std::span<const TraceRecord> rows, const ReplayOptions& options, bool stop_at_failure) {
   if (options.source == SourceKind::vmm) {
-    FakeResizableRegionSource source(options.limit, kVmmGranule);
+    FakeResizableRegionSource source(kVmmRangeLimits * options.limit, options.vmm_granule);
     return run_over(source, rows, options, stop_at_failure);
   }
   FakeRegionSource source;

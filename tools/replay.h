@@ -1,7 +1,8 @@
 // The replay engine of gpumem-replay: runs the rows of one device of an allocation trace through a
 // BfcArena over a fake region source (addresses that are never touched) and measures how the arena
 // behaves. Two sources, as the shim has: classic (one driver allocation per region) and vmm (one
-// reserved range of the limit, memory mapped under it in 2 MiB granules). No I/O.
+// reserved address range of twice the limit, memory mapped under it in granules, 2 MiB by default,
+// idle granules unmapped). No I/O.
 //
 // Rules: rows replay in trace order. An "allocate" row allocates its Size from the arena (on its
 // Stream); a "free" row frees the block the replay allocated for that Pointer, unfenced (there is no
@@ -26,8 +27,10 @@ namespace gpumem::replay {
 
 enum class SourceKind : std::uint8_t { classic, vmm };
 
-// The granule of the replay's vmm source: CUDA's recommended granularity on current GPUs.
+// The granule of the replay's vmm source by default: CUDA's recommended granularity on current GPUs.
 inline constexpr std::size_t kVmmGranule = std::size_t{2} << 20;
+// The vmm source's address range, in limits: as the shim's (unmapped holes cost addresses only).
+inline constexpr std::size_t kVmmRangeLimits = 2;
 
 struct ReplayOptions {
   std::size_t limit = 0;  // the arena's limit in bytes (>= 256)
@@ -36,6 +39,8 @@ struct ReplayOptions {
   SourceKind source = SourceKind::classic;
   std::size_t min_growth_bytes = ArenaOptions{}.min_growth_bytes;
   std::size_t max_internal_fragmentation = ArenaOptions{}.max_internal_fragmentation;  // the split rule
+  std::size_t vmm_granule = kVmmGranule;  // vmm: the unit memory is mapped and unmapped in (a power of 2)
+  bool unmap_idle_when_growing = ArenaOptions{}.unmap_idle_when_growing;  // vmm, growth mode
 };
 
 struct ReplayResult {
@@ -45,8 +50,10 @@ struct ReplayResult {
   double utilisation = 0.0;         // peak_requested / peak_reserved (0 when nothing was reserved)
   std::uint64_t driver_calls = 0;   // regions reserved from the source, and (vmm) growth steps mapped
   std::uint64_t region_grows = 0;   // vmm: growth steps (each maps memory at the region's end)
-  // Peak bytes of the kVmmGranule granules that live chunks overlap: what an arena mapping memory
-  // under exactly those granules (unmapping every other one at once) would hold at most.
+  std::uint64_t region_maps = 0;    // vmm: memory mapped again under unmapped granules (calls)
+  std::uint64_t region_unmaps = 0;  // vmm: idle granules unmapped (calls)
+  // Peak bytes of the vmm granules that live chunks overlap: what an arena mapping memory under
+  // exactly those granules (unmapping every other one at once) would hold at most.
   std::size_t peak_live_granules = 0;
   std::uint64_t driver_releases = 0;  // regions given back during the replay (garbage collection);
                                       // the arena's teardown is not counted

@@ -6,8 +6,8 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 replay=${1:-build/tools/gpumem-replay}
 [ -x "$replay" ] || { echo "replay_table.sh: expected the built gpumem-replay, got \"$replay\"" >&2; exit 2; }
-echo "| trace | source | mode | split | peak reserved (MiB) | utilisation | driver calls | min limit (MiB) | min limit / live peak | live granules / live peak |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| trace | source | mode | split | peak reserved (MiB) | utilisation | driver calls | remaps / unmaps | min limit (MiB) | min limit / live peak | live granules / live peak |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for trace in transformer cnn inference; do
   for source in vmm classic; do
     for mode in growth preallocate; do
@@ -25,7 +25,8 @@ ratio = f'{limit / d[\"peak_requested\"]:.3f}' if limit else '-'
 reserved = mib(d['peak_reserved']) if '$mode' == 'growth' else '-'
 utilisation = f'{d[\"utilisation\"]:.3f}' if '$mode' == 'growth' else '-'
 granules = f'{d[\"peak_live_granules\"] / d[\"peak_requested\"]:.3f}'
-print(f'| $trace | $source | $mode | $split | {reserved} | {utilisation} | {d[\"driver_calls\"]} | '
+remaps = f'{d[\"region_maps\"]} / {d[\"region_unmaps\"]}' if '$source' == 'vmm' else '-'
+print(f'| $trace | $source | $mode | $split | {reserved} | {utilisation} | {d[\"driver_calls\"]} | {remaps} | '
       f'{mib(limit) if limit else \"-\"} | {ratio} | {granules} |')"
       done
     done

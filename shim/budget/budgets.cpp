@@ -111,16 +111,38 @@ CUdevice current_device() noexcept {
   return device;
 }
 
+namespace {
+
+// What a program refused by the budget can change. Growing on demand helps only an arena that preallocated
+// a region it cannot give back in part (classic regions); one that grows already (or maps virtual memory,
+// whose idle granules go back) has given back what it could.
+const char* refusal_advice(bool arena_holds_memory, bool arena_preallocated) {
+  if (!arena_holds_memory) return "raise GPUMEM_LIMIT or the memory fraction";
+  if (arena_preallocated) {
+    return "the arena's preallocated region holds memory it cannot give back while blocks live in it: set "
+           "GPUMEM_PREALLOCATE=false (XLA_PYTHON_CLIENT_PREALLOCATE=false) so that it grows only as needed, "
+           "or raise GPUMEM_LIMIT or the memory fraction";
+  }
+  return "the arena already grows only as needed and has given back the memory it could (the rest holds live "
+         "blocks): free blocks, or raise GPUMEM_LIMIT or the memory fraction";
+}
+
+}  // namespace
+
 bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept {
   DeviceBudget* budget = of_device(device);
   if (budget == nullptr) return true;
   if (budget->try_charge(path, bytes)) return true;
+  // Whether an arena of the device keeps a preallocated region (what the advice below depends on).
+  bool arena_preallocated = false;
   if (path != BudgetPath::arena) {
     // Memory the arenas hold but do not use goes back to the driver, so another path can have it.
     try {
       std::size_t released = 0;
       ContextRegistry::instance().for_each_manager([&](MemoryManager& manager, bool live) {
-        if (live && manager.device() == device) released += manager.trim();
+        if (!live || manager.device() != device) return;
+        released += manager.trim();
+        arena_preallocated = arena_preallocated || manager.keeps_preallocation();
       });
       if (released > 0) {
         log::debug("device {}: the arena gave back {} bytes for {} of {} bytes", device, released, call, bytes);
@@ -147,11 +169,7 @@ bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_vie
             budget->charged(BudgetPath::driver), budget->charged(BudgetPath::async_pool),
             budget->charged(BudgetPath::program_pool), budget->charged(BudgetPath::vmm),
             budget->charged(BudgetPath::managed), budget->charged(BudgetPath::arrays),
-            budget->charged(BudgetPath::arena) > 0
-                ? "the arena's regions hold memory it cannot give back while blocks live in them: set "
-                  "GPUMEM_PREALLOCATE=false (XLA_PYTHON_CLIENT_PREALLOCATE=false) so that it grows only as needed, "
-                  "or raise GPUMEM_LIMIT or the memory fraction"
-                : "raise GPUMEM_LIMIT or the memory fraction");
+            refusal_advice(budget->charged(BudgetPath::arena) > 0, arena_preallocated));
   return false;
 }
 

@@ -168,6 +168,34 @@ GPUMEM_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph
   return guarded([&] { return service::stream_end_capture(hStream, phGraph, /*per_thread=*/true); });
 }
 
+// --- pointer queries and peer access (managers/memory_service.cpp) ---
+
+GPUMEM_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  note_hook_reached();
+  return guarded([&] { return service::mem_get_address_range(pbase, psize, dptr); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  note_hook_reached();
+  return guarded([&] { return service::pointer_get_attribute(data, attribute, ptr); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
+                                                      void** data, CUdeviceptr ptr) {
+  note_hook_reached();
+  return guarded([&] { return service::pointer_get_attributes(numAttributes, attributes, data, ptr); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
+  note_hook_reached();
+  return guarded([&] { return service::ctx_enable_peer_access(peerContext, Flags); });
+}
+
+GPUMEM_EXPORT CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext) {
+  note_hook_reached();
+  return guarded([&] { return service::ctx_disable_peer_access(peerContext); });
+}
+
 // --- the other paths that take device memory, charged to the budget (budget/other_paths.cpp) ---
 
 GPUMEM_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {

@@ -23,7 +23,7 @@ void* address_of(Function* function) {
   return reinterpret_cast<void*>(function);
 }
 
-constexpr std::size_t kHookCount = 37;
+constexpr std::size_t kHookCount = 42;
 
 // Every versioned name listed here is exported by libgpumem.so (see libgpumem.map). Built on first
 // use rather than at load (function addresses are not constant expressions), so loading the shim
@@ -66,6 +66,13 @@ const std::array<HookEntry, kHookCount>& hooks() noexcept {
       {"cuStreamEndCapture", "cuStreamEndCapture", 10000, kLegacy, address_of(&cuStreamEndCapture)},
       {"cuStreamEndCapture_ptsz", "cuStreamEndCapture", 10000, kPerThread,
        address_of(&cuStreamEndCapture_ptsz)},
+      // Pointer queries: a block of a VMM-backed arena is answered as the allocation it is.
+      {"cuMemGetAddressRange_v2", "cuMemGetAddressRange", 3020, kLegacy, address_of(&cuMemGetAddressRange_v2)},
+      {"cuPointerGetAttribute", "cuPointerGetAttribute", 4000, kLegacy, address_of(&cuPointerGetAttribute)},
+      {"cuPointerGetAttributes", "cuPointerGetAttributes", 7000, kLegacy, address_of(&cuPointerGetAttributes)},
+      // Peer access, passed on to a VMM-backed arena's mappings.
+      {"cuCtxEnablePeerAccess", "cuCtxEnablePeerAccess", 4000, kLegacy, address_of(&cuCtxEnablePeerAccess)},
+      {"cuCtxDisablePeerAccess", "cuCtxDisablePeerAccess", 4000, kLegacy, address_of(&cuCtxDisablePeerAccess)},
       // The other paths that take device memory, charged to the budget.
       {"cuDeviceTotalMem_v2", "cuDeviceTotalMem", 3020, kLegacy, address_of(&cuDeviceTotalMem_v2)},
       {"cuMemCreate", "cuMemCreate", 10020, kLegacy, address_of(&cuMemCreate)},

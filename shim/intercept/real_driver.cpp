@@ -24,7 +24,7 @@ std::atomic<bool> g_ready{false};
 std::mutex g_mutex;
 
 // The entry points resolve_table() fills, cuGetProcAddress_v2 included.
-constexpr std::size_t kEntryPoints = 75;
+constexpr std::size_t kEntryPoints = 79;
 static_assert(sizeof(RealDriver) == sizeof(void*) * (kEntryPoints + 1),
               "a RealDriver field was added or removed: resolve it in resolve_table() and update "
               "kEntryPoints");
@@ -64,6 +64,10 @@ void resolve_table(RealDriver& table, std::string& missing) {
   GPUMEM_RESOLVE(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, kLegacy);
   GPUMEM_RESOLVE(cuMemGetInfo_v2, "cuMemGetInfo", 3020, kLegacy);
   GPUMEM_RESOLVE(cuMemGetAddressRange_v2, "cuMemGetAddressRange", 3020, kLegacy);
+  GPUMEM_RESOLVE(cuPointerGetAttribute, "cuPointerGetAttribute", 4000, kLegacy);
+  GPUMEM_RESOLVE(cuPointerGetAttributes, "cuPointerGetAttributes", 7000, kLegacy);
+  GPUMEM_RESOLVE(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000, kLegacy);
+  GPUMEM_RESOLVE(cuCtxDisablePeerAccess, "cuCtxDisablePeerAccess", 4000, kLegacy);
   GPUMEM_RESOLVE(cuMemAllocAsync, "cuMemAllocAsync", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, kPerThread);
   GPUMEM_RESOLVE(cuMemFreeAsync, "cuMemFreeAsync", 11020, kLegacy);

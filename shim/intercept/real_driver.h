@@ -39,6 +39,12 @@ struct RealDriver {
   PFN_cuMemAllocPitch_v3020 cuMemAllocPitch_v2 = nullptr;
   PFN_cuMemGetInfo_v3020 cuMemGetInfo_v2 = nullptr;
   PFN_cuMemGetAddressRange_v3020 cuMemGetAddressRange_v2 = nullptr;
+  // Pointer queries answered for blocks of a VMM-backed arena (managers/memory_service.cpp).
+  PFN_cuPointerGetAttribute_v4000 cuPointerGetAttribute = nullptr;
+  PFN_cuPointerGetAttributes_v7000 cuPointerGetAttributes = nullptr;
+  // Peer access, which a VMM-backed arena passes on to its mappings (managers/peer_access.h).
+  PFN_cuCtxEnablePeerAccess_v4000 cuCtxEnablePeerAccess = nullptr;
+  PFN_cuCtxDisablePeerAccess_v4000 cuCtxDisablePeerAccess = nullptr;
   PFN_cuMemAllocAsync_v11020 cuMemAllocAsync = nullptr;
   PFN_cuMemAllocAsync_v11020_ptsz cuMemAllocAsync_ptsz = nullptr;
   PFN_cuMemFreeAsync_v11020 cuMemFreeAsync = nullptr;

@@ -7,9 +7,9 @@
 
 namespace gpumem::shim::ipc {
 
-// A preallocated range is mapped in at most 32 pieces (vmm_region_source.cpp), so any of its blocks
-// fits; a block of a grown arena spanning more is refused.
-inline constexpr std::uint32_t kMaxVmmPieces = 32;
+// The arena maps one piece per granule (vmm_region_source.h): at 2 MiB a block of up to 1 GiB less
+// a granule fits at any offset; a block spanning more pieces is refused with one error line.
+inline constexpr std::uint32_t kMaxVmmPieces = 512;
 
 struct VmmPiece {
   std::int32_t fd = -1;  // the exporter's descriptor of the piece's physical memory

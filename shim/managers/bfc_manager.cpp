@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "managers/capture_state.h"
+#include "managers/peer_access.h"
 #include "intercept/cuda_status.h"
 #include "log.h"
 #include "intercept/real_driver.h"
@@ -163,7 +164,20 @@ CUresult BfcManager::do_free(CUdeviceptr ptr) {
     case FreeSync::none:  // immediate reuse, as XLA does with a single stream
       break;
   }
-  return to_cuda_result(arena_.deallocate(address, fence));
+  const Status status = arena_.deallocate(address, fence);
+  if (status == Status::ok && fence.id != 0) bound_deferred_frees();
+  return to_cuda_result(status);
+}
+
+void BfcManager::bound_deferred_frees() {
+  if (deferred_frees_.fetch_add(1, std::memory_order_relaxed) + 1 < kDeferredFreesPerSync) return;
+  // Never while a graph is being captured (the driver would end the capture): the count keeps
+  // growing and the first free after the capture synchronises.
+  if (capture_state::active()) return;
+  deferred_frees_.store(0, std::memory_order_relaxed);  // a failed synchronisation is not retried per free
+  const FenceId through = last_fence_id();
+  count_fence_sync();
+  if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
 }
 
 CUresult BfcManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
@@ -252,6 +266,26 @@ IpcBlock BfcManager::do_ipc_block(CUdeviceptr ptr) const {
   return block;
 }
 
+std::optional<BlockRange> BfcManager::do_block_range(CUdeviceptr ptr) const {
+  // A classic region is one driver allocation, whose range holds every block in it (and whose base
+  // exports the region: docs/ipc.md). A VMM block may lie over several mappings, or share one with
+  // other blocks: the driver's answer would be the mapping, so the block is answered instead.
+  if (!vmm_source_) return std::nullopt;
+  const auto chunk = arena_.find(static_cast<std::uintptr_t>(ptr));
+  if (!chunk || !chunk->in_use) return std::nullopt;  // not a live block: the driver's answer
+  return BlockRange{chunk->base, chunk->size};
+}
+
+void BfcManager::do_refresh_peer_access() {
+  if (!vmm_source_) return;  // cuMemAlloc regions: the driver opens them to peers itself
+  const std::lock_guard lock(peer_mutex_);
+  const std::vector<CUdevice> wanted = peer_access::devices_with_access(context());
+  for (const CUdevice device : vmm_source_->peer_accessors()) {
+    if (std::find(wanted.begin(), wanted.end(), device) == wanted.end()) vmm_source_->set_peer_access(device, false);
+  }
+  for (const CUdevice device : wanted) vmm_source_->set_peer_access(device, true);
+}
+
 namespace {
 
 void copy_arena_figures(const ArenaStats& arena, ManagerStats& stats) {
@@ -263,8 +297,9 @@ void copy_arena_figures(const ArenaStats& arena, ManagerStats& stats) {
   stats.bytes_fenced = arena.bytes_fenced;
   stats.regions = arena.regions;
   stats.fragmentation = arena.fragmentation;
-  // Every classic region is one cuMemAlloc; a VMM region's reservation and growth steps each map memory.
-  stats.counters.driver_allocs += arena.region_reservations + arena.region_grows;
+  // Every classic region is one cuMemAlloc; a VMM region's reservation, growth steps and the idle
+  // granules mapped again each map memory.
+  stats.counters.driver_allocs += arena.region_reservations + arena.region_grows + arena.region_maps;
 }
 
 }  // namespace
@@ -308,6 +343,7 @@ void BfcManager::do_retire() noexcept {
 }
 
 void BfcManager::do_context_synchronized(FenceId through) {
+  deferred_frees_.store(0, std::memory_order_relaxed);
   fences_.resolve_through(through);
   arena_.resolve_fences_through(through);
 }

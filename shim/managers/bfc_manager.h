@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <optional>
 
 #include "bfc_arena.h"
@@ -38,6 +39,10 @@ class BfcManager final : public MemoryManager {
   // Growth mode with deferred frees: resolves the fences when only fenced bytes could serve `bytes`.
   void resolve_fences_instead_of_growing(std::size_t bytes);
   IpcBlock do_ipc_block(CUdeviceptr ptr) const override;
+  std::optional<BlockRange> do_block_range(CUdeviceptr ptr) const override;
+  void do_refresh_peer_access() override;
+  // Virtual memory gives back idle granules anywhere; a classic preallocated region goes back only whole.
+  bool do_keeps_preallocation() const noexcept override { return preallocate_ && !vmm_source_; }
   // A VMM block about to be freed: the handles of mappings starting inside it stop opening too (the
   // block's own start is withdrawn by the caller).
   void withdraw_mapping_exports(std::uintptr_t block_base) const;
@@ -57,6 +62,8 @@ class BfcManager final : public MemoryManager {
   CUresult allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain,
                                const StreamArg* stream);
   void warn_once_if_preallocation_shrank();
+  // Deferred frees: one context synchronisation every kDeferredFreesPerSync of them (see there).
+  void bound_deferred_frees();
 
   // Where the arena's regions come from: vmm_source_ when engaged (Policy::region_source and the
   // device's support for virtual memory management decide), else classic_source_.
@@ -67,6 +74,15 @@ class BfcManager final : public MemoryManager {
   const CUmemoryPool default_pool_;
   const bool preallocate_;
   std::atomic<bool> preallocation_checked_{false};
+  // Serialises peer access refreshes, so that the last one applies the table as it is then.
+  std::mutex peer_mutex_;
+  // A loop that frees with GPUMEM_FREE_SYNC=defer and never synchronises the context would pile up
+  // fenced chunks: records the arena keeps, skips and searches past on every allocation (at 200k of
+  // them a cuMemAlloc+cuMemFree pair cost 2.5x what it does with the pile bounded). After this many
+  // deferred frees one synchronisation resolves them all; cuMemFree itself synchronises on every
+  // call, so the safety is the same at 1/1024 of the waits.
+  static constexpr std::uint32_t kDeferredFreesPerSync = 1024;
+  std::atomic<std::uint32_t> deferred_frees_{0};  // since the last context synchronisation
 };
 
 }  // namespace gpumem::shim

@@ -9,6 +9,7 @@
 #include "managers/bfc_manager.h"
 #include "budget/budgets.h"
 #include "managers/cuda_async_manager.h"
+#include "managers/peer_access.h"
 #include "log.h"
 #include "managers/platform_manager.h"
 #include "policy/process_policy.h"
@@ -99,12 +100,18 @@ MemoryManager* ContextRegistry::current(bool create) {
   if (!create || !policy_is_active()) return nullptr;
   log::Pending messages;
   MemoryManager* manager = nullptr;
+  bool created = false;
   {
     std::lock_guard lock(mutex_);
     manager = find(context);  // made by another thread meanwhile?
-    if (manager == nullptr) manager = create_locked(context, messages);
+    if (manager == nullptr) {
+      manager = create_locked(context, messages);
+      created = manager != nullptr;
+    }
   }
   messages.flush();
+  // Peer access the program enabled before the context's first allocation applies to its memory too.
+  if (created) manager->refresh_peer_access();
   return manager;
 }
 
@@ -153,10 +160,22 @@ void ContextRegistry::forget(CUcontext context) {
     }
   }
   budget::forget_context(context);
+  forget_peer_access(context);
   if (forgotten == nullptr) return;
   forgotten->retire();
   log::debug("context {}: forgotten with its memory", static_cast<const void*>(context));
   if (log::enabled(LogLevel::info)) log_summary(*forgotten);
+}
+
+void ContextRegistry::forget_peer_access(CUcontext context) const {
+  try {
+    // The driver ends peer access to and from a destroyed context: the memory it could reach is closed
+    // to its device again, unless another context of that device keeps the access.
+    for (const CUcontext peer : peer_access::forget(context)) {
+      if (MemoryManager* manager = find(peer)) manager->refresh_peer_access();
+    }
+  } catch (...) {  // no host memory: the access stays as it was
+  }
 }
 
 void ContextRegistry::log_live_summaries() const noexcept {
@@ -199,6 +218,7 @@ void ContextRegistry::forget_primary_context(CUdevice device) {
       const CUcontext context = slots_[i].context.exchange(nullptr, std::memory_order_acq_rel);
       if (context != nullptr) {
         budget::forget_context(context);
+        forget_peer_access(context);
         manager->retire();
       }
     }

@@ -64,6 +64,8 @@ class ContextRegistry {
   static constexpr std::size_t kMaxManagersKept = 4096;  // for the exit statistics
 
   bool is_live(const MemoryManager* manager) const noexcept;
+  // The context's peer access ends with it (peer_access.h); takes no lock of the registry.
+  void forget_peer_access(CUcontext context) const;
 
   ContextRegistry();
   // What it has to say goes to `messages`, to be logged once `mutex_` is released.

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -76,6 +77,12 @@ struct IpcBlock {
   ipc::VmmSpan vmm_span{};
 };
 
+// A block as pointer queries describe it (cuMemGetAddressRange, the RANGE_* pointer attributes).
+struct BlockRange {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+};
+
 // A snapshot for gpumem_get_stats: the counters plus what the mode tracks of its memory (0 if not).
 struct ManagerStats {
   ManagerCounters counters;
@@ -125,6 +132,15 @@ class MemoryManager {
   bool owns(CUdeviceptr ptr) const { return do_owns(ptr); }
   // For cuIpcGetMemHandle: what holds `ptr` (a pointer this manager owns).
   IpcBlock ipc_block(CUdeviceptr ptr) const { return do_ipc_block(ptr); }
+  // For pointer queries: the live block holding `ptr` where the driver's own answer would describe other
+  // memory (the mappings under a block of a VMM-backed arena); nullopt where the driver's answer holds.
+  std::optional<BlockRange> block_range(CUdeviceptr ptr) const { return do_block_range(ptr); }
+  // Whether the manager keeps a preallocated region that it cannot give back in part while blocks live in
+  // it (classic arena regions): growing on demand would hold less. For the budget's refusal advice.
+  bool keeps_preallocation() const noexcept { return do_keeps_preallocation(); }
+  // Peer access to this context's memory changed (peer_access.h): memory the driver does not open to
+  // peers by itself (a VMM-backed arena's) is opened to exactly the devices the table names now.
+  void refresh_peer_access() { do_refresh_peer_access(); }
 
   // Frees memory that went to the driver past the manager (the program's own pools, pool blocks):
   // its budget charge (the ledger's) is refunded before the free, since another thread may be handed
@@ -214,6 +230,12 @@ class MemoryManager {
   virtual bool do_owns(CUdeviceptr ptr) const = 0;
   // Default: a whole driver allocation.
   virtual IpcBlock do_ipc_block(CUdeviceptr /*ptr*/) const { return IpcBlock{}; }
+  // Default: the driver's answers hold.
+  virtual std::optional<BlockRange> do_block_range(CUdeviceptr /*ptr*/) const { return std::nullopt; }
+  // Default: the driver opens the manager's memory to peers itself.
+  virtual void do_refresh_peer_access() {}
+  // Default: nothing preallocated.
+  virtual bool do_keeps_preallocation() const noexcept { return false; }
   virtual void do_context_synchronized(FenceId through) = 0;
   // Default: nothing beyond the counters and the limit.
   virtual void do_fill_stats(ManagerStats& /*stats*/) const {}

@@ -3,11 +3,13 @@
 #include "managers/memory_service.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "ipc/export_table.h"
 #include "managers/capture_state.h"
 #include "managers/context_registry.h"
 #include "managers/memory_manager.h"
+#include "managers/peer_access.h"
 #include "policy/process_policy.h"
 #include "intercept/real_driver.h"
 
@@ -23,6 +25,39 @@ MemoryManager* manager_for_free(CUdeviceptr ptr) {
   if (current != nullptr && current->owns(ptr)) return current;
   if (MemoryManager* owner = registry().owner_of(ptr)) return owner;
   return current;
+}
+
+// A live block a manager handed out, where pointer queries must describe the block rather than what
+// the driver knows under it (memory_manager.h: block_range).
+struct OwnedBlock {
+  const MemoryManager* manager = nullptr;
+  BlockRange range;
+};
+
+std::optional<OwnedBlock> owned_block(CUdeviceptr ptr) {
+  const MemoryManager* owner = registry().owner_of(ptr);
+  if (owner == nullptr) return std::nullopt;
+  const std::optional<BlockRange> range = owner->block_range(ptr);
+  if (!range) return std::nullopt;
+  return OwnedBlock{owner, *range};
+}
+
+// The pointer attributes that describe the allocation as a whole, and so the block.
+bool describes_allocation(CUpointer_attribute attribute) {
+  return attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE ||
+         attribute == CU_POINTER_ATTRIBUTE_CONTEXT;
+}
+
+// What a cuMemAlloc allocation answers for such an attribute: its range, and the context it was made in.
+void describe_block(const OwnedBlock& block, CUpointer_attribute attribute, void* data) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = static_cast<CUdeviceptr>(block.range.base);
+      break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = block.range.size; break;
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *static_cast<CUcontext*>(data) = block.manager->context(); break;
+    default: break;
+  }
 }
 
 }  // namespace
@@ -173,6 +208,90 @@ CUresult stream_end_capture(CUstream stream, CUgraph* graph, bool per_thread) {
   const CUresult result = end(stream, graph);
   // Ended, whether or not it produced a graph; other errors (wrong thread, not capturing) end nothing.
   if (result == CUDA_SUCCESS || result == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) capture_state::ended();
+  return result;
+}
+
+CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available || driver.cuMemGetAddressRange_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  // The block, not the mapping holding `ptr`: a program may rely on [base, base + size) holding the
+  // whole allocation, and exports base with an offset beside it (docs/ipc.md).
+  if (const std::optional<OwnedBlock> block = owned_block(ptr)) {
+    if (base != nullptr) *base = static_cast<CUdeviceptr>(block->range.base);
+    if (size != nullptr) *size = block->range.size;
+    return CUDA_SUCCESS;
+  }
+  return driver.cuMemGetAddressRange_v2(base, size, ptr);
+}
+
+CUresult pointer_get_attribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  const RealDriver& driver = real_driver();
+  if (!driver.available || driver.cuPointerGetAttribute == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (data != nullptr && describes_allocation(attribute)) {
+    if (const std::optional<OwnedBlock> block = owned_block(ptr)) {
+      describe_block(*block, attribute, data);
+      return CUDA_SUCCESS;
+    }
+  }
+  return driver.cuPointerGetAttribute(data, attribute, ptr);
+}
+
+CUresult pointer_get_attributes(unsigned int count, CUpointer_attribute* attributes, void** data, CUdeviceptr ptr) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuPointerGetAttributes == nullptr) {
+    return driver.available ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED;
+  }
+  // The driver checks the arrays and answers every attribute; those describing the allocation are then
+  // the block's.
+  const CUresult result = driver.cuPointerGetAttributes(count, attributes, data, ptr);
+  if (result != CUDA_SUCCESS || count == 0) return result;
+  std::optional<OwnedBlock> block;
+  for (unsigned int i = 0; i < count; ++i) {
+    if (!describes_allocation(attributes[i]) || data[i] == nullptr) continue;
+    if (!block && !(block = owned_block(ptr))) return result;
+    describe_block(*block, attributes[i], data[i]);
+  }
+  return result;
+}
+
+namespace {
+
+// After the driver changed peer access from the current context to `peer`: the table follows, and
+// the peer's arena with it.
+void note_peer_access(const RealDriver& driver, CUcontext peer, bool enabled) {
+  CUcontext current = nullptr;
+  CUdevice device = -1;
+  if (driver.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current == nullptr ||
+      driver.cuCtxGetDevice(&device) != CUDA_SUCCESS) {
+    return;
+  }
+  if (enabled) {
+    peer_access::enabled(current, device, peer);
+  } else {
+    peer_access::disabled(current, peer);
+  }
+  if (MemoryManager* manager = registry().find(peer)) manager->refresh_peer_access();
+}
+
+}  // namespace
+
+CUresult ctx_enable_peer_access(CUcontext peer, unsigned int flags) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuCtxEnablePeerAccess == nullptr) {
+    return driver.available ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED;
+  }
+  const CUresult result = driver.cuCtxEnablePeerAccess(peer, flags);
+  if (result == CUDA_SUCCESS) note_peer_access(driver, peer, true);
+  return result;
+}
+
+CUresult ctx_disable_peer_access(CUcontext peer) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuCtxDisablePeerAccess == nullptr) {
+    return driver.available ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED;
+  }
+  const CUresult result = driver.cuCtxDisablePeerAccess(peer);
+  if (result == CUDA_SUCCESS) note_peer_access(driver, peer, false);
   return result;
 }
 

@@ -37,6 +37,16 @@ CUresult ipc_close_mem_handle(CUdeviceptr dptr);
 CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode, bool per_thread);
 CUresult stream_end_capture(CUstream stream, CUgraph* graph, bool per_thread);
 
+// Pointer queries: the driver answers, then a block of a VMM-backed arena is described as the allocation
+// the program made (its range and context), not as the mappings under it.
+CUresult mem_get_address_range(CUdeviceptr* base, size_t* size, CUdeviceptr ptr);
+CUresult pointer_get_attribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr);
+CUresult pointer_get_attributes(unsigned int count, CUpointer_attribute* attributes, void** data, CUdeviceptr ptr);
+// Peer access: the driver's call, then, on success, the peer context's VMM-backed arena gives the
+// current context's device access to its mappings (or takes it back) as cuMemAlloc memory would have it.
+CUresult ctx_enable_peer_access(CUcontext peer, unsigned int flags);
+CUresult ctx_disable_peer_access(CUcontext peer);
+
 // The other paths that take device memory, charged to the device's budget (budget/other_paths.cpp).
 CUresult device_total_mem(size_t* bytes, CUdevice device);  // the budget's limit when the shim is active
 CUresult mem_create(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,

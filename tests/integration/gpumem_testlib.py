@@ -17,6 +17,22 @@ import unittest
 _POLICY_PREFIXES = ("GPUMEM_", "XLA_", "TF_", "CUDASIM_")
 
 
+# A simulated machine of two devices, for peer access.
+TWO_DEVICES = {"CUDASIM_DEVICE_MEMORY": "4GiB,4GiB"}
+_VMM = {"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_LIMIT": "64MiB"}
+# The shim's ways of serving memory a program shaped like a framework is checked in, and the program
+# without it: name -> (preload the shim?, environment).
+MODE_CONFIGURATIONS = {
+    "without gpumem": (False, {}),
+    "bfc preallocated": (True, {}),
+    "bfc growth": (True, {"GPUMEM_PREALLOCATE": "false"}),
+    "bfc vmm preallocated": (True, _VMM),
+    "bfc vmm growth": (True, {**_VMM, "GPUMEM_PREALLOCATE": "false"}),
+    "platform": (True, {"GPUMEM_MODE": "platform"}),
+    "cuda_async": (True, {"GPUMEM_MODE": "cuda_async"}),
+}
+
+
 def shim_path() -> str:
     return os.environ["GPUMEM_TEST_SHIM"]
 

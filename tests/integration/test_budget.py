@@ -155,6 +155,20 @@ class TheArenaDoesNotStarveOtherPaths(BudgetTestCase):
         self.assertLess(int(values(result)["heap_mapped"]), 0.95 * (64 - 12) * MIB, result.describe())
         self.assertIn("set GPUMEM_PREALLOCATE=false", result.stderr)
 
+    def test_an_arena_that_grows_already_is_not_told_to_grow(self):
+        # Growing on demand helps only a preallocated classic region: an arena that grows already, or
+        # maps virtual memory (whose idle granules go back), has given back what it could, and the
+        # refusal says so instead.
+        for arena, env in (("classic growth", {"GPUMEM_REGION_SOURCE": "classic", "GPUMEM_PREALLOCATE": "false"}),
+                           ("vmm preallocated", {"GPUMEM_REGION_SOURCE": "vmm"}),
+                           ("vmm growth", {"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_PREALLOCATE": "false"})):
+            with self.subTest(arena=arena):
+                result = self.run_scenario("budget_scenarios", "workspaces_then_vmm", 2,
+                                           env={"CUDASIM_DEVICE_MEMORY": "1GiB", "GPUMEM_LIMIT": "64MiB", **env})
+                self.assertIn("refused: over this process's budget", result.stderr, result.describe())
+                self.assertIn("the arena already grows only as needed", result.stderr, result.describe())
+                self.assertNotIn("GPUMEM_PREALLOCATE=false", result.stderr, result.describe())
+
     def test_a_vmm_arena_gives_its_free_end_to_another_path(self):
         # The VMM source: the same workspaces sit at the start of one mapped range, whose free end
         # is unmapped when the heap needs the budget, so the heap gets everything the workspaces

@@ -27,6 +27,8 @@ HOOKED_DRIVER_ENTRY_POINTS = {
     "cuDeviceTotalMem_v2", "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemRetainAllocationHandle",
     "cuMemAllocManaged", "cuArrayCreate_v2", "cuArray3DCreate_v2", "cuArrayDestroy", "cuMipmappedArrayCreate",
     "cuMipmappedArrayDestroy", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo_v2",
+    "cuMemGetAddressRange_v2", "cuPointerGetAttribute", "cuPointerGetAttributes", "cuCtxEnablePeerAccess",
+    "cuCtxDisablePeerAccess",
 }
 PUBLIC_HEADER = os.path.join(os.environ.get("GPUMEM_TEST_SOURCE_ROOT", ""), "shim", "include",
                              "gpumem.h")

@@ -91,12 +91,14 @@ class TensorShare(IpcTestCase):
                     self.assertNoShimErrors(result)
                 if name in VMM_CONFIGURATIONS:
                     # The segment lies over several mappings; the consumer's reply, written past its
-                    # first 2 MiB through the handle of the mapping holding it, landed ("reply": "ok").
+                    # first 2 MiB through the handle of what cuMemGetAddressRange answers for the reply's
+                    # address, landed ("reply": "ok").
                     exports = [(int(size), int(mappings)) for size, mappings in VMM_EXPORT.findall(result.stderr)]
-                    # The segment, the block, and the segment from the start of the mapping that holds
-                    # the reply (what cuMemGetAddressRange answers there).
+                    # The segment, the block, and the segment again: cuMemGetAddressRange answers a VMM
+                    # block with the block, not with the mapping under the reply.
                     self.assertEqual(len(exports), 3, result.describe())
                     segment_bytes, segment_mappings = max(exports)
+                    self.assertEqual(exports.count((segment_bytes, segment_mappings)), 2, result.describe())
                     self.assertGreaterEqual(segment_bytes, SEGMENT_BYTES, result.describe())
                     self.assertGreaterEqual(segment_mappings, 2, result.describe())
 

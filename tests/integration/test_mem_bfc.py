@@ -271,6 +271,17 @@ class HotPath(MemTestCase):
         self.assertLessEqual(shim_syncs, 2 * 10000 // 32, result.describe())  # 10,000 allocations
 
 
+    def test_deferred_frees_are_resolved_in_batches(self):
+        # A loop that never synchronises: with defer, one synchronisation per 1,024 deferred frees
+        # keeps the fenced chunks from piling up; none needs no synchronisation at all.
+        frees = 2 * 5000 - 32  # warm-up and measured loops; the last 32 blocks are freed after
+        result = self.scenario("mem_hot_path", 5000, 0, env={})
+        self.assertOutput(result, operations=5000)
+        self.assertEqual(result.device(0)["context_syncs"], frees // 1024, result.describe())
+        result = self.scenario("mem_hot_path", 5000, 0, env={"GPUMEM_FREE_SYNC": "none"})
+        self.assertEqual(result.device(0)["context_syncs"], 0, result.describe())
+
+
 class StatsApi(MemTestCase):
     def test_gpumem_get_stats_reports_the_arena(self):
         for name in RUNTIME_PROGRAMS:
@@ -364,7 +375,7 @@ class HostMemoryPerReset(MemTestCase):
 
 class VmmSource(MemTestCase):
     """GPUMEM_REGION_SOURCE=vmm (or auto, on the simulator, which supports virtual memory management):
-    one reserved range of the limit, memory mapped under it."""
+    one reserved range of twice the limit, memory mapped under it one 2 MiB granule per piece."""
 
     def test_preallocation_maps_the_whole_limit_in_one_range(self):
         for name in (RUNTIME_SHARED, DRIVER):
@@ -373,12 +384,13 @@ class VmmSource(MemTestCase):
                 device = result.device(0)
                 self.assertEqual(device["driver_allocs"], 0, result.describe())  # no cuMemAlloc region
                 self.assertEqual(device["vmm"]["peak_bytes"], LIMIT, result.describe())
-                self.assertEqual(device["vmm"]["maps"], 32)  # in 32 pieces, so the end can go back
+                pieces = LIMIT // (2 * MIB)  # one per granule, so that any idle granule can go back
+                self.assertEqual(device["vmm"]["maps"], pieces)
                 if name == DRIVER:  # it destroys its context: the mappings and the range go with it
-                    self.assertEqual((device["vmm"]["unmaps"], device["vmm"]["releases"]), (32, 32))
+                    self.assertEqual((device["vmm"]["unmaps"], device["vmm"]["releases"]), (pieces, pieces))
                     self.assertEqual((device["vmm"]["bytes"], device["vmm"]["reserved_va_bytes"]), (0, 0))
                 else:
-                    self.assertEqual(device["vmm"]["reserved_va_bytes"], LIMIT)
+                    self.assertEqual(device["vmm"]["reserved_va_bytes"], 2 * LIMIT)
                 self.assertEqual(gpumem_lines(result), [], result.describe())
 
     def test_growth_maps_only_what_is_missing(self):
@@ -387,9 +399,10 @@ class VmmSource(MemTestCase):
             with self.subTest(env=env):
                 result = self.scenario(RUNTIME_SHARED, "hold", 40, MIB, env=env)
                 device = result.device(0)
-                # 40 x 1 MiB held at once: five growth steps of the 8 MiB floor, in one address range.
+                # 40 x 1 MiB held at once: five growth steps of the 8 MiB floor, in one address range,
+                # each mapped as four 2 MiB pieces.
                 self.assertEqual(device["driver_allocs"], 0, result.describe())
-                self.assertEqual(device["vmm"]["maps"], 5, result.describe())
+                self.assertEqual(device["vmm"]["maps"], 20, result.describe())
                 self.assertEqual(device["vmm"]["peak_bytes"], 40 * MIB)
                 self.assertEqual(device["peak_bytes_reserved"], 40 * MIB)
 
@@ -405,15 +418,43 @@ class VmmSource(MemTestCase):
                 result = self.scenario(name, "async_streams", MIB, env={"GPUMEM_REGION_SOURCE": "vmm"})
                 self.assertOutput(result, cross_stream_intact=1, sync_after_async_intact=1)
                 self.assertEqual(result.device(0)["driver_allocs"], 0, result.describe())
-        # The address range of a block is the mapping holding it (one of 32 pieces of the limit).
+        # The address range of a block is the block itself (1 MiB), not the mappings under it.
         result = self.scenario(DRIVER, "ipc", env={"GPUMEM_REGION_SOURCE": "vmm"})
-        self.assertEqual(int(values(result)["range_size"]), LIMIT // 32, result.describe())
+        self.assertEqual(values(result)["range_base_is_second"], "1", result.describe())
+        self.assertEqual(int(values(result)["range_size"]), MIB, result.describe())
 
     def test_a_limit_below_one_granule_keeps_classic_regions(self):
         result = self.scenario(RUNTIME_SHARED, "same_stream", MIB, env={"GPUMEM_REGION_SOURCE": "vmm",
                                                                       "GPUMEM_LIMIT": "1MiB"})
         self.assertOutput(result, same_stream_reuse=1, intact=1)
         self.assertEqual(result.device(0)["vmm"]["maps"], 0, result.describe())
+
+    def test_idle_granules_are_unmapped_and_mapped_again_under_a_block(self):
+        # Growth: B's hole is unmapped by the trim; D lands in it and has it mapped again; the data of
+        # every block stays. Preallocated: the trim unmaps every idle granule (the limit's) likewise.
+        for env in ({"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_PREALLOCATE": "0"},
+                    {"GPUMEM_REGION_SOURCE": "vmm"}):
+            with self.subTest(env=env):
+                result = self.scenario(RUNTIME_SHARED, "vmm_holes", 4 * MIB, env=env)
+                self.assertOutput(result, reused_hole=1, intact=1)
+                vmm = result.device(0)["vmm"]
+                self.assertGreaterEqual(int(values(result)["trimmed"]), 4 * MIB, result.describe())
+                self.assertGreater(vmm["unmaps"], 0, result.describe())
+                self.assertEqual(gpumem_lines(result), [], result.describe())
+        # The same program without gpumem, and with classic regions: the data stays too.
+        for env, preload in (({}, False), ({"GPUMEM_PREALLOCATE": "0"}, True)):
+            with self.subTest(env=env, preload=preload):
+                result = self.scenario(RUNTIME_SHARED, "vmm_holes", 4 * MIB, env=env, preload=preload)
+                self.assertOutput(result, intact=1)
+
+    def test_growth_unmaps_idle_granules_so_reserved_follows_the_live_blocks(self):
+        # 40 blocks of 1 MiB held and freed, 3 rounds: the later rounds reuse the memory the first
+        # mapped (20 pieces of 2 MiB); nothing is unmapped and mapped again once the arena settles.
+        env = {"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_PREALLOCATE": "0"}
+        result = self.scenario(RUNTIME_SHARED, "hold", 40, MIB, 3, env=env)
+        device = result.device(0)
+        self.assertEqual(device["vmm"]["maps"], 20, result.describe())
+        self.assertEqual(device["peak_bytes_reserved"], 40 * MIB, result.describe())
 
     def test_classic_is_the_default(self):
         result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env={"GPUMEM_PREALLOCATE": "0"})

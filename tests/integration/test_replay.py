@@ -54,7 +54,7 @@ TWO_DEVICE_TRACE = "\n".join([
 REQUIRED_KEYS = {"peak_in_use", "peak_reserved", "utilisation", "driver_calls", "ns_per_op",
                  "peak_requested", "driver_releases", "operations", "failed", "skipped_failures",
                  "unmatched_frees", "device", "limit", "mode", "source", "split_rule", "min_growth",
-                 "region_grows", "peak_live_granules"}
+                 "region_grows", "region_maps", "region_unmaps", "granule", "peak_live_granules"}
 
 
 def clean_environment() -> dict:
@@ -117,7 +117,7 @@ class ReplayTest(unittest.TestCase):
         self.assertEqual(rows["peak in use"], "4096 (4.00 KiB)")
         self.assertEqual(rows["peak requested"], "4000 (3.91 KiB)")
         self.assertEqual(rows["peak reserved"], "8388608 (8.00 MiB)")
-        self.assertEqual(rows["driver calls"], "1 (0 growth steps, 0 releases)")
+        self.assertEqual(rows["driver calls"], "1 (0 growth steps, 0 remappings, 0 unmappings, 0 releases)")
         self.assertEqual(rows["operations"], "4 (2 allocations, 2 frees)")
         self.assertEqual(rows["failed"], "0")
         self.assertEqual(rows["skipped failures"], "1")
@@ -263,6 +263,33 @@ class ReplayTest(unittest.TestCase):
 
     # --- errors ---------------------------------------------------------------------------------
 
+    def test_vmm_unmaps_idle_granules(self):
+        # A, B, C of 2 MiB; B freed leaves a mapped hole; D (4 MiB) fits nowhere: before growing, the
+        # hole is unmapped, so 8 MiB are mapped at the peak, not 10; --keep-idle keeps it mapped.
+        # Then E (2 MiB) goes into the hole, which is mapped again.
+        trace = "\n".join(["Thread,Time,Action,Pointer,Size,Stream",
+                           "1,1,allocate,0xa00000,2097152,0",
+                           "1,2,allocate,0xb00000,2097152,0",
+                           "1,3,allocate,0xc00000,2097152,0",
+                           "1,4,free,0xb00000,0,0",
+                           "1,5,allocate,0xd00000,4194304,0",
+                           "1,6,allocate,0xe00000,2097152,0"]) + "\n"
+        path = self.trace(trace)
+        common = ("--growth", "--limit", "64MiB", "--min-growth", "2MiB", "--source", "vmm")
+        default = self.run_json(*common, path)
+        self.assertEqual((default["peak_reserved"], default["region_unmaps"], default["region_maps"],
+                          default["granule"]), (10 * MiB, 1, 1, 2 * MiB))
+        self.assertEqual(default["driver_calls"], 1 + default["region_grows"] + default["region_maps"])
+        kept = self.run_json(*common, "--keep-idle", path)
+        self.assertEqual((kept["peak_reserved"], kept["region_unmaps"], kept["region_maps"]), (10 * MiB, 0, 0))
+        # Without E the difference shows at the peak.
+        short = self.trace("\n".join(trace.splitlines()[:-1]) + "\n", "short.csv")
+        self.assertEqual(self.run_json(*common, short)["peak_reserved"], 8 * MiB)
+        self.assertEqual(self.run_json(*common, "--keep-idle", short)["peak_reserved"], 10 * MiB)
+        # A coarser granule: B's hole of 2 MiB holds no whole 4 MiB granule, so nothing is unmapped.
+        coarse = self.run_json(*common, "--granule", "4MiB", short)
+        self.assertEqual(coarse["region_unmaps"], 0)
+
     def test_bad_arguments(self):
         path = self.trace(SMALL_TRACE)
         no_limit = self.trace("Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x1,1,0\n", "rmm.csv")
@@ -278,6 +305,9 @@ class ReplayTest(unittest.TestCase):
             (["--device", "3", path], "--device 3: expected a device the trace has rows for (0)"),
             (["--source=mmap", path], '--source: expected vmm or classic, got "mmap"'),
             (["--min-growth", "big", path], '--min-growth: expected a byte size above 0'),
+            (["--granule", "3MiB", path], '--granule: expected a power of two of at least 2MiB, got "3MiB"'),
+            (["--granule", "1MiB", path], '--granule: expected a power of two of at least 2MiB'),
+            (["--keep-idle=no", path], '--keep-idle takes no value, got "no"'),
             (["--growth", "--preallocate", path], "--preallocate: expected either --preallocate or --growth"),
             (["--json=yes", path], '--json takes no value, got "yes"'),
             (["--fast", path], 'unknown option "--fast"'),

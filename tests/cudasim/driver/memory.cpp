@@ -248,16 +248,16 @@ CUDASIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psiz
   return CUDA_SUCCESS;
 }
 
-CUDASIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
-  Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+namespace {
+
+// cuPointerGetAttribute's answer for one attribute, with State::mu held.
+CUresult pointer_attribute(State& st, void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   // Reserved virtual address space (mapped or not) answers for itself (vmm.cpp).
-  if (CUresult rc = CUDA_SUCCESS; vmm_pointer_attribute(l.st, data, attribute, ptr, &rc)) return rc;
-  if (CUresult rc = CUDA_SUCCESS; host_pointer_attribute(l.st, data, attribute, ptr, &rc)) return rc;
-  const Allocation* a = find_allocation(l.st, ptr, 1);
+  if (CUresult rc = CUDA_SUCCESS; vmm_pointer_attribute(st, data, attribute, ptr, &rc)) return rc;
+  if (CUresult rc = CUDA_SUCCESS; host_pointer_attribute(st, data, attribute, ptr, &rc)) return rc;
+  const Allocation* a = find_allocation(st, ptr, 1);
   if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;  // not device memory known to the driver
-  const Device& dev = l.st.device(a->device);
+  const Device& dev = st.device(a->device);
   switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
       *static_cast<CUcontext*>(data) = a->ctx != nullptr ? a->ctx : dev.primary;
@@ -296,4 +296,56 @@ CUDASIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute at
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+}
+
+// The bytes cuPointerGetAttributes writes for each attribute it documents (the types
+// cuPointerGetAttribute writes them as; booleans as int); 0 for any other attribute.
+std::size_t listed_attribute_bytes(CUpointer_attribute attribute) {
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: return sizeof(CUcontext);
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: return sizeof(CUmemorytype);
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return sizeof(void*);
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: return sizeof(size_t);
+    case CU_POINTER_ATTRIBUTE_MAPPED: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: return sizeof(CUmemoryPool);
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE: return sizeof(int);
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return pointer_attribute(l.st, data, attribute, ptr);
+}
+
+// As documented: the attributes cuPointerGetAttributes lists, each answered as cuPointerGetAttribute
+// answers it; one without a value for `ptr` (not a CUDA pointer at all, the host pointer of device
+// memory, ...) gets its null value and the call still succeeds. An attribute it does not list, or a
+// null array or output: CUDA_ERROR_INVALID_VALUE, before anything is written.
+CUDASIM_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
+                                               void** data, CUdeviceptr ptr) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (numAttributes > 0 && (attributes == nullptr || data == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned int i = 0; i < numAttributes; ++i) {
+    if (data[i] == nullptr || listed_attribute_bytes(attributes[i]) == 0) return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (unsigned int i = 0; i < numAttributes; ++i) {
+    if (pointer_attribute(l.st, data[i], attributes[i], ptr) != CUDA_SUCCESS) {
+      std::memset(data[i], 0, listed_attribute_bytes(attributes[i]));
+    }
+  }
+  return CUDA_SUCCESS;
 }

@@ -430,6 +430,61 @@ TEST_CASE("pointer queries", "[driver][memory]") {
   CHECK(cuIpcGetMemHandle(&handle, ptr) == CUDA_ERROR_INVALID_VALUE);
 }
 
+TEST_CASE("cuPointerGetAttributes answers several attributes at once, null values where none applies",
+          "[driver][memory]") {
+  CUcontext ctx = primary_context();
+  CUdeviceptr ptr = 0;
+  REQUIRE(cuMemAlloc(&ptr, 8192) == CUDA_SUCCESS);
+  CUcontext context = nullptr;
+  CUmemorytype type{};
+  CUdeviceptr device_pointer = 0, start = 0;
+  void* host = reinterpret_cast<void*>(1);
+  int ordinal = -1, managed = -1;
+  size_t size = 0;
+  unsigned long long buffer_id = 0;
+  CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                      CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_HOST_POINTER,
+                                      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                      CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  void* data[] = {&context, &type, &device_pointer, &host, &ordinal, &managed, &start, &size, &buffer_id};
+  constexpr unsigned kCount = sizeof attributes / sizeof attributes[0];
+  REQUIRE(cuPointerGetAttributes(kCount, attributes, data, ptr + 100) == CUDA_SUCCESS);
+  CHECK(context == ctx);
+  CHECK(type == CU_MEMORYTYPE_DEVICE);
+  CHECK(device_pointer == ptr + 100);
+  CHECK(host == nullptr);  // device memory has no host pointer: its null value, not an error
+  CHECK(ordinal == 0);
+  CHECK(managed == 0);
+  CHECK(start == ptr);
+  CHECK(size == 8192);
+  unsigned long long single_id = 0;
+  CHECK(cuPointerGetAttribute(&single_id, CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr) == CUDA_SUCCESS);
+  CHECK(buffer_id == single_id);
+
+  // Not a CUDA pointer: every attribute gets its null value, and the call succeeds (documented).
+  int on_stack = 0;
+  REQUIRE(cuPointerGetAttributes(kCount, attributes, data, reinterpret_cast<CUdeviceptr>(&on_stack)) ==
+          CUDA_SUCCESS);
+  CHECK(context == nullptr);
+  CHECK(static_cast<int>(type) == 0);
+  CHECK(start == 0);
+  CHECK(size == 0);
+  CHECK(buffer_id == 0);
+
+  // An attribute it does not list, or a null array or output: refused before anything is written.
+  context = nullptr;
+  CUpointer_attribute unlisted[] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS};
+  CHECK(cuPointerGetAttributes(2, unlisted, data, ptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(context == nullptr);
+  CHECK(cuPointerGetAttributes(1, nullptr, data, ptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuPointerGetAttributes(1, attributes, nullptr, ptr) == CUDA_ERROR_INVALID_VALUE);
+  void* null_output[] = {nullptr};
+  CHECK(cuPointerGetAttributes(1, attributes, null_output, ptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuPointerGetAttributes(0, nullptr, nullptr, ptr) == CUDA_SUCCESS);
+  CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
+}
+
 TEST_CASE("misuse of memory calls returns the documented codes", "[driver][memory]") {
   primary_context();
   CUdeviceptr ptr = 0, freed = 0;

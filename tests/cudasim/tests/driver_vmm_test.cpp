@@ -416,6 +416,55 @@ TEST_CASE("vmm: mapping, access, copies and sets", "[driver][vmm]") {
   CHECK(cuMemAddressFree(va, 16 * kMiB) == CUDA_SUCCESS);
 }
 
+TEST_CASE("vmm: access is per device, and peer access between contexts does not change it", "[driver][vmm][peers]") {
+  primary_context();
+  CUmemGenericAllocationHandle handle = create(4 * kMiB);
+  const CUdeviceptr va = reserve(4 * kMiB);
+  map_rw(va, 4 * kMiB, handle);  // device 0 only
+  CUmemLocation device0{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  CUmemLocation device1{CU_MEM_LOCATION_TYPE_DEVICE, 1};
+  unsigned long long flags = 99;
+  CUcontext own = primary_context();
+  CUcontext other = nullptr;
+  REQUIRE(cuDevicePrimaryCtxRetain(&other, 1) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(other) == CUDA_SUCCESS);
+  CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS access{};
+  CHECK(cuPointerGetAttribute(&access, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, va) == CUDA_SUCCESS);
+  CHECK(access == CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);  // for device 1, the current context's
+
+  // cuCtxEnablePeerAccess opens cuMemAlloc memory to device 1, not virtual memory: only cuMemSetAccess does.
+  REQUIRE(cuCtxEnablePeerAccess(own, 0) == CUDA_SUCCESS);
+  CHECK(cuMemGetAccess(&flags, &device1, va) == CUDA_SUCCESS);
+  CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_NONE);
+  CHECK(set_access(va, 4 * kMiB, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 1) == CUDA_SUCCESS);
+  CHECK(cuMemGetAccess(&flags, &device1, va + 3 * kMiB) == CUDA_SUCCESS);
+  CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  CHECK(cuPointerGetAttribute(&access, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, va) == CUDA_SUCCESS);
+  CHECK(access == CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE);
+  CHECK(cuMemGetAccess(&flags, &device0, va) == CUDA_SUCCESS);
+  CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+
+  // Taking device 1's access back (PROT_NONE for it alone) leaves device 0's, and the memory usable.
+  CHECK(cuMemsetD8(va, 0x3c, 64) == CUDA_SUCCESS);
+  CHECK(set_access(va, 4 * kMiB, CU_MEM_ACCESS_FLAGS_PROT_NONE, 1) == CUDA_SUCCESS);
+  CHECK(cuMemGetAccess(&flags, &device1, va) == CUDA_SUCCESS);
+  CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_NONE);
+  CHECK(cuMemGetAccess(&flags, &device0, va) == CUDA_SUCCESS);
+  CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  CHECK(cuPointerGetAttribute(&access, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, va) == CUDA_SUCCESS);
+  CHECK(access == CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
+  unsigned char back[64] = {};
+  CHECK(cuMemcpyDtoH(back, va, sizeof back) == CUDA_SUCCESS);
+  CHECK(back[63] == 0x3c);
+  CHECK(cuCtxDisablePeerAccess(own) == CUDA_SUCCESS);
+
+  REQUIRE(cuCtxSetCurrent(own) == CUDA_SUCCESS);
+  REQUIRE(cuDevicePrimaryCtxRelease(1) == CUDA_SUCCESS);
+  CHECK(cuMemUnmap(va, 4 * kMiB) == CUDA_SUCCESS);
+  CHECK(cuMemRelease(handle) == CUDA_SUCCESS);
+  CHECK(cuMemAddressFree(va, 4 * kMiB) == CUDA_SUCCESS);
+}
+
 TEST_CASE("vmm: memory is freed when released and unmapped, in either order", "[driver][vmm]") {
   primary_context();
   const size_t before = free_memory();

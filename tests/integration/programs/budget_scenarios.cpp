@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "driver_check.h"
+
 // NVML as a program loads it (dlopen + dlsym), with the types nvml.h declares (same names, so a
 // call through these pointers has the callee's own function type).
 typedef enum nvmlReturn_enum { NVML_RETURN_SUCCESS = 0 } nvmlReturn_t;
@@ -41,19 +43,6 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-const char* name_of(CUresult status) {
-  const char* name = nullptr;
-  return cuGetErrorName(status, &name) == CUDA_SUCCESS && name != nullptr ? name : "?";
-}
-
-#define CHECK_CU(call)                                                                              \
-  do {                                                                                              \
-    const CUresult check_status = (call);                                                           \
-    if (check_status != CUDA_SUCCESS) {                                                             \
-      std::fprintf(stderr, "%s:%d: %s -> %s\n", __FILE__, __LINE__, #call, name_of(check_status)); \
-      std::exit(3);                                                                                 \
-    }                                                                                               \
-  } while (0)
 
 struct Nvml {
   nvmlReturn_t (*init)() = nullptr;
@@ -177,7 +166,7 @@ std::size_t grow_segment(Program& program, std::size_t step, std::size_t max_ste
   unsigned char probe = 0;
   if (!handles.empty()) CHECK_CU(cuMemcpyDtoH(&probe, base + mapped - 1, 1));
   std::printf("%s_mapped=%zu\n%s_steps=%zu\n%s_stopped_by=%s\n%s_data_ok=%d\n", prefix, mapped, prefix,
-              handles.size(), prefix, refused == CUDA_SUCCESS ? "count" : name_of(refused), prefix,
+              handles.size(), prefix, refused == CUDA_SUCCESS ? "count" : cu_error_name(refused), prefix,
               handles.empty() || probe == static_cast<unsigned char>(handles.size() - 1) ? 1 : 0);
   program.check("grown");
   for (std::size_t i = 0; i < handles.size(); ++i) {
@@ -225,7 +214,7 @@ int xla_vmm(Program& program, std::size_t size, std::size_t count) {
     program.check("allocated");
   }
   std::printf("blocks=%zu\nbytes=%zu\nstopped_by=%s\n", blocks.size(), blocks.size() * size,
-              refused == CUDA_SUCCESS ? "count" : name_of(refused));
+              refused == CUDA_SUCCESS ? "count" : cu_error_name(refused));
   for (const VmmBlock& block : blocks) vmm_free(block);
   program.check("freed");
   return program.finish();
@@ -323,7 +312,7 @@ int rmm_async(Program& program, std::size_t size, std::size_t count) {
     program.check("allocated");
   }
   std::printf("blocks=%zu\nbytes=%zu\nstopped_by=%s\n", blocks.size(), blocks.size() * size,
-              refused == CUDA_SUCCESS ? "count" : name_of(refused));
+              refused == CUDA_SUCCESS ? "count" : cu_error_name(refused));
   for (CUdeviceptr ptr : blocks) CHECK_CU(cuMemFreeAsync(ptr, stream));
   CHECK_CU(cuStreamSynchronize(stream));
   CHECK_CU(cuMemPoolTrimTo(pool, 0));
@@ -347,7 +336,7 @@ int cupy_managed(Program& program, std::size_t size, std::size_t count) {
   }
   const bool host_sees = blocks.empty() || *reinterpret_cast<unsigned char*>(blocks.back() + size - 1) == 0x5a;
   std::printf("blocks=%zu\nbytes=%zu\nstopped_by=%s\nhost_data_ok=%d\n", blocks.size(), blocks.size() * size,
-              refused == CUDA_SUCCESS ? "count" : name_of(refused), host_sees ? 1 : 0);
+              refused == CUDA_SUCCESS ? "count" : cu_error_name(refused), host_sees ? 1 : 0);
   for (CUdeviceptr ptr : blocks) CHECK_CU(cuMemFree(ptr));
   program.check("freed");
   return program.finish();
@@ -368,7 +357,7 @@ int texture(Program& program, std::size_t side, std::size_t count) {
     arrays.push_back(array);
     program.check("created");
   }
-  std::printf("arrays=%zu\nstopped_by=%s\n", arrays.size(), refused == CUDA_SUCCESS ? "count" : name_of(refused));
+  std::printf("arrays=%zu\nstopped_by=%s\n", arrays.size(), refused == CUDA_SUCCESS ? "count" : cu_error_name(refused));
   for (CUarray array : arrays) CHECK_CU(cuArrayDestroy(array));
   program.check("destroyed");
   return program.finish();

@@ -40,11 +40,13 @@ constexpr Request kRequests[] = {
     {"cuIpcGetMemHandle", 13000, kLegacy},
     {"cuGetProcAddress", 13000, kLegacy},
     {"cuGetProcAddress", 11030, kLegacy},
+    {"cuMemGetAddressRange", 13000, kLegacy},
+    {"cuPointerGetAttributes", 13000, kLegacy},
+    {"cuCtxEnablePeerAccess", 13000, kLegacy},
     // Not hooked: these must come back from the driver untouched.
     {"cuMemcpyHtoD", 13000, kLegacy},
     {"cuMemcpyHtoD", 13000, kPerThread},
     {"cuStreamSynchronize", 13000, kPerThread},
-    {"cuMemGetAddressRange", 13000, kLegacy},
     {"cuInit", 13000, kLegacy},
     {"cuMemAlloc", 2000, kLegacy},
 };

@@ -16,26 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "driver_check.h"
 #include "mem_scenario_support.h"
 
 namespace {
-
-#define CHECK_CU(call)                                                                     \
-  do {                                                                                     \
-    const CUresult check_status = (call);                                                  \
-    if (check_status != CUDA_SUCCESS) {                                                    \
-      const char* check_name = nullptr;                                                    \
-      cuGetErrorName(check_status, &check_name);                                           \
-      std::fprintf(stderr, "%s:%d: %s -> %s\n", __FILE__, __LINE__, #call,                 \
-                   check_name != nullptr ? check_name : "?");                              \
-      std::exit(3);                                                                        \
-    }                                                                                      \
-  } while (0)
-
-const char* name_of(CUresult status) {
-  const char* name = nullptr;
-  return cuGetErrorName(status, &name) == CUDA_SUCCESS && name != nullptr ? name : "?";
-}
 
 CUcontext retain_primary(CUdevice device) {
   CUcontext context = nullptr;
@@ -72,9 +56,9 @@ int info_null_pointers() {
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
   for (const char* when : {"before", "after"}) {
-    std::printf("%s_null_free=%s\n", when, name_of(cuMemGetInfo(nullptr, &total_bytes)));
-    std::printf("%s_null_total=%s\n", when, name_of(cuMemGetInfo(&free_bytes, nullptr)));
-    std::printf("%s_null_both=%s\n", when, name_of(cuMemGetInfo(nullptr, nullptr)));
+    std::printf("%s_null_free=%s\n", when, cu_error_name(cuMemGetInfo(nullptr, &total_bytes)));
+    std::printf("%s_null_total=%s\n", when, cu_error_name(cuMemGetInfo(&free_bytes, nullptr)));
+    std::printf("%s_null_both=%s\n", when, cu_error_name(cuMemGetInfo(nullptr, nullptr)));
     CUdeviceptr p = 0;
     if (std::string_view(when) == "before") CHECK_CU(cuMemAlloc(&p, 1 << 20));
   }
@@ -85,7 +69,7 @@ int info_null_pointers() {
 
 int zero_bytes() {
   CUdeviceptr p = 0;
-  std::printf("zero=%s\n", name_of(cuMemAlloc(&p, 0)));
+  std::printf("zero=%s\n", cu_error_name(cuMemAlloc(&p, 0)));
   return 0;
 }
 
@@ -97,8 +81,8 @@ int ipc() {
   CHECK_CU(cuMemAlloc(&first, 1 << 20));
   CHECK_CU(cuMemAlloc(&second, 1 << 20));
   CUipcMemHandle handle{};
-  std::printf("ipc_first=%s\n", name_of(cuIpcGetMemHandle(&handle, first)));
-  std::printf("ipc_second=%s\n", name_of(cuIpcGetMemHandle(&handle, second)));
+  std::printf("ipc_first=%s\n", cu_error_name(cuIpcGetMemHandle(&handle, first)));
+  std::printf("ipc_second=%s\n", cu_error_name(cuIpcGetMemHandle(&handle, second)));
   CUdeviceptr base = 0;
   std::size_t size = 0;
   CHECK_CU(cuMemGetAddressRange(&base, &size, second));
@@ -216,11 +200,11 @@ int bad_frees() {
   CHECK_CU(cuMemAlloc(&p, 4096));
   CUdeviceptr q = 0;
   CHECK_CU(cuMemAlloc(&q, 4096));
-  std::printf("interior=%s\n", name_of(cuMemFree(q + 256)));
+  std::printf("interior=%s\n", cu_error_name(cuMemFree(q + 256)));
   CHECK_CU(cuMemFree(p));
-  std::printf("double=%s\n", name_of(cuMemFree(p)));
+  std::printf("double=%s\n", cu_error_name(cuMemFree(p)));
   int host_object = 0;
-  std::printf("foreign=%s\n", name_of(cuMemFree(reinterpret_cast<CUdeviceptr>(&host_object))));
+  std::printf("foreign=%s\n", cu_error_name(cuMemFree(reinterpret_cast<CUdeviceptr>(&host_object))));
   const std::uint32_t pattern = 0x12345678u;
   std::uint32_t back = 0;
   CHECK_CU(cuMemcpyHtoD(q, &pattern, sizeof pattern));
@@ -315,9 +299,9 @@ int graph_capture(CUdevice device, std::size_t bytes) {
   std::size_t size = 0;
   CHECK_CU(cuMemGetAddressRange(&base, &size, kept_by_graph));
   std::printf("graph_range_ok=%d\n", base == kept_by_graph && size == bytes ? 1 : 0);
-  std::printf("free_in_capture=%s\n", name_of(cuMemFreeAsync(freed_in_graph, stream)));
+  std::printf("free_in_capture=%s\n", cu_error_name(cuMemFreeAsync(freed_in_graph, stream)));
   CUgraph graph = nullptr;
-  std::printf("end_capture=%s\n", name_of(cuStreamEndCapture(stream, &graph)));
+  std::printf("end_capture=%s\n", cu_error_name(cuStreamEndCapture(stream, &graph)));
   std::printf("graph=%d\n", graph != nullptr ? 1 : 0);
   if (graph != nullptr) CHECK_CU(cuGraphDestroy(graph));
   std::printf("graph_memory_released=%d\n",

@@ -7,7 +7,8 @@
 // and libstdc++'s operator new included); only the main thread counts, as the simulator's stream
 // threads allocate on their own.
 //
-// usage: mem_hot_path OPERATIONS   prints heap_allocs=N operations=N
+// usage: mem_hot_path OPERATIONS [SYNC_EVERY]   prints heap_allocs=N operations=N
+// SYNC_EVERY: steps between the program's context synchronisations (default 1000; 0: never)
 #include <cuda.h>
 
 #include <cstddef>
@@ -72,9 +73,9 @@ bool check(CUresult result, const char* what) {
 }
 
 // `operations` allocations, each freeing the block allocated kLive steps before; the context is
-// synchronised every 1,000 steps, as a program does between phases of work.
+// synchronised every `sync_every` steps (0: never), as a program does between phases of work.
 // With `count`, only the cuMemFree/cuMemAlloc calls are counted, not the synchronisations.
-bool churn(int operations, CUdeviceptr (&live)[kLive], bool count) {
+bool churn(int operations, int sync_every, CUdeviceptr (&live)[kLive], bool count) {
   for (int step = 0; step < operations; ++step) {
     CUdeviceptr& slot = live[step % kLive];
     t_counting = count;
@@ -82,7 +83,7 @@ bool churn(int operations, CUdeviceptr (&live)[kLive], bool count) {
     const CUresult allocated = cuMemAlloc(&slot, kSizes[step % (sizeof(kSizes) / sizeof(kSizes[0]))]);
     t_counting = false;
     if (!check(freed, "cuMemFree") || !check(allocated, "cuMemAlloc")) return false;
-    if (step % 1000 == 999 && !check(cuCtxSynchronize(), "cuCtxSynchronize")) return false;
+    if (sync_every > 0 && step % sync_every == sync_every - 1 && !check(cuCtxSynchronize(), "cuCtxSynchronize")) return false;
   }
   return true;
 }
@@ -91,8 +92,9 @@ bool churn(int operations, CUdeviceptr (&live)[kLive], bool count) {
 
 int main(int argc, char** argv) {
   const int operations = argc > 1 ? std::atoi(argv[1]) : 0;
-  if (operations <= 0) {
-    std::fprintf(stderr, "usage: mem_hot_path OPERATIONS\n");
+  const int sync_every = argc > 2 ? std::atoi(argv[2]) : 1000;
+  if (operations <= 0 || sync_every < 0) {
+    std::fprintf(stderr, "usage: mem_hot_path OPERATIONS [SYNC_EVERY]\n");
     return 2;
   }
   CUdevice device = 0;
@@ -104,8 +106,8 @@ int main(int argc, char** argv) {
   }
   CUdeviceptr live[kLive] = {};
   // Warm-up: the arena, its records and maps grow to their high-water mark.
-  if (!churn(operations, live, false)) return 1;
-  const bool ok = churn(operations, live, true);
+  if (!churn(operations, sync_every, live, false)) return 1;
+  const bool ok = churn(operations, sync_every, live, true);
   const std::size_t heap_allocs = t_heap_allocs;
   for (CUdeviceptr block : live) {
     if (block != 0) cuMemFree(block);

@@ -221,6 +221,33 @@ int hold(int count, std::size_t bytes, int rounds = 1) {
   return 0;
 }
 
+// Three blocks of `bytes`; the middle one freed and the arena trimmed (gpumem_trim, when loaded),
+// then a block of the same size. Over a VMM-backed arena the trim unmaps the hole's memory and the
+// new block, which lands in the hole, has it mapped again; the neighbours keep their data.
+int vmm_holes(std::size_t bytes) {
+  const auto trim = reinterpret_cast<long long (*)(int)>(dlsym(RTLD_DEFAULT, "gpumem_trim"));
+  std::vector<unsigned char> first(bytes, 0xa1), third(bytes, 0xc3), fourth(bytes, 0xd4), back(bytes);
+  void* blocks[4] = {};
+  for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaMalloc(&blocks[i], bytes));
+  CHECK_CUDA(cudaMemcpy(blocks[0], first.data(), bytes, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(blocks[2], third.data(), bytes, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaFree(blocks[1]));
+  std::printf("trimmed=%lld\n", trim != nullptr ? trim(0) : -1);
+  CHECK_CUDA(cudaMalloc(&blocks[3], bytes));
+  std::printf("reused_hole=%d\n", blocks[3] == blocks[1] ? 1 : 0);
+  CHECK_CUDA(cudaMemcpy(blocks[3], fourth.data(), bytes, cudaMemcpyHostToDevice));
+  bool intact = true;
+  CHECK_CUDA(cudaMemcpy(back.data(), blocks[3], bytes, cudaMemcpyDeviceToHost));
+  intact = intact && back == fourth;
+  CHECK_CUDA(cudaMemcpy(back.data(), blocks[0], bytes, cudaMemcpyDeviceToHost));
+  intact = intact && back == first;
+  CHECK_CUDA(cudaMemcpy(back.data(), blocks[2], bytes, cudaMemcpyDeviceToHost));
+  intact = intact && back == third;
+  std::printf("intact=%d\n", intact ? 1 : 0);
+  for (void* block : {blocks[0], blocks[2], blocks[3]}) CHECK_CUDA(cudaFree(block));
+  return 0;
+}
+
 // Fills small regions, frees everything, then asks for one block that fits under the limit only if
 // the free regions are given back first (garbage collection).
 int garbage_collection(int count, std::size_t bytes, std::size_t big) {
@@ -619,6 +646,7 @@ int main(int argc, char** argv) {
   if (scenario == "same_stream") return same_stream(static_cast<std::size_t>(args.number(2, 1 << 20)));
   if (scenario == "async_streams") return async_streams(static_cast<std::size_t>(args.number(2, 1 << 20)));
   if (scenario == "info") return mem_info();
+  if (scenario == "vmm_holes") return vmm_holes(static_cast<std::size_t>(args.number(2, 4 << 20)));
   if (scenario == "hold") {
     return hold(static_cast<int>(args.number(2, 40)), static_cast<std::size_t>(args.number(3, 1 << 20)),
                 static_cast<int>(args.number(4, 1)));

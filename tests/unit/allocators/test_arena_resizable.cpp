@@ -1,5 +1,6 @@
-// The arena over a resizable source (one region that grows and shrinks at its end): growth by the
-// shortfall, coalescing across growth steps, giving the free end back, preallocation in one piece.
+// The arena over a resizable source (one region that grows at its end, whose idle granules can be
+// unmapped and mapped again): growth by the shortfall, coalescing across growth steps, giving idle
+// memory back anywhere in the region, the limit bounding what is mapped, preallocation in one piece.
 #include <cstring>
 #include <random>
 
@@ -16,6 +17,17 @@ ArenaOptions growing_by(std::size_t limit, std::size_t min_growth) {
   ArenaOptions options = growing(limit);
   options.min_growth_bytes = min_growth;
   return options;
+}
+
+// Blocks of 2, 4 and 2 MiB; the 4 MiB one freed leaves a mapped hole; then 6 MiB, which fits
+// nowhere, so the region grows. Returns the first block.
+std::uintptr_t hole_then_growth(BfcArena& arena) {
+  const std::uintptr_t first = must_allocate(arena, 2 * kMiB);
+  const std::uintptr_t hole = must_allocate(arena, 4 * kMiB);
+  must_allocate(arena, 2 * kMiB);
+  must_free(arena, hole);
+  must_allocate(arena, 6 * kMiB);
+  return first;
 }
 
 }  // namespace
@@ -71,7 +83,7 @@ TEST_CASE("resizable: the floor applies to growth steps, the shortfall is the la
   CHECK(arena.validate());
 }
 
-TEST_CASE("resizable: release gives the free end back, whole granules, then the whole region",
+TEST_CASE("resizable: release unmaps the idle granules, then gives the whole region back",
           "[resizable][gc]") {
   FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
   BfcArena arena(source, growing_by(64 * kMiB, kGranuleBytes));
@@ -83,7 +95,8 @@ TEST_CASE("resizable: release gives the free end back, whole granules, then the 
   CHECK(arena.release_free_regions() == 4 * kMiB);  // 2..6 MiB: the granules wholly free
   ArenaStats stats = arena.stats();
   CHECK(stats.bytes_reserved == 2 * kMiB);
-  CHECK(stats.region_shrinks == 1);
+  CHECK(stats.region_unmaps == 1);
+  CHECK(stats.bytes_unmapped == 4 * kMiB);
   CHECK(source.log().live_bytes == 2 * kMiB);
   CHECK(arena.validate());
   CHECK(arena.release_free_regions() == 0);  // 1 MiB free: less than a granule
@@ -132,10 +145,11 @@ TEST_CASE("resizable: preallocation maps the whole limit as one region, without 
   must_allocate(arena, kMiB);
   CHECK(source.log().requests == std::vector<std::size_t>{64 * kMiB});
   CHECK(arena.stats().regions == 1);
-  // The free end goes back on request, and comes back a growth step (at least the floor) at a time.
+  // The idle granules go back on request, and are mapped again as blocks need them.
   CHECK(arena.release_free_regions() == 62 * kMiB);
-  must_allocate(arena, 4 * kMiB);
-  CHECK(arena.stats().bytes_reserved == 2 * kMiB + ArenaOptions{}.min_growth_bytes);
+  must_allocate(arena, 4 * kMiB);  // at 1 MiB: the granules from 2 to 6 MiB mapped again
+  CHECK(arena.stats().bytes_reserved == 6 * kMiB);
+  CHECK(arena.stats().region_maps == 1);
   CHECK(arena.validate());
 }
 
@@ -152,7 +166,7 @@ TEST_CASE("resizable: a refused preallocation backs off, finally to the shortfal
   CHECK(arena.validate());
 }
 
-TEST_CASE("resizable: host memory stays readable across growth and shrinking", "[resizable][host]") {
+TEST_CASE("resizable: host memory stays readable across growth and unmapping", "[resizable][host]") {
   HostResizableRegionSource source(64 * kMiB, kGranuleBytes);
   BfcArena arena(source, growing_by(64 * kMiB, kGranuleBytes));
   std::vector<std::pair<std::uintptr_t, std::size_t>> blocks;
@@ -163,7 +177,7 @@ TEST_CASE("resizable: host memory stays readable across growth and shrinking", "
     blocks.emplace_back(ptr, bytes);
   }
   CHECK(arena.stats().regions == 1);
-  // Free the last half: the end shrinks; the first half is untouched.
+  // Free the last half: its granules are unmapped; the first half is untouched.
   for (std::size_t i = 6; i < blocks.size(); ++i) must_free(arena, blocks[i].first);
   CHECK(arena.release_free_regions() > 0);
   for (std::size_t i = 0; i < 6; ++i) {
@@ -204,7 +218,148 @@ TEST_CASE("resizable: random allocations, frees, fences and releases keep every 
   const ArenaStats stats = arena.stats();
   CHECK(stats.regions == 1);
   CHECK(grows > 10);
-  CHECK(stats.region_shrinks > 0);
+  CHECK(stats.region_unmaps > 0);
+  CHECK(stats.region_maps > 0);
   CHECK(stats.bytes_reserved == source.log().live_bytes);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: growth unmaps idle granules first, and a block over them has them mapped again",
+          "[resizable][unmap]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  BfcArena arena(source, growing_by(32 * kMiB, kGranuleBytes));
+  const std::uintptr_t a = hole_then_growth(arena);  // the hole is unmapped, then 6 MiB mapped at the end
+  ArenaStats stats = arena.stats();
+  CHECK(stats.bytes_reserved == 10 * kMiB);
+  CHECK(stats.peak_bytes_reserved == 10 * kMiB);  // 14 without unmapping
+  CHECK(stats.bytes_unmapped == 4 * kMiB);
+  CHECK(stats.region_unmaps == 1);
+  CHECK(source.log().live_bytes == 10 * kMiB);
+  CHECK(arena.validate());
+  // Best fit is the hole: its memory comes back under the new block.
+  CHECK(must_allocate(arena, 3 * kMiB) == a + 2 * kMiB);
+  stats = arena.stats();
+  CHECK(stats.region_maps == 1);
+  CHECK(stats.bytes_unmapped == 0);
+  CHECK(stats.bytes_reserved == 14 * kMiB);
+  CHECK(source.log().maps == 1);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: with unmap_idle_when_growing off, growth keeps idle granules mapped", "[resizable][unmap]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  ArenaOptions options = growing_by(32 * kMiB, kGranuleBytes);
+  options.unmap_idle_when_growing = false;
+  BfcArena arena(source, options);
+  hole_then_growth(arena);
+  CHECK(arena.stats().bytes_reserved == 14 * kMiB);
+  CHECK(arena.stats().region_unmaps == 0);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: the limit bounds the memory mapped, not the addresses", "[resizable][unmap][preallocate]") {
+  // A classic arena of 8 MiB with 4 MiB free in two holes of 2 MiB cannot serve 4 MiB; here the holes'
+  // memory moves to where the block goes.
+  FakeResizableRegionSource source(32 * kMiB, kGranuleBytes);
+  BfcArena arena(source, preallocated(8 * kMiB));
+  const std::uintptr_t a = must_allocate(arena, 2 * kMiB);
+  must_allocate(arena, 2 * kMiB);
+  const std::uintptr_t c = must_allocate(arena, 2 * kMiB);
+  must_allocate(arena, 2 * kMiB);
+  must_free(arena, a);
+  must_free(arena, c);
+  const std::uintptr_t big = must_allocate(arena, 4 * kMiB);
+  CHECK(big == a + 8 * kMiB);
+  ArenaStats stats = arena.stats();
+  CHECK(stats.bytes_reserved == 8 * kMiB);
+  CHECK(stats.bytes_unmapped == 4 * kMiB);
+  CHECK(source.log().live_bytes == 8 * kMiB);
+  CHECK(arena.validate());
+  // 8 MiB live: nothing more fits, though the addresses of a and c are free.
+  std::uintptr_t ptr = 0;
+  CHECK(arena.allocate(kMiB, ptr) == Status::out_of_memory);
+  CHECK(arena.validate());
+  must_free(arena, big);
+  CHECK(must_allocate(arena, 2 * kMiB) == a);  // the best fit, mapped again
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: a refused mapping leaves the chunk free, and a later one succeeds", "[resizable][unmap]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  BfcArena arena(source, growing_by(32 * kMiB, kGranuleBytes));
+  const std::uintptr_t a = must_allocate(arena, 2 * kMiB);
+  must_allocate(arena, 2 * kMiB);
+  must_free(arena, a);
+  REQUIRE(arena.release_free_regions() == 2 * kMiB);
+  source.set_limits(RegionSourceLimits{SIZE_MAX, 2 * kMiB});  // no more than what is mapped now
+  std::uintptr_t ptr = 0;
+  CHECK(arena.allocate(kMiB, ptr) == Status::out_of_memory);
+  CHECK(arena.stats().bytes_in_use == 2 * kMiB);
+  CHECK(arena.validate());
+  source.set_limits(RegionSourceLimits{});
+  CHECK(must_allocate(arena, kMiB) == a);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: host memory unmapped and mapped again is usable", "[resizable][host][unmap]") {
+  HostResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  BfcArena arena(source, growing_by(32 * kMiB, kGranuleBytes));
+  const std::uintptr_t a = must_allocate(arena, 4 * kMiB);
+  const std::uintptr_t b = must_allocate(arena, 2 * kMiB);
+  std::memset(reinterpret_cast<void*>(b), 0x11, 2 * kMiB);
+  must_free(arena, a);
+  REQUIRE(arena.release_free_regions() == 4 * kMiB);
+  const std::uintptr_t again = must_allocate(arena, 4 * kMiB);
+  REQUIRE(again == a);
+  std::memset(reinterpret_cast<void*>(again), 0x22, 4 * kMiB);
+  CHECK(reinterpret_cast<const unsigned char*>(b)[2 * kMiB - 1] == 0x11);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: random use at the limit moves memory to where blocks go, within the limit",
+          "[resizable][random][unmap]") {
+  // Preallocated 64 MiB in a range of 128: requests up to 6 MiB, most frees unfenced.
+  FakeResizableRegionSource source(128 * kMiB, kGranuleBytes);
+  BfcArena arena(source, preallocated(64 * kMiB));
+  std::mt19937_64 rng(23);
+  std::vector<std::pair<std::uintptr_t, std::size_t>> live;
+  std::size_t live_bytes = 0;
+  FenceId fence = 0;
+  std::uint64_t served = 0, refused = 0;
+  for (int step = 0; step < 4000; ++step) {
+    if (rng() % 100 < 55 || live.empty()) {
+      const std::size_t bytes = 256 * (1 + rng() % (6 * kMiB / 256));
+      std::uintptr_t ptr = 0;
+      const Status status = arena.allocate(bytes, ptr);
+      if (status == Status::ok) {
+        live.emplace_back(ptr, bytes);
+        live_bytes += bytes;
+        ++served;
+      } else if (status == Status::fences_pending) {
+        arena.resolve_fences_through(fence);
+      } else {
+        // Refused only when live blocks and the request need more than 40 of the 64 MiB: what is
+        // lost is the unused part of the granules at the blocks' ends, never free memory stranded in
+        // holes.
+        CHECK(live_bytes + bytes > 40 * kMiB);
+        ++refused;
+      }
+    } else {
+      const std::size_t index = rng() % live.size();
+      must_free(arena, live[index].first, rng() % 8 == 0 ? Fence{++fence, 0} : Fence{});
+      live_bytes -= live[index].second;
+      live[index] = live.back();
+      live.pop_back();
+    }
+    const ArenaStats stats = arena.stats();
+    REQUIRE(stats.bytes_reserved <= 64 * kMiB);
+    REQUIRE(stats.bytes_reserved == source.log().live_bytes);
+    if (step % 16 == 0) REQUIRE(arena.validate());
+  }
+  const ArenaStats stats = arena.stats();
+  CHECK(stats.region_unmaps > 0);
+  CHECK(stats.region_maps > 0);
+  CHECK(served > 1000);
+  CHECK(refused > 0);  // the limit was reached
   CHECK(arena.validate());
 }
