@@ -26,6 +26,9 @@ bool options_are_valid(const ArenaOptions& options) {
 
 // Region records set aside at the first growth: arenas hold few regions.
 constexpr std::size_t kInitialRegionRecords = 8;
+// Idle-granule candidates kept before a walk over every chunk replaces them (when there are fewer
+// chunks than this).
+constexpr std::size_t kMinIdleCandidates = 1024;
 
 // The oracle is user code that must not throw; should one throw anyway, the fence counts as pending.
 bool ask_oracle(FenceOracle& oracle, const Fence& fence) noexcept {
@@ -124,11 +127,17 @@ bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
       return map_under(chunk.base, splits(chunk.size, request.rounded) ? request.rounded : chunk.size);
     };
     if (!mapped_for(handle)) {
+      // What was mapped under it before the refusal stays mapped, idle.
+      note_idle_candidate(handle);
       // The limit leaves too little to map under the best fit; the free end (just grown, say) may
       // need less.
       const ChunkHandle tail = chunks_.find(tail_base_);
       if (tail == kNoChunk || tail == handle || chunks_.state(tail) != ChunkState::free ||
-          chunks_[tail].size < request.rounded || !mapped_for(tail)) {
+          chunks_[tail].size < request.rounded) {
+        return false;
+      }
+      if (!mapped_for(tail)) {
+        note_idle_candidate(tail);
         return false;
       }
       handle = tail;
@@ -195,6 +204,7 @@ void BfcArena::carve(ChunkHandle handle, const Request& request, bool was_fenced
     } else {
       // The chunk was coalesced, so its right neighbour is not free: the rest needs no merge.
       free_.insert(chunks_, rest);
+      note_idle_candidate(rest);
     }
   }
   Chunk& chunk = chunks_[handle];
@@ -222,7 +232,9 @@ Status BfcArena::deallocate(std::uintptr_t ptr, Fence fence) noexcept {
   chunk.left = chunk.right = kNoChunk;  // no longer the requested count: links from here on
   if (fence.empty()) {
     chunks_.set_state(handle, ChunkState::free);
-    free_.insert(chunks_, coalesce(handle));
+    const ChunkHandle merged = coalesce(handle);
+    free_.insert(chunks_, merged);
+    note_idle_candidate(merged);
   } else {
     chunks_.set_state(handle, ChunkState::fenced);
     chunks_.set_fence(handle, fence);
@@ -265,7 +277,9 @@ void BfcArena::resolve_chunk(ChunkHandle handle) {
   counters_.bytes_fenced -= chunk.size;
   chunks_.set_state(handle, ChunkState::free);
   chunks_.set_fence(handle, Fence{});
-  free_.insert(chunks_, coalesce(handle));
+  const ChunkHandle merged = coalesce(handle);
+  free_.insert(chunks_, merged);
+  note_idle_candidate(merged);
 }
 
 void BfcArena::resolve_fences_through(FenceId id) noexcept {
@@ -350,6 +364,7 @@ void BfcArena::adopt_region(const Region& region) {
       [](std::uintptr_t base, const RegionRecord& record) { return base < record.region.base; });
   regions_.insert(position, RegionRecord{region, handle});  // within the reserved capacity
   if (resize_granule_ != 0) tail_base_ = region.base;
+  note_idle_candidate(handle);
 
   ArenaStats& c = counters_;
   ++c.region_reservations;
@@ -375,7 +390,7 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
   if (!regions_.empty() &&
       ((!options_.preallocate && options_.unmap_idle_when_growing) ||
        shortfall > options_.limit - counters_.bytes_reserved)) {
-    unmap_idle();
+    unmap_idle(IdleScan::candidates);
   }
   const std::size_t available = (options_.limit - counters_.bytes_reserved) / granule * granule;
   if (shortfall > available) return Growth::refused;
@@ -434,6 +449,7 @@ void BfcArena::append_to_tail(std::size_t bytes) {
     free_.erase(chunks_, tail);
     chunks_[tail].size += bytes;
     free_.insert(chunks_, tail);
+    note_idle_candidate(tail);
   } else {  // in use or fenced: the new bytes make a free chunk of their own (record reserved)
     const std::uintptr_t base = chunks_[tail].base + chunks_[tail].size;
     const ChunkHandle added = chunks_.create(base, ChunkState::free);
@@ -442,6 +458,7 @@ void BfcArena::append_to_tail(std::size_t bytes) {
     chunks_[tail].next = added;
     free_.insert(chunks_, added);
     tail_base_ = base;
+    note_idle_candidate(added);
   }
   ArenaStats& c = counters_;
   c.bytes_reserved += bytes;
@@ -466,7 +483,7 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes) {
   if (needed == 0) return true;
   if ((!options_.preallocate && options_.unmap_idle_when_growing) ||
       needed > options_.limit - counters_.bytes_reserved) {
-    unmap_idle(begin, end);
+    unmap_idle(IdleScan::candidates, begin, end);
   }
   if (needed > options_.limit - counters_.bytes_reserved) return false;
   // Mapping part of a range splits it in two: room for the extra record first.
@@ -532,12 +549,29 @@ void BfcArena::note_unmapped(std::uintptr_t begin, std::uintptr_t end) {
   }
 }
 
-// Walks the region's chunks: O(chunks), run only when memory is about to be mapped or given back.
-std::size_t BfcArena::unmap_idle(std::uintptr_t keep_begin, std::uintptr_t keep_end) {
-  if (resize_granule_ == 0 || regions_.empty()) return 0;
+void BfcArena::note_idle_candidate(ChunkHandle handle) noexcept {
+  if (resize_granule_ == 0 || idle_scan_all_) return;
+  const Chunk& chunk = chunks_[handle];
+  // Only whole granules are ever unmapped.
+  if (round_up_to(chunk.base, resize_granule_) + resize_granule_ > chunk.base + chunk.size) return;
+  // A list longer than the chunks is cheaper to replace by one walk over them.
+  if (idle_candidates_.size() >= std::max(kMinIdleCandidates, chunks_.live())) {
+    idle_scan_all_ = true;
+    idle_candidates_.clear();
+    return;
+  }
+  try {
+    idle_candidates_.push_back(chunk.base);
+  } catch (...) {  // bad_alloc: the next scan walks every chunk instead
+    idle_scan_all_ = true;
+    idle_candidates_.clear();
+  }
+}
+
+bool BfcArena::unmap_idle_in(ChunkHandle node, std::uintptr_t kept_from, std::uintptr_t kept_to,
+                             std::size_t& released) {
   const std::size_t granule = resize_granule_;
   const Region& region = regions_.front().region;
-  std::size_t released = 0;
   // Gives back [from, to) (whole granules, all mapped); false if it could not.
   const auto give_back = [&](std::uintptr_t from, std::uintptr_t to) {
     if (from >= to) return true;
@@ -560,31 +594,56 @@ std::size_t BfcArena::unmap_idle(std::uintptr_t keep_begin, std::uintptr_t keep_
     released += given;
     return given == to - from;  // short: the platform refused part way (during a graph capture, say)
   };
-  const std::uintptr_t kept_from = keep_begin / granule * granule;
-  const std::uintptr_t kept_to = round_up_to(keep_end, granule);
-  for (ChunkHandle node = regions_.front().first; node != kNoChunk; node = chunks_[node].next) {
-    if (chunks_.state(node) != ChunkState::free) continue;
-    const Chunk& chunk = chunks_[node];
-    const std::uintptr_t end = (chunk.base + chunk.size) / granule * granule;
-    // The mapped stretches of the chunk's whole granules lie between its unmapped ranges.
-    for (std::uintptr_t at = round_up_to(chunk.base, granule); at < end;) {
-      const auto hole = std::upper_bound(unmapped_.begin(), unmapped_.end(), at,
-                                         [](std::uintptr_t address, const Region& range) {
-                                           return address < range.base + range.size;
-                                         });
-      if (hole != unmapped_.end() && hole->base <= at) {  // `at` is unmapped already
-        at = hole->base + hole->size;
-        continue;
-      }
-      const std::uintptr_t stop = hole != unmapped_.end() ? std::min(end, hole->base) : end;
-      // Less the kept granules: what lies before them and what lies after.
-      const bool ok = kept_from >= kept_to || stop <= kept_from || at >= kept_to
-                          ? give_back(at, stop)
-                          : give_back(at, std::max(at, kept_from)) && give_back(std::min(stop, kept_to), stop);
-      if (!ok) return released;
-      at = stop;
+  const Chunk& chunk = chunks_[node];
+  const std::uintptr_t end = (chunk.base + chunk.size) / granule * granule;
+  // The mapped stretches of the chunk's whole granules lie between its unmapped ranges.
+  for (std::uintptr_t at = round_up_to(chunk.base, granule); at < end;) {
+    const auto hole = std::upper_bound(unmapped_.begin(), unmapped_.end(), at,
+                                       [](std::uintptr_t address, const Region& range) {
+                                         return address < range.base + range.size;
+                                       });
+    if (hole != unmapped_.end() && hole->base <= at) {  // `at` is unmapped already
+      at = hole->base + hole->size;
+      continue;
     }
+    const std::uintptr_t stop = hole != unmapped_.end() ? std::min(end, hole->base) : end;
+    // Less the kept granules: what lies before them and what lies after.
+    const bool ok = kept_from >= kept_to || stop <= kept_from || at >= kept_to
+                        ? give_back(at, stop)
+                        : give_back(at, std::max(at, kept_from)) && give_back(std::min(stop, kept_to), stop);
+    if (!ok) return false;
+    at = stop;
   }
+  return true;
+}
+
+// IdleScan::all walks the region's chunks, O(chunks): for trimming and garbage collection. The
+// allocation paths scan the candidates, O(chunks freed since the last scan).
+std::size_t BfcArena::unmap_idle(IdleScan scan, std::uintptr_t keep_begin, std::uintptr_t keep_end) {
+  if (resize_granule_ == 0 || regions_.empty()) return 0;
+  const std::uintptr_t kept_from = keep_begin / resize_granule_ * resize_granule_;
+  const std::uintptr_t kept_to = round_up_to(keep_end, resize_granule_);
+  std::size_t released = 0;
+  if (scan == IdleScan::all || idle_scan_all_) {
+    for (ChunkHandle node = regions_.front().first; node != kNoChunk; node = chunks_[node].next) {
+      if (chunks_.state(node) != ChunkState::free) continue;
+      if (!unmap_idle_in(node, kept_from, kept_to, released)) return released;  // the list stays as it was
+    }
+    idle_scan_all_ = false;
+    idle_candidates_.clear();
+  } else {
+    std::size_t index = 0;
+    for (; index < idle_candidates_.size(); ++index) {
+      const ChunkHandle node = chunks_.find(idle_candidates_[index]);
+      // Stale: the chunk merged into its left neighbour (noted itself) or was carved (its rest noted).
+      if (node == kNoChunk || chunks_.state(node) != ChunkState::free) continue;
+      if (!unmap_idle_in(node, kept_from, kept_to, released)) break;
+    }
+    // What was not scanned (a refusal stopped it) stays, the refused chunk included.
+    idle_candidates_.erase(idle_candidates_.begin(), idle_candidates_.begin() + static_cast<std::ptrdiff_t>(index));
+  }
+  // The kept granules of a candidate were skipped: should they stay idle (the caller's mapping
+  // failed), the caller notes that chunk again.
   return released;
 }
 
@@ -636,7 +695,7 @@ std::size_t BfcArena::release_free_regions() noexcept {
 }
 
 std::size_t BfcArena::release_free_regions_locked() {
-  std::size_t released = unmap_idle();
+  std::size_t released = unmap_idle(IdleScan::all);
   std::size_t kept = 0;
   for (const RegionRecord& record : regions_) {
     const Chunk& first = chunks_[record.first];
@@ -657,6 +716,8 @@ std::size_t BfcArena::release_free_regions_locked() {
     if (resize_granule_ != 0) {
       unmapped_.clear();
       counters_.bytes_unmapped = 0;
+      idle_candidates_.clear();
+      idle_scan_all_ = false;
     }
   }
   regions_.resize(kept);
@@ -749,6 +810,27 @@ ArenaStats BfcArena::stats_locked() const {
   return stats;
 }
 
+bool BfcArena::idle_candidates_complete() const {
+  if (idle_scan_all_ || regions_.empty()) return true;
+  std::vector<std::uintptr_t> noted;
+  try {
+    noted = idle_candidates_;
+  } catch (...) {  // bad_alloc: not checked this time
+    return true;
+  }
+  std::sort(noted.begin(), noted.end());
+  const std::size_t granule = resize_granule_;
+  for (ChunkHandle node = regions_.front().first; node != kNoChunk; node = chunks_[node].next) {
+    if (chunks_.state(node) != ChunkState::free) continue;
+    const Chunk& chunk = chunks_[node];
+    const std::uintptr_t begin = round_up_to(chunk.base, granule);
+    const std::uintptr_t end = (chunk.base + chunk.size) / granule * granule;
+    if (begin >= end || unmapped_within(begin, end) == end - begin) continue;  // nothing idle to unmap
+    if (!std::binary_search(noted.begin(), noted.end(), chunk.base)) return false;
+  }
+  return true;
+}
+
 bool BfcArena::validate() const noexcept {
   MutexLock lock(mutex_);
   return validate_locked();
@@ -827,6 +909,7 @@ bool BfcArena::validate_locked() const {
     }
     if (unmapped != counters_.bytes_unmapped) return false;
     reserved -= unmapped;
+    if (!idle_candidates_complete()) return false;
   } else if (tail_base_ != 0 || !unmapped_.empty() || counters_.bytes_unmapped != 0) {
     return false;
   }

@@ -30,6 +30,9 @@
 // the next non-empty class in O(1)); deallocate finds its chunk in O(1) through the record table,
 // which places records by address (chunk_store.h). Neither allocates memory once the record table
 // has grown to the arena's high-water mark. Host memory is proportional to the number of chunks.
+// With a resizable source, a free chunk that may hold idle granules is noted (a vector append), and
+// unmapping before growth looks at the chunks noted since it last ran, not at every chunk; unmapped
+// ranges are a sorted vector (O(log n) lookups, O(n) moves on insertion, at map and unmap calls only).
 //
 // Thread safety: every public member takes one mutex per arena. Calls are short (no system call on
 // the hit path) and the shim serialises per context anyway, so finer locking would buy little.
@@ -252,8 +255,21 @@ class BfcArena {
   // first where the limit requires it (or growth mode asks for it). False if the limit or the source
   // refuses (granules mapped so far stay mapped: they are idle).
   bool map_under(std::uintptr_t base, std::size_t bytes) GPUMEM_REQUIRES(mutex_);
+  // Where unmap_idle() looks for idle granules.
+  enum class IdleScan : std::uint8_t {
+    candidates,  // the free chunks noted since the last scan (all chunks if the list overflowed)
+    all,         // every chunk of the region
+  };
   // Resizable source: unmaps every idle granule outside [keep_begin, keep_end); returns the bytes.
-  std::size_t unmap_idle(std::uintptr_t keep_begin = 0, std::uintptr_t keep_end = 0) GPUMEM_REQUIRES(mutex_);
+  std::size_t unmap_idle(IdleScan scan, std::uintptr_t keep_begin = 0, std::uintptr_t keep_end = 0)
+      GPUMEM_REQUIRES(mutex_);
+  // Unmaps the idle granules of the free chunk `node` outside the kept granules; false if the source
+  // refused part way (what it gave back is counted in `released`).
+  bool unmap_idle_in(detail::ChunkHandle node, std::uintptr_t kept_from, std::uintptr_t kept_to,
+                     std::size_t& released) GPUMEM_REQUIRES(mutex_);
+  // Resizable source: `handle`, a free chunk, may hold mapped idle granules: notes it for the next
+  // unmap_idle(IdleScan::candidates).
+  void note_idle_candidate(detail::ChunkHandle handle) noexcept GPUMEM_REQUIRES(mutex_);
   // Records [begin, end) as unmapped (merging with neighbours); the capacity is secured by the caller.
   void note_unmapped(std::uintptr_t begin, std::uintptr_t end) GPUMEM_REQUIRES(mutex_);
   // Whether carve() would split a free chunk of `size` for `rounded` bytes.
@@ -276,6 +292,8 @@ class BfcArena {
   Status classify_bad_free(std::uintptr_t ptr) const GPUMEM_REQUIRES(mutex_);
   ArenaStats stats_locked() const GPUMEM_REQUIRES(mutex_);
   bool validate_locked() const GPUMEM_REQUIRES(mutex_);
+  // Resizable source: the idle_candidates_ invariant (for validate_locked()).
+  bool idle_candidates_complete() const GPUMEM_REQUIRES(mutex_);
   // validate_locked() for small arenas, true otherwise: keeps debug builds usable.
   bool debug_check() const GPUMEM_REQUIRES(mutex_);
 
@@ -299,6 +317,12 @@ class BfcArena {
   // Resizable source: the unmapped ranges of regions_[0], sorted, disjoint and not adjacent; each is
   // whole granules inside one free chunk (validate). Their total is counters_.bytes_unmapped.
   std::vector<Region> unmapped_ GPUMEM_GUARDED_BY(mutex_);
+  // Resizable source: bases of free chunks that may hold mapped idle granules, so that unmapping them
+  // costs in proportion to the chunks freed since, not to every chunk. Invariant (validate): every
+  // free chunk with a mapped whole granule has its base here, unless idle_scan_all_ is set (the list
+  // overflowed or could not grow: the next scan walks every chunk). Entries may be stale.
+  std::vector<std::uintptr_t> idle_candidates_ GPUMEM_GUARDED_BY(mutex_);
+  bool idle_scan_all_ GPUMEM_GUARDED_BY(mutex_) = false;
   ArenaStats counters_ GPUMEM_GUARDED_BY(mutex_);  // all but the computed fields of stats()
 };
 

@@ -363,3 +363,29 @@ TEST_CASE("resizable: random use at the limit moves memory to where blocks go, w
   CHECK(refused > 0);  // the limit was reached
   CHECK(arena.validate());
 }
+
+TEST_CASE("resizable: idle granules are found after more frees than the arena keeps notes of",
+          "[resizable][unmap]") {
+  FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
+  BfcArena arena(source, growing_by(32 * kMiB, kGranuleBytes));
+  const std::uintptr_t first = must_allocate(arena, 2 * kMiB);
+  const std::uintptr_t hole = must_allocate(arena, 4 * kMiB);
+  must_allocate(arena, 2 * kMiB);  // pins the hole between two blocks
+  must_free(arena, hole);
+  // Thousands of frees of a block over whole granules, none of which needs memory mapped: each
+  // leaves a free chunk that may hold idle granules, more than the arena notes one by one.
+  for (int round = 0; round < 3000; ++round) {
+    const std::uintptr_t block = must_allocate(arena, 4 * kMiB);
+    REQUIRE(block == first + 2 * kMiB);
+    must_free(arena, block);
+  }
+  CHECK(arena.stats().region_unmaps == 0);
+  CHECK(arena.validate());
+  must_allocate(arena, 6 * kMiB);  // fits nowhere: the hole's granules go before the region grows
+  const ArenaStats stats = arena.stats();
+  CHECK(stats.region_unmaps == 1);
+  CHECK(stats.bytes_unmapped == 4 * kMiB);
+  CHECK(stats.bytes_reserved == 10 * kMiB);
+  CHECK(source.log().live_bytes == 10 * kMiB);
+  CHECK(arena.validate());
+}
