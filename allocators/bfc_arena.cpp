@@ -116,17 +116,18 @@ Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::
   return fenced_.chunks() > 0 ? Status::fences_pending : Status::out_of_memory;
 }
 
+bool BfcArena::map_for_request(ChunkHandle handle, std::size_t rounded) {
+  const Chunk& chunk = chunks_[handle];
+  return map_under(chunk.base, splits(chunk.size, rounded) ? rounded : chunk.size);
+}
+
 bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
   ChunkHandle handle = free_.best_fit(chunks_, request.rounded);
   if (handle == kNoChunk) return false;
   if (!unmapped_.empty()) {
     // The block must have memory behind it before it is handed out; the chunk is still free (and
     // indexed) here, so a refusal leaves nothing to undo.
-    const auto mapped_for = [&](ChunkHandle candidate) {
-      const Chunk& chunk = chunks_[candidate];
-      return map_under(chunk.base, splits(chunk.size, request.rounded) ? request.rounded : chunk.size);
-    };
-    if (!mapped_for(handle)) {
+    if (!map_for_request(handle, request.rounded)) {
       // What was mapped under it before the refusal stays mapped, idle.
       note_idle_candidate(handle);
       // The limit leaves too little to map under the best fit; the free end (just grown, say) may
@@ -136,7 +137,7 @@ bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
           chunks_[tail].size < request.rounded) {
         return false;
       }
-      if (!mapped_for(tail)) {
+      if (!map_for_request(tail, request.rounded)) {
         note_idle_candidate(tail);
         return false;
       }
@@ -568,32 +569,31 @@ void BfcArena::note_idle_candidate(ChunkHandle handle) noexcept {
   }
 }
 
+bool BfcArena::unmap_granules(std::uintptr_t from, std::uintptr_t to, std::size_t& released) {
+  if (from >= to) return true;
+  try {
+    unmapped_.reserve(unmapped_.size() + 1);
+  } catch (...) {  // bad_alloc
+    return false;
+  }
+  std::size_t given = 0;
+  try {
+    given = source_.unmap(regions_.front().region, from, to - from);
+  } catch (...) {  // a source breaking its contract: nothing given back
+  }
+  // A source breaking its contract (more than asked, part of a granule): nothing is recorded.
+  if (given == 0 || given > to - from || given % resize_granule_ != 0) return false;
+  note_unmapped(from, from + given);
+  ++counters_.region_unmaps;
+  counters_.bytes_reserved -= given;
+  counters_.bytes_unmapped += given;
+  released += given;
+  return given == to - from;  // short: the platform refused part way (during a graph capture, say)
+}
+
 bool BfcArena::unmap_idle_in(ChunkHandle node, std::uintptr_t kept_from, std::uintptr_t kept_to,
                              std::size_t& released) {
   const std::size_t granule = resize_granule_;
-  const Region& region = regions_.front().region;
-  // Gives back [from, to) (whole granules, all mapped); false if it could not.
-  const auto give_back = [&](std::uintptr_t from, std::uintptr_t to) {
-    if (from >= to) return true;
-    try {
-      unmapped_.reserve(unmapped_.size() + 1);
-    } catch (...) {  // bad_alloc
-      return false;
-    }
-    std::size_t given = 0;
-    try {
-      given = source_.unmap(region, from, to - from);
-    } catch (...) {  // a source breaking its contract: nothing given back
-    }
-    // A source breaking its contract (more than asked, part of a granule): nothing is recorded.
-    if (given == 0 || given > to - from || given % granule != 0) return false;
-    note_unmapped(from, from + given);
-    ++counters_.region_unmaps;
-    counters_.bytes_reserved -= given;
-    counters_.bytes_unmapped += given;
-    released += given;
-    return given == to - from;  // short: the platform refused part way (during a graph capture, say)
-  };
   const Chunk& chunk = chunks_[node];
   const std::uintptr_t end = (chunk.base + chunk.size) / granule * granule;
   // The mapped stretches of the chunk's whole granules lie between its unmapped ranges.
@@ -609,8 +609,9 @@ bool BfcArena::unmap_idle_in(ChunkHandle node, std::uintptr_t kept_from, std::ui
     const std::uintptr_t stop = hole != unmapped_.end() ? std::min(end, hole->base) : end;
     // Less the kept granules: what lies before them and what lies after.
     const bool ok = kept_from >= kept_to || stop <= kept_from || at >= kept_to
-                        ? give_back(at, stop)
-                        : give_back(at, std::max(at, kept_from)) && give_back(std::min(stop, kept_to), stop);
+                        ? unmap_granules(at, stop, released)
+                        : unmap_granules(at, std::max(at, kept_from), released) &&
+                              unmap_granules(std::min(stop, kept_to), stop, released);
     if (!ok) return false;
     at = stop;
   }

@@ -255,6 +255,11 @@ class BfcArena {
   // first where the limit requires it (or growth mode asks for it). False if the limit or the source
   // refuses (granules mapped so far stay mapped: they are idle).
   bool map_under(std::uintptr_t base, std::size_t bytes) GPUMEM_REQUIRES(mutex_);
+  // map_under() for the part of free chunk `handle` that carve() would hand out for `rounded` bytes.
+  bool map_for_request(detail::ChunkHandle handle, std::size_t rounded) GPUMEM_REQUIRES(mutex_);
+  // Unmaps [from, to) (whole granules, all mapped, inside a free chunk) and records it; false if the
+  // source gave back less (what it gave back is recorded and added to `released`).
+  bool unmap_granules(std::uintptr_t from, std::uintptr_t to, std::size_t& released) GPUMEM_REQUIRES(mutex_);
   // Where unmap_idle() looks for idle granules.
   enum class IdleScan : std::uint8_t {
     candidates,  // the free chunks noted since the last scan (all chunks if the list overflowed)
