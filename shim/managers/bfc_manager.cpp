@@ -273,7 +273,12 @@ std::optional<BlockRange> BfcManager::do_block_range(CUdeviceptr ptr) const {
   if (!vmm_source_) return std::nullopt;
   const auto chunk = arena_.find(static_cast<std::uintptr_t>(ptr));
   if (!chunk || !chunk->in_use) return std::nullopt;  // not a live block: the driver's answer
-  return BlockRange{chunk->base, chunk->size};
+  // The driver calls mapped memory no legacy IPC memory; the shim exports the block through its
+  // pieces (one mapping per granule), up to ipc::kMaxVmmPieces of them (docs/ipc.md).
+  const std::size_t granule = vmm_source_->resize_granule();
+  const std::uintptr_t first_piece = chunk->base / granule * granule;
+  const std::size_t pieces = (chunk->base + chunk->size - first_piece + granule - 1) / granule;
+  return BlockRange{chunk->base, chunk->size, pieces <= ipc::kMaxVmmPieces};
 }
 
 void BfcManager::do_refresh_peer_access() {

@@ -304,6 +304,22 @@ bool CudaAsyncManager::do_owns(CUdeviceptr ptr) const {
   return blocks_.find(ptr) != detail::kNoChunk;
 }
 
+// The driver's range (a pool allocation is the block), and whether cuIpcGetMemHandle exports it: pool
+// memory has no legacy IPC handle of its own, but the shim shares a block of its own pool through the
+// pool (do_ipc_block), as it would a cuMemAlloc block.
+std::optional<BlockRange> CudaAsyncManager::do_block_range(CUdeviceptr ptr) const {
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemGetAddressRange_v2 == nullptr || driver.cuMemGetAddressRange_v2(&base, &size, ptr) != CUDA_SUCCESS) {
+    return std::nullopt;
+  }
+  std::lock_guard lock(mutex_);
+  const detail::ChunkHandle entry = blocks_.find(base);
+  if (entry == detail::kNoChunk || entry_deferred(entry)) return std::nullopt;
+  return BlockRange{static_cast<std::uintptr_t>(base), size, pool_is_own_};
+}
+
 // Pool memory has no legacy IPC handle: the block is shared through its pool (docs/ipc.md).
 IpcBlock CudaAsyncManager::do_ipc_block(CUdeviceptr ptr) const {
   std::size_t bytes = 0;

@@ -42,6 +42,7 @@ class CudaAsyncManager final : public MemoryManager {
   CUresult do_free_async(CUdeviceptr ptr, StreamArg stream) override;
   bool do_owns(CUdeviceptr ptr) const override;
   IpcBlock do_ipc_block(CUdeviceptr ptr) const override;
+  std::optional<BlockRange> do_block_range(CUdeviceptr ptr) const override;
   void do_context_synchronized(FenceId through) override;
   void do_retire() noexcept override;
   // In use: the live blocks' bytes as the budget charges them (all of this mode's blocks come from

@@ -81,6 +81,8 @@ struct IpcBlock {
 struct BlockRange {
   std::uintptr_t base = 0;
   std::size_t size = 0;
+  // CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: whether cuIpcGetMemHandle exports the block.
+  bool legacy_ipc_capable = false;
 };
 
 // A snapshot for gpumem_get_stats: the counters plus what the mode tracks of its memory (0 if not).

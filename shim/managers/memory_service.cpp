@@ -36,6 +36,17 @@ struct OwnedBlock {
 
 std::optional<OwnedBlock> owned_block(CUdeviceptr ptr) {
   const MemoryManager* owner = registry().owner_of(ptr);
+  if (owner == nullptr) {
+    // Inside a block of a manager that knows its blocks by their bases (cuda_async mode's pool blocks):
+    // the driver's range starts at the base.
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    const RealDriver& driver = real_driver();
+    if (driver.cuMemGetAddressRange_v2 != nullptr && driver.cuMemGetAddressRange_v2(&base, &size, ptr) == CUDA_SUCCESS &&
+        base != ptr) {
+      owner = registry().owner_of(base);
+    }
+  }
   if (owner == nullptr) return std::nullopt;
   const std::optional<BlockRange> range = owner->block_range(ptr);
   if (!range) return std::nullopt;
@@ -45,7 +56,7 @@ std::optional<OwnedBlock> owned_block(CUdeviceptr ptr) {
 // The pointer attributes that describe the allocation as a whole, and so the block.
 bool describes_allocation(CUpointer_attribute attribute) {
   return attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE ||
-         attribute == CU_POINTER_ATTRIBUTE_CONTEXT;
+         attribute == CU_POINTER_ATTRIBUTE_CONTEXT || attribute == CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE;
 }
 
 // What a cuMemAlloc allocation answers for such an attribute: its range, and the context it was made in.
@@ -56,6 +67,9 @@ void describe_block(const OwnedBlock& block, CUpointer_attribute attribute, void
       break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = block.range.size; break;
     case CU_POINTER_ATTRIBUTE_CONTEXT: *static_cast<CUcontext*>(data) = block.manager->context(); break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:  // a boolean, written as an int as the driver does
+      *static_cast<int*>(data) = block.range.legacy_ipc_capable ? 1 : 0;
+      break;
     default: break;
   }
 }

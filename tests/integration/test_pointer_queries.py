@@ -1,6 +1,7 @@
 """Pointer queries on cudaMalloc blocks (programs/pointer_queries.cpp): cuMemGetAddressRange and the
 RANGE_START_ADDR / RANGE_SIZE attributes give a range holding the whole block, the other attributes
-say where it lives (context, device, memory type), cuPointerGetAttributes agrees with them, and a base
+say where it lives (context, device, memory type), IS_LEGACY_CUDA_IPC_CAPABLE says 1 (as it does for
+cudaMalloc memory, which the shim exports in every mode), cuPointerGetAttributes agrees with them, and a base
 exported as Numba and vLLM export it, with the offset sent beside it, reads the block in another
 process. The same answers without gpumem and in every mode; a VMM-backed arena answers with the
 block itself, since the mappings under it are no allocation of the program's."""
@@ -34,6 +35,8 @@ class PointerQueriesTest(TestCase):
                         f"{pointer}_attribute_range_is_address_range": "1",
                         f"{pointer}_where": "ok",
                         f"{pointer}_all_at_once_agree": "1",
+                        # cudaIpcGetMemHandle exports it (read_elsewhere shows it does) in every mode.
+                        f"{pointer}_legacy_ipc_capable": "1",
                     })
                     if name not in REGION_CONFIGURATIONS:
                         expected[f"{pointer}_range_is_block"] = "1"

@@ -278,6 +278,11 @@ CUresult pointer_attribute(State& st, void* data, CUpointer_attribute attribute,
     case CU_POINTER_ATTRIBUTE_MAPPED:
       *static_cast<int*>(data) = 1;
       return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+      // Only cuMemAlloc memory has legacy IPC handles (cuIpcGetMemHandle); pool memory is shared
+      // through its pool, and memory opened from another process is not exported again.
+      *static_cast<int*>(data) = a->kind == AllocKind::Sync ? 1 : 0;
+      return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       *static_cast<int*>(data) = a->device;
       return CUDA_SUCCESS;

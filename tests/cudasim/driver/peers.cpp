@@ -51,7 +51,11 @@ CUDASIM_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned in
   CUctx_st* ctx = nullptr;
   if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
   if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (peerContext == nullptr || !l.st.contexts.contains(peerContext)) return CUDA_ERROR_INVALID_CONTEXT;
+  // cuda.h: INVALID_CONTEXT also "if the current context is peerContext"; another context of the same
+  // device is no peer (cuDeviceCanAccessPeer says 0).
+  if (peerContext == nullptr || peerContext == ctx || !l.st.contexts.contains(peerContext)) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
   if (!can_access_peer(l.st, ctx->device, peerContext->device)) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
   if (!l.st.peer_access.emplace(ctx, peerContext).second) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
   return CUDA_SUCCESS;

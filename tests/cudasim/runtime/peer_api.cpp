@@ -20,6 +20,11 @@ cudaError_t change_peer_access(int peer_device, unsigned flags, bool enable) {
   return with_context([&] {
     CUcontext peer = nullptr;
     if (const cudaError_t status = peer_context(peer_device, &peer); status != cudaSuccess) return status;
+    int device = -1;
+    if (const cudaError_t status = current_device(&device); status != cudaSuccess) return status;
+    // A device is not its own peer (cudaDeviceCanAccessPeer says 0): cudaErrorInvalidDevice, as the
+    // runtime documents, where the driver would report the context itself as invalid.
+    if (enable && peer_device == device) return cudaErrorInvalidDevice;
     return enable ? call_driver<&DriverTable::cuCtxEnablePeerAccess>(peer, flags)
                   : call_driver<&DriverTable::cuCtxDisablePeerAccess>(peer);
   });

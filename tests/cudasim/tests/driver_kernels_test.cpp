@@ -266,7 +266,12 @@ TEST_CASE("peer access between the two devices", "[driver][peers]") {
   CUcontext peer = nullptr;
   REQUIRE(cuDevicePrimaryCtxRetain(&peer, 1) == CUDA_SUCCESS);
   CHECK(cuCtxEnablePeerAccess(peer, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuCtxEnablePeerAccess(own, 0) == CUDA_ERROR_INVALID_CONTEXT);  // the current context itself
+  CUcontext sibling = nullptr;  // another context of device 0: no peer
+  REQUIRE(cuCtxCreate(&sibling, nullptr, 0, 0) == CUDA_SUCCESS);  // made current
   CHECK(cuCtxEnablePeerAccess(own, 0) == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+  REQUIRE(cuCtxDestroy(sibling) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(own) == CUDA_SUCCESS);
   CHECK(cuCtxDisablePeerAccess(peer) == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
   CHECK(cuCtxEnablePeerAccess(peer, 0) == CUDA_SUCCESS);
   CHECK(cuCtxEnablePeerAccess(peer, 0) == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);

@@ -461,6 +461,17 @@ TEST_CASE("cuPointerGetAttributes answers several attributes at once, null value
   unsigned long long single_id = 0;
   CHECK(cuPointerGetAttribute(&single_id, CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr) == CUDA_SUCCESS);
   CHECK(buffer_id == single_id);
+  int ipc_capable = -1;  // cuMemAlloc memory has legacy IPC handles; pool memory has none
+  CHECK(cuPointerGetAttribute(&ipc_capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, ptr + 100) ==
+        CUDA_SUCCESS);
+  CHECK(ipc_capable == 1);
+  CUdeviceptr pooled = 0;
+  REQUIRE(cuMemAllocAsync(&pooled, 4096, nullptr) == CUDA_SUCCESS);
+  CHECK(cuPointerGetAttribute(&ipc_capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, pooled) ==
+        CUDA_SUCCESS);
+  CHECK(ipc_capable == 0);
+  REQUIRE(cuMemFreeAsync(pooled, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
 
   // Not a CUDA pointer: every attribute gets its null value, and the call succeeds (documented).
   int on_stack = 0;

@@ -80,12 +80,17 @@ void ask(const Driver& driver, const char* name, CUdeviceptr ptr, CUdeviceptr bl
   CUcontext context = nullptr;
   CUmemorytype type{};
   CUdeviceptr device_pointer = 0;
-  int ordinal = -1, managed = -1;
+  int ordinal = -1, managed = -1, ipc_capable = -1;
   check(driver.attribute(&context, CU_POINTER_ATTRIBUTE_CONTEXT, ptr), "CONTEXT");
   check(driver.attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr), "MEMORY_TYPE");
   check(driver.attribute(&device_pointer, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, ptr), "DEVICE_POINTER");
   check(driver.attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr), "DEVICE_ORDINAL");
   check(driver.attribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr), "IS_MANAGED");
+  // cudaIpcGetMemHandle exports cudaMalloc memory, and programs that choose how to share a buffer (UCX,
+  // say) ask this first.
+  check(driver.attribute(&ipc_capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, ptr),
+        "IS_LEGACY_CUDA_IPC_CAPABLE");
+  std::printf("%s_legacy_ipc_capable=%d\n", name, ipc_capable);
   const bool where = context == current && type == CU_MEMORYTYPE_DEVICE && device_pointer == ptr &&
                      ordinal == device && managed == 0;
   std::printf("%s_where=%s\n", name, where ? "ok" : "wrong");
@@ -94,18 +99,18 @@ void ask(const Driver& driver, const char* name, CUdeviceptr ptr, CUdeviceptr bl
   CUcontext all_context = nullptr;
   CUmemorytype all_type{};
   CUdeviceptr all_pointer = 0;
-  int all_ordinal = -1, all_managed = -1;
+  int all_ordinal = -1, all_managed = -1, all_ipc_capable = -1;
   Range all_range;
   CUpointer_attribute asked[] = {CU_POINTER_ATTRIBUTE_CONTEXT,        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                  CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                                  CU_POINTER_ATTRIBUTE_IS_MANAGED,     CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-  void* answers[] = {&all_context, &all_type, &all_pointer, &all_ordinal, &all_managed, &all_range.base,
-                     &all_range.size};
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE,     CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
+  void* answers[] = {&all_context, &all_type,       &all_pointer,    &all_ordinal,
+                     &all_managed, &all_range.base, &all_range.size, &all_ipc_capable};
   check(driver.attributes(sizeof asked / sizeof asked[0], asked, answers, ptr), "cuPointerGetAttributes");
   const bool agree = all_context == context && all_type == type && all_pointer == device_pointer &&
                      all_ordinal == ordinal && all_managed == managed && all_range.base == attribute_range.base &&
-                     all_range.size == attribute_range.size;
+                     all_range.size == attribute_range.size && all_ipc_capable == ipc_capable;
   std::printf("%s_all_at_once_agree=%d\n", name, agree ? 1 : 0);
 }
 
