@@ -24,7 +24,7 @@ std::atomic<bool> g_ready{false};
 std::mutex g_mutex;
 
 // The entry points resolve_table() fills, cuGetProcAddress_v2 included.
-constexpr std::size_t kEntryPoints = 79;
+constexpr std::size_t kEntryPoints = 81;
 static_assert(sizeof(RealDriver) == sizeof(void*) * (kEntryPoints + 1),
               "a RealDriver field was added or removed: resolve it in resolve_table() and update "
               "kEntryPoints");
@@ -78,6 +78,8 @@ void resolve_table(RealDriver& table, std::string& missing) {
   GPUMEM_RESOLVE(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, kLegacy);
+  GPUMEM_RESOLVE(cuMemPoolSetAccess, "cuMemPoolSetAccess", 11020, kLegacy);
+  GPUMEM_RESOLVE(cuMemPoolGetAccess, "cuMemPoolGetAccess", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolCreate, "cuMemPoolCreate", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolExportToShareableHandle, "cuMemPoolExportToShareableHandle", 11020, kLegacy);

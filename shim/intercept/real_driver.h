@@ -55,6 +55,9 @@ struct RealDriver {
   PFN_cuMemPoolSetAttribute_v11020 cuMemPoolSetAttribute = nullptr;
   PFN_cuMemPoolGetAttribute_v11020 cuMemPoolGetAttribute = nullptr;
   PFN_cuMemPoolTrimTo_v11020 cuMemPoolTrimTo = nullptr;
+  // cuda_async mode opens its pool to the devices that enabled peer access to its context.
+  PFN_cuMemPoolSetAccess_v11020 cuMemPoolSetAccess = nullptr;
+  PFN_cuMemPoolGetAccess_v11020 cuMemPoolGetAccess = nullptr;
   // cuda_async mode's own IPC-capable pool and sharing its blocks (ipc/pool_blocks.cpp).
   PFN_cuMemPoolCreate_v11020 cuMemPoolCreate = nullptr;
   PFN_cuMemPoolDestroy_v11020 cuMemPoolDestroy = nullptr;

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "managers/capture_state.h"
+#include "managers/peer_access.h"
 #include "ipc/export_table.h"
 #include "log.h"
 #include "intercept/real_driver.h"
@@ -318,6 +320,42 @@ std::optional<BlockRange> CudaAsyncManager::do_block_range(CUdeviceptr ptr) cons
   const detail::ChunkHandle entry = blocks_.find(base);
   if (entry == detail::kNoChunk || entry_deferred(entry)) return std::nullopt;
   return BlockRange{static_cast<std::uintptr_t>(base), size, pool_is_own_};
+}
+
+void CudaAsyncManager::do_refresh_peer_access() {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemPoolSetAccess == nullptr || driver.cuMemPoolGetAccess == nullptr) return;
+  const std::lock_guard lock(peer_mutex_);
+  const std::vector<CUdevice> wanted = peer_access::devices_with_access(context());
+  const auto set_access = [&](CUdevice peer, CUmemAccess_flags flags) {
+    const CUmemAccessDesc desc{{CU_MEM_LOCATION_TYPE_DEVICE, peer}, flags};
+    const CUresult result = driver.cuMemPoolSetAccess(pool_, &desc, 1);
+    if (result != CUDA_SUCCESS) {
+      log::at(LogLevel::warn, "device {}: could not {} device {} ({}); its blocks stay {} there", device(),
+              flags == CU_MEM_ACCESS_FLAGS_PROT_NONE ? "close cuda_async mode's pool to" : "open cuda_async mode's pool to",
+              peer, error_name(result), flags == CU_MEM_ACCESS_FLAGS_PROT_NONE ? "accessible" : "inaccessible");
+    }
+    return result == CUDA_SUCCESS;
+  };
+  for (auto it = pool_peers_.begin(); it != pool_peers_.end();) {
+    const bool still_wanted = std::find(wanted.begin(), wanted.end(), *it) != wanted.end();
+    if (!still_wanted && set_access(*it, CU_MEM_ACCESS_FLAGS_PROT_NONE)) {
+      it = pool_peers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const CUdevice peer : wanted) {
+    if (peer == device() || std::find(pool_peers_.begin(), pool_peers_.end(), peer) != pool_peers_.end()) continue;
+    CUmemLocation location{CU_MEM_LOCATION_TYPE_DEVICE, peer};
+    CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    // Access the program gave a default pool itself stays the program's to take back.
+    if (driver.cuMemPoolGetAccess(&flags, pool_, &location) == CUDA_SUCCESS &&
+        flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      continue;
+    }
+    if (set_access(peer, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)) pool_peers_.push_back(peer);
+  }
 }
 
 // Pool memory has no legacy IPC handle: the block is shared through its pool (docs/ipc.md).

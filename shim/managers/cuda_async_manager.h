@@ -43,6 +43,9 @@ class CudaAsyncManager final : public MemoryManager {
   bool do_owns(CUdeviceptr ptr) const override;
   IpcBlock do_ipc_block(CUdeviceptr ptr) const override;
   std::optional<BlockRange> do_block_range(CUdeviceptr ptr) const override;
+  // cudaMalloc memory is open to every context that enabled peer access to its context; pool memory
+  // only to the devices cuMemPoolSetAccess names, so the pool names them.
+  void do_refresh_peer_access() override;
   void do_context_synchronized(FenceId through) override;
   void do_retire() noexcept override;
   // In use: the live blocks' bytes as the budget charges them (all of this mode's blocks come from
@@ -91,6 +94,9 @@ class CudaAsyncManager final : public MemoryManager {
   const bool pool_is_own_;  // created here, IPC-capable; else pool_ is the default pool
   const CUmemoryPool default_pool_;
   const CUstream private_stream_;
+  std::mutex peer_mutex_;
+  // Devices this manager opened pool_ to (not those the program opened a default pool to itself).
+  std::vector<CUdevice> pool_peers_;  // guarded by peer_mutex_
   mutable std::mutex export_mutex_;
   mutable int export_fd_ = -1;  // guarded by export_mutex_
   std::once_flag warmed_up_;

@@ -2,7 +2,7 @@
 enable it: the driver opens cuMemAlloc memory to the peer device by itself, but memory mapped with
 cuMemCreate only to the devices cuMemSetAccess names, so a VMM-backed arena names the peers itself, on
 its mappings now and later, and takes the access back when it is disabled or its last context on that
-device goes. The program (programs/peer_access.cpp) asks the simulator with cuMemGetAccess which device
+device goes. Pools are the same (cuMemPoolSetAccess): cuda_async mode opens its pool to the peers. The program (programs/peer_access.cpp) asks the simulator with cuMemGetAccess which device
 may access each block; without gpumem and in the other modes the blocks are no VMM mappings."""
 
 import unittest
@@ -12,7 +12,9 @@ from gpumem_testlib import MODE_CONFIGURATIONS, TWO_DEVICES, TestCase, key_value
 PROGRAM = program_path("peer_access")
 SIM = TWO_DEVICES
 CONFIGURATIONS = MODE_CONFIGURATIONS
-VMM_CONFIGURATIONS = {"bfc vmm preallocated", "bfc vmm growth"}
+# Where the program's cudaMalloc memory is open only to the devices the shim names: VMM mappings, and
+# cuda_async mode's pool.
+VMM_CONFIGURATIONS = {"bfc vmm preallocated", "bfc vmm growth", "cuda_async"}
 
 
 def access(name: str, vmm_answer: str) -> str:

@@ -383,6 +383,56 @@ CUDASIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attri
   }
 }
 
+// Peer access to a pool's memory. Every descriptor is checked before any applies: a device location
+// of a valid device, flags none, read or read-write; a device that cannot access the pool's device
+// (cuDeviceCanAccessPeer) only with none; the pool's own device only with read-write (it always has it).
+CUDASIM_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+  Locked l;
+  if (CUresult rc = check_pool_call(l, pool); rc != CUDA_SUCCESS) return rc;
+  if (map == nullptr && count != 0) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i) {
+    const CUmemAccessDesc& desc = map[i];
+    if (desc.location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(l.st, desc.location.id)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (desc.flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && desc.flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        desc.flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (desc.location.id == pool->device) {
+      if (desc.flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return CUDA_ERROR_INVALID_VALUE;
+    } else if (desc.flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && !l.st.config.peer_access) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const CUmemAccessDesc& desc = map[i];
+    if (desc.location.id == pool->device) continue;
+    if (desc.flags == CU_MEM_ACCESS_FLAGS_PROT_NONE) {
+      pool->peer_access.erase(desc.location.id);
+    } else {
+      pool->peer_access[desc.location.id] = desc.flags;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool memPool, CUmemLocation* location) {
+  Locked l;
+  if (CUresult rc = check_pool_call(l, memPool); rc != CUDA_SUCCESS) return rc;
+  if (flags == nullptr || location == nullptr || location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      !valid_device(l.st, location->id)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (location->id == memPool->device) {
+    *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  } else {
+    const auto found = memPool->peer_access.find(location->id);
+    *flags = found != memPool->peer_access.end() ? found->second : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUDASIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
   Locked l;
   if (CUresult rc = check_pool_call(l, pool); rc != CUDA_SUCCESS) return rc;

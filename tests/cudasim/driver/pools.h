@@ -5,6 +5,7 @@
 #include "state.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -59,6 +60,9 @@ struct CUmemPoolHandle_st {
   // From cuMemPoolImportFromShareableHandle: another pool's file; it allocates nothing, it only
   // imports pointers (cuMemPoolImportPointer).
   bool imported = false;
+  // cuMemPoolSetAccess: what each other device may do with the pool's memory (absent: none). The
+  // pool's own device always has read-write access.
+  std::map<int, CUmemAccess_flags> peer_access;
 };
 
 namespace cudasim {

@@ -212,6 +212,8 @@ const ProcEntry kEntries[] = {
   {"cuMemPoolDestroy", 11020, fn(cuMemPoolDestroy), nullptr},
   {"cuMemPoolSetAttribute", 11020, fn(cuMemPoolSetAttribute), nullptr},
   {"cuMemPoolGetAttribute", 11020, fn(cuMemPoolGetAttribute), nullptr},
+  {"cuMemPoolSetAccess", 11020, fn(cuMemPoolSetAccess), nullptr},
+  {"cuMemPoolGetAccess", 11020, fn(cuMemPoolGetAccess), nullptr},
   {"cuMemPoolTrimTo", 11020, fn(cuMemPoolTrimTo), nullptr},
   {"cuMemPoolExportToShareableHandle", 11020, fn(cuMemPoolExportToShareableHandle), nullptr},
   {"cuMemPoolImportFromShareableHandle", 11020, fn(cuMemPoolImportFromShareableHandle), nullptr},

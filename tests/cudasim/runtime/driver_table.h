@@ -32,6 +32,7 @@ namespace cudasim::runtime {
   X(cuEventDestroy, 4000) X(cuEventElapsedTime, 12080) X(cuLaunchHostFunc, 10000)                 \
   X(cuDeviceGetDefaultMemPool, 11020) X(cuMemPoolCreate, 11020) X(cuMemPoolDestroy, 11020)        \
   X(cuMemPoolSetAttribute, 11020) X(cuMemPoolGetAttribute, 11020) X(cuMemPoolTrimTo, 11020)       \
+  X(cuMemPoolSetAccess, 11020) X(cuMemPoolGetAccess, 11020)                                       \
   X(cuMemAllocAsync, 11020) X(cuMemFreeAsync, 11020) X(cuMemAllocFromPoolAsync, 11020)            \
   X(cuPointerGetAttribute, 4000) X(cuStreamBeginCapture, 10010) X(cuStreamEndCapture, 10000)       \
   X(cuStreamGetCaptureInfo, 12030) X(cuThreadExchangeStreamCaptureMode, 10010)                    \

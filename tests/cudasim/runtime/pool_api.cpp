@@ -101,6 +101,21 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
   return api_call([&] { return with_context(
       [&] { return call_driver<&DriverTable::cuMemPoolGetAttribute>(memPool, driver_attribute(attr), value); }); });
 }
+// cudaMemAccessDesc and cudaMemLocation have the driver's layouts (CUmemAccessDesc, CUmemLocation).
+cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const cudaMemAccessDesc* descList, size_t count) {
+  static_assert(sizeof(cudaMemAccessDesc) == sizeof(CUmemAccessDesc));
+  return api_call([&] { return with_context([&] {
+    return call_driver<&DriverTable::cuMemPoolSetAccess>(memPool, reinterpret_cast<const CUmemAccessDesc*>(descList),
+                                                         count);
+  }); });
+}
+cudaError_t cudaMemPoolGetAccess(cudaMemAccessFlags* flags, cudaMemPool_t memPool, cudaMemLocation* location) {
+  static_assert(sizeof(cudaMemLocation) == sizeof(CUmemLocation));
+  return api_call([&] { return with_context([&] {
+    return call_driver<&DriverTable::cuMemPoolGetAccess>(reinterpret_cast<CUmemAccess_flags*>(flags), memPool,
+                                                         reinterpret_cast<CUmemLocation*>(location));
+  }); });
+}
 cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
   return api_call([&] { return with_context([&] { return call_driver<&DriverTable::cuMemPoolTrimTo>(memPool, minBytesToKeep); }); });
 }

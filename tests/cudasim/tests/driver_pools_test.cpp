@@ -469,3 +469,49 @@ TEST_CASE("a huge request to a pool with a maxSize is refused by the limit, not 
   REQUIRE(cuMemPoolSetAttribute(default_one, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &release_all) == CUDA_SUCCESS);
   REQUIRE(cuMemPoolTrimTo(default_one, 0) == CUDA_SUCCESS);
 }
+
+TEST_CASE("cuMemPoolSetAccess opens a pool to peer devices; its own device always has access",
+          "[driver][pools][peers]") {
+  primary_context();
+  CUmemoryPool pool = nullptr;
+  REQUIRE(cuDeviceGetDefaultMemPool(&pool, 0) == CUDA_SUCCESS);
+  CUmemLocation own{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  CUmemLocation peer{CU_MEM_LOCATION_TYPE_DEVICE, 1};
+  CUmemAccess_flags flags{};
+  CHECK(cuMemPoolGetAccess(&flags, pool, &own) == CUDA_SUCCESS);
+  CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  CHECK(cuMemPoolGetAccess(&flags, pool, &peer) == CUDA_SUCCESS);
+  CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_NONE);  // peer access to a context does not reach pools
+
+  const CUmemAccessDesc open{peer, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  REQUIRE(cuMemPoolSetAccess(pool, &open, 1) == CUDA_SUCCESS);
+  CHECK(cuMemPoolGetAccess(&flags, pool, &peer) == CUDA_SUCCESS);
+  CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+
+  // Checked before anything applies: the owner cannot lose access, a location must be a device.
+  const CUmemAccessDesc mixed[] = {{peer, CU_MEM_ACCESS_FLAGS_PROT_NONE}, {own, CU_MEM_ACCESS_FLAGS_PROT_NONE}};
+  CHECK(cuMemPoolSetAccess(pool, mixed, 2) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemPoolGetAccess(&flags, pool, &peer) == CUDA_SUCCESS);
+  CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  const CUmemAccessDesc host{{CU_MEM_LOCATION_TYPE_HOST, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  CHECK(cuMemPoolSetAccess(pool, &host, 1) == CUDA_ERROR_INVALID_VALUE);
+  const CUmemAccessDesc no_device{{CU_MEM_LOCATION_TYPE_DEVICE, 7}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  CHECK(cuMemPoolSetAccess(pool, &no_device, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemPoolSetAccess(pool, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemPoolGetAccess(nullptr, pool, &peer) == CUDA_ERROR_INVALID_VALUE);
+
+  REQUIRE(cuMemPoolSetAccess(pool, mixed, 1) == CUDA_SUCCESS);  // the peer's access alone goes
+  CHECK(cuMemPoolGetAccess(&flags, pool, &peer) == CUDA_SUCCESS);
+  CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_NONE);
+
+  int rc = in_child([] {
+    setenv("CUDASIM_PEER_ACCESS", "none", 1);
+    CHILD_CHECK(start_primary_context());
+    CUmemoryPool default_pool = nullptr;
+    CHILD_CHECK(cuDeviceGetDefaultMemPool(&default_pool, 0) == CUDA_SUCCESS);
+    const CUmemAccessDesc to_peer{{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHILD_CHECK(cuMemPoolSetAccess(default_pool, &to_peer, 1) == CUDA_ERROR_INVALID_VALUE);  // no peer
+    return 0;
+  });
+  CHECK(rc == 0);
+}

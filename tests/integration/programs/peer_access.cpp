@@ -2,8 +2,10 @@
 // device to the others, then a kernel or copy on one device reads the other's cudaMalloc memory. With
 // cuMemAlloc memory the driver opens it to the peer; memory mapped with cuMemCreate is open only to the
 // devices cuMemSetAccess names, so this program asks the driver, through cuMemGetAccess, which devices
-// may access each block. It prints `key=value` lines, the access as readwrite, read or none (not_vmm:
-// memory that is no virtual-memory mapping, whose peer access the driver keeps itself); exits 0 when
+// may access each block, or for pool memory (cuda_async mode) cuMemPoolGetAccess, since pools, too, are
+// open only to the devices cuMemPoolSetAccess names. It prints `key=value` lines, the access as
+// readwrite, read or none (not_vmm: memory of neither kind, whose peer access the driver keeps
+// itself); exits 0 when
 // every call succeeded and the data arrived, 3 on an unexpected CUDA error, 4 on wrong data.
 //
 //   runtime   the runtime on two devices: access enabled before the peer's first allocation, after
@@ -38,6 +40,22 @@ const char* flags_name(unsigned long long flags) {
   }
 }
 
+// What `device` may do with pool memory at `address` (its pool's access, cuMemPoolGetAccess); "not_vmm"
+// for memory of no pool either, whose peer access the driver keeps with the context's.
+std::string pool_access_of(int device, CUdeviceptr address) {
+  CUmemoryPool pool = nullptr;
+  const CUresult asked = cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, address);
+  if (asked != CUDA_SUCCESS || pool == nullptr) return "not_vmm";
+  CUmemLocation location{CU_MEM_LOCATION_TYPE_DEVICE, device};
+  CUmemAccess_flags flags{};
+  const CUresult result = cuMemPoolGetAccess(&flags, pool, &location);
+  if (result != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuMemPoolGetAccess(device %d) -> %s\n", device, cu_error_name(result));
+    std::exit(3);
+  }
+  return flags_name(flags);
+}
+
 // What `device` may do with [ptr, ptr + bytes), asked of every 2 MiB and of the last byte; "mixed"
 // when the answers differ.
 std::string access_of(int device, const void* ptr, std::size_t bytes) {
@@ -51,7 +69,7 @@ std::string access_of(int device, const void* ptr, std::size_t bytes) {
     if (result == CUDA_SUCCESS) {
       answer = flags_name(flags);
     } else if (result == CUDA_ERROR_INVALID_VALUE) {
-      answer = "not_vmm";  // not a mapping of virtual memory
+      answer = pool_access_of(device, base + offset);  // not a mapping of virtual memory
     } else {
       std::fprintf(stderr, "cuMemGetAccess(device %d, %p + %zu) -> %s\n", device, ptr, offset, cu_error_name(result));
       std::exit(3);
