@@ -24,7 +24,7 @@ std::atomic<bool> g_ready{false};
 std::mutex g_mutex;
 
 // The entry points resolve_table() fills, cuGetProcAddress_v2 included.
-constexpr std::size_t kEntryPoints = 81;
+constexpr std::size_t kEntryPoints = 82;
 static_assert(sizeof(RealDriver) == sizeof(void*) * (kEntryPoints + 1),
               "a RealDriver field was added or removed: resolve it in resolve_table() and update "
               "kEntryPoints");
@@ -80,6 +80,7 @@ void resolve_table(RealDriver& table, std::string& missing) {
   GPUMEM_RESOLVE(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolSetAccess, "cuMemPoolSetAccess", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolGetAccess, "cuMemPoolGetAccess", 11020, kLegacy);
+  GPUMEM_RESOLVE(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolCreate, "cuMemPoolCreate", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, kLegacy);
   GPUMEM_RESOLVE(cuMemPoolExportToShareableHandle, "cuMemPoolExportToShareableHandle", 11020, kLegacy);
@@ -155,6 +156,15 @@ const RealDriver& real_driver() {
   }
   message.flush();
   return g_table;
+}
+
+const char* driver_error_name(CUresult result) {
+  const RealDriver& driver = real_driver();
+  const char* name = nullptr;
+  if (driver.cuGetErrorName == nullptr || driver.cuGetErrorName(result, &name) != CUDA_SUCCESS || name == nullptr) {
+    return "unknown error";
+  }
+  return name;
 }
 
 }  // namespace gpumem::shim

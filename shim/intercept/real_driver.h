@@ -58,6 +58,8 @@ struct RealDriver {
   // cuda_async mode opens its pool to the devices that enabled peer access to its context.
   PFN_cuMemPoolSetAccess_v11020 cuMemPoolSetAccess = nullptr;
   PFN_cuMemPoolGetAccess_v11020 cuMemPoolGetAccess = nullptr;
+  // Memory opened from another process is opened to the devices that can access it (ipc/).
+  PFN_cuDeviceCanAccessPeer_v4000 cuDeviceCanAccessPeer = nullptr;
   // cuda_async mode's own IPC-capable pool and sharing its blocks (ipc/pool_blocks.cpp).
   PFN_cuMemPoolCreate_v11020 cuMemPoolCreate = nullptr;
   PFN_cuMemPoolDestroy_v11020 cuMemPoolDestroy = nullptr;
@@ -112,5 +114,8 @@ struct RealDriver {
 
 // The table, resolved on first use (thread-safe). Cheap after the first call.
 const RealDriver& real_driver();
+
+// The driver's name for `result` (cuGetErrorName), or "unknown error": for log lines.
+const char* driver_error_name(CUresult result);
 
 }  // namespace gpumem::shim

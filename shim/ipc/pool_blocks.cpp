@@ -12,6 +12,7 @@
 #include "intercept/real_driver.h"
 #include "ipc/remote_descriptor.h"
 #include "log.h"
+#include "managers/peer_access.h"
 
 namespace gpumem::shim::ipc {
 namespace {
@@ -31,6 +32,25 @@ CUmemoryPool find_imported(const PoolKey& key) {
   return found == imported_pools().end() ? nullptr : found->second;
 }
 
+// An imported pool is open to its own device only, but cuIpcOpenMemHandle's one flag,
+// CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, makes opened memory reachable from the current device and the
+// devices that can access it, as the driver's own would be: the pool is opened to them, where the
+// driver lets it.
+void open_to_importers(CUmemoryPool pool) {
+  const RealDriver& driver = real_driver();
+  CUdevice device = 0;
+  if (driver.cuMemPoolSetAccess == nullptr || driver.cuCtxGetDevice(&device) != CUDA_SUCCESS) return;
+  const CUmemAccessDesc own{{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  if (const CUresult result = driver.cuMemPoolSetAccess(pool, &own, 1); result != CUDA_SUCCESS) {
+    log::at(LogLevel::warn, "cuIpcOpenMemHandle: the driver would not open the imported pool to device {} ({}); "
+            "blocks from it may be unreachable there", device, driver_error_name(result));
+  }
+  for (const CUdevice peer : peer_access::devices_able_to_access(device)) {
+    const CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, peer}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    driver.cuMemPoolSetAccess(pool, &access, 1);  // refused: that device cannot reach the pool's
+  }
+}
+
 // The exporter's pool imported here, from a fresh descriptor; null with *result set on failure.
 CUmemoryPool import_pool(const Token& token, const ExportedBlock& block, const PoolKey& key, CUresult* result) {
   std::string why;
@@ -46,6 +66,7 @@ CUmemoryPool import_pool(const Token& token, const ExportedBlock& block, const P
                                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
   close(fd);  // the driver keeps what it needs
   if (*result != CUDA_SUCCESS) return nullptr;
+  open_to_importers(pool);
   try {
     const auto lock = lock_fork_safely<g_pools_mutex>();
     const auto [entry, inserted] = imported_pools().emplace(key, pool);

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "intercept/real_driver.h"
 #include "ipc/remote_descriptor.h"
 #include "log.h"
+#include "managers/peer_access.h"
 
 namespace gpumem::shim::ipc {
 namespace {
@@ -100,6 +102,10 @@ CUresult import_vmm_block(const Token& token, const ExportedBlock& block, Import
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = device;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (the one flag allowed): memory opened with it is reachable from
+  // the devices that can access this one, as the driver's own would be; each is opened to them too,
+  // where the driver lets it (the current device's access is what the open needs).
+  const std::vector<CUdevice> peers = peer_access::devices_able_to_access(device);
   for (std::uint64_t at = 0; mapped < count; at += block.vmm.pieces[mapped].size, ++mapped) {
     const std::uint64_t size = block.vmm.pieces[mapped].size;
     CUresult result = driver.cuMemMap(base + at, size, 0, handles[mapped], 0);
@@ -110,6 +116,10 @@ CUresult import_vmm_block(const Token& token, const ExportedBlock& block, Import
     if (result != CUDA_SUCCESS) {
       ++mapped;
       return undo(result);
+    }
+    for (const CUdevice peer : peers) {
+      const CUmemAccessDesc peer_access{{CU_MEM_LOCATION_TYPE_DEVICE, peer}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+      driver.cuMemSetAccess(base + at, size, &peer_access, 1);  // refused: that device cannot reach it
     }
   }
   span.base = base;

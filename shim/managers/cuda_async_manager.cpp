@@ -15,16 +15,6 @@
 namespace gpumem::shim {
 namespace {
 
-const char* error_name(CUresult result) {
-  const RealDriver& driver = real_driver();
-  const char* name = nullptr;
-  if (driver.cuGetErrorName == nullptr || driver.cuGetErrorName(result, &name) != CUDA_SUCCESS ||
-      name == nullptr) {
-    return "unknown error";
-  }
-  return name;
-}
-
 // A pool like the default one whose blocks other processes can import (POSIX descriptors); null,
 // with the reason in `messages`, when the driver cannot make one.
 CUmemoryPool create_shareable_pool(CUdevice device, log::Pending& messages) {
@@ -53,7 +43,7 @@ CUmemoryPool create_shareable_pool(CUdevice device, log::Pending& messages) {
   CUmemoryPool pool = nullptr;
   if (const CUresult result = driver.cuMemPoolCreate(&pool, &props); result != CUDA_SUCCESS) {
     messages.add(LogLevel::warn, "device {}: creating an IPC-capable pool failed ({}); cuda_async mode serves "
-                 "cuMemAlloc from the default pool, and its blocks cannot be exported", device, error_name(result));
+                 "cuMemAlloc from the default pool, and its blocks cannot be exported", device, driver_error_name(result));
     return nullptr;
   }
   return pool;
@@ -76,7 +66,7 @@ std::unique_ptr<CudaAsyncManager> CudaAsyncManager::create(CUcontext context, CU
   CUresult result = driver.cuDeviceGetDefaultMemPool(&default_pool, device);
   if (result != CUDA_SUCCESS) {
     messages.add(LogLevel::error, "device {}: cuDeviceGetDefaultMemPool failed ({}); cuda_async mode "
-                 "is unavailable and requests go to the driver", device, error_name(result));
+                 "is unavailable and requests go to the driver", device, driver_error_name(result));
     return nullptr;
   }
   CUmemoryPool pool = create_shareable_pool(device, messages);
@@ -89,7 +79,7 @@ std::unique_ptr<CudaAsyncManager> CudaAsyncManager::create(CUcontext context, CU
     result = driver.cuMemPoolSetAttribute(configured, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
     if (result != CUDA_SUCCESS) {
       messages.add(LogLevel::warn, "device {}: setting the {} pool's release threshold to {} failed ({})", device,
-                   configured == default_pool ? "default" : "cuda_async", threshold, error_name(result));
+                   configured == default_pool ? "default" : "cuda_async", threshold, driver_error_name(result));
     }
     if (!pool_is_own) break;  // the default pool is the only one
   }
@@ -97,7 +87,7 @@ std::unique_ptr<CudaAsyncManager> CudaAsyncManager::create(CUcontext context, CU
   result = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
   if (result != CUDA_SUCCESS) {
     messages.add(LogLevel::error, "device {}: creating the allocation stream failed ({}); cuda_async "
-                 "mode is unavailable and requests go to the driver", device, error_name(result));
+                 "mode is unavailable and requests go to the driver", device, driver_error_name(result));
     if (pool_is_own) driver.cuMemPoolDestroy(pool);
     return nullptr;
   }
@@ -129,7 +119,7 @@ void CudaAsyncManager::warm_up() {
     log::at(LogLevel::debug, "device {}: warmed the pool with {} bytes", device(), bytes);
   } else {
     log::at(LogLevel::warn, "device {}: warming the pool with {} bytes failed ({})", device(), bytes,
-                 error_name(result));
+                 driver_error_name(result));
   }
 }
 
@@ -147,22 +137,22 @@ CUresult CudaAsyncManager::allocate_on_private_stream(CUdeviceptr* out, std::siz
     if (result != CUDA_SUCCESS && synced == CUDA_SUCCESS) {
       log::at(LogLevel::warn, "device {}: the stream-ordered pool refused {} bytes ({}), also after "
               "synchronising the context and returning every block freed before", device(), bytes,
-              error_name(result));
+              driver_error_name(result));
     } else if (result != CUDA_SUCCESS) {
       log::at(LogLevel::warn, "device {}: the stream-ordered pool refused {} bytes ({}); synchronising "
-              "the context to return freed blocks failed ({})", device(), bytes, error_name(result),
-              error_name(synced));
+              "the context to return freed blocks failed ({})", device(), bytes, driver_error_name(result),
+              driver_error_name(synced));
     }
   } else if (result != CUDA_SUCCESS) {
     log::at(LogLevel::warn, "device {}: the stream-ordered pool refused {} bytes ({})", device(), bytes,
-            error_name(result));
+            driver_error_name(result));
   }
   if (result != CUDA_SUCCESS) return result;
   result = real_driver().cuStreamSynchronize(private_stream_);  // a synchronous allocation is complete on return
   if (result != CUDA_SUCCESS) {
     return_to_pool(*out);
     log::at(LogLevel::warn, "device {}: completing a {}-byte allocation failed ({})", device(), bytes,
-            error_name(result));
+            driver_error_name(result));
   }
   return result;
 }
@@ -199,7 +189,7 @@ int CudaAsyncManager::pool_export_fd(CUresult& failure) const {
   failure = real_driver().cuMemPoolExportToShareableHandle(&fd, pool_, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
   if (failure != CUDA_SUCCESS) {
     log::at(LogLevel::error, "cuIpcGetMemHandle: exporting cuda_async mode's pool on device {} as a POSIX "
-            "descriptor failed ({})", device(), error_name(failure));
+            "descriptor failed ({})", device(), driver_error_name(failure));
     return -1;
   }
   fcntl(fd, F_SETFD, FD_CLOEXEC);  // the shim's own: not for programs this process executes
@@ -333,7 +323,7 @@ void CudaAsyncManager::do_refresh_peer_access() {
     if (result != CUDA_SUCCESS) {
       log::at(LogLevel::warn, "device {}: could not {} device {} ({}); its blocks stay {} there", device(),
               flags == CU_MEM_ACCESS_FLAGS_PROT_NONE ? "close cuda_async mode's pool to" : "open cuda_async mode's pool to",
-              peer, error_name(result), flags == CU_MEM_ACCESS_FLAGS_PROT_NONE ? "accessible" : "inaccessible");
+              peer, driver_error_name(result), flags == CU_MEM_ACCESS_FLAGS_PROT_NONE ? "accessible" : "inaccessible");
     }
     return result == CUDA_SUCCESS;
   };
@@ -385,7 +375,7 @@ IpcBlock CudaAsyncManager::do_ipc_block(CUdeviceptr ptr) const {
   result = real_driver().cuMemPoolExportPointer(&block.pool_pointer, ptr);
   if (result != CUDA_SUCCESS) {
     log::at(LogLevel::error, "cuIpcGetMemHandle: the driver refused to export {:#x} from cuda_async mode's pool ({})",
-            static_cast<std::uintptr_t>(ptr), error_name(result));
+            static_cast<std::uintptr_t>(ptr), driver_error_name(result));
     return IpcBlock{result};
   }
   return block;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "intercept/real_driver.h"
+
 namespace gpumem::shim::peer_access {
 namespace {
 
@@ -71,6 +73,24 @@ std::vector<CUdevice> devices_with_access(CUcontext peer) {
     }
   }
   return devices;
+}
+
+std::vector<CUdevice> devices_able_to_access(CUdevice device) {
+  const RealDriver& driver = real_driver();
+  std::vector<CUdevice> able;
+  int count = 0;
+  if (driver.cuDeviceGetCount == nullptr || driver.cuDeviceCanAccessPeer == nullptr ||
+      driver.cuDeviceGetCount(&count) != CUDA_SUCCESS) {
+    return able;
+  }
+  for (CUdevice other = 0; other < count; ++other) {
+    int can_access = 0;
+    if (other != device && driver.cuDeviceCanAccessPeer(&can_access, other, device) == CUDA_SUCCESS &&
+        can_access == 1) {
+      able.push_back(other);
+    }
+  }
+  return able;
 }
 
 }  // namespace gpumem::shim::peer_access

@@ -20,5 +20,8 @@ void disabled(CUcontext accessor, CUcontext peer);
 std::vector<CUcontext> forget(CUcontext context);
 // The devices that may access `peer`'s memory now, each once.
 std::vector<CUdevice> devices_with_access(CUcontext peer);
+// The other devices that can access `device`'s memory at all (cuDeviceCanAccessPeer): where memory
+// opened with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS must be reachable from, as the driver's own would be.
+std::vector<CUdevice> devices_able_to_access(CUdevice device);
 
 }  // namespace gpumem::shim::peer_access

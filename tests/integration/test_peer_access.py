@@ -66,6 +66,18 @@ class PeerAccessTest(TestCase):
                     "never_enabled": "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED",
                 }, result.describe())
 
+    def test_memory_opened_from_another_process_is_reachable_from_peers(self):
+        for name, (preload, env) in CONFIGURATIONS.items():
+            with self.subTest(configuration=name):
+                result = self.run_scenario("ipc", preload, env)
+                self.assertEqual(key_values(result.stdout), {
+                    "imported_owner": access(name, "readwrite"),
+                    # cudaIpcMemLazyEnablePeerAccess: as the driver's own opened memory would be
+                    "imported_peer": access(name, "readwrite"),
+                    "imported_intact": "ok",
+                    "importer": "ok",
+                }, result.describe())
+
 
 if __name__ == "__main__":
     unittest.main()

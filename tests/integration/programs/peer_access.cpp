@@ -12,6 +12,8 @@
 //             it, blocks made afterwards, a copy read from the peer, disabled again
 //   driver    the driver API with created contexts: two contexts of device 1 enable access to device
 //             0's context, one disables it, the other is destroyed; the driver's errors pass through
+//   ipc       a block of device 0 opened by another process on device 0 (cudaIpcOpenMemHandle, lazy
+//             peer access): device 1 may access it there, and it holds what was written
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -29,6 +31,7 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kGranule = 2 * kMiB;  // every question below is asked once per 2 MiB of a block
+constexpr std::size_t kIpcBytes = 6 * kMiB;  // the block ipc shares: over several granules
 
 
 const char* flags_name(unsigned long long flags) {
@@ -191,10 +194,42 @@ int driver_scenario() {
 
 }  // namespace
 
+// The importer of ipc_scenario: opens the handle on device 0 as PyTorch does (the lazy flag, the only
+// one allowed, which lets the devices that can access device 0 reach the memory too) and says who may
+// access it.
+int open_imported(const std::string& hex) {
+  cudaIpcMemHandle_t handle{};
+  if (!ipc_test::handle_from_hex(hex, handle, "ipc-open")) return 2;
+  CHECK_CUDA(cudaSetDevice(0));
+  void* opened = nullptr;
+  CHECK_CUDA(cudaIpcOpenMemHandle(&opened, handle, cudaIpcMemLazyEnablePeerAccess));
+  std::printf("imported_owner=%s\n", access_of(0, opened, kIpcBytes).c_str());
+  std::printf("imported_peer=%s\n", access_of(1, opened, kIpcBytes).c_str());
+  std::printf("imported_intact=%s\n", holds_pattern(opened, kIpcBytes, 9) ? "ok" : "wrong");
+  std::fflush(stdout);
+  CHECK_CUDA(cudaIpcCloseMemHandle(opened));
+  return 0;
+}
+
+// A block of device 0 shared with another process, which opens it on device 0: device 1 reaches it there.
+int ipc_scenario() {
+  CHECK_CUDA(cudaSetDevice(0));
+  void* block = filled_block(kIpcBytes, 9);
+  cudaIpcMemHandle_t handle{};
+  CHECK_CUDA(cudaIpcGetMemHandle(&handle, block));
+  std::fflush(stdout);
+  const int status = ipc_test::wait_exit(ipc_test::spawn_self({"ipc-open", ipc_test::to_hex(&handle, sizeof handle)}));
+  std::printf("importer=%s\n", status == 0 ? "ok" : ("exit_" + std::to_string(status)).c_str());
+  CHECK_CUDA(cudaFree(block));
+  return status == 0 ? 0 : 3;
+}
+
 int main(int argc, char** argv) {
-  const std::string scenario = argc == 2 ? argv[1] : "";
-  if (scenario == "runtime") return runtime_scenario();
-  if (scenario == "driver") return driver_scenario();
-  std::fprintf(stderr, "usage: %s runtime | driver\n", argv[0]);
+  const std::string scenario = argc >= 2 ? argv[1] : "";
+  if (scenario == "runtime" && argc == 2) return runtime_scenario();
+  if (scenario == "driver" && argc == 2) return driver_scenario();
+  if (scenario == "ipc" && argc == 2) return ipc_scenario();
+  if (scenario == "ipc-open" && argc == 3) return open_imported(argv[2]);
+  std::fprintf(stderr, "usage: %s runtime | driver | ipc\n", argv[0]);
   return 2;
 }
