@@ -4,7 +4,7 @@
 // non-dereferenceable addresses (tests).
 //
 // A source may also be resizable (resize_granule() > 0): its regions lie in one reserved address
-// range and grow or shrink at their end in place (CUDA's virtual memory management: memory mapped
+// range and grow at their end in place (CUDA's virtual memory management: memory mapped
 // under a reserved range). The arena then holds one region and grows it by the shortfall, so chunks
 // coalesce across growth steps. Inside the region it can give back the memory of whole granules
 // that lie in free chunks (unmap) and have them backed again when a block needs them (map): the
@@ -39,8 +39,8 @@ class RegionSource {
   // arena calls it from noexcept members).
   bool release(const Region& region) { return do_release(region); }
 
-  // 0: regions have a fixed size (grow and shrink are never called). Otherwise the unit, a power of
-  // two and a multiple of 256, of every size this source is given: reserve, grow and shrink bytes,
+  // 0: regions have a fixed size (grow, unmap and map are never called). Otherwise the unit, a power
+  // of two and a multiple of 256, of every size this source is given: reserve, grow, unmap and map bytes,
   // and the region bases it hands out are multiples of it. Constant for the source's lifetime.
   std::size_t resize_granule() const noexcept { return do_resize_granule(); }
 
@@ -48,12 +48,6 @@ class RegionSource {
   // place; `region` is the arena's record, updated on success). Status::out_of_memory (any refusal)
   // leaves it as it was. Must not throw.
   Status grow(Region& region, std::size_t bytes) { return do_grow(region, bytes); }
-
-  // Resizable sources only: gives back at most the last `bytes` of `region` (which stays at least
-  // one granule long) and returns how many bytes it gave back, a multiple of the granule (it may give
-  // back less, or nothing, where the platform maps memory in larger pieces); `region` shrinks by as
-  // much. Must not throw.
-  std::size_t shrink(Region& region, std::size_t bytes) { return do_shrink(region, bytes); }
 
   // Resizable sources only: gives back the memory behind [at, at + bytes), whole granules inside
   // `region` that are backed now; the addresses stay part of the region, unbacked. Returns the bytes
@@ -73,7 +67,6 @@ class RegionSource {
   virtual bool do_release(const Region& region) = 0;
   virtual std::size_t do_resize_granule() const noexcept { return 0; }
   virtual Status do_grow(Region&, std::size_t) { return Status::out_of_memory; }
-  virtual std::size_t do_shrink(Region&, std::size_t) { return 0; }
   virtual std::size_t do_unmap(const Region&, std::uintptr_t, std::size_t) { return 0; }
   virtual Status do_map(const Region&, std::uintptr_t, std::size_t) { return Status::out_of_memory; }
 };

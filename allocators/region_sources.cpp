@@ -165,24 +165,6 @@ Status ResizableRegionSource::do_grow(Region& region, std::size_t bytes) {
   return Status::ok;
 }
 
-std::size_t ResizableRegionSource::do_shrink(Region& region, std::size_t bytes) {
-  if (held_bytes_ == 0 || region.base != range_base_ || region.size != held_bytes_) return 0;
-  const std::size_t given = std::min(bytes / granule_ * granule_, held_bytes_ - granule_);
-  if (given == 0) return 0;
-  held_bytes_ -= given;
-  decommit(range_base_ + held_bytes_, given);
-  std::size_t unbacked = 0;
-  for (std::size_t index = held_bytes_ / granule_; index < unbacked_.size() && index < (held_bytes_ + given) / granule_;
-       ++index) {
-    if (unbacked_[index]) ++unbacked;
-    unbacked_[index] = false;
-  }
-  region.size = held_bytes_;
-  ++log_.shrinks;
-  log_.live_bytes -= given - unbacked * granule_;
-  return given;
-}
-
 HostResizableRegionSource::HostResizableRegionSource(std::size_t range_bytes, std::size_t granule,
                                                      RegionSourceLimits limits)
     : ResizableRegionSource(range_bytes, granule, limits) {

@@ -1,7 +1,7 @@
 // RegionSource implementations without a device: plain host memory (blocks can be written and read
 // back) and a fake that hands out non-dereferenceable addresses, for tests and benchmarks; and the
-// resizable kind of each (one reserved address range whose region grows and shrinks at its end, as
-// CUDA's virtual memory management allows). All can be told to refuse requests above a size or
+// resizable kind of each (one reserved address range whose region grows at its end and whose granules
+// can be unbacked and backed again, as CUDA's virtual memory management allows). All can be told to refuse requests above a size or
 // beyond a capacity, to exercise back-off and limits.
 #pragma once
 
@@ -28,7 +28,6 @@ struct RegionSourceLog {
   std::uint64_t refusals = 0;
   std::uint64_t releases = 0;
   std::uint64_t grows = 0;    // resizable sources: successful grow calls
-  std::uint64_t shrinks = 0;  // resizable sources: shrink calls that gave bytes back
   std::uint64_t unmaps = 0;   // resizable sources: unmap calls (memory given back inside the region)
   std::uint64_t maps = 0;     // resizable sources: successful map calls (memory back under it)
   std::size_t live_bytes = 0;
@@ -70,7 +69,7 @@ class FakeRegionSource final : public RegionSource {
 };
 
 // One address range of `range_bytes` (rounded up to the granule) holding at most one region, at
-// the range's start, that grows and shrinks at its end, and whose granules can be unbacked (unmap)
+// the range's start, that grows at its end, and whose granules can be unbacked (unmap)
 // and backed again (map) inside it. Invariant: the region, when held, lies inside the range and its
 // size is a positive multiple of the granule; log().live_bytes is its size less its unbacked
 // granules. Derived classes make the bytes usable (commit) and give them back (decommit). Calls that
@@ -97,7 +96,6 @@ class ResizableRegionSource : public RegionSource {
   bool do_release(const Region& region) override;
   std::size_t do_resize_granule() const noexcept override { return granule_; }
   Status do_grow(Region& region, std::size_t bytes) override;
-  std::size_t do_shrink(Region& region, std::size_t bytes) override;
   std::size_t do_unmap(const Region& region, std::uintptr_t at, std::size_t bytes) override;
   Status do_map(const Region& region, std::uintptr_t at, std::size_t bytes) override;
   // Whether [at, at + bytes) is whole granules of the held region, each unbacked (`unbacked`) or
@@ -114,8 +112,8 @@ class ResizableRegionSource : public RegionSource {
   RegionSourceLog log_;
 };
 
-// Host memory: the range is mapped inaccessible, the region's bytes readable and writable; shrinking
-// gives the pages back to the system.
+// Host memory: the range is mapped inaccessible, the region's bytes readable and writable; unmapping
+// granules gives their pages back to the system.
 class HostResizableRegionSource final : public ResizableRegionSource {
  public:
   HostResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits = {});
