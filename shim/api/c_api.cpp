@@ -1,7 +1,7 @@
 // The public C API (include/gpumem.h).
 #include "gpumem.h"
-#include "intercept/hook_table.h"
-#include "intercept/hooks.h"
+#include "hooks/hook_table.h"
+#include "hooks/hooks.h"
 #include "policy/process_policy.h"
 
 #ifndef GPUMEM_VERSION

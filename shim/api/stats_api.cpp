@@ -5,7 +5,7 @@
 
 #include "managers/context_registry.h"
 #include "gpumem.h"
-#include "intercept/hooks.h"
+#include "hooks/hooks.h"
 #include "observe/exit_report.h"
 
 namespace {

@@ -8,11 +8,10 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "managers/context_registry.h"
-#include "observe/refusal_limiter.h"
-#include "log.h"
+#include "base/refusal_limiter.h"
+#include "base/log.h"
 #include "policy/process_policy.h"
-#include "intercept/real_driver.h"
+#include "driver/real_driver.h"
 
 namespace gpumem::shim::budget {
 namespace {
@@ -29,6 +28,8 @@ std::mutex g_ledger_mutex;
 std::unordered_map<std::uintptr_t, LedgerEntry>* g_ledger = nullptr;  // leaked: used until the very end
 
 std::array<std::atomic<bool>, kMaxDevices> g_below_granule_reported{};
+
+std::atomic<Reclaimer> g_reclaimer{nullptr};
 
 // The budget's refusal lines, limited as the out-of-memory report is (once per size per second).
 std::mutex g_refusal_mutex;
@@ -129,6 +130,8 @@ const char* refusal_advice(bool arena_holds_memory, bool arena_preallocated) {
 
 }  // namespace
 
+void set_reclaimer(Reclaimer reclaimer) noexcept { g_reclaimer.store(reclaimer, std::memory_order_release); }
+
 bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept {
   DeviceBudget* budget = of_device(device);
   if (budget == nullptr) return true;
@@ -137,17 +140,12 @@ bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_vie
   bool arena_preallocated = false;
   if (path != BudgetPath::arena) {
     // Memory the arenas hold but do not use goes back to the driver, so another path can have it.
-    try {
-      std::size_t released = 0;
-      ContextRegistry::instance().for_each_manager([&](MemoryManager& manager, bool live) {
-        if (!live || manager.device() != device) return;
-        released += manager.trim();
-        arena_preallocated = arena_preallocated || manager.keeps_preallocation();
-      });
-      if (released > 0) {
-        log::debug("device {}: the arena gave back {} bytes for {} of {} bytes", device, released, call, bytes);
+    if (const Reclaimer reclaim = g_reclaimer.load(std::memory_order_acquire)) {
+      const Reclaimed reclaimed = reclaim(device);
+      arena_preallocated = reclaimed.preallocated;
+      if (reclaimed.bytes > 0) {
+        log::debug("device {}: the arena gave back {} bytes for {} of {} bytes", device, reclaimed.bytes, call, bytes);
       }
-    } catch (...) {
     }
     if (budget->try_charge(path, bytes)) return true;
   }

@@ -53,6 +53,17 @@ struct Forgotten {
 Forgotten take_block(std::uintptr_t key) noexcept;  // removes and refunds, reporting what it was
 void restore_block(const Forgotten& block) noexcept;  // undoes take_block
 
+// What the device's memory managers gave back when a charge did not fit: the bytes released to the
+// driver, and whether one of them keeps a preallocated region it cannot give back in part.
+struct Reclaimed {
+  std::size_t bytes = 0;
+  bool preallocated = false;
+};
+// Gives back what the managers of `device` hold unused (gpumem_trim). The layer that owns the managers
+// registers it (managers/context_registry.cpp), so the budget asks for memory back without calling up.
+using Reclaimer = Reclaimed (*)(CUdevice device) noexcept;
+void set_reclaimer(Reclaimer reclaimer) noexcept;
+
 // True when some device has a budget (some path reached the shim in this process).
 bool any() noexcept;
 

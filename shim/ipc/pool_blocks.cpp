@@ -8,11 +8,11 @@
 #include <string>
 #include <tuple>
 
-#include "fork_safe_lock.h"
-#include "intercept/real_driver.h"
+#include "base/fork_safe_lock.h"
+#include "driver/real_driver.h"
 #include "ipc/remote_descriptor.h"
-#include "log.h"
-#include "managers/peer_access.h"
+#include "base/log.h"
+#include "context/peer_access.h"
 
 namespace gpumem::shim::ipc {
 namespace {

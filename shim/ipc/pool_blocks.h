@@ -5,8 +5,8 @@
 
 #include <cuda.h>
 
-#include "ipc/export_table.h"
-#include "ipc/ipc_token.h"
+#include "exports/export_table.h"
+#include "exports/ipc_token.h"
 
 namespace gpumem::shim::ipc {
 

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "intercept/real_driver.h"
+#include "driver/real_driver.h"
 #include "ipc/remote_descriptor.h"
-#include "log.h"
-#include "managers/peer_access.h"
+#include "base/log.h"
+#include "context/peer_access.h"
 
 namespace gpumem::shim::ipc {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <cstdint>
 
-#include "ipc/export_table.h"
-#include "ipc/ipc_token.h"
-#include "ipc/vmm_span.h"
+#include "exports/export_table.h"
+#include "exports/ipc_token.h"
+#include "exports/vmm_span.h"
 
 namespace gpumem::shim::ipc {
 

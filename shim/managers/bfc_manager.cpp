@@ -2,13 +2,13 @@
 
 #include <algorithm>
 
-#include "managers/capture_state.h"
-#include "managers/peer_access.h"
-#include "intercept/cuda_status.h"
-#include "log.h"
-#include "intercept/real_driver.h"
-#include "ipc/export_table.h"
-#include "managers/stream_domain.h"
+#include "context/capture_state.h"
+#include "context/peer_access.h"
+#include "base/cuda_status.h"
+#include "base/log.h"
+#include "driver/real_driver.h"
+#include "exports/export_table.h"
+#include "context/stream_domain.h"
 
 namespace gpumem::shim {
 namespace {

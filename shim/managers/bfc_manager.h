@@ -6,10 +6,10 @@
 #include <optional>
 
 #include "bfc_arena.h"
-#include "managers/cuda_region_source.h"
-#include "managers/vmm_region_source.h"
+#include "regions/cuda_region_source.h"
+#include "regions/vmm_region_source.h"
 #include "managers/memory_manager.h"
-#include "managers/stream_fences.h"
+#include "context/stream_fences.h"
 
 namespace gpumem::shim {
 

@@ -9,11 +9,11 @@
 #include "managers/bfc_manager.h"
 #include "budget/budgets.h"
 #include "managers/cuda_async_manager.h"
-#include "managers/peer_access.h"
-#include "log.h"
+#include "context/peer_access.h"
+#include "base/log.h"
 #include "managers/platform_manager.h"
 #include "policy/process_policy.h"
-#include "intercept/real_driver.h"
+#include "driver/real_driver.h"
 
 namespace gpumem::shim {
 namespace {
@@ -63,12 +63,30 @@ std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, 
   return nullptr;
 }
 
+// The budget's reclaimer (budget::set_reclaimer): the device's live managers give back what they hold
+// wholly unused, so that a charge of another path can fit.
+budget::Reclaimed reclaim_device(CUdevice device) noexcept {
+  budget::Reclaimed reclaimed;
+  const ContextRegistry* registry = ContextRegistry::existing();
+  if (registry == nullptr) return reclaimed;
+  try {
+    registry->for_each_manager([&](MemoryManager& manager, bool live) {
+      if (!live || manager.device() != device) return;
+      reclaimed.bytes += manager.trim();
+      reclaimed.preallocated = reclaimed.preallocated || manager.keeps_preallocation();
+    });
+  } catch (...) {  // no host memory while trimming: what was released so far stands
+  }
+  return reclaimed;
+}
+
 }  // namespace
 
 ContextRegistry& ContextRegistry::instance() {
   static ContextRegistry* const registry = [] {
     auto* created = new ContextRegistry();  // leaked on purpose
     g_registry.store(created, std::memory_order_release);
+    budget::set_reclaimer(&reclaim_device);
     pthread_atfork(&ContextRegistry::lock_before_fork, &ContextRegistry::unlock_after_fork_in_parent,
                    &ContextRegistry::reset_in_child);
     return created;

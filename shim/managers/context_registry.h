@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <mutex>
 
-#include "log.h"
+#include "base/log.h"
 #include "managers/memory_manager.h"
 
 namespace gpumem::shim {

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "managers/capture_state.h"
-#include "managers/peer_access.h"
-#include "ipc/export_table.h"
-#include "log.h"
-#include "intercept/real_driver.h"
+#include "context/capture_state.h"
+#include "context/peer_access.h"
+#include "exports/export_table.h"
+#include "base/log.h"
+#include "driver/real_driver.h"
 
 namespace gpumem::shim {
 namespace {

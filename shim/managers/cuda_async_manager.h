@@ -12,7 +12,7 @@
 #include <mutex>
 #include <utility>
 
-#include "log.h"
+#include "base/log.h"
 #include "managers/memory_manager.h"
 #include "pointer_map.h"
 

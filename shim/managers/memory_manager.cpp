@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <mutex>
 
-#include "log.h"
-#include "observe/refusal_limiter.h"
-#include "observe/trace_log.h"
-#include "managers/pitch.h"
-#include "intercept/real_driver.h"
-#include "managers/stream_domain.h"
+#include "base/log.h"
+#include "base/refusal_limiter.h"
+#include "base/trace_log.h"
+#include "context/pitch.h"
+#include "driver/real_driver.h"
+#include "context/stream_domain.h"
 
 namespace gpumem::shim {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "budget/budgets.h"
 #include "fence.h"
-#include "ipc/vmm_span.h"
+#include "exports/ipc_block.h"
 #include "policy/policy.h"
 
 namespace gpumem::shim {
@@ -60,21 +60,6 @@ struct ManagerCounters {
   std::uint64_t driver_allocs = 0;   // device allocations made through the driver (bfc: its regions too)
   std::uint64_t fence_syncs = 0;     // context synchronisations the shim made so freed memory could be reused
   std::array<PathCounters, kAllocationPaths> paths{};
-};
-
-// How cuIpcGetMemHandle exports a pointer a manager handed out (ipc/ipc_service.cpp).
-struct IpcBlock {
-  CUresult verdict = CUDA_SUCCESS;  // anything else: refused with this code (the manager has logged why)
-  bool whole_allocation = true;     // the pointer lies in a driver allocation of its own: the driver's handle
-  std::uintptr_t region_base = 0;   // otherwise the block [block_base, + block_size) inside this region
-  std::uintptr_t block_base = 0;
-  std::size_t block_size = 0;
-  // A block of an IPC-capable stream-ordered pool (cuda_async) is shared through its pool instead of
-  // a region: the pool's POSIX descriptor in this process (>= 0) and the block's export data.
-  int pool_fd = -1;
-  CUmemPoolPtrExportData pool_pointer{};
-  // A block of a VMM-backed arena (vmm_span.piece_count > 0) is shared through its physical pieces.
-  ipc::VmmSpan vmm_span{};
 };
 
 // A block as pointer queries describe it (cuMemGetAddressRange, the RANGE_* pointer attributes).

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "budget/budgets.h"
-#include "intercept/real_driver.h"
+#include "driver/real_driver.h"
 
 namespace gpumem::shim {
 

@@ -12,9 +12,9 @@
 
 #include "budget/budgets.h"
 #include "managers/context_registry.h"
-#include "log.h"
-#include "observe/output_file.h"
-#include "observe/trace_log.h"
+#include "base/log.h"
+#include "base/output_file.h"
+#include "base/trace_log.h"
 #include "policy/process_policy.h"
 
 namespace gpumem::shim::observe {

@@ -34,9 +34,9 @@ CONFIGURATIONS = {
 VMM_CONFIGURATIONS = {"bfc vmm preallocated", "bfc vmm growth"}
 ALWAYS_TOKENS = {"cuda_async preallocated", "cuda_async growth"} | VMM_CONFIGURATIONS
 TOKEN_CONFIGURATIONS = {"bfc preallocated", "bfc growth"} | ALWAYS_TOKENS
-# How gpumem's own handles begin (shim/ipc/ipc_token.h).
+# How gpumem's own handles begin (shim/exports/ipc_token.h).
 TOKEN_MAGIC_HEX = b"gpumem-ipc-tokn1".hex()
-# The exporter's debug line for each VMM block it shares (shim/ipc/ipc_service.cpp).
+# The exporter's debug line for each VMM block it shares (shim/services/ipc_service.cpp).
 VMM_EXPORT = re.compile(r"the (\d+)-byte block at 0x[0-9a-f]+ is shared as (\d+) VMM mapping")
 SEGMENT_BYTES = 4 * 1024 * 1024  # ipc_tensor_share.cpp's segment, the largest block it exports
 

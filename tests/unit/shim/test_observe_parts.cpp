@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <string>
 
-#include "observe/output_file.h"
-#include "observe/refusal_limiter.h"
+#include "base/output_file.h"
+#include "base/refusal_limiter.h"
 
 using gpumem::shim::observe::RefusalLimiter;
 

@@ -1,0 +1,366 @@
+#include "regions/vmm_region_source.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "budget/budgets.h"
+#include "driver/real_driver.h"
+#include "exports/export_table.h"
+#include "base/log.h"
+
+namespace gpumem::shim {
+namespace {
+
+CUmemAllocationProp device_memory(CUdevice device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+std::size_t round_up_to(std::size_t bytes, std::size_t unit) { return (bytes + unit - 1) / unit * unit; }
+
+CUmemAccessDesc read_write_for(CUdevice device) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return access;
+}
+
+}  // namespace
+
+std::size_t VmmRegionSource::granularity_for(CUdevice device) noexcept {
+  const RealDriver& driver = real_driver();
+  if (driver.cuDeviceGetAttribute == nullptr || driver.cuMemGetAllocationGranularity == nullptr ||
+      driver.cuMemAddressReserve == nullptr || driver.cuMemAddressFree == nullptr || driver.cuMemCreate == nullptr ||
+      driver.cuMemMap == nullptr || driver.cuMemUnmap == nullptr || driver.cuMemRelease == nullptr ||
+      driver.cuMemSetAccess == nullptr) {
+    return 0;
+  }
+  int supported = 0;
+  if (driver.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) !=
+          CUDA_SUCCESS ||
+      supported == 0) {
+    return 0;
+  }
+  const CUmemAllocationProp prop = device_memory(device);
+  std::size_t granularity = 0;
+  if (driver.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) !=
+      CUDA_SUCCESS) {
+    return 0;
+  }
+  // The arena needs a power of two of at least its 256-byte granule.
+  return granularity >= 256 && (granularity & (granularity - 1)) == 0 ? granularity : 0;
+}
+
+VmmRegionSource::VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::size_t granularity)
+    : device_(device), granule_(granularity), range_bytes_(round_up_to(kRangeLimits * limit_bytes, granularity)) {}
+
+std::size_t VmmRegionSource::index_of(std::uintptr_t base) const noexcept {
+  const auto found = std::lower_bound(mappings_.begin(), mappings_.end(), base,
+                                      [](const Mapping& mapping, std::uintptr_t at) { return mapping.base < at; });
+  return found != mappings_.end() && found->base == base ? static_cast<std::size_t>(found - mappings_.begin())
+                                                         : mappings_.size();
+}
+
+bool VmmRegionSource::holds(const Region& region) const noexcept {
+  return extent_ != 0 && region.base == range_base_ && region.size == extent_;
+}
+
+bool VmmRegionSource::map_one(std::uintptr_t at) noexcept {
+  const RealDriver& driver = real_driver();
+  const std::size_t bytes = granule_;
+  if (!budget::charge(device_, BudgetPath::arena, bytes, "an arena mapping")) return false;
+  CUmemAllocationProp prop = device_memory(device_);
+  bool exportable = !exportable_refused_;
+  if (exportable) prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle handle = 0;
+  CUresult created = driver.cuMemCreate(&handle, bytes, &prop, 0);
+  if (created != CUDA_SUCCESS && created != CUDA_ERROR_OUT_OF_MEMORY && exportable) {
+    // Plain memory still serves the arena; only sharing its blocks is lost.
+    exportable_refused_ = true;
+    exportable = false;
+    log::at(LogLevel::info, "device {}: the driver refused memory exportable as POSIX descriptors (error {}); "
+            "blocks of the VMM arena cannot be shared with cuIpcGetMemHandle", device_, static_cast<int>(created));
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    created = driver.cuMemCreate(&handle, bytes, &prop, 0);
+  }
+  if (created != CUDA_SUCCESS) {
+    budget::refund(device_, BudgetPath::arena, bytes);
+    return false;
+  }
+  const auto address = static_cast<CUdeviceptr>(at);
+  const std::lock_guard access_lock(access_mutex_);  // the peer accessors stay as they are until it is recorded
+  if (driver.cuMemMap(address, bytes, 0, handle, 0) != CUDA_SUCCESS) {
+    driver.cuMemRelease(handle);
+    budget::refund(device_, BudgetPath::arena, bytes);
+    return false;
+  }
+  if (!open_to_accessors(address, bytes)) {
+    driver.cuMemUnmap(address, bytes);
+    driver.cuMemRelease(handle);
+    budget::refund(device_, BudgetPath::arena, bytes);
+    return false;
+  }
+  {
+    const std::lock_guard lock(pieces_mutex_);
+    const auto position = std::lower_bound(mappings_.begin(), mappings_.end(), at,
+                                           [](const Mapping& mapping, std::uintptr_t base) { return mapping.base < base; });
+    mappings_.insert(position, Mapping{at, bytes, handle, exportable});  // capacity secured by map_range
+  }
+  bytes_reserved_.fetch_add(bytes, std::memory_order_relaxed);
+  return true;
+}
+
+bool VmmRegionSource::map_range(std::uintptr_t at, std::size_t bytes) noexcept {
+  if (bytes == 0 || bytes % granule_ != 0 || at % granule_ != 0 || at < range_base_ ||
+      at - range_base_ > range_bytes_ || bytes > range_bytes_ - (at - range_base_)) {
+    return false;
+  }
+  try {
+    const std::lock_guard lock(pieces_mutex_);  // an export may be reading the records
+    mappings_.reserve(mappings_.size() + bytes / granule_);
+  } catch (...) {  // bad_alloc: no host memory for the records
+    return false;
+  }
+  for (std::size_t mapped = 0; mapped < bytes; mapped += granule_) {
+    if (index_of(at + mapped) != mappings_.size() || !map_one(at + mapped)) {
+      // All or nothing: the pieces of this call go again (refused: kept, and forgotten all the same).
+      while (mapped > 0) {
+        mapped -= granule_;
+        const std::size_t index = index_of(at + mapped);
+        if (!unmap_at(index)) drop_at(index);
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+bool VmmRegionSource::unmap_at(std::size_t index) noexcept {
+  const RealDriver& driver = real_driver();
+  const std::lock_guard access_lock(access_mutex_);
+  const Mapping& mapping = mappings_[index];
+  // The arena gives back only free, unfenced memory; cuMemUnmap also waits for the device. It can be
+  // refused (during a graph capture, say): the mapping is then kept.
+  if (driver.cuMemUnmap(static_cast<CUdeviceptr>(mapping.base), mapping.size) != CUDA_SUCCESS) return false;
+  driver.cuMemRelease(mapping.handle);  // unmapped: the memory goes with its last reference
+  drop_at(index);
+  return true;
+}
+
+void VmmRegionSource::drop_at(std::size_t index) noexcept {
+  Mapping mapping;
+  {
+    const std::lock_guard lock(pieces_mutex_);
+    mapping = mappings_[index];
+    mappings_.erase(mappings_.begin() + static_cast<std::ptrdiff_t>(index));
+  }
+  // Importers hold their own references: their mappings stay.
+  if (mapping.exported_fd >= 0) close(mapping.exported_fd);
+  bytes_reserved_.fetch_sub(mapping.size, std::memory_order_relaxed);
+  budget::refund(device_, BudgetPath::arena, mapping.size);
+}
+
+Status VmmRegionSource::do_reserve(std::size_t bytes, Region& out) {
+  if (extent_ != 0 || !mappings_.empty() || bytes > range_bytes_) return Status::out_of_memory;  // one region
+  if (range_base_ == 0) {
+    CUdeviceptr base = 0;
+    if (real_driver().cuMemAddressReserve(&base, range_bytes_, granule_, 0, 0) != CUDA_SUCCESS) {
+      return Status::out_of_memory;
+    }
+    range_base_ = static_cast<std::uintptr_t>(base);
+  }
+  if (!map_range(range_base_, bytes)) return Status::out_of_memory;
+  extent_ = bytes;
+  out = Region{range_base_, bytes};
+  return Status::ok;
+}
+
+bool VmmRegionSource::do_release(const Region& region) {
+  if (!holds(region)) return false;
+  while (!mappings_.empty()) {
+    // Refused part way: the arena keeps its record and this source its extent, so unmapping and
+    // mapping go on as before until abandon() gives the rest back.
+    if (!unmap_at(mappings_.size() - 1)) return false;
+  }
+  extent_ = 0;
+  return true;  // the range stays reserved, for the next region
+}
+
+Status VmmRegionSource::do_grow(Region& region, std::size_t bytes) {
+  if (!holds(region) || bytes > range_bytes_ - extent_ || !map_range(range_base_ + extent_, bytes)) {
+    return Status::out_of_memory;
+  }
+  extent_ += bytes;
+  region.size = extent_;
+  return Status::ok;
+}
+
+std::size_t VmmRegionSource::do_unmap(const Region& region, std::uintptr_t at, std::size_t bytes) {
+  if (!holds(region) || at % granule_ != 0 || bytes % granule_ != 0 || at < range_base_ ||
+      at - range_base_ > extent_ || bytes > extent_ - (at - range_base_)) {
+    return 0;
+  }
+  std::size_t given = 0;
+  for (; given < bytes; given += granule_) {
+    const std::size_t index = index_of(at + given);
+    if (index == mappings_.size() || !unmap_at(index)) break;  // not mapped (a broken contract), or refused
+  }
+  return given;
+}
+
+Status VmmRegionSource::do_map(const Region& region, std::uintptr_t at, std::size_t bytes) {
+  if (!holds(region) || at < range_base_ || at - range_base_ > extent_ || bytes > extent_ - (at - range_base_) ||
+      !map_range(at, bytes)) {
+    return Status::out_of_memory;
+  }
+  return Status::ok;
+}
+
+void VmmRegionSource::abandon() noexcept {
+  // The blocks' handles stop opening before their descriptors close: a reused descriptor number
+  // would name other memory.
+  if (range_base_ != 0) ipc::withdraw_range(range_base_, range_base_ + range_bytes_);
+  while (!mappings_.empty()) {
+    const std::size_t last = mappings_.size() - 1;
+    if (!unmap_at(last)) drop_at(last);  // the driver refused: forget the mapping, refund it all the same
+  }
+  if (range_base_ != 0) real_driver().cuMemAddressFree(static_cast<CUdeviceptr>(range_base_), range_bytes_);
+  range_base_ = 0;
+  extent_ = 0;
+}
+
+bool VmmRegionSource::starts_mapping(std::uintptr_t address) const noexcept {
+  try {
+    const std::lock_guard lock(pieces_mutex_);
+    const auto found = std::lower_bound(mappings_.begin(), mappings_.end(), address,
+                                        [](const Mapping& mapping, std::uintptr_t at) { return mapping.base < at; });
+    return found != mappings_.end() && found->base == address;
+  } catch (...) {  // the lock failed
+    return false;
+  }
+}
+
+std::vector<CUmemAccessDesc> VmmRegionSource::access_descs() const {
+  std::vector<CUmemAccessDesc> access;
+  access.reserve(1 + peer_accessors_.size());
+  access.push_back(read_write_for(device_));
+  for (const CUdevice device : peer_accessors_) access.push_back(read_write_for(device));
+  return access;
+}
+
+bool VmmRegionSource::open_to_accessors(CUdeviceptr address, std::size_t bytes) const noexcept {
+  const RealDriver& driver = real_driver();
+  try {
+    const std::vector<CUmemAccessDesc> access = access_descs();
+    CUresult result = driver.cuMemSetAccess(address, bytes, access.data(), access.size());
+    if (result != CUDA_SUCCESS && access.size() > 1) {
+      // A peer the driver no longer accepts must not stop the arena from mapping memory.
+      log::at(LogLevel::warn, "device {}: the driver refused peer access to a new arena mapping (error {}); "
+              "peer devices cannot reach the blocks in it", device_, static_cast<int>(result));
+      result = driver.cuMemSetAccess(address, bytes, access.data(), 1);
+    }
+    return result == CUDA_SUCCESS;
+  } catch (...) {  // bad_alloc: no host memory for the list
+    return false;
+  }
+}
+
+std::vector<CUdevice> VmmRegionSource::peer_accessors() const {
+  const std::lock_guard lock(access_mutex_);
+  return peer_accessors_;
+}
+
+void VmmRegionSource::set_peer_access(CUdevice accessor, bool enabled) noexcept {
+  if (accessor == device_) return;  // the owner's access is the arena's own
+  try {
+    const std::lock_guard lock(access_mutex_);
+    const auto found = std::find(peer_accessors_.begin(), peer_accessors_.end(), accessor);
+    if ((found != peer_accessors_.end()) == enabled) return;
+    if (enabled) {
+      peer_accessors_.push_back(accessor);
+    } else {
+      peer_accessors_.erase(found);
+    }
+    // The mapped ranges, adjacent mappings joined: cuMemSetAccess takes several whole mappings at once.
+    std::vector<std::pair<std::uintptr_t, std::size_t>> ranges;
+    {
+      const std::lock_guard pieces_lock(pieces_mutex_);
+      for (const Mapping& mapping : mappings_) {
+        if (!ranges.empty() && ranges.back().first + ranges.back().second == mapping.base) {
+          ranges.back().second += mapping.size;
+        } else {
+          ranges.emplace_back(mapping.base, mapping.size);
+        }
+      }
+    }
+    CUmemAccessDesc access = read_write_for(accessor);
+    if (!enabled) access.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;  // for this device alone
+    for (const auto& [base, size] : ranges) {
+      const CUresult result = real_driver().cuMemSetAccess(static_cast<CUdeviceptr>(base), size, &access, 1);
+      if (result == CUDA_SUCCESS) continue;
+      if (enabled) {
+        log::at(LogLevel::warn, "device {}: the driver refused device {} access to the arena's memory (error {}); "
+                "that device cannot reach the blocks of this context", device_, accessor, static_cast<int>(result));
+        access.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;  // what was granted goes back, and later mappings ask nothing
+        for (const auto& [granted_base, granted_size] : ranges) {
+          if (granted_base == base) break;
+          real_driver().cuMemSetAccess(static_cast<CUdeviceptr>(granted_base), granted_size, &access, 1);
+        }
+        peer_accessors_.pop_back();
+      } else {
+        log::at(LogLevel::warn, "device {}: the driver refused to take back device {}'s access to the arena's "
+                "memory (error {}); it keeps that access", device_, accessor, static_cast<int>(result));
+      }
+      return;
+    }
+  } catch (...) {  // no host memory for the records, or a lock failed: the access stays as it was
+  }
+}
+
+CUresult VmmRegionSource::export_span(std::uintptr_t block_base, std::size_t block_size,
+                                     ipc::VmmSpan& span) const noexcept {
+  const RealDriver& driver = real_driver();
+  const std::uintptr_t block_end = block_base + block_size;
+  span = ipc::VmmSpan{};
+  try {
+    const std::lock_guard lock(pieces_mutex_);
+    for (const Mapping& mapping : mappings_) {
+      if (mapping.base + mapping.size <= block_base || mapping.base >= block_end) continue;
+      if (!mapping.exportable || driver.cuMemExportToShareableHandle == nullptr) {
+        log::at(LogLevel::error, "cuIpcGetMemHandle: {:#x} lies in arena memory the driver could not make "
+                "exportable; it cannot be shared", block_base);
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      if (span.piece_count == ipc::kMaxVmmPieces) {
+        log::at(LogLevel::error, "cuIpcGetMemHandle: the {}-byte block at {:#x} lies over more than {} of the "
+                "arena's mappings; it cannot be shared", block_size, block_base, ipc::kMaxVmmPieces);
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      if (mapping.exported_fd < 0) {  // exported once, kept for later exports while the mapping lives
+        int fd = -1;
+        const CUresult exported =
+            driver.cuMemExportToShareableHandle(&fd, mapping.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        if (exported != CUDA_SUCCESS) {
+          log::at(LogLevel::error, "cuIpcGetMemHandle: the driver refused to export the memory under {:#x} "
+                  "(error {})", block_base, static_cast<int>(exported));
+          return exported;
+        }
+        fcntl(fd, F_SETFD, FD_CLOEXEC);  // the program's children get none of the arena's memory
+        mapping.exported_fd = fd;
+      }
+      if (span.piece_count == 0) span.offset = block_base - mapping.base;
+      span.pieces[span.piece_count++] = ipc::VmmPiece{mapping.exported_fd, 0, mapping.size};
+    }
+  } catch (...) {  // the lock failed
+    return CUDA_ERROR_UNKNOWN;
+  }
+  return span.piece_count > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+}  // namespace gpumem::shim

@@ -1,0 +1,234 @@
+// The allocation paths outside the memory managers, each charged to the device's budget
+// (budget/budgets.h): virtual memory management (cuMemCreate, with the refund when the memory is
+// really freed: released and unmapped, vmm_ledger.h), managed memory, CUDA arrays and mipmapped
+// arrays; and cuDeviceTotalMem, which reports the budget's limit. The hooks call these.
+#include <algorithm>
+
+#include "budget/budgets.h"
+#include "budget/vmm_ledger.h"
+#include "services/other_paths.h"
+#include "driver/real_driver.h"
+
+namespace gpumem::shim {
+namespace {
+
+VmmLedger& vmm_ledger() {
+  static VmmLedger* const ledger = new VmmLedger();  // leaked: hooks may run during exit
+  return *ledger;
+}
+
+CUresult missing_entry_point() {
+  return real_driver().available ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+std::size_t format_bytes(CUarray_format format) {
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      return 2;
+    default:
+      return 4;
+  }
+}
+
+// The bytes an array of this shape holds, when the driver cannot say (no
+// cuArrayGetMemoryRequirements before CUDA 11.6): its elements, without the driver's padding.
+std::size_t estimated_bytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned int levels) {
+  std::size_t total = 0;
+  std::size_t width = std::max<std::size_t>(d.Width, 1), height = std::max<std::size_t>(d.Height, 1),
+              depth = std::max<std::size_t>(d.Depth, 1);
+  for (unsigned int level = 0; level < std::max(levels, 1u); ++level) {
+    total += width * height * depth * d.NumChannels * format_bytes(d.Format);
+    width = std::max<std::size_t>(width / 2, 1);
+    height = std::max<std::size_t>(height / 2, 1);
+    depth = std::max<std::size_t>(depth / 2, 1);
+  }
+  return total;
+}
+
+// Charges an array that exists already (its size is known only now); over the budget it is
+// destroyed at once and the call answers CUDA_ERROR_OUT_OF_MEMORY, as if the driver had refused it.
+template <typename Handle, typename Destroy>
+CUresult charge_array(Handle* handle, CUdevice device, std::size_t bytes, const char* call, Destroy&& destroy) {
+  if (!budget::charge(device, BudgetPath::arrays, bytes, call)) {
+    destroy(*handle);
+    *handle = nullptr;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  budget::remember_block(reinterpret_cast<std::uintptr_t>(*handle), device, BudgetPath::arrays, bytes);
+  return CUDA_SUCCESS;
+}
+
+template <typename Handle, typename Destroy>
+CUresult destroy_array(Handle handle, Destroy&& destroy) {
+  const budget::Forgotten block = budget::take_block(reinterpret_cast<std::uintptr_t>(handle));
+  const CUresult result = destroy(handle);
+  if (result != CUDA_SUCCESS) budget::restore_block(block);
+  return result;
+}
+
+}  // namespace
+
+CUresult device_total_mem(size_t* bytes, CUdevice device) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuDeviceTotalMem_v2 == nullptr) return missing_entry_point();
+  const CUresult result = driver.cuDeviceTotalMem_v2(bytes, device);
+  if (result != CUDA_SUCCESS) return result;
+  // The program sees the device as big as its budget, as cuMemGetInfo and NVML report it.
+  if (const DeviceBudget* budget = budget::of_device(device)) *bytes = budget->limit();
+  return CUDA_SUCCESS;
+}
+
+CUresult mem_create(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                    unsigned long long flags) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemCreate == nullptr) return missing_entry_point();
+  // Only device memory is charged; bad arguments get the driver's own answer.
+  if (handle == nullptr || prop == nullptr || size == 0 || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return driver.cuMemCreate(handle, size, prop, flags);
+  }
+  const CUdevice device = prop->location.id;
+  if (!budget::charge(device, BudgetPath::vmm, size, "cuMemCreate")) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult result = driver.cuMemCreate(handle, size, prop, flags);
+  if (result != CUDA_SUCCESS) {
+    budget::refund(device, BudgetPath::vmm, size);
+    return result;
+  }
+  if (budget::existing(device) != nullptr) vmm_ledger().created(*handle, device, size);
+  return result;
+}
+
+CUresult mem_release(CUmemGenericAllocationHandle handle) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemRelease == nullptr) return missing_entry_point();
+  const CUresult result = driver.cuMemRelease(handle);
+  if (result == CUDA_SUCCESS) {
+    if (const auto charge = vmm_ledger().released(handle)) budget::refund(charge->device, BudgetPath::vmm, charge->bytes);
+  }
+  return result;
+}
+
+CUresult mem_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                 unsigned long long flags) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemMap == nullptr) return missing_entry_point();
+  const CUresult result = driver.cuMemMap(ptr, size, offset, handle, flags);
+  if (result == CUDA_SUCCESS) vmm_ledger().mapped(static_cast<std::uintptr_t>(ptr), size, handle);
+  return result;
+}
+
+CUresult mem_unmap(CUdeviceptr ptr, size_t size) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemUnmap == nullptr) return missing_entry_point();
+  const CUresult result = driver.cuMemUnmap(ptr, size);
+  if (result == CUDA_SUCCESS) {
+    vmm_ledger().unmapped(static_cast<std::uintptr_t>(ptr), size,
+                          [](int device, std::size_t bytes) { budget::refund(device, BudgetPath::vmm, bytes); });
+  }
+  return result;
+}
+
+CUresult mem_retain_allocation_handle(CUmemGenericAllocationHandle* handle, void* addr) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemRetainAllocationHandle == nullptr) return missing_entry_point();
+  const CUresult result = driver.cuMemRetainAllocationHandle(handle, addr);
+  if (result == CUDA_SUCCESS && handle != nullptr) vmm_ledger().retained(*handle);
+  return result;
+}
+
+CUresult mem_alloc_managed(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemAllocManaged == nullptr) return missing_entry_point();
+  // Charged to the current device: it is where the memory lives whenever the program's kernels use
+  // it, and where a device without concurrent managed access must find room for all of it.
+  const CUdevice device = budget::current_device();
+  if (dptr == nullptr || bytes == 0 || device < 0) return driver.cuMemAllocManaged(dptr, bytes, flags);
+  if (!budget::charge(device, BudgetPath::managed, bytes, "cuMemAllocManaged")) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult result = driver.cuMemAllocManaged(dptr, bytes, flags);
+  if (result == CUDA_SUCCESS) {
+    budget::remember_block(static_cast<std::uintptr_t>(*dptr), device, BudgetPath::managed, bytes);
+  } else {
+    budget::refund(device, BudgetPath::managed, bytes);
+  }
+  return result;
+}
+
+namespace {
+
+std::size_t array_bytes(CUarray array, CUdevice device, const CUDA_ARRAY3D_DESCRIPTOR& shape) {
+  const RealDriver& driver = real_driver();
+  CUDA_ARRAY_MEMORY_REQUIREMENTS requirements{};
+  if (driver.cuArrayGetMemoryRequirements != nullptr &&
+      driver.cuArrayGetMemoryRequirements(&requirements, array, device) == CUDA_SUCCESS) {
+    return requirements.size;
+  }
+  return estimated_bytes(shape, 1);
+}
+
+CUresult finish_array_create(CUresult created, CUarray* handle, CUdevice device, const CUDA_ARRAY3D_DESCRIPTOR& shape,
+                             const char* call) {
+  // The first path to charge a device makes its budget.
+  if (created != CUDA_SUCCESS || device < 0 || budget::of_device(device) == nullptr) return created;
+  return charge_array(handle, device, array_bytes(*handle, device, shape), call,
+                      [](CUarray array) { real_driver().cuArrayDestroy(array); });
+}
+
+}  // namespace
+
+CUresult array_create(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* descriptor) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuArrayCreate_v2 == nullptr || driver.cuArrayDestroy == nullptr) return missing_entry_point();
+  const CUresult created = driver.cuArrayCreate_v2(handle, descriptor);
+  if (created != CUDA_SUCCESS) return created;
+  CUDA_ARRAY3D_DESCRIPTOR shape{};
+  shape.Width = descriptor->Width;
+  shape.Height = descriptor->Height;
+  shape.Format = descriptor->Format;
+  shape.NumChannels = descriptor->NumChannels;
+  return finish_array_create(created, handle, budget::current_device(), shape, "cuArrayCreate");
+}
+
+CUresult array_3d_create(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* descriptor) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuArray3DCreate_v2 == nullptr || driver.cuArrayDestroy == nullptr) return missing_entry_point();
+  const CUresult created = driver.cuArray3DCreate_v2(handle, descriptor);
+  if (created != CUDA_SUCCESS) return created;
+  return finish_array_create(created, handle, budget::current_device(), *descriptor, "cuArray3DCreate");
+}
+
+CUresult array_destroy(CUarray handle) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuArrayDestroy == nullptr) return missing_entry_point();
+  return destroy_array(handle, [&](CUarray array) { return driver.cuArrayDestroy(array); });
+}
+
+CUresult mipmapped_array_create(CUmipmappedArray* handle, const CUDA_ARRAY3D_DESCRIPTOR* descriptor,
+                                unsigned int levels) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMipmappedArrayCreate == nullptr || driver.cuMipmappedArrayDestroy == nullptr) {
+    return missing_entry_point();
+  }
+  const CUresult created = driver.cuMipmappedArrayCreate(handle, descriptor, levels);
+  const CUdevice device = budget::current_device();
+  if (created != CUDA_SUCCESS || device < 0 || budget::of_device(device) == nullptr) return created;
+  CUDA_ARRAY_MEMORY_REQUIREMENTS requirements{};
+  const std::size_t bytes =
+      driver.cuMipmappedArrayGetMemoryRequirements != nullptr &&
+              driver.cuMipmappedArrayGetMemoryRequirements(&requirements, *handle, device) == CUDA_SUCCESS
+          ? requirements.size
+          : estimated_bytes(*descriptor, levels);
+  return charge_array(handle, device, bytes, "cuMipmappedArrayCreate",
+                      [&](CUmipmappedArray array) { driver.cuMipmappedArrayDestroy(array); });
+}
+
+CUresult mipmapped_array_destroy(CUmipmappedArray handle) {
+  const RealDriver& driver = real_driver();
+  if (driver.cuMipmappedArrayDestroy == nullptr) return missing_entry_point();
+  return destroy_array(handle, [&](CUmipmappedArray array) { return driver.cuMipmappedArrayDestroy(array); });
+}
+
+}  // namespace gpumem::shim
