@@ -1,3 +1,4 @@
+// Chunk records: the metadata of every piece of every region, in one table that also finds a chunk by its start.
 #include "chunk_store.h"
 
 #include <bit>

@@ -1,3 +1,4 @@
+// Fenced chunks, kept per stream in FIFOs ordered by fence id.
 #include "fence_queues.h"
 
 #include <algorithm>

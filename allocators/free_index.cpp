@@ -1,3 +1,4 @@
+// The free index: every free, unfenced chunk, searchable for the best fit in O(log n).
 #include "free_index.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Region sources without a device (host memory, fake addresses, their resizable kinds).
 #include "region_sources.h"
 
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// Names of the allocation core's statuses.
 #include "status.h"
 
 namespace gpumem {

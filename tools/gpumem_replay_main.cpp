@@ -211,14 +211,14 @@ std::optional<Failure> parse_arguments(const std::vector<std::string_view>& args
       }
       out.preallocate = preallocate;
     } else if (name == "--device") {
-      constexpr std::string_view kExpected = "a device ordinal (0, 1, ...)";
+      constexpr std::string_view kDeviceExpected = "a device ordinal (0, 1, ...)";
       const auto text = value();
-      if (!text) return missing(kExpected);
-      const std::string_view trimmed = gpumem::trim_blanks(*text);
+      if (!text) return missing(kDeviceExpected);
       int device = 0;
+      const std::string_view trimmed = gpumem::trim_blanks(*text);
       const auto [end, error] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), device, 10);
       if (trimmed.empty() || error != std::errc{} || end != trimmed.data() + trimmed.size() || device < 0) {
-        return invalid(kExpected, *text);
+        return invalid(kDeviceExpected, *text);
       }
       out.device = device;
     } else if (name == "--granule") {
@@ -232,13 +232,7 @@ std::optional<Failure> parse_arguments(const std::vector<std::string_view>& args
       out.granule = bytes;
     } else if (name == "--keep-idle") {
       if (auto failure = flag(out.keep_idle)) return failure;
-    } else if (name == "--min-growth") {
-      const auto text = value();
-      if (!text) return missing(kSizeExpected);
-      const std::optional<std::size_t> bytes = parse_size_argument(*text);
-      if (!bytes) return invalid(kSizeExpected, *text);
-      out.min_growth = bytes;
-    } else if (name == "--limit" || name == "--device-memory") {
+    } else if (name == "--limit" || name == "--device-memory" || name == "--min-growth") {
       const auto text = value();
       if (!text) return missing(kSizeExpected);
       const std::optional<std::size_t> bytes = parse_size_argument(*text);
@@ -247,7 +241,7 @@ std::optional<Failure> parse_arguments(const std::vector<std::string_view>& args
         if (*bytes < kMinimumLimit) return invalid("a limit of at least 256 bytes", *text);
         out.limit = bytes;
       } else {
-        out.device_memory = bytes;
+        (name == "--min-growth" ? out.min_growth : out.device_memory) = bytes;
       }
     } else if (name == "--source") {
       constexpr std::string_view kExpected = "vmm or classic";

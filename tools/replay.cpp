@@ -1,3 +1,4 @@
+// The replay engine: a trace through the BFC arena over a fake region source.
 #include "replay.h"
 
 #include "policy/policy.h"

@@ -1,3 +1,4 @@
+// The trace reader: RMM's replay-log CSV and gpumem's GPUMEM_TRACE.
 #include "trace_reader.h"
 
 #include <array>
@@ -8,18 +9,14 @@
 
 #include <fmt/format.h>
 
+#include "base/trace_format.h"
 #include "policy/value_parsers.h"
 
 namespace gpumem::replay {
 namespace {
 
-enum Column : std::size_t { kThread, kTime, kAction, kPointer, kSize, kStream, kDevice, kReserved, kLimit, kColumns };
-
-constexpr std::array<std::string_view, kColumns> kColumnNames{"Thread",   "Time",   "Action",
-                                                              "Pointer",  "Size",   "Stream",
-                                                              "Device",   "Reserved", "Limit"};
-constexpr std::size_t kRequiredColumns = kDevice;  // the first six
-constexpr std::string_view kRequiredList = "Thread,Time,Action,Pointer,Size,Stream";
+using namespace trace_format;
+constexpr std::string_view kRequiredList = kRequiredHeader;
 constexpr std::size_t kAbsent = std::numeric_limits<std::size_t>::max();
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -100,9 +97,9 @@ std::optional<double> parse_time(std::string_view text) {
 }
 
 std::optional<TraceAction> parse_action(std::string_view text) {
-  if (equals_ignoring_case(text, "allocate")) return TraceAction::allocate;
-  if (equals_ignoring_case(text, "free") || equals_ignoring_case(text, "deallocate")) return TraceAction::free;
-  if (equals_ignoring_case(text, "allocate failure")) return TraceAction::allocate_failure;
+  if (equals_ignoring_case(text, kAllocate)) return TraceAction::allocate;
+  if (equals_ignoring_case(text, kFree) || equals_ignoring_case(text, "deallocate")) return TraceAction::free;
+  if (equals_ignoring_case(text, kAllocateFailure)) return TraceAction::allocate_failure;
   return std::nullopt;
 }
 
@@ -185,52 +182,30 @@ std::optional<TraceRecord> parse_row(const Header& header, std::string_view line
   TraceRecord record;
   record.line = line_number;
 
-  const auto thread = parse_decimal<std::uint64_t>(field(kThread));
-  if (!thread) {
-    error = field_error(line_number, kThread, "a decimal thread id", field(kThread));
+  // Parses `column` into `out`; on failure `error` says what was expected.
+  const auto read = [&](Column column, auto parse, std::string_view expected, auto& out) {
+    const auto value = parse(field(column));
+    if (!value) {
+      error = field_error(line_number, column, expected, field(column));
+      return false;
+    }
+    out = *value;
+    return true;
+  };
+  if (!read(kThread, parse_decimal<std::uint64_t>, "a decimal thread id", record.thread) ||
+      !read(kTime, parse_time, "seconds since the epoch (1764047045.123456) or HH:MM:SS.ffffff", record.time) ||
+      !read(kAction, parse_action, "allocate, free, deallocate or \"allocate failure\"", record.action)) {
     return std::nullopt;
   }
-  record.thread = *thread;
-
-  const auto time = parse_time(field(kTime));
-  if (!time) {
-    error = field_error(line_number, kTime, "seconds since the epoch (1764047045.123456) or HH:MM:SS.ffffff",
-                        field(kTime));
-    return std::nullopt;
-  }
-  record.time = *time;
-
-  const auto action = parse_action(field(kAction));
-  if (!action) {
-    error = field_error(line_number, kAction, "allocate, free, deallocate or \"allocate failure\"", field(kAction));
-    return std::nullopt;
-  }
-  record.action = *action;
-
   if (field(kPointer).empty() && record.action == TraceAction::allocate_failure) {
     record.pointer = 0;
-  } else {
-    const auto pointer = parse_hex(field(kPointer));
-    if (!pointer) {
-      error = field_error(line_number, kPointer, "a hex address (0x7f0000000000 or 7f0000000000)", field(kPointer));
-      return std::nullopt;
-    }
-    record.pointer = *pointer;
-  }
-
-  const auto size = parse_decimal<std::size_t>(field(kSize));
-  if (!size) {
-    error = field_error(line_number, kSize, "a decimal byte count", field(kSize));
+  } else if (!read(kPointer, parse_hex, "a hex address (0x7f0000000000 or 7f0000000000)", record.pointer)) {
     return std::nullopt;
   }
-  record.size = *size;
-
-  const auto stream = parse_decimal_or_hex(field(kStream));
-  if (!stream) {
-    error = field_error(line_number, kStream, "a stream handle in decimal or 0x-hex", field(kStream));
+  if (!read(kSize, parse_decimal<std::size_t>, "a decimal byte count", record.size) ||
+      !read(kStream, parse_decimal_or_hex, "a stream handle in decimal or 0x-hex", record.stream)) {
     return std::nullopt;
   }
-  record.stream = *stream;
 
   if (header.position[kDevice] != kAbsent) {
     const auto device = parse_decimal<unsigned>(field(kDevice));

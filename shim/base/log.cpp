@@ -1,3 +1,4 @@
+// The gpumem: log: spdlog, header-only, created at the first message.
 #include "base/log.h"
 
 #include <spdlog/details/null_mutex.h>

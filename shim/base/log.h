@@ -6,7 +6,7 @@
 // thread is already inside the logger (e.g. a dlsym hook reached from the logger's own set-up) is
 // dropped instead of recursing. Never throws; formatting errors are swallowed.
 //
-// Use: log::debug("cuGetProcAddress({}) -> hook", name); the arguments are only formatted when the
+// Use: log::at(LogLevel::debug, "cuGetProcAddress({}) -> hook", name); the arguments are only formatted when the
 // level is enabled.
 #pragma once
 
@@ -57,26 +57,5 @@ class Pending {
  private:
   std::vector<std::pair<LogLevel, std::string>> messages_;
 };
-
-template <typename... Args>
-void trace(fmt::format_string<Args...> format, Args&&... args) noexcept {
-  at(LogLevel::trace, format, std::forward<Args>(args)...);
-}
-template <typename... Args>
-void debug(fmt::format_string<Args...> format, Args&&... args) noexcept {
-  at(LogLevel::debug, format, std::forward<Args>(args)...);
-}
-template <typename... Args>
-void info(fmt::format_string<Args...> format, Args&&... args) noexcept {
-  at(LogLevel::info, format, std::forward<Args>(args)...);
-}
-template <typename... Args>
-void warn(fmt::format_string<Args...> format, Args&&... args) noexcept {
-  at(LogLevel::warn, format, std::forward<Args>(args)...);
-}
-template <typename... Args>
-void error(fmt::format_string<Args...> format, Args&&... args) noexcept {
-  at(LogLevel::error, format, std::forward<Args>(args)...);
-}
 
 }  // namespace gpumem::shim::log

@@ -1,3 +1,4 @@
+// Opening the shim's output files: %p expanded, no symbolic links, never blocking, close-on-exec.
 #include "base/output_file.h"
 
 #include <fcntl.h>

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace gpumem::shim::observe {
 
@@ -53,5 +54,14 @@ class RefusalLimiter {
   };
   std::array<Entry, kSizes> entries_{};
 };
+
+// The process's refusal reports, one limiter per kind, shared by every thread (base/refusal_limiter.cpp).
+enum class RefusalKind : std::uint8_t {
+  out_of_memory,  // a memory manager refused a request (the full out-of-memory report)
+  over_budget,    // the device's budget refused a charge of another path
+};
+// Whether a refusal of `bytes` is reported now; when it is, `note` is " (N more refusals of this size
+// since the last report)" or empty. Never throws; fork-safe.
+bool report_refusal(RefusalKind kind, std::size_t bytes, std::string& note) noexcept;
 
 }  // namespace gpumem::shim::observe

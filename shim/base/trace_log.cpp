@@ -1,3 +1,4 @@
+// The GPUMEM_TRACE CSV: binary records buffered under one lock, formatted without allocating.
 #include "base/trace_log.h"
 
 #include <pthread.h>
@@ -19,6 +20,7 @@
 
 #include "base/log.h"
 #include "base/output_file.h"
+#include "base/trace_format.h"
 #include "policy/process_policy.h"
 
 namespace gpumem::shim::observe {
@@ -42,7 +44,7 @@ struct Record {
 constexpr std::size_t kRecords = 8192;      // ~512 KiB of events between two writes
 constexpr std::size_t kTextBytes = 64 * 1024;
 constexpr std::size_t kLongestRow = 256;    // 9 numbers of at most 20 digits, an action, commas
-constexpr std::string_view kHeader = "Thread,Time,Action,Pointer,Size,Stream,Device,Reserved,Limit\n";
+using trace_format::kHeader;
 constexpr std::uint64_t kUnknown = static_cast<std::uint64_t>(-1);
 constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
@@ -101,7 +103,9 @@ std::size_t format_row(const Record& r, char* out) noexcept {
   row.ch('.');
   row.decimal((r.time_ns % 1'000'000'000u) / 1000u, 6);
   row.ch(',');
-  row.text(r.action == Action::allocate ? "allocate" : r.action == Action::free ? "free" : "allocate failure");
+  row.text(r.action == Action::allocate ? trace_format::kAllocate
+           : r.action == Action::free    ? trace_format::kFree
+                                         : trace_format::kAllocateFailure);
   row.ch(',');
   row.hex(r.pointer);
   row.ch(',');
@@ -317,7 +321,7 @@ TraceLog* create() noexcept {
     std::string why;
     const int fd = open_output_file(path, why);
     if (fd < 0) {
-      log::error("GPUMEM_TRACE: {}; no trace is written", why);
+      log::at(LogLevel::error, "GPUMEM_TRACE: {}; no trace is written", why);
       return nullptr;
     }
     auto* trace = new (std::nothrow) TraceLog(fd, pattern);  // leaked: written until the very end
@@ -328,7 +332,7 @@ TraceLog* create() noexcept {
     static std::once_flag fork_handlers;
     std::call_once(fork_handlers, [] { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); });
     install_signal_handlers();
-    log::debug("tracing allocations to \"{}\"", path);
+    log::at(LogLevel::debug, "tracing allocations to \"{}\"", path);
     return trace;
   } catch (...) {
     return nullptr;

@@ -1,3 +1,4 @@
+// The process's device budgets, their limits from the policy, and the ledger of blocks freed by pointer.
 #include "budget/budgets.h"
 
 #include <pthread.h>
@@ -31,9 +32,6 @@ std::array<std::atomic<bool>, kMaxDevices> g_below_granule_reported{};
 
 std::atomic<Reclaimer> g_reclaimer{nullptr};
 
-// The budget's refusal lines, limited as the out-of-memory report is (once per size per second).
-std::mutex g_refusal_mutex;
-observe::RefusalLimiter g_refusals;
 
 // The limit the policy gives `device`, as ContextRegistry computes it for a manager; 0: unmanaged.
 std::size_t limit_of_device(CUdevice device) noexcept {
@@ -144,25 +142,21 @@ bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_vie
       const Reclaimed reclaimed = reclaim(device);
       arena_preallocated = reclaimed.preallocated;
       if (reclaimed.bytes > 0) {
-        log::debug("device {}: the arena gave back {} bytes for {} of {} bytes", device, reclaimed.bytes, call, bytes);
+        log::at(LogLevel::debug, "device {}: the arena gave back {} bytes for {} of {} bytes", device, reclaimed.bytes,
+                call, bytes);
       }
     }
     if (budget->try_charge(path, bytes)) return true;
   }
   if (path == BudgetPath::arena) return false;  // the arena backs off and reports its own refusal
   if (!log::enabled(LogLevel::warn)) return false;
-  observe::RefusalLimiter::Verdict verdict;
-  {
-    std::lock_guard lock(g_refusal_mutex);
-    const auto now = std::chrono::steady_clock::now().time_since_epoch();
-    verdict = g_refusals.refuse(bytes, static_cast<std::uint64_t>(std::chrono::nanoseconds(now).count()));
-  }
-  if (!verdict.report) return false;
-  log::warn("device {}: {} of {} bytes refused{}: over this process's budget ({} of {} bytes charged: arena {}, "
+  // Limited as the out-of-memory report is (once per size per second).
+  std::string repeated;
+  if (!observe::report_refusal(observe::RefusalKind::over_budget, bytes, repeated)) return false;
+  log::at(LogLevel::warn, "device {}: {} of {} bytes refused{}: over this process's budget ({} of {} bytes charged: arena {}, "
             "driver {}, async_pool {}, program_pool {}, vmm {}, managed {}, arrays {}); {}",
             device, call, bytes,
-            verdict.suppressed == 0 ? std::string() : fmt::format(" ({} more refusals of this size since the last "
-                                                                  "report)", verdict.suppressed),
+            repeated,
             budget->charged(), budget->limit(), budget->charged(BudgetPath::arena),
             budget->charged(BudgetPath::driver), budget->charged(BudgetPath::async_pool),
             budget->charged(BudgetPath::program_pool), budget->charged(BudgetPath::vmm),

@@ -35,6 +35,17 @@ DeviceBudget* slot(CUdevice device) noexcept;
 bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept;
 void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept;
 
+// Every path pays before it asks the driver: charges `bytes` to `path` on `device`, runs `allocate`
+// (the driver call, returning a CUresult), and refunds the charge if it failed. A refused charge
+// answers CUDA_ERROR_OUT_OF_MEMORY without calling the driver.
+template <typename Allocate>
+CUresult charged(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call, Allocate&& allocate) {
+  if (!charge(device, path, bytes, call)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult result = allocate();
+  if (result != CUDA_SUCCESS) refund(device, path, bytes);
+  return result;
+}
+
 // The ledger: `key` (a device pointer, or an array handle) holds `bytes` charged to `path` on
 // `device`. forget_block refunds and removes it; false when the key is not in the ledger.
 // The block is taken to belong to the current context (its memory goes when that context is destroyed).
@@ -52,6 +63,17 @@ struct Forgotten {
 };
 Forgotten take_block(std::uintptr_t key) noexcept;  // removes and refunds, reporting what it was
 void restore_block(const Forgotten& block) noexcept;  // undoes take_block
+
+// Frees the ledger's block `key` with `free` (a driver call returning a CUresult): its charge is
+// refunded before the free, since another thread may be handed the address at once, and restored if
+// the free fails.
+template <typename Free>
+CUresult free_block(std::uintptr_t key, Free&& free) {
+  const Forgotten block = take_block(key);
+  const CUresult result = free();
+  if (result != CUDA_SUCCESS) restore_block(block);
+  return result;
+}
 
 // What the device's memory managers gave back when a charge did not fit: the bytes released to the
 // driver, and whether one of them keeps a preallocated region it cannot give back in part.

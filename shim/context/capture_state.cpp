@@ -1,3 +1,4 @@
+// Whether the program may be capturing a stream into a CUDA graph (then the shim never synchronises).
 #include "context/capture_state.h"
 
 #include <atomic>

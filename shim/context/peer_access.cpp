@@ -1,3 +1,4 @@
+// The peer access the program enabled, per context, for memory the driver does not open to peers itself.
 #include "context/peer_access.h"
 
 #include <pthread.h>

@@ -1,3 +1,4 @@
+// Maps the stream handle a program passes to a fence domain of the arena.
 #include "context/stream_domain.h"
 
 #include <atomic>

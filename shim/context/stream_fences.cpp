@@ -1,3 +1,4 @@
+// The events behind stream-ordered frees: recorded, polled and reused.
 #include "context/stream_fences.h"
 
 #include "driver/real_driver.h"

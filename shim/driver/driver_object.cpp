@@ -1,3 +1,4 @@
+// Which loaded object is the CUDA driver, and single entry-point resolution that never returns a hook.
 #include "driver/driver_object.h"
 
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+// libc's own dlsym, found through dlvsym.
 #include "driver/real_dlsym.h"
 
 #include <dlfcn.h>

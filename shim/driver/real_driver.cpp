@@ -1,3 +1,4 @@
+// The real driver's entry points (entry_points.def), resolved once, lazily.
 #include "driver/real_driver.h"
 
 #include <atomic>

@@ -1,3 +1,4 @@
+// The exporter's table of IPC blocks in a memfd, and the importer's reading of it.
 #include "exports/export_table.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// The hooked entry points (entry_points.def) and the matching of a driver entry point to its hook.
 #include "hooks/hook_table.h"
 
 #include <dlfcn.h>

@@ -163,7 +163,7 @@ void* nvml_hook_for(void* handle, const char* name, void* found) noexcept {
     g_memory_info_v2.store(reinterpret_cast<MemoryInfoV2>(found), std::memory_order_release);
   }
   g_nvml_handle.store(handle, std::memory_order_release);
-  log::debug("dlsym(\"{}\") -> hook in libgpumem.so", name);
+  log::at(LogLevel::debug, "dlsym(\"{}\") -> hook in libgpumem.so", name);
   return kMemoryInfo == name ? reinterpret_cast<void*>(&nvmlDeviceGetMemoryInfo)
                              : reinterpret_cast<void*>(&nvmlDeviceGetMemoryInfo_v2);
 }

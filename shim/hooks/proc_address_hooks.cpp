@@ -16,7 +16,7 @@ void swap_in_hook(const char* symbol, void** entry, int cuda_version, cuuint64_t
   if (hook == nullptr) hook = hook_for_driver_entry(*entry);
   if (hook == nullptr) return;
   *entry = hook->hook;
-  log::debug("cuGetProcAddress(\"{}\", {}, flags={}) -> {} hook in libgpumem.so", symbol,
+  log::at(LogLevel::debug, "cuGetProcAddress(\"{}\", {}, flags={}) -> {} hook in libgpumem.so", symbol,
              cuda_version, flags, hook->name);
 }
 

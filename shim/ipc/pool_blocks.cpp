@@ -1,3 +1,4 @@
+// Importing cuda_async pool blocks another process exported: its pool once, then each block.
 #include "ipc/pool_blocks.h"
 
 #include <unistd.h>

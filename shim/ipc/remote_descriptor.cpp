@@ -1,3 +1,4 @@
+// Fetching another process's file descriptor (pidfd_getfd, else /proc/<pid>/fd).
 #include "ipc/remote_descriptor.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// Importing a VMM arena's block another process exported: its pieces mapped back to back.
 #include "ipc/vmm_blocks.h"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// bfc mode: a BFC arena per context over driver regions or one VMM range.
 #include "managers/bfc_manager.h"
 
 #include <algorithm>
@@ -76,9 +77,7 @@ void BfcManager::resolve_fences_instead_of_growing(std::size_t bytes) {
       stats.bytes_fenced < stats.bytes_reserved / 2) {
     return;
   }
-  const FenceId through = last_fence_id();
-  count_fence_sync();
-  if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
+  synchronize_for_reuse();
 }
 
 CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain,
@@ -100,10 +99,7 @@ CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, st
     return count_path(count_driver_alloc(result), AllocationPath::driver, bytes);
   }
   for (int attempt = 0; status == Status::fences_pending && attempt < kFenceSyncAttempts; ++attempt) {
-    const FenceId through = last_fence_id();  // every fence drawn before the synchronisation starts
-    count_fence_sync();
-    if (synchronize_context() != CUDA_SUCCESS) break;
-    do_context_synchronized(through);
+    if (synchronize_for_reuse() != CUDA_SUCCESS) break;
     status = arena_.allocate(bytes, address, stream_domain);
   }
   if (status == Status::ok) {
@@ -139,10 +135,6 @@ CUresult BfcManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
 
 CUresult BfcManager::do_free(CUdeviceptr ptr) {
   const auto address = static_cast<std::uintptr_t>(ptr);
-  if (!arena_.owns(address)) {
-    count_pass_through();
-    return free_passed_through(ptr, [&] { return real_driver().cuMemFree_v2(ptr); });
-  }
   withdraw_mapping_exports(address);
   Fence fence;
   switch (policy().free_sync) {
@@ -154,18 +146,21 @@ CUresult BfcManager::do_free(CUdeviceptr ptr) {
         fence = Fence{fences_.next_unordered_id(), 0};
         break;
       }
-      const FenceId through = last_fence_id();
-      count_fence_sync();
-      const CUresult synced = synchronize_context();
+      const CUresult synced = synchronize_for_reuse();
       if (synced != CUDA_SUCCESS) return synced;
-      do_context_synchronized(through);
       break;
     }
     case FreeSync::none:  // immediate reuse, as XLA does with a single stream
       break;
   }
+  // The free itself asks whether the arena owns the pointer (one lock on the common path); only on a
+  // refusal is it asked whether any region holds the pointer at all, and if none does it is the driver's.
   const Status status = arena_.deallocate(address, fence);
   if (status == Status::ok && fence.id != 0) bound_deferred_frees();
+  if (status == Status::not_owned && !arena_.owns(address)) {
+    count_pass_through();
+    return free_passed_through(ptr, [&] { return real_driver().cuMemFree_v2(ptr); });
+  }
   return to_cuda_result(status);
 }
 
@@ -175,9 +170,7 @@ void BfcManager::bound_deferred_frees() {
   // growing and the first free after the capture synchronises.
   if (capture_state::active()) return;
   deferred_frees_.store(0, std::memory_order_relaxed);  // a failed synchronisation is not retried per free
-  const FenceId through = last_fence_id();
-  count_fence_sync();
-  if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
+  synchronize_for_reuse();
 }
 
 CUresult BfcManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
@@ -193,7 +186,9 @@ CUresult BfcManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, Stre
 
 CUresult BfcManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
   const auto address = static_cast<std::uintptr_t>(ptr);
-  if (!arena_.owns(address)) {
+  // Chunks tile the arena's regions: no chunk holds the pointer exactly when no region does.
+  const std::optional<ChunkInfo> chunk = arena_.find(address);
+  if (!chunk) {
     count_pass_through();
     return free_passed_through(ptr, [&] { return driver_passthrough::mem_free_async(ptr, stream); });
   }
@@ -203,8 +198,7 @@ CUresult BfcManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
   // an arena block gets the driver's answer for any other memory.
   if (on.capturing) return CUDA_ERROR_INVALID_VALUE;
   // The driver frees in stream order only what was allocated so: a cuMemAlloc block stays allocated.
-  const std::optional<ChunkInfo> chunk = arena_.find(address);
-  if (chunk && chunk->in_use && chunk->base == address && !chunk->ordered) return CUDA_ERROR_INVALID_VALUE;
+  if (chunk->in_use && chunk->base == address && !chunk->ordered) return CUDA_ERROR_INVALID_VALUE;
   withdraw_mapping_exports(address);
   fences_.poll();
   Fence fence{fences_.record_on_stream(plain_stream_handle(stream.handle, stream.per_thread)),
@@ -322,9 +316,7 @@ std::size_t BfcManager::do_trim() {
   // Fenced chunks count as used until the device is known to be done with them: synchronise once so
   // they can go back too (not while a graph is being captured: the driver would end the capture).
   if (!capture_state::active() && arena_.stats().bytes_fenced > 0) {
-    const FenceId through = last_fence_id();
-    count_fence_sync();
-    if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
+    synchronize_for_reuse();
   }
   return arena_.release_free_regions();
 }

@@ -1,3 +1,4 @@
+// The registry of contexts and their memory managers.
 #include "managers/context_registry.h"
 
 #include <pthread.h>
@@ -181,7 +182,7 @@ void ContextRegistry::forget(CUcontext context) {
   forget_peer_access(context);
   if (forgotten == nullptr) return;
   forgotten->retire();
-  log::debug("context {}: forgotten with its memory", static_cast<const void*>(context));
+  log::at(LogLevel::debug, "context {}: forgotten with its memory", static_cast<const void*>(context));
   if (log::enabled(LogLevel::info)) log_summary(*forgotten);
 }
 

@@ -1,3 +1,4 @@
+// cuda_async mode: the device's stream-ordered pool, as TF_GPU_ALLOCATOR=cuda_malloc_async uses it.
 #include "managers/cuda_async_manager.h"
 
 #include <fcntl.h>
@@ -128,10 +129,7 @@ CUresult CudaAsyncManager::allocate_on_private_stream(CUdeviceptr* out, std::siz
   if (result == CUDA_ERROR_OUT_OF_MEMORY && !capture_state::active()) {
     // As TensorFlow does: let pending frees land (ours included), then try once more. (Not while
     // the program captures a graph: the driver would refuse the synchronisation and end the capture.)
-    const FenceId through = last_fence_id();
-    count_fence_sync();
-    const CUresult synced = synchronize_context();
-    if (synced == CUDA_SUCCESS) do_context_synchronized(through);
+    const CUresult synced = synchronize_for_reuse();
     release_idle_pool_memory();
     result = allocate_from_pool(out, bytes);
     if (result != CUDA_SUCCESS && synced == CUDA_SUCCESS) {
@@ -245,11 +243,8 @@ CUresult CudaAsyncManager::do_free(CUdeviceptr ptr) {
     return CUDA_SUCCESS;
   }
   if (policy().free_sync == FreeSync::sync && !defer) {
-    const FenceId through = last_fence_id();
-    count_fence_sync();
-    const CUresult synced = synchronize_context();
+    const CUresult synced = synchronize_for_reuse();
     if (synced != CUDA_SUCCESS) return synced;
-    do_context_synchronized(through);
   }
   return return_to_pool(ptr);
 }
@@ -264,10 +259,7 @@ CUresult CudaAsyncManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes
     if (allocated == CUDA_ERROR_OUT_OF_MEMORY && !capture_state::active()) {
       // Blocks the program freed synchronously may still wait for a context synchronisation:
       // return them, as a synchronous allocation would, then try once more.
-      const FenceId through = last_fence_id();
-      count_fence_sync();
-      if (synchronize_context() == CUDA_SUCCESS) {
-        do_context_synchronized(through);
+      if (synchronize_for_reuse() == CUDA_SUCCESS) {
         release_idle_pool_memory();
         allocated = driver_passthrough::mem_alloc_async(out, bytes, stream);
       }
@@ -426,9 +418,7 @@ void CudaAsyncManager::bound_deferred_bytes() {
     if (deferred_bytes_ <= std::max(served_bytes_, kDeferredFloor)) return;
   }
   if (capture_state::active()) return;  // the driver would refuse the synchronisation and end the capture
-  const FenceId through = last_fence_id();
-  count_fence_sync();
-  if (synchronize_context() == CUDA_SUCCESS) do_context_synchronized(through);
+  synchronize_for_reuse();
 }
 
 void CudaAsyncManager::do_fill_stats(ManagerStats& stats) const {

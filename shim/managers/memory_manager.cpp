@@ -1,3 +1,4 @@
+// What every memory manager shares: argument checks, counting, tracing, the out-of-memory report.
 #include "managers/memory_manager.h"
 
 #include <fmt/format.h>
@@ -22,12 +23,6 @@ std::uintptr_t stream_column(StreamArg stream) noexcept {
   return reinterpret_cast<std::uintptr_t>(plain_stream_handle(stream.handle, stream.per_thread));
 }
 
-std::uint64_t monotonic_ns() noexcept {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(now.tv_nsec);
-}
-
 // What to change to get a larger limit, for the out-of-memory report.
 std::string limit_hint(const Policy& policy) {
   if (policy.limit_bytes) return fmt::format("set by {}; raise it", policy.limit_origin.variable);
@@ -36,9 +31,6 @@ std::string limit_hint(const Policy& policy) {
   return fmt::format("{} of the device's {} memory from {}; raise {} or set GPUMEM_LIMIT", policy.fraction,
                      to_string(policy.fraction_of), policy.fraction_origin.variable, variable);
 }
-
-std::mutex g_refusal_mutex;
-observe::RefusalLimiter g_refusals;  // one for the process: reports are what is limited
 
 }  // namespace
 
@@ -77,18 +69,23 @@ CUresult MemoryManager::allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std
   return result;
 }
 
-CUresult MemoryManager::free(CUdeviceptr ptr) {
+template <typename Free>
+CUresult MemoryManager::traced_free(CUdeviceptr ptr, std::uintptr_t stream, Free&& free) {
   observe::TraceLog* trace = observe::trace_log();
   // Traced before the free: once freed, another thread may be handed the same address.
   const std::uint64_t ticket =
-      trace == nullptr ? 0 : observe::trace_free(*trace, ptr, 0, device_, reserved_bytes_now(), limit_bytes_);
-  const CUresult result = do_free(ptr);
+      trace == nullptr ? 0 : observe::trace_free(*trace, ptr, stream, device_, reserved_bytes_now(), limit_bytes_);
+  const CUresult result = free();
   if (result == CUDA_SUCCESS) {
     frees_.fetch_add(1, std::memory_order_relaxed);
   } else if (trace != nullptr) {
     observe::trace_free_failed(*trace, ticket);
   }
   return result;
+}
+
+CUresult MemoryManager::free(CUdeviceptr ptr) {
+  return traced_free(ptr, 0, [&] { return do_free(ptr); });
 }
 
 CUresult MemoryManager::allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
@@ -99,17 +96,7 @@ CUresult MemoryManager::allocate_async(CUdeviceptr* out, std::size_t bytes, Stre
 }
 
 CUresult MemoryManager::free_async(CUdeviceptr ptr, StreamArg stream) {
-  observe::TraceLog* trace = observe::trace_log();
-  const std::uint64_t ticket = trace == nullptr ? 0
-                                                : observe::trace_free(*trace, ptr, stream_column(stream), device_,
-                                                                      reserved_bytes_now(), limit_bytes_);
-  const CUresult result = do_free_async(ptr, stream);
-  if (result == CUDA_SUCCESS) {
-    frees_.fetch_add(1, std::memory_order_relaxed);
-  } else if (trace != nullptr) {
-    observe::trace_free_failed(*trace, ticket);
-  }
-  return result;
+  return traced_free(ptr, stream_column(stream), [&] { return do_free_async(ptr, stream); });
 }
 
 CUresult MemoryManager::allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemoryPool pool,
@@ -184,17 +171,9 @@ void MemoryManager::finish_alloc(CUresult result, CUdeviceptr* out, std::size_t 
     observe::trace_refusal(*trace, observe::TraceEvent{0, bytes, stream, device_, reserved_bytes_now(), limit_bytes_});
   }
   if (result != CUDA_ERROR_OUT_OF_MEMORY || !log::enabled(LogLevel::warn)) return;
-  observe::RefusalLimiter::Verdict verdict;
-  {
-    std::lock_guard lock(g_refusal_mutex);
-    verdict = g_refusals.refuse(bytes, monotonic_ns());
-  }
-  if (!verdict.report) return;
+  std::string repeated;
+  if (!observe::report_refusal(observe::RefusalKind::out_of_memory, bytes, repeated)) return;
   try {
-    const std::string repeated =
-        verdict.suppressed == 0
-            ? std::string()
-            : fmt::format(" ({} more refusals of this size since the last report)", verdict.suppressed);
     std::string description = do_describe_refusal(bytes);
     while (!description.empty() && description.back() == '\n') description.pop_back();  // the log ends the line
     log::at(LogLevel::warn, "device {}: out of memory: {} mode refused {} bytes{}\n{}", device_, mode_name(), bytes,
@@ -237,6 +216,14 @@ std::string MemoryManager::summary(bool never_wait) const {
       static_cast<const void*>(context_), device_, mode_name(), s.counters.allocs, s.counters.frees,
       s.counters.failed_allocs, s.counters.driver_allocs, s.peak_bytes_in_use, s.peak_bytes_reserved,
       s.bytes_limit);
+}
+
+CUresult MemoryManager::synchronize_for_reuse() {
+  const FenceId through = last_fence_id();  // every fence drawn before the synchronisation starts
+  count_fence_sync();
+  const CUresult synced = synchronize_context();
+  if (synced == CUDA_SUCCESS) do_context_synchronized(through);
+  return synced;
 }
 
 CUresult MemoryManager::synchronize_context() const {

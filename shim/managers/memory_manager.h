@@ -134,10 +134,7 @@ class MemoryManager {
   // the address at once, and restored if the free fails.
   template <typename Free>
   static CUresult free_passed_through(CUdeviceptr ptr, Free&& free) {
-    const budget::Forgotten block = budget::take_block(static_cast<std::uintptr_t>(ptr));
-    const CUresult result = free();
-    if (result != CUDA_SUCCESS) budget::restore_block(block);
-    return result;
+    return budget::free_block(static_cast<std::uintptr_t>(ptr), free);
   }
   // Context synchronisation: capture last_fence_id() before the real synchronisation, then report
   // that it completed; every free up to that id is then safe to reuse.
@@ -186,19 +183,16 @@ class MemoryManager {
   template <typename Allocate>
   CUresult allocate_charged(CUdeviceptr* out, std::size_t bytes, BudgetPath path, std::string_view call,
                             Allocate&& allocate) {
-    if (!budget::charge(device_, path, bytes, call)) return CUDA_ERROR_OUT_OF_MEMORY;
-    const CUresult result = allocate();
-    if (result == CUDA_SUCCESS) {
-      budget::remember_block(static_cast<std::uintptr_t>(*out), device_, path, bytes);
-    } else {
-      budget::refund(device_, path, bytes);
-    }
+    const CUresult result = budget::charged(device_, path, bytes, call, allocate);
+    if (result == CUDA_SUCCESS) budget::remember_block(static_cast<std::uintptr_t>(*out), device_, path, bytes);
     return result;
   }
   // "limit N bytes, <where it came from and what to raise>", for out-of-memory reports.
   std::string limit_advice() const;
-  // Synchronises this manager's context with the real driver.
-  CUresult synchronize_context() const;
+  // Synchronises this manager's context so that freed memory can be reused, then resolves every fence
+  // drawn before the synchronisation began (counted as a fence sync). Returns the synchronisation's
+  // result; on failure nothing is resolved.
+  CUresult synchronize_for_reuse();
 
  private:
   virtual CUresult do_allocate(CUdeviceptr* out, std::size_t bytes) = 0;
@@ -245,10 +239,14 @@ class MemoryManager {
   // What holds the memory, for the out-of-memory report. Default: the stats as one line.
   virtual std::string do_describe_refusal(std::size_t bytes) const;
 
+  // Synchronises this manager's context with the real driver.
+  CUresult synchronize_context() const;
   void count_alloc(CUresult result) noexcept;
+  // Traces the free of `ptr` on `stream` (its trace column), runs `free`, and counts it when it succeeds.
+  template <typename Free>
+  CUresult traced_free(CUdeviceptr ptr, std::uintptr_t stream, Free&& free);
   // Counts the request; on refusal, logs the (rate-limited) out-of-memory report and traces it.
   void finish_alloc(CUresult result, CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream) noexcept;
-  void trace_free(CUdeviceptr ptr, std::uintptr_t stream, CUresult result, std::uint64_t ticket) noexcept;
 
   const CUcontext context_;
   const CUdevice device_;

@@ -1,3 +1,4 @@
+// platform mode: the driver's cuMemAlloc/cuMemFree per request, charged to the budget.
 #include "managers/platform_manager.h"
 
 #include <algorithm>
@@ -8,10 +9,9 @@
 namespace gpumem::shim {
 
 CUresult PlatformManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
-  if (!budget::charge(device(), BudgetPath::driver, bytes, "cuMemAlloc")) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult result = count_path(count_driver_alloc(real_driver().cuMemAlloc_v2(out, bytes)),
-                                     AllocationPath::driver, bytes);
-  if (result != CUDA_SUCCESS) budget::refund(device(), BudgetPath::driver, bytes);
+  const CUresult result = budget::charged(device(), BudgetPath::driver, bytes, "cuMemAlloc", [&] {
+    return count_path(count_driver_alloc(real_driver().cuMemAlloc_v2(out, bytes)), AllocationPath::driver, bytes);
+  });
   return result == CUDA_SUCCESS ? track_alloc(result, *out, bytes) : result;  // *out read after the call
 }
 
@@ -42,13 +42,13 @@ CUresult PlatformManager::do_free(CUdeviceptr ptr) {
 CUresult PlatformManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
   // A captured allocation belongs to the graph, which the driver frees without us: not tracked.
   const bool captured = driver_passthrough::stream_is_capturing(stream);
-  if (!captured && !budget::charge(device(), BudgetPath::driver, bytes, "cuMemAllocAsync")) {
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  const CUresult result = count_path(count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream)),
-                                     captured ? AllocationPath::graph : AllocationPath::driver, bytes);
-  if (result != CUDA_SUCCESS && !captured) budget::refund(device(), BudgetPath::driver, bytes);
-  return result == CUDA_SUCCESS && !captured ? track_alloc(result, *out, bytes) : result;
+  const auto allocate = [&] {
+    return count_path(count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream)),
+                      captured ? AllocationPath::graph : AllocationPath::driver, bytes);
+  };
+  if (captured) return allocate();
+  const CUresult result = budget::charged(device(), BudgetPath::driver, bytes, "cuMemAllocAsync", allocate);
+  return result == CUDA_SUCCESS ? track_alloc(result, *out, bytes) : result;
 }
 
 CUresult PlatformManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {

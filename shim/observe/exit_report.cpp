@@ -1,3 +1,4 @@
+// The exit statistics: the GPUMEM_STATS table and the GPUMEM_STATS_FILE JSON, written once at exit.
 #include "observe/exit_report.h"
 
 #include <fmt/format.h>
@@ -68,7 +69,7 @@ void write_stderr(const std::string& text) noexcept { write_all(STDERR_FILENO, t
 void write_stats_file(const Policy& policy, const std::vector<DeviceFigures>& devices, long pid) {
   // A forked child writes its own file only when the name has %p; else the file is its parent's.
   if (g_forked_child && !path_is_per_process(policy.stats_file)) {
-    log::debug("GPUMEM_STATS_FILE has no %p: a forked child leaves it to its parent");
+    log::at(LogLevel::debug, "GPUMEM_STATS_FILE has no %p: a forked child leaves it to its parent");
     return;
   }
   const std::string path = expand_path(policy.stats_file, pid);

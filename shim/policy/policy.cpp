@@ -1,3 +1,4 @@
+// The environment policy: a pure function of the variables.
 #include "policy/policy.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The process's policy, read once from its environment.
 #include "policy/process_policy.h"
 
 #include <unistd.h>

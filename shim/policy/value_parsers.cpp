@@ -1,3 +1,4 @@
+// The policy's value parsers: sizes, fractions, booleans, levels.
 #include "policy/value_parsers.h"
 
 #include <array>

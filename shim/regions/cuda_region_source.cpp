@@ -1,3 +1,4 @@
+// Arena regions from the driver's cuMemAlloc, charged to the budget.
 #include "regions/cuda_region_source.h"
 
 #include <cuda.h>
@@ -9,9 +10,8 @@ namespace gpumem::shim {
 
 Status CudaRegionSource::do_reserve(std::size_t bytes, Region& out) {
   CUdeviceptr base = 0;
-  if (!budget::charge(device_, BudgetPath::arena, bytes, "an arena region")) return Status::out_of_memory;
-  if (real_driver().cuMemAlloc_v2(&base, bytes) != CUDA_SUCCESS) {
-    budget::refund(device_, BudgetPath::arena, bytes);
+  if (budget::charged(device_, BudgetPath::arena, bytes, "an arena region",
+                      [&] { return real_driver().cuMemAlloc_v2(&base, bytes); }) != CUDA_SUCCESS) {
     return Status::out_of_memory;
   }
   out = Region{static_cast<std::uintptr_t>(base), bytes};

@@ -1,3 +1,4 @@
+// One arena region under a reserved virtual range, mapped granule by granule.
 #include "regions/vmm_region_source.h"
 
 #include <fcntl.h>
@@ -74,38 +75,35 @@ bool VmmRegionSource::holds(const Region& region) const noexcept {
 bool VmmRegionSource::map_one(std::uintptr_t at) noexcept {
   const RealDriver& driver = real_driver();
   const std::size_t bytes = granule_;
-  if (!budget::charge(device_, BudgetPath::arena, bytes, "an arena mapping")) return false;
-  CUmemAllocationProp prop = device_memory(device_);
-  bool exportable = !exportable_refused_;
-  if (exportable) prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   CUmemGenericAllocationHandle handle = 0;
-  CUresult created = driver.cuMemCreate(&handle, bytes, &prop, 0);
-  if (created != CUDA_SUCCESS && created != CUDA_ERROR_OUT_OF_MEMORY && exportable) {
-    // Plain memory still serves the arena; only sharing its blocks is lost.
-    exportable_refused_ = true;
-    exportable = false;
-    log::at(LogLevel::info, "device {}: the driver refused memory exportable as POSIX descriptors (error {}); "
-            "blocks of the VMM arena cannot be shared with cuIpcGetMemHandle", device_, static_cast<int>(created));
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
-    created = driver.cuMemCreate(&handle, bytes, &prop, 0);
-  }
-  if (created != CUDA_SUCCESS) {
-    budget::refund(device_, BudgetPath::arena, bytes);
-    return false;
-  }
+  bool exportable = !exportable_refused_;
   const auto address = static_cast<CUdeviceptr>(at);
-  const std::lock_guard access_lock(access_mutex_);  // the peer accessors stay as they are until it is recorded
-  if (driver.cuMemMap(address, bytes, 0, handle, 0) != CUDA_SUCCESS) {
-    driver.cuMemRelease(handle);
-    budget::refund(device_, BudgetPath::arena, bytes);
-    return false;
-  }
-  if (!open_to_accessors(address, bytes)) {
-    driver.cuMemUnmap(address, bytes);
-    driver.cuMemRelease(handle);
-    budget::refund(device_, BudgetPath::arena, bytes);
-    return false;
-  }
+  // The peer accessors stay as they are from the mapping until it is recorded.
+  std::unique_lock access_lock(access_mutex_, std::defer_lock);
+  const CUresult mapped = budget::charged(device_, BudgetPath::arena, bytes, "an arena mapping", [&] {
+    CUmemAllocationProp prop = device_memory(device_);
+    if (exportable) prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUresult result = driver.cuMemCreate(&handle, bytes, &prop, 0);
+    if (result != CUDA_SUCCESS && result != CUDA_ERROR_OUT_OF_MEMORY && exportable) {
+      // Plain memory still serves the arena; only sharing its blocks is lost.
+      exportable_refused_ = true;
+      exportable = false;
+      log::at(LogLevel::info, "device {}: the driver refused memory exportable as POSIX descriptors (error {}); "
+              "blocks of the VMM arena cannot be shared with cuIpcGetMemHandle", device_, static_cast<int>(result));
+      prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+      result = driver.cuMemCreate(&handle, bytes, &prop, 0);
+    }
+    if (result != CUDA_SUCCESS) return result;
+    access_lock.lock();
+    result = driver.cuMemMap(address, bytes, 0, handle, 0);
+    if (result == CUDA_SUCCESS && !open_to_accessors(address, bytes)) {
+      driver.cuMemUnmap(address, bytes);
+      result = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (result != CUDA_SUCCESS) driver.cuMemRelease(handle);
+    return result;
+  });
+  if (mapped != CUDA_SUCCESS) return false;
   {
     const std::lock_guard lock(pieces_mutex_);
     const auto position = std::lower_bound(mappings_.begin(), mappings_.end(), at,

@@ -65,10 +65,7 @@ CUresult charge_array(Handle* handle, CUdevice device, std::size_t bytes, const 
 
 template <typename Handle, typename Destroy>
 CUresult destroy_array(Handle handle, Destroy&& destroy) {
-  const budget::Forgotten block = budget::take_block(reinterpret_cast<std::uintptr_t>(handle));
-  const CUresult result = destroy(handle);
-  if (result != CUDA_SUCCESS) budget::restore_block(block);
-  return result;
+  return budget::free_block(reinterpret_cast<std::uintptr_t>(handle), [&] { return destroy(handle); });
 }
 
 }  // namespace
@@ -92,13 +89,9 @@ CUresult mem_create(CUmemGenericAllocationHandle* handle, size_t size, const CUm
     return driver.cuMemCreate(handle, size, prop, flags);
   }
   const CUdevice device = prop->location.id;
-  if (!budget::charge(device, BudgetPath::vmm, size, "cuMemCreate")) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult result = driver.cuMemCreate(handle, size, prop, flags);
-  if (result != CUDA_SUCCESS) {
-    budget::refund(device, BudgetPath::vmm, size);
-    return result;
-  }
-  if (budget::existing(device) != nullptr) vmm_ledger().created(*handle, device, size);
+  const CUresult result = budget::charged(device, BudgetPath::vmm, size, "cuMemCreate",
+                                         [&] { return driver.cuMemCreate(handle, size, prop, flags); });
+  if (result == CUDA_SUCCESS && budget::existing(device) != nullptr) vmm_ledger().created(*handle, device, size);
   return result;
 }
 
@@ -147,13 +140,9 @@ CUresult mem_alloc_managed(CUdeviceptr* dptr, size_t bytes, unsigned int flags) 
   // it, and where a device without concurrent managed access must find room for all of it.
   const CUdevice device = budget::current_device();
   if (dptr == nullptr || bytes == 0 || device < 0) return driver.cuMemAllocManaged(dptr, bytes, flags);
-  if (!budget::charge(device, BudgetPath::managed, bytes, "cuMemAllocManaged")) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult result = driver.cuMemAllocManaged(dptr, bytes, flags);
-  if (result == CUDA_SUCCESS) {
-    budget::remember_block(static_cast<std::uintptr_t>(*dptr), device, BudgetPath::managed, bytes);
-  } else {
-    budget::refund(device, BudgetPath::managed, bytes);
-  }
+  const CUresult result = budget::charged(device, BudgetPath::managed, bytes, "cuMemAllocManaged",
+                                         [&] { return driver.cuMemAllocManaged(dptr, bytes, flags); });
+  if (result == CUDA_SUCCESS) budget::remember_block(static_cast<std::uintptr_t>(*dptr), device, BudgetPath::managed, bytes);
   return result;
 }
 

@@ -1,0 +1,48 @@
+// The process's refusal reports: a RefusalLimiter per kind of report, on the monotonic clock.
+#include "base/refusal_limiter.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "base/fork_safe_lock.h"
+
+namespace gpumem::shim::observe {
+namespace {
+
+std::mutex g_out_of_memory_mutex;
+RefusalLimiter g_out_of_memory;
+std::mutex g_over_budget_mutex;
+RefusalLimiter g_over_budget;
+
+std::uint64_t monotonic_ns() noexcept {
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+}
+
+template <std::mutex& mutex>
+RefusalLimiter::Verdict refuse(RefusalLimiter& limiter, std::size_t bytes) {
+  const auto lock = lock_fork_safely<mutex>();
+  return limiter.refuse(bytes, monotonic_ns());
+}
+
+}  // namespace
+
+bool report_refusal(RefusalKind kind, std::size_t bytes, std::string& note) noexcept {
+  try {
+    const RefusalLimiter::Verdict verdict = kind == RefusalKind::out_of_memory
+                                                ? refuse<g_out_of_memory_mutex>(g_out_of_memory, bytes)
+                                                : refuse<g_over_budget_mutex>(g_over_budget, bytes);
+    if (!verdict.report) return false;
+    note = verdict.suppressed == 0
+               ? std::string()
+               : fmt::format(" ({} more refusals of this size since the last report)", verdict.suppressed);
+    return true;
+  } catch (...) {  // a mutex or the note's memory failing: report without the note
+    note.clear();
+    return true;
+  }
+}
+
+}  // namespace gpumem::shim::observe
