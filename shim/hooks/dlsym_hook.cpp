@@ -43,6 +43,6 @@ extern "C" __attribute__((visibility("hidden"))) void* gpumem_dlsym_with_handle(
   }
   dlerror();  // the program's lookup succeeded: leave no error from our probes behind
   if (!adopted) return found;
-  log::at(LogLevel::debug, "dlsym(\"{}\") -> hook in libgpumem.so", name);
+  log::at(gpumem::LogLevel::debug, "dlsym(\"{}\") -> hook in libgpumem.so", name);
   return hook->hook;
 }
