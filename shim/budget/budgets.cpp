@@ -6,7 +6,10 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "base/refusal_limiter.h"
@@ -33,6 +36,15 @@ std::array<std::atomic<bool>, kMaxDevices> g_below_granule_reported{};
 std::atomic<Reclaimer> g_reclaimer{nullptr};
 
 
+// What the driver says is free on `device` now; nullopt without a context there to ask.
+std::optional<std::size_t> device_free(CUdevice device) noexcept {
+  if (current_device() != device) return std::nullopt;
+  std::size_t free = 0;
+  std::size_t total = 0;
+  if (real_driver().cuMemGetInfo_v2(&free, &total) != CUDA_SUCCESS) return std::nullopt;
+  return free;
+}
+
 // The limit the policy gives `device`, as ContextRegistry computes it for a manager; 0: unmanaged.
 std::size_t limit_of_device(CUdevice device) noexcept {
   const RealDriver& driver = real_driver();
@@ -41,11 +53,8 @@ std::size_t limit_of_device(CUdevice device) noexcept {
       driver.cuDeviceTotalMem_v2(&total, device) != CUDA_SUCCESS) {
     return 0;
   }
-  std::size_t free = total;  // without a context on the device, "free" reads as the whole device
-  if (current_device() == device) {
-    std::size_t context_total = 0;
-    if (driver.cuMemGetInfo_v2(&free, &context_total) != CUDA_SUCCESS) free = total;
-  }
+  // Without a context on the device, "free" reads as the whole device.
+  const std::size_t free = device_free(device).value_or(total);
   const std::size_t limit = process_policy().policy->limit_for_device(total, free);
   if (limit == 0 && first_below_granule(device)) {
     log::at(LogLevel::error, "{}", process_policy().policy->limit_below_granule_error(device, total, free));
@@ -54,8 +63,65 @@ std::size_t limit_of_device(CUdevice device) noexcept {
 }
 
 
+// Joining a device's ledger, once: 0 not tried, 1 joining (others wait), 2 done (joined or not).
+std::array<std::atomic<int>, kMaxDevices> g_join_state{};
+// Until when (CLOCK_MONOTONIC) a refused charge does not wait again: a wait that ran out is not
+// repeated for every smaller size a caller then tries (the arena's back-off), only after as long again.
+std::array<std::atomic<std::uint64_t>, kMaxDevices> g_no_wait_until{};
+std::array<std::atomic<bool>, kMaxDevices> g_serving_reclaim{};
+
+// Joins the ledger of `device`'s GPU when the policy shares it. Never called with a lock held: the
+// ledger takes a fork-safe one. Says once, at warn, why a device is not shared after all.
+share::Member* join_ledger(CUdevice device) noexcept {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  const Policy& policy = *process_policy().policy;
+  if (!policy.share) return nullptr;
+  std::atomic<int>& state = g_join_state[static_cast<std::size_t>(device)];
+  int expected = 0;
+  if (!state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    while (state.load(std::memory_order_acquire) == 1) share::sleep_for_ns(100'000);
+    return share::member(device);
+  }
+  const RealDriver& driver = real_driver();
+  share::JoinRequest request;
+  request.device = device;
+  CUuuid uuid{};
+  std::size_t total = 0;
+  std::string error;
+  if (driver.cuDeviceGetUuid_v2 == nullptr || driver.cuDeviceGetUuid_v2(&uuid, device) != CUDA_SUCCESS ||
+      driver.cuDeviceTotalMem_v2 == nullptr || driver.cuDeviceTotalMem_v2(&total, device) != CUDA_SUCCESS) {
+    error = "the driver does not say the device's UUID and size";
+  } else {
+    std::memcpy(request.uuid, uuid.bytes, sizeof request.uuid);
+    request.device_total = total;
+    request.device_free = device_free(device);
+    request.dir = policy.share_dir;
+    request.weight_milli = policy.share_weight_milli;
+    request.min_bytes = policy.share_min_bytes;
+    request.cap_bytes = policy.limit_bytes ? std::min(*policy.limit_bytes, total) : 0;
+    if (share::Member* joined = share::Member::join(request, error)) {
+      share::adopt(device, joined);
+      const share::Terms terms = joined->terms();
+      log::at(LogLevel::info, "device {}: sharing the GPU through \"{}\" with {} other process(es): guarantee {} "
+              "bytes, allowance {} bytes (joined in {} us)", device, joined->path(),
+              joined->figures().members_at_join - 1, terms.guarantee, terms.allowance,
+              joined->figures().join_ns / 1000);
+    }
+  }
+  if (!error.empty()) {
+    log::at(LogLevel::warn, "device {}: GPUMEM_SHARE=auto, but {}; this process uses the device as if "
+            "GPUMEM_SHARE were unset", device, error);
+  }
+  state.store(2, std::memory_order_release);
+  return share::member(device);
+}
+
 void reset_in_child() noexcept {
   for (DeviceBudget& budget : g_budgets) budget.reset();
+  // The ledger's own fork handler dropped the parent's memberships: the child joins afresh.
+  for (std::atomic<int>& state : g_join_state) state.store(0, std::memory_order_relaxed);
+  for (std::atomic<std::uint64_t>& until : g_no_wait_until) until.store(0, std::memory_order_relaxed);
+  for (std::atomic<bool>& serving : g_serving_reclaim) serving.store(false, std::memory_order_relaxed);
   // The forking thread held no ledger lock (fork handlers run outside every hook), and the
   // parent's blocks are not the child's.
   if (g_ledger != nullptr) g_ledger->clear();
@@ -94,7 +160,11 @@ DeviceBudget* of_device(CUdevice device) noexcept {
   if (budget->limit() == 0) {
     const std::size_t limit = limit_of_device(device);
     if (limit == 0) return nullptr;
-    budget->set_limit(limit);
+    if (share::Member* member = join_ledger(device)) {
+      budget->update_limit(member->terms().allowance);  // the budget is the allowance from now on
+    } else {
+      budget->set_limit(limit);
+    }
   }
   return budget;
 }
@@ -130,9 +200,59 @@ const char* refusal_advice(bool arena_holds_memory, bool arena_preallocated) {
 
 void set_reclaimer(Reclaimer reclaimer) noexcept { g_reclaimer.store(reclaimer, std::memory_order_release); }
 
+namespace {
+
+// charge() on a shared device: the ledger decides (docs/sharing.md). First as it stands; then, for a
+// path other than the arena, after this process's own managers gave back what they hold unused;
+// then, inside the guarantee, waiting at most GPUMEM_SHARE_WAIT for borrowers to give back.
+bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device, BudgetPath path, std::size_t bytes,
+                   std::string_view call) noexcept {
+  const auto granted = [&](const share::Reservation& reservation) {
+    budget.update_limit(reservation.terms.allowance);
+    if (reservation.outcome != share::Outcome::reserved) return false;
+    budget.force_charge(path, bytes);
+    g_no_wait_until[static_cast<std::size_t>(device)].store(0, std::memory_order_relaxed);
+    return true;
+  };
+  share::Reservation reservation = member.reserve(bytes, device_free(device));
+  if (granted(reservation)) return true;
+  if (path != BudgetPath::arena && reservation.outcome != share::Outcome::unavailable) {
+    if (const Reclaimer reclaim = g_reclaimer.load(std::memory_order_acquire); reclaim != nullptr && reclaim(device).bytes > 0) {
+      reservation = member.reserve(bytes, std::nullopt);
+      if (granted(reservation)) return true;
+    }
+  }
+  const Policy& policy = *process_policy().policy;
+  std::atomic<std::uint64_t>& no_wait_until = g_no_wait_until[static_cast<std::size_t>(device)];
+  const std::uint64_t now = share::monotonic_ns();
+  const std::uint64_t wait_ns = policy.share_wait_ms * 1'000'000;
+  bool waited = false;
+  if (reservation.outcome == share::Outcome::within_guarantee && wait_ns > 0 &&
+      now >= no_wait_until.load(std::memory_order_relaxed)) {
+    waited = true;
+    reservation = member.wait_and_reserve(bytes, wait_ns);
+    if (granted(reservation)) return true;
+    no_wait_until.store(share::monotonic_ns() + wait_ns, std::memory_order_relaxed);
+  }
+  if (path == BudgetPath::arena) return false;  // the arena backs off and reports its own refusal
+  if (!log::enabled(LogLevel::warn)) return false;
+  std::string repeated;
+  if (!observe::report_refusal(observe::RefusalKind::over_budget, bytes, repeated)) return false;
+  const share::Terms terms = reservation.terms;
+  log::at(LogLevel::warn, "device {}: {} of {} bytes refused{}{}: this process holds {} bytes of its {}-byte guarantee "
+          "(allowance {}); {}; free memory in the others, or raise GPUMEM_SHARE_WEIGHT or GPUMEM_SHARE_MIN",
+          device, call, bytes, repeated,
+          waited ? fmt::format(" after waiting {} ms for borrowed memory", policy.share_wait_ms) : std::string(),
+          terms.held, terms.guarantee, terms.allowance, member.holders());
+  return false;
+}
+
+}  // namespace
+
 bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept {
   DeviceBudget* budget = of_device(device);
   if (budget == nullptr) return true;
+  if (share::Member* member = shared(device)) return charge_shared(*member, *budget, device, path, bytes, call);
   if (budget->try_charge(path, bytes)) return true;
   // Whether an arena of the device keeps a preallocated region (what the advice below depends on).
   bool arena_preallocated = false;
@@ -166,7 +286,51 @@ bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_vie
 }
 
 void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept {
-  if (DeviceBudget* budget = existing(device)) budget->refund(path, bytes);
+  DeviceBudget* budget = existing(device);
+  if (budget == nullptr) return;
+  budget->refund(path, bytes);
+  if (share::Member* member = shared(device)) {
+    member->give_back(bytes);
+    budget->update_limit(member->terms().allowance);
+  }
+}
+
+void serve_reclaim_request(CUdevice device) noexcept {
+  share::Member* member = shared(device);
+  DeviceBudget* budget = existing(device);
+  const Reclaimer reclaim = g_reclaimer.load(std::memory_order_acquire);
+  if (member == nullptr || budget == nullptr || reclaim == nullptr || member->reclaim_requested() == 0) return;
+  std::atomic<bool>& serving = g_serving_reclaim[static_cast<std::size_t>(device)];
+  if (serving.exchange(true, std::memory_order_acquire)) return;  // another thread is at it
+  const std::uint64_t asked = member->reclaim_requested();
+  const std::size_t before = budget->charged();
+  reclaim(device);
+  const std::size_t after = budget->charged();
+  const std::size_t given = before > after ? before - after : 0;
+  member->reclaim_served(given);
+  budget->update_limit(member->terms().allowance);
+  serving.store(false, std::memory_order_release);
+  log::at(LogLevel::debug, "device {}: asked to give back {} bytes for another process, gave back {}", device,
+          asked, given);
+}
+
+std::optional<ShareTerms> share_terms(CUdevice device) noexcept {
+  if (!policy_is_active() || of_device(device) == nullptr) return std::nullopt;
+  share::Member* member = shared(device);
+  if (member == nullptr) return std::nullopt;
+  std::size_t total = 0;
+  if (real_driver().cuDeviceTotalMem_v2(&total, device) != CUDA_SUCCESS) return std::nullopt;
+  const Policy& policy = *process_policy().policy;
+  const share::Terms terms = member->terms();
+  return ShareTerms{terms.guarantee, terms.allowance, policy.limit_bytes ? std::min(*policy.limit_bytes, total) : total};
+}
+
+void refresh_share(CUdevice device) noexcept {
+  share::Member* member = shared(device);
+  DeviceBudget* budget = existing(device);
+  if (member == nullptr || budget == nullptr) return;
+  member->refresh();
+  budget->update_limit(member->terms().allowance);
 }
 
 void remember_block(std::uintptr_t key, CUdevice device, BudgetPath path, std::size_t bytes) noexcept {
@@ -198,21 +362,32 @@ Forgotten take_block(std::uintptr_t key) noexcept {
 bool forget_block(std::uintptr_t key) noexcept { return take_block(key).found; }
 
 void forget_context(CUcontext context) noexcept {
-  std::lock_guard lock(g_ledger_mutex);
-  if (g_ledger == nullptr) return;
-  for (auto entry = g_ledger->begin(); entry != g_ledger->end();) {
-    if (entry->second.context == context) {
-      refund(entry->second.device, entry->second.path, entry->second.bytes);
-      entry = g_ledger->erase(entry);
-    } else {
-      ++entry;
+  // Refunded once the lock is released: a shared device's refund takes the GPU ledger's lock.
+  std::array<std::size_t, kMaxDevices * kBudgetPaths> refunds{};
+  {
+    std::lock_guard lock(g_ledger_mutex);
+    if (g_ledger == nullptr) return;
+    for (auto entry = g_ledger->begin(); entry != g_ledger->end();) {
+      if (entry->second.context == context && entry->second.device >= 0 && entry->second.device < kMaxDevices) {
+        refunds[static_cast<std::size_t>(entry->second.device) * kBudgetPaths +
+                static_cast<std::size_t>(entry->second.path)] += entry->second.bytes;
+        entry = g_ledger->erase(entry);
+      } else {
+        ++entry;
+      }
     }
+  }
+  for (std::size_t i = 0; i < refunds.size(); ++i) {
+    if (refunds[i] != 0) refund(static_cast<CUdevice>(i / kBudgetPaths), static_cast<BudgetPath>(i % kBudgetPaths), refunds[i]);
   }
 }
 
 void restore_block(const Forgotten& block) noexcept {
   if (!block.found) return;
-  if (DeviceBudget* budget = existing(block.device)) budget->force_charge(block.path, block.bytes);
+  if (DeviceBudget* budget = existing(block.device)) {
+    budget->force_charge(block.path, block.bytes);
+    if (share::Member* member = shared(block.device)) member->force_reserve(block.bytes);
+  }
   remember_block(block.key, block.device, block.path, block.bytes);
 }
 

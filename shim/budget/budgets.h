@@ -8,9 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "budget/device_budget.h"
+#include "share/ledger.h"
 
 namespace gpumem::shim::budget {
 
@@ -85,6 +87,32 @@ struct Reclaimed {
 // registers it (managers/context_registry.cpp), so the budget asks for memory back without calling up.
 using Reclaimer = Reclaimed (*)(CUdevice device) noexcept;
 void set_reclaimer(Reclaimer reclaimer) noexcept;
+
+// --- A device shared with other processes (GPUMEM_SHARE=auto, docs/sharing.md) ---
+// With sharing on, the device's budget joins the GPU's ledger when it is first set (of_device); every
+// charge then reserves there first (waiting, inside the guarantee, for borrowers to give back), every
+// refund gives back there, and the limit is the process's allowance.
+
+// The device's ledger membership, or null (not shared, or not joined).
+inline share::Member* shared(CUdevice device) noexcept { return share::member(device); }
+// Others asked this process to give memory of `device` back: one relaxed load of a mapped word.
+inline bool reclaim_requested(CUdevice device) noexcept {
+  const share::Member* member = share::member(device);
+  return member != nullptr && member->reclaim_requested() != 0;
+}
+// Serves such a request: what the device's managers hold unused goes back (the reclaimer), and the
+// ledger hears how much. Call with no manager's lock held.
+void serve_reclaim_request(CUdevice device) noexcept;
+// The device's share as the registry sizes a new manager: joins the ledger if sharing is on (the
+// caller holds no lock). nullopt when the device is not shared.
+struct ShareTerms {
+  std::size_t guarantee = 0;
+  std::size_t allowance = 0;
+  std::size_t cap = 0;  // GPUMEM_LIMIT, else the device's total: the most the process may ever hold
+};
+std::optional<ShareTerms> share_terms(CUdevice device) noexcept;
+// Looks at the ledger again so that the limit (cuMemGetInfo's total, NVML's) is the allowance now.
+void refresh_share(CUdevice device) noexcept;
 
 // True when some device has a budget (some path reached the shim in this process).
 bool any() noexcept;

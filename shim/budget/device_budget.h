@@ -33,6 +33,9 @@ class DeviceBudget {
     return expected;
   }
   std::size_t limit() const noexcept { return limit_.load(std::memory_order_acquire); }
+  // A device shared with other processes: the limit follows this process's allowance in the GPU's
+  // ledger (at least 1, since 0 means "not set").
+  void update_limit(std::size_t limit) noexcept { limit_.store(limit == 0 ? 1 : limit, std::memory_order_release); }
   // In a forked child: the parent's memory is not the child's.
   void reset() noexcept {
     limit_.store(0);

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "policy/share_values.h"
 #include "policy/value_parsers.h"
 
 namespace gpumem {
@@ -178,6 +179,33 @@ void check_xla_fraction_conflict(EnvironmentReader& reader) {
       quote_value(*current), quote_value(*older), kDisabled));
 }
 
+// The sharing variables (docs/sharing.md).
+void resolve_share(EnvironmentReader& reader, Policy& policy) {
+  reader.resolve(
+      {"GPUMEM_SHARE"},
+      [](std::string_view, std::string_view text) -> std::optional<bool> {
+        if (equals_ignoring_case(text, "auto")) return true;
+        if (equals_ignoring_case(text, "off")) return false;
+        return std::nullopt;
+      },
+      "not one of auto, off", policy.share, policy.share_origin);
+  reader.resolve({"GPUMEM_SHARE_DIR"},
+                 [](std::string_view, std::string_view text) -> std::optional<std::string> {
+                   if (text.front() != '/') return std::nullopt;  // a relative path means another folder per cwd
+                   return std::string(text);
+                 },
+                 "not an absolute path", policy.share_dir, policy.share_dir_origin);
+  reader.resolve({"GPUMEM_SHARE_WEIGHT"},
+                 [](std::string_view, std::string_view text) { return parse_share_weight_milli(text); },
+                 "not a weight in (0, 1000] with at most three decimals (e.g. 1, 2, 0.5)",
+                 policy.share_weight_milli, policy.share_weight_origin);
+  reader.resolve({"GPUMEM_SHARE_MIN"}, [](std::string_view, std::string_view text) { return parse_byte_size(text); },
+                 "not a byte size (e.g. 4GiB, 512MB, 0)", policy.share_min_bytes, policy.share_min_origin);
+  reader.resolve({"GPUMEM_SHARE_WAIT"}, [](std::string_view, std::string_view text) { return parse_duration_ms(text); },
+                 "not a duration of at most one hour (e.g. 500ms, 5s, 0)", policy.share_wait_ms,
+                 policy.share_wait_origin);
+}
+
 std::string with_origin(std::string_view value, const Origin& origin) {
   return fmt::format("{}({})", value, origin.variable);
 }
@@ -275,6 +303,7 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
   const auto parse_path = [](std::string_view, std::string_view text) { return std::optional<std::string>(text); };
   reader.resolve({"GPUMEM_STATS_FILE"}, parse_path, "", policy.stats_file, policy.stats_file_origin);
   reader.resolve({"GPUMEM_TRACE"}, parse_path, "", policy.trace_file, policy.trace_file_origin);
+  resolve_share(reader, policy);
 
   PolicyResult result;
   if (reader.error().empty()) {
@@ -355,7 +384,18 @@ std::string Policy::describe() const {
       with_origin(log_file.empty() ? std::string("stderr") : quote_value(log_file), log_file_origin),
       with_origin(stats ? "on" : "off", stats_origin),
       with_origin(stats_file.empty() ? std::string("none") : quote_value(stats_file), stats_file_origin),
-      with_origin(trace_file.empty() ? std::string("none") : quote_value(trace_file), trace_file_origin));
+      with_origin(trace_file.empty() ? std::string("none") : quote_value(trace_file), trace_file_origin)) +
+         describe_share();
+}
+
+std::string Policy::describe_share() const {
+  if (!share) return {};
+  return fmt::format(
+      " share={} share_dir={} share_weight={} share_min={} share_wait={}", with_origin("auto", share_origin),
+      with_origin(share_dir.empty() ? std::string("default") : quote_value(share_dir), share_dir_origin),
+      with_origin(fmt::format("{}", share_weight_milli / 1000.0), share_weight_origin),
+      with_origin(format_byte_size(share_min_bytes), share_min_origin),
+      with_origin(fmt::format("{}ms", share_wait_ms), share_wait_origin));
 }
 
 }  // namespace gpumem

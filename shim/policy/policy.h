@@ -53,6 +53,12 @@ struct Policy {
   bool stats = false;                             Origin stats_origin;     // exit table on stderr
   std::string stats_file;                         Origin stats_file_origin;  // empty: none; "%p": pid
   std::string trace_file;                         Origin trace_file_origin;  // empty: no trace
+  // Sharing one GPU between processes (docs/sharing.md): GPUMEM_SHARE=auto joins the GPU's ledger.
+  bool share = false;                             Origin share_origin;
+  std::string share_dir;                          Origin share_dir_origin;     // empty: the default
+  std::uint32_t share_weight_milli = 1000;        Origin share_weight_origin;  // thousandths, > 0
+  std::size_t share_min_bytes = 0;                Origin share_min_origin;     // the floor asked for
+  std::uint64_t share_wait_ms = 5000;             Origin share_wait_origin;    // 0: never wait
   // Values accepted with a substitution (a framework's allocator name gpumem does not implement):
   // one line each, "gpumem: ...", for the shim to print once at warn level.
   std::vector<std::string> warnings;
@@ -66,6 +72,8 @@ struct Policy {
 
   // One line stating every effective value and where it came from, for the info-level log.
   std::string describe() const;
+  // The sharing values describe() appends when sharing is on (else empty).
+  std::string describe_share() const;
 };
 
 // Lower-case names as the variables spell them ("cuda_async", "defer", "total", "warn").

@@ -475,3 +475,48 @@ TEST_CASE("region source and split rule: invalid values name the variable and th
   CHECK(error_for({{"GPUMEM_SPLIT_RULE", "loose"}}) ==
         "gpumem: GPUMEM_SPLIT_RULE=\"loose\" is not one of tight, xla; the shim is disabled for this process");
 }
+
+TEST_CASE("sharing: off by default, every variable read when set", "[policy][share]") {
+  const Policy defaults = policy_for({});
+  CHECK_FALSE(defaults.share);
+  CHECK(defaults.share_dir.empty());
+  CHECK(defaults.share_weight_milli == 1000u);
+  CHECK(defaults.share_min_bytes == 0u);
+  CHECK(defaults.share_wait_ms == 5000u);
+  CHECK(defaults.describe_share().empty());  // the describe() line is unchanged without sharing
+
+  const Policy shared = policy_for({{"GPUMEM_SHARE", "AUTO"},
+                                    {"GPUMEM_SHARE_DIR", "/srv/gpumem"},
+                                    {"GPUMEM_SHARE_WEIGHT", "2.5"},
+                                    {"GPUMEM_SHARE_MIN", "4GiB"},
+                                    {"GPUMEM_SHARE_WAIT", "500ms"}});
+  CHECK(shared.share);
+  CHECK(shared.share_origin.variable == "GPUMEM_SHARE");
+  CHECK(shared.share_dir == "/srv/gpumem");
+  CHECK(shared.share_weight_milli == 2500u);
+  CHECK(shared.share_min_bytes == 4 * GiB);
+  CHECK(shared.share_wait_ms == 500u);
+  CHECK(shared.describe() == policy_for({}).describe() +
+                                 " share=auto(GPUMEM_SHARE) share_dir=\"/srv/gpumem\"(GPUMEM_SHARE_DIR) "
+                                 "share_weight=2.5(GPUMEM_SHARE_WEIGHT) share_min=4GiB(GPUMEM_SHARE_MIN) "
+                                 "share_wait=500ms(GPUMEM_SHARE_WAIT)");
+  CHECK_FALSE(policy_for({{"GPUMEM_SHARE", "off"}}).share);
+  CHECK(policy_for({{"GPUMEM_SHARE", "auto"}, {"GPUMEM_SHARE_WAIT", "0"}}).share_wait_ms == 0u);
+  // Values of the sharing variables are checked even with sharing off.
+  CHECK_THAT(error_for({{"GPUMEM_SHARE_WEIGHT", "0"}}), Catch::Contains("GPUMEM_SHARE_WEIGHT=\"0\""));
+}
+
+TEST_CASE("sharing: one error line per bad value", "[policy][share]") {
+  CHECK(error_for({{"GPUMEM_SHARE", "yes"}}) ==
+        "gpumem: GPUMEM_SHARE=\"yes\" is not one of auto, off; the shim is disabled for this process");
+  CHECK_THAT(error_for({{"GPUMEM_SHARE_DIR", "shared/here"}}),
+             Catch::StartsWith("gpumem: GPUMEM_SHARE_DIR=\"shared/here\" is not an absolute path"));
+  CHECK_THAT(error_for({{"GPUMEM_SHARE_WEIGHT", "-1"}}),
+             Catch::Contains("is not a weight in (0, 1000] with at most three decimals"));
+  CHECK_THAT(error_for({{"GPUMEM_SHARE_WEIGHT", "1.0005"}}), Catch::Contains("GPUMEM_SHARE_WEIGHT"));
+  CHECK_THAT(error_for({{"GPUMEM_SHARE_MIN", "lots"}}),
+             Catch::Contains("GPUMEM_SHARE_MIN=\"lots\" is not a byte size"));
+  CHECK_THAT(error_for({{"GPUMEM_SHARE_WAIT", "5"}}),
+             Catch::Contains("GPUMEM_SHARE_WAIT=\"5\" is not a duration of at most one hour (e.g. 500ms, 5s, 0)"));
+  CHECK_THAT(error_for({{"GPUMEM_SHARE_WAIT", "2h"}}), Catch::Contains("GPUMEM_SHARE_WAIT"));
+}

@@ -1,0 +1,540 @@
+// A GPU's ledger: joining it, reserving and giving back under its lock, waiting for borrowed memory.
+#include "share/ledger.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/fork_safe_lock.h"
+#include "base/log.h"
+#include "share/share_dir.h"
+
+namespace gpumem::shim::share {
+namespace {
+
+std::mutex g_ledger_mutex;  // the threads of this process, before the OFD lock (fork-safe)
+std::array<std::atomic<Member*>, kMaxDevices> g_members{};
+std::once_flag g_fork_handler_once;
+
+// How long a visit waits for another process to finish its update (microseconds, normally) before
+// it gives up: a member stopped under the lock (a debugger, SIGSTOP) must not hang the others.
+constexpr std::uint64_t kLockPatienceNs = 2'000'000'000;
+constexpr std::uint64_t kGiveBackPatienceNs = 100'000'000;
+
+struct flock byte_lock(short type, long byte) {
+  struct flock lock {};
+  lock.l_type = type;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = byte;
+  lock.l_len = 1;
+  return lock;
+}
+
+bool try_lock_byte(int fd, long byte) {
+  struct flock lock = byte_lock(F_WRLCK, byte);
+  return fcntl(fd, F_OFD_SETLK, &lock) == 0;
+}
+
+void unlock_byte(int fd, long byte) {
+  struct flock lock = byte_lock(F_UNLCK, byte);
+  fcntl(fd, F_OFD_SETLK, &lock);
+}
+
+// Takes the ledger lock, retrying with growing pauses (the holder keeps it for microseconds).
+bool lock_until(int fd, std::uint64_t deadline_ns) {
+  std::uint64_t pause = 2'000;
+  while (true) {
+    if (try_lock_byte(fd, kLedgerLockByte)) return true;
+    if (errno != EAGAIN && errno != EACCES && errno != EINTR) return false;
+    if (monotonic_ns() >= deadline_ns) return false;
+    sleep_for_ns(pause);
+    pause = std::min<std::uint64_t>(pause * 2, 1'000'000);
+  }
+}
+
+// Whether another open file (another process) holds `byte`: the slot's owner lives.
+bool held_by_another(int fd, long byte) {
+  struct flock lock = byte_lock(F_WRLCK, byte);
+  if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return true;  // cannot tell: taken as alive
+  return lock.l_type != F_UNLCK;
+}
+
+std::uint64_t process_start_time() {
+  char text[1024];
+  const int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t got = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (got <= 0) return 0;
+  text[got] = '\0';
+  const char* at = std::strrchr(text, ')');  // the command may hold spaces and parentheses
+  if (at == nullptr) return 0;
+  // After ") " come fields 3, 4, ...; starttime is field 22.
+  int field = 2;
+  for (const char* p = at + 1; *p != '\0'; ++p) {
+    if (*p == ' ' && ++field == 22) return std::strtoull(p + 1, nullptr, 10);
+  }
+  return 0;
+}
+
+void read_comm(char (&comm)[16]) {
+  std::memset(comm, 0, sizeof comm);
+  const int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  const ssize_t got = read(fd, comm, sizeof comm - 1);
+  close(fd);
+  for (ssize_t i = 0; i < got; ++i) {
+    if (comm[i] == '\n') comm[i] = '\0';
+  }
+}
+
+std::uint64_t clamp_sub(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
+
+std::atomic_ref<std::uint64_t> word(std::uint64_t& field) { return std::atomic_ref<std::uint64_t>(field); }
+
+}  // namespace
+
+void sleep_for_ns(std::uint64_t ns) noexcept {
+  timespec duration{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  while (nanosleep(&duration, &duration) != 0 && errno == EINTR) {
+  }
+}
+
+std::uint64_t monotonic_ns() noexcept {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
+}
+
+// The live members as the fair shares see them. One per process is enough: every visit holds
+// g_ledger_mutex.
+struct Member::View {
+  std::uint64_t capacity = 0;
+  std::size_t count = 0;
+  std::size_t self = 0;
+  std::array<std::uint32_t, kMaxMembers> slot_of{};
+  std::array<Claim, kMaxMembers> claims{};
+  std::array<Share, kMaxMembers> shares{};
+  std::array<std::uint64_t, kMaxMembers> requests{};
+  SharesSummary summary;
+};
+
+namespace {
+Member::View* view_storage() {
+  static Member::View* view = new Member::View();  // leaked: used until the very end
+  return view;
+}
+}  // namespace
+
+void Member::compute(View& view, std::uint64_t now_ns) noexcept {
+  view.count = 0;
+  view.self = 0;
+  for (std::uint32_t i = 0; i < kLedgerSlots; ++i) {
+    LedgerSlot& slot = slots_[i];
+    if (i == own_index_ && slot.state != kSlotLive) slot.state = kSlotLive;  // overwritten by someone: ours
+    if (slot.state != kSlotLive) {
+      if (slot.state != kSlotFree) std::memset(&slot, 0, sizeof slot);  // garbage: a free slot
+      continue;
+    }
+    if (i == own_index_) view.self = view.count;
+    view.slot_of[view.count] = i;
+    view.claims[view.count] = claim_of(slot, device_total_, now_ns);
+    ++view.count;
+  }
+  view.capacity = device_total_ - std::min(header_->outside_bytes, device_total_);
+  view.summary = fair_shares(view.capacity, std::span(view.claims.data(), view.count),
+                             std::span(view.shares.data(), view.count));
+}
+
+void Member::publish(View& view) noexcept {
+  for (std::size_t k = 0; k < view.count; ++k) {
+    LedgerSlot& slot = slots_[view.slot_of[k]];
+    slot.guarantee = view.shares[k].guarantee;
+    slot.allowance = view.shares[k].allowance;
+    slot.demand = view.claims[k].demand;
+  }
+  header_->members = view.count;
+  const Share& own = view.shares[view.self];
+  const std::uint64_t held = own_slot_->held;
+  own_slot_->peak_borrowed = std::max(own_slot_->peak_borrowed, clamp_sub(held, own.guarantee));
+  own_slot_->given_back_bytes = given_back_.load(std::memory_order_relaxed);
+  own_slot_->refusals = refusals_after_wait_.load(std::memory_order_relaxed);
+  guarantee_.store(own.guarantee, std::memory_order_relaxed);
+  allowance_.store(own.allowance, std::memory_order_relaxed);
+  held_.store(held, std::memory_order_relaxed);
+  capacity_.store(view.capacity, std::memory_order_relaxed);
+  peak_borrowed_.store(own_slot_->peak_borrowed, std::memory_order_relaxed);
+}
+
+std::size_t Member::sweep_dead() noexcept {
+  std::size_t dead = 0;
+  for (std::uint32_t i = 0; i < kLedgerSlots; ++i) {
+    if (i == own_index_ || slots_[i].state != kSlotLive) continue;
+    if (held_by_another(fd_, kSlotLockBase + static_cast<long>(i))) continue;
+    std::memset(&slots_[i], 0, sizeof(LedgerSlot));  // its process is gone, and its charge with it
+    ++dead;
+  }
+  return dead;
+}
+
+template <typename Change>
+bool Member::locked(std::uint64_t deadline_ns, Change&& change) noexcept {
+  try {
+    const auto process_lock = lock_fork_safely<g_ledger_mutex>();
+    if (!lock_until(fd_, deadline_ns)) return false;
+    ledger_updates_.fetch_add(1, std::memory_order_relaxed);
+    std::uint64_t generation = word(header_->generation).load(std::memory_order_acquire);
+    if ((generation & 1) != 0) ++generation;  // a member died inside an update: what it left is clamped as read
+    word(header_->generation).store(generation + 1, std::memory_order_release);
+    if (const std::uint64_t pending = pending_give_back_.exchange(0, std::memory_order_relaxed)) {
+      own_slot_->held = clamp_sub(own_slot_->held, pending);
+    }
+    change(*view_storage());
+    word(header_->generation).store(generation + 2, std::memory_order_release);
+    unlock_byte(fd_, kLedgerLockByte);
+    return true;
+  } catch (...) {  // the process mutex failed: nothing changed
+    return false;
+  }
+}
+
+void Member::note_device_free(std::uint64_t device_free) noexcept {
+  // What the device lacks beyond what the members hold is someone else's: contexts, other programs.
+  std::uint64_t held = 0;
+  for (const LedgerSlot& slot : std::span(slots_, kLedgerSlots)) {
+    if (slot.state == kSlotLive) held += std::min(slot.held, device_total_);
+  }
+  header_->outside_bytes = clamp_sub(clamp_sub(device_total_, std::min(device_free, device_total_)), held);
+}
+
+Outcome Member::try_take(View& view, std::uint64_t now_ns, std::uint64_t bytes) noexcept {
+  compute(view, now_ns);
+  const Claim& own = view.claims[view.self];
+  const Share& share = view.shares[view.self];
+  if (own.held + bytes <= share.allowance && view.summary.held + bytes <= view.capacity) {
+    own_slot_->held += bytes;
+    return Outcome::reserved;
+  }
+  return own.held + bytes <= share.guarantee ? Outcome::within_guarantee : Outcome::refused;
+}
+
+Reservation Member::reserve(std::uint64_t bytes, std::optional<std::uint64_t> device_free) noexcept {
+  Reservation result{Outcome::unavailable, terms()};
+  locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
+    const std::uint64_t now = monotonic_ns();
+    own_slot_->active_until_ns = now + kGrowingWindowNs;
+    if (device_free) note_device_free(*device_free);
+    result.outcome = try_take(view, now, bytes);
+    // A refusal looks for the dead first.
+    if (result.outcome != Outcome::reserved && sweep_dead() > 0) result.outcome = try_take(view, now, bytes);
+    publish(view);
+  });
+  result.terms = terms();
+  return result;
+}
+
+Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns) noexcept {
+  waits_.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t deadline = monotonic_ns() + wait_ns;
+  Reservation result{Outcome::unavailable, terms()};
+  bool timed_out = false;
+  for (std::uint64_t poll = 0;; ++poll) {
+    result.outcome = Outcome::unavailable;
+    locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
+      const std::uint64_t now = monotonic_ns();
+      own_slot_->active_until_ns = now + kGrowingWindowNs;
+      own_slot_->waiting_bytes = bytes;
+      if (poll % 16 == 0) sweep_dead();
+      result.outcome = try_take(view, now, bytes);
+      if (result.outcome == Outcome::within_guarantee && now >= deadline) {
+        timed_out = true;
+        result.outcome = Outcome::refused;
+      } else if (result.outcome == Outcome::within_guarantee) {
+        reclaim_requests(view.capacity, std::span(view.claims.data(), view.count),
+                         std::span(view.shares.data(), view.count), view.self, bytes,
+                         std::span(view.requests.data(), view.count));
+        for (std::size_t k = 0; k < view.count; ++k) {
+          if (view.requests[k] == 0) continue;
+          auto request = word(slots_[view.slot_of[k]].reclaim_request);
+          if (request.load(std::memory_order_relaxed) < view.requests[k]) {
+            request.store(view.requests[k], std::memory_order_relaxed);
+          }
+        }
+      }
+      if (result.outcome != Outcome::within_guarantee) {
+        own_slot_->waiting_bytes = 0;
+        compute(view, now);  // no longer waiting: the others may borrow again
+        if (timed_out) refusals_after_wait_.fetch_add(1, std::memory_order_relaxed);
+      }
+      publish(view);
+    });
+    if (result.outcome != Outcome::within_guarantee) break;
+    sleep_for_ns(kWaitPollNs);
+  }
+  if (result.outcome == Outcome::unavailable) {
+    // Could not even look: leave no wait behind (best effort, the slot's next visit clears it anyway).
+    locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
+      own_slot_->waiting_bytes = 0;
+      compute(view, monotonic_ns());
+      publish(view);
+    });
+  }
+  result.terms = terms();
+  return result;
+}
+
+void Member::give_back(std::uint64_t bytes) noexcept {
+  std::uint64_t held_before = 0;
+  const bool done = locked(monotonic_ns() + kGiveBackPatienceNs, [&](View& view) {
+    held_before = own_slot_->held;
+    own_slot_->held = clamp_sub(own_slot_->held, bytes);
+    compute(view, monotonic_ns());
+    publish(view);
+  });
+  if (!done) {
+    pending_give_back_.fetch_add(bytes, std::memory_order_relaxed);  // applied at the next visit
+    held_.store(clamp_sub(held_.load(std::memory_order_relaxed), bytes), std::memory_order_relaxed);
+  } else if (bytes > held_before && !underflow_reported_.exchange(true, std::memory_order_relaxed)) {
+    log::at(LogLevel::warn, "device {}: {} bytes given back to the ledger \"{}\", which held only {} for this "
+            "process; its holding stays at 0 (reported once)", device_, bytes, path_, held_before);
+  }
+}
+
+void Member::force_reserve(std::uint64_t bytes) noexcept {
+  locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
+    own_slot_->held = std::min(own_slot_->held + std::min(bytes, device_total_), device_total_);
+    compute(view, monotonic_ns());
+    publish(view);
+  });
+}
+
+void Member::refresh() noexcept {
+  locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
+    compute(view, monotonic_ns());
+    publish(view);
+  });
+}
+
+void Member::reclaim_served(std::uint64_t given) noexcept {
+  given_back_.fetch_add(given, std::memory_order_relaxed);
+  locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
+    word(own_slot_->reclaim_request).store(0, std::memory_order_relaxed);
+    compute(view, monotonic_ns());
+    publish(view);
+  });
+}
+
+Terms Member::terms() const noexcept {
+  return Terms{guarantee_.load(std::memory_order_relaxed), allowance_.load(std::memory_order_relaxed),
+               held_.load(std::memory_order_relaxed), capacity_.load(std::memory_order_relaxed)};
+}
+
+MemberFigures Member::figures() const noexcept {
+  MemberFigures figures;
+  figures.terms = terms();
+  figures.peak_borrowed = peak_borrowed_.load(std::memory_order_relaxed);
+  figures.given_back = given_back_.load(std::memory_order_relaxed);
+  figures.refusals_after_wait = refusals_after_wait_.load(std::memory_order_relaxed);
+  figures.waits = waits_.load(std::memory_order_relaxed);
+  figures.ledger_updates = ledger_updates_.load(std::memory_order_relaxed);
+  figures.join_ns = join_ns_;
+  figures.members_at_join = members_at_join_;
+  return figures;
+}
+
+std::string Member::holders() noexcept {
+  struct Holder {
+    std::int32_t pid;
+    std::string comm;
+    std::uint64_t held;
+    std::uint64_t guarantee;
+    bool self;
+  };
+  try {
+    std::vector<Holder> holders;
+    holders.reserve(kMaxMembers);
+    std::uint64_t capacity = 0;
+    locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
+      compute(view, monotonic_ns());
+      capacity = view.capacity;
+      for (std::size_t k = 0; k < view.count; ++k) {
+        const LedgerSlot& slot = slots_[view.slot_of[k]];
+        holders.push_back(Holder{slot.pid, comm_of(slot), view.claims[k].held, view.shares[k].guarantee,
+                                 k == view.self});
+      }
+    });
+    std::sort(holders.begin(), holders.end(), [](const Holder& a, const Holder& b) { return a.held > b.held; });
+    std::string line = fmt::format("{} processes share {} bytes:", holders.size(), capacity);
+    for (const Holder& holder : holders) {
+      line += fmt::format(" pid {} ({}{}) holds {} of its {}-byte guarantee;", holder.pid, holder.comm,
+                          holder.self ? ", this process" : "", holder.held, holder.guarantee);
+    }
+    if (!line.empty() && line.back() == ';') line.pop_back();
+    return line;
+  } catch (...) {
+    return "the processes sharing the GPU could not be listed (no host memory)";
+  }
+}
+
+Member* Member::join(const JoinRequest& request, std::string& error) noexcept {
+  try {
+    const std::uint64_t started = monotonic_ns();
+    std::string why;
+    const std::optional<ShareDir> dir = open_share_dir(request.dir, why);
+    if (!dir) {
+      error = fmt::format("GPUMEM_SHARE_DIR: {}", why);
+      return nullptr;
+    }
+    const std::string path = dir->path + "/" + ledger_file_name(request.uuid);
+    const mode_t mode = dir->group ? 0660 : 0600;
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd >= 0) {
+      fchmod(fd, mode);  // whatever the umask: a group directory's members must be able to write
+      if (dir->group && fchown(fd, static_cast<uid_t>(-1), dir->gid) != 0) {
+        // Its group stays ours; the directory's setgid bit normally made it the directory's already.
+      }
+    } else if (errno == EEXIST) {
+      fd = open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    }
+    if (fd < 0) {
+      error = fmt::format("the ledger \"{}\" cannot be opened ({})", path, std::strerror(errno));
+      return nullptr;
+    }
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !ledger_file_trusted(st, *dir, why)) {
+      close(fd);
+      error = fmt::format("the ledger \"{}\" {}", path, why.empty() ? "cannot be examined" : why);
+      return nullptr;
+    }
+    auto* member = new Member();
+    member->device_ = request.device;
+    member->fd_ = fd;
+    member->device_total_ = request.device_total;
+    member->path_ = path;
+    const auto fail = [&](std::string line) -> Member* {
+      error = std::move(line);
+      if (member->map_ != nullptr) munmap(member->map_, kLedgerFileBytes);
+      close(fd);  // our only descriptor of it: any lock we took goes with it
+      delete member;
+      return nullptr;
+    };
+    const std::unique_lock process_lock = lock_fork_safely<g_ledger_mutex>();
+    if (!lock_until(fd, started + kLockPatienceNs)) {
+      return fail(fmt::format("the ledger \"{}\" stayed locked by another process for {} s", path,
+                              kLockPatienceNs / 1'000'000'000));
+    }
+    LedgerHeader found{};
+    if (fstat(fd, &st) != 0) return fail(fmt::format("the ledger \"{}\" cannot be examined", path));
+    const auto size = static_cast<std::size_t>(st.st_size);
+    if (size > 0 && pread(fd, &found, sizeof found, 0) != static_cast<ssize_t>(std::min(size, sizeof found))) {
+      return fail(fmt::format("the ledger \"{}\" cannot be read ({})", path, std::strerror(errno)));
+    }
+    HeaderCheck check = check_header(found, size, request.device_total, request.uuid);
+    if (check == HeaderCheck::not_a_ledger || check == HeaderCheck::other_version || check == HeaderCheck::malformed) {
+      return fail(fmt::format("the ledger \"{}\" is {}", path, describe(check, found)));
+    }
+    if (check == HeaderCheck::uninitialised && ftruncate(fd, static_cast<off_t>(kLedgerFileBytes)) != 0) {
+      return fail(fmt::format("the ledger \"{}\" cannot be sized ({})", path, std::strerror(errno)));
+    }
+    void* map = mmap(nullptr, kLedgerFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+      return fail(fmt::format("the ledger \"{}\" cannot be mapped ({})", path, std::strerror(errno)));
+    }
+    member->map_ = map;
+    member->header_ = static_cast<LedgerHeader*>(map);
+    member->slots_ = reinterpret_cast<LedgerSlot*>(static_cast<char*>(map) + kLedgerHeaderBytes);
+    member->own_index_ = kLedgerSlots;  // none yet: the sweep looks at every slot
+    if (check != HeaderCheck::uninitialised && check != HeaderCheck::valid) {
+      // Another GPU's or another size's ledger under this GPU's name: taken over only when no one uses it.
+      member->sweep_dead();
+      for (std::uint32_t i = 0; i < kLedgerSlots; ++i) {
+        if (member->slots_[i].state == kSlotLive) {
+          return fail(fmt::format("the ledger \"{}\" is {}, and in use", path, describe(check, found)));
+        }
+      }
+    }
+    if (check != HeaderCheck::valid) {
+      std::memset(map, 0, kLedgerFileBytes);
+      initialise_header(*member->header_, request.device_total, request.uuid);
+    }
+    std::uint64_t generation = word(member->header_->generation).load(std::memory_order_acquire);
+    if ((generation & 1) != 0) ++generation;
+    word(member->header_->generation).store(generation + 1, std::memory_order_release);
+    member->sweep_dead();
+    std::uint32_t index = kLedgerSlots;
+    for (std::uint32_t i = 0; i < kLedgerSlots && index == kLedgerSlots; ++i) {
+      if (member->slots_[i].state != kSlotLive && try_lock_byte(fd, kSlotLockBase + static_cast<long>(i))) index = i;
+    }
+    if (index == kLedgerSlots) {
+      word(member->header_->generation).store(generation + 2, std::memory_order_release);
+      return fail(fmt::format("the ledger \"{}\" has no free slot: {} processes share the GPU already", path,
+                              kLedgerSlots));
+    }
+    member->own_index_ = index;
+    LedgerSlot& slot = member->slots_[index];
+    std::memset(&slot, 0, sizeof slot);
+    slot.pid = static_cast<std::int32_t>(getpid());
+    slot.start_time = process_start_time();
+    slot.uid = static_cast<std::uint32_t>(geteuid());
+    slot.weight_milli = request.weight_milli;
+    slot.min_bytes = request.min_bytes;
+    slot.cap_bytes = request.cap_bytes;
+    slot.active_until_ns = monotonic_ns() + kGrowingWindowNs;
+    read_comm(slot.comm);
+    slot.state = kSlotLive;
+    member->own_slot_ = &slot;
+    View& view = *view_storage();
+    if (request.device_free) member->note_device_free(*request.device_free);
+    member->compute(view, monotonic_ns());
+    member->publish(view);
+    member->members_at_join_ = view.count;
+    member->ledger_updates_.store(1, std::memory_order_relaxed);
+    word(member->header_->generation).store(generation + 2, std::memory_order_release);
+    unlock_byte(fd, kLedgerLockByte);
+    std::call_once(g_fork_handler_once, [] { pthread_atfork(nullptr, nullptr, &Member::drop_all_in_child); });
+    member->join_ns_ = monotonic_ns() - started;
+    return member;
+  } catch (...) {
+    error = "no host memory to join the ledger";
+    return nullptr;
+  }
+}
+
+void Member::drop_all_in_child() noexcept {
+  for (std::atomic<Member*>& entry : g_members) {
+    Member* member = entry.exchange(nullptr, std::memory_order_acq_rel);
+    if (member == nullptr) continue;
+    // The child's copy of the descriptor: closing it leaves the parent's locks (they belong to the
+    // open file description, which the parent still holds). The object is leaked, as a parent's.
+    munmap(member->map_, kLedgerFileBytes);
+    close(member->fd_);
+  }
+}
+
+Member* member(int device) noexcept {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return g_members[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
+}
+
+Member* adopt(int device, Member* joined) noexcept {
+  if (device < 0 || device >= kMaxDevices || joined == nullptr) return nullptr;
+  Member* expected = nullptr;
+  if (g_members[static_cast<std::size_t>(device)].compare_exchange_strong(expected, joined, std::memory_order_acq_rel)) {
+    return joined;
+  }
+  return expected;
+}
+
+}  // namespace gpumem::shim::share

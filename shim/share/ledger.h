@@ -1,0 +1,163 @@
+// Membership of a GPU's ledger (docs/sharing.md): one Member per device this process shares. The
+// ledger is a file every process using that GPU with GPUMEM_SHARE=auto maps shared; a member
+// reserves there before its budget takes memory from the driver, and gives back when the memory
+// goes. Shares are recomputed from the slots at every visit (fair_share.h).
+//
+// Locking: a process-wide fork-safe mutex (the threads of one process), then an OFD write lock on the
+// file's first byte (the processes), held only while the slots are read and written: never across a
+// driver call, a log line or a sleep. Each member holds an OFD lock on its own slot's byte for its
+// whole life; the kernel drops it however the process ends, which is how the dead are told from the
+// living (at every join and every refusal) without polling pids.
+//
+// Fork: a child is not its parent's member; its copy of the file and the mapping are dropped, and it
+// joins afresh if it uses CUDA.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "share/fair_share.h"
+#include "share/ledger_format.h"
+
+namespace gpumem::shim::share {
+
+inline constexpr int kMaxDevices = 64;
+// A member that reserved or waited within this long is growing: its demand is unbounded.
+inline constexpr std::uint64_t kGrowingWindowNs = 2'000'000'000;
+// How often a waiting member looks at the ledger again.
+inline constexpr std::uint64_t kWaitPollNs = 1'000'000;
+
+struct JoinRequest {
+  int device = 0;
+  std::uint8_t uuid[16] = {};
+  std::uint64_t device_total = 0;
+  std::optional<std::uint64_t> device_free;  // for the estimate of memory outside the ledger
+  std::string dir;                           // GPUMEM_SHARE_DIR (empty: the default)
+  std::uint32_t weight_milli = 1000;
+  std::uint64_t min_bytes = 0;
+  std::uint64_t cap_bytes = 0;  // GPUMEM_LIMIT, else 0: the device's total
+};
+
+// What this member may have, as of its last visit.
+struct Terms {
+  std::uint64_t guarantee = 0;
+  std::uint64_t allowance = 0;
+  std::uint64_t held = 0;
+  std::uint64_t capacity = 0;
+};
+
+enum class Outcome : std::uint8_t {
+  reserved,          // held += bytes
+  within_guarantee,  // not now, but inside the guarantee: borrowers can be asked to give back
+  refused,           // beyond the guarantee and nothing free: no one owes it
+  unavailable,       // the ledger could not be locked in time
+};
+
+struct Reservation {
+  Outcome outcome = Outcome::refused;
+  Terms terms;
+};
+
+// The member's figures for the exit statistics and gpumem-top.
+struct MemberFigures {
+  Terms terms;
+  std::uint64_t peak_borrowed = 0;
+  std::uint64_t given_back = 0;        // on request
+  std::uint64_t refusals_after_wait = 0;
+  std::uint64_t waits = 0;
+  std::uint64_t ledger_updates = 0;    // locked visits to the ledger
+  std::uint64_t join_ns = 0;
+  std::uint64_t members_at_join = 0;
+};
+
+class Member {
+ public:
+  // Joins the ledger of request.uuid's GPU. Null, with one line saying why in `error`, when it cannot.
+  static Member* join(const JoinRequest& request, std::string& error) noexcept;
+
+  int device() const noexcept { return device_; }
+  // Reserves `bytes`; `device_free` (the driver's free memory now, if known) refreshes the estimate of
+  // memory outside the ledger.
+  Reservation reserve(std::uint64_t bytes, std::optional<std::uint64_t> device_free) noexcept;
+  // Waits, at most `wait_ns`, for `bytes` inside the guarantee: asks borrowers to give back and looks
+  // again every kWaitPollNs. Reserved, or refused (in time, or because the guarantee no longer holds it).
+  Reservation wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns) noexcept;
+  // Memory the process holds whatever the shares say (a free that failed: the block is still there).
+  void force_reserve(std::uint64_t bytes) noexcept;
+  // The memory went back to the driver. Never below zero (a mismatch is logged once).
+  void give_back(std::uint64_t bytes) noexcept;
+  // Looks at the ledger again (others came, went or changed): terms() is current afterwards.
+  void refresh() noexcept;
+  // Bytes others asked this process to give back (0: none): one relaxed load of a mapped word.
+  std::uint64_t reclaim_requested() const noexcept {
+    return std::atomic_ref<std::uint64_t>(own_slot_->reclaim_request).load(std::memory_order_relaxed);
+  }
+  // The request was served: `given` bytes went back.
+  void reclaim_served(std::uint64_t given) noexcept;
+  // Live bytes in this process's blocks (informational; written without the lock).
+  void note_in_use(std::uint64_t bytes) noexcept {
+    std::atomic_ref<std::uint64_t>(own_slot_->in_use).store(bytes, std::memory_order_relaxed);
+  }
+  Terms terms() const noexcept;
+  MemberFigures figures() const noexcept;
+  // One line naming the processes holding the GPU and what each holds, for a refusal.
+  std::string holders() noexcept;
+  const std::string& path() const noexcept { return path_; }
+
+  // In a forked child: the parent's memberships are not the child's.
+  static void drop_all_in_child() noexcept;
+
+  // The live members as the fair shares see them (ledger.cpp).
+  struct View;
+
+ private:
+  Member() = default;
+  // Runs change(view) with both locks held and the generation bumped around it; false when the
+  // ledger could not be locked before `deadline_ns`.
+  template <typename Change>
+  bool locked(std::uint64_t deadline_ns, Change&& change) noexcept;
+  void compute(View& view, std::uint64_t now_ns) noexcept;
+  // compute(), then takes `bytes` if they fit the allowance and the device; else whether they lie
+  // inside the guarantee.
+  Outcome try_take(View& view, std::uint64_t now_ns, std::uint64_t bytes) noexcept;
+  // The driver's free memory now: refreshes the estimate of what lies outside the ledger.
+  void note_device_free(std::uint64_t device_free) noexcept;
+  std::size_t sweep_dead() noexcept;
+  void publish(View& view) noexcept;
+
+  int device_ = 0;
+  int fd_ = -1;
+  void* map_ = nullptr;
+  LedgerHeader* header_ = nullptr;
+  LedgerSlot* slots_ = nullptr;
+  LedgerSlot* own_slot_ = nullptr;
+  std::uint32_t own_index_ = 0;
+  std::uint64_t device_total_ = 0;
+  std::string path_;
+  std::atomic<std::uint64_t> guarantee_{0};
+  std::atomic<std::uint64_t> allowance_{0};
+  std::atomic<std::uint64_t> held_{0};
+  std::atomic<std::uint64_t> capacity_{0};
+  std::atomic<std::uint64_t> pending_give_back_{0};  // given back while the ledger could not be locked
+  std::atomic<std::uint64_t> peak_borrowed_{0};
+  std::atomic<std::uint64_t> given_back_{0};
+  std::atomic<std::uint64_t> refusals_after_wait_{0};
+  std::atomic<std::uint64_t> waits_{0};
+  std::atomic<std::uint64_t> ledger_updates_{0};
+  std::atomic<bool> underflow_reported_{false};
+  std::uint64_t join_ns_ = 0;
+  std::uint64_t members_at_join_ = 0;
+};
+
+// The member of `device`, or null (not shared, or not joined yet).
+Member* member(int device) noexcept;
+// Records the member of `device` (the budget joins; the first join of a device wins).
+Member* adopt(int device, Member* joined) noexcept;
+
+std::uint64_t monotonic_ns() noexcept;
+void sleep_for_ns(std::uint64_t ns) noexcept;
+
+}  // namespace gpumem::shim::share

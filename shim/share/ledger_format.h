@@ -1,0 +1,102 @@
+// The ledger file of one GPU shared by processes (docs/sharing.md has the format): a header page,
+// then one fixed-size slot per member, mapped shared by every member. Everything here is plain data
+// and pure checks: whatever another process wrote is untrusted, so a file is validated before it is
+// used and every figure read from a slot is clamped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "share/fair_share.h"
+
+namespace gpumem::shim::share {
+
+inline constexpr char kLedgerMagic[8] = {'G', 'P', 'U', 'M', 'E', 'M', 'L', 'D'};
+inline constexpr std::uint32_t kLedgerVersion = 1;
+inline constexpr std::uint32_t kLedgerHeaderBytes = 4096;  // slot 0 starts here
+inline constexpr std::uint32_t kLedgerSlots = kMaxMembers;
+// Byte-range locks (OFD): the ledger lock on byte 0, held for one update; each member holds the byte
+// kSlotLockBase + its slot for its whole life, so a slot whose byte no one holds is a dead member's.
+inline constexpr long kLedgerLockByte = 0;
+inline constexpr long kSlotLockBase = 4096;
+
+enum SlotState : std::uint32_t { kSlotFree = 0, kSlotLive = 1 };
+
+// Invariant (of a valid file): magic and version as above, header_bytes == kLedgerHeaderBytes,
+// slot_bytes == sizeof(LedgerSlot), slot_count == kLedgerSlots, and the file holds them all
+// (kLedgerFileBytes): version 1 has one size only.
+struct LedgerHeader {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t header_bytes;
+  std::uint32_t slot_count;
+  std::uint32_t slot_bytes;
+  std::uint64_t device_total;   // bytes, as the driver reports the device's total
+  std::uint8_t uuid[16];        // the GPU's UUID (cuDeviceGetUuid_v2)
+  std::uint64_t generation;     // bumped before and after every change: odd while one is written
+  std::uint64_t outside_bytes;  // device memory no member holds (contexts, other programs): last estimate
+  std::uint64_t members;        // live slots after the last change (for readers)
+  std::uint64_t spare[7];
+};
+static_assert(sizeof(LedgerHeader) == 128);
+
+// One member. Written by its owner under the ledger lock, except reclaim_request (any member, under the
+// lock; the owner reads it without) and in_use (its owner alone, without the lock: informational).
+struct LedgerSlot {
+  std::int32_t pid;
+  std::uint32_t state;            // SlotState
+  std::uint64_t start_time;       // /proc/<pid>/stat starttime (clock ticks after boot): tells a reused pid
+  std::uint32_t uid;
+  std::uint32_t weight_milli;     // GPUMEM_SHARE_WEIGHT in thousandths
+  std::uint64_t min_bytes;        // GPUMEM_SHARE_MIN
+  std::uint64_t cap_bytes;        // GPUMEM_LIMIT, else the device's total
+  std::uint64_t held;             // bytes its budget has charged: what it holds of the device
+  std::uint64_t in_use;           // live bytes in its blocks (approximate, informational)
+  std::uint64_t demand;           // what it asks for: kUnbounded while growing or waiting, else held
+  std::uint64_t guarantee;        // its share at the last change (for readers)
+  std::uint64_t allowance;        // its budget at the last change (for readers)
+  std::uint64_t waiting_bytes;    // bytes it waits for (0: not waiting)
+  std::uint64_t reclaim_request;  // bytes others ask it to give back (0: none)
+  std::uint64_t given_back_bytes; // given back on request, in total
+  std::uint64_t peak_borrowed;    // most it held beyond its guarantee
+  std::uint64_t refusals;         // requests refused (after waiting, where it waited)
+  std::uint64_t active_until_ns;  // CLOCK_MONOTONIC: growing (demand unbounded) until then
+  char comm[16];                  // its command name, NUL-padded
+  std::uint64_t spare[14];
+};
+static_assert(sizeof(LedgerSlot) == 256);
+
+inline constexpr std::size_t kLedgerFileBytes = kLedgerHeaderBytes + std::size_t{kLedgerSlots} * sizeof(LedgerSlot);
+
+// A fresh header for `device_total` bytes and `uuid`.
+void initialise_header(LedgerHeader& header, std::uint64_t device_total, const std::uint8_t (&uuid)[16]) noexcept;
+
+// What a header found in a file of `file_bytes` says, checked against the GPU it should describe.
+enum class HeaderCheck : std::uint8_t {
+  valid,
+  uninitialised,   // all-zero magic: a file its creator did not finish; to be initialised
+  not_a_ledger,    // another magic
+  other_version,   // a ledger of another format version
+  malformed,       // sizes or counts out of range, or a file too short for them
+  other_gpu,       // another GPU's UUID
+  other_total,     // the same GPU with another total (another driver, or a simulator's setting)
+};
+HeaderCheck check_header(const LedgerHeader& header, std::size_t file_bytes, std::uint64_t device_total,
+                         const std::uint8_t (&uuid)[16]) noexcept;
+// The reason, for the one error line ("made by another gpumem version (format 7, this is 1)", ...).
+std::string describe(HeaderCheck check, const LedgerHeader& header);
+
+// A slot read as a claim on the device, every figure clamped: held and floor to the device's total,
+// a weight out of range to 1. `now_ns`: CLOCK_MONOTONIC, to tell whether it is still growing.
+Claim claim_of(const LedgerSlot& slot, std::uint64_t device_total, std::uint64_t now_ns) noexcept;
+
+// The slot's command name as text (at most 15 bytes, printable ASCII kept).
+std::string comm_of(const LedgerSlot& slot);
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" as nvidia-smi prints it; the file is gpu-<32 hex>.ledger.
+std::string uuid_text(const std::uint8_t (&uuid)[16]);
+std::string ledger_file_name(const std::uint8_t (&uuid)[16]);
+
+}  // namespace gpumem::shim::share

@@ -1,0 +1,488 @@
+// Sharing one GPU: the fair shares (hand-computed cases), the ledger file's checks, the directory
+// rules, and members of a ledger in a temporary directory (joining, reserving, giving back, waiting,
+// the dead told from the living), all without CUDA.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "policy/share_values.h"
+#include "share/fair_share.h"
+#include "share/ledger.h"
+#include "share/ledger_format.h"
+#include "share/share_dir.h"
+
+using namespace gpumem::shim::share;
+
+namespace {
+
+constexpr std::uint64_t MiB = std::uint64_t{1} << 20;
+constexpr std::uint64_t GiB = MiB << 10;
+
+std::vector<Share> shares_of(std::uint64_t capacity, const std::vector<Claim>& claims, SharesSummary* out = nullptr) {
+  std::vector<Share> shares(claims.size());
+  const SharesSummary summary = fair_shares(capacity, claims, shares);
+  if (out != nullptr) *out = summary;
+  return shares;
+}
+
+Claim growing(std::uint64_t held = 0, std::uint32_t weight_milli = 1000) {
+  Claim claim;
+  claim.held = held;
+  claim.weight_milli = weight_milli;
+  return claim;
+}
+
+Claim settled(std::uint64_t held) {
+  Claim claim;
+  claim.held = held;
+  claim.demand = held;
+  return claim;
+}
+
+// A fresh directory of this user for ledgers.
+std::string temporary_dir() {
+  char name[] = "/tmp/gpumem-share-test-XXXXXX";
+  REQUIRE(mkdtemp(name) != nullptr);
+  return name;
+}
+
+JoinRequest request_in(const std::string& dir, std::uint64_t total = 16 * GiB) {
+  JoinRequest request;
+  request.device = 0;
+  const char name[] = "unittest-gpu-01";
+  std::memcpy(request.uuid, name, 16);
+  request.device_total = total;
+  request.dir = dir;
+  return request;
+}
+
+}  // namespace
+
+TEST_CASE("fair shares: equal weights split the device", "[share][fair]") {
+  const auto shares = shares_of(16 * GiB, {growing(), growing()});
+  CHECK(shares[0].guarantee == 8 * GiB);
+  CHECK(shares[1].guarantee == 8 * GiB);
+  // Nothing held: each may borrow everything that is free.
+  CHECK(shares[0].allowance == 16 * GiB);
+}
+
+TEST_CASE("fair shares: weights", "[share][fair]") {
+  const auto shares = shares_of(16 * GiB, {growing(0, 1000), growing(0, 3000)});
+  CHECK(shares[0].guarantee == 4 * GiB);
+  CHECK(shares[1].guarantee == 12 * GiB);
+  const auto halves = shares_of(10 * GiB, {growing(0, 500), growing(0, 2000)});
+  CHECK(halves[0].guarantee == 2 * GiB);
+  CHECK(halves[1].guarantee == 8 * GiB);
+}
+
+TEST_CASE("fair shares: a settled member's share goes to the growing ones (max-min)", "[share][fair]") {
+  // A holds 2 GiB and asks for nothing more; B and C grow: 14 - 2 split between them.
+  const auto shares = shares_of(14 * GiB, {settled(2 * GiB), growing(), growing()});
+  CHECK(shares[0].guarantee == 2 * GiB);
+  CHECK(shares[1].guarantee == 6 * GiB);
+  CHECK(shares[2].guarantee == 6 * GiB);
+  // Settled above its equal part, it keeps only the equal part.
+  const auto capped = shares_of(12 * GiB, {settled(10 * GiB), growing(), growing()});
+  CHECK(capped[0].guarantee == 4 * GiB);
+  CHECK(capped[1].guarantee == 4 * GiB);
+}
+
+TEST_CASE("fair shares: demands below the device leave memory free", "[share][fair]") {
+  SharesSummary summary;
+  const auto shares = shares_of(16 * GiB, {settled(2 * GiB), settled(3 * GiB)}, &summary);
+  CHECK(shares[0].guarantee == 2 * GiB);
+  CHECK(shares[1].guarantee == 3 * GiB);
+  CHECK(summary.free == 11 * GiB);
+  CHECK(summary.held == 5 * GiB);
+  CHECK(shares[0].allowance == 13 * GiB);  // what it holds plus all that is free
+}
+
+TEST_CASE("fair shares: floors first, scaled when they do not fit", "[share][fair]") {
+  Claim a = growing();
+  a.floor = 10 * GiB;
+  SharesSummary summary;
+  const auto shares = shares_of(16 * GiB, {a, growing()}, &summary);
+  CHECK(shares[0].guarantee == 13 * GiB);  // 10 + half of the 6 left
+  CHECK(shares[1].guarantee == 3 * GiB);
+  CHECK_FALSE(summary.floors_scaled);
+
+  Claim b = growing();
+  b.floor = 12 * GiB;
+  a.floor = 12 * GiB;
+  const auto scaled = shares_of(16 * GiB, {a, b, growing()}, &summary);
+  CHECK(summary.floors_scaled);
+  CHECK(scaled[0].guarantee == 8 * GiB);
+  CHECK(scaled[1].guarantee == 8 * GiB);
+  CHECK(scaled[2].guarantee == 0);
+
+  // A floor holds even for a member asking for nothing now.
+  Claim idle = settled(0);
+  idle.floor = 4 * GiB;
+  const auto kept = shares_of(16 * GiB, {idle, growing()});
+  CHECK(kept[0].guarantee == 4 * GiB);
+  CHECK(kept[1].guarantee == 12 * GiB);
+}
+
+TEST_CASE("fair shares: a cap bounds guarantee and allowance", "[share][fair]") {
+  Claim a = growing();
+  a.cap = 4 * GiB;
+  const auto shares = shares_of(16 * GiB, {a, growing()});
+  CHECK(shares[0].guarantee == 4 * GiB);
+  CHECK(shares[0].allowance == 4 * GiB);
+  CHECK(shares[1].guarantee == 12 * GiB);
+}
+
+TEST_CASE("fair shares: rounding loses no byte", "[share][fair]") {
+  const auto shares = shares_of(10, {growing(), growing(), growing()});
+  CHECK(shares[0].guarantee + shares[1].guarantee + shares[2].guarantee == 10);
+  for (const Share& share : shares) CHECK((share.guarantee == 3 || share.guarantee == 4));
+  const auto weighted = shares_of(7, {growing(0, 1000), growing(0, 2000)});
+  CHECK(weighted[0].guarantee + weighted[1].guarantee == 7);
+  CHECK(weighted[1].guarantee >= 4);
+}
+
+TEST_CASE("fair shares: a waiting member stops the others from borrowing", "[share][fair]") {
+  Claim waiter = growing(2 * GiB);
+  waiter.waiting = true;
+  const Claim borrower = growing(12 * GiB);
+  SharesSummary summary;
+  const auto shares = shares_of(16 * GiB, {waiter, borrower}, &summary);
+  CHECK(summary.someone_waits);
+  CHECK(shares[1].guarantee == 8 * GiB);
+  CHECK(shares[1].allowance == 8 * GiB);  // below what it holds: it grows no further
+  CHECK(shares[0].allowance == 8 * GiB);  // max(8, 2 + 2 free)
+  // Without the wait the borrower could take what is free.
+  const auto calm = shares_of(16 * GiB, {growing(2 * GiB), borrower});
+  CHECK(calm[1].allowance == 14 * GiB);
+}
+
+TEST_CASE("fair shares: empty and single", "[share][fair]") {
+  const auto none = shares_of(16 * GiB, {});
+  CHECK(none.empty());
+  const auto one = shares_of(16 * GiB, {growing(3 * GiB)});
+  CHECK(one[0].guarantee == 16 * GiB);
+  CHECK(one[0].allowance == 16 * GiB);
+}
+
+TEST_CASE("reclaim requests: the shortfall split by what each borrowed", "[share][fair]") {
+  // Capacity 16: the waiter holds 4 of its 8 and wants 4 more; B holds 9 of 4, C 3 of 4 (lends), D 4 of 1.
+  const std::vector<Claim> claims{growing(4 * GiB), growing(9 * GiB), growing(3 * GiB), growing(4 * GiB)};
+  std::vector<Share> shares{{8 * GiB, 0}, {4 * GiB, 0}, {4 * GiB, 0}, {1 * GiB, 0}};
+  // Held 20 > 16 (stale sums are clamped by the caller; here the arithmetic is what matters).
+  std::array<std::uint64_t, 4> requests{};
+  const std::uint64_t total = reclaim_requests(16 * GiB, claims, shares, 0, 4 * GiB, requests);
+  // Shortfall: 20 + 4 - 16 = 8, borrowed 5 + 3 = 8: each gives back all it borrowed.
+  CHECK(requests[0] == 0);
+  CHECK(requests[1] == 5 * GiB);
+  CHECK(requests[2] == 0);
+  CHECK(requests[3] == 3 * GiB);
+  CHECK(total == 8 * GiB);
+  // A smaller shortfall, in proportion: 2 GiB over borrowings of 5 and 3 -> 1.25 and 0.75 GiB.
+  const std::vector<Claim> less{growing(4 * GiB), growing(9 * GiB), growing(0), growing(4 * GiB)};
+  const std::uint64_t asked = reclaim_requests(16 * GiB, less, shares, 0, 1 * GiB, requests);
+  CHECK(requests[1] == 1280 * MiB);
+  CHECK(requests[3] == 768 * MiB);
+  CHECK(asked == 2 * GiB);
+  // Nothing short: nothing asked.
+  const std::vector<Claim> alone{growing(1 * GiB)};
+  CHECK(reclaim_requests(16 * GiB, alone, std::vector<Share>{{16 * GiB, 0}}, 0, 1 * GiB, requests) == 0);
+}
+
+TEST_CASE("share values: weights and durations", "[share][policy]") {
+  using gpumem::parse_duration_ms;
+  using gpumem::parse_share_weight_milli;
+  CHECK(parse_share_weight_milli("1") == 1000u);
+  CHECK(parse_share_weight_milli("0.5") == 500u);
+  CHECK(parse_share_weight_milli("2.125") == 2125u);
+  CHECK(parse_share_weight_milli("1000") == 1000000u);
+  for (const char* bad : {"0", "0.000", "-1", "1.2345", "1001", "1e3", "", "x", "1.", ".5", "1 "}) {
+    INFO(bad);
+    CHECK_FALSE(parse_share_weight_milli(bad));
+  }
+  CHECK(parse_duration_ms("0") == 0u);
+  CHECK(parse_duration_ms("500ms") == 500u);
+  CHECK(parse_duration_ms("5s") == 5000u);
+  CHECK(parse_duration_ms("1.5 s") == 1500u);
+  CHECK(parse_duration_ms("0.5MS") == 0u);
+  CHECK(parse_duration_ms("3600s") == 3600000u);
+  for (const char* bad : {"5", "3601s", "-1s", "5m", "5 sec", "s", "1.s", "0ms0"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_duration_ms(bad));
+  }
+}
+
+TEST_CASE("ledger format: headers are checked before use", "[share][format]") {
+  std::uint8_t uuid[16] = {1, 2, 3};
+  std::uint8_t other[16] = {9};
+  LedgerHeader header{};
+  CHECK(check_header(header, 0, 16 * GiB, uuid) == HeaderCheck::uninitialised);
+  CHECK(check_header(header, kLedgerFileBytes, 16 * GiB, uuid) == HeaderCheck::uninitialised);
+  initialise_header(header, 16 * GiB, uuid);
+  CHECK(check_header(header, kLedgerFileBytes, 16 * GiB, uuid) == HeaderCheck::valid);
+  CHECK(check_header(header, kLedgerFileBytes - 1, 16 * GiB, uuid) == HeaderCheck::malformed);
+  CHECK(check_header(header, 10, 16 * GiB, uuid) == HeaderCheck::malformed);
+  CHECK(check_header(header, kLedgerFileBytes, 8 * GiB, uuid) == HeaderCheck::other_total);
+  CHECK(check_header(header, kLedgerFileBytes, 16 * GiB, other) == HeaderCheck::other_gpu);
+  LedgerHeader newer = header;
+  newer.version = 7;
+  CHECK(check_header(newer, kLedgerFileBytes, 16 * GiB, uuid) == HeaderCheck::other_version);
+  CHECK_THAT(describe(HeaderCheck::other_version, newer), Catch::Contains("format 7"));
+  LedgerHeader odd = header;
+  odd.slot_count = 12;
+  CHECK(check_header(odd, kLedgerFileBytes, 16 * GiB, uuid) == HeaderCheck::malformed);
+  odd = header;
+  odd.slot_bytes = 128;
+  CHECK(check_header(odd, kLedgerFileBytes, 16 * GiB, uuid) == HeaderCheck::malformed);
+  LedgerHeader alien = header;
+  std::memcpy(alien.magic, "SOMETHIN", 8);
+  CHECK(check_header(alien, kLedgerFileBytes, 16 * GiB, uuid) == HeaderCheck::not_a_ledger);
+  CHECK(ledger_file_name(uuid) == "gpu-01020300000000000000000000000000.ledger");
+  CHECK(uuid_text(uuid) == "GPU-01020300-0000-0000-0000-000000000000");
+}
+
+TEST_CASE("ledger format: a slot's figures are clamped", "[share][format]") {
+  LedgerSlot slot{};
+  slot.held = UINT64_MAX;
+  slot.min_bytes = UINT64_MAX;
+  slot.weight_milli = 0;
+  slot.cap_bytes = 0;
+  slot.active_until_ns = 100;
+  Claim claim = claim_of(slot, 16 * GiB, 50);
+  CHECK(claim.held == 16 * GiB);
+  CHECK(claim.floor == 16 * GiB);
+  CHECK(claim.weight_milli == 1000u);
+  CHECK(claim.cap == 16 * GiB);
+  CHECK(claim.demand == kUnbounded);  // still growing at 50 < 100
+  claim = claim_of(slot, 16 * GiB, 200);
+  CHECK(claim.demand == 16 * GiB);  // settled: what it holds
+  slot.weight_milli = 5'000'000;
+  CHECK(claim_of(slot, 16 * GiB, 0).weight_milli == 1000u);
+  std::memcpy(slot.comm, "py\x01thon\0zz", 10);
+  CHECK(comm_of(slot) == "py?thon");
+}
+
+TEST_CASE("share directory: the default is made private; unsafe ones are refused", "[share][dir]") {
+  std::string why;
+  const std::string base = temporary_dir();
+  const auto dir = open_share_dir(base, why);
+  REQUIRE(dir);
+  CHECK_FALSE(dir->group);
+  CHECK(open_share_dir(base + "/missing", why) == std::nullopt);
+  CHECK_THAT(why, Catch::Contains("cannot be read"));
+  REQUIRE(symlink(base.c_str(), (base + "/link").c_str()) == 0);
+  CHECK(open_share_dir(base + "/link", why) == std::nullopt);
+  CHECK_THAT(why, Catch::Contains("symbolic link"));
+  const std::string file = base + "/file";
+  close(open(file.c_str(), O_CREAT | O_WRONLY, 0600));
+  CHECK(open_share_dir(file, why) == std::nullopt);
+  CHECK_THAT(why, Catch::Contains("not a directory"));
+  const std::string open_to_all = base + "/all";
+  REQUIRE(mkdir(open_to_all.c_str(), 0700) == 0);
+  REQUIRE(chmod(open_to_all.c_str(), 0777) == 0);
+  CHECK(open_share_dir(open_to_all, why) == std::nullopt);
+  CHECK_THAT(why, Catch::Contains("writable by every user"));
+  const std::string group = base + "/group";
+  REQUIRE(mkdir(group.c_str(), 0700) == 0);
+  REQUIRE(chmod(group.c_str(), 02770) == 0);
+  const auto group_dir = open_share_dir(group, why);
+  REQUIRE(group_dir);
+  CHECK(group_dir->group);
+  CHECK_THAT(default_share_dir(), Catch::Matches("/(dev/shm|tmp)/gpumem-[0-9]+"));
+}
+
+TEST_CASE("ledger: join, reserve within the allowance, give back", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  std::string error;
+  Member* member = Member::join(request_in(dir), error);
+  INFO(error);
+  REQUIRE(member != nullptr);
+  CHECK(member->terms().guarantee == 16 * GiB);
+  CHECK(member->figures().members_at_join == 1);
+  CHECK(member->reserve(4 * GiB, std::nullopt).outcome == Outcome::reserved);
+  CHECK(member->terms().held == 4 * GiB);
+  CHECK(member->reserve(13 * GiB, std::nullopt).outcome == Outcome::refused);  // beyond the device
+  member->give_back(4 * GiB);
+  CHECK(member->terms().held == 0);
+  member->give_back(1);  // more than held: clamped at zero, never below
+  CHECK(member->terms().held == 0);
+  // What the driver says is free bounds the capacity: 2 GiB used by someone outside the ledger.
+  CHECK(member->reserve(1 * GiB, 14 * GiB).outcome == Outcome::reserved);
+  CHECK(member->terms().capacity == 14 * GiB);
+  CHECK(member->reserve(13 * GiB + 1, std::nullopt).outcome == Outcome::refused);
+  struct stat st {};
+  REQUIRE(stat(member->path().c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(static_cast<std::size_t>(st.st_size) == kLedgerFileBytes);
+  const std::uint64_t updates = member->figures().ledger_updates;
+  CHECK(member->reclaim_requested() == 0);  // a read of the mapped word: no update
+  CHECK(member->figures().ledger_updates == updates);
+}
+
+namespace {
+
+// Another process on the same GPU: a child that joins the ledger in `dir`, reserves `bytes` and then,
+// for `linger_ms`, serves requests to give back (every 10 ms) unless `deaf`. Killed when it goes.
+class Neighbour {
+ public:
+  Neighbour(const std::string& dir, std::uint64_t bytes, int linger_ms = 60000, bool deaf = false) {
+    REQUIRE(pipe(fds_) == 0);
+    pid_ = fork();
+    if (pid_ == 0) run(dir, bytes, linger_ms, deaf);
+    char status = 0;
+    REQUIRE(read(fds_[0], &status, 1) == 1);
+    REQUIRE(status == 'y');
+  }
+  ~Neighbour() {
+    if (pid_ > 0) kill();
+    close(fds_[0]);
+    close(fds_[1]);
+  }
+  void kill() {
+    ::kill(pid_, SIGKILL);
+    REQUIRE(waitpid(pid_, nullptr, 0) == pid_);
+    pid_ = -1;
+  }
+
+ private:
+  [[noreturn]] void run(const std::string& dir, std::uint64_t bytes, int linger_ms, bool deaf) {
+    std::string error;
+    Member* member = Member::join(request_in(dir), error);
+    const char status = member != nullptr && member->reserve(bytes, std::nullopt).outcome == Outcome::reserved ? 'y' : 'n';
+    if (write(fds_[1], &status, 1) != 1) _exit(2);
+    for (int waited = 0; waited < linger_ms; waited += 10) {
+      if (!deaf && member != nullptr && member->reclaim_requested() != 0) {
+        member->give_back(member->reclaim_requested());
+        member->reclaim_served(0);
+      }
+      usleep(10000);
+    }
+    _exit(0);
+  }
+
+  pid_t pid_ = -1;
+  int fds_[2] = {-1, -1};
+};
+
+}  // namespace
+
+TEST_CASE("ledger: the dead are told from the living by their slot lock", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  Neighbour holder(dir, 12 * GiB);
+  std::string error;
+  Member* member = Member::join(request_in(dir), error);
+  REQUIRE(member != nullptr);
+  CHECK(member->figures().members_at_join == 2);
+  CHECK(member->terms().guarantee == 8 * GiB);
+  // Inside its guarantee but the holder has it: not now.
+  CHECK(member->reserve(6 * GiB, std::nullopt).outcome == Outcome::within_guarantee);
+  CHECK_THAT(member->holders(), Catch::Contains("2 processes share") && Catch::Contains("holds 12884901888"));
+  holder.kill();
+  // The next refusal finds the holder dead and drops its charge at once.
+  CHECK(member->reserve(6 * GiB, std::nullopt).outcome == Outcome::reserved);
+  CHECK(member->terms().guarantee == 16 * GiB);
+}
+
+TEST_CASE("ledger: a waiting member asks the borrower back and gets its guarantee", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  Neighbour borrower(dir, 14 * GiB, 5000);
+  std::string error;
+  Member* member = Member::join(request_in(dir), error);
+  REQUIRE(member != nullptr);
+  CHECK(member->reserve(4 * GiB, std::nullopt).outcome == Outcome::within_guarantee);
+  const std::uint64_t started = monotonic_ns();
+  CHECK(member->wait_and_reserve(4 * GiB, 3'000'000'000).outcome == Outcome::reserved);
+  CHECK(monotonic_ns() - started < 2'000'000'000);  // the borrower looks every 10 ms
+  CHECK(member->terms().held == 4 * GiB);
+  // Beyond the guarantee nothing is waited for.
+  CHECK(member->wait_and_reserve(8 * GiB, 1'000'000'000).outcome == Outcome::refused);
+}
+
+TEST_CASE("ledger: a wait that no one answers ends in time", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  Neighbour holder(dir, 14 * GiB, 60000, /*deaf=*/true);
+  std::string error;
+  Member* member = Member::join(request_in(dir), error);
+  REQUIRE(member != nullptr);
+  const std::uint64_t started = monotonic_ns();
+  CHECK(member->wait_and_reserve(4 * GiB, 200'000'000).outcome == Outcome::refused);
+  const std::uint64_t took = monotonic_ns() - started;
+  CHECK(took >= 200'000'000);
+  CHECK(took < 1'000'000'000);
+  CHECK(member->figures().refusals_after_wait == 1);
+}
+
+TEST_CASE("ledger: files it cannot trust are refused with one line", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  const JoinRequest request = request_in(dir);
+  const std::string path = dir + "/" + ledger_file_name(request.uuid);
+  std::string error;
+  SECTION("another version") {
+    LedgerHeader header{};
+    initialise_header(header, request.device_total, request.uuid);
+    header.version = 99;
+    const int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0600);
+    REQUIRE(pwrite(fd, &header, sizeof header, 0) == sizeof header);
+    REQUIRE(ftruncate(fd, kLedgerFileBytes) == 0);
+    close(fd);
+    CHECK(Member::join(request, error) == nullptr);
+    CHECK_THAT(error, Catch::Contains("another gpumem version"));
+  }
+  SECTION("a symbolic link") {
+    REQUIRE(symlink("/dev/null", path.c_str()) == 0);
+    CHECK(Member::join(request, error) == nullptr);
+    CHECK_THAT(error, Catch::Contains("cannot be opened"));
+  }
+  SECTION("writable by others") {
+    const int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0600);
+    fchmod(fd, 0666);
+    close(fd);
+    CHECK(Member::join(request, error) == nullptr);
+    CHECK_THAT(error, Catch::Contains("writable by every user"));
+  }
+  SECTION("garbage") {
+    const int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0600);
+    REQUIRE(write(fd, "not a ledger at all, just text", 30) == 30);
+    close(fd);
+    CHECK(Member::join(request, error) == nullptr);
+    CHECK_THAT(error, Catch::Contains("not a gpumem ledger"));
+  }
+  CHECK(error.find('\n') == std::string::npos);
+}
+
+TEST_CASE("ledger: a forked child is not its parent's member", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  std::string error;
+  Member* parent = Member::join(request_in(dir), error);
+  REQUIRE(parent != nullptr);
+  REQUIRE(adopt(0, parent) == parent);
+  REQUIRE(parent->reserve(2 * GiB, std::nullopt).outcome == Outcome::reserved);
+  // Each child: dropped by the fork handler, it joins again beside the parent (whose slot its
+  // closing the inherited descriptor did not release, nor its exit).
+  for (int round = 0; round < 2; ++round) {
+    const pid_t child = fork();
+    if (child == 0) {
+      if (member(0) != nullptr) _exit(3);
+      Member* own = Member::join(request_in(dir), error);
+      _exit(own != nullptr && own->figures().members_at_join == 2 && own->terms().guarantee == 8 * GiB ? 0 : 4);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  CHECK(parent->reserve(14 * GiB, std::nullopt).outcome == Outcome::reserved);
+  // The children's slots are swept at the next refusal: the parent is alone again.
+  CHECK(parent->reserve(1, std::nullopt).outcome == Outcome::refused);
+  CHECK(parent->terms().guarantee == 16 * GiB);
+}
