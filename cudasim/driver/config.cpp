@@ -1,4 +1,5 @@
 #include "config.h"
+#include "shared_device.h"
 
 #include <cctype>
 #include <charconv>
@@ -144,6 +145,15 @@ Config read_config() {
     }
   }
   if (const char* v = std::getenv("CUDASIM_REPORT")) config.report_path = v;
+  if (const char* v = std::getenv("CUDASIM_SHARED_DEVICES")) {
+    const std::string_view value = trim(v);
+    if (value == "1") config.shared_devices_dir = default_shared_devices_dir();
+    else if (!value.empty() && value.front() == '/') config.shared_devices_dir = std::string(value);
+    else if (!value.empty() && value != "0") {
+      complain("CUDASIM_SHARED_DEVICES", v, "0, 1 (the default directory) or an absolute directory path");
+      config.valid = false;
+    }
+  }
   return config;
 }
 

@@ -3,6 +3,7 @@
 #include "contexts.h"
 
 #include "faults.h"
+#include "shared_device.h"
 #include "state.h"
 
 #include <pthread.h>
@@ -21,6 +22,7 @@ std::atomic<unsigned long long> g_next_context_id{1};
 // A forked child starts with a fresh, uninitialised driver: the parent's worker threads do not
 // exist there and its locks may be held. The parent's state is left behind (leaked) on purpose.
 void reset_after_fork() {
+  drop_shared_devices_in_child();
   auto* fresh = new State();
   fresh->epoch = ++g_epoch;
   fresh->before_fork = g_state.load();
@@ -79,8 +81,7 @@ void stack_replace_top(std::vector<CUctx_st*>& stack, CUctx_st* ctx) {
 // Makes a context usable: charges the context overhead and creates its legacy default stream.
 CUresult activate_context(State& st, CUctx_st* ctx) {
   Device& dev = st.device(ctx->device);
-  if (dev.committed + st.config.context_overhead > dev.total) return CUDA_ERROR_OUT_OF_MEMORY;
-  dev.committed += st.config.context_overhead;
+  if (!reserve_capacity(dev, st.config.context_overhead)) return CUDA_ERROR_OUT_OF_MEMORY;
   dev.stats.contexts_created++;
   ctx->alive = true;
   ctx->id = g_next_context_id++;
@@ -113,8 +114,7 @@ void deactivate_context(CUctx_st* ctx) {
   ctx->legacy.reset();
   std::erase_if(st.events, [ctx](const auto& entry) { return entry.second->ctx == ctx; });
   st.contexts.erase(ctx);
-  Device& dev = st.device(ctx->device);
-  dev.committed -= st.config.context_overhead;
+  release_capacity(st.device(ctx->device), st.config.context_overhead);
   ctx->alive = false;
 }
 

@@ -16,7 +16,8 @@ CUresult cudasimDeviceCount(int* count);
 
 // A device's total memory and the memory this process has committed on it: context overheads,
 // cuMemAlloc/cuMemAllocPitch memory, pool reservations, arrays and every other allocation charged
-// to the device (0 before cuInit, when nothing can be). CUDA_ERROR_INVALID_DEVICE for an unknown
+// to the device (0 before cuInit, when nothing can be); with CUDASIM_SHARED_DEVICES, what every
+// process sharing the device took. CUDA_ERROR_INVALID_DEVICE for an unknown
 // ordinal; CUDA_ERROR_INVALID_VALUE for a NULL output or a malformed configuration.
 CUresult cudasimDeviceMemory(int ordinal, unsigned long long* total, unsigned long long* used);
 

@@ -1,6 +1,7 @@
 // cuInit, the driver version and the device queries.
 #include "cudasim_private.h"
 #include "report.h"
+#include "shared_device.h"
 #include "state.h"
 
 #include <cstdio>
@@ -81,6 +82,13 @@ CUDASIM_EXPORT CUresult cuInit(unsigned int Flags) {
   for (int i = 0; i < st.config.device_count; ++i) {
     Device& dev = st.device(i);
     dev.default_pool = dev.current_pool = create_default_pool(st, i);
+    if (!st.config.shared_devices_dir.empty()) {
+      dev.shared = attach_shared_device(st.config.shared_devices_dir, i, dev.total);
+      if (dev.shared == nullptr) {  // said on stderr
+        st.init_result = CUDA_ERROR_INVALID_VALUE;
+        return st.init_result;
+      }
+    }
   }
   st.init_result = CUDA_SUCCESS;
   return CUDA_SUCCESS;

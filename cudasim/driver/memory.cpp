@@ -4,6 +4,7 @@
 #include "contexts.h"
 #include "faults.h"
 #include "pools.h"
+#include "shared_device.h"
 #include "state.h"
 
 #include <sys/mman.h>
@@ -127,18 +128,34 @@ void retire_mapping(State& st, Mapping mapping) {
   }
 }
 
+bool reserve_capacity(Device& dev, std::uint64_t bytes) {
+  if (dev.shared != nullptr) {
+    if (!shared_take(*dev.shared, bytes)) return false;
+  } else if (bytes > dev.total - dev.committed) {
+    return false;
+  }
+  dev.committed += bytes;
+  return true;
+}
+
+void release_capacity(Device& dev, std::uint64_t bytes) {
+  dev.committed -= bytes;
+  if (dev.shared != nullptr) shared_give(*dev.shared, bytes);
+}
+
+std::uint64_t device_used(Device& dev) { return dev.shared != nullptr ? shared_used(*dev.shared) : dev.committed; }
+
 bool take_device_memory(State& st, Device& dev, std::uint64_t bytes) {
   ++st.device_allocations;
   if (st.config.fail_alloc_after && st.device_allocations > *st.config.fail_alloc_after) return false;
-  if (bytes > dev.total - dev.committed) return false;
-  dev.committed += bytes;
+  if (!reserve_capacity(dev, bytes)) return false;
   dev.stats.bytes_reserved += bytes;
   dev.stats.peak_bytes_reserved = std::max(dev.stats.peak_bytes_reserved, dev.stats.bytes_reserved);
   return true;
 }
 
 void give_device_memory(Device& dev, std::uint64_t bytes) {
-  dev.committed -= bytes;
+  release_capacity(dev, bytes);
   dev.stats.bytes_reserved -= bytes;
 }
 
@@ -232,8 +249,8 @@ CUDASIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   CUctx_st* ctx = nullptr;
   if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
   if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const Device& dev = l.st.device(ctx->device);
-  *free = dev.total - dev.committed;
+  Device& dev = l.st.device(ctx->device);
+  *free = dev.total - std::min(dev.total, device_used(dev));
   *total = dev.total;
   return CUDA_SUCCESS;
 }

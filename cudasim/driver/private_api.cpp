@@ -17,9 +17,9 @@ CUresult device_memory(State& st, int ordinal, unsigned long long* total, unsign
     if (count != nullptr) *count = static_cast<int>(st.devices.size());
     if (total == nullptr) return CUDA_SUCCESS;
     if (!valid_device(st, ordinal)) return CUDA_ERROR_INVALID_DEVICE;
-    const Device& dev = st.device(ordinal);
+    Device& dev = st.device(ordinal);
     *total = dev.total;
-    *used = dev.committed;
+    *used = device_used(dev);
     return CUDA_SUCCESS;
   }
   const Config config = read_config();

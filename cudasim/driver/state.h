@@ -28,6 +28,7 @@ namespace cudasim {
 struct VmmState;  // vmm.cpp: reservations, physical allocations, handles and mappings
 struct KernelState;  // kernels.cpp: loaded modules and libraries, their functions and kernels
 struct IpcState;  // ipc.cpp: this process's number and the handles it opened
+struct SharedDevice;  // shared_device.cpp: a device's memory shared with other processes
 }
 
 namespace cudasim {
@@ -92,6 +93,7 @@ struct Device {
   unsigned primary_flags = 0;
   CUmemoryPool default_pool = nullptr;
   CUmemoryPool current_pool = nullptr;
+  SharedDevice* shared = nullptr;  // CUDASIM_SHARED_DEVICES: the memory every process took (shared_device.h)
 };
 
 // Vmm: one cuMemMap mapping while some device may access it (cuMemSetAccess); Managed:
@@ -231,6 +233,12 @@ void retire_mapping(State& st, Mapping mapping);
 // Charges `bytes` to the device (counted against CUDASIM_FAIL_ALLOC_AFTER); false when full.
 bool take_device_memory(State& st, Device& dev, std::uint64_t bytes);
 void give_device_memory(Device& dev, std::uint64_t bytes);
+// The device's capacity alone (context overheads): `bytes` more committed when they fit what every
+// process sharing the device took (shared_device.h), or this process alone; false when full.
+bool reserve_capacity(Device& dev, std::uint64_t bytes);
+void release_capacity(Device& dev, std::uint64_t bytes);
+// Memory taken on the device: by every process when it is shared, else by this one.
+std::uint64_t device_used(Device& dev);
 // Frees every synchronous allocation the context owns (context destruction).
 void free_context_allocations(State& st, CUctx_st* ctx);
 

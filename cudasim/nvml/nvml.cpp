@@ -1,7 +1,7 @@
 // The simulated NVML (libnvidia-ml.so.1): device count and memory information of the simulated
 // devices, read from the simulated driver's state in the same process through its private entry
-// points (cudasim_private.h), so the program need not call cuInit. Only this process is seen: the
-// simulator has no other processes, so `used` is what this process has committed on the device.
+// points (cudasim_private.h), so the program need not call cuInit. `used` is what this process has
+// committed on the device, or what every process took of it when CUDASIM_SHARED_DEVICES shares it.
 #include "nvml_api.h"
 
 #include "cudasim_private.h"
