@@ -39,13 +39,19 @@ bool ask_oracle(FenceOracle& oracle, const Fence& fence) noexcept {
   }
 }
 
-// The first region size when preallocating: the whole limit, or its head (growth sizes each region
+// What preallocation reserves in all: preallocation_bytes, or the whole limit.
+std::size_t preallocation_target(const ArenaOptions& options) {
+  return options.preallocation_bytes > 0 ? std::min(options.preallocation_bytes, options.limit) : options.limit;
+}
+
+// The first region size when preallocating: the whole target, or its head (growth sizes each region
 // by its request instead). A resizable source needs no head: its free end can be given back.
 std::size_t first_region_bytes(const ArenaOptions& options, std::size_t resize_granule) {
   if (!options.preallocate) return 0;
-  if (resize_granule != 0) return options.limit / resize_granule * resize_granule;
+  const std::size_t target = preallocation_target(options);
+  if (resize_granule != 0) return target / resize_granule * resize_granule;
   const std::size_t head = detail::round_down(options.preallocation_head_bytes);
-  return head > 0 && head < options.limit ? head : detail::round_down(options.limit);
+  return head > 0 && head < target ? head : detail::round_down(target);
 }
 
 // A source's granule, taken as 0 (fixed-size regions) unless it is a power of two that is a multiple
@@ -99,9 +105,10 @@ Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::
   if (oracle_ != nullptr && fenced_.chunks() > 0 && poll_oracle() > 0 && take_free(request, out)) {
     return Status::ok;
   }
+  if (fences_first(rounded)) return Status::fences_pending;
   Growth growth = extend(rounded);
   if (growth == Growth::grew && options_.preallocate && options_.preallocation_head_bytes > 0 &&
-      resize_granule_ == 0 && counters_.regions == 1 && counters_.bytes_reserved < options_.limit) {
+      resize_granule_ == 0 && counters_.regions == 1 && counters_.bytes_reserved < preallocation_target(options_)) {
     // Preallocating head + rest: the rest at once too (next_region_bytes_ is what the limit leaves).
     // Refused even at the backed-off sizes, the arena makes do with what it has.
     extend(kGranule);
@@ -125,6 +132,8 @@ bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
   ChunkHandle handle = free_.best_fit(chunks_, request.rounded);
   if (handle == kNoChunk) return false;
   if (!unmapped_.empty()) {
+    // Fenced memory first, where the options ask for it (the caller reports fences_pending).
+    if (fences_first(request.rounded) && needs_mapping(handle, request.rounded)) return false;
     // The block must have memory behind it before it is handed out; the chunk is still free (and
     // indexed) here, so a refusal leaves nothing to undo.
     if (!map_for_request(handle, request.rounded)) {
@@ -324,7 +333,8 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
   // would leak.
   if (!reserve_records(2) || !reserve_region_record()) return Growth::no_host_memory;
   std::size_t bytes = detail::round_up(std::min(options_.min_growth_bytes, available));
-  if (options_.preallocate) {
+  const bool preallocation = preallocating();
+  if (preallocation) {
     while (rounded > next_region_bytes_) {
       next_region_bytes_ =
           next_region_bytes_ == 0 || next_region_bytes_ > available / 2 ? available : next_region_bytes_ * 2;
@@ -336,7 +346,7 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
   while (reserve_region(bytes, region) != Status::ok) {
     ++counters_.region_refusals;
     if (bytes == rounded) return Growth::refused;
-    const auto smaller = options_.preallocate ? detail::round_down(static_cast<std::size_t>(
+    const auto smaller = preallocation ? detail::round_down(static_cast<std::size_t>(
                                                     static_cast<double>(bytes) * options_.backoff_factor))
                                               : rounded;
     bytes = std::max(std::min(smaller, bytes - kGranule), rounded);
@@ -349,8 +359,10 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
     release_region(region);
     return Growth::refused;
   }
-  if (options_.preallocate) {
-    next_region_bytes_ = detail::round_down(options_.limit - (counters_.bytes_reserved + region.size));
+  if (preallocation) {
+    const std::size_t target = preallocation_target(options_);
+    const std::size_t reserved = counters_.bytes_reserved + region.size;
+    next_region_bytes_ = reserved < target ? detail::round_down(target - reserved) : 0;
   }
   adopt_region(region);
   return Growth::grew;
@@ -402,6 +414,7 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
                           : round_up_to(std::min(options_.min_growth_bytes, available), granule);
   bytes = std::max(std::min(bytes, available), shortfall);
   const bool first = regions_.empty();
+  bool made_room = false;
   Region grown;
   while (true) {
     Status status = Status::out_of_memory;
@@ -427,7 +440,14 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
     }
     if (status == Status::ok) break;
     ++counters_.region_refusals;
-    if (bytes == shortfall) return Growth::refused;
+    if (bytes == shortfall) {
+      // The source refused even the shortfall: its own limit may lie below the arena's (a budget
+      // other allocation paths share, or a GPU other processes share). Idle granules elsewhere in the
+      // region make room, once.
+      if (first || made_room || unmap_idle(IdleScan::all) == 0) return Growth::refused;
+      made_room = true;
+      continue;
+    }
     const std::size_t smaller =
         options_.preallocate && first
             ? static_cast<std::size_t>(static_cast<double>(bytes) * options_.backoff_factor) / granule * granule
@@ -494,8 +514,12 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes) {
     return false;
   }
   Region& region = regions_.front().region;
-  auto range = std::upper_bound(unmapped_.begin(), unmapped_.end(), begin,
-                                [](std::uintptr_t at, const Region& hole) { return at < hole.base + hole.size; });
+  const auto first_hole_from = [&](std::uintptr_t at) {
+    return std::upper_bound(unmapped_.begin(), unmapped_.end(), at,
+                            [](std::uintptr_t address, const Region& hole) { return address < hole.base + hole.size; });
+  };
+  auto range = first_hole_from(begin);
+  bool made_room = false;
   while (range != unmapped_.end() && range->base < end) {
     const std::uintptr_t from = std::max(begin, range->base);
     const std::uintptr_t to = std::min(end, range->base + range->size);
@@ -506,7 +530,17 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes) {
     }
     if (status != Status::ok) {
       ++counters_.region_refusals;
-      return false;
+      // As in extend_in_place: the source's limit may lie below the arena's; idle granules outside
+      // this block make room, once (the holes list changes: the block's holes are found again).
+      if (made_room || unmap_idle(IdleScan::all, begin, end) == 0) return false;
+      made_room = true;
+      try {
+        unmapped_.reserve(unmapped_.size() + 1);
+      } catch (...) {  // bad_alloc
+        return false;
+      }
+      range = first_hole_from(begin);
+      continue;
     }
     ++counters_.region_maps;
     counters_.bytes_reserved += to - from;
@@ -646,6 +680,22 @@ std::size_t BfcArena::unmap_idle(IdleScan scan, std::uintptr_t keep_begin, std::
   // The kept granules of a candidate were skipped: should they stay idle (the caller's mapping
   // failed), the caller notes that chunk again.
   return released;
+}
+
+bool BfcArena::fences_first(std::size_t rounded) const noexcept {
+  return fenced_.chunks() > 0 && counters_.bytes_fenced >= rounded &&
+         counters_.bytes_reserved + rounded > options_.fences_before_growth_above;
+}
+
+bool BfcArena::needs_mapping(ChunkHandle handle, std::size_t rounded) const {
+  const Chunk& chunk = chunks_[handle];
+  const std::size_t bytes = splits(chunk.size, rounded) ? rounded : chunk.size;
+  const std::uintptr_t begin = chunk.base / resize_granule_ * resize_granule_;
+  return unmapped_within(begin, round_up_to(chunk.base + bytes, resize_granule_)) > 0;
+}
+
+bool BfcArena::preallocating() const noexcept {
+  return options_.preallocate && counters_.bytes_reserved + counters_.bytes_unmapped < preallocation_target(options_);
 }
 
 bool BfcArena::reserve_region_record() {

@@ -45,6 +45,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +72,18 @@ struct ArenaOptions {
   // region or as head + rest (preallocation_head_bytes). false: growth, regions on demand, each the
   // size of the request that needs it, at least min_growth_bytes.
   bool preallocate = true;
+  // Preallocation only: how much to reserve at the first allocation; 0 means the whole limit. Below
+  // the limit, the arena grows beyond it as in growth mode (regions of the request, at least
+  // min_growth_bytes), keeping idle memory as a preallocated arena does. A GPU shared with other
+  // processes preallocates the fraction of its guaranteed share and may grow to what it can borrow.
+  std::size_t preallocation_bytes = 0;
+  // When a request needs more memory (growing, or mapping idle granules back) that would take what
+  // the arena holds past this many bytes, while freed-but-fenced chunks hold at least the request,
+  // allocate() reports Status::fences_pending first, so that the caller synchronises and the fenced
+  // memory is reused rather than more taken. The default never does: a preallocated arena reuses
+  // fenced memory at its limit, a growing one as its manager decides. A GPU shared with other
+  // processes sets its preallocation here (0 when growing): memory beyond it is borrowed.
+  std::size_t fences_before_growth_above = std::numeric_limits<std::size_t>::max();
   // Preallocation only: when > 0 (and below the limit), the limit is reserved as two regions, a head
   // of this size and the rest. Best fit puts small blocks in the head while it has room, so the rest
   // stays wholly free, and can be given back (release_free_regions) for another use of the memory,
@@ -284,6 +297,14 @@ class BfcArena {
   // Room for `count` more chunk records (ChunkStore::reserve), following the records should they
   // move; false when host memory runs out.
   bool reserve_records(std::size_t count) GPUMEM_REQUIRES(mutex_);
+  // ArenaOptions::fences_before_growth_above: whether a request of `rounded` bytes that needs more
+  // memory should wait for the fences instead.
+  bool fences_first(std::size_t rounded) const noexcept GPUMEM_REQUIRES(mutex_);
+  // Whether handing out free chunk `handle` for `rounded` bytes needs granules mapped (resizable).
+  bool needs_mapping(detail::ChunkHandle handle, std::size_t rounded) const GPUMEM_REQUIRES(mutex_);
+  // Whether the next region is still part of the preallocation (preallocating, and less than
+  // preallocation_target() reserved so far).
+  bool preallocating() const noexcept GPUMEM_REQUIRES(mutex_);
   // Room for one more RegionRecord without allocating; false when host memory runs out.
   bool reserve_region_record() GPUMEM_REQUIRES(mutex_);
   // source_.reserve, with a throwing source taken as a refusal.

@@ -104,6 +104,7 @@ bool budget_view(nvmlDevice_t device, unsigned long long& total, unsigned long l
   if (ordinal < 0) return false;
   const gpumem::shim::DeviceBudget* budget = gpumem::shim::budget::of_device(ordinal);
   if (budget == nullptr) return false;
+  gpumem::shim::budget::refresh_share(ordinal);  // a shared GPU: the allowance now
   total = budget->limit();
   used = std::min<unsigned long long>(budget->charged(), total);
   free = std::min<unsigned long long>(total - used, free);

@@ -14,11 +14,16 @@
 namespace gpumem::shim {
 namespace {
 
-ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool preallocate) {
+ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool preallocate,
+                           std::size_t preallocation_bytes, bool shared) {
   ArenaOptions options;
+  // Shared, memory beyond the preallocation is the other processes': freed memory is reused first.
+  if (shared) options.fences_before_growth_above = !preallocate ? 0 : preallocation_bytes > 0 ? preallocation_bytes : limit_bytes;
   options.limit = limit_bytes;
   options.preallocate = preallocate;
-  options.preallocation_head_bytes = preallocation_head_bytes(limit_bytes);
+  options.preallocation_bytes = preallocation_bytes;
+  options.preallocation_head_bytes =
+      preallocation_head_bytes(preallocation_bytes > 0 ? std::min(preallocation_bytes, limit_bytes) : limit_bytes);
   options.garbage_collection = policy.garbage_collection;
   options.max_internal_fragmentation = max_internal_fragmentation(policy.split_rule);
   return options;
@@ -26,8 +31,16 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
 
 // The VMM source when the policy allows it and the device supports it (GPUMEM_REGION_SOURCE=vmm on a
 // device without support says so once and uses classic regions).
-std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice device, std::size_t limit_bytes) {
-  if (policy.region_source == RegionSourceChoice::classic) return std::nullopt;
+std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice device, std::size_t limit_bytes,
+                                              bool shared) {
+  // A shared GPU takes virtual memory where it can (unless classic regions were asked for by name):
+  // its idle granules can go back to the other processes, a classic region only whole.
+  const bool automatic = shared && policy.region_source_origin.variable == "default";
+  if (policy.region_source == RegionSourceChoice::classic && !automatic) return std::nullopt;
+  if (automatic && VmmRegionSource::granularity_for(device) != 0) {
+    log::at(LogLevel::info, "device {}: the GPU is shared: the arena maps virtual memory, so that its idle "
+            "granules can go back to the other processes", device);
+  }
   const std::size_t granularity = VmmRegionSource::granularity_for(device);
   if (granularity == 0) {
     if (policy.region_source == RegionSourceChoice::vmm) {
@@ -53,15 +66,16 @@ constexpr int kFenceSyncAttempts = 3;
 }  // namespace
 
 BfcManager::BfcManager(CUcontext context, CUdevice device, const Policy& policy, std::size_t limit_bytes,
-                       CUmemoryPool default_pool, bool preallocate)
+                       CUmemoryPool default_pool, bool preallocate, std::size_t preallocation_bytes, bool shared)
     : MemoryManager(context, device, policy, limit_bytes),
       classic_source_(device),
-      vmm_source_(vmm_source_for(policy, device, limit_bytes)),
+      vmm_source_(vmm_source_for(policy, device, limit_bytes, shared)),
       fences_(fence_ids()),
       arena_(vmm_source_ ? static_cast<RegionSource&>(*vmm_source_) : classic_source_,
-             arena_options(policy, limit_bytes, preallocate), &fences_),
+             arena_options(policy, limit_bytes, preallocate, preallocation_bytes, shared), &fences_),
       default_pool_(default_pool),
-      preallocate_(preallocate) {}
+      preallocate_(preallocate),
+      preallocation_bytes_(preallocation_bytes) {}
 
 void BfcManager::resolve_fences_instead_of_growing(std::size_t bytes) {
   // Growing with defer: fenced chunks are otherwise reused only once the limit is reached, so the
@@ -119,10 +133,11 @@ void BfcManager::warn_once_if_preallocation_shrank() {
   // A refusal that the 0.9x retries made up for (the whole limit reserved in the end) is no news;
   // the VMM source maps whole granules, so its whole limit is the limit rounded down to one.
   const std::size_t granule = vmm_source_ ? vmm_source_->resize_granule() : 1;
-  if (preallocate_ && stats.bytes_reserved < limit_bytes() / granule * granule) {
+  const std::size_t wanted = preallocation_bytes_ > 0 ? std::min(preallocation_bytes_, limit_bytes()) : limit_bytes();
+  if (preallocate_ && stats.bytes_reserved < wanted / granule * granule) {
     log::at(LogLevel::warn,
                  "device {}: the driver refused a {}-byte preallocation; reserved {} bytes instead "
-                 "(retried at 0.9x)", device(), limit_bytes(), stats.bytes_reserved);
+                 "(retried at 0.9x)", device(), wanted, stats.bytes_reserved);
   } else {
     log::at(LogLevel::debug, "device {}: reserved {} bytes at the first allocation ({} requests refused)",
             device(), stats.bytes_reserved, stats.region_refusals);

@@ -24,8 +24,11 @@ class BfcManager final : public MemoryManager {
   // `default_pool` is the device's default memory pool (null if it has none): allocations from it
   // are served like cuMemAllocAsync. `preallocate`: the policy's choice, unless other paths already
   // hold part of the device's budget (then the arena grows on demand, so it cannot starve them).
+  // `preallocation_bytes`: what preallocation reserves (0: the whole limit); a GPU shared with other
+  // processes preallocates the policy's fraction of the guaranteed share and takes virtual memory
+  // where the driver has it, so that idle granules can go back to the others (docs/sharing.md).
   BfcManager(CUcontext context, CUdevice device, const Policy& policy, std::size_t limit_bytes,
-             CUmemoryPool default_pool, bool preallocate);
+             CUmemoryPool default_pool, bool preallocate, std::size_t preallocation_bytes = 0, bool shared = false);
 
  private:
   CUresult do_allocate(CUdeviceptr* out, std::size_t bytes) override;
@@ -73,6 +76,7 @@ class BfcManager final : public MemoryManager {
   BfcArena arena_;
   const CUmemoryPool default_pool_;
   const bool preallocate_;
+  const std::size_t preallocation_bytes_;  // 0: the limit
   std::atomic<bool> preallocation_checked_{false};
   // Serialises peer access refreshes, so that the last one applies the table as it is then.
   std::mutex peer_mutex_;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <memory>
 #include <new>
+#include <optional>
+#include <utility>
 
 #include "managers/bfc_manager.h"
 #include "budget/budgets.h"
@@ -31,8 +33,11 @@ void log_summary(const MemoryManager& manager, bool never_wait = false) noexcept
   }
 }
 
+// `share`: the device is shared with other processes (docs/sharing.md); `limit` is then the most this
+// process may ever hold, and `preallocation` the policy's fraction of its guaranteed share.
 std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, const Policy& policy,
-                                            std::size_t limit, log::Pending& messages) {
+                                            std::size_t limit, const std::optional<budget::ShareTerms>& share,
+                                            std::size_t preallocation, log::Pending& messages) {
   const RealDriver& driver = real_driver();
   switch (policy.mode) {
     case Mode::bfc: {
@@ -51,7 +56,8 @@ std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, 
                      "instead of preallocating", device, budget->charged());
       }
       return std::make_unique<BfcManager>(context, device, policy, limit, default_pool,
-                                          policy.preallocate && !others_hold_memory);
+                                          policy.preallocate && !others_hold_memory && (!share || preallocation > 0),
+                                          preallocation, share.has_value());
     }
     case Mode::cuda_async:
       if (auto manager = CudaAsyncManager::create(context, device, policy, limit, messages)) return manager;
@@ -117,6 +123,11 @@ MemoryManager* ContextRegistry::current(bool create) {
   if (driver.cuCtxGetCurrent(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
   if (MemoryManager* manager = find(context)) return manager;
   if (!create || !policy_is_active()) return nullptr;
+  // A shared device joins its GPU's ledger first, with no lock held (the ledger takes a fork-safe one).
+  std::optional<budget::ShareTerms> share;
+  if (CUdevice device = -1; process_policy().policy->share && driver.cuCtxGetDevice(&device) == CUDA_SUCCESS) {
+    share = budget::share_terms(device);
+  }
   log::Pending messages;
   MemoryManager* manager = nullptr;
   bool created = false;
@@ -124,7 +135,7 @@ MemoryManager* ContextRegistry::current(bool create) {
     std::lock_guard lock(mutex_);
     manager = find(context);  // made by another thread meanwhile?
     if (manager == nullptr) {
-      manager = create_locked(context, messages);
+      manager = create_locked(context, share, messages);
       created = manager != nullptr;
     }
   }
@@ -228,23 +239,30 @@ void ContextRegistry::forget_primary_context(CUdevice device) {
     return;
   }
   // Without a way to name the primary context, forget every context of the device: safer than
-  // keeping an arena whose memory the reset freed.
-  std::lock_guard lock(mutex_);
-  const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
-  for (std::size_t i = 0; i < used; ++i) {
-    MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire);
-    if (manager != nullptr && manager->device() == device) {
-      const CUcontext context = slots_[i].context.exchange(nullptr, std::memory_order_acq_rel);
-      if (context != nullptr) {
-        budget::forget_context(context);
-        forget_peer_access(context);
-        manager->retire();
+  // keeping an arena whose memory the reset freed. Their memory is given back once the lock is
+  // released (a shared device's refunds take the GPU ledger's lock).
+  std::array<std::pair<CUcontext, MemoryManager*>, kMaxContexts> forgotten{};
+  std::size_t count = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire);
+      if (manager != nullptr && manager->device() == device) {
+        const CUcontext context = slots_[i].context.exchange(nullptr, std::memory_order_acq_rel);
+        if (context != nullptr) forgotten[count++] = {context, manager};
       }
     }
   }
+  for (std::size_t i = 0; i < count; ++i) {
+    budget::forget_context(forgotten[i].first);
+    forget_peer_access(forgotten[i].first);
+    forgotten[i].second->retire();
+  }
 }
 
-MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& messages) {
+MemoryManager* ContextRegistry::create_locked(CUcontext context, const std::optional<budget::ShareTerms>& share,
+                                              log::Pending& messages) {
   const RealDriver& driver = real_driver();
   const Policy& policy = *process_policy().policy;
   CUdevice device = 0;
@@ -265,8 +283,16 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
     }
     return nullptr;
   }
-  // Every context of the device shares one budget, whose limit the first one (or another path) set.
-  if (DeviceBudget* budget = budget::slot(device)) limit = budget->set_limit(limit);
+  std::size_t preallocation = 0;
+  if (share) {
+    // The budget is the allowance the ledger gives; the arena may grow to the cap, and the policy's
+    // fraction (or GPUMEM_LIMIT) applies to the guaranteed share: that is what it preallocates.
+    limit = share->cap;
+    preallocation = policy.limit_for_device(share->guarantee, std::min(free, share->guarantee));
+  } else if (DeviceBudget* budget = budget::slot(device)) {
+    // Every context of the device shares one budget, whose limit the first one (or another path) set.
+    limit = budget->set_limit(limit);
+  }
 
   std::size_t slot = kMaxContexts;
   const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
@@ -282,7 +308,7 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
 
   std::unique_ptr<MemoryManager> made;
   try {
-    made = make_manager(context, device, policy, limit, messages);
+    made = make_manager(context, device, policy, limit, share, preallocation, messages);
   } catch (const std::bad_alloc&) {
     made = nullptr;
   }
@@ -294,8 +320,10 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
   const std::size_t made_before = managers_made_.load(std::memory_order_relaxed);
   if (made_before < kMaxManagersKept) made_[made_before].store(manager, std::memory_order_release);
   managers_made_.store(made_before + 1, std::memory_order_release);
-  messages.add(LogLevel::info, "context {} (device {}): {} mode, limit {} bytes of {} total ({} free); {}",
+  messages.add(LogLevel::info, "context {} (device {}): {} mode, limit {} bytes of {} total ({} free){}; {}",
                static_cast<const void*>(context), device, manager->mode_name(), limit, total, free,
+               share ? fmt::format(", shared: guarantee {} bytes, preallocation {} bytes", share->guarantee, preallocation)
+                     : std::string(),
                policy.describe());
   return manager;
 }

@@ -9,8 +9,10 @@
 #include <atomic>
 #include <cstddef>
 #include <mutex>
+#include <optional>
 
 #include "base/log.h"
+#include "budget/budgets.h"
 #include "managers/memory_manager.h"
 
 namespace gpumem::shim {
@@ -69,7 +71,9 @@ class ContextRegistry {
 
   ContextRegistry();
   // What it has to say goes to `messages`, to be logged once `mutex_` is released.
-  MemoryManager* create_locked(CUcontext context, log::Pending& messages);
+  // `share`: the device's share when it is shared with other processes (budget::share_terms).
+  MemoryManager* create_locked(CUcontext context, const std::optional<budget::ShareTerms>& share,
+                               log::Pending& messages);
   static void lock_before_fork() noexcept;
   static void unlock_after_fork_in_parent() noexcept;
   static void reset_in_child() noexcept;

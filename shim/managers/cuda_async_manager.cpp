@@ -74,8 +74,10 @@ std::unique_ptr<CudaAsyncManager> CudaAsyncManager::create(CUcontext context, CU
   const bool pool_is_own = pool != nullptr;
   if (!pool_is_own) pool = default_pool;
   // Memory a pool holds above the threshold goes back to the driver at synchronisation points. The
-  // default pool, which serves the program's stream-ordered calls, keeps the same threshold.
-  std::uint64_t threshold = policy.preallocate ? limit_bytes : 0;
+  // default pool, which serves the program's stream-ordered calls, keeps the same threshold. On a GPU
+  // shared with other processes the pools keep nothing idle: the ledger counts the blocks handed out,
+  // and memory a pool kept would be hidden from the others (docs/sharing.md).
+  std::uint64_t threshold = policy.preallocate && budget::shared(device) == nullptr ? limit_bytes : 0;
   for (CUmemoryPool configured : {pool, default_pool}) {
     result = driver.cuMemPoolSetAttribute(configured, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
     if (result != CUDA_SUCCESS) {
@@ -107,6 +109,10 @@ CudaAsyncManager::CudaAsyncManager(CUcontext context, CUdevice device, const Pol
 
 void CudaAsyncManager::warm_up() {
   if (!policy().async_prealloc || *policy().async_prealloc == 0) return;
+  if (budget::shared(device()) != nullptr) {  // a pool that keeps nothing idle: warming it would give it straight back
+    log::at(LogLevel::debug, "device {}: the GPU is shared; the pool is not warmed", device());
+    return;
+  }
   const std::int64_t asked = *policy().async_prealloc;
   const std::size_t bytes = asked < 0 ? (policy().preallocate ? limit_bytes() : 0)
                                       : static_cast<std::size_t>(asked);
@@ -410,6 +416,20 @@ void CudaAsyncManager::do_retire() noexcept {
     if (export_fd_ >= 0) close(export_fd_);
     export_fd_ = -1;
   }
+}
+
+std::size_t CudaAsyncManager::do_trim() {
+  if (!capture_state::active()) synchronize_for_reuse();  // deferred frees back to the pool first
+  refresh_pool_figures();
+  const std::size_t before = pool_reserved_.load(std::memory_order_relaxed);
+  const RealDriver& driver = real_driver();
+  if (driver.cuMemPoolTrimTo != nullptr) {
+    driver.cuMemPoolTrimTo(pool_, 0);
+    if (pool_is_own_) driver.cuMemPoolTrimTo(default_pool_, 0);
+  }
+  refresh_pool_figures();
+  const std::size_t after = pool_reserved_.load(std::memory_order_relaxed);
+  return before > after ? before - after : 0;
 }
 
 void CudaAsyncManager::bound_deferred_bytes() {

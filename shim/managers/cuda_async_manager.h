@@ -69,6 +69,9 @@ class CudaAsyncManager final : public MemoryManager {
   // The device ran out of memory: idle memory both pools keep (up to their release thresholds) goes
   // back, so neither starves the other.
   void release_idle_pool_memory() const noexcept;
+  // gpumem_trim, and a shared GPU's request to give memory back: blocks freed and waiting for a
+  // synchronisation go back to the pool, and the pools give their idle memory back to the driver.
+  std::size_t do_trim() override;
   // The pool's POSIX descriptor for IPC, exported at the first call and kept open while the pool
   // lives (importers fetch it from this process); -1, after logging why, if it cannot be had.
   int pool_export_fd(CUresult& failure) const;

@@ -58,7 +58,30 @@ CUresult MemoryManager::allocate(CUdeviceptr* out, std::size_t bytes) {
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;  // as cuMemAlloc_v2 answers
   const CUresult result = do_allocate(out, bytes);
   finish_alloc(result, out, bytes, 0);
+  look_at_ledger();
   return result;
+}
+
+std::size_t MemoryManager::traced_limit() const noexcept {
+  // A shared device's budget moves with the others (its allowance): the trace shows it as it is.
+  if (budget::shared(device_) != nullptr) {
+    if (const DeviceBudget* budget = budget::existing(device_)) return budget->limit();
+  }
+  return limit_bytes_;
+}
+
+void MemoryManager::look_at_ledger() noexcept {
+  share::Member* member = budget::shared(device_);
+  if (member == nullptr) return;
+  if (member->reclaim_requested() != 0) budget::serve_reclaim_request(device_);
+  // In use, for gpumem-top: at each of the first calls, then once every so many, read without waiting
+  // for the manager.
+  constexpr std::uint32_t kInUseFirst = 64;
+  constexpr std::uint32_t kInUseEvery = 256;
+  const std::uint32_t call = calls_since_in_use_.fetch_add(1, std::memory_order_relaxed);
+  if (call >= kInUseFirst && call % kInUseEvery != 0) return;
+  ManagerStats stats;
+  if (stats_snapshot(stats, /*never_wait=*/true)) member->note_in_use(stats.bytes_in_use);
 }
 
 CUresult MemoryManager::allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width_bytes,
@@ -66,6 +89,7 @@ CUresult MemoryManager::allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std
   if (out == nullptr || pitch == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_pitch(out, pitch, width_bytes, height, element_size_bytes);
   finish_alloc(result, out, result == CUDA_SUCCESS ? *pitch * height : width_bytes * height, 0);
+  look_at_ledger();
   return result;
 }
 
@@ -74,13 +98,14 @@ CUresult MemoryManager::traced_free(CUdeviceptr ptr, std::uintptr_t stream, Free
   observe::TraceLog* trace = observe::trace_log();
   // Traced before the free: once freed, another thread may be handed the same address.
   const std::uint64_t ticket =
-      trace == nullptr ? 0 : observe::trace_free(*trace, ptr, stream, device_, reserved_bytes_now(), limit_bytes_);
+      trace == nullptr ? 0 : observe::trace_free(*trace, ptr, stream, device_, reserved_bytes_now(), traced_limit());
   const CUresult result = free();
   if (result == CUDA_SUCCESS) {
     frees_.fetch_add(1, std::memory_order_relaxed);
   } else if (trace != nullptr) {
     observe::trace_free_failed(*trace, ticket);
   }
+  look_at_ledger();
   return result;
 }
 
@@ -92,6 +117,7 @@ CUresult MemoryManager::allocate_async(CUdeviceptr* out, std::size_t bytes, Stre
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_async(out, bytes, stream);
   finish_alloc(result, out, bytes, stream_column(stream));
+  look_at_ledger();
   return result;
 }
 
@@ -104,6 +130,7 @@ CUresult MemoryManager::allocate_from_pool_async(CUdeviceptr* out, std::size_t b
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_from_pool_async(out, bytes, pool, stream);
   finish_alloc(result, out, bytes, stream_column(stream));
+  look_at_ledger();
   return result;
 }
 
@@ -163,18 +190,25 @@ void MemoryManager::finish_alloc(CUresult result, CUdeviceptr* out, std::size_t 
   if (result == CUDA_SUCCESS) {
     if (trace != nullptr) {
       observe::trace_allocate(*trace, observe::TraceEvent{static_cast<std::uintptr_t>(*out), bytes, stream, device_,
-                                                          reserved_bytes_now(), limit_bytes_});
+                                                          reserved_bytes_now(), traced_limit()});
     }
     return;
   }
   if (trace != nullptr) {
-    observe::trace_refusal(*trace, observe::TraceEvent{0, bytes, stream, device_, reserved_bytes_now(), limit_bytes_});
+    observe::trace_refusal(*trace, observe::TraceEvent{0, bytes, stream, device_, reserved_bytes_now(), traced_limit()});
   }
   if (result != CUDA_ERROR_OUT_OF_MEMORY || !log::enabled(LogLevel::warn)) return;
   std::string repeated;
   if (!observe::report_refusal(observe::RefusalKind::out_of_memory, bytes, repeated)) return;
   try {
     std::string description = do_describe_refusal(bytes);
+    // On a shared GPU, who holds it comes first: one line (docs/sharing.md).
+    if (share::Member* member = budget::shared(device_)) {
+      const share::Terms terms = member->terms();
+      description = fmt::format("the GPU is shared: this process holds {} bytes of its {}-byte guarantee (allowance "
+                                "{}); {}\n", terms.held, terms.guarantee, terms.allowance, member->holders()) +
+                    description;
+    }
     while (!description.empty() && description.back() == '\n') description.pop_back();  // the log ends the line
     log::at(LogLevel::warn, "device {}: out of memory: {} mode refused {} bytes{}\n{}", device_, mode_name(), bytes,
             repeated, description);

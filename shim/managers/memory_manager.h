@@ -247,6 +247,12 @@ class MemoryManager {
   CUresult traced_free(CUdeviceptr ptr, std::uintptr_t stream, Free&& free);
   // Counts the request; on refusal, logs the (rate-limited) out-of-memory report and traces it.
   void finish_alloc(CUresult result, CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream) noexcept;
+  // A shared device (docs/sharing.md), after every allocation and free: serves a request of other
+  // processes to give memory back, and now and then tells the ledger what is in use. One load of a
+  // word when the device is not shared or nothing is asked.
+  void look_at_ledger() noexcept;
+  // The limit a trace row records: the budget's now on a shared device, else the manager's.
+  std::size_t traced_limit() const noexcept;
 
   const CUcontext context_;
   const CUdevice device_;
@@ -259,6 +265,7 @@ class MemoryManager {
   std::atomic<std::uint64_t> passed_through_{0};
   std::atomic<std::uint64_t> driver_allocs_{0};
   std::atomic<std::uint64_t> fence_syncs_{0};
+  std::atomic<std::uint32_t> calls_since_in_use_{0};  // look_at_ledger: allocations and frees
   struct PathCells {
     std::atomic<std::uint64_t> allocs{0};
     std::atomic<std::uint64_t> bytes{0};

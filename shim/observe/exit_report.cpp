@@ -148,6 +148,7 @@ std::vector<DeviceFigures> collect_device_figures(bool never_wait) {
       figures.stats.bytes_limit = budget->limit();
     }
     figures.has_budget = true;
+    if (const share::Member* member = budget::shared(device)) figures.share = member->figures();
     figures.budget_limit = budget->limit();
     figures.charged = budget->charged();
     figures.peak_charged = budget->peak_charged();
@@ -203,6 +204,17 @@ std::string render_table(const std::vector<DeviceFigures>& devices, long pid) {
       return d.has_budget ? fmt::format("{} (peak {})", human_bytes(p.charged), human_bytes(p.peak_charged)) : "-";
     });
   }
+  const bool any_shared = std::any_of(devices.begin(), devices.end(), [](const DeviceFigures& d) { return d.share.has_value(); });
+  if (!any_shared) return out;
+  const auto shared_row = [&](std::string_view name, auto&& cell) {
+    row(name, [&](const DeviceFigures& d) { return d.share ? cell(*d.share) : std::string("-"); });
+  };
+  shared_row("shared: guarantee at exit", [](const share::MemberFigures& s) { return human_bytes(s.terms.guarantee); });
+  shared_row("shared: borrowed at peak", [](const share::MemberFigures& s) { return human_bytes(s.peak_borrowed); });
+  shared_row("shared: given back on request", [](const share::MemberFigures& s) { return human_bytes(s.given_back); });
+  shared_row("shared: waits (refused after)", [](const share::MemberFigures& s) {
+    return fmt::format("{} ({})", s.waits, s.refusals_after_wait);
+  });
   return out;
 }
 
@@ -219,6 +231,22 @@ nlohmann::ordered_json budget_json(const DeviceFigures& d) {
                                                                  {"bytes_charged_in_total", p.bytes_charged_in_total}};
   }
   return {{"limit", d.budget_limit}, {"charged", d.charged}, {"peak_charged", d.peak_charged}, {"paths", paths}};
+}
+
+nlohmann::ordered_json share_json(const DeviceFigures& d) {
+  if (!d.share) return nullptr;
+  const share::MemberFigures& s = *d.share;
+  return {{"guarantee", s.terms.guarantee},
+          {"allowance", s.terms.allowance},
+          {"held", s.terms.held},
+          {"capacity", s.terms.capacity},
+          {"peak_borrowed", s.peak_borrowed},
+          {"given_back", s.given_back},
+          {"waits", s.waits},
+          {"refusals_after_wait", s.refusals_after_wait},
+          {"ledger_updates", s.ledger_updates},
+          {"members_at_join", s.members_at_join},
+          {"join_us", s.join_ns / 1000.0}};
 }
 
 }  // namespace
@@ -257,7 +285,8 @@ std::string render_json(const std::vector<DeviceFigures>& devices, long pid) {
                               {"fragmentation", s.fragmentation},
                               {"fence_syncs", s.counters.fence_syncs},
                               {"paths", paths},
-                              {"budget", budget_json(d)}});
+                              {"budget", budget_json(d)},
+                              {"share", share_json(d)}});
   }
   return out.dump(2);
 }

@@ -37,6 +37,8 @@ struct DeviceFigures {
   std::size_t charged = 0;
   std::size_t peak_charged = 0;
   std::array<PathCharge, kBudgetPaths> paths_charged{};
+  // A GPU shared with other processes (docs/sharing.md): this process's figures in its ledger.
+  std::optional<share::MemberFigures> share;
 
   // Allocations served without a device allocation of their own.
   std::uint64_t driver_allocs_avoided() const noexcept {

@@ -113,10 +113,12 @@ CUresult mem_get_info(size_t* free_bytes, size_t* total_bytes) {
     const CUresult result = driver.cuMemGetInfo_v2(free_bytes, total_bytes);
     if (result != CUDA_SUCCESS) return result;
   }
+  const CUdevice device = policy_is_active() ? budget::current_device() : -1;
+  // A shared GPU: the allowance as the ledger has it now (others came or went since the last visit).
+  if (device >= 0) budget::refresh_share(device);
   // A query makes no manager: the arena decides whether to preallocate at the first allocation,
   // knowing what other paths hold by then.
   if (MemoryManager* manager = registry().current(false)) return manager->get_info(free_bytes, total_bytes);
-  const CUdevice device = policy_is_active() ? budget::current_device() : -1;
   const DeviceBudget* budget = device >= 0 ? budget::of_device(device) : nullptr;
   if (budget == nullptr) return driver_passthrough::mem_get_info(free_bytes, total_bytes);
   std::size_t device_free = 0;

@@ -75,8 +75,12 @@ CUresult device_total_mem(size_t* bytes, CUdevice device) {
   if (driver.cuDeviceTotalMem_v2 == nullptr) return missing_entry_point();
   const CUresult result = driver.cuDeviceTotalMem_v2(bytes, device);
   if (result != CUDA_SUCCESS) return result;
-  // The program sees the device as big as its budget, as cuMemGetInfo and NVML report it.
-  if (const DeviceBudget* budget = budget::of_device(device)) *bytes = budget->limit();
+  // The program sees the device as big as its budget, as cuMemGetInfo and NVML report it (on a
+  // shared GPU its allowance now).
+  if (const DeviceBudget* budget = budget::of_device(device)) {
+    budget::refresh_share(device);
+    *bytes = budget->limit();
+  }
   return CUDA_SUCCESS;
 }
 

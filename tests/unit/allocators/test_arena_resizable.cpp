@@ -389,3 +389,48 @@ TEST_CASE("resizable: idle granules are found after more frees than the arena ke
   CHECK(source.log().live_bytes == 10 * kMiB);
   CHECK(arena.validate());
 }
+
+TEST_CASE("resizable: preallocate part of the limit, then grow by steps, keeping idle memory",
+          "[resizable][preallocate]") {
+  FakeResizableRegionSource source(128 * kMiB, kGranuleBytes);
+  ArenaOptions options = preallocated(64 * kMiB);
+  options.preallocation_bytes = 8 * kMiB + kMiB;  // whole granules: 8 MiB
+  options.min_growth_bytes = 4 * kMiB;
+  BfcArena arena(source, options);
+  const std::uintptr_t a = must_allocate(arena, 2 * kMiB);
+  CHECK(source.log().requests == std::vector<std::size_t>{8 * kMiB});
+  must_allocate(arena, 6 * kMiB);
+  must_free(arena, a);  // an idle granule a growing arena would unmap before mapping more
+  must_allocate(arena, 3 * kMiB);  // 3 MiB do not fit the 2 MiB hole: the region grows by a step
+  CHECK(source.log().requests == std::vector<std::size_t>{8 * kMiB, 4 * kMiB});
+  CHECK(source.log().unmaps == 0);
+  CHECK(arena.stats().bytes_reserved == 12 * kMiB);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable: a source refusing below the arena's limit gets idle granules back first",
+          "[resizable][unmap][limit]") {
+  // The source holds at most 10 MiB (a budget shared with other paths, or a GPU with other
+  // processes): the arena's own limit of 64 MiB does not know it.
+  FakeResizableRegionSource source(128 * kMiB, kGranuleBytes, RegionSourceLimits{SIZE_MAX, 10 * kMiB});
+  ArenaOptions options = preallocated(64 * kMiB);
+  options.preallocation_bytes = 8 * kMiB;
+  options.min_growth_bytes = 2 * kMiB;
+  BfcArena arena(source, options);
+  const std::uintptr_t a = must_allocate(arena, 2 * kMiB);
+  const std::uintptr_t b = must_allocate(arena, 2 * kMiB);
+  must_free(arena, a);
+  // 8 MiB: the free end holds 4, growing by 4 more passes the source's 10; with the idle granules
+  // (the first 2 MiB and the end's 4) unmapped it fits: 2 (b) + 8 mapped.
+  const std::uintptr_t big = must_allocate(arena, 8 * kMiB);
+  CHECK(big == b + 2 * kMiB);
+  CHECK(source.log().unmaps > 0);
+  CHECK(source.log().live_bytes == 10 * kMiB);
+  CHECK(arena.stats().bytes_reserved == 10 * kMiB);
+  CHECK(arena.validate());
+  // And the hole at the start is mapped again when a block needs it (after b is freed, say).
+  must_free(arena, big);
+  const std::uintptr_t again = must_allocate(arena, 2 * kMiB);
+  CHECK(arena.find(again).has_value());
+  CHECK(arena.validate());
+}

@@ -302,3 +302,58 @@ TEST_CASE("preallocate with a head as large as the limit: one region", "[sizing]
   must_allocate(arena, kMiB);
   CHECK(source.log().requests == std::vector<std::size_t>{8 * kMiB});
 }
+
+TEST_CASE("preallocate part of the limit: that much first, then growth beyond it", "[sizing][preallocate]") {
+  FakeRegionSource source;
+  ArenaOptions options = preallocated(64 * kMiB);
+  options.preallocation_bytes = 10 * kMiB;
+  options.min_growth_bytes = 4 * kMiB;
+  BfcArena arena(source, options);
+  must_allocate(arena, kMiB);
+  CHECK(source.log().requests == std::vector<std::size_t>{10 * kMiB});
+  must_allocate(arena, 9 * kMiB);  // fills the preallocated region
+  must_allocate(arena, 1 * kMiB);  // beyond: a growth region of the floor's size, not the rest of the limit
+  must_allocate(arena, 6 * kMiB);  // 3 MiB left there: a region of the request
+  CHECK(source.log().requests == std::vector<std::size_t>{10 * kMiB, 4 * kMiB, 6 * kMiB});
+  CHECK(arena.stats().bytes_reserved == 20 * kMiB);
+}
+
+TEST_CASE("preallocate part of the limit: growth beyond it does not back off", "[sizing][preallocate][backoff]") {
+  FakeRegionSource source(RegionSourceLimits{SIZE_MAX, 14 * kMiB});
+  ArenaOptions options = preallocated(64 * kMiB);
+  options.preallocation_bytes = 10 * kMiB;
+  options.min_growth_bytes = 8 * kMiB;
+  BfcArena arena(source, options);
+  must_allocate(arena, 10 * kMiB);
+  must_allocate(arena, 2 * kMiB);  // 8 MiB refused (14 at most), then exactly the request
+  CHECK(source.log().requests == std::vector<std::size_t>{10 * kMiB, 8 * kMiB, 2 * kMiB});
+}
+
+TEST_CASE("fences before growth: fenced memory is reused before more is taken past the threshold",
+          "[sizing][fences]") {
+  for (const bool fences_first : {false, true}) {
+    FakeRegionSource source;
+    ArenaOptions options = growing(64 * kMiB);
+    options.min_growth_bytes = 4 * kMiB;
+    if (fences_first) options.fences_before_growth_above = 4 * kMiB;
+    BfcArena arena(source, options);
+    const std::uintptr_t a = must_allocate(arena, 4 * kMiB);
+    must_free(arena, a, Fence{1, 0});
+    std::uintptr_t b = 0;
+    if (fences_first) {
+      // 4 held + 4 more passes the threshold, and the fenced 4 MiB would serve: synchronise first.
+      CHECK(arena.allocate(4 * kMiB, b) == Status::fences_pending);
+      arena.resolve_fences_through(1);
+      b = must_allocate(arena, 4 * kMiB);
+      CHECK(b == a);
+      CHECK(source.log().requests == std::vector<std::size_t>{4 * kMiB});
+    } else {
+      b = must_allocate(arena, 4 * kMiB);  // the default: a new region
+      CHECK(b != a);
+      CHECK(source.log().requests == std::vector<std::size_t>{4 * kMiB, 4 * kMiB});
+    }
+    // Below the threshold, or without enough fenced, growth goes on as usual.
+    must_allocate(arena, 8 * kMiB);
+    CHECK(arena.validate());
+  }
+}
