@@ -69,6 +69,7 @@ std::array<std::atomic<int>, kMaxDevices> g_join_state{};
 // repeated for every smaller size a caller then tries (the arena's back-off), only after as long again.
 std::array<std::atomic<std::uint64_t>, kMaxDevices> g_no_wait_until{};
 std::array<std::atomic<bool>, kMaxDevices> g_serving_reclaim{};
+thread_local std::uint64_t t_last_share_wait_ms = 0;
 
 // Joins the ledger of `device`'s GPU when the policy shares it. Never called with a lock held: the
 // ledger takes a fork-safe one. Says once, at warn, why a device is not shared after all.
@@ -227,11 +228,13 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
   const std::uint64_t now = share::monotonic_ns();
   const std::uint64_t wait_ns = policy.share_wait_ms * 1'000'000;
   bool waited = false;
+  t_last_share_wait_ms = 0;
   if (reservation.outcome == share::Outcome::within_guarantee && wait_ns > 0 &&
       now >= no_wait_until.load(std::memory_order_relaxed)) {
     waited = true;
     reservation = member.wait_and_reserve(bytes, wait_ns);
     if (granted(reservation)) return true;
+    t_last_share_wait_ms = policy.share_wait_ms;
     no_wait_until.store(share::monotonic_ns() + wait_ns, std::memory_order_relaxed);
   }
   if (path == BudgetPath::arena) return false;  // the arena backs off and reports its own refusal
@@ -239,10 +242,10 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
   std::string repeated;
   if (!observe::report_refusal(observe::RefusalKind::over_budget, bytes, repeated)) return false;
   const share::Terms terms = reservation.terms;
-  log::at(LogLevel::warn, "device {}: {} of {} bytes refused{}{}: this process holds {} bytes of its {}-byte guarantee "
-          "(allowance {}); {}; free memory in the others, or raise GPUMEM_SHARE_WEIGHT or GPUMEM_SHARE_MIN",
-          device, call, bytes, repeated,
-          waited ? fmt::format(" after waiting {} ms for borrowed memory", policy.share_wait_ms) : std::string(),
+  log::at(LogLevel::warn, "device {}: {} of {} bytes refused{}: the GPU is shared{}: this process holds {} bytes of "
+          "its {}-byte guarantee (allowance {}); {}; free memory in the others, or raise GPUMEM_SHARE_WEIGHT or "
+          "GPUMEM_SHARE_MIN", device, call, bytes, repeated,
+          waited ? fmt::format(" (this request waited {} ms for borrowed memory)", policy.share_wait_ms) : std::string(),
           terms.held, terms.guarantee, terms.allowance, member.holders());
   return false;
 }
@@ -295,11 +298,17 @@ void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept {
   }
 }
 
+std::uint64_t last_share_wait_ms() noexcept { return t_last_share_wait_ms; }
+
 void serve_reclaim_request(CUdevice device) noexcept {
   share::Member* member = shared(device);
   DeviceBudget* budget = existing(device);
   const Reclaimer reclaim = g_reclaimer.load(std::memory_order_acquire);
   if (member == nullptr || budget == nullptr || reclaim == nullptr || member->reclaim_requested() == 0) return;
+  if (!member->reclaim_current()) {  // no one waits for it any more
+    member->reclaim_served(0);
+    return;
+  }
   std::atomic<bool>& serving = g_serving_reclaim[static_cast<std::size_t>(device)];
   if (serving.exchange(true, std::memory_order_acquire)) return;  // another thread is at it
   const std::uint64_t asked = member->reclaim_requested();

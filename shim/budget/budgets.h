@@ -111,6 +111,9 @@ struct ShareTerms {
   std::size_t cap = 0;  // GPUMEM_LIMIT, else the device's total: the most the process may ever hold
 };
 std::optional<ShareTerms> share_terms(CUdevice device) noexcept;
+// How long this thread's last refused charge on a shared device waited for borrowed memory (ms; 0:
+// it did not wait), for the out-of-memory report that follows it.
+std::uint64_t last_share_wait_ms() noexcept;
 // Looks at the ledger again so that the limit (cuMemGetInfo's total, NVML's) is the allowance now.
 void refresh_share(CUdevice device) noexcept;
 

@@ -205,8 +205,12 @@ void MemoryManager::finish_alloc(CUresult result, CUdeviceptr* out, std::size_t 
     // On a shared GPU, who holds it comes first: one line (docs/sharing.md).
     if (share::Member* member = budget::shared(device_)) {
       const share::Terms terms = member->terms();
-      description = fmt::format("the GPU is shared: this process holds {} bytes of its {}-byte guarantee (allowance "
-                                "{}); {}\n", terms.held, terms.guarantee, terms.allowance, member->holders()) +
+      const std::uint64_t waited = budget::last_share_wait_ms();
+      description = fmt::format("the GPU is shared{}: this process holds {} bytes of its {}-byte guarantee (allowance "
+                                "{}); {}\n",
+                                waited > 0 ? fmt::format(" (this request waited {} ms for borrowed memory)", waited)
+                                           : std::string(),
+                                terms.held, terms.guarantee, terms.allowance, member->holders()) +
                     description;
     }
     while (!description.empty() && description.back() == '\n') description.pop_back();  // the log ends the line

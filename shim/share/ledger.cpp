@@ -153,7 +153,13 @@ void Member::compute(View& view, std::uint64_t now_ns) noexcept {
     view.claims[view.count] = claim_of(slot, device_total_, now_ns);
     ++view.count;
   }
-  view.capacity = device_total_ - std::min(header_->outside_bytes, device_total_);
+  // Room for one more process's context (what a member's costs on average, at most 1/32 of the
+  // device), so that a process can still start beside members that hold all they may.
+  const std::uint64_t outside = std::min(header_->outside_bytes, device_total_);
+  const std::uint64_t headroom =
+      view.count == 0 ? 0 : std::min((outside + view.count - 1) / view.count, device_total_ / kHeadroomDivisor);
+  view.capacity = device_total_ - outside - std::min(headroom, device_total_ - outside);
+  header_->capacity = view.capacity;
   view.summary = fair_shares(view.capacity, std::span(view.claims.data(), view.count),
                              std::span(view.shares.data(), view.count));
 }
@@ -267,10 +273,12 @@ Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns)
                          std::span(view.requests.data(), view.count));
         for (std::size_t k = 0; k < view.count; ++k) {
           if (view.requests[k] == 0) continue;
-          auto request = word(slots_[view.slot_of[k]].reclaim_request);
+          LedgerSlot& borrower = slots_[view.slot_of[k]];
+          auto request = word(borrower.reclaim_request);
           if (request.load(std::memory_order_relaxed) < view.requests[k]) {
             request.store(view.requests[k], std::memory_order_relaxed);
           }
+          word(borrower.reclaim_until_ns).store(now + kReclaimRequestNs, std::memory_order_relaxed);
         }
       }
       if (result.outcome != Outcome::within_guarantee) {
@@ -330,7 +338,9 @@ void Member::refresh() noexcept {
 void Member::reclaim_served(std::uint64_t given) noexcept {
   given_back_.fetch_add(given, std::memory_order_relaxed);
   locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
-    word(own_slot_->reclaim_request).store(0, std::memory_order_relaxed);
+    auto request = word(own_slot_->reclaim_request);
+    const std::uint64_t asked = request.load(std::memory_order_relaxed);
+    request.store(reclaim_current() ? clamp_sub(asked, given) : 0, std::memory_order_relaxed);
     compute(view, monotonic_ns());
     publish(view);
   });

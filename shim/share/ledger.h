@@ -27,8 +27,14 @@ namespace gpumem::shim::share {
 inline constexpr int kMaxDevices = 64;
 // A member that reserved or waited within this long is growing: its demand is unbounded.
 inline constexpr std::uint64_t kGrowingWindowNs = 2'000'000'000;
+// The room kept free for one more process's context is at most the device's total over this.
+inline constexpr std::uint64_t kHeadroomDivisor = 32;
 // How often a waiting member looks at the ledger again.
 inline constexpr std::uint64_t kWaitPollNs = 1'000'000;
+// How long a request to give back holds without the waiter renewing it (it renews at every look).
+inline constexpr std::uint64_t kReclaimRequestNs = 50'000'000;
+
+std::uint64_t monotonic_ns() noexcept;
 
 struct JoinRequest {
   int device = 0;
@@ -95,7 +101,13 @@ class Member {
   std::uint64_t reclaim_requested() const noexcept {
     return std::atomic_ref<std::uint64_t>(own_slot_->reclaim_request).load(std::memory_order_relaxed);
   }
-  // The request was served: `given` bytes went back.
+  // Whether the request still holds (a waiter renewed it lately); a stale one is only cleared.
+  bool reclaim_current() const noexcept {
+    return monotonic_ns() < std::atomic_ref<std::uint64_t>(own_slot_->reclaim_until_ns).load(std::memory_order_relaxed);
+  }
+  // `given` bytes went back for the request: it shrinks by that much (it stays while nothing could go
+  // back, so that memory the process frees meanwhile goes back rather than to its own next block),
+  // and a stale one is cleared.
   void reclaim_served(std::uint64_t given) noexcept;
   // Live bytes in this process's blocks (informational; written without the lock).
   void note_in_use(std::uint64_t bytes) noexcept {
@@ -157,7 +169,6 @@ Member* member(int device) noexcept;
 // Records the member of `device` (the budget joins; the first join of a device wins).
 Member* adopt(int device, Member* joined) noexcept;
 
-std::uint64_t monotonic_ns() noexcept;
 void sleep_for_ns(std::uint64_t ns) noexcept;
 
 }  // namespace gpumem::shim::share

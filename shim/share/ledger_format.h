@@ -38,7 +38,9 @@ struct LedgerHeader {
   std::uint64_t generation;     // bumped before and after every change: odd while one is written
   std::uint64_t outside_bytes;  // device memory no member holds (contexts, other programs): last estimate
   std::uint64_t members;        // live slots after the last change (for readers)
-  std::uint64_t spare[7];
+  std::uint64_t capacity;       // what the members share at the last change: the total less outside_bytes
+                                // and the room kept for one more process's context
+  std::uint64_t spare[6];
 };
 static_assert(sizeof(LedgerHeader) == 128);
 
@@ -64,7 +66,8 @@ struct LedgerSlot {
   std::uint64_t refusals;         // requests refused (after waiting, where it waited)
   std::uint64_t active_until_ns;  // CLOCK_MONOTONIC: growing (demand unbounded) until then
   char comm[16];                  // its command name, NUL-padded
-  std::uint64_t spare[14];
+  std::uint64_t reclaim_until_ns; // CLOCK_MONOTONIC: the request holds until then (a waiter renews it)
+  std::uint64_t spare[13];
 };
 static_assert(sizeof(LedgerSlot) == 256);
 
