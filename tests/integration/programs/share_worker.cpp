@@ -1,0 +1,228 @@
+// A process sharing a GPU with others (tests/integration/test_share.py): runs the steps its arguments
+// name, in order, over the driver API, and says what happened as key=value lines. Each process is
+// shaped like a framework by its environment (bfc preallocating like JAX, cuda_async like TensorFlow,
+// bfc growing like PyTorch); the steps are the same.
+//
+//   alloc:<MiB>x<n>     n blocks of MiB; a refusal ends the program (status 3, "refused_at=<MiB live>")
+//   free:<n>            frees the n blocks allocated last
+//   churn:<ms>          frees and allocates again the blocks it holds, one by one, for that long
+//   churn:@<path>       the same until the file exists (at most 60 s)
+//   greedy:<MiB>:<ms>   allocates blocks of MiB until refused, and keeps trying (freeing one block now
+//                       and then) for that long (or until the file exists: greedy:<MiB>:@<path>);
+//                       reports the most it held and the refusals
+//   fill:<MiB>          blocks of MiB until one is refused; reports how much it holds ("filled")
+//   timed:<MiB>         one block; reports how long it took ("took_ms") and whether it came
+//   info                cuMemGetInfo's free and total, cuDeviceTotalMem and NVML's total; "agree=1" when
+//                       all three totals were the same at once (read again while another process
+//                       changes the shares)
+//   wait:<path>         waits (at most 60 s) for the file to exist; touch:<path> makes it
+//   sleep:<ms>          sleeps; pause waits for a signal; say:<text> prints it
+#include <cuda.h>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "driver_check.h"
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+struct Block {
+  CUdeviceptr ptr;
+  std::size_t bytes;
+};
+std::vector<Block> g_blocks;
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+std::size_t live_bytes() {
+  std::size_t live = 0;
+  for (const Block& block : g_blocks) live += block.bytes;
+  return live;
+}
+
+CUresult allocate(std::size_t bytes) {
+  CUdeviceptr ptr = 0;
+  const CUresult status = cuMemAlloc(&ptr, bytes);
+  if (status == CUDA_SUCCESS) g_blocks.push_back(Block{ptr, bytes});
+  return status;
+}
+
+void free_last() {
+  CHECK_CU(cuMemFree(g_blocks.back().ptr));
+  g_blocks.pop_back();
+}
+
+// NVML's total for device 0 through the program's own NVML (the shim answers with the budget); 0
+// when there is no NVML to ask.
+unsigned long long nvml_device_total() {
+  struct Memory {
+    unsigned long long total, free, used;
+  };
+  static void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (nvml == nullptr) return 0;
+  using Init = int (*)();
+  using Handle = int (*)(unsigned int, void**);
+  using Info = int (*)(void*, Memory*);
+  static const bool initialised = reinterpret_cast<Init>(dlsym(nvml, "nvmlInit_v2"))() == 0;
+  const auto handle_of = reinterpret_cast<Handle>(dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
+  const auto info = reinterpret_cast<Info>(dlsym(nvml, "nvmlDeviceGetMemoryInfo"));
+  void* device = nullptr;
+  Memory memory{};
+  if (!initialised || handle_of == nullptr || info == nullptr || handle_of(0, &device) != 0 || info(device, &memory) != 0) {
+    return 0;
+  }
+  return memory.total;
+}
+
+[[noreturn]] void refused(std::size_t bytes, CUresult status) {
+  std::printf("refused_bytes=%zu\nrefused_at=%zu\nerror=%s\nresult=oom\n", bytes, live_bytes() / kMiB,
+              cu_error_name(status));
+  std::fflush(stdout);
+  std::exit(3);
+}
+
+void wait_for(const std::string& path) {
+  const auto start = Clock::now();
+  struct stat st {};
+  while (stat(path.c_str(), &st) != 0) {
+    if (ms_since(start) > 60000) {
+      std::printf("result=timeout waiting for %s\n", path.c_str());
+      std::exit(4);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// For steps that last "<ms>" or "@<path>": whether to go on (the time not up, the file not there;
+// at most 60 s).
+class Until {
+ public:
+  explicit Until(const std::string& arg)
+      : start_(Clock::now()), path_(!arg.empty() && arg[0] == '@' ? arg.substr(1) : std::string()),
+        duration_ms_(path_.empty() ? std::strtod(arg.c_str(), nullptr) : 60000.0) {}
+  bool go_on() const {
+    struct stat st {};
+    return ms_since(start_) < duration_ms_ && !(!path_.empty() && stat(path_.c_str(), &st) == 0);
+  }
+
+ private:
+  Clock::time_point start_;
+  std::string path_;
+  double duration_ms_;
+};
+
+void greedy(std::size_t bytes, const Until& until) {
+  std::size_t most = 0;
+  unsigned long refusals = 0;
+  unsigned long frees = 0;
+  while (until.go_on()) {
+    if (allocate(bytes) == CUDA_SUCCESS) {
+      most = std::max(most, live_bytes());
+      continue;
+    }
+    ++refusals;
+    // Refused: now and then it lets one block go and tries again, as a program retrying would.
+    if (!g_blocks.empty() && refusals % 4 == 0) {
+      free_last();
+      ++frees;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::printf("greedy_most=%zu\ngreedy_refusals=%lu\ngreedy_frees=%lu\n", most, refusals, frees);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CHECK_CU(cuInit(0));
+  CUcontext context = nullptr;
+  CHECK_CU(cuDevicePrimaryCtxRetain(&context, 0));
+  CHECK_CU(cuCtxSetCurrent(context));
+  for (int i = 1; i < argc; ++i) {
+    const std::string step = argv[i];
+    const std::string arg = step.substr(step.find(':') + 1);
+    if (step.rfind("alloc:", 0) == 0) {
+      const std::size_t mib = std::strtoull(arg.c_str(), nullptr, 10);
+      const std::size_t count = std::strtoull(arg.c_str() + arg.find('x') + 1, nullptr, 10);
+      for (std::size_t n = 0; n < count; ++n) {
+        if (const CUresult status = allocate(mib * kMiB); status != CUDA_SUCCESS) refused(mib * kMiB, status);
+      }
+    } else if (step.rfind("free:", 0) == 0) {
+      for (std::size_t n = std::strtoull(arg.c_str(), nullptr, 10); n > 0 && !g_blocks.empty(); --n) free_last();
+    } else if (step.rfind("churn:", 0) == 0) {
+      const Until until(arg);
+      unsigned long rounds = 0;
+      for (std::size_t k = 0; until.go_on() && !g_blocks.empty(); ++k, ++rounds) {
+        const std::size_t at = k % g_blocks.size();
+        const Block block = g_blocks[at];
+        CHECK_CU(cuMemFree(block.ptr));
+        CUdeviceptr ptr = 0;
+        if (const CUresult status = cuMemAlloc(&ptr, block.bytes); status != CUDA_SUCCESS) {
+          g_blocks.erase(g_blocks.begin() + static_cast<std::ptrdiff_t>(at));
+          refused(block.bytes, status);
+        }
+        g_blocks[at].ptr = ptr;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      std::printf("churn_rounds=%lu\n", rounds);
+    } else if (step.rfind("greedy:", 0) == 0) {
+      greedy(std::strtoull(arg.c_str(), nullptr, 10) * kMiB, Until(arg.substr(arg.find(':') + 1)));
+    } else if (step.rfind("fill:", 0) == 0) {
+      while (allocate(std::strtoull(arg.c_str(), nullptr, 10) * kMiB) == CUDA_SUCCESS) {
+      }
+      std::printf("filled=%zu\n", live_bytes());
+    } else if (step.rfind("timed:", 0) == 0) {
+      const auto start = Clock::now();
+      const CUresult status = allocate(std::strtoull(arg.c_str(), nullptr, 10) * kMiB);
+      std::printf("took_ms=%.1f\ntimed=%s\n", ms_since(start), cu_error_name(status));
+    } else if (step == "info") {
+      std::size_t free = 0, total = 0, device_total = 0;
+      unsigned long long nvml_total = 0;
+      bool agree = false;
+      for (int attempt = 0; attempt < 20 && !agree; ++attempt) {
+        std::size_t total_after = 0, free_after = 0;
+        CHECK_CU(cuMemGetInfo(&free, &total));
+        CHECK_CU(cuDeviceTotalMem(&device_total, 0));
+        nvml_total = nvml_device_total();
+        CHECK_CU(cuMemGetInfo(&free_after, &total_after));
+        agree = total == device_total && total == total_after && (nvml_total == 0 || nvml_total == total);
+      }
+      std::printf("free=%zu\ntotal=%zu\ndevice_total=%zu\nnvml_total=%llu\nagree=%d\nheld=%zu\n", free, total,
+                  device_total, nvml_total, agree ? 1 : 0, live_bytes());
+    } else if (step.rfind("wait:", 0) == 0) {
+      wait_for(arg);
+    } else if (step.rfind("touch:", 0) == 0) {
+      const int fd = open(arg.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+      if (fd >= 0) close(fd);
+    } else if (step.rfind("sleep:", 0) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::strtoull(arg.c_str(), nullptr, 10)));
+    } else if (step == "pause") {
+      std::fflush(stdout);
+      pause();
+    } else if (step.rfind("say:", 0) == 0) {
+      std::printf("%s\n", arg.c_str());
+    } else {
+      std::fprintf(stderr, "share_worker: unknown step \"%s\"\n", step.c_str());
+      return 2;
+    }
+    std::fflush(stdout);
+  }
+  while (!g_blocks.empty()) free_last();
+  std::printf("result=ok\n");
+  return 0;
+}

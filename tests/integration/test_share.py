@@ -1,0 +1,480 @@
+"""Several processes on one GPU with GPUMEM_SHARE=auto (docs/sharing.md), over the simulator with a
+device shared between processes (CUDASIM_SHARED_DEVICES), each scenario with 2, 4 and 8 processes:
+(a) JAX-shaped processes with the default preallocation all run where the sum of their live peaks
+fits, and without sharing the second fails; (b) JAX-, TensorFlow- and PyTorch-shaped processes side
+by side; (c) a greedy process cannot take another's guarantee; (d) idle memory is borrowed and given
+back in bounded time, and memory in use is not taken (the requester is refused with one line naming
+the holders); (e) a SIGKILLed holder's charge is freed for the next request; (f) 200 processes join
+and leave while others allocate; (g) processes of two users, with per-user and group directories.
+
+The processes are tests/integration/programs/share_worker (its steps are described there); their
+exit statistics (GPUMEM_STATS_FILE) give each one's share figures.
+"""
+import concurrent.futures
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import gpumem_testlib as t
+
+MiB = 1 << 20
+DEVICE_MIB = 4096
+OVERHEAD_MIB = 64
+COUNTS = (2, 4, 8)
+# How each kind of program is shaped, by its environment alone.
+SHAPES = {
+    "jax": {},                                          # bfc, preallocating 0.75 (of its share)
+    "tf": {"TF_GPU_ALLOCATOR": "cuda_malloc_async"},     # the stream-ordered pool
+    "torch": {"GPUMEM_PREALLOCATE": "false"},           # bfc, growing on demand
+}
+WORKER = "share_worker"
+
+
+def capacity_mib(processes: int) -> int:
+    """What the members share: the device less every process's context, and room for one more."""
+    return DEVICE_MIB - OVERHEAD_MIB * (processes + 1)
+
+
+class Machine:
+    """One simulated machine: a device every process shares, a sharing directory, and the processes."""
+
+    def __init__(self, test: unittest.TestCase, share: bool = True, ledger_dir: str | None = None):
+        self.test = test
+        self.share = share
+        self.tmp = tempfile.mkdtemp(prefix="gpumem-share-")
+        test.addCleanup(self.close)
+        self.sim_dir = os.path.join(self.tmp, "sim")
+        self.ledger_dir = ledger_dir or os.path.join(self.tmp, "ledger")
+        if ledger_dir is None:
+            os.mkdir(self.ledger_dir, 0o700)
+        self.procs = []
+
+    def close(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            if proc.returncode is None or not proc.stdout.closed:
+                proc.communicate()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.tmp, name)
+
+    def touch(self, name: str):
+        with open(self.path(name), "w"):
+            pass
+
+    def env(self, shape: str = "jax", extra: dict | None = None) -> dict:
+        env = t.clean_environment()
+        env.update({
+            "LD_LIBRARY_PATH": t.sim_dir(),
+            "LD_PRELOAD": t.shim_path(),
+            "CUDASIM_SHARED_DEVICES": self.sim_dir,
+            "CUDASIM_DEVICE_MEMORY": f"{DEVICE_MIB}MiB",
+            "CUDASIM_CONTEXT_OVERHEAD": f"{OVERHEAD_MIB}MiB",
+            "GPUMEM_STATS_FILE": os.path.join(self.tmp, "stats-%p.json"),
+        })
+        if self.share:
+            env.update({"GPUMEM_SHARE": "auto", "GPUMEM_SHARE_DIR": self.ledger_dir})
+        env.update(SHAPES[shape])
+        env.update(extra or {})
+        return env
+
+    def start(self, *steps, shape: str = "jax", env: dict | None = None, prefix: tuple = ()) -> subprocess.Popen:
+        argv = list(prefix) + [t.program_path(WORKER)] + [str(s) for s in steps]
+        proc = subprocess.Popen(argv, env=self.env(shape, env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, errors="replace")
+        self.procs.append(proc)
+        return proc
+
+    def wait_for(self, name: str, proc: subprocess.Popen, timeout: float = 60) -> bool:
+        """Waits until the file `name` exists (True) or `proc` ended first (False)."""
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(self.path(name)):
+            if proc.poll() is not None:
+                return os.path.exists(self.path(name))
+            if time.monotonic() > deadline:
+                self.test.fail(f"{name} never appeared")
+            time.sleep(0.005)
+        return True
+
+    def finish(self, proc: subprocess.Popen, timeout: float = 60) -> "Outcome":
+        out, err = proc.communicate(timeout=timeout)
+        return Outcome(proc, out, err, self.stats(proc.pid))
+
+    def stats(self, pid: int) -> dict | None:
+        path = os.path.join(self.tmp, f"stats-{pid}.json")
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            devices = json.load(f)["devices"]
+        return devices[0] if devices else None
+
+    def top(self) -> dict:
+        tool = os.path.join(t.source_root(), "scripts", "gpumem-top")
+        result = subprocess.run([sys.executable, tool, "--json", "--dir", self.ledger_dir], capture_output=True,
+                                text=True, timeout=30)
+        self.test.assertEqual(result.returncode, 0, result.stderr)
+        return json.loads(result.stdout)
+
+
+class Outcome:
+    def __init__(self, proc, out, err, stats):
+        self.pid = proc.pid
+        self.returncode = proc.returncode
+        self.out = out
+        self.err = err
+        self.values = t.key_values(out)
+        self.stats = stats
+
+    @property
+    def share(self) -> dict:
+        assert self.stats is not None and self.stats.get("share"), self.describe()
+        return self.stats["share"]
+
+    def describe(self) -> str:
+        return f"pid {self.pid} exit {self.returncode}\n--- stdout\n{self.out}--- stderr\n{self.err}"
+
+
+def blocks(total_mib: int, count: int = 8) -> tuple:
+    """`total_mib` as `count` blocks of whole MiB: (block MiB, blocks)."""
+    return max(1, total_mib // count), count
+
+
+class ShareTestCase(t.TestCase):
+    def assertOk(self, outcome: Outcome):
+        self.assertEqual(outcome.returncode, 0, outcome.describe())
+        self.assertEqual(outcome.values.get("result"), "ok", outcome.describe())
+
+    def start_in_turn(self, machine: Machine, count: int, steps_for, shape_for=lambda i: "jax", env=None):
+        """Starts `count` processes one after the other, each once the one before said it was ready
+        (or ended); returns them."""
+        procs = []
+        for i in range(count):
+            proc = machine.start(*steps_for(i), shape=shape_for(i), env=env)
+            procs.append(proc)
+            machine.wait_for(f"ready-{i}", proc)
+        return procs
+
+
+class JaxShapedProcesses(ShareTestCase):
+    """(a) The JAX page's first cause of out-of-memory failures: several processes each preallocating
+    75% of the device."""
+
+    def run_jax(self, count: int, share: bool) -> list:
+        machine = Machine(self, share=share)
+        peak = int(0.8 * capacity_mib(count) / count)
+        size, n = blocks(peak)
+        procs = self.start_in_turn(machine, count,
+                                   lambda i: (f"alloc:{size}x{n}", f"touch:{machine.path(f'ready-{i}')}",
+                                              f"churn:@{machine.path('done')}"))
+        machine.touch("done")
+        return [machine.finish(proc) for proc in procs]
+
+    def test_all_run_to_the_end_when_their_live_peaks_fit(self):
+        for count in COUNTS:
+            with self.subTest(processes=count):
+                outcomes = self.run_jax(count, share=True)
+                for outcome in outcomes:
+                    self.assertOk(outcome)
+                # Each preallocated the fraction of the share it was guaranteed when it began.
+                first = outcomes[0].share
+                self.assertEqual(first["members_at_join"], 1)
+                self.assertGreater(first["peak_borrowed"], 0)  # alone at first, it held more than its share later
+                self.assertGreater(first["given_back"], 0)
+                for outcome in outcomes[1:]:
+                    self.assertGreater(outcome.share["members_at_join"], 1, outcome.describe())
+
+    def test_without_sharing_the_second_fails(self):
+        for count in COUNTS:
+            with self.subTest(processes=count):
+                outcomes = self.run_jax(count, share=False)
+                self.assertOk(outcomes[0])
+                self.assertIsNone(outcomes[0].stats["share"])
+                # The first took 75% of the device: the second gets what is left, which holds its peak
+                # only when the peaks are small (4 and 8 processes), and then a later one fails.
+                failed = [o for o in outcomes if o.returncode != 0]
+                self.assertTrue(failed, "without sharing every process fitted")
+                if count == 2:
+                    self.assertEqual(outcomes[1].returncode, 3, outcomes[1].describe())
+                    self.assertEqual(outcomes[1].values.get("error"), "CUDA_ERROR_OUT_OF_MEMORY",
+                                     outcomes[1].describe())
+
+
+class FrameworksSideBySide(ShareTestCase):
+    """(b) JAX-shaped beside TensorFlow-shaped (cuda_malloc_async) beside PyTorch-shaped growth."""
+
+    def test_jax_tf_and_torch_share_one_gpu(self):
+        kinds = ("jax", "tf", "torch")
+        for count in COUNTS:
+            with self.subTest(processes=count):
+                machine = Machine(self)
+                size, n = blocks(int(0.7 * capacity_mib(count) / count))
+                procs = self.start_in_turn(
+                    machine, count,
+                    lambda i: (f"alloc:{size}x{n}", "info", f"touch:{machine.path(f'ready-{i}')}",
+                               f"churn:@{machine.path('done')}", "info"),
+                    shape_for=lambda i: kinds[i % 3])
+                machine.touch("done")
+                outcomes = [machine.finish(proc) for proc in procs]
+                guarantees = 0
+                for i, outcome in enumerate(outcomes):
+                    self.assertOk(outcome)
+                    self.assertEqual(outcome.stats["mode"], "cuda_async" if kinds[i % 3] == "tf" else "bfc")
+                    # What the program reads agrees: cuMemGetInfo, cuDeviceTotalMem and NVML give the
+                    # same total, its budget, never more than the device; what is free lies within it.
+                    values = t.key_values(outcome.out)
+                    self.assertEqual(values["agree"], "1", outcome.describe())
+                    self.assertEqual(values["nvml_total"], values["total"], outcome.describe())
+                    self.assertLessEqual(int(values["total"]), DEVICE_MIB * MiB)
+                    self.assertLessEqual(int(values["free"]), int(values["total"]))
+                    guarantees += outcome.share["guarantee"]
+                self.assertLessEqual(guarantees, DEVICE_MIB * MiB)
+
+
+class GreedyProcess(ShareTestCase):
+    """(c) A process that takes all it can borrows what the others leave idle, and gives it back when
+    they need their guarantee: it cannot keep another's guarantee."""
+
+    def test_a_greedy_process_cannot_take_another_s_guarantee(self):
+        for count in COUNTS:
+            with self.subTest(processes=count):
+                machine = Machine(self)
+                share = capacity_mib(count) // count
+                first, n = blocks(int(0.5 * share), 4)
+                later, m = blocks(int(0.4 * share), 4)  # up to 0.9 of the share, inside the guarantee
+                victims = self.start_in_turn(
+                    machine, count - 1,
+                    lambda i: (f"alloc:{first}x{n}", f"touch:{machine.path(f'ready-{i}')}",
+                               f"churn:@{machine.path('grow')}", f"alloc:{later}x{m}",
+                               f"touch:{machine.path(f'grown-{i}')}", f"churn:@{machine.path('done')}"))
+                greedy = machine.start(f"greedy:64:@{machine.path('stop')}", "info", f"touch:{machine.path('stopped')}",
+                                       shape="torch")
+                time.sleep(0.6)  # it has taken what the others leave idle
+                machine.touch("grow")
+                for i, victim in enumerate(victims):
+                    self.assertTrue(machine.wait_for(f"grown-{i}", victim))
+                time.sleep(0.2)  # it keeps trying beside the grown victims
+                machine.touch("stop")
+                machine.wait_for("stopped", greedy)
+                machine.touch("done")
+                outcomes = [machine.finish(proc) for proc in victims]
+                taker = machine.finish(greedy)
+                for outcome in outcomes:
+                    self.assertOk(outcome)
+                self.assertOk(taker)
+                self.assertGreater(int(taker.values["greedy_refusals"]), 0, taker.describe())
+                # It borrowed what the others left idle (more than its own guarantee)...
+                self.assertGreater(taker.share["peak_borrowed"], 0, taker.describe())
+                self.assertGreater(int(taker.values["greedy_most"]), share * MiB, taker.describe())
+                # ...and in the end holds no more than what the victims' grown blocks leave.
+                grown = (count - 1) * (first * n + later * m) * MiB
+                self.assertLessEqual(int(taker.values["held"]), capacity_mib(count) * MiB - grown, taker.describe())
+
+
+class BorrowAndGiveBack(ShareTestCase):
+    """(d) Memory one process leaves idle is borrowed by another and comes back when asked, within the
+    bounded time; memory in use is never taken (the requester waits, then gets one line)."""
+
+    def test_idle_memory_comes_back_in_bounded_time(self):
+        for count in COUNTS:
+            with self.subTest(processes=count):
+                machine = Machine(self)
+                lenders = self.start_in_turn(
+                    machine, count - 1,
+                    lambda i: ("alloc:16x1", f"touch:{machine.path(f'ready-{i}')}", f"churn:@{machine.path('lend')}",
+                               f"timed:{int(0.6 * capacity_mib(count) / count)}", f"churn:@{machine.path('done')}"),
+                    shape_for=lambda i: "torch")
+                size, n = blocks(int(0.85 * (capacity_mib(count) - 16 * (count - 1))))
+                borrower = machine.start(f"alloc:{size}x{n}", "say:borrowed=1", f"free:{n - 1}",
+                                         f"touch:{machine.path('ready-borrower')}", f"churn:@{machine.path('done')}",
+                                         shape="torch")
+                self.assertTrue(machine.wait_for("ready-borrower", borrower))
+                machine.touch("lend")
+                time.sleep(0.5)
+                machine.touch("done")
+                outcomes = [machine.finish(proc) for proc in lenders]
+                lent = machine.finish(borrower)
+                self.assertOk(lent)
+                self.assertGreater(lent.share["peak_borrowed"], 0)
+                self.assertGreater(lent.share["given_back"], 0)
+                for outcome in outcomes:
+                    self.assertOk(outcome)
+                    self.assertEqual(outcome.values["timed"], "CUDA_SUCCESS", outcome.describe())
+                    # Well inside the wait (5 s): the borrower answers at its next allocation or free.
+                    self.assertLess(float(outcome.values["took_ms"]), 2000, outcome.describe())
+
+    def test_memory_in_use_is_not_taken_and_the_refusal_names_the_holders(self):
+        for count in COUNTS:
+            with self.subTest(processes=count):
+                machine = Machine(self)
+                askers, holder = start_askers_then_holder(self, machine, count, wait="300ms")
+                outcomes = [machine.finish(proc) for proc in askers]
+                for outcome in outcomes:
+                    self.assertOk(outcome)  # the program goes on; only the request was refused
+                    self.assertEqual(outcome.values["timed"], "CUDA_ERROR_OUT_OF_MEMORY", outcome.describe())
+                    self.assertGreaterEqual(float(outcome.values["took_ms"]), 300, outcome.describe())
+                    self.assertEqual(outcome.share["refusals_after_wait"], 1, outcome.describe())
+                    lines = [line for line in outcome.err.splitlines() if "processes share" in line]
+                    self.assertEqual(len(lines), 1, outcome.describe())
+                    self.assertIn(f"pid {holder.pid} (share_worker) holds", lines[0])
+                    self.assertIn("waited 300 ms for borrowed memory", lines[0])
+                holder.kill()
+                holder.communicate()
+
+
+def start_askers_then_holder(test, machine: Machine, count: int, wait: str):
+    """count - 1 processes join holding nothing; then one fills the device (it borrows all their
+    guarantees, and keeps it in use); then each of the first asks for half its guarantee, waiting at
+    most `wait`. Returns (askers, holder)."""
+    ask = int(0.5 * capacity_mib(count) / count)
+    askers = test.start_in_turn(
+        machine, count - 1,
+        lambda i: ("info", f"touch:{machine.path(f'ready-{i}')}", f"wait:{machine.path('go')}", f"timed:{ask}"),
+        shape_for=lambda i: "torch", env={"GPUMEM_SHARE_WAIT": wait})
+    holder = machine.start("fill:32", f"touch:{machine.path('ready-holder')}", "pause", shape="torch")
+    test.assertTrue(machine.wait_for("ready-holder", holder))
+    machine.touch("go")
+    return askers, holder
+
+
+class KilledHolder(ShareTestCase):
+    """(e) A holder killed with SIGKILL loses its charge at once: the requests waiting for it go
+    through."""
+
+    def test_sigkill_of_a_holder_frees_its_charge_for_the_next_request(self):
+        for count in COUNTS:
+            with self.subTest(processes=count):
+                machine = Machine(self)
+                askers, holder = start_askers_then_holder(self, machine, count, wait="30s")
+                time.sleep(0.4)
+                holder.send_signal(signal.SIGKILL)
+                holder.communicate()
+                for proc in askers:
+                    outcome = machine.finish(proc)
+                    self.assertOk(outcome)
+                    self.assertEqual(outcome.values["timed"], "CUDA_SUCCESS", outcome.describe())
+                    # They waited for the holder, and got the memory soon after it died, far inside
+                    # the 30 s they could have waited.
+                    self.assertGreater(float(outcome.values["took_ms"]), 300, outcome.describe())
+                    self.assertLess(float(outcome.values["took_ms"]), 5000, outcome.describe())
+
+
+class ManyProcesses(ShareTestCase):
+    """(f) 200 processes join and leave while others allocate: no deadlock, every process ends, and
+    nothing stays charged."""
+
+    def test_200_processes_join_and_leave(self):
+        machine = Machine(self)
+        started = time.monotonic()
+        steady = [machine.start("alloc:32x4", f"churn:@{machine.path('done')}", shape="torch"),
+                  machine.start("alloc:32x4", f"churn:@{machine.path('done')}", shape="tf")]
+
+        def short_lived(i: int) -> Outcome:
+            proc = machine.start("alloc:16x2", "free:1", "alloc:8x2", "info", shape=("torch", "jax", "tf")[i % 3])
+            return machine.finish(proc, timeout=120)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            outcomes = list(pool.map(short_lived, range(200)))
+        machine.touch("done")
+        for proc in steady:
+            self.assertOk(machine.finish(proc))
+        for outcome in outcomes:
+            self.assertOk(outcome)
+        joined = [o.share["members_at_join"] for o in outcomes]
+        self.assertGreater(max(joined), 2, "the processes never overlapped")
+        # Every process has ended: no member is alive and nothing is held by the living.
+        view = machine.top()
+        self.assertEqual(len(view["gpus"]), 1, view)
+        gpu = view["gpus"][0]
+        self.assertEqual([m for m in gpu["members"] if m["alive"]], [])
+        self.assertEqual(gpu["held"], 0)
+        # A newcomer finds the dead dropped: alone, with the whole capacity as its guarantee, and it can
+        # have nearly all of it.
+        size, n = blocks(int(0.9 * capacity_mib(1)))
+        last = machine.finish(machine.start(f"alloc:{size}x{n}", shape="torch"))
+        self.assertOk(last)
+        self.assertEqual(last.share["members_at_join"], 1)
+        self.assertEqual(last.share["guarantee"], capacity_mib(1) * MiB)
+        self.assertLess(time.monotonic() - started, 90)
+
+
+class TwoUsers(ShareTestCase):
+    """(g) Processes of two users: each user's default directory is its own, so they do not share a
+    ledger (the device itself they still share); a group directory an administrator made lets them."""
+
+    NOBODY = 65534
+
+    def setUp(self):
+        if os.geteuid() != 0 or shutil.which("setpriv") is None:
+            self.skipTest("needs root and setpriv to run a process as another user")
+
+    def two_user_machine(self, ledger_dir=None) -> Machine:
+        machine = Machine(self, ledger_dir=ledger_dir)
+        os.chmod(machine.tmp, 0o777)  # the other user's statistics and ready files
+        os.mkdir(machine.sim_dir, 0o777)
+        os.chmod(machine.sim_dir, 0o777)
+        # The simulated device's file, writable by both users (the simulator makes it 0600).
+        device = os.path.join(machine.sim_dir, "cudasim-" + (b"cudasim" + bytes(9)).hex() + ".device")
+        with open(device, "w"):
+            pass
+        os.chmod(device, 0o666)
+        return machine
+
+    def as_nobody(self, machine: Machine, *steps, env=None) -> subprocess.Popen:
+        return machine.start(*steps, shape="torch", env=env,
+                             prefix=("setpriv", f"--reuid={self.NOBODY}", f"--regid={self.NOBODY}", "--clear-groups"))
+
+    def side_by_side(self, machine: Machine, env=None) -> tuple:
+        """The other user's process holds 256 MiB while one of this user's takes as much: (mine, theirs)."""
+        other = self.as_nobody(machine, "alloc:256x1", f"touch:{machine.path('ready-other')}",
+                               f"churn:@{machine.path('done')}", env=env)
+        self.assertTrue(machine.wait_for("ready-other", other))
+        mine = machine.finish(machine.start("alloc:256x1", shape="torch", env=env))
+        machine.touch("done")
+        theirs = machine.finish(other)
+        self.assertOk(mine)
+        self.assertOk(theirs)
+        return mine, theirs
+
+    def test_default_directories_are_per_user(self):
+        mine, theirs = self.side_by_side(self.two_user_machine(), env={"GPUMEM_SHARE_DIR": ""})
+        self.assertEqual(mine.share["members_at_join"], 1)
+        self.assertEqual(theirs.share["members_at_join"], 1)
+
+    def test_a_group_directory_lets_both_users_share(self):
+        group_dir = tempfile.mkdtemp(prefix="gpumem-group-")
+        self.addCleanup(shutil.rmtree, group_dir, True)
+        os.chown(group_dir, 0, self.NOBODY)
+        os.chmod(group_dir, 0o2770)
+        mine, theirs = self.side_by_side(self.two_user_machine(ledger_dir=group_dir))
+        self.assertEqual(theirs.share["members_at_join"], 1)
+        self.assertEqual(mine.share["members_at_join"], 2)
+        self.assertEqual(mine.share["guarantee"], capacity_mib(2) * MiB // 2)
+        ledgers = glob.glob(os.path.join(group_dir, "gpu-*.ledger"))
+        self.assertEqual(len(ledgers), 1)
+        self.assertEqual(os.stat(ledgers[0]).st_mode & 0o777, 0o660)
+        self.assertEqual(os.stat(ledgers[0]).st_gid, self.NOBODY)
+
+    def test_another_users_directory_is_refused_with_one_line(self):
+        theirs = tempfile.mkdtemp(prefix="gpumem-theirs-")
+        self.addCleanup(shutil.rmtree, theirs, True)
+        os.chown(theirs, self.NOBODY, self.NOBODY)
+        machine = Machine(self, ledger_dir=theirs)
+        outcome = machine.finish(machine.start("alloc:64x1", shape="torch"))
+        self.assertOk(outcome)  # the program runs, unshared
+        lines = [line for line in outcome.err.splitlines() if "GPUMEM_SHARE=auto, but" in line]
+        self.assertEqual(len(lines), 1, outcome.describe())
+        self.assertIn("belongs to uid 65534", lines[0])
+        self.assertIsNone(outcome.stats["share"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
