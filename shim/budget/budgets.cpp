@@ -215,6 +215,8 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
     g_no_wait_until[static_cast<std::size_t>(device)].store(0, std::memory_order_relaxed);
     return true;
   };
+  // What the driver says is free, at every reservation: a process starting beside the members needs
+  // the room kept for its context to be known at once.
   share::Reservation reservation = member.reserve(bytes, device_free(device));
   if (granted(reservation)) return true;
   if (path != BudgetPath::arena && reservation.outcome != share::Outcome::unavailable) {

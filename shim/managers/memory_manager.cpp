@@ -78,7 +78,9 @@ void MemoryManager::look_at_ledger() noexcept {
   // for the manager.
   constexpr std::uint32_t kInUseFirst = 64;
   constexpr std::uint32_t kInUseEvery = 256;
-  const std::uint32_t call = calls_since_in_use_.fetch_add(1, std::memory_order_relaxed);
+  // A sample, not a count: threads racing here may skip one, which costs nothing.
+  const std::uint32_t call = calls_since_in_use_.load(std::memory_order_relaxed);
+  calls_since_in_use_.store(call + 1, std::memory_order_relaxed);
   if (call >= kInUseFirst && call % kInUseEvery != 0) return;
   ManagerStats stats;
   if (stats_snapshot(stats, /*never_wait=*/true)) member->note_in_use(stats.bytes_in_use);

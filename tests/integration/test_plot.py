@@ -341,12 +341,43 @@ class PlotErrorTest(PlotTestCase):
             "output folder missing": ([trace, "-o", self.path("no/such/dir/t.png")], ["-o", "no/such/dir"]),
             "perfetto folder missing": ([trace, "--perfetto", self.path("nowhere/t.json")], ["--perfetto"]),
             "-o without a value": ([trace, "-o"], ["-o"]),
+            "perfetto of several traces": ([trace, trace, "--perfetto", self.path("t.json")], ["one trace"]),
         }
         for name, (args, phrases) in cases.items():
             with self.subTest(case=name):
                 proc = run_plot(*args)
                 self.assertOneLineError(proc, 2, *phrases)
                 self.assertEqual(proc.stdout, "")
+
+    def test_several_traces_on_one_time_axis(self):
+        """Two processes that shared a GPU: each one's reserved bytes and limit (its budget, which moved)
+        side by side, the second starting one second after the first."""
+        first = [GPUMEM_HEADER,
+                 gpumem_row(0.0, "allocate", 0x7f0000000000, 64 * MiB, 0, 3 * GiB, 4 * GiB),
+                 gpumem_row(1.5, "free", 0x7f0000000000, 64 * MiB, 0, 1 * GiB, 2 * GiB),
+                 gpumem_row(3.0, "allocate", 0x7f0000000000, 64 * MiB, 0, 1 * GiB, 2 * GiB)]
+        second = [GPUMEM_HEADER,
+                  gpumem_row(1.0, "allocate", 0x7e0000000000, 32 * MiB, 0, 512 * MiB, 2 * GiB),
+                  gpumem_row(2.0, "allocate", 0x7e0010000000, 32 * MiB, 0, 1536 * MiB, 2 * GiB)]
+        a = self.write("a.csv", "\n".join(first) + "\n")
+        b = self.write("b.csv", "\n".join(second) + "\n")
+        proc = run_plot(a, b, "--text")
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        self.assertIn("a.csv: device 0: 2 allocations, 1 frees", proc.stdout)
+        self.assertIn("b.csv: device 0: 2 allocations, 0 frees", proc.stdout)
+        self.assertIn("device 0, 2 traces over 3 s: reserved / limit at each time", proc.stdout)
+        rows = {line.split()[0] + " " + line.split()[1]: line for line in proc.stdout.splitlines()
+                if line.strip() and line.strip()[0].isdigit()}
+        # At 0 s only the first trace has begun; at 1.5 s the first gave back to its new budget, the
+        # second holds 512 MiB; at 3 s the second's trace has ended.
+        self.assertRegex(rows["0 s"], r"3\.0 GiB / 4\.0 GiB\s+-$")
+        self.assertRegex(rows["1.5 s"], r"1\.0 GiB / 2\.0 GiB\s+512\.0 MiB / 2\.0 GiB$")
+        self.assertRegex(rows["3 s"], r"1\.0 GiB / 2\.0 GiB\s+-$")
+        if not MATPLOTLIB_MISSING:
+            png = self.path("both.png")
+            proc = run_plot(a, b, "-o", png)
+            self.assertEqual(proc.returncode, 0, self.describe(proc))
+            self.assertPng(png)
 
     def test_help(self):
         proc = run_plot("--help")

@@ -60,6 +60,13 @@ OPTION_EFFECTS = [
     (["--stats"], {"GPUMEM_STATS": "1"}),
     (["--stats-file", "/tmp/stats-%p.json"], {"GPUMEM_STATS_FILE": "/tmp/stats-%p.json"}),
     (["--trace=/tmp/t.csv"], {"GPUMEM_TRACE": "/tmp/t.csv"}),
+    (["--share"], {"GPUMEM_SHARE": "auto"}),
+    (["--share-dir", "/srv/gpumem"], {"GPUMEM_SHARE_DIR": "/srv/gpumem"}),
+    (["--share-weight", "2.5"], {"GPUMEM_SHARE_WEIGHT": "2.5"}),
+    (["--share-weight=1000"], {"GPUMEM_SHARE_WEIGHT": "1000"}),
+    (["--share-min", "4GiB"], {"GPUMEM_SHARE_MIN": "4GiB"}),
+    (["--share-wait", "500ms"], {"GPUMEM_SHARE_WAIT": "500ms"}),
+    (["--share-wait=0"], {"GPUMEM_SHARE_WAIT": "0"}),
 ]
 
 # Bad command lines -> a piece of the message each must print.
@@ -97,6 +104,13 @@ BAD_COMMAND_LINES = [
     (["--stats-file="], "--stats-file needs a file name"),
     (["--trace="], "--trace needs a file name"),
     (["--stats=1"], "--stats takes no value"),
+    (["--share=yes"], "--share takes no value"),
+    (["--share-dir", "relative"], "--share-dir: 'relative' is not an absolute path"),
+    (["--share-weight", "0"], "--share-weight: '0' is not a weight in (0, 1000]"),
+    (["--share-weight", "1.2345"], "--share-weight: '1.2345' is not a weight"),
+    (["--share-weight", "1001"], "--share-weight: '1001' is not a weight"),
+    (["--share-min", "lots"], "--share-min: 'lots' is not a byte size"),
+    (["--share-wait", "5"], "--share-wait: '5' is not a duration"),
     (["--bogus"], "unknown option '--bogus'"),
     (["-x"], "unknown option '-x'"),
     (["--no-preallocate=yes"], "--no-preallocate takes no value"),
@@ -352,6 +366,13 @@ class SimulatorTest(WrapperTestCase):
                 exported, _ = self.print_env(["--sim", "--sim-devices", "3", "--sim-memory", text])
                 self.assertEqual(exported["CUDASIM_DEVICES"], "3")
                 self.assertEqual(exported["CUDASIM_DEVICE_MEMORY"], str(size))
+
+    def test_share_with_sim_shares_the_simulated_devices(self):
+        exported, _ = self.print_env(["--sim", "--share"])
+        self.assertEqual(exported["GPUMEM_SHARE"], "auto")
+        self.assertEqual(exported["CUDASIM_SHARED_DEVICES"], "1")
+        self.assertNotIn("CUDASIM_SHARED_DEVICES", self.print_env(["--share"])[0])
+        self.assertNotIn("CUDASIM_SHARED_DEVICES", self.print_env(["--sim"])[0])
 
     def test_sim_reaches_the_program(self):
         seen = self.program_env(["--sim", "--sim-devices=2", "--sim-memory=2GiB"])

@@ -3,10 +3,13 @@
 // shaped like a framework by its environment (bfc preallocating like JAX, cuda_async like TensorFlow,
 // bfc growing like PyTorch); the steps are the same.
 //
-//   alloc:<MiB>x<n>     n blocks of MiB; a refusal ends the program (status 3, "refused_at=<MiB live>")
+//   alloc:<MiB>x<n>     n blocks of MiB; a refusal ends the program (status 3, "refused_at=<MiB live>");
+//                       reports the mean time of one ("alloc_ns")
 //   free:<n>            frees the n blocks allocated last
 //   churn:<ms>          frees and allocates again the blocks it holds, one by one, for that long
 //   churn:@<path>       the same until the file exists (at most 60 s)
+//   pairs:<n>           n times: frees the last block and allocates it again, without pausing; reports
+//                       the mean time of a pair ("pair_ns")
 //   greedy:<MiB>:<ms>   allocates blocks of MiB until refused, and keeps trying (freeing one block now
 //                       and then) for that long (or until the file exists: greedy:<MiB>:@<path>);
 //                       reports the most it held and the refusals
@@ -159,9 +162,11 @@ int main(int argc, char** argv) {
     if (step.rfind("alloc:", 0) == 0) {
       const std::size_t mib = std::strtoull(arg.c_str(), nullptr, 10);
       const std::size_t count = std::strtoull(arg.c_str() + arg.find('x') + 1, nullptr, 10);
+      const auto start = Clock::now();
       for (std::size_t n = 0; n < count; ++n) {
         if (const CUresult status = allocate(mib * kMiB); status != CUDA_SUCCESS) refused(mib * kMiB, status);
       }
+      std::printf("alloc_ns=%.1f\n", count > 0 ? ms_since(start) * 1e6 / static_cast<double>(count) : 0.0);
     } else if (step.rfind("free:", 0) == 0) {
       for (std::size_t n = std::strtoull(arg.c_str(), nullptr, 10); n > 0 && !g_blocks.empty(); --n) free_last();
     } else if (step.rfind("churn:", 0) == 0) {
@@ -180,6 +185,15 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
       std::printf("churn_rounds=%lu\n", rounds);
+    } else if (step.rfind("pairs:", 0) == 0) {
+      const unsigned long pairs = std::strtoul(arg.c_str(), nullptr, 10);
+      const auto start = Clock::now();
+      for (unsigned long n = 0; n < pairs && !g_blocks.empty(); ++n) {
+        const std::size_t bytes = g_blocks.back().bytes;
+        free_last();
+        if (const CUresult status = allocate(bytes); status != CUDA_SUCCESS) refused(bytes, status);
+      }
+      std::printf("pair_ns=%.1f\n", pairs > 0 ? ms_since(start) * 1e6 / static_cast<double>(pairs) : 0.0);
     } else if (step.rfind("greedy:", 0) == 0) {
       greedy(std::strtoull(arg.c_str(), nullptr, 10) * kMiB, Until(arg.substr(arg.find(':') + 1)));
     } else if (step.rfind("fill:", 0) == 0) {

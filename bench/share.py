@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""What sharing one GPU costs and how the shares move (GPUMEM_SHARE=auto, docs/sharing.md), measured
+over the simulator with a device shared between processes, from a build dir:
+
+  1. joining: the ledger join of a process (join_us of its exit statistics) beside 0, 1, 7 and 31
+     other members;
+  2. the fast path: a 4 KiB cuMemAlloc + cuMemFree pair served by the arena from memory it holds,
+     without and with sharing (bench/shim_cost), and the ledger updates of 10k and 100k pairs;
+  3. one growth step: an 8 MiB allocation of a growing (vmm) arena, 4 granules each reserved in the
+     ledger, without and with sharing, and the ledger's own reserve + give-back
+     (bench/share_bench, with 1 to 256 members);
+  4. fairness: each process's reserved bytes and budget over time in two scenarios of
+     tests/integration/test_share.py ((c) a greedy process beside three others, (d) idle memory
+     borrowed and given back), from the processes' traces, drawn by scripts/gpumem-plot.
+
+usage: bench/share.py BUILD_DIR [--output REPORT.md] [--png-dir DIR] [--quick]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from bench_common import by_name, clean_environment, run_benchmark, time_ns  # noqa: E402
+
+MiB = 1 << 20
+
+
+class Machine:
+    """A simulated 16 GiB device shared between processes, and a sharing directory."""
+
+    def __init__(self, build: str, share: bool = True):
+        self.build = build
+        self.tmp = tempfile.mkdtemp(prefix="gpumem-share-bench-")
+        self.share = share
+        os.mkdir(os.path.join(self.tmp, "ledger"), 0o700)
+        self.procs = []
+
+    def env(self, extra=None) -> dict:
+        env = clean_environment()
+        env.update({"LD_LIBRARY_PATH": os.path.join(self.build, "cudasim"),
+                    "LD_PRELOAD": os.path.join(self.build, "shim", "libgpumem.so"),
+                    "CUDASIM_SHARED_DEVICES": os.path.join(self.tmp, "sim"),
+                    "CUDASIM_DEVICE_MEMORY": "16GiB", "CUDASIM_CONTEXT_OVERHEAD": "300MiB",
+                    "GPUMEM_STATS_FILE": os.path.join(self.tmp, "stats-%p.json")})
+        if self.share:
+            env.update({"GPUMEM_SHARE": "auto", "GPUMEM_SHARE_DIR": os.path.join(self.tmp, "ledger")})
+        env.update(extra or {})
+        return env
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def start(self, *steps, env=None, program=None):
+        argv = [program or os.path.join(self.build, "tests", "integration", "programs", "share_worker"), *steps]
+        proc = subprocess.Popen(argv, env=self.env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(proc)
+        return proc
+
+    def wait_file(self, name, timeout=60):
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(self.path(name)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} never appeared")
+            time.sleep(0.005)
+
+    def finish(self, proc):
+        out, err = proc.communicate(timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{proc.args}: exit {proc.returncode}\n{err[-2000:]}")
+        values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        with open(self.path(f"stats-{proc.pid}.json")) as f:
+            device = json.load(f)["devices"][0]
+        return values, device
+
+    def close(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def join_cost(build, others_list, runs):
+    rows = []
+    for others in others_list:
+        machine = Machine(build)
+        try:
+            for i in range(others):
+                machine.start("info", f"touch:{machine.path(f'r{i}')}", f"wait:{machine.path('done')}")
+            for i in range(others):
+                machine.wait_file(f"r{i}")
+            times = [machine.finish(machine.start("info"))[1]["share"]["join_us"] for _ in range(runs)]
+            open(machine.path("done"), "w").close()
+            rows.append((others, statistics.median(times), sorted(times)[int(0.9 * (len(times) - 1))], max(times)))
+        finally:
+            machine.close()
+    return rows
+
+
+def fast_path(build, pairs):
+    program = os.path.join(build, "bench", "shim_cost")
+    rows = {}
+    for label, share in (("defaults (bfc), not shared", False), ("defaults (bfc), GPUMEM_SHARE=auto", True)):
+        machine = Machine(build, share=share)
+        try:
+            runs = by_name(run_benchmark([program, f"--pairs={pairs}", "--warmup=10000", "--benchmark_repetitions=3",
+                                          "--benchmark_filter=alloc_free_4KiB"], env=machine.env()))
+            rows[label] = statistics.median(time_ns(run, "real_time") for run in runs["alloc_free_4KiB"])
+        finally:
+            machine.close()
+    updates = {}
+    machine = Machine(build)
+    try:
+        for n in (10000, 100000):
+            updates[n] = machine.finish(machine.start("alloc:1x4", f"pairs:{n}"))[1]["share"]["ledger_updates"]
+    finally:
+        machine.close()
+    return rows, updates
+
+
+def growth_step(build, steps):
+    rows = {}
+    for label, share in (("growing vmm arena, not shared", False), ("growing vmm arena, GPUMEM_SHARE=auto", True)):
+        samples = []
+        for _ in range(3):
+            machine = Machine(build, share=share)
+            try:
+                values, device = machine.finish(machine.start(
+                    f"alloc:8x{steps}", env={"GPUMEM_PREALLOCATE": "false", "GPUMEM_REGION_SOURCE": "vmm"}))
+                samples.append(float(values["alloc_ns"]))
+                updates = device["share"]["ledger_updates"] if device.get("share") else 0
+            finally:
+                machine.close()
+        rows[label] = (statistics.median(samples), updates)
+    ledger = by_name(run_benchmark([os.path.join(build, "bench", "share_bench"), "--benchmark_repetitions=3",
+                                    "--benchmark_filter=reserve_give_back|reclaim_poll"]))
+    micro = {name: (statistics.median(time_ns(r, "real_time") for r in runs),
+                    statistics.median(time_ns(r, "cpu_time") for r in runs)) for name, runs in ledger.items()}
+    return rows, micro
+
+
+def fairness(build, plot_png_dir):
+    """Runs (c) and (d) with a trace per process; returns gpumem-plot's text for each."""
+    plot = os.path.join(ROOT, "scripts", "gpumem-plot")
+    outputs = {}
+    for scenario in ("greedy", "borrow"):
+        machine = Machine(build)
+        try:
+            trace = {"GPUMEM_TRACE": machine.path("trace-%p.csv")}
+            growth = dict(trace, GPUMEM_PREALLOCATE="false")
+            if scenario == "greedy":  # (c): three JAX-shaped processes, then a greedy one; they grow later
+                victims = []
+                for i in range(3):
+                    victims.append(machine.start("alloc:512x2", f"touch:{machine.path(f'r{i}')}",
+                                                 f"churn:@{machine.path('grow')}", "alloc:512x3",
+                                                 f"touch:{machine.path(f'g{i}')}", f"churn:@{machine.path('done')}",
+                                                 env=trace))
+                    machine.wait_file(f"r{i}")
+                greedy = machine.start(f"greedy:256:@{machine.path('stop')}", env=growth)
+                time.sleep(1.0)
+                open(machine.path("grow"), "w").close()
+                for i in range(3):
+                    machine.wait_file(f"g{i}")
+                time.sleep(0.5)
+                open(machine.path("stop"), "w").close()
+                machine.finish(greedy)
+                open(machine.path("done"), "w").close()
+                for proc in victims:
+                    machine.finish(proc)
+            else:  # (d): a lender holding little, a borrower taking most, then the lender's guarantee back
+                lender = machine.start("alloc:64x1", f"touch:{machine.path('r0')}", f"churn:@{machine.path('lend')}",
+                                       "timed:6144", f"churn:@{machine.path('done')}", env=growth)
+                machine.wait_file("r0")
+                borrower = machine.start("alloc:1024x12", "sleep:500", "free:10", f"touch:{machine.path('r1')}",
+                                         f"churn:@{machine.path('done')}", env=growth)
+                machine.wait_file("r1")
+                time.sleep(0.5)
+                open(machine.path("lend"), "w").close()
+                time.sleep(1.0)
+                open(machine.path("done"), "w").close()
+                machine.finish(borrower)
+                machine.finish(lender)
+            traces = sorted(os.path.join(machine.tmp, name) for name in os.listdir(machine.tmp)
+                            if name.startswith("trace-"))
+            argv = [sys.executable, plot, *traces, "--text"]
+            if plot_png_dir:
+                argv += ["-o", os.path.join(plot_png_dir, f"share-{scenario}.png"), "--title",
+                         f"GPUMEM_SHARE=auto: {scenario}"]
+            result = subprocess.run(argv, capture_output=True, text=True, check=False)
+            outputs[scenario] = result.stdout + result.stderr
+        finally:
+            machine.close()
+    return outputs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("build")
+    parser.add_argument("--output", help="write the Markdown report here (default: stdout)")
+    parser.add_argument("--png-dir", help="also draw the fairness figures as PNGs here (needs matplotlib)")
+    parser.add_argument("--quick", action="store_true", help="fewer runs: checks that everything runs")
+    args = parser.parse_args()
+    build = os.path.abspath(args.build)
+    runs, pairs, steps = (3, 20000, 20) if args.quick else (15, 200000, 200)
+    lines = ["# Sharing one GPU: measured figures", "",
+             f"`bench/share.py {args.build}{' --quick' if args.quick else ''}` on {os.uname().nodename} "
+             f"({os.cpu_count()} cores), {time.strftime('%Y-%m-%d')}; simulated 16 GiB device, 300 MiB per context.", ""]
+    lines += ["## Joining the ledger (join_us of the exit statistics)", "",
+              "| other members | median | p90 | max |", "|---|---|---|---|"]
+    for others, median, p90, most in join_cost(build, (0, 1, 7, 31), runs):
+        lines.append(f"| {others} | {median:.0f} us | {p90:.0f} us | {most:.0f} us |")
+    rows, updates = fast_path(build, pairs)
+    lines += ["", "## The fast path (4 KiB cuMemAlloc + cuMemFree from memory the arena holds, bench/shim_cost)", "",
+              "| setup | ns per pair |", "|---|---|"]
+    lines += [f"| {label} | {ns:.0f} |" for label, ns in rows.items()]
+    lines += ["", "Ledger updates of a whole process (join, preallocation granules): "
+              + ", ".join(f"{n} pairs: {u}" for n, u in updates.items()) + ".", ""]
+    growth, micro = growth_step(build, steps)
+    lines += ["## One growth step (an 8 MiB allocation of a growing vmm arena: 4 granules mapped)", "",
+              "| setup | ns per growth step | ledger updates |", "|---|---|---|"]
+    lines += [f"| {label} | {ns:.0f} | {u} |" for label, (ns, u) in growth.items()]
+    lines += ["", "The ledger alone (bench/share_bench: one reserve and its give-back of a 2 MiB granule):", "",
+              "| benchmark | real ns | CPU ns |", "|---|---|---|"]
+    lines += [f"| {name} | {real:.1f} | {cpu:.1f} |" for name, (real, cpu) in sorted(micro.items())]
+    for scenario, text in fairness(build, args.png_dir).items():
+        lines += ["", f"## Fairness: {scenario} (gpumem-plot over the processes' traces)", "", "```", text.rstrip(), "```"]
+    report = "\n".join(lines) + "\n"
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(report)
+    else:
+        sys.stdout.write(report)
+
+
+if __name__ == "__main__":
+    main()
