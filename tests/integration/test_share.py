@@ -422,6 +422,43 @@ class FastPath(ShareTestCase):
         self.assertLess(updates[1000], 5000, updates)
 
 
+class Top(ShareTestCase):
+    """gpumem-top reads the ledgers as they are: the members, what each holds, the dead marked."""
+
+    def test_the_view_lists_members_and_marks_the_dead(self):
+        machine = Machine(self)
+        holder = machine.start("alloc:256x2", f"touch:{machine.path('ready-0')}", "pause", shape="torch")
+        self.assertTrue(machine.wait_for("ready-0", holder))
+        other = machine.start("alloc:128x1", f"touch:{machine.path('ready-1')}", "pause", shape="torch")
+        self.assertTrue(machine.wait_for("ready-1", other))
+        view = machine.top()
+        members = {m["pid"]: m for m in view["gpus"][0]["members"]}
+        self.assertEqual(members[holder.pid]["held"], 512 * MiB)
+        self.assertEqual(members[other.pid]["held"], 128 * MiB)
+        self.assertTrue(all(m["alive"] and m["command"] == WORKER for m in members.values()), members)
+        self.assertEqual(members[holder.pid]["guarantee"] + members[other.pid]["guarantee"],
+                         view["gpus"][0]["capacity"])
+        holder.kill()
+        holder.communicate()
+        view = machine.top()
+        members = {m["pid"]: m for m in view["gpus"][0]["members"]}
+        self.assertFalse(members[holder.pid]["alive"])  # until the next join or refusal drops it
+        self.assertEqual(view["gpus"][0]["held"], 128 * MiB)
+        tool = os.path.join(t.source_root(), "scripts", "gpumem-top")
+        text = subprocess.run([sys.executable, tool, "--once", "--dir", machine.ledger_dir], capture_output=True,
+                              text=True, timeout=30)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertRegex(text.stdout, r"PID +COMMAND +WEIGHT +GUARANTEE +BUDGET +IN USE +HELD +BORROWED +WAITING")
+        self.assertRegex(text.stdout, rf"(?m)^ +{holder.pid} +{WORKER} .* dead$")
+        self.assertRegex(text.stdout, rf"(?m)^ +{other.pid} +{WORKER} +1 +.*128\.0 MiB +0 B +-$")
+        # A file that is not a ledger is named, with why, and the rest is read.
+        with open(os.path.join(machine.ledger_dir, "gpu-00.ledger"), "w") as f:
+            f.write("not a ledger")
+        view = machine.top()
+        self.assertEqual(len(view["gpus"]), 1)
+        self.assertIn("not a gpumem ledger", view["unreadable"][0]["error"])
+
+
 class TwoUsers(ShareTestCase):
     """(g) Processes of two users: each user's default directory is its own, so they do not share a
     ledger (the device itself they still share); a group directory an administrator made lets them."""
