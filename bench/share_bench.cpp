@@ -24,6 +24,8 @@ using gpumem::shim::share::Member;
 using gpumem::shim::share::Outcome;
 
 constexpr std::uint64_t kGranule = std::uint64_t{2} << 20;
+// Members are never freed (as in the shim): kept reachable.
+std::vector<Member*>* const g_kept = new std::vector<Member*>();
 
 JoinRequest request_in(const std::string& dir) {
   JoinRequest request;
@@ -57,6 +59,7 @@ class Ledger {
     }
     std::string error;
     member_ = Member::join(request_in(dir_), error);
+    if (member_ != nullptr) g_kept->push_back(member_);
   }
   ~Ledger() {
     for (const pid_t pid : children_) {

@@ -57,6 +57,16 @@ std::string temporary_dir() {
   return name;
 }
 
+// Members are never freed (a process keeps its membership to the end, as the shim does): kept
+// reachable here, in a list never destroyed, so that a leak checker looking at exit sees none.
+std::vector<Member*>* const g_kept = new std::vector<Member*>();
+
+Member* join(const JoinRequest& request, std::string& error) {
+  Member* member = Member::join(request, error);
+  if (member != nullptr) g_kept->push_back(member);
+  return member;
+}
+
 JoinRequest request_in(const std::string& dir, std::uint64_t total = 16 * GiB) {
   JoinRequest request;
   request.device = 0;
@@ -304,7 +314,7 @@ TEST_CASE("share directory: the default is made private; unsafe ones are refused
 TEST_CASE("ledger: join, reserve within the allowance, give back", "[share][ledger]") {
   const std::string dir = temporary_dir();
   std::string error;
-  Member* member = Member::join(request_in(dir), error);
+  Member* member = join(request_in(dir), error);
   INFO(error);
   REQUIRE(member != nullptr);
   CHECK(member->terms().guarantee == 16 * GiB);
@@ -361,7 +371,7 @@ class Neighbour {
  private:
   [[noreturn]] void run(const std::string& dir, std::uint64_t bytes, int linger_ms, bool deaf) {
     std::string error;
-    Member* member = Member::join(request_in(dir), error);
+    Member* member = join(request_in(dir), error);
     const char status = member != nullptr && member->reserve(bytes, std::nullopt).outcome == Outcome::reserved ? 'y' : 'n';
     if (write(fds_[1], &status, 1) != 1) _exit(2);
     for (int waited = 0; waited < linger_ms; waited += 10) {
@@ -385,7 +395,7 @@ TEST_CASE("ledger: the dead are told from the living by their slot lock", "[shar
   const std::string dir = temporary_dir();
   Neighbour holder(dir, 12 * GiB);
   std::string error;
-  Member* member = Member::join(request_in(dir), error);
+  Member* member = join(request_in(dir), error);
   REQUIRE(member != nullptr);
   CHECK(member->figures().members_at_join == 2);
   CHECK(member->terms().guarantee == 8 * GiB);
@@ -402,7 +412,7 @@ TEST_CASE("ledger: a waiting member asks the borrower back and gets its guarante
   const std::string dir = temporary_dir();
   Neighbour borrower(dir, 14 * GiB, 5000);
   std::string error;
-  Member* member = Member::join(request_in(dir), error);
+  Member* member = join(request_in(dir), error);
   REQUIRE(member != nullptr);
   CHECK(member->reserve(4 * GiB, std::nullopt).outcome == Outcome::within_guarantee);
   const std::uint64_t started = monotonic_ns();
@@ -417,7 +427,7 @@ TEST_CASE("ledger: a wait that no one answers ends in time", "[share][ledger]") 
   const std::string dir = temporary_dir();
   Neighbour holder(dir, 14 * GiB, 60000, /*deaf=*/true);
   std::string error;
-  Member* member = Member::join(request_in(dir), error);
+  Member* member = join(request_in(dir), error);
   REQUIRE(member != nullptr);
   const std::uint64_t started = monotonic_ns();
   CHECK(member->wait_and_reserve(4 * GiB, 200'000'000).outcome == Outcome::refused);
@@ -440,26 +450,26 @@ TEST_CASE("ledger: files it cannot trust are refused with one line", "[share][le
     REQUIRE(pwrite(fd, &header, sizeof header, 0) == sizeof header);
     REQUIRE(ftruncate(fd, kLedgerFileBytes) == 0);
     close(fd);
-    CHECK(Member::join(request, error) == nullptr);
+    CHECK(join(request, error) == nullptr);
     CHECK_THAT(error, Catch::Contains("another gpumem version"));
   }
   SECTION("a symbolic link") {
     REQUIRE(symlink("/dev/null", path.c_str()) == 0);
-    CHECK(Member::join(request, error) == nullptr);
+    CHECK(join(request, error) == nullptr);
     CHECK_THAT(error, Catch::Contains("cannot be opened"));
   }
   SECTION("writable by others") {
     const int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0600);
     fchmod(fd, 0666);
     close(fd);
-    CHECK(Member::join(request, error) == nullptr);
+    CHECK(join(request, error) == nullptr);
     CHECK_THAT(error, Catch::Contains("writable by every user"));
   }
   SECTION("garbage") {
     const int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0600);
     REQUIRE(write(fd, "not a ledger at all, just text", 30) == 30);
     close(fd);
-    CHECK(Member::join(request, error) == nullptr);
+    CHECK(join(request, error) == nullptr);
     CHECK_THAT(error, Catch::Contains("not a gpumem ledger"));
   }
   CHECK(error.find('\n') == std::string::npos);
@@ -468,7 +478,7 @@ TEST_CASE("ledger: files it cannot trust are refused with one line", "[share][le
 TEST_CASE("ledger: a forked child is not its parent's member", "[share][ledger]") {
   const std::string dir = temporary_dir();
   std::string error;
-  Member* parent = Member::join(request_in(dir), error);
+  Member* parent = join(request_in(dir), error);
   REQUIRE(parent != nullptr);
   REQUIRE(adopt(0, parent) == parent);
   REQUIRE(parent->reserve(2 * GiB, std::nullopt).outcome == Outcome::reserved);
@@ -478,7 +488,7 @@ TEST_CASE("ledger: a forked child is not its parent's member", "[share][ledger]"
     const pid_t child = fork();
     if (child == 0) {
       if (member(0) != nullptr) _exit(3);
-      Member* own = Member::join(request_in(dir), error);
+      Member* own = join(request_in(dir), error);
       _exit(own != nullptr && own->figures().members_at_join == 2 && own->terms().guarantee == 8 * GiB ? 0 : 4);
     }
     int status = 0;
