@@ -85,7 +85,7 @@ Options:
                         2MiB (default 2MiB, CUDA's granularity on current GPUs)
   --keep-idle           vmm, growth mode: do not unmap idle granules before mapping more
   --min-growth SIZE     growth mode: the smallest region (classic) or growth step (vmm); default
-                        20MiB, the shim's
+                        8MiB, the shim's
   --min-limit           also find the smallest limit (a multiple of 1 MiB) with which the whole trace
                         replays without a refused allocation, by binary search, with the chosen
                         preallocate/growth mode

@@ -31,19 +31,34 @@ constexpr std::size_t kHookCount = 0
 #include "driver/entry_points.def"
     ;
 
+// The preloaded library's stubs (use_preload_stubs): hooks, then NVML's two queries.
+constexpr std::size_t kPreloadStubs = kHookCount + 2;
+std::array<std::atomic<void*>, kPreloadStubs> g_preload_stubs{};
+
+// The address a program is handed for hook `index`: the preloaded library's stub when there is one.
+void* handed_out(std::size_t index, void* function) noexcept {
+  void* stub = g_preload_stubs[index].load(std::memory_order_acquire);
+  return stub != nullptr ? stub : function;
+}
+
 // Every name listed here is exported by libgpumem.so (the build writes libgpumem.map from the same
 // list). Built on first use rather than at load (function addresses are not constant expressions), so
 // loading the shim runs none of its code.
 #define GPUMEM_HOOK_ENTRY_CALL(symbol, base, version, stream)
 #define GPUMEM_HOOK_ENTRY_HOOK(symbol, base, version, stream) \
-  HookEntry{#symbol, #base, version, GPUMEM_STREAM_FLAGS(stream), address_of(&symbol)},
+  HookEntry{#symbol, #base, version, GPUMEM_STREAM_FLAGS(stream), handed_out(index++, address_of(&symbol)), \
+            address_of(&symbol)},
 const std::array<HookEntry, kHookCount>& hooks() noexcept {
-  static const std::array<HookEntry, kHookCount> table{{
+  static const std::array<HookEntry, kHookCount> table = [] {
+    std::size_t index = 0;
+    return std::array<HookEntry, kHookCount>{{
 #define GPUMEM_DRIVER_ENTRY(symbol, base, version, stream, use) GPUMEM_HOOK_ENTRY_##use(symbol, base, version, stream)
 #define GPUMEM_DRIVER_HOOK_ONLY(symbol, function, base, version, stream) \
-  HookEntry{#symbol, #base, version, GPUMEM_STREAM_FLAGS(stream), address_of(&function)},
+  HookEntry{#symbol, #base, version, GPUMEM_STREAM_FLAGS(stream), handed_out(index++, address_of(&function)), \
+            address_of(&function)},
 #include "driver/entry_points.def"
-  }};
+    }};
+  }();
   return table;
 }
 
@@ -109,6 +124,16 @@ const HookEntry* match_by_symbol_name(const void* entry) noexcept {
 
 std::span<const HookEntry> hook_entries() noexcept { return std::span<const HookEntry>(hooks()); }
 
+std::size_t hook_count() noexcept { return kHookCount; }
+
+void use_preload_stubs(void* const* stubs, std::size_t count) noexcept {
+  for (std::size_t i = 0; i < count && i < kPreloadStubs; ++i) g_preload_stubs[i].store(stubs[i], std::memory_order_release);
+}
+
+void* preload_stub(std::size_t index) noexcept {
+  return index < kPreloadStubs ? g_preload_stubs[index].load(std::memory_order_acquire) : nullptr;
+}
+
 const HookEntry* find_hook_by_name(std::string_view name) noexcept {
   if (!name.starts_with("cu")) return nullptr;
   for (const HookEntry& hook : hook_entries()) {
@@ -119,7 +144,7 @@ const HookEntry* find_hook_by_name(std::string_view name) noexcept {
 
 const HookEntry* find_hook_by_address(const void* address) noexcept {
   for (const HookEntry& hook : hook_entries()) {
-    if (address == hook.hook) return &hook;
+    if (address == hook.hook || address == hook.function) return &hook;
   }
   return nullptr;
 }
