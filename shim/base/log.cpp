@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "base/fork_safe_lock.h"
@@ -22,11 +21,10 @@ namespace {
 constexpr int kLevelUnknown = -1;
 
 // Invariant: g_level is kLevelUnknown until the policy has been read, then the LogLevel as int.
-// g_logger is created once under g_mutex and never destroyed (messages may come from static
-// destructors of other libraries after ours ran); every write holds g_mutex, so the sinks are the
+// g_logger is created once under ProcessLock::log and never destroyed (messages may come from static
+// destructors of other libraries after ours ran); every write holds it, so the sinks are the
 // single-threaded spdlog variants.
 std::atomic<int> g_level{kLevelUnknown};
-std::mutex g_mutex;
 spdlog::logger* g_logger = nullptr;
 
 // Initial-exec TLS: no allocation on first access in a thread, so the guard is safe in any hook.
@@ -104,7 +102,7 @@ std::shared_ptr<spdlog::sinks::sink> make_sink(const std::string& file) {
   return std::make_shared<DescriptorSink>(fd, file);
 }
 
-// Called with g_mutex held.
+// Called with ProcessLock::log held.
 spdlog::logger* create_logger() {
   const PolicyResult& result = process_policy();
   const std::string file = result.policy ? result.policy->log_file : std::string();
@@ -139,7 +137,7 @@ void write(LogLevel level, std::string_view message) noexcept {
   if (t_in_logger || !enabled(level)) return;
   t_in_logger = true;
   try {
-    const auto lock = lock_fork_safely<g_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::log);
     if (g_logger == nullptr) g_logger = create_logger();
     g_logger->log(to_spdlog(level), spdlog::string_view_t(message.data(), message.size()));
   } catch (...) {  // a logging failure must never reach the program

@@ -1,6 +1,5 @@
 #include "base/trace_log.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -17,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/fork_safe_lock.h"
 #include "base/log.h"
 #include "base/output_file.h"
 #include "policy/process_policy.h"
@@ -121,7 +121,7 @@ std::size_t format_row(const Record& r, char* out) noexcept {
 }  // namespace
 
 // Invariants: records_[0, count_) are the events not yet written, in the order they happened
-// (appended under mutex_, time read under it); sequence_ counts every event appended since the
+// (appended under ProcessLock::trace, time read under it); sequence_ counts every event appended since the
 // trace began, so the record of ticket t is records_[t - 1 - written_] while t > written_; sizes_
 // holds the size of every traced block not yet freed. fd_ is -1 once writing failed (said once).
 class TraceLog {
@@ -129,7 +129,7 @@ class TraceLog {
   TraceLog(int fd, std::string pattern) : fd_(fd), pattern_(std::move(pattern)) {}
 
   void append(Action action, const TraceEvent& e) noexcept {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::trace);
     append_locked(action, e.pointer, e.size, e);
     if (action == Action::allocate) {
       try {
@@ -140,7 +140,7 @@ class TraceLog {
   }
 
   std::uint64_t free(std::uintptr_t pointer, const TraceEvent& e) noexcept {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::trace);
     const auto found = sizes_.find(pointer);
     if (found == sizes_.end()) return 0;
     const std::size_t size = found->second;
@@ -150,7 +150,7 @@ class TraceLog {
   }
 
   void withdraw(std::uint64_t ticket) noexcept {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::trace);
     if (ticket <= written_ || ticket > sequence_) return;  // already written: it stays
     Record& record = records_[ticket - 1 - written_];
     record.action = Action::withdrawn;
@@ -161,16 +161,16 @@ class TraceLog {
   }
 
   void flush() noexcept {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::trace);
     flush_locked();
   }
 
   // From a signal handler: waits a little for another thread to finish its append, never forever.
   void flush_from_signal() noexcept {
     for (int attempt = 0; attempt < 200; ++attempt) {
-      if (mutex_.try_lock()) {
+      if (process_mutex(ProcessLock::trace).try_lock()) {
         flush_locked();
-        mutex_.unlock();
+        process_mutex(ProcessLock::trace).unlock();
         return;
       }
       timespec pause{0, 500'000};
@@ -178,14 +178,11 @@ class TraceLog {
     }
   }
 
-  void lock_for_fork() noexcept { mutex_.lock(); }
-  void unlock_after_fork() noexcept { mutex_.unlock(); }
-  // In a forked child: the parent's events are the parent's to write.
+  // In a forked child (its only thread): the parent's events are the parent's to write.
   void reset_in_child() noexcept {
     count_ = 0;
     written_ = sequence_;
     sizes_.clear();
-    mutex_.unlock();
   }
   int fd() const noexcept { return fd_; }
   void close_in_child() noexcept {
@@ -240,7 +237,6 @@ class TraceLog {
     }
   }
 
-  std::mutex mutex_;
   int fd_;
   const std::string pattern_;
   bool header_written_ = false;
@@ -258,7 +254,6 @@ namespace {
 // 0: not looked at yet; 1: looked at, no trace; 2: g_trace is set.
 std::atomic<int> g_state{0};
 std::atomic<TraceLog*> g_trace{nullptr};
-std::mutex g_create_mutex;
 struct sigaction g_previous[sizeof(kFatalSignals) / sizeof(kFatalSignals[0])];
 bool g_handlers_installed = false;
 
@@ -291,13 +286,7 @@ void install_signal_handlers() noexcept {
   }
 }
 
-void before_fork() {
-  if (TraceLog* trace = g_trace.load(std::memory_order_acquire)) trace->lock_for_fork();
-}
-void after_fork_in_parent() {
-  if (TraceLog* trace = g_trace.load(std::memory_order_acquire)) trace->unlock_after_fork();
-}
-void after_fork_in_child() {
+void after_fork_in_child() noexcept {
   TraceLog* trace = g_trace.load(std::memory_order_acquire);
   if (trace == nullptr) return;
   trace->reset_in_child();
@@ -325,8 +314,7 @@ TraceLog* create() noexcept {
       ::close(fd);
       return nullptr;
     }
-    static std::once_flag fork_handlers;
-    std::call_once(fork_handlers, [] { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); });
+    reset_in_forked_child(&after_fork_in_child);
     install_signal_handlers();
     log::debug("tracing allocations to \"{}\"", path);
     return trace;
@@ -341,7 +329,7 @@ TraceLog* trace_log() noexcept {
   const int state = g_state.load(std::memory_order_acquire);
   if (state == 2) return g_trace.load(std::memory_order_acquire);
   if (state == 1) return nullptr;
-  std::lock_guard lock(g_create_mutex);
+  const auto lock = lock_fork_safely(ProcessLock::trace_start);
   if (g_state.load(std::memory_order_acquire) == 0) {
     TraceLog* trace = create();
     g_trace.store(trace, std::memory_order_release);

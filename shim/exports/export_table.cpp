@@ -11,7 +11,6 @@
 #include <cstring>
 #include <ctime>
 #include <iterator>
-#include <mutex>
 #include <new>
 #include <unordered_map>
 #include <vector>
@@ -28,8 +27,9 @@ constexpr std::uint32_t kSlots = 4096;
 constexpr std::array<char, 16> kTableMagic = {'g', 'p', 'u', 'm', 'e', 'm', '-', 'i',
                                               'p', 'c', '-', 't', 'a', 'b', 'l', '4'};
 
-// Written by the exporter under g_mutex, read by importers in other processes without a lock: the
-// sequence is odd while a write is under way, so a reader that saw it change reads again.
+// Written by the exporter under ProcessLock::export_table, read by importers in other processes
+// without a lock: the sequence is odd while a write is under way, so a reader that saw it change
+// reads again.
 struct SharedSlot {
   std::atomic<std::uint64_t> sequence;
   std::uint64_t generation;  // bumped at each publish in this slot
@@ -56,7 +56,6 @@ struct Exporter {
   std::uint32_t next_unused = 0;
 };
 
-std::mutex g_mutex;
 Exporter* g_exporter = nullptr;          // leaked: nothing runs at exit
 std::atomic<std::size_t> g_published{0};  // live slots, so withdraw() costs one load when none
 
@@ -68,7 +67,7 @@ std::uint64_t random_number() {
   return value;
 }
 
-// Needs g_mutex. Null when no table can be made (no memfd, no memory).
+// Needs ProcessLock::export_table. Null when no table can be made (no memfd, no memory).
 Exporter* exporter_for_this_process() {
   const pid_t pid = getpid();
   if (g_exporter != nullptr && g_exporter->pid == pid) return g_exporter;
@@ -111,7 +110,7 @@ void write_slot(SharedSlot& slot, bool live, const ExportedBlock* block) {
 }  // namespace
 
 PublishResult publish(std::uintptr_t block_base, const ExportedBlock& block, Token& token) {
-  const auto lock = lock_fork_safely<g_mutex>();
+  const auto lock = lock_fork_safely(ProcessLock::export_table);
   Exporter* exporter = exporter_for_this_process();
   if (exporter == nullptr) return PublishResult::no_table;
   std::uint32_t index = 0;
@@ -141,7 +140,7 @@ PublishResult publish(std::uintptr_t block_base, const ExportedBlock& block, Tok
 
 namespace {
 
-// Needs g_mutex. Marks the slot of `entry` dead and frees it; the entry after it.
+// Needs ProcessLock::export_table. Marks the slot of `entry` dead and frees it; the entry after it.
 std::unordered_map<std::uintptr_t, std::uint32_t>::iterator withdraw_entry(
     Exporter& exporter, std::unordered_map<std::uintptr_t, std::uint32_t>::iterator entry) {
   const std::uint32_t index = entry->second;
@@ -152,7 +151,7 @@ std::unordered_map<std::uintptr_t, std::uint32_t>::iterator withdraw_entry(
   return next;
 }
 
-// This process's exporter, under g_mutex; null when it has none (or only its parent's).
+// This process's exporter, under ProcessLock::export_table; null when it has none (or only its parent's).
 Exporter* own_exporter() {
   Exporter* exporter = g_exporter;
   return exporter == nullptr || exporter->pid != getpid() ? nullptr : exporter;
@@ -163,7 +162,7 @@ Exporter* own_exporter() {
 void withdraw(std::uintptr_t block_base) noexcept {
   if (g_published.load(std::memory_order_relaxed) == 0) return;
   try {
-    const auto lock = lock_fork_safely<g_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::export_table);
     Exporter* exporter = own_exporter();
     if (exporter == nullptr) return;
     if (auto found = exporter->slot_of.find(block_base); found != exporter->slot_of.end()) {
@@ -176,7 +175,7 @@ void withdraw(std::uintptr_t block_base) noexcept {
 void withdraw_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
   if (g_published.load(std::memory_order_relaxed) == 0) return;
   try {
-    const auto lock = lock_fork_safely<g_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::export_table);
     Exporter* exporter = own_exporter();
     if (exporter == nullptr) return;
     for (auto entry = exporter->slot_of.begin(); entry != exporter->slot_of.end();) {
@@ -189,7 +188,7 @@ void withdraw_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
 bool has_exports() noexcept { return g_published.load(std::memory_order_relaxed) > 0; }
 
 bool exported_here(const Token& token) {
-  const auto lock = lock_fork_safely<g_mutex>();
+  const auto lock = lock_fork_safely(ProcessLock::export_table);
   return g_exporter != nullptr && g_exporter->pid == getpid() && token.pid == g_exporter->pid &&
          token.process_number == g_exporter->table->process_number;
 }

@@ -4,8 +4,8 @@
 #include <time.h>
 
 #include <algorithm>
-#include <mutex>
 
+#include "base/fork_safe_lock.h"
 #include "base/log.h"
 #include "base/refusal_limiter.h"
 #include "base/trace_log.h"
@@ -37,8 +37,8 @@ std::string limit_hint(const Policy& policy) {
                      to_string(policy.fraction_of), policy.fraction_origin.variable, variable);
 }
 
-std::mutex g_refusal_mutex;
-observe::RefusalLimiter g_refusals;  // one for the process: reports are what is limited
+// One for the process (reports are what is limited), under ProcessLock::oom_reports.
+observe::RefusalLimiter g_refusals;
 
 }  // namespace
 
@@ -186,7 +186,7 @@ void MemoryManager::finish_alloc(CUresult result, CUdeviceptr* out, std::size_t 
   if (result != CUDA_ERROR_OUT_OF_MEMORY || !log::enabled(LogLevel::warn)) return;
   observe::RefusalLimiter::Verdict verdict;
   {
-    std::lock_guard lock(g_refusal_mutex);
+    const auto lock = lock_fork_safely(ProcessLock::oom_reports);
     verdict = g_refusals.refuse(bytes, monotonic_ns());
   }
   if (!verdict.report) return;

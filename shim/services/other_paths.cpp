@@ -4,6 +4,7 @@
 // arrays; and cuDeviceTotalMem, which reports the budget's limit. The hooks call these.
 #include <algorithm>
 
+#include "base/fork_safe_lock.h"
 #include "budget/budgets.h"
 #include "budget/vmm_ledger.h"
 #include "services/other_paths.h"
@@ -15,6 +16,13 @@ namespace {
 VmmLedger& vmm_ledger() {
   static VmmLedger* const ledger = new VmmLedger();  // leaked: hooks may run during exit
   return *ledger;
+}
+
+// Calls `use(ledger)` with the process's VMM ledger locked.
+template <typename Use>
+auto with_vmm_ledger(Use&& use) {
+  const auto lock = lock_fork_safely(ProcessLock::vmm_ledger);
+  return use(vmm_ledger());
 }
 
 CUresult missing_entry_point() {
@@ -98,7 +106,7 @@ CUresult mem_create(CUmemGenericAllocationHandle* handle, size_t size, const CUm
     budget::refund(device, BudgetPath::vmm, size);
     return result;
   }
-  if (budget::existing(device) != nullptr) vmm_ledger().created(*handle, device, size);
+  if (budget::existing(device) != nullptr) with_vmm_ledger([&](VmmLedger& ledger) { ledger.created(*handle, device, size); });
   return result;
 }
 
@@ -107,7 +115,8 @@ CUresult mem_release(CUmemGenericAllocationHandle handle) {
   if (driver.cuMemRelease == nullptr) return missing_entry_point();
   const CUresult result = driver.cuMemRelease(handle);
   if (result == CUDA_SUCCESS) {
-    if (const auto charge = vmm_ledger().released(handle)) budget::refund(charge->device, BudgetPath::vmm, charge->bytes);
+    const auto charge = with_vmm_ledger([&](VmmLedger& ledger) { return ledger.released(handle); });
+    if (charge) budget::refund(charge->device, BudgetPath::vmm, charge->bytes);
   }
   return result;
 }
@@ -117,7 +126,9 @@ CUresult mem_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloca
   const RealDriver& driver = real_driver();
   if (driver.cuMemMap == nullptr) return missing_entry_point();
   const CUresult result = driver.cuMemMap(ptr, size, offset, handle, flags);
-  if (result == CUDA_SUCCESS) vmm_ledger().mapped(static_cast<std::uintptr_t>(ptr), size, handle);
+  if (result == CUDA_SUCCESS) {
+    with_vmm_ledger([&](VmmLedger& ledger) { ledger.mapped(static_cast<std::uintptr_t>(ptr), size, handle); });
+  }
   return result;
 }
 
@@ -126,8 +137,10 @@ CUresult mem_unmap(CUdeviceptr ptr, size_t size) {
   if (driver.cuMemUnmap == nullptr) return missing_entry_point();
   const CUresult result = driver.cuMemUnmap(ptr, size);
   if (result == CUDA_SUCCESS) {
-    vmm_ledger().unmapped(static_cast<std::uintptr_t>(ptr), size,
-                          [](int device, std::size_t bytes) { budget::refund(device, BudgetPath::vmm, bytes); });
+    with_vmm_ledger([&](VmmLedger& ledger) {
+      ledger.unmapped(static_cast<std::uintptr_t>(ptr), size,
+                      [](int device, std::size_t bytes) { budget::refund(device, BudgetPath::vmm, bytes); });
+    });
   }
   return result;
 }
@@ -136,7 +149,7 @@ CUresult mem_retain_allocation_handle(CUmemGenericAllocationHandle* handle, void
   const RealDriver& driver = real_driver();
   if (driver.cuMemRetainAllocationHandle == nullptr) return missing_entry_point();
   const CUresult result = driver.cuMemRetainAllocationHandle(handle, addr);
-  if (result == CUDA_SUCCESS && handle != nullptr) vmm_ledger().retained(*handle);
+  if (result == CUDA_SUCCESS && handle != nullptr) with_vmm_ledger([&](VmmLedger& ledger) { ledger.retained(*handle); });
   return result;
 }
 
