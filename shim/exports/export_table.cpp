@@ -1,3 +1,4 @@
+// The export table of IPC handles: publishing and withdrawing blocks (exporter), reading a slot (importer).
 #include "exports/export_table.h"
 
 #include <fcntl.h>
@@ -6,12 +7,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <ctime>
 #include <iterator>
 #include <new>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -71,10 +75,13 @@ std::uint64_t random_number() {
 Exporter* exporter_for_this_process() {
   const pid_t pid = getpid();
   if (g_exporter != nullptr && g_exporter->pid == pid) return g_exporter;
-  const int fd = memfd_create("gpumem-ipc-exports", MFD_CLOEXEC);
+  const int fd = memfd_create("gpumem-ipc-exports", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return nullptr;
   void* mapped = MAP_FAILED;
   if (ftruncate(fd, sizeof(SharedTable)) == 0) {
+    // Any process of the user can open the table through /proc: sealed, none can shrink it under
+    // this process's mapping (a write past its end would be SIGBUS here).
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
     mapped = mmap(nullptr, sizeof(SharedTable), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
   auto* exporter = mapped == MAP_FAILED ? nullptr : new (std::nothrow) Exporter;
@@ -193,11 +200,32 @@ bool exported_here(const Token& token) {
          token.process_number == g_exporter->table->process_number;
 }
 
-bool read_exported(const Token& token, ExportedBlock& block, std::string& why) {
+namespace {
+
+// What the importer reads of a table, with pread into its own memory: nothing of the exporter's file
+// is ever mapped here, so a table truncated (or rewritten) while it is read fails the read, never
+// raises SIGBUS in this process.
+bool read_at(int fd, void* into, std::size_t size, std::size_t offset) {
+  auto* bytes = static_cast<char*>(into);
+  while (size > 0) {
+    const ssize_t got = pread(fd, bytes, size, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    bytes += got;
+    size -= static_cast<std::size_t>(got);
+    offset += static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+// The exporter's table, opened read-only without blocking and without side effects: only a memfd of
+// exactly a table's size is opened at all (a FIFO would block an open, a device could be a terminal).
+int open_table(const Token& token, std::string& why) {
   const std::string path = fmt::format("/proc/{}/fd/{}", token.pid, token.table_fd);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
+  struct stat info {};
+  const bool found = stat(path.c_str(), &info) == 0;  // the file the descriptor names, not opened
+  const int error = errno;
+  if (!found) {
     struct stat process {};
     if (stat(fmt::format("/proc/{}", token.pid).c_str(), &process) != 0) {
       why = fmt::format("the exporting process {} has exited", token.pid);
@@ -207,41 +235,107 @@ bool read_exported(const Token& token, ExportedBlock& block, std::string& why) {
     } else {
       why = fmt::format("process {} no longer exports this handle", token.pid);
     }
+    return -1;
+  }
+  const auto not_a_table = [&](std::string_view what) {
+    why = fmt::format("process {}'s descriptor {} is {}, not a gpumem export table (a stale or forged handle)",
+                      token.pid, token.table_fd, what);
+    return -1;
+  };
+  if (!S_ISREG(info.st_mode)) return not_a_table(S_ISFIFO(info.st_mode) ? "a FIFO" : "not a regular file");
+  if (static_cast<std::uint64_t>(info.st_size) != sizeof(SharedTable)) return not_a_table("of another size");
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    why = fmt::format("process {} no longer exports this handle", token.pid);
+    return -1;
+  }
+  // The same checks on what was opened (the descriptor may have been replaced meanwhile); a memfd is
+  // the one kind of regular file that answers F_GET_SEALS.
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || fcntl(fd, F_GET_SEALS) < 0) {
+    close(fd);
+    return not_a_table("not a memfd");
+  }
+  return fd;
+}
+
+// Whether what a slot says of a block is possible, whoever wrote it; `why` when not.
+bool plausible(const Token& token, const ExportedBlock& block, std::string& why) {
+  const auto refuse = [&](std::string_view what) {
+    why = fmt::format("process {}'s export table describes the block impossibly ({}): a corrupt or forged "
+                      "handle", token.pid, what);
     return false;
-  }
-  struct stat info {};
-  void* mapped = MAP_FAILED;
-  if (fstat(fd, &info) == 0 && static_cast<std::size_t>(info.st_size) >= sizeof(SharedTable)) {
-    mapped = mmap(nullptr, sizeof(SharedTable), PROT_READ, MAP_SHARED, fd, 0);
-  }
-  close(fd);
-  if (mapped == MAP_FAILED) {
-    why = fmt::format("process {} has no gpumem export table at descriptor {} (a stale handle)", token.pid,
-                      token.table_fd);
-    return false;
-  }
-  const auto* table = static_cast<const SharedTable*>(mapped);
-  bool found = false;
-  if (table->magic != kTableMagic || table->process_number != token.process_number || token.slot >= kSlots) {
-    why = fmt::format("the handle names an export table process {} no longer has (a stale handle)", token.pid);
-  } else {
-    const SharedSlot& slot = table->slot[token.slot];
-    for (int attempt = 0; attempt < 1000; ++attempt) {
-      const std::uint64_t before = slot.sequence.load(std::memory_order_acquire);
-      if (before % 2 != 0) continue;
-      const std::uint64_t generation = slot.generation;
-      const std::uint64_t live = slot.live;
-      std::memcpy(&block, &slot.block, sizeof block);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (slot.sequence.load(std::memory_order_relaxed) != before) continue;
-      found = live == 1 && generation == token.generation;
-      if (!found) why = fmt::format("process {} has freed the block this handle exported", token.pid);
-      break;
+  };
+  if (block.size == 0) return refuse("no size");
+  if (block.vmm.piece_count > 0) {
+    if (block.vmm.piece_count > kMaxVmmPieces) return refuse("too many mappings");
+    std::uint64_t total = 0;
+    for (std::uint32_t i = 0; i < block.vmm.piece_count; ++i) {
+      const VmmPiece& piece = block.vmm.pieces[i];
+      if (piece.fd < 0 || piece.size == 0 || piece.size > UINT64_MAX - total) return refuse("a bad mapping");
+      total += piece.size;
     }
-    if (!found && why.empty()) why = fmt::format("process {} kept rewriting the export table", token.pid);
+    if (block.vmm.offset >= total || block.size > total - block.vmm.offset) {
+      return refuse(fmt::format("{} bytes at offset {} of {} bytes of mappings", block.size, block.vmm.offset, total));
+    }
+    return true;
   }
-  munmap(mapped, sizeof(SharedTable));
-  return found;
+  if (block.pool_fd < -1) return refuse("a bad pool descriptor");
+  if (block.pool_fd < 0 && block.offset > UINT64_MAX - block.size) return refuse("an offset past any region");
+  return true;
+}
+
+}  // namespace
+
+bool read_exported(const Token& token, ExportedBlock& block, std::string& why) {
+  if (token.pid <= 0 || token.table_fd < 0 || token.slot >= kSlots) {
+    why = fmt::format("the handle names no export table (pid {}, descriptor {}, slot {}): a forged or corrupt "
+                      "handle", token.pid, token.table_fd, token.slot);
+    return false;
+  }
+  const int fd = open_table(token, why);
+  if (fd < 0) return false;
+  const auto stale = [&] {
+    why = fmt::format("the handle names an export table process {} no longer has (a stale handle)", token.pid);
+    return false;
+  };
+  const auto changed = [&] {
+    why = fmt::format("process {}'s export table changed size while it was read (a stale or forged handle)",
+                      token.pid);
+    return false;
+  };
+  const auto finish = [&](bool found) {
+    close(fd);
+    return found;
+  };
+  std::array<char, 16> magic{};
+  std::uint64_t process_number = 0;
+  if (!read_at(fd, magic.data(), magic.size(), offsetof(SharedTable, magic)) ||
+      !read_at(fd, &process_number, sizeof process_number, offsetof(SharedTable, process_number))) {
+    return finish(changed());
+  }
+  if (magic != kTableMagic || process_number != token.process_number) return finish(stale());
+  // The slot as a seqlock reader sees it: its sequence, then its contents, then its sequence again,
+  // each its own read; an odd or changed sequence means a write was under way.
+  const std::size_t at = offsetof(SharedTable, slot) + std::size_t{token.slot} * sizeof(SharedSlot);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    std::uint64_t before = 0, after = 0, generation = 0, live = 0;
+    if (!read_at(fd, &before, sizeof before, at + offsetof(SharedSlot, sequence))) return finish(changed());
+    if (before % 2 != 0) continue;
+    if (!read_at(fd, &generation, sizeof generation, at + offsetof(SharedSlot, generation)) ||
+        !read_at(fd, &live, sizeof live, at + offsetof(SharedSlot, live)) ||
+        !read_at(fd, &block, sizeof block, at + offsetof(SharedSlot, block)) ||
+        !read_at(fd, &after, sizeof after, at + offsetof(SharedSlot, sequence))) {
+      return finish(changed());
+    }
+    if (after != before) continue;
+    if (live != 1 || generation != token.generation) {
+      why = fmt::format("process {} has freed the block this handle exported", token.pid);
+      return finish(false);
+    }
+    return finish(plausible(token, block, why));
+  }
+  why = fmt::format("process {} kept rewriting the export table", token.pid);
+  return finish(false);
 }
 
 }  // namespace gpumem::shim::ipc

@@ -183,6 +183,17 @@ CUresult ipc_open_mem_handle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned 
   CUdeviceptr region = 0;
   const CUresult result = driver.cuIpcOpenMemHandle_v2(&region, block.region_handle, flags);
   if (result != CUDA_SUCCESS) return result;
+  // The offset and size are the exporter's word: the block must lie inside the region opened.
+  CUdeviceptr region_base = 0;
+  std::size_t region_size = 0;
+  if (driver.cuMemGetAddressRange_v2(&region_base, &region_size, region) != CUDA_SUCCESS || region_base != region ||
+      block.offset >= region_size || block.size > region_size - block.offset) {
+    driver.cuIpcCloseMemHandle(region);
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: process {}'s export table puts the {}-byte block at offset {} of "
+            "a {}-byte region, outside it (a corrupt or forged handle)", token->pid, block.size, block.offset,
+            region_size);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   const CUdeviceptr ptr = region + block.offset;
   OpenedBlock record;
   record.region = region;
