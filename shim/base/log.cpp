@@ -59,12 +59,13 @@ int resolve_level() {
 
 // One line straight to stderr, for what the log itself cannot say (its file failed).
 void say_on_stderr(const std::string& line) noexcept {
-  observe::write_all_without_sigpipe(STDERR_FILENO, line.data(), line.size());
+  observe::write_output(STDERR_FILENO, line.data(), line.size());
 }
 
-// Lines to a descriptor with write(2): never raising SIGPIPE, never blocking on a FIFO (the file
-// was opened by open_output_file, which takes regular files only). When a write to the log file
-// fails (a full disk, a file-size limit) that is said once on stderr, and later lines go there.
+// Lines to a descriptor with write(2): never raising SIGPIPE or SIGXFSZ, never blocking on a FIFO
+// (the file was opened by open_output_file, which takes regular files and character devices only).
+// When a write to the log file fails (a full disk, a file-size limit, /dev/full) that is said once
+// on stderr, and later lines go there.
 class DescriptorSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
  public:
   DescriptorSink(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -73,13 +74,13 @@ class DescriptorSink final : public spdlog::sinks::base_sink<spdlog::details::nu
   void sink_it_(const spdlog::details::log_msg& message) override {
     spdlog::memory_buf_t line;
     formatter_->format(message, line);
-    if (observe::write_all_without_sigpipe(fd_, line.data(), line.size()) || fd_ == STDERR_FILENO) return;
+    if (observe::write_output(fd_, line.data(), line.size()) || fd_ == STDERR_FILENO) return;
     const int error = errno;
     say_on_stderr(fmt::format("gpumem: [error] cannot write to GPUMEM_LOG_FILE=\"{}\" ({}); logging to stderr\n",
                               path_, std::strerror(error)));
     ::close(fd_);
     fd_ = STDERR_FILENO;
-    observe::write_all_without_sigpipe(fd_, line.data(), line.size());
+    observe::write_output(fd_, line.data(), line.size());
   }
   void flush_() override {}
 

@@ -123,10 +123,14 @@ std::size_t format_row(const Record& r, char* out) noexcept {
 // Invariants: records_[0, count_) are the events not yet written, in the order they happened
 // (appended under ProcessLock::trace, time read under it); sequence_ counts every event appended since the
 // trace began, so the record of ticket t is records_[t - 1 - written_] while t > written_; sizes_
-// holds the size of every traced block not yet freed. fd_ is -1 once writing failed (said once).
+// holds the size of every traced block not yet freed. fd_ is -1 once writing failed (said once, the
+// file cut back to its last whole row).
 class TraceLog {
  public:
-  TraceLog(int fd, std::string pattern) : fd_(fd), pattern_(std::move(pattern)) {}
+  TraceLog(int fd, std::string pattern, const std::string& path)
+      : fd_(fd),
+        pattern_(std::move(pattern)),
+        failure_prefix_("gpumem: [error] GPUMEM_TRACE: cannot write to \"" + path + "\" (") {}
 
   void append(Action action, const TraceEvent& e) noexcept {
     const auto lock = lock_fork_safely(ProcessLock::trace);
@@ -215,32 +219,61 @@ class TraceLog {
     }
     bool ok = true;
     if (!header_written_) {
-      ok = write_all(fd_, kHeader.data(), kHeader.size());
+      ok = write_rows(kHeader.data(), kHeader.size());
       header_written_ = true;
     }
     std::size_t used = 0;
     for (std::size_t i = 0; i < count_ && ok; ++i) {
       if (records_[i].action == Action::withdrawn) continue;
       if (used + kLongestRow > kTextBytes) {
-        ok = write_all(fd_, text_, used);
+        ok = write_rows(text_, used);
         used = 0;
       }
       used += format_row(records_[i], text_ + used);
     }
-    if (ok && used > 0) ok = write_all(fd_, text_, used);
+    if (ok && used > 0) ok = write_rows(text_, used);
     count_ = 0;
     written_ = sequence_;
-    if (!ok) {
-      ::close(fd_);
-      fd_ = -1;
-      write_failed_ = true;
+  }
+
+  // Appends whole rows (or the header). When the write fails (a full disk, the file-size limit) the
+  // file is cut back to its last whole row, the failure is said once on stderr and the trace stops:
+  // what it holds stays readable. Allocation-free, as a fatal signal's flush needs.
+  bool write_rows(const char* text, std::size_t size) noexcept {
+    std::size_t written = 0;
+    if (write_output(fd_, text, size, &written)) {
+      whole_bytes_ += size;
+      return true;
     }
+    const int error = errno;
+    std::size_t whole = written;
+    while (whole > 0 && text[whole - 1] != '\n') --whole;
+    whole_bytes_ += whole;
+    [[maybe_unused]] const int cut = ::ftruncate(fd_, static_cast<off_t>(whole_bytes_));  // a device: no length
+    ::close(fd_);
+    fd_ = -1;
+    say_write_failed(error);
+    return false;
+  }
+
+  // One line on stderr, built in text_ (no longer needed: the trace has stopped).
+  void say_write_failed(int error) noexcept {
+    RowWriter line(text_);
+    const char* reason = strerrordesc_np(error);
+    const std::string_view middle = "; the trace stops here, after its last whole row\n";
+    if (failure_prefix_.size() + 64 + middle.size() > kTextBytes) return;
+    line.text(failure_prefix_);
+    line.text(reason != nullptr ? std::string_view(reason).substr(0, 60) : std::string_view("error"));
+    line.ch(')');
+    line.text(middle);
+    write_output(STDERR_FILENO, text_, line.size());
   }
 
   int fd_;
   const std::string pattern_;
+  const std::string failure_prefix_;  // of the line that says writing failed, made while allocating is safe
   bool header_written_ = false;
-  bool write_failed_ = false;
+  std::size_t whole_bytes_ = 0;  // the file's length, up to the end of its last whole row
   std::size_t count_ = 0;
   std::uint64_t sequence_ = 0;
   std::uint64_t written_ = 0;  // events up to this sequence number are written (or dropped)
@@ -309,7 +342,7 @@ TraceLog* create() noexcept {
       log::error("GPUMEM_TRACE: {}; no trace is written", why);
       return nullptr;
     }
-    auto* trace = new (std::nothrow) TraceLog(fd, pattern);  // leaked: written until the very end
+    auto* trace = new (std::nothrow) TraceLog(fd, pattern, path);  // leaked: written until the very end
     if (trace == nullptr) {
       ::close(fd);
       return nullptr;
