@@ -9,6 +9,7 @@
 #include "budget/vmm_ledger.h"
 #include "services/other_paths.h"
 #include "driver/real_driver.h"
+#include "managers/context_registry.h"
 
 namespace gpumem::shim {
 namespace {
@@ -148,6 +149,13 @@ CUresult mem_unmap(CUdeviceptr ptr, size_t size) {
 CUresult mem_retain_allocation_handle(CUmemGenericAllocationHandle* handle, void* addr) {
   const RealDriver& driver = real_driver();
   if (driver.cuMemRetainAllocationHandle == nullptr) return missing_entry_point();
+  // A block a manager handed out is cuMemAlloc memory to the program, whatever backs it (a VMM-backed
+  // arena maps its own): the driver's answer for that is CUDA_ERROR_INVALID_VALUE, and the arena's
+  // handle must never reach the program (releasing it would free memory under the arena's blocks).
+  const ContextRegistry* registry = ContextRegistry::existing();
+  if (addr != nullptr && registry != nullptr && registry->owner_of(reinterpret_cast<CUdeviceptr>(addr)) != nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   const CUresult result = driver.cuMemRetainAllocationHandle(handle, addr);
   if (result == CUDA_SUCCESS && handle != nullptr) with_vmm_ledger([&](VmmLedger& ledger) { ledger.retained(*handle); });
   return result;
