@@ -141,7 +141,7 @@ Mapping map_exportable_memory(State& st, std::size_t bytes, std::uint64_t buffer
   const int fd = memfd_create(memfd_name(ipc_state(st).process_number, buffer_id).c_str(), MFD_CLOEXEC);
   // Without a descriptor (the process is out of them) the memory stays private: usable, not exportable.
   if (fd < 0) return mapping;
-  if (ftruncate(fd, static_cast<off_t>(mapping.length)) != 0 || !map_file_over(mapping, fd)) {
+  if (!size_memory_file(fd, mapping.length) || !map_file_over(mapping, fd)) {
     close(fd);
     return mapping;
   }

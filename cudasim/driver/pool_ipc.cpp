@@ -92,7 +92,7 @@ bool map_pool_file(CUmemPoolHandle_st& pool, Mapping& mapping, PoolChunk& chunk)
   if (offset > static_cast<std::uint64_t>(INT64_MAX) - mapping.length) return false;
   const int own = fcntl(pool.file_fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return false;
-  if (ftruncate(own, static_cast<off_t>(offset + mapping.length)) != 0 || !map_range_over(mapping, own, offset)) {
+  if (!size_memory_file(own, offset + mapping.length) || !map_range_over(mapping, own, offset)) {
     close(own);
     return false;
   }

@@ -226,6 +226,10 @@ CUresult with_stream(CUstream handle, bool per_thread_default, Body body) {
 const Allocation* find_allocation(State& st, std::uintptr_t ptr, std::size_t bytes);
 // Maps `bytes` of simulated device memory, 2 MiB aligned from 2 MiB up, else page aligned.
 Mapping map_device_memory(std::size_t bytes);
+// ftruncate of a memfd that backs simulated device memory. A real device's memory is no file: a
+// file-size limit (ulimit -f) refuses this one (false, EFBIG) without raising SIGXFSZ, which would end
+// the program.
+bool size_memory_file(int fd, std::uint64_t bytes);
 // Poisons a freed range (PROT_NONE) for a while, then unmaps it.
 void retire_mapping(State& st, Mapping mapping);
 // Charges `bytes` to the device (counted against CUDASIM_FAIL_ALLOC_AFTER); false when full.

@@ -270,7 +270,7 @@ CUresult create(CUmemGenericAllocationHandle* handle, std::size_t size, const CU
   const std::string name = kMemfdPrefix + std::to_string(prop->location.id);
   const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   struct stat info {};
-  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0 || fstat(fd, &info) != 0) {
+  if (fd < 0 || !size_memory_file(fd, size) || fstat(fd, &info) != 0) {
     if (fd >= 0) close(fd);
     give_device_memory(dev, size);
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -6,9 +6,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <unordered_map>
 
+#include "base/fork_safe_lock.h"
 #include "base/refusal_limiter.h"
 #include "base/log.h"
 #include "policy/process_policy.h"
@@ -25,8 +25,7 @@ struct LedgerEntry {
   BudgetPath path;
   std::size_t bytes;
 };
-std::mutex g_ledger_mutex;
-std::unordered_map<std::uintptr_t, LedgerEntry>* g_ledger = nullptr;  // leaked: used until the very end
+std::unordered_map<std::uintptr_t, LedgerEntry>* g_ledger = nullptr;  // leaked; under ProcessLock::budget_ledger
 
 std::array<std::atomic<bool>, kMaxDevices> g_below_granule_reported{};
 
@@ -56,8 +55,8 @@ std::size_t limit_of_device(CUdevice device) noexcept {
 
 void reset_in_child() noexcept {
   for (DeviceBudget& budget : g_budgets) budget.reset();
-  // The forking thread held no ledger lock (fork handlers run outside every hook), and the
-  // parent's blocks are not the child's.
+  // The parent's blocks are not the child's. No thread held the ledger's lock at the fork
+  // (fork_safe_lock.h).
   if (g_ledger != nullptr) g_ledger->clear();
 }
 
@@ -172,7 +171,7 @@ void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept {
 void remember_block(std::uintptr_t key, CUdevice device, BudgetPath path, std::size_t bytes) noexcept {
   if (existing(device) == nullptr) return;  // nothing was charged
   try {
-    std::lock_guard lock(g_ledger_mutex);
+    const auto lock = lock_fork_safely(ProcessLock::budget_ledger);
     if (g_ledger == nullptr) g_ledger = new std::unordered_map<std::uintptr_t, LedgerEntry>();
     CUcontext context = nullptr;
     if (real_driver().cuCtxGetCurrent(&context) != CUDA_SUCCESS) context = nullptr;
@@ -184,7 +183,7 @@ void remember_block(std::uintptr_t key, CUdevice device, BudgetPath path, std::s
 Forgotten take_block(std::uintptr_t key) noexcept {
   Forgotten block;
   {
-    std::lock_guard lock(g_ledger_mutex);
+    const auto lock = lock_fork_safely(ProcessLock::budget_ledger);
     if (g_ledger == nullptr) return block;
     const auto found = g_ledger->find(key);
     if (found == g_ledger->end()) return block;
@@ -198,7 +197,7 @@ Forgotten take_block(std::uintptr_t key) noexcept {
 bool forget_block(std::uintptr_t key) noexcept { return take_block(key).found; }
 
 void forget_context(CUcontext context) noexcept {
-  std::lock_guard lock(g_ledger_mutex);
+  const auto lock = lock_fork_safely(ProcessLock::budget_ledger);
   if (g_ledger == nullptr) return;
   for (auto entry = g_ledger->begin(); entry != g_ledger->end();) {
     if (entry->second.context == context) {

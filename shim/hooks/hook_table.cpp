@@ -5,7 +5,6 @@
 
 #include <array>
 #include <cstring>
-#include <mutex>
 
 #include "base/fork_safe_lock.h"
 #include "driver/driver_object.h"
@@ -63,12 +62,11 @@ const std::array<HookEntry, kHookCount>& hooks() noexcept {
 }
 
 // The driver's real addresses of each hooked name, two ways (its exported symbol, and its
-// cuGetProcAddress answer), filled once under g_mutex when the driver is known.
+// cuGetProcAddress answer), filled once under ProcessLock::hook_table when the driver is known.
 // Invariant: g_resolved is set only after both arrays are complete; then they never change.
 std::array<const void*, kHookCount> g_exported{};
 std::array<const void*, kHookCount> g_answered{};
 std::atomic<bool> g_resolved{false};
-std::mutex g_mutex;
 
 bool names_other_symbol(const void* entry, std::string_view name) noexcept {
   Dl_info info{};
@@ -82,7 +80,7 @@ bool resolve_real_addresses() noexcept {
   void* driver = driver_handle(/*load=*/false);
   if (driver == nullptr) return false;
   try {
-    const auto lock = lock_fork_safely<g_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::hook_table);
     if (g_resolved.load(std::memory_order_relaxed)) return true;
     const auto proc_address = driver_proc_address_v2(/*load=*/false);
     for (std::size_t i = 0; i < kHookCount; ++i) {

@@ -1,7 +1,6 @@
 // The registry of contexts and their memory managers.
 #include "managers/context_registry.h"
 
-#include <pthread.h>
 
 #include <algorithm>
 #include <memory>
@@ -11,6 +10,7 @@
 #include "budget/budgets.h"
 #include "managers/cuda_async_manager.h"
 #include "context/peer_access.h"
+#include "base/fork_safe_lock.h"
 #include "base/log.h"
 #include "managers/platform_manager.h"
 #include "policy/process_policy.h"
@@ -19,7 +19,7 @@
 namespace gpumem::shim {
 namespace {
 
-// The registry is reached from pthread_atfork handlers, which take no argument.
+// The registry is reached from the fork handler, which takes no argument.
 std::atomic<ContextRegistry*> g_registry{nullptr};
 
 // `never_wait`: skip a manager another thread holds (at exit it may never let go).
@@ -88,8 +88,7 @@ ContextRegistry& ContextRegistry::instance() {
     auto* created = new ContextRegistry();  // leaked on purpose
     g_registry.store(created, std::memory_order_release);
     budget::set_reclaimer(&reclaim_device);
-    pthread_atfork(&ContextRegistry::lock_before_fork, &ContextRegistry::unlock_after_fork_in_parent,
-                   &ContextRegistry::reset_in_child);
+    reset_in_forked_child(&ContextRegistry::reset_in_child);
     return created;
   }();
   return *registry;
@@ -121,7 +120,7 @@ MemoryManager* ContextRegistry::current(bool create) {
   MemoryManager* manager = nullptr;
   bool created = false;
   {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::registry);
     manager = find(context);  // made by another thread meanwhile?
     if (manager == nullptr) {
       manager = create_locked(context, messages);
@@ -169,7 +168,7 @@ void ContextRegistry::forget(CUcontext context) {
   if (context == nullptr) return;
   MemoryManager* forgotten = nullptr;
   {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::registry);
     const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
       if (slots_[i].context.load(std::memory_order_acquire) == context) {
@@ -229,7 +228,7 @@ void ContextRegistry::forget_primary_context(CUdevice device) {
   }
   // Without a way to name the primary context, forget every context of the device: safer than
   // keeping an arena whose memory the reset freed.
-  std::lock_guard lock(mutex_);
+  const auto lock = lock_fork_safely(ProcessLock::registry);
   const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < used; ++i) {
     MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire);
@@ -300,23 +299,14 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
   return manager;
 }
 
-void ContextRegistry::lock_before_fork() noexcept {
-  if (ContextRegistry* registry = g_registry.load(std::memory_order_acquire)) registry->mutex_.lock();
-}
-
-void ContextRegistry::unlock_after_fork_in_parent() noexcept {
-  if (ContextRegistry* registry = g_registry.load(std::memory_order_acquire)) registry->mutex_.unlock();
-}
-
 void ContextRegistry::reset_in_child() noexcept {
   ContextRegistry* registry = g_registry.load(std::memory_order_acquire);
   if (registry == nullptr) return;
-  // The child starts fresh: the parent's contexts and arenas are not the child's. The forking thread
-  // holds the mutex (taken before the fork), and it is the child's only thread.
+  // The child starts fresh: the parent's contexts and arenas are not the child's, nor are their locks
+  // (fork_safe_lock.h). The forking thread is the child's only thread.
   for (Slot& slot : registry->slots_) slot.context.store(nullptr, std::memory_order_relaxed);
   registry->slots_in_use_.store(0, std::memory_order_release);
   registry->managers_made_.store(0, std::memory_order_release);  // the parent's figures are the parent's
-  registry->mutex_.unlock();
 }
 
 }  // namespace gpumem::shim

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -64,7 +66,7 @@ bool g_forked_child = false;
 
 void note_forked_child() { g_forked_child = true; }
 
-void write_stderr(const std::string& text) noexcept { write_all(STDERR_FILENO, text.data(), text.size()); }
+void write_stderr(const std::string& text) noexcept { write_output(STDERR_FILENO, text.data(), text.size()); }
 
 void write_stats_file(const Policy& policy, const std::vector<DeviceFigures>& devices, long pid) {
   // A forked child writes its own file only when the name has %p; else the file is its parent's.
@@ -80,8 +82,12 @@ void write_stats_file(const Policy& policy, const std::vector<DeviceFigures>& de
     return;
   }
   const std::string json = render_json(devices, pid) + "\n";
-  if (!write_all(fd, json.data(), json.size())) {
-    write_stderr(fmt::format("gpumem: [error] GPUMEM_STATS_FILE: writing \"{}\" failed\n", path));
+  if (!write_output(fd, json.data(), json.size())) {
+    // Half a JSON document is no statistics: the file is left empty (a device has no length).
+    const int error = errno;
+    [[maybe_unused]] const int cut = ::ftruncate(fd, 0);
+    write_stderr(fmt::format("gpumem: [error] GPUMEM_STATS_FILE: cannot write to \"{}\" ({}); the statistics are "
+                             "not written\n", path, std::strerror(error)));
   }
   ::close(fd);
 }

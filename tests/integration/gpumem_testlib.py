@@ -9,6 +9,7 @@ Paths come from the environment Meson sets for each test:
 import dataclasses
 import json
 import os
+import resource
 import subprocess
 import tempfile
 import unittest
@@ -81,9 +82,10 @@ def clean_environment() -> dict:
             and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
 
 
-def run(argv, env=None, preload=True, sim=True, timeout=120, input_text=None, cwd=None) -> Result:
+def run(argv, env=None, preload=True, sim=True, timeout=120, input_text=None, cwd=None, fsize_limit=None) -> Result:
     """Runs argv (in `cwd` if given); preload puts the shim in LD_PRELOAD, sim puts the simulator on
-    LD_LIBRARY_PATH."""
+    LD_LIBRARY_PATH; fsize_limit sets RLIMIT_FSIZE (ulimit -f, in bytes) for it, whose SIGXFSZ keeps its
+    default action (ending the process), as in a shell."""
     full_env = clean_environment()
     with tempfile.TemporaryDirectory(prefix="gpumem-test-") as tmp:
         report_path = os.path.join(tmp, "report.json")
@@ -93,8 +95,10 @@ def run(argv, env=None, preload=True, sim=True, timeout=120, input_text=None, cw
         if preload:
             full_env["LD_PRELOAD"] = shim_path()
         full_env.update(env or {})
+        limit = None if fsize_limit is None else (lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
+                                                                             (fsize_limit, fsize_limit)))
         proc = subprocess.run([str(a) for a in argv], env=full_env, capture_output=True, text=True,
-                              timeout=timeout, input=input_text, cwd=cwd, errors="replace")
+                              timeout=timeout, input=input_text, cwd=cwd, errors="replace", preexec_fn=limit)
         report = None
         if os.path.exists(report_path):
             with open(report_path) as f:

@@ -3,7 +3,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -60,17 +62,72 @@ TEST_CASE("output paths: %p is the process id, %% a percent sign", "[observe]") 
   CHECK_FALSE(path_is_per_process("plain"));
 }
 
-TEST_CASE("write without SIGPIPE: a pipe with no reader is EPIPE, and no signal is left", "[observe]") {
+TEST_CASE("write_output: a pipe with no reader is EPIPE, and no signal is left", "[observe]") {
   int ends[2];
   REQUIRE(pipe(ends) == 0);
   close(ends[0]);
-  CHECK_FALSE(gpumem::shim::observe::write_all_without_sigpipe(ends[1], "x", 1));
+  CHECK_FALSE(gpumem::shim::observe::write_output(ends[1], "x", 1));
   CHECK(errno == EPIPE);
   sigset_t pending;
   sigemptyset(&pending);
   sigpending(&pending);
   CHECK(sigismember(&pending, SIGPIPE) == 0);
   close(ends[1]);
+}
+
+TEST_CASE("write_output: at the file-size limit it is EFBIG after what fits, and no SIGXFSZ ends the process",
+          "[observe]") {
+  char path_template[] = "/tmp/gpumem-unit-fsize-XXXXXX";
+  const int fd = mkstemp(path_template);
+  REQUIRE(fd >= 0);
+  unlink(path_template);
+  // In a child: the limit and the signal's default action (ending the process) are the child's.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_DFL);
+    const rlimit limit{10, 10};
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(10);
+    std::size_t written = 0;
+    if (gpumem::shim::observe::write_output(fd, "0123456789abcdef", 16, &written)) _exit(11);
+    if (errno != EFBIG) _exit(12);
+    if (written != 10) _exit(13);
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    if (sigismember(&pending, SIGXFSZ) != 0) _exit(14);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));  // not killed by SIGXFSZ
+  CHECK(WEXITSTATUS(status) == 0);
+  close(fd);
+}
+
+TEST_CASE("output files: character devices and the standard streams are written as they are", "[observe]") {
+  std::string why;
+  for (const char* device : {"/dev/null", "/dev/full"}) {
+    const int fd = gpumem::shim::observe::open_output_file(device, why);
+    REQUIRE(fd >= 0);
+    CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+    CHECK(gpumem::shim::observe::write_output(fd, "x", 1) == (std::string(device) == "/dev/null"));
+    close(fd);
+  }
+  // /dev/stderr is a symbolic link (to /proc/self/fd/2): it names this process's stderr, duplicated,
+  // whatever that is (here possibly a regular file the caller must not see truncated).
+  for (const char* name : {"/dev/stderr", "/dev/fd/2", "/proc/self/fd/2"}) {
+    const int fd = gpumem::shim::observe::open_output_file(name, why);
+    REQUIRE(fd >= 0);
+    struct stat ours {}, stderr_info {};
+    fstat(fd, &ours);
+    fstat(STDERR_FILENO, &stderr_info);
+    CHECK(ours.st_ino == stderr_info.st_ino);
+    CHECK(ours.st_dev == stderr_info.st_dev);
+    CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+    close(fd);
+  }
+  CHECK(gpumem::shim::observe::open_output_file("/dev/fd/3", why) == -1);  // only the standard streams
 }
 
 TEST_CASE("output files: regular files only, no symbolic links, close-on-exec", "[observe]") {
