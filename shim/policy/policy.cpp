@@ -18,6 +18,7 @@ namespace {
 
 constexpr std::size_t kLimitGranularity = 256;  // the arena's own rounding unit
 constexpr std::string_view kDisabled = "; the shim is disabled for this process";
+constexpr std::string_view kStrictRefusal = "; GPUMEM_STRICT is set: every CUDA call fails with CUDA_ERROR_NOT_INITIALIZED";
 
 template <typename T>
 struct Choice {
@@ -276,9 +277,19 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
   reader.resolve({"GPUMEM_STATS_FILE"}, parse_path, "", policy.stats_file, policy.stats_file_origin);
   reader.resolve({"GPUMEM_TRACE"}, parse_path, "", policy.trace_file, policy.trace_file_origin);
 
+  bool strict = false;
+  Origin strict_origin;
+  reader.resolve({"GPUMEM_STRICT"},
+                 [](std::string_view, std::string_view text) { return parse_boolean(text); }, kBooleanExpected,
+                 strict, strict_origin);
+
   PolicyResult result;
+  result.strict = strict;
   if (reader.error().empty()) {
     result.policy = std::move(policy);
+  } else if (strict && reader.error().ends_with(kDisabled)) {
+    const std::string& error = reader.error();
+    result.error = error.substr(0, error.size() - kDisabled.size()).append(kStrictRefusal);
   } else {
     result.error = reader.error();
   }

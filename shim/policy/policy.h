@@ -94,6 +94,9 @@ using EnvironmentLookup = std::function<std::optional<std::string_view>(std::str
 struct PolicyResult {
   std::optional<Policy> policy;
   std::string error;
+  // GPUMEM_STRICT: with no policy, every CUDA call that reaches the shim fails (so a CI job cannot
+  // miss a bad configuration) instead of running without gpumem. The error line then says so.
+  bool strict = false;
 };
 
 PolicyResult policy_from_environment(const EnvironmentLookup& lookup);

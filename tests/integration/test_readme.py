@@ -1,4 +1,5 @@
-"""README.md documents every environment variable the policy reads, in its variable table."""
+"""docs/configuration.md documents every environment variable the policy reads, in its variable table;
+README.md gives the two commands."""
 import os
 import re
 import unittest
@@ -16,9 +17,9 @@ class ReadmeVariablesTest(unittest.TestCase):
     def test_every_policy_variable_has_a_row(self):
         read_by_policy = set(re.findall(r'"((?:GPUMEM|XLA|TF)_[A-Z_]+)"', read("shim/policy/policy.cpp")))
         self.assertGreaterEqual(len(read_by_policy), 10, "the policy's variable names were not found")
-        rows = set(re.findall(r"^\| `([A-Z_]+)` \|", read("README.md"), re.MULTILINE))
-        self.assertEqual(sorted(read_by_policy - rows), [], "variables missing from README's table")
-        self.assertEqual(sorted(rows - read_by_policy), [], "README documents variables the policy does not read")
+        rows = set(re.findall(r"^\| `([A-Z_]+)` \|", read("docs/configuration.md"), re.MULTILINE))
+        self.assertEqual(sorted(read_by_policy - rows), [], "variables missing from docs/configuration.md's table")
+        self.assertEqual(sorted(rows - read_by_policy), [], "docs/configuration.md documents variables the policy does not read")
 
     def test_the_two_commands(self):
         readme = read("README.md")

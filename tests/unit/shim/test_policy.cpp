@@ -475,3 +475,22 @@ TEST_CASE("region source and split rule: invalid values name the variable and th
   CHECK(error_for({{"GPUMEM_SPLIT_RULE", "loose"}}) ==
         "gpumem: GPUMEM_SPLIT_RULE=\"loose\" is not one of tight, xla; the shim is disabled for this process");
 }
+
+TEST_CASE("GPUMEM_STRICT: a bad environment refuses CUDA instead of disabling the shim", "[policy][strict]") {
+  const PolicyResult loose = evaluate({{"GPUMEM_MODE", "bcf"}});
+  CHECK_FALSE(loose.strict);
+  CHECK_THAT(loose.error, Catch::EndsWith("; the shim is disabled for this process"));
+
+  const PolicyResult strict = evaluate({{"GPUMEM_MODE", "bcf"}, {"GPUMEM_STRICT", "1"}});
+  REQUIRE_FALSE(strict.policy.has_value());
+  CHECK(strict.strict);
+  CHECK_THAT(strict.error, Catch::StartsWith("gpumem: GPUMEM_MODE=\"bcf\" is "));
+  CHECK_THAT(strict.error, Catch::EndsWith("; GPUMEM_STRICT is set: every CUDA call fails with CUDA_ERROR_NOT_INITIALIZED"));
+
+  const PolicyResult good = evaluate({{"GPUMEM_STRICT", "yes"}});
+  CHECK(good.strict);
+  CHECK(good.policy.has_value());
+
+  const std::string bad_strict = error_for({{"GPUMEM_STRICT", "perhaps"}});
+  CHECK_THAT(bad_strict, Catch::Contains("GPUMEM_STRICT=\"perhaps\""));
+}
