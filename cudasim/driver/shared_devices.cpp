@@ -1,5 +1,6 @@
-// Devices shared by processes through a file (CUDASIM_SHARED_DEVICES): one slot per live process,
-// its committed bytes per device, read and written under an exclusive flock.
+// Devices shared by processes through a file (CUDASIM_SHARED_DEVICES), under an exclusive flock.
+//
+// One slot per live process holds its committed bytes per device.
 #include "shared_devices.h"
 
 #include <fcntl.h>

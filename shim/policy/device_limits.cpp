@@ -1,5 +1,4 @@
-// Byte limits per device from the environment (device_limits.h): GPUMEM_LIMIT's list form, HAMi's and
-// NVIDIA MPS's limits.
+// Byte limits per device from the environment: GPUMEM_LIMIT's list form, HAMi's and NVIDIA MPS's.
 #include "policy/device_limits.h"
 
 #include <limits>

@@ -1,5 +1,4 @@
-// The launcher's ranks from the environment (ranks.h): which launcher started the process, its rank,
-// its local rank and the number of ranks on its node, and how many of those use one GPU.
+// The launcher's ranks from the environment, and how many local ranks use one GPU.
 #include "policy/ranks.h"
 
 #include <algorithm>

@@ -1,7 +1,9 @@
-// One rank of a job, shaped like a framework's worker: picks its GPU by local rank (as torchrun,
-// Horovod and the MPI examples do), allocates its working set through the CUDA runtime, waits until
-// every local rank has tried (so that all hold their memory at once, as a job's ranks do), then frees
-// and exits: 0 when its allocation succeeded, 1 when it (or the context before it) was refused.
+// One rank of a job, shaped like a framework's worker.
+//
+// It picks its GPU by local rank (as torchrun, Horovod and the MPI examples do), allocates its
+// working set through the CUDA runtime, waits until every local rank has tried (so that all hold
+// their memory at once, as a job's ranks do), then frees and exits: 0 when its allocation succeeded,
+// 1 when it (or the context before it) was refused.
 //
 // The local ranks make their first allocation in turn, rank 0 first, as ranks whose start-up takes a
 // little longer each do; it makes the outcome certain. (Ranks that preallocate at the same instant
