@@ -1,7 +1,7 @@
 """examples/kubernetes/*.yaml: each manifest parses (PyYAML, Debian's python3-yaml) as the objects it
-means to be, ships libgpumem.so the way docs/kubernetes.md says (an init container copies it into an
-emptyDir volume that the GPU containers mount and preload from), and sets only variables gpumem
-reads. Then each pod is played over the simulator without a cluster: the init container's copy is
+means to be, ships gpumem the way docs/kubernetes.md says (an init container copies libgpumem.so and
+libgpumem-core.so into an emptyDir volume that the GPU containers mount and preload from), and sets
+only variables gpumem reads. Then each pod is played over the simulator without a cluster: the init container's copy is
 made into a folder standing for the volume, and the container's program runs with the manifest's
 environment (plus what the device plugin would add: HAMi's CUDA_DEVICE_MEMORY_LIMIT_0, torchrun's
 worker variables), so the limit the shim takes is checked against what the manifest asks for.
@@ -29,6 +29,7 @@ from gpumem_testlib import TestCase, job_environment, launch_by_hand, program_pa
 
 GiB = 1 << 30
 MiB = 1 << 20
+LIBRARIES = ["libgpumem-core.so", "libgpumem.so"]
 MANIFESTS = sorted(glob.glob(os.path.join(source_root(), "examples", "kubernetes", "*.yaml")))
 
 
@@ -69,16 +70,18 @@ class KubernetesManifestTest(TestCase):
                 (init,) = spec["initContainers"]
                 command = init["command"]
                 self.assertEqual(command[0], "cp")
-                source, target = command[1], command[2]
-                self.assertTrue(source.endswith("/libgpumem.so") and target.endswith("/libgpumem.so"), command)
+                sources, target = command[1:-1], command[-1]
+                # Both libraries, side by side: libgpumem.so loads the core from beside itself.
+                self.assertEqual(sorted(os.path.basename(s) for s in sources), LIBRARIES, command)
+                self.assertEqual(len({os.path.dirname(s) for s in sources}), 1, command)
                 mounts = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}
-                volume = mounts[os.path.dirname(target)]
+                volume = mounts[target.rstrip("/")]
                 self.assertEqual(volumes[volume], {"name": volume, "emptyDir": {}})
                 for container in spec["containers"]:
                     env = environment_of(container)
                     mounted = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
                     # The library preloaded from where the init container put it.
-                    self.assertEqual(env["LD_PRELOAD"], os.path.join(mounted[volume], os.path.basename(target)))
+                    self.assertEqual(env["LD_PRELOAD"], os.path.join(mounted[volume], "libgpumem.so"))
                     self.assertEqual(container["resources"]["limits"]["nvidia.com/gpu"], 1)
                     unknown = [name for name in env if name.startswith("GPUMEM_") and name not in known]
                     self.assertEqual(unknown, [], "variables gpumem does not read")
@@ -92,7 +95,10 @@ class KubernetesManifestTest(TestCase):
         os.makedirs(volume)
         init = spec["initContainers"][0]
         mount = init["volumeMounts"][0]["mountPath"]
-        shutil.copy(shim_path(), os.path.join(volume, os.path.relpath(init["command"][2], mount)))
+        built = os.path.dirname(shim_path())
+        for source in init["command"][1:-1]:  # the init container's copy, from the build's libraries
+            shutil.copy(os.path.join(built, os.path.basename(source)),
+                        os.path.join(volume, os.path.relpath(init["command"][-1], mount)))
         container = spec["containers"][0]
         env = {name: value.replace(container["volumeMounts"][0]["mountPath"], volume)
                for name, value in environment_of(container).items()}
