@@ -144,6 +144,7 @@ Config read_config() {
     }
   }
   if (const char* v = std::getenv("CUDASIM_REPORT")) config.report_path = v;
+  if (const char* v = std::getenv("CUDASIM_SHARED_DEVICES")) config.shared_devices_path = v;
   return config;
 }
 

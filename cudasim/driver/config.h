@@ -31,6 +31,7 @@ struct Config {
   KernelLaunches kernels = KernelLaunches::Skip;   // CUDASIM_KERNELS
   bool peer_access = true;                         // CUDASIM_PEER_ACCESS: all device pairs are peers
   std::string report_path;                         // empty: no report
+  std::string shared_devices_path;                 // CUDASIM_SHARED_DEVICES; empty: devices are the process's
   int driver_version = kDefaultDriverVersion;      // what cuDriverGetVersion reports (CUDASIM_DRIVER_VERSION)
 };
 

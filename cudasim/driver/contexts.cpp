@@ -3,6 +3,7 @@
 #include "contexts.h"
 
 #include "faults.h"
+#include "shared_devices.h"
 #include "state.h"
 
 #include <pthread.h>
@@ -79,7 +80,10 @@ void stack_replace_top(std::vector<CUctx_st*>& stack, CUctx_st* ctx) {
 // Makes a context usable: charges the context overhead and creates its legacy default stream.
 CUresult activate_context(State& st, CUctx_st* ctx) {
   Device& dev = st.device(ctx->device);
-  if (dev.committed + st.config.context_overhead > dev.total) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (dev.committed + st.config.context_overhead > dev.total ||
+      !shared_devices::reserve(dev.ordinal, dev.total, dev.committed, st.config.context_overhead)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   dev.committed += st.config.context_overhead;
   dev.stats.contexts_created++;
   ctx->alive = true;
@@ -115,6 +119,7 @@ void deactivate_context(CUctx_st* ctx) {
   st.contexts.erase(ctx);
   Device& dev = st.device(ctx->device);
   dev.committed -= st.config.context_overhead;
+  shared_devices::publish(dev.ordinal, dev.committed);
   ctx->alive = false;
 }
 

@@ -1,6 +1,7 @@
 // cuInit, the driver version and the device queries.
 #include "cudasim_private.h"
 #include "report.h"
+#include "shared_devices.h"
 #include "state.h"
 
 #include <cstdio>
@@ -68,6 +69,7 @@ CUDASIM_EXPORT CUresult cuInit(unsigned int Flags) {
   if (st.initialized) return st.init_result;
   st.initialized = true;
   st.config = read_config();
+  if (st.config.valid && !shared_devices::configure(st.config.shared_devices_path)) st.config.valid = false;
   if (!st.config.valid) {
     st.init_result = CUDA_ERROR_INVALID_VALUE;
     return st.init_result;

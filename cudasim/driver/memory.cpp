@@ -4,6 +4,7 @@
 #include "contexts.h"
 #include "faults.h"
 #include "pools.h"
+#include "shared_devices.h"
 #include "state.h"
 
 #include <signal.h>
@@ -159,6 +160,7 @@ bool take_device_memory(State& st, Device& dev, std::uint64_t bytes) {
   ++st.device_allocations;
   if (st.config.fail_alloc_after && st.device_allocations > *st.config.fail_alloc_after) return false;
   if (bytes > dev.total - dev.committed) return false;
+  if (!shared_devices::reserve(dev.ordinal, dev.total, dev.committed, bytes)) return false;
   dev.committed += bytes;
   dev.stats.bytes_reserved += bytes;
   dev.stats.peak_bytes_reserved = std::max(dev.stats.peak_bytes_reserved, dev.stats.bytes_reserved);
@@ -167,6 +169,7 @@ bool take_device_memory(State& st, Device& dev, std::uint64_t bytes) {
 
 void give_device_memory(Device& dev, std::uint64_t bytes) {
   dev.committed -= bytes;
+  shared_devices::publish(dev.ordinal, dev.committed);
   dev.stats.bytes_reserved -= bytes;
 }
 
@@ -261,7 +264,8 @@ CUDASIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
   if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const Device& dev = l.st.device(ctx->device);
-  *free = dev.total - dev.committed;
+  const std::uint64_t taken = dev.committed + shared_devices::others(dev.ordinal);
+  *free = taken < dev.total ? dev.total - taken : 0;
   *total = dev.total;
   return CUDA_SUCCESS;
 }

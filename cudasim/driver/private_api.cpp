@@ -2,7 +2,10 @@
 // same device state as the driver in the same process without the program calling cuInit.
 #include "cudasim_private.h"
 
+#include "shared_devices.h"
 #include "state.h"
+
+#include <algorithm>
 
 using namespace cudasim;
 
@@ -19,7 +22,7 @@ CUresult device_memory(State& st, int ordinal, unsigned long long* total, unsign
     if (!valid_device(st, ordinal)) return CUDA_ERROR_INVALID_DEVICE;
     const Device& dev = st.device(ordinal);
     *total = dev.total;
-    *used = dev.committed;
+    *used = std::min(dev.total, dev.committed + shared_devices::others(ordinal));
     return CUDA_SUCCESS;
   }
   const Config config = read_config();

@@ -1,4 +1,4 @@
-// Opening and writing the shim's output files: which files, and writes no signal can turn fatal.
+// Opening and writing the shim's output files (%p, %h, %r, %l expanded): writes no signal can turn fatal.
 #include "base/output_file.h"
 
 #include <fcntl.h>
@@ -10,23 +10,42 @@
 #include <cstring>
 #include <string_view>
 
+#include "policy/process_policy.h"
+
 namespace gpumem::shim::observe {
 
-std::string expand_path(std::string_view pattern, long pid) {
+PathFields this_process_fields() {
+  PathFields fields;
+  fields.pid = static_cast<long>(::getpid());
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "unknown-host");
+  fields.host = host;
+  const PolicyResult& result = process_policy();
+  if (result.policy) {
+    fields.rank = result.policy->ranks.rank.value.value_or(0);
+    fields.local_rank = result.policy->ranks.local_rank.value.value_or(0);
+  }
+  return fields;
+}
+
+std::string expand_path(std::string_view pattern, const PathFields& fields) {
   std::string path;
-  path.reserve(pattern.size() + 16);
+  path.reserve(pattern.size() + 32);
   for (std::size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '%' && i + 1 < pattern.size()) {
-      if (pattern[i + 1] == 'p') {
-        path += std::to_string(pid);
-        ++i;
-        continue;
+      const char field = pattern[i + 1];
+      switch (field) {
+        case 'p': path += std::to_string(fields.pid); break;
+        case 'r': path += std::to_string(fields.rank); break;
+        case 'l': path += std::to_string(fields.local_rank); break;
+        case '%': path += '%'; break;
+        case 'h':
+          for (const char c : fields.host) path += c == '/' ? '_' : c;
+          break;
+        default: path += '%'; continue;
       }
-      if (pattern[i + 1] == '%') {
-        path += '%';
-        ++i;
-        continue;
-      }
+      ++i;
+      continue;
     }
     path += pattern[i];
   }

@@ -3,13 +3,29 @@
 // ending the program with a signal its writes raise.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
 namespace gpumem::shim::observe {
 
-// `pattern` with every "%p" replaced by `pid` and "%%" by "%" (as core_pattern spells them).
-std::string expand_path(std::string_view pattern, long pid);
+// What the fields of an output path stand for.
+struct PathFields {
+  long pid = 0;
+  std::string host;  // the host name
+  // The launcher's global and local rank (policy/ranks.h); 0 when no launcher gave them (a process
+  // started alone is rank 0 of 1).
+  unsigned rank = 0;
+  unsigned local_rank = 0;
+};
+
+// This process's fields: its pid now, its host name, the ranks of the process's policy.
+PathFields this_process_fields();
+
+// `pattern` with "%p" replaced by the process id, "%h" by the host name, "%r" by the rank, "%l" by the
+// local rank, and "%%" by "%" (as core_pattern spells them); any other "%" stays as it is. A host name
+// with a "/" in it has it replaced by "_": the name stays one path component.
+std::string expand_path(std::string_view pattern, const PathFields& fields);
 
 // True when `pattern` names a different file in each process ("%p" in it).
 bool path_is_per_process(std::string_view pattern);

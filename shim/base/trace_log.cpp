@@ -339,7 +339,7 @@ TraceLog* create() noexcept {
   if (!result.policy || result.policy->trace_file.empty()) return nullptr;
   try {
     const std::string& pattern = result.policy->trace_file;
-    const std::string path = expand_path(pattern, static_cast<long>(::getpid()));
+    const std::string path = expand_path(pattern, this_process_fields());
     std::string why;
     const int fd = open_output_file(path, why);
     if (fd < 0) {

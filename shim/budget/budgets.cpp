@@ -7,6 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "base/fork_safe_lock.h"
 #include "base/refusal_limiter.h"
@@ -45,13 +48,53 @@ std::size_t limit_of_device(CUdevice device) noexcept {
     std::size_t context_total = 0;
     if (driver.cuMemGetInfo_v2(&free, &context_total) != CUDA_SUCCESS) free = total;
   }
-  const std::size_t limit = process_policy().policy->limit_for_device(total, free);
-  if (limit == 0 && first_below_granule(device)) {
-    log::at(LogLevel::error, "{}", process_policy().policy->limit_below_granule_error(device, total, free));
-  }
+  log::Pending messages;
+  const std::size_t limit = policy_limit(device, total, free, messages);
+  messages.flush();
   return limit;
 }
 
+// What policy_limit found per device, for the exit statistics. A UUID is written once, by the thread
+// that moved `uuid_state` from unknown to writing; readers read it only once it is known.
+enum UuidState : int { kUuidUnknown, kUuidWriting, kUuidKnown };
+struct DeviceIdentity {
+  std::array<char, 48> uuid{};
+  std::atomic<int> uuid_state{kUuidUnknown};
+  std::atomic<unsigned> ranks_sharing{1};
+  std::atomic<bool> limit_reported{false};
+};
+std::array<DeviceIdentity, kMaxDevices> g_identities;
+
+std::string format_uuid(const GpuId& id) {
+  return fmt::format("GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
+                     "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+                     id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12],
+                     id[13], id[14], id[15]);
+}
+
+// The UUIDs of the devices this process sees, by ordinal. A device whose UUID cannot be read gets an
+// identity of its own (its ordinal), so it is never taken for another.
+std::vector<GpuId> visible_gpus() {
+  const RealDriver& driver = real_driver();
+  std::vector<GpuId> visible;
+  int count = 0;
+  if (driver.cuDeviceGetCount == nullptr || driver.cuDeviceGetCount(&count) != CUDA_SUCCESS) return visible;
+  for (int ordinal = 0; ordinal < count && ordinal < kMaxDevices; ++ordinal) {
+    GpuId id{};
+    CUdevice handle = 0;
+    CUuuid uuid{};
+    if (driver.cuDeviceGetUuid_v2 != nullptr && driver.cuDeviceGet(&handle, ordinal) == CUDA_SUCCESS &&
+        driver.cuDeviceGetUuid_v2(&uuid, handle) == CUDA_SUCCESS) {
+      static_assert(sizeof uuid.bytes == std::tuple_size_v<GpuId>);
+      for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<std::uint8_t>(uuid.bytes[i]);
+    } else {
+      id.fill(0xff);
+      id[0] = static_cast<std::uint8_t>(ordinal);
+    }
+    visible.push_back(id);
+  }
+  return visible;
+}
 
 void reset_in_child() noexcept {
   for (DeviceBudget& budget : g_budgets) budget.reset();
@@ -71,9 +114,48 @@ bool any() noexcept {
   return false;
 }
 
-bool first_below_granule(CUdevice device) noexcept {
-  if (device < 0 || device >= kMaxDevices) return false;
-  return !g_below_granule_reported[static_cast<std::size_t>(device)].exchange(true, std::memory_order_relaxed);
+std::size_t policy_limit(CUdevice device, std::size_t total, std::size_t free, log::Pending& messages) noexcept {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  const Policy& policy = *process_policy().policy;
+  try {
+    const std::vector<GpuId> visible = visible_gpus();
+    const auto index = static_cast<std::size_t>(device);
+    const DeviceView view{device, total, free, policy.ranks_sharing_gpu(visible, index)};
+    const DeviceLimit limit = policy.device_limit(view);
+    DeviceIdentity& identity = g_identities[index];
+    identity.ranks_sharing.store(view.ranks_sharing, std::memory_order_relaxed);
+    int unknown = kUuidUnknown;
+    if (index < visible.size() &&
+        identity.uuid_state.compare_exchange_strong(unknown, kUuidWriting, std::memory_order_acquire)) {
+      const std::string uuid = format_uuid(visible[index]);
+      uuid.copy(identity.uuid.data(), identity.uuid.size() - 1);
+      identity.uuid_state.store(kUuidKnown, std::memory_order_release);
+    }
+    if (!identity.limit_reported.exchange(true, std::memory_order_relaxed)) {
+      const std::string uuid = device_uuid(device);
+      messages.add(LogLevel::info, "{}{}{}", limit.derivation, uuid.empty() ? uuid : " (" + uuid + ")",
+                   policy.ranks.launcher == Launcher::none ? std::string()
+                                                           : "; launcher " + policy.ranks.describe());
+    }
+    if (limit.bytes == 0 && !g_below_granule_reported[index].exchange(true, std::memory_order_relaxed)) {
+      messages.add(LogLevel::error, "{}", policy.limit_below_granule_error(view));
+    }
+    return limit.bytes;
+  } catch (...) {  // no host memory for the device list: the device is left unmanaged this time
+    return 0;
+  }
+}
+
+std::string device_uuid(CUdevice device) {
+  if (device < 0 || device >= kMaxDevices) return {};
+  const DeviceIdentity& identity = g_identities[static_cast<std::size_t>(device)];
+  return identity.uuid_state.load(std::memory_order_acquire) == kUuidKnown ? std::string(identity.uuid.data())
+                                                                           : std::string();
+}
+
+unsigned ranks_sharing(CUdevice device) noexcept {
+  if (device < 0 || device >= kMaxDevices) return 1;
+  return g_identities[static_cast<std::size_t>(device)].ranks_sharing.load(std::memory_order_relaxed);
 }
 
 DeviceBudget* slot(CUdevice device) noexcept {

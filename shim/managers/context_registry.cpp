@@ -257,13 +257,8 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, log::Pending& m
                  static_cast<const void*>(context));
     return nullptr;
   }
-  std::size_t limit = policy.limit_for_device(total, free);
-  if (limit == 0) {  // a fraction below one granule: no pool, no budget, the driver's answers
-    if (budget::first_below_granule(device)) {
-      messages.add(LogLevel::error, "{}", policy.limit_below_granule_error(device, total, free));
-    }
-    return nullptr;
-  }
+  std::size_t limit = budget::policy_limit(device, total, free, messages);
+  if (limit == 0) return nullptr;  // below one granule: no pool, no budget, the driver's answers
   // Every context of the device shares one budget, whose limit the first one (or another path) set.
   if (DeviceBudget* budget = budget::slot(device)) limit = budget->set_limit(limit);
 

@@ -74,7 +74,9 @@ void write_stats_file(const Policy& policy, const std::vector<DeviceFigures>& de
     log::at(LogLevel::debug, "GPUMEM_STATS_FILE has no %p: a forked child leaves it to its parent");
     return;
   }
-  const std::string path = expand_path(policy.stats_file, pid);
+  PathFields fields = this_process_fields();
+  fields.pid = pid;
+  const std::string path = expand_path(policy.stats_file, fields);
   std::string why;
   const int fd = open_output_file(path, why);
   if (fd < 0) {
@@ -135,6 +137,8 @@ std::vector<DeviceFigures> collect_device_figures(bool never_wait) {
   registry->for_each_manager([&](const MemoryManager& manager, bool live) {
     DeviceFigures& figures = by_device[static_cast<int>(manager.device())];
     figures.device = static_cast<int>(manager.device());
+    figures.uuid = budget::device_uuid(manager.device());
+    figures.ranks_sharing = budget::ranks_sharing(manager.device());
     if (figures.mode.empty()) figures.mode = manager.mode_name();
     ++figures.contexts;
     if (live) ++figures.live_contexts;
@@ -148,6 +152,8 @@ std::vector<DeviceFigures> collect_device_figures(bool never_wait) {
     if (budget == nullptr) continue;
     DeviceFigures& figures = by_device[device];
     figures.device = device;
+    figures.uuid = budget::device_uuid(device);
+    figures.ranks_sharing = budget::ranks_sharing(device);
     if (figures.mode.empty()) {
       const PolicyResult& policy = process_policy();
       figures.mode = policy.policy ? std::string(to_string(policy.policy->mode)) : "?";
@@ -169,7 +175,12 @@ std::vector<DeviceFigures> collect_device_figures(bool never_wait) {
 }
 
 std::string render_table(const std::vector<DeviceFigures>& devices, long pid) {
-  std::string out = fmt::format("gpumem: memory statistics at exit (process {})\n", pid);
+  const PolicyResult& policy = process_policy();
+  std::string launcher;
+  if (policy.policy && policy.policy->ranks.launcher != Launcher::none) {
+    launcher = fmt::format(", {}", policy.policy->ranks.describe());
+  }
+  std::string out = fmt::format("gpumem: memory statistics at exit (process {}{})\n", pid, launcher);
   if (devices.empty()) return out + "gpumem:   no device memory was allocated\n";
   auto row = [&](std::string_view name, auto&& cell) {
     out += fmt::format("gpumem:   {:<28}", name);
@@ -233,6 +244,20 @@ std::string render_json(const std::vector<DeviceFigures>& devices, long pid) {
   nlohmann::ordered_json out;
   out["gpumem_version"] = GPUMEM_VERSION;
   out["pid"] = pid;
+  // Who this process is in its job, for gpumem-report: the launcher's values (null when it gave none).
+  const PathFields fields = this_process_fields();
+  out["host"] = fields.host;
+  const PolicyResult& policy = process_policy();
+  const LaunchRanks ranks = policy.policy ? policy.policy->ranks : LaunchRanks{};
+  const auto value_or_null = [](const RankValue& value) -> nlohmann::ordered_json {
+    if (!value.value) return nullptr;
+    return *value.value;
+  };
+  out["launcher"] = ranks.launcher == Launcher::none ? nlohmann::ordered_json(nullptr)
+                                                     : nlohmann::ordered_json(std::string(to_string(ranks.launcher)));
+  out["rank"] = value_or_null(ranks.rank);
+  out["local_rank"] = value_or_null(ranks.local_rank);
+  out["local_ranks"] = value_or_null(ranks.local_ranks);
   out["devices"] = nlohmann::ordered_json::array();
   for (const DeviceFigures& d : devices) {
     const ManagerStats& s = d.stats;
@@ -242,6 +267,8 @@ std::string render_json(const std::vector<DeviceFigures>& devices, long pid) {
                                                                       {"bytes", s.counters.paths[i].bytes}};
     }
     out["devices"].push_back({{"device", d.device},
+                              {"uuid", d.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(d.uuid)},
+                              {"ranks_sharing", d.ranks_sharing},
                               {"mode", d.mode},
                               {"contexts", d.contexts},
                               {"live_contexts", d.live_contexts},

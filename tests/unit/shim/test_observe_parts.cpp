@@ -52,14 +52,33 @@ TEST_CASE("refusal limiter: more distinct sizes than it remembers are all report
 TEST_CASE("output paths: %p is the process id, %% a percent sign", "[observe]") {
   using gpumem::shim::observe::expand_path;
   using gpumem::shim::observe::path_is_per_process;
-  CHECK(expand_path("/tmp/stats-%p.json", 4242) == "/tmp/stats-4242.json");
-  CHECK(expand_path("%p/%p", 7) == "7/7");
-  CHECK(expand_path("100%%-%p", 1) == "100%-1");
-  CHECK(expand_path("odd%", 1) == "odd%");
-  CHECK(expand_path("%x", 1) == "%x");
+  using gpumem::shim::observe::PathFields;
+  const auto pid = [](long value) { return PathFields{value, "node1", 0, 0}; };
+  CHECK(expand_path("/tmp/stats-%p.json", pid(4242)) == "/tmp/stats-4242.json");
+  CHECK(expand_path("%p/%p", pid(7)) == "7/7");
+  CHECK(expand_path("100%%-%p", pid(1)) == "100%-1");
+  CHECK(expand_path("odd%", pid(1)) == "odd%");
+  CHECK(expand_path("%x", pid(1)) == "%x");
+  CHECK(expand_path("%%%", pid(1)) == "%%");
   CHECK(path_is_per_process("a-%p"));
   CHECK_FALSE(path_is_per_process("a-%%p"));
   CHECK_FALSE(path_is_per_process("plain"));
+  CHECK_FALSE(path_is_per_process("a-%r"));  // a forked child has its parent's rank
+}
+
+TEST_CASE("output paths: %h the host, %r the rank, %l the local rank", "[observe]") {
+  using gpumem::shim::observe::expand_path;
+  const gpumem::shim::observe::PathFields fields{99, "gpu-node-3", 13, 1};
+  CHECK(expand_path("/job/stats.%h.%r.%l.%p.json", fields) == "/job/stats.gpu-node-3.13.1.99.json");
+  CHECK(expand_path("%r%l%%r", fields) == "131%r");
+  CHECK(expand_path("%h", {1, "odd/host", 0, 0}) == "odd_host");
+  CHECK(expand_path("rank%r", {1, "h", 0, 0}) == "rank0");  // no launcher: rank 0 of 1
+}
+
+TEST_CASE("output paths: this process's fields", "[observe]") {
+  const gpumem::shim::observe::PathFields fields = gpumem::shim::observe::this_process_fields();
+  CHECK(fields.pid == static_cast<long>(getpid()));
+  CHECK_FALSE(fields.host.empty());
 }
 
 TEST_CASE("write_output: a pipe with no reader is EPIPE, and no signal is left", "[observe]") {
