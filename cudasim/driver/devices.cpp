@@ -13,7 +13,7 @@ using namespace cudasim;
 namespace {
 
 // Attribute values of the simulated device (an sm_90-class part). Attributes not listed read 0.
-int attribute_value(CUdevice_attribute attrib, CUdevice dev) {
+int attribute_value(CUdevice_attribute attrib, int physical) {
   switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
@@ -47,7 +47,7 @@ int attribute_value(CUdevice_attribute attrib, CUdevice dev) {
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED: return 1;  // arrays.cpp
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return dev + 1;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return physical + 1;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: return CU_COMPUTEMODE_DEFAULT;
     default: return 0;
@@ -58,6 +58,13 @@ int attribute_value(CUdevice_attribute attrib, CUdevice dev) {
 
 bool cudasim::valid_device(const State& st, CUdevice dev) {
   return dev >= 0 && static_cast<std::size_t>(dev) < st.devices.size();
+}
+
+int cudasim::ordinal_of_physical(const State& st, int physical) {
+  for (const Device& dev : st.devices) {
+    if (dev.physical == physical) return dev.ordinal;
+  }
+  return -1;
 }
 
 CUDASIM_EXPORT CUresult cuInit(unsigned int Flags) {
@@ -72,13 +79,18 @@ CUDASIM_EXPORT CUresult cuInit(unsigned int Flags) {
     st.init_result = CUDA_ERROR_INVALID_VALUE;
     return st.init_result;
   }
-  for (int i = 0; i < st.config.device_count; ++i) {
+  if (st.config.visible.empty()) {  // CUDA_VISIBLE_DEVICES names no device
+    st.init_result = CUDA_ERROR_NO_DEVICE;
+    return st.init_result;
+  }
+  for (const int physical : st.config.visible) {
     Device dev;
-    dev.ordinal = i;
-    dev.total = st.config.device_memory[static_cast<std::size_t>(i)];
+    dev.ordinal = static_cast<int>(st.devices.size());
+    dev.physical = physical;
+    dev.total = st.config.device_memory[static_cast<std::size_t>(physical)];
     st.devices.push_back(dev);
   }
-  for (int i = 0; i < st.config.device_count; ++i) {
+  for (int i = 0; i < static_cast<int>(st.devices.size()); ++i) {
     Device& dev = st.device(i);
     dev.default_pool = dev.current_pool = create_default_pool(st, i);
   }
@@ -123,7 +135,7 @@ CUDASIM_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   Locked l;
   if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
-  std::snprintf(name, static_cast<std::size_t>(len), "Simulated CUDA Device %d", dev);
+  std::snprintf(name, static_cast<std::size_t>(len), "Simulated CUDA Device %d", l.st.device(dev).physical);
   return CUDA_SUCCESS;
 }
 
@@ -140,7 +152,7 @@ CUDASIM_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib,
   Locked l;
   if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
   if (attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
-  *pi = attribute_value(attrib, dev);
+  *pi = attribute_value(attrib, l.st.device(dev).physical);
   return CUDA_SUCCESS;
 }
 
@@ -149,7 +161,7 @@ CUDASIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
   Locked l;
   if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
   unsigned char bytes[16];
-  cudasim_device_uuid(dev, bytes);
+  cudasim_device_uuid(l.st.device(dev).physical, bytes);
   std::memcpy(uuid->bytes, bytes, sizeof bytes);
   return CUDA_SUCCESS;
 }

@@ -124,7 +124,8 @@ CUresult import_allocation(State& st, CUctx_st* ctx, const HandleLayout& h, CUde
   const auto base = reinterpret_cast<std::uintptr_t>(mapping.addr);
   // Attributed to the exporter's device where this process has it; nothing is charged: the memory
   // is the exporter's.
-  const int device = valid_device(st, h.device) ? h.device : ctx->device;
+  const int exporters = ordinal_of_physical(st, h.device);
+  const int device = exporters >= 0 ? exporters : ctx->device;
   st.allocations[base] = Allocation{base, h.size, 0, device, ctx, AllocKind::Imported, nullptr, ++st.last_buffer_id};
   st.mappings[base] = mapping;
   *out = base;
@@ -170,7 +171,7 @@ CUDASIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr d
   h.inode = static_cast<std::uint64_t>(info.st_ino);
   h.pid = getpid();
   h.fd = mapping.fd;
-  h.device = a->device;
+  h.device = l.st.device(a->device).physical;  // the device's number: the importer may see it under another ordinal
   std::memset(pHandle->reserved, 0, sizeof pHandle->reserved);
   std::memcpy(pHandle->reserved, &h, sizeof h);
   return CUDA_SUCCESS;

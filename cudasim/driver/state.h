@@ -84,6 +84,7 @@ struct PinnedStats {
 // Invariant: committed == live contexts * overhead + stats.bytes_reserved <= total.
 struct Device {
   int ordinal = 0;
+  int physical = 0;  // its number among all simulated devices (UUID, PCI bus, NVML index)
   std::uint64_t total = 0;
   std::uint64_t committed = 0;
   DeviceStats stats;
@@ -184,6 +185,9 @@ struct Locked {
 
 // --- devices.cpp ---
 bool valid_device(const State& st, CUdevice dev);
+// The CUDA ordinal of simulated device number `physical` (as device numbers travel between processes,
+// which may see different devices under different ordinals), or -1 when CUDA_VISIBLE_DEVICES hides it.
+int ordinal_of_physical(const State& st, int physical);
 // The driver version simulated (CUDASIM_DRIVER_VERSION, default 13000). Takes State::mu: call
 // without it. Entry points newer than it are not answered by cuGetProcAddress, and the exported
 // ones return CUDA_ERROR_NOT_SUPPORTED (a real older driver does not export them at all).

@@ -343,7 +343,9 @@ bool map_over(const VaMapping& m, int fd, std::uint64_t offset) {
 // with nothing changed, when the kernel refuses.
 bool move_to_own_file(State& st, const std::shared_ptr<Physical>& physical) {
   Physical& p = *physical;
-  const int fd = memfd_create((kMemfdPrefix + std::to_string(p.device)).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  // Named by the device's number, which an importing process may see under another ordinal.
+  const std::string name = kMemfdPrefix + std::to_string(st.device(p.device).physical);
+  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return false;
   auto own = std::make_shared<BackingFile>(fd, false);
   struct stat info {};
@@ -794,12 +796,13 @@ CUDASIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHan
   }
   // Exported by a cudasim driver: named so, a whole number of granules, sealed against shrinking
   // (so mapping any part of its size can never fault).
-  const int device = memfd_device(fd);
+  const int number = memfd_device(fd);
   const int seals = fcntl(fd, F_GET_SEALS);
-  if (device < 0 || info.st_size <= 0 || !is_multiple(static_cast<std::uint64_t>(info.st_size), kGranularity) ||
+  if (number < 0 || info.st_size <= 0 || !is_multiple(static_cast<std::uint64_t>(info.st_size), kGranularity) ||
       seals < 0 || (seals & F_SEAL_SHRINK) == 0)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!valid_device(st, device)) return CUDA_ERROR_NOT_SUPPORTED;  // a device this process lacks
+  const int device = ordinal_of_physical(st, number);
+  if (device < 0) return CUDA_ERROR_NOT_SUPPORTED;  // a device this process does not see
   const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return CUDA_ERROR_INVALID_VALUE;
   auto physical = std::make_shared<Physical>();
