@@ -84,6 +84,7 @@ CUresult activate_context(State& st, CUctx_st* ctx) {
   dev.stats.contexts_created++;
   ctx->alive = true;
   ctx->id = g_next_context_id++;
+  reset_context_settings(ctx);
   ctx->legacy = std::make_shared<CUstream_st>();
   ctx->legacy->ctx = ctx;
   ctx->legacy->kind = StreamKind::Legacy;
@@ -285,7 +286,9 @@ CUresult primary_set_flags(CUdevice dev, unsigned flags) {
   Locked l;
   if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
   if ((flags & ~static_cast<unsigned>(CU_CTX_FLAGS_MASK)) != 0) return CUDA_ERROR_INVALID_VALUE;
-  l.st.device(dev).primary_flags = flags;
+  Device& d = l.st.device(dev);
+  d.primary_flags = flags;
+  if (d.primary != nullptr && d.primary->alive) d.primary->flags = flags;  // the _v2 form may change an active one
   return CUDA_SUCCESS;
 }
 

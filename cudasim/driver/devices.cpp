@@ -1,5 +1,6 @@
 // cuInit, the driver version and the device queries.
 #include "cudasim_private.h"
+#include "device_limits.h"
 #include "report.h"
 #include "state.h"
 
@@ -17,25 +18,32 @@ int attribute_value(CUdevice_attribute attrib, int physical) {
   switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return kMultiprocessors;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: return CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return 1024;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return 64;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return 2147483647;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return 65535;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 49152;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return kWarpSize;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return static_cast<int>(kMaxThreadsPerBlock);
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return static_cast<int>(kMaxBlockDim[0]);
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return static_cast<int>(kMaxBlockDim[1]);
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return static_cast<int>(kMaxBlockDim[2]);
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return static_cast<int>(kMaxGridDim[0]);
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return static_cast<int>(kMaxGridDim[1]);
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return static_cast<int>(kMaxGridDim[2]);
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return kMaxSharedBytesPerBlock;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return kMaxSharedBytesPerBlockOptin;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return kSharedBytesPerMultiprocessor;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: return kReservedSharedBytesPerBlock;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: return kRegistersPerMultiprocessor;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return kMaxBlocksPerMultiprocessor;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: return static_cast<int>(kMaxPersistingL2Bytes);
     case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: return 65536;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: return 65536;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: return kRegistersPerBlock;
     case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1980000;
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
     case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
-    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 50 << 20;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return kL2Bytes;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return 512;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: return 32;
     case CU_DEVICE_ATTRIBUTE_MAX_PITCH: return 2147483647;
@@ -48,7 +56,7 @@ int attribute_value(CUdevice_attribute attrib, int physical) {
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED: return 1;  // arrays.cpp
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return physical + 1;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return kMaxThreadsPerMultiprocessor;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: return CU_COMPUTEMODE_DEFAULT;
     default: return 0;
   }

@@ -126,7 +126,7 @@ CUresult stream_create(CUstream* out, unsigned flags, int priority) {
   auto stream = std::make_shared<CUstream_st>();
   stream->ctx = ctx;
   stream->flags = flags;
-  stream->priority = priority;
+  stream->priority = clamp_stream_priority(priority);
   ctx->streams.push_back(stream);
   l.st.streams.emplace(stream.get(), stream);
   *out = stream.get();
@@ -238,6 +238,14 @@ CUresult stream_get_flags(CUstream handle, unsigned* flags, bool per_thread_defa
   });
 }
 
+CUresult stream_get_priority(CUstream handle, int* priority, bool per_thread_default) {
+  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(handle, per_thread_default, [priority](State&, const std::shared_ptr<CUstream_st>& stream) {
+    *priority = stream->priority;  // 0 for the default streams
+    return CUDA_SUCCESS;
+  });
+}
+
 CUresult stream_get_ctx(CUstream handle, CUcontext* ctx, bool per_thread_default) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return with_stream(handle, per_thread_default, [ctx](State&, const std::shared_ptr<CUstream_st>& stream) {
@@ -298,6 +306,12 @@ CUDASIM_EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int* flags) 
 }
 CUDASIM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int* flags) {
   return stream_get_flags(hStream, flags, true);
+}
+CUDASIM_EXPORT CUresult cuStreamGetPriority(CUstream hStream, int* priority) {
+  return stream_get_priority(hStream, priority, false);
+}
+CUDASIM_EXPORT CUresult cuStreamGetPriority_ptsz(CUstream hStream, int* priority) {
+  return stream_get_priority(hStream, priority, true);
 }
 CUDASIM_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
   return stream_get_ctx(hStream, pctx, false);

@@ -44,7 +44,15 @@ namespace cudasim::runtime {
   X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000) X(cuMemHostGetDevicePointer, 3020)               \
   X(cuMemHostGetFlags, 2030) X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000)             \
   X(cuDeviceCanAccessPeer, 4000) X(cuDeviceGetP2PAttribute, 8000) X(cuCtxEnablePeerAccess, 4000)  \
-  X(cuCtxDisablePeerAccess, 4000)
+  X(cuCtxDisablePeerAccess, 4000)                                                                 \
+  X(cuDevicePrimaryCtxSetFlags, 11000) X(cuDevicePrimaryCtxGetState, 7000)                        \
+  X(cuStreamAddCallback, 5000) X(cuStreamCreateWithPriority, 5050) X(cuStreamGetPriority, 5050)   \
+  X(cuStreamGetFlags, 5050) X(cuCtxGetStreamPriorityRange, 5050) X(cuCtxSetLimit, 3010)            \
+  X(cuCtxGetLimit, 3010) X(cuCtxSetCacheConfig, 3020) X(cuCtxGetCacheConfig, 3020)                \
+  X(cuProfilerStart, 4000) X(cuProfilerStop, 4000) X(cuKernelGetAttribute, 12000)                 \
+  X(cuKernelSetAttribute, 12000) X(cuKernelSetCacheConfig, 12000)                                 \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000)                                   \
+  X(cuOccupancyAvailableDynamicSMemPerBlock, 10020)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

@@ -5,6 +5,7 @@
 #include "driver_support.h"
 
 #include <catch2/catch.hpp>
+#include <cudaProfiler.h>
 #include <sys/mman.h>
 
 #include <cstdio>
@@ -193,4 +194,216 @@ TEST_CASE("memory shared with a process that sees its device under another ordin
   CHECK(cuMemRelease(handle) == CUDA_SUCCESS);
   CHECK(cuMemFree(legacy) == CUDA_SUCCESS);
   CHECK(cuDevicePrimaryCtxRelease(1) == CUDA_SUCCESS);
+}
+
+// --- per-context settings, function attributes and occupancy ---
+
+namespace {
+
+const char kSettingsPtx[] = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry work()\n{\n\tret;\n}\n";
+
+CUresult launch_with_shared(CUfunction f, unsigned shared) {
+  return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, shared, nullptr, nullptr, nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("context limits and cache configuration are kept per context", "[driver][contexts]") {
+  CUcontext ctx = primary_context();
+  size_t value = 0;
+  CHECK(cuCtxGetLimit(&value, CU_LIMIT_STACK_SIZE) == CUDA_SUCCESS);
+  CHECK(value == 1024);
+  CHECK(cuCtxGetLimit(&value, CU_LIMIT_MALLOC_HEAP_SIZE) == CUDA_SUCCESS);
+  CHECK(value == 8 * kMiB);
+  CHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 64 * kMiB) == CUDA_SUCCESS);
+  CHECK(cuCtxGetLimit(&value, CU_LIMIT_MALLOC_HEAP_SIZE) == CUDA_SUCCESS);
+  CHECK(value == 64 * kMiB);
+  CHECK(cuCtxSetLimit(CU_LIMIT_MAX_L2_FETCH_GRANULARITY, 100) == CUDA_SUCCESS);  // a hint, rounded down
+  CHECK(cuCtxGetLimit(&value, CU_LIMIT_MAX_L2_FETCH_GRANULARITY) == CUDA_SUCCESS);
+  CHECK(value == 64);
+  CHECK(cuCtxSetLimit(CU_LIMIT_MAX_L2_FETCH_GRANULARITY, 129) == CUDA_ERROR_INVALID_VALUE);
+  int persisting = 0;
+  REQUIRE(cuDeviceGetAttribute(&persisting, CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, 0) == CUDA_SUCCESS);
+  CHECK(persisting > 0);
+  CHECK(cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, static_cast<size_t>(persisting) * 2) == CUDA_SUCCESS);
+  CHECK(cuCtxGetLimit(&value, CU_LIMIT_PERSISTING_L2_CACHE_SIZE) == CUDA_SUCCESS);
+  CHECK(value == static_cast<size_t>(persisting));  // clamped to the device's maximum
+  CHECK(cuCtxSetLimit(CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, 4) == CUDA_ERROR_UNSUPPORTED_LIMIT);
+  CHECK(cuCtxSetLimit(CU_LIMIT_MAX, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuCtxGetLimit(nullptr, CU_LIMIT_STACK_SIZE) == CUDA_ERROR_INVALID_VALUE);
+
+  CUfunc_cache config = CU_FUNC_CACHE_PREFER_L1;
+  CHECK(cuCtxGetCacheConfig(&config) == CUDA_SUCCESS);
+  CHECK(config == CU_FUNC_CACHE_PREFER_NONE);
+  CHECK(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED) == CUDA_SUCCESS);
+  CHECK(cuCtxGetCacheConfig(&config) == CUDA_SUCCESS);
+  CHECK(config == CU_FUNC_CACHE_PREFER_SHARED);
+  CHECK(cuCtxSetCacheConfig(static_cast<CUfunc_cache>(7)) == CUDA_ERROR_INVALID_VALUE);
+
+  // Another context has its own; a primary context reset starts from the defaults again.
+  CUcontext other = nullptr;
+  REQUIRE(cuCtxCreate(&other, nullptr, 0, 0) == CUDA_SUCCESS);
+  CHECK(cuCtxGetLimit(&value, CU_LIMIT_MALLOC_HEAP_SIZE) == CUDA_SUCCESS);
+  CHECK(value == 8 * kMiB);
+  REQUIRE(cuCtxDestroy(other) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+  CHECK(cuCtxGetLimit(&value, CU_LIMIT_MALLOC_HEAP_SIZE) == CUDA_SUCCESS);
+  CHECK(value == 64 * kMiB);
+  CHECK(cuProfilerStart() == CUDA_SUCCESS);  // no profiler: nothing to do
+  CHECK(cuProfilerStop() == CUDA_SUCCESS);
+  const int rc = in_child([] {
+    CUfunc_cache c{};
+    size_t v = 0;
+    CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE) == CUDA_ERROR_INVALID_CONTEXT);  // none current
+    CHILD_CHECK(cuCtxGetCacheConfig(&c) == CUDA_ERROR_INVALID_CONTEXT);
+    CHILD_CHECK(cuProfilerStart() == CUDA_ERROR_INVALID_CONTEXT);
+    return 0;
+  });
+  CHECK(rc == 0);
+}
+
+TEST_CASE("stream priorities: the device's range, clamped, read back", "[driver][streams]") {
+  primary_context();
+  int supported = 0, least = 1, greatest = 1;
+  CHECK(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 0) == CUDA_SUCCESS);
+  CHECK(supported == 1);
+  CHECK(cuCtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS);
+  CHECK(least == 0);
+  CHECK(greatest == -5);
+  CHECK(cuCtxGetStreamPriorityRange(nullptr, &greatest) == CUDA_SUCCESS);  // either may be NULL
+  CUstream high = nullptr, low = nullptr, middle = nullptr;
+  REQUIRE(cuStreamCreateWithPriority(&high, CU_STREAM_NON_BLOCKING, -10) == CUDA_SUCCESS);
+  REQUIRE(cuStreamCreateWithPriority(&low, CU_STREAM_DEFAULT, 3) == CUDA_SUCCESS);
+  REQUIRE(cuStreamCreateWithPriority(&middle, CU_STREAM_DEFAULT, -2) == CUDA_SUCCESS);
+  int priority = 1;
+  CHECK(cuStreamGetPriority(high, &priority) == CUDA_SUCCESS);
+  CHECK(priority == -5);
+  CHECK(cuStreamGetPriority(low, &priority) == CUDA_SUCCESS);
+  CHECK(priority == 0);
+  CHECK(cuStreamGetPriority(middle, &priority) == CUDA_SUCCESS);
+  CHECK(priority == -2);
+  CHECK(cuStreamGetPriority(nullptr, &priority) == CUDA_SUCCESS);  // the legacy stream
+  CHECK(priority == 0);
+  CHECK(cuStreamGetPriority(CU_STREAM_PER_THREAD, &priority) == CUDA_SUCCESS);
+  CHECK(cuStreamGetPriority(high, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  for (CUstream s : {high, low, middle}) CHECK(cuStreamDestroy(s) == CUDA_SUCCESS);
+  CHECK(cuStreamGetPriority(high, &priority) == CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_CASE("function attributes: reported, settable where documented, and the launch follows them",
+          "[driver][kernels]") {
+  primary_context();
+  CUmodule module = nullptr;
+  CUfunction f = nullptr;
+  REQUIRE(cuModuleLoadData(&module, kSettingsPtx) == CUDA_SUCCESS);
+  REQUIRE(cuModuleGetFunction(&f, module, "work") == CUDA_SUCCESS);
+  int value = -1;
+  CHECK(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) == CUDA_SUCCESS);
+  CHECK(value == 1024);
+  CHECK(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_NUM_REGS, f) == CUDA_SUCCESS);
+  CHECK(value == 32);
+  CHECK(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_BINARY_VERSION, f) == CUDA_SUCCESS);
+  CHECK(value == 90);
+  CHECK(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f) == CUDA_SUCCESS);
+  CHECK(value == 0);
+  CHECK(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f) == CUDA_SUCCESS);
+  CHECK(value == 48 * 1024);
+  CHECK(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, f) == CUDA_SUCCESS);
+  CHECK(value == -1);
+  CHECK(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX, f) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncGetAttribute(nullptr, CU_FUNC_ATTRIBUTE_NUM_REGS, f) == CUDA_ERROR_INVALID_VALUE);
+
+  // More dynamic shared memory only once the function opts in to it, up to the device's limit.
+  CHECK(launch_with_shared(f, 64 * 1024) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100 * 1024) == CUDA_SUCCESS);
+  CHECK(launch_with_shared(f, 64 * 1024) == CUDA_SUCCESS);
+  CHECK(launch_with_shared(f, 101 * 1024) == CUDA_ERROR_INVALID_VALUE);
+  int optin = 0;
+  REQUIRE(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 0) == CUDA_SUCCESS);
+  CHECK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin + 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 50) == CUDA_SUCCESS);
+  CHECK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 101) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, f) == CUDA_SUCCESS);
+  CHECK(value == 50);
+  CHECK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NUM_REGS, 16) == CUDA_ERROR_INVALID_VALUE);  // read-only
+  CHECK(cuFuncSetCacheConfig(f, CU_FUNC_CACHE_PREFER_L1) == CUDA_SUCCESS);
+  CHECK(cuFuncSetCacheConfig(f, static_cast<CUfunc_cache>(9)) == CUDA_ERROR_INVALID_VALUE);
+  const char* name = nullptr;
+  CHECK(cuFuncGetName(&name, f) == CUDA_SUCCESS);
+  CHECK(std::string(name) == "work");
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  REQUIRE(cuModuleUnload(module) == CUDA_SUCCESS);
+  CHECK(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_NUM_REGS, f) == CUDA_ERROR_INVALID_HANDLE);
+
+  // A library kernel: per-device calls, the same settings through its function handle.
+  CUlibrary library = nullptr;
+  CUkernel kernel = nullptr;
+  REQUIRE(cuLibraryLoadData(&library, kSettingsPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
+  REQUIRE(cuLibraryGetKernel(&kernel, library, "work") == CUDA_SUCCESS);
+  CHECK(cuKernelGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel, 0) == CUDA_SUCCESS);
+  CHECK(value == 48 * 1024);
+  CHECK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 80 * 1024, kernel, 0) == CUDA_SUCCESS);
+  CHECK(cuKernelGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel, 9) ==
+        CUDA_ERROR_INVALID_DEVICE);
+  CUfunction through = nullptr;
+  CHECK(cuKernelGetFunction(&through, kernel) == CUDA_SUCCESS);
+  CHECK(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, through) == CUDA_SUCCESS);
+  CHECK(value == 80 * 1024);
+  CHECK(launch_with_shared(through, 70 * 1024) == CUDA_SUCCESS);
+  CHECK(cuKernelSetCacheConfig(kernel, CU_FUNC_CACHE_PREFER_EQUAL, 0) == CUDA_SUCCESS);
+  CHECK(cuKernelGetName(&name, kernel) == CUDA_SUCCESS);
+  CHECK(std::string(name) == "work");
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  REQUIRE(cuLibraryUnload(library) == CUDA_SUCCESS);
+  CHECK(cuKernelGetAttribute(&value, CU_FUNC_ATTRIBUTE_NUM_REGS, kernel, 0) == CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_CASE("occupancy follows the documented model of the simulated device", "[driver][kernels]") {
+  primary_context();
+  CUlibrary library = nullptr;
+  CUkernel kernel = nullptr;
+  REQUIRE(cuLibraryLoadData(&library, kSettingsPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
+  REQUIRE(cuLibraryGetKernel(&kernel, library, "work") == CUDA_SUCCESS);
+  const auto f = reinterpret_cast<CUfunction>(kernel);
+  auto blocks = [f](int block, size_t shared) {
+    int n = -1;
+    return cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, block, shared) == CUDA_SUCCESS ? n : -1;
+  };
+  CHECK(blocks(1024, 0) == 2);     // 2048 threads per multiprocessor
+  CHECK(blocks(256, 0) == 8);
+  CHECK(blocks(100, 0) == 16);     // whole warps: 128 threads each
+  CHECK(blocks(32, 0) == 32);      // at most 32 blocks
+  CHECK(blocks(64, 40000) == 5);   // 233472 bytes of shared memory, 1 KiB of it reserved per block
+  CHECK(blocks(1025, 0) == 0);     // no such block
+  CHECK(blocks(64, 49153) == 0);   // more than the function may use
+  int n = 0;
+  CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, 0, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, 64, 0, CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE) ==
+        CUDA_SUCCESS);
+  CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&n, f, 64, 0, 4) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, nullptr, 64, 0) == CUDA_ERROR_INVALID_HANDLE);
+
+  int grid = 0, block = 0;
+  CHECK(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, nullptr, 0, 0) == CUDA_SUCCESS);
+  CHECK(block == 1024);  // every size that fills the multiprocessor ties: the largest wins
+  CHECK(grid == 2 * 132);
+  CHECK(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, nullptr, 0, 200) == CUDA_SUCCESS);
+  CHECK(block == 128);  // 200 (7 warps) fits 9 blocks, 1800 threads; 192 fits 10, 1920; 128 fits 16, 2048
+  CHECK(grid == 16 * 132);
+  // Shared memory that grows with the block: 100 bytes per thread.
+  CHECK(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, [](int size) { return size_t(size) * 100; }, 0, 0) ==
+        CUDA_SUCCESS);
+  // Up to 491 threads the function's 48 KiB suffice: 480 fits 4 blocks (1920 threads), 256 fits 8
+  // (25600 + 1024 bytes each), 2048 threads.
+  CHECK(block == 256);
+  CHECK(grid == 8 * 132);
+  size_t available = 0;
+  CHECK(cuOccupancyAvailableDynamicSMemPerBlock(&available, f, 2, 1024) == CUDA_SUCCESS);
+  CHECK(available == 48 * 1024);  // the function's own limit
+  CHECK(cuOccupancyAvailableDynamicSMemPerBlock(&available, f, 8, 64) == CUDA_SUCCESS);
+  CHECK(available == 233472 / 8 - 1024);
+  CHECK(cuOccupancyAvailableDynamicSMemPerBlock(&available, f, 3, 1024) == CUDA_SUCCESS);
+  CHECK(available == 0);  // three such blocks never fit
+  REQUIRE(cuLibraryUnload(library) == CUDA_SUCCESS);
 }

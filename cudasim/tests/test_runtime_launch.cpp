@@ -2,6 +2,7 @@
 // its kernels, `<<<>>>` launches through the pushed call configuration, cudaLaunchKernel), pinned
 // host memory and peer access. Two devices.
 #include <catch2/catch.hpp>
+#include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstring>
@@ -44,6 +45,7 @@ struct FakeModule {
 void registered_stub() {}
 void unregistered_stub() {}
 void misnamed_stub() {}
+void attribute_stub() {}
 
 }  // namespace
 
@@ -93,6 +95,56 @@ TEST_CASE("runtime: registered kernels launch through <<<>>> and cudaLaunchKerne
   REQUIRE_CUDA(cudaDeviceReset());
   CHECK_CUDA(__cudaLaunchKernel(kernel, dim3(1), dim3(1), args, 0, nullptr));
   CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+TEST_CASE("runtime: function attributes and occupancy of registered kernels", "[runtime][launch]") {
+  static FakeModule module("_Z8attrworkv");
+  static bool registered = false;
+  if (!registered) {
+    module.add(reinterpret_cast<const void*>(&attribute_stub), "_Z8attrworkv");
+    __cudaRegisterFatBinaryEnd(module.handle);
+    registered = true;
+  }
+  const void* stub = reinterpret_cast<const void*>(&attribute_stub);
+  cudaFuncAttributes attributes{};
+  REQUIRE_CUDA(cudaFuncGetAttributes(&attributes, stub));
+  CHECK(attributes.maxThreadsPerBlock == 1024);
+  CHECK(attributes.numRegs == 32);
+  CHECK(attributes.binaryVersion == 90);
+  CHECK(attributes.sharedSizeBytes == 0);
+  CHECK(attributes.maxDynamicSharedSizeBytes == 48 * 1024);
+  CHECK(attributes.preferredShmemCarveout == -1);
+  CHECK(name(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&unregistered_stub))) ==
+        "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaFuncGetAttributes(nullptr, stub)) == "cudaErrorInvalidValue");
+
+  // A launch with more than 48 KiB of dynamic shared memory needs the kernel to opt in.
+  void* args[] = {nullptr};
+  CHECK(name(cudaLaunchKernel(stub, dim3(1), dim3(32), args, 64 * 1024, nullptr)) == "cudaErrorInvalidConfiguration");
+  REQUIRE_CUDA(cudaFuncSetAttribute(stub, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+  REQUIRE_CUDA(cudaFuncGetAttributes(&attributes, stub));
+  CHECK(attributes.maxDynamicSharedSizeBytes == 96 * 1024);
+  CHECK_CUDA(cudaLaunchKernel(stub, dim3(1), dim3(32), args, 64 * 1024, nullptr));
+  CHECK(name(cudaFuncSetAttribute(stub, cudaFuncAttributeMaxDynamicSharedMemorySize, 1 << 20)) ==
+        "cudaErrorInvalidValue");
+  CHECK_CUDA(cudaFuncSetAttribute(stub, cudaFuncAttributePreferredSharedMemoryCarveout, 25));
+  CHECK_CUDA(cudaFuncSetCacheConfig(stub, cudaFuncCachePreferShared));
+  CHECK_CUDA(cudaDeviceSynchronize());
+
+  int blocks = -1;
+  REQUIRE_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, stub, 256, 0));
+  CHECK(blocks == 8);
+  REQUIRE_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, stub, 64, 90 * 1024,
+                                                                      cudaOccupancyDefault));
+  CHECK(blocks == 2);  // 233472 bytes per multiprocessor, 1 KiB reserved per block
+  size_t available = 0;
+  REQUIRE_CUDA(cudaOccupancyAvailableDynamicSMemPerBlock(&available, stub, 4, 256));
+  CHECK(available == 233472 / 4 - 1024);
+  // The toolkit's own header-only helper over these calls.
+  int grid = 0, block = 0;
+  REQUIRE_CUDA(cudaOccupancyMaxPotentialBlockSize(&grid, &block, static_cast<const char*>(stub), 0, 0));
+  CHECK(block == 1024);
+  CHECK(grid == 2 * 132);
 }
 
 TEST_CASE("runtime: pinned host memory", "[runtime][host]") {

@@ -260,3 +260,73 @@ TEST_CASE("runtime: stream capture records work into a graph", "[runtime][stream
   REQUIRE_CUDA(cudaStreamDestroy(stream));
   cudaGetLastError();
 }
+
+namespace {
+
+// Appends its tag to a shared log when a stream reaches it (a stream callback or a host function).
+struct Tagged {
+  std::string* log;
+  char tag;
+  cudaError_t status = cudaErrorUnknown;
+  static void CUDART_CB callback(cudaStream_t, cudaError_t status, void* self) {
+    auto* t = static_cast<Tagged*>(self);
+    t->status = status;
+    t->log->push_back(t->tag);
+  }
+  static void CUDART_CB host(void* self) {
+    auto* t = static_cast<Tagged*>(self);
+    t->log->push_back(t->tag);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("runtime: stream callbacks and host functions run on the stream, in order", "[runtime][stream]") {
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Gate gate;
+  std::string log;
+  Tagged a{&log, 'a'}, b{&log, 'b'}, c{&log, 'c'};
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, Gate::wait, &gate));
+  REQUIRE_CUDA(cudaStreamAddCallback(stream, Tagged::callback, &a, 0));
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, Tagged::host, &b));
+  REQUIRE_CUDA(cudaStreamAddCallback(stream, Tagged::callback, &c, 0));
+  CHECK(log.empty());  // the stream is held at the gate
+  gate.open();
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(log == "abc");
+  CHECK(a.status == cudaSuccess);
+  CHECK(name(cudaStreamAddCallback(stream, Tagged::callback, &a, 1)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaStreamAddCallback(stream, nullptr, &a, 0)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  // On the legacy default stream and the per-thread one too.
+  log.clear();
+  REQUIRE_CUDA(cudaStreamAddCallback(nullptr, Tagged::callback, &a, 0));
+  REQUIRE_CUDA(cudaStreamAddCallback(cudaStreamPerThread, Tagged::callback, &b, 0));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  REQUIRE_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  std::sort(log.begin(), log.end());
+  CHECK(log == "ab");
+}
+
+TEST_CASE("runtime: stream priorities and flags", "[runtime][stream]") {
+  int least = 0, greatest = 0;
+  REQUIRE_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t high = nullptr, beyond = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithPriority(&high, cudaStreamNonBlocking, greatest));
+  REQUIRE_CUDA(cudaStreamCreateWithPriority(&beyond, cudaStreamDefault, least + 7));
+  int priority = 1;
+  unsigned flags = 7;
+  REQUIRE_CUDA(cudaStreamGetPriority(high, &priority));
+  CHECK(priority == greatest);
+  REQUIRE_CUDA(cudaStreamGetPriority(beyond, &priority));
+  CHECK(priority == least);  // clamped into the range
+  REQUIRE_CUDA(cudaStreamGetFlags(high, &flags));
+  CHECK(flags == cudaStreamNonBlocking);
+  REQUIRE_CUDA(cudaStreamGetFlags(beyond, &flags));
+  CHECK(flags == cudaStreamDefault);
+  CHECK(name(cudaStreamCreateWithPriority(&high, 4, 0)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaStreamGetPriority(beyond, nullptr)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaStreamDestroy(high));
+  REQUIRE_CUDA(cudaStreamDestroy(beyond));
+}
