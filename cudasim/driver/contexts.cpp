@@ -172,6 +172,17 @@ std::vector<std::shared_ptr<CUstream_st>> context_streams(CUctx_st* ctx) {
   return all;
 }
 
+void wait_for_all_queued_work() {
+  std::vector<std::pair<std::shared_ptr<CUstream_st>, std::uint64_t>> targets;
+  {
+    Locked l;
+    for (CUctx_st* ctx : l.st.contexts) {
+      for (auto& stream : context_streams(ctx)) targets.emplace_back(stream, stream->last_submitted());
+    }
+  }
+  for (auto& [stream, seq] : targets) stream->wait_until(seq);
+}
+
 void synchronize_context(CUctx_st* ctx) {
   std::vector<std::pair<std::shared_ptr<CUstream_st>, std::uint64_t>> targets;
   {

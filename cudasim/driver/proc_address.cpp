@@ -92,6 +92,8 @@ const ProcEntry kEntries[] = {
   {"cuIpcOpenMemHandle", 4010, nullptr, nullptr},  // the pre-11.0 form is not simulated
   {"cuIpcOpenMemHandle", 11000, fn(cuIpcOpenMemHandle_v2), nullptr},
   {"cuIpcCloseMemHandle", 4010, fn(cuIpcCloseMemHandle), nullptr},
+  {"cuIpcGetEventHandle", 4010, fn(cuIpcGetEventHandle), nullptr},
+  {"cuIpcOpenEventHandle", 4010, fn(cuIpcOpenEventHandle), nullptr},
   {"cuMemAllocManaged", 6000, fn(cuMemAllocManaged), nullptr},
   // pinned host memory
   {"cuMemHostAlloc", 2020, fn(cuMemHostAlloc), nullptr},

@@ -205,6 +205,9 @@ CUresult current_context(State& st, CUctx_st** out);
 std::vector<std::shared_ptr<CUstream_st>> context_streams(CUctx_st* ctx);
 // Waits for all work in the context, then releases pool memory above thresholds. Locks itself.
 void synchronize_context(CUctx_st* ctx);
+// Waits for all work queued so far in every live context, on every device: before a mapping that
+// any stream may still use goes (cuMemUnmap, cuMemSetAccess, cuIpcCloseMemHandle). Locks itself.
+void wait_for_all_queued_work();
 int context_device(CUctx_st* ctx);
 
 // --- streams.cpp ---
@@ -242,6 +245,13 @@ void free_context_allocations(State& st, CUctx_st* ctx);
 // map_device_memory backed by a memfd another process can open through a cuIpcGetMemHandle handle
 // (named after `buffer_id`); private memory when no descriptor can be had. Needs State::mu.
 Mapping map_exportable_memory(State& st, std::size_t bytes, std::uint64_t buffer_id);
+// This process's random number, which names its exported files (so a reused pid never makes an
+// old handle valid again). Needs State::mu.
+std::uint64_t ipc_process_number(State& st);
+// Opens the file process `pid` holds as descriptor `fd` (through /proc, which only the same user may
+// do), when it is still a regular file with inode `inode`, a memfd whose name is `name`, of at least
+// `min_size` bytes: what another process exported, checked afresh (-1 otherwise). Never blocks.
+int open_exported_file(int pid, int fd, std::uint64_t inode, const std::string& name, std::uint64_t min_size);
 
 // --- pools.cpp ---
 CUmemoryPool create_default_pool(State& st, int device);
@@ -279,6 +289,21 @@ CUresult graph_free(State& st, Capture& capture, CUdeviceptr dptr);
 // Ends every capture of the context's streams (context destruction), destroying their graphs.
 void abandon_captures(State& st, CUctx_st* ctx);
 void abandon_capture(State& st, CUstream_st* stream);
+
+// --- ipc_events.cpp ---
+// The counters of a new interprocess event, in a memfd another process can open through its
+// cuIpcGetEventHandle handle; null when no descriptor or memory can be had. Needs State::mu.
+std::shared_ptr<IpcEventPage> create_ipc_event_page(State& st);
+// A record of the event: the generation it takes (call at the record), then, when the stream
+// reaches it, complete_ipc_record.
+std::uint64_t begin_ipc_record(IpcEventPage& page);
+void complete_ipc_record(IpcEventPage& page, std::uint64_t generation);
+// The generation of the event's latest record (0: never recorded), and whether `generation` has
+// completed (by whichever process recorded it).
+std::uint64_t latest_ipc_record(const IpcEventPage& page);
+bool ipc_record_done(const IpcEventPage& page, std::uint64_t generation);
+// Blocks until `generation` has completed (polling: another process completes it).
+void wait_ipc_record(const IpcEventPage& page, std::uint64_t generation);
 
 // --- report.cpp ---
 void note_requested_name(State& st, const char* name);

@@ -182,6 +182,15 @@ CUresult stream_wait_event(CUstream handle, CUevent event, unsigned flags, bool 
       // Joining another stream to the capture (or merging two captures) is not simulated.
       return stream->capture ? CUDA_ERROR_STREAM_CAPTURE_MERGE : CUDA_ERROR_NOT_SUPPORTED;
     }
+    if (const std::shared_ptr<IpcEventPage>& page = ev->second->ipc; page && !stream->capture) {
+      // Its latest record, made by any process sharing it, as of now.
+      const std::uint64_t generation = latest_ipc_record(*page);
+      if (generation == 0) return CUDA_SUCCESS;
+      bool captured = false;
+      if (CUresult rc = capture_work(st, stream, NodeKind::EventWait, &captured); rc != CUDA_SUCCESS) return rc;
+      submit(st, stream, [page, generation] { wait_ipc_record(*page, generation); });
+      return CUDA_SUCCESS;
+    }
     if (ev->second->recorded_seq == 0) return CUDA_SUCCESS;  // never recorded: nothing to wait for
     if (stream->capture) {
       if (stream->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;

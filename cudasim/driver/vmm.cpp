@@ -282,19 +282,6 @@ void sync_allocation(State& st, const VaMapping& m) {
                                       m.buffer_id};
 }
 
-// Waits for all work queued so far in every live context (cuMemUnmap and cuMemSetAccess are
-// synchronous: queued copies and sets must not meet a vanished or closed mapping). Locks itself.
-void wait_for_queued_work() {
-  std::vector<std::pair<std::shared_ptr<CUstream_st>, std::uint64_t>> targets;
-  {
-    Locked l;
-    for (CUctx_st* ctx : l.st.contexts) {
-      for (auto& stream : context_streams(ctx)) targets.emplace_back(stream, stream->last_submitted());
-    }
-  }
-  for (auto& [stream, seq] : targets) stream->wait_until(seq);
-}
-
 // True when no stream of any live context has work queued or running, so nothing touches device
 // memory while the caller keeps State::mu (submitting work needs it). Needs State::mu.
 bool all_streams_idle(State& st) {
@@ -475,7 +462,7 @@ CUresult validated_then_synchronized(Validate validate) {
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
     if (CUresult rc = validate(l.st); rc != CUDA_SUCCESS) return rc;
   }
-  wait_for_queued_work();
+  wait_for_all_queued_work();
   return CUDA_SUCCESS;
 }
 
@@ -764,7 +751,7 @@ CUDASIM_EXPORT CUresult cuMemExportToShareableHandle(void* shareableHandle, CUme
         return CUDA_SUCCESS;
       }
     }
-    wait_for_queued_work();
+    wait_for_all_queued_work();
   }
 }
 

@@ -52,7 +52,8 @@ namespace cudasim::runtime {
   X(cuProfilerStart, 4000) X(cuProfilerStop, 4000) X(cuKernelGetAttribute, 12000)                 \
   X(cuKernelSetAttribute, 12000) X(cuKernelSetCacheConfig, 12000)                                 \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000)                                   \
-  X(cuOccupancyAvailableDynamicSMemPerBlock, 10020)
+  X(cuOccupancyAvailableDynamicSMemPerBlock, 10020)                                               \
+  X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

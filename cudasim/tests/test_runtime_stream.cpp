@@ -330,3 +330,22 @@ TEST_CASE("runtime: stream priorities and flags", "[runtime][stream]") {
   REQUIRE_CUDA(cudaStreamDestroy(high));
   REQUIRE_CUDA(cudaStreamDestroy(beyond));
 }
+
+TEST_CASE("runtime: interprocess event handles are the driver's", "[runtime][event]") {
+  cudaEvent_t shared = nullptr, plain = nullptr, opened = nullptr;
+  REQUIRE_CUDA(cudaEventCreateWithFlags(&shared, cudaEventInterprocess | cudaEventDisableTiming));
+  REQUIRE_CUDA(cudaEventCreateWithFlags(&plain, cudaEventDisableTiming));
+  cudaIpcEventHandle_t handle{};
+  REQUIRE_CUDA(cudaIpcGetEventHandle(&handle, shared));
+  CHECK(name(cudaIpcGetEventHandle(&handle, plain)) == "cudaErrorInvalidValue");  // not interprocess
+  CHECK(name(cudaIpcGetEventHandle(nullptr, shared)) == "cudaErrorInvalidValue");
+  // The driver's CUDA_ERROR_INVALID_CONTEXT for a process's own handle, translated.
+  CHECK(name(cudaIpcOpenEventHandle(&opened, handle)) == "cudaErrorDeviceUninitialized");
+  CHECK(name(cudaIpcOpenEventHandle(nullptr, handle)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaEventRecord(shared, nullptr));
+  REQUIRE_CUDA(cudaEventSynchronize(shared));
+  CHECK_CUDA(cudaEventQuery(shared));
+  (void)cudaGetLastError();
+  REQUIRE_CUDA(cudaEventDestroy(shared));
+  REQUIRE_CUDA(cudaEventDestroy(plain));
+}
