@@ -33,7 +33,8 @@ bool in_quarantine(const State& st, std::uintptr_t ptr) {
 bool valid_range(State& st, const Range& r) {
   if (r.ptr == 0) return false;
   switch (r.side) {
-    case Side::Device: return find_allocation(st, r.ptr, r.bytes) != nullptr;
+    // Page-locked host memory is mapped (unified addressing): its address is a device pointer too.
+    case Side::Device: return find_allocation(st, r.ptr, r.bytes) != nullptr || host_range_pinned(st, r.ptr, r.bytes);
     case Side::Host: return !in_quarantine(st, r.ptr) && !vmm_inaccessible(st, r.ptr, r.bytes);
     case Side::Unified:
       if (find_allocation(st, r.ptr, 1) != nullptr) return find_allocation(st, r.ptr, r.bytes) != nullptr;

@@ -317,6 +317,8 @@ void forget_context_peers(State& st, CUctx_st* ctx);
 // --- host_memory.cpp --- (need State::mu held)
 // Whether [ptr, ptr + bytes) lies in one page-locked host range.
 bool host_range_pinned(const State& st, std::uintptr_t ptr, std::size_t bytes);
+// The page-locked host range holding `ptr` (its base and size), false when none does.
+bool pinned_range_of(const State& st, std::uintptr_t ptr, std::uintptr_t* base, std::size_t* size);
 // cuPointerGetAttribute for pinned host memory: false when `ptr` is not pinned, else true with *rc.
 bool host_pointer_attribute(State& st, void* data, CUpointer_attribute attribute, CUdeviceptr ptr, CUresult* rc);
 
