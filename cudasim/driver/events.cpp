@@ -32,13 +32,14 @@ CUresult event_record(CUevent handle, CUstream stream_handle, unsigned flags, bo
   if (CUresult rc = resolve_stream(l.st, stream_handle, per_thread_default, &stream); rc != CUDA_SUCCESS)
     return rc;
   if (stream->ctx != ev->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  // Recorded in a capture, the event stands for what the stream captured so far; recorded with
+  // CU_EVENT_RECORD_EXTERNAL, it is an event-record node of the graph.
+  if (stream->capture && flags == CU_EVENT_RECORD_DEFAULT) return capture_event_record(l.st, stream, *ev);
   bool captured = false;
   if (CUresult rc = capture_work(l.st, stream, NodeKind::EventRecord, &captured); rc != CUDA_SUCCESS) return rc;
-  if (captured) {  // an event-record node: the event now stands for a point in the graph
-    ev->captured_in = stream->capture;
-    return CUDA_SUCCESS;
-  }
+  if (captured) return CUDA_SUCCESS;
   ev->captured_in.reset();
+  ev->captured_tail.clear();
   ev->stream = stream;
   const std::uint64_t generation = ++ev->generation;
   std::shared_ptr<IpcEventPage> page = ev->ipc;

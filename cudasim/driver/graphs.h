@@ -5,6 +5,7 @@
 #include "cuda_api.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -18,7 +19,7 @@ enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, Me
 struct CUgraphNode_st {
   cudasim::NodeKind kind = cudasim::NodeKind::Host;
   CUgraph_st* graph = nullptr;
-  CUgraphNode_st* dependency = nullptr;  // the node captured before it on the stream (null: first)
+  std::vector<CUgraphNode_st*> dependencies;  // what its stream had captured before it (empty: a root)
 };
 
 // Invariant: `allocations` are the bases of this graph's memory-allocation nodes not freed by one of
@@ -31,8 +32,11 @@ struct CUgraph_st {
 
 namespace cudasim {
 
-// One capture sequence, from cuStreamBeginCapture to cuStreamEndCapture on `origin`.
-// Invariant: while !ended, it is in State::captures and origin->capture points to it.
+// One capture sequence, from cuStreamBeginCapture to cuStreamEndCapture on `origin`. Other streams
+// join it by waiting for an event recorded in it (the fork of a multi-stream capture) and must be
+// joined back into the origin (it waits for an event recorded on them) before it ends.
+// Invariant: while !ended, it is in State::captures, and every stream in `tails` (the origin and
+// the streams that joined) has its `capture` pointing to it.
 struct Capture {
   std::uint64_t id = 0;
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
@@ -41,7 +45,8 @@ struct Capture {
   CUgraph_st* graph = nullptr;
   bool invalidated = false;
   bool ended = false;
-  CUgraphNode_st* last = nullptr;         // what the next captured node depends on
+  // Per stream of the sequence, the nodes its next captured work depends on.
+  std::map<CUstream_st*, std::vector<CUgraphNode_st*>> tails;
   std::vector<CUgraphNode> dependencies;  // handed out by cuStreamGetCaptureInfo
   std::vector<CUgraphEdgeData> edges;
 };

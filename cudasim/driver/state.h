@@ -282,10 +282,16 @@ CUresult check_context_not_capturing(State& st, CUctx_st* ctx);
 CUresult check_event_not_captured(State& st, CUevent_st& event);
 void invalidate(Capture& capture);
 // A memory-allocation node on a capturing stream: new graph-owned memory (not from any pool).
-CUresult graph_allocate(State& st, Capture& capture, int device, std::size_t bytes, CUdeviceptr* dptr);
+CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t bytes, CUdeviceptr* dptr);
 // A memory-free node: graph memory of this capture is released; pool memory is only recorded (it
 // would be freed when the graph runs, which is not simulated); anything else is INVALID_VALUE.
-CUresult graph_free(State& st, Capture& capture, CUdeviceptr dptr);
+CUresult graph_free(State& st, CUstream_st* stream, CUdeviceptr dptr);
+// An event recorded on a capturing stream: it stands for what the stream has captured so far.
+CUresult capture_event_record(State& st, const std::shared_ptr<CUstream_st>& stream, CUevent_st& event);
+// A stream waiting for an event recorded in an ongoing capture: inside that capture, the stream
+// follows the record too; a stream that captures nothing joins the capture (a fork), its work
+// following the record; another capture's stream: CUDA_ERROR_STREAM_CAPTURE_MERGE.
+CUresult capture_event_wait(State& st, const std::shared_ptr<CUstream_st>& stream, CUevent_st& event);
 // Ends every capture of the context's streams (context destruction), destroying their graphs.
 void abandon_captures(State& st, CUctx_st* ctx);
 void abandon_capture(State& st, CUstream_st* stream);

@@ -174,14 +174,7 @@ CUresult stream_wait_event(CUstream handle, CUevent event, unsigned flags, bool 
     auto ev = st.events.find(event);
     if (ev == st.events.end()) return CUDA_ERROR_INVALID_HANDLE;
     const auto& event_capture = ev->second->captured_in;
-    if (event_capture && !event_capture->ended) {
-      if (stream->capture == event_capture) {  // an ordinary dependency inside the capture
-        bool captured = false;
-        return capture_work(st, stream, NodeKind::EventWait, &captured);
-      }
-      // Joining another stream to the capture (or merging two captures) is not simulated.
-      return stream->capture ? CUDA_ERROR_STREAM_CAPTURE_MERGE : CUDA_ERROR_NOT_SUPPORTED;
-    }
+    if (event_capture && !event_capture->ended) return capture_event_wait(st, stream, *ev->second);
     if (const std::shared_ptr<IpcEventPage>& page = ev->second->ipc; page && !stream->capture) {
       // Its latest record, made by any process sharing it, as of now.
       const std::uint64_t generation = latest_ipc_record(*page);

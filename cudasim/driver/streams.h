@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace cudasim {
 
@@ -66,6 +67,7 @@ struct CUevent_st {
   std::uint64_t generation = 0;  // bumped per record, so only the latest record sets `time`
   // Set when the event was last recorded into a capture sequence (graphs.h), not onto a stream.
   std::shared_ptr<cudasim::Capture> captured_in;
+  std::vector<CUgraphNode_st*> captured_tail;  // what the recording stream had captured then
   // An interprocess event's (CU_EVENT_INTERPROCESS, or opened with cuIpcOpenEventHandle): whether
   // it is complete is read there, as processes sharing it may record it.
   std::shared_ptr<cudasim::IpcEventPage> ipc;

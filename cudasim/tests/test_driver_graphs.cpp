@@ -296,13 +296,15 @@ TEST_CASE("event waits inside a capture", "[driver][graphs]") {
   CHECK(cuStreamWaitEvent(stream, inside, 0) == CUDA_SUCCESS);                       // within the capture
   CHECK(cuStreamWaitEvent(stream, outside, CU_EVENT_WAIT_EXTERNAL) == CUDA_SUCCESS);  // an external wait
   CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
-  // Joining another stream to the capture is not simulated.
-  CHECK(cuStreamWaitEvent(other, inside, 0) == CUDA_ERROR_NOT_SUPPORTED);
+  // Another stream waiting for an event of the capture joins it.
+  CHECK(cuStreamWaitEvent(other, inside, 0) == CUDA_SUCCESS);
+  CHECK(status_of(other) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   // A plain wait on work outside the capture would cross its boundary.
   CHECK(cuStreamWaitEvent(stream, outside, 0) == CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
   CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
   CUgraph graph = nullptr;
   CHECK(cuStreamEndCapture(stream, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CHECK(status_of(other) == CU_STREAM_CAPTURE_STATUS_NONE);  // the capture ended for every stream in it
   CHECK(cuEventDestroy(outside) == CUDA_SUCCESS);
   CHECK(cuEventDestroy(inside) == CUDA_SUCCESS);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
@@ -439,4 +441,96 @@ TEST_CASE("the report counts graph memory apart from the pool", "[driver][graphs
   CHECK(dev["pool"]["peak_bytes_reserved"] == 0);
   CHECK(dev["driver_allocs"] == 0);
   CHECK(dev["bytes_reserved"] == 0);
+}
+
+TEST_CASE("a multi-stream capture: streams fork from and join back into the capturing stream", "[driver][graphs]") {
+  primary_context();
+  CUstream origin = new_stream(), side = new_stream(), third = new_stream();
+  CUevent fork = nullptr, join = nullptr;
+  REQUIRE(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+  REQUIRE(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+  CUdeviceptr dev = 0;
+  REQUIRE(cuMemAlloc(&dev, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8(dev, 0x11, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  int calls = 0;
+
+  REQUIRE(cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8Async(dev, 0x22, 1024, origin) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(fork, origin) == CUDA_SUCCESS);
+  CHECK(cuStreamWaitEvent(side, fork, 0) == CUDA_SUCCESS);  // side joins the capture
+  cuuint64_t origin_id = 0, side_id = 0;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUgraphNode* deps = nullptr;
+  size_t count = 0;
+  CHECK(cuStreamGetCaptureInfo(origin, &status, &origin_id, nullptr, nullptr, nullptr, nullptr) == CUDA_SUCCESS);
+  CHECK(cuStreamGetCaptureInfo(side, &status, &side_id, nullptr, &deps, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(status == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(side_id == origin_id);
+  CHECK(count == 1);  // it follows the set the fork was recorded after
+  const CUgraphNode forked_after = deps[0];
+  CHECK(cuMemsetD8Async(dev + 1024, 0x33, 1024, side) == CUDA_SUCCESS);  // captured, not run
+  CHECK(cuLaunchHostFunc(side, count_call, &calls) == CUDA_SUCCESS);
+  CHECK(cuMemsetD8Async(dev + 2048, 0x44, 1024, origin) == CUDA_SUCCESS);  // in parallel on the origin
+  // Only the origin ends the capture, and only once the side is joined back.
+  CUgraph graph = nullptr;
+  CHECK(cuStreamEndCapture(side, &graph) == CUDA_ERROR_ILLEGAL_STATE);
+  REQUIRE(cuEventRecord(join, side) == CUDA_SUCCESS);
+  CHECK(cuStreamWaitEvent(origin, join, 0) == CUDA_SUCCESS);
+  CHECK(cuStreamGetCaptureInfo(origin, &status, nullptr, nullptr, &deps, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);  // its own memset and the side's host node
+  CHECK(deps[0] != forked_after);
+  // A third stream in another capture cannot merge into this one.
+  REQUIRE(cuStreamBeginCapture(third, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+  CHECK(cuStreamWaitEvent(third, fork, 0) == CUDA_ERROR_STREAM_CAPTURE_MERGE);
+  REQUIRE(cuStreamEndCapture(third, &graph) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  REQUIRE(cuStreamEndCapture(origin, &graph) == CUDA_SUCCESS);
+  CHECK(graph != nullptr);
+  CHECK(status_of(side) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(status_of(origin) == CU_STREAM_CAPTURE_STATUS_NONE);
+  // Nothing captured ran; the streams work normally again.
+  std::vector<unsigned char> host(4096);
+  REQUIRE(cuMemcpyDtoH(host.data(), dev, 4096) == CUDA_SUCCESS);
+  CHECK(host[0] == 0x11);
+  CHECK(host[1500] == 0x11);
+  CHECK(host[3000] == 0x11);
+  CHECK(calls == 0);
+  CHECK(cuLaunchHostFunc(side, count_call, &calls) == CUDA_SUCCESS);
+  CHECK(cuStreamSynchronize(side) == CUDA_SUCCESS);
+  CHECK(calls == 1);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+
+  // A fork never joined back: CUDA_ERROR_STREAM_CAPTURE_UNJOINED, no graph, and every stream leaves.
+  REQUIRE(cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(fork, origin) == CUDA_SUCCESS);
+  REQUIRE(cuStreamWaitEvent(side, fork, 0) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8Async(dev, 0x55, 16, side) == CUDA_SUCCESS);
+  CHECK(cuStreamEndCapture(origin, &graph) == CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+  CHECK(graph == nullptr);
+  CHECK(status_of(side) == CU_STREAM_CAPTURE_STATUS_NONE);
+  // A fork that captured nothing needs no join.
+  REQUIRE(cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8Async(dev, 0x66, 16, origin) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(fork, origin) == CUDA_SUCCESS);
+  REQUIRE(cuStreamWaitEvent(side, fork, 0) == CUDA_SUCCESS);
+  REQUIRE(cuStreamEndCapture(origin, &graph) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  // The legacy stream cannot join: it synchronises with every blocking stream.
+  REQUIRE(cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(fork, origin) == CUDA_SUCCESS);
+  CHECK(cuStreamWaitEvent(nullptr, fork, 0) == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  CHECK(cuStreamEndCapture(origin, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // Destroying a stream that joined invalidates the capture it was part of.
+  CUstream doomed = new_stream();
+  REQUIRE(cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(fork, origin) == CUDA_SUCCESS);
+  REQUIRE(cuStreamWaitEvent(doomed, fork, 0) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(doomed) == CUDA_SUCCESS);
+  CHECK(cuStreamEndCapture(origin, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+  CHECK(cuEventDestroy(fork) == CUDA_SUCCESS);
+  CHECK(cuEventDestroy(join) == CUDA_SUCCESS);
+  for (CUstream s : {origin, side, third}) CHECK(cuStreamDestroy(s) == CUDA_SUCCESS);
 }

@@ -349,3 +349,40 @@ TEST_CASE("runtime: interprocess event handles are the driver's", "[runtime][eve
   REQUIRE_CUDA(cudaEventDestroy(shared));
   REQUIRE_CUDA(cudaEventDestroy(plain));
 }
+
+TEST_CASE("runtime: a capture forks into another stream through an event and joins back", "[runtime][graph]") {
+  cudaStream_t origin = nullptr, side = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&origin, cudaStreamNonBlocking));
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cudaEvent_t fork = nullptr, join = nullptr;
+  REQUIRE_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  REQUIRE_CUDA(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  void* dev = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&dev, 256));
+  REQUIRE_CUDA(cudaStreamBeginCapture(origin, cudaStreamCaptureModeGlobal));
+  REQUIRE_CUDA(cudaEventRecord(fork, origin));
+  REQUIRE_CUDA(cudaStreamWaitEvent(side, fork, 0));
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  REQUIRE_CUDA(cudaStreamIsCapturing(side, &status));
+  CHECK(status == cudaStreamCaptureStatusActive);
+  REQUIRE_CUDA(cudaMemsetAsync(dev, 1, 256, side));
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaEventRecord(join, side));
+  REQUIRE_CUDA(cudaStreamWaitEvent(origin, join, 0));
+  REQUIRE_CUDA(cudaStreamEndCapture(origin, &graph));
+  REQUIRE_CUDA(cudaStreamIsCapturing(side, &status));
+  CHECK(status == cudaStreamCaptureStatusNone);
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  // Not joined back.
+  REQUIRE_CUDA(cudaStreamBeginCapture(origin, cudaStreamCaptureModeGlobal));
+  REQUIRE_CUDA(cudaEventRecord(fork, origin));
+  REQUIRE_CUDA(cudaStreamWaitEvent(side, fork, 0));
+  REQUIRE_CUDA(cudaMemsetAsync(dev, 2, 256, side));
+  CHECK(name(cudaStreamEndCapture(origin, &graph)) == "cudaErrorStreamCaptureUnjoined");
+  (void)cudaGetLastError();
+  REQUIRE_CUDA(cudaFree(dev));
+  REQUIRE_CUDA(cudaEventDestroy(fork));
+  REQUIRE_CUDA(cudaEventDestroy(join));
+  REQUIRE_CUDA(cudaStreamDestroy(origin));
+  REQUIRE_CUDA(cudaStreamDestroy(side));
+}
