@@ -1,12 +1,13 @@
 """The simulated libcuda.so.1 and libcudart.so.13 export every function NVIDIA's do, under the same
 symbol version, and every function they do not simulate answers "not supported" (once said).
 
-Usage: test_exports.py NM CUDASIM_DIR TOOLKIT_LIBCUDA TOOLKIT_LIBCUDART DRIVER_STUBS RUNTIME_STUBS
+Usage: test_exports.py NM CUDASIM_DIR TOOLKIT_LIBCUDA TOOLKIT_LIBCUDART DRIVER_STUBS RUNTIME_STUBS README
 
 NM lists the dynamic symbols (`nm -D --defined-only`) of the simulator's libraries in CUDASIM_DIR and
 of the toolkit's (stubs/libcuda.so and libcudart.so of the toolkit Meson found). DRIVER_STUBS and
 RUNTIME_STUBS are the generated lists of names answered by a "not supported" stub
-(cudasim/stubs/generate_stubs.py).
+(cudasim/stubs/generate_stubs.py). README is cudasim/README.md, whose coverage tables must be what
+cudasim/stubs/api_coverage.py computes.
 """
 import os
 import subprocess
@@ -14,7 +15,10 @@ import sys
 import textwrap
 import unittest
 
-NM, CUDASIM_DIR, TOOLKIT_LIBCUDA, TOOLKIT_LIBCUDART, DRIVER_STUBS, RUNTIME_STUBS = sys.argv[1:7]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stubs"))
+import api_coverage as coverage  # noqa: E402
+
+NM, CUDASIM_DIR, TOOLKIT_LIBCUDA, TOOLKIT_LIBCUDART, DRIVER_STUBS, RUNTIME_STUBS, README = sys.argv[1:8]
 OUR_LIBCUDA = os.path.join(CUDASIM_DIR, "libcuda.so.1")
 OUR_LIBCUDART = os.path.join(CUDASIM_DIR, "libcudart.so.13")
 
@@ -115,6 +119,22 @@ class Exports(unittest.TestCase):
     def test_runtime_functions_not_simulated_answer_not_supported(self):
         results = self.check_stubs(OUR_LIBCUDART, "runtime", RUNTIME_STUBS)
         self.assertEqual(results["last-error"], [str(NOT_SUPPORTED), "0"])  # recorded as the last error
+
+    def test_readme_coverage_tables_are_the_codes(self):
+        generated = coverage.render(NM, CUDASIM_DIR, TOOLKIT_LIBCUDA, TOOLKIT_LIBCUDART, DRIVER_STUBS, RUNTIME_STUBS)
+        with open(README, encoding="utf-8") as f:
+            current = coverage.readme_section(f.read())
+        self.maxDiff = None
+        self.assertEqual(current, generated, "cudasim/README.md's coverage tables are stale: run "
+                         "cudasim/stubs/api_coverage.py with --update cudasim/README.md (arguments as this test's)")
+
+    def test_bookkeeping_functions_are_exported_and_not_stubs(self):
+        for library, ours, stubs in [("driver", OUR_LIBCUDA, DRIVER_STUBS), ("runtime", OUR_LIBCUDART, RUNTIME_STUBS)]:
+            mine, stubbed = exported_functions(ours), set(read_names(stubs))
+            for name in sorted(coverage.BOOKKEEPING[library]):
+                with self.subTest(name=name):
+                    self.assertIn(name, mine)
+                    self.assertNotIn(name, stubbed)
 
 
 if __name__ == "__main__":
