@@ -2,8 +2,9 @@
 //
 // Work enqueued on a capturing stream is recorded as a node of the capture's graph and not run.
 // cuMemAllocAsync on a capturing stream makes a memory-allocation node: new graph-owned memory (a
-// mapping of its own, not a pool block), released by a captured cuMemFreeAsync or at cuGraphDestroy.
-// Graphs cannot be instantiated or launched (cuGraphInstantiate, cuGraphLaunch are not provided).
+// mapping of its own, not a pool block), released by a captured cuMemFreeAsync or when the graph
+// and every instantiation of it are destroyed. Each captured node keeps the operation that does its
+// work, which launches of the instantiated graph run (graph_exec.cpp).
 // The rules on "potentially unsafe" calls follow cuThreadExchangeStreamCaptureMode in cuda.h.
 #include "contexts.h"
 #include "state.h"
@@ -24,15 +25,11 @@ bool valid_mode(CUstreamCaptureMode mode) {
 }
 
 // A node of work captured on `stream`: it follows the stream's tail and becomes it.
-CUgraphNode_st* add_node(Capture& capture, CUstream_st* stream, NodeKind kind) {
-  auto node = std::make_unique<CUgraphNode_st>();
-  node->kind = kind;
-  node->graph = capture.graph;
+CUgraphNode_st* add_node(Capture& capture, CUstream_st* stream, NodeKind kind, Operation op = {}) {
   std::vector<CUgraphNode_st*>& tail = capture.tails[stream];
-  node->dependencies = std::move(tail);
-  tail.assign(1, node.get());
-  capture.graph->nodes.push_back(std::move(node));
-  return capture.graph->nodes.back().get();
+  CUgraphNode_st* node = append_node(capture.graph, kind, std::move(tail), std::move(op));
+  tail.assign(1, node);
+  return node;
 }
 
 // Whether every node in `tail` precedes (or is) one of `ends`: the join rule of cuStreamEndCapture.
@@ -67,9 +64,11 @@ void release_graph_allocation(State& st, CUdeviceptr dptr) {
   st.allocations.erase(it);
 }
 
+// The program's handle goes at once; the graph and its memory once no instantiation of it remains.
 void destroy_graph(State& st, CUgraph_st* graph) {
-  for (CUdeviceptr dptr : graph->allocations) release_graph_allocation(st, dptr);
   st.graphs.erase(graph);
+  if (st.graph_exec_counts.contains(graph)) return;
+  for (CUdeviceptr dptr : graph->allocations) release_graph_allocation(st, dptr);
   delete graph;
 }
 
@@ -163,11 +162,22 @@ namespace cudasim {
 
 void invalidate(Capture& capture) { capture.invalidated = true; }
 
-CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured) {
+CUgraphNode_st* append_node(CUgraph_st* graph, NodeKind kind, std::vector<CUgraphNode_st*> dependencies, Operation op) {
+  auto node = std::make_unique<CUgraphNode_st>();
+  node->kind = kind;
+  node->graph = graph;
+  node->dependencies = std::move(dependencies);
+  node->op = std::move(op);
+  graph->nodes.push_back(std::move(node));
+  return graph->nodes.back().get();
+}
+
+CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured,
+                      Operation op) {
   *captured = false;
   if (stream->capture) {
     if (stream->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    add_node(*stream->capture, stream.get(), kind);
+    add_node(*stream->capture, stream.get(), kind, std::move(op));
     *captured = true;
     return CUDA_SUCCESS;
   }
@@ -275,6 +285,10 @@ CUresult graph_free(State& st, CUstream_st* stream, CUdeviceptr dptr) {
   }
   add_node(capture, stream, NodeKind::MemFree);
   return CUDA_SUCCESS;
+}
+
+void release_unowned_graph(State& st, CUgraph_st* graph) {
+  if (!st.graphs.contains(graph)) destroy_graph(st, graph);
 }
 
 void abandon_capture(State& st, CUstream_st* stream) {
@@ -397,7 +411,7 @@ CUDASIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* m
 CUDASIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  // Only graphs handed out by cuStreamEndCapture: one still being captured into cannot be destroyed.
+  // Only graphs handed out by cuStreamEndCapture or cuGraphCreate: one still being captured into cannot be destroyed.
   if (hGraph == nullptr || l.st.graphs.count(hGraph) == 0) return CUDA_ERROR_INVALID_VALUE;
   destroy_graph(l.st, hGraph);
   return CUDA_SUCCESS;

@@ -1,10 +1,12 @@
-// Stream capture and graphs (graphs.cpp). A capturing stream records its work as nodes of a graph
-// instead of running it; graphs can be destroyed but never instantiated or launched here.
+// Stream capture and graphs (graphs.cpp), graphs built node by node, instantiated and launched
+// (graph_exec.cpp). A capturing stream records its work as nodes of a graph instead of running it;
+// each node keeps the operation that does its work, which a launch of the instantiated graph runs.
 #pragma once
 
 #include "cuda_api.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -12,14 +14,27 @@
 
 namespace cudasim {
 
-enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree, Kernel };
+enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree, Kernel, Empty, Graph };
 
 }  // namespace cudasim
 
 struct CUgraphNode_st {
   cudasim::NodeKind kind = cudasim::NodeKind::Host;
   CUgraph_st* graph = nullptr;
-  std::vector<CUgraphNode_st*> dependencies;  // what its stream had captured before it (empty: a root)
+  std::vector<CUgraphNode_st*> dependencies;  // the nodes it follows (empty: a root)
+  // What a launch of the graph does for this node, on the launching stream (empty: nothing, as for
+  // kernels, which run no device code, and memory nodes, whose memory the graph holds throughout).
+  std::function<void()> op;
+};
+
+// An instantiated graph: the operations of its graph's nodes, in an order that respects every
+// dependency (the nodes' own), as the graph was when instantiated.
+struct CUgraphExec_st {
+  CUctx_st* ctx = nullptr;
+  std::vector<std::function<void()>> ops;
+  std::uint64_t kernels = 0;  // kernel nodes, counted in the report's kernel_launches per launch
+  int device = 0;
+  CUgraph_st* graph = nullptr;  // kept (its memory with it) until its last instantiation goes
 };
 
 // Invariant: `allocations` are the bases of this graph's memory-allocation nodes not freed by one of

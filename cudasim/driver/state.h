@@ -139,7 +139,9 @@ struct State {
   std::map<std::uintptr_t, Allocation> allocations;                        // by base
   std::unordered_map<std::uintptr_t, Mapping> mappings;                    // sync and graph allocations
   std::vector<std::shared_ptr<Capture>> captures;  // ongoing capture sequences (graphs.h)
-  std::unordered_set<CUgraph_st*> graphs;          // graphs returned by cuStreamEndCapture, not destroyed
+  std::unordered_set<CUgraph_st*> graphs;          // graphs returned by cuStreamEndCapture or cuGraphCreate, not destroyed
+  std::unordered_set<CUgraphExec_st*> graph_execs;  // instantiated graphs not destroyed (graph_exec.cpp)
+  std::unordered_map<CUgraph_st*, int> graph_exec_counts;  // instantiations per graph: they keep its memory
   std::uint64_t last_capture_id = 0;
   std::deque<Mapping> quarantine;  // freed ranges kept PROT_NONE so late use faults
   std::uint64_t device_allocations = 0;  // attempts counted against CUDASIM_FAIL_ALLOC_AFTER
@@ -267,7 +269,11 @@ void release_pools_above_threshold(State& st, int device);
 // *captured (the caller must not submit the work); CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when its
 // capture was invalidated; CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (invalidating them) for the legacy
 // stream while a blocking stream of its context captures. Otherwise CUDA_SUCCESS, *captured false.
-CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured);
+CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured,
+                      Operation op = {});
+// A node of `kind` doing `op`, following `dependencies`, appended to `graph` (graph_exec.cpp builds
+// graphs with it; capture too).
+CUgraphNode_st* append_node(CUgraph_st* graph, NodeKind kind, std::vector<CUgraphNode_st*> dependencies, Operation op);
 // A "potentially unsafe" call (cuMemAlloc, cuMemFree, ...): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
 // invalidating the captures that prohibit it, when the calling thread's capture interaction mode
 // forbids it (see cuThreadExchangeStreamCaptureMode).
@@ -292,6 +298,9 @@ CUresult capture_event_record(State& st, const std::shared_ptr<CUstream_st>& str
 // follows the record too; a stream that captures nothing joins the capture (a fork), its work
 // following the record; another capture's stream: CUDA_ERROR_STREAM_CAPTURE_MERGE.
 CUresult capture_event_wait(State& st, const std::shared_ptr<CUstream_st>& stream, CUevent_st& event);
+// Destroys a graph the program no longer holds (not in State::graphs) once no instantiation of it
+// remains: its memory goes with it.
+void release_unowned_graph(State& st, CUgraph_st* graph);
 // Ends every capture of the context's streams (context destruction), destroying their graphs.
 void abandon_captures(State& st, CUctx_st* ctx);
 void abandon_capture(State& st, CUstream_st* stream);

@@ -215,8 +215,9 @@ CUresult launch_host_func(CUstream handle, CUhostFn fn, void* data, bool per_thr
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
     bool captured = false;
-    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured); rc != CUDA_SUCCESS || captured) return rc;
-    submit(st, stream, [fn, data] { fn(data); });
+    Operation op = [fn, data] { fn(data); };
+    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured, op); rc != CUDA_SUCCESS || captured) return rc;
+    submit(st, stream, std::move(op));
     return CUDA_SUCCESS;
   });
 }
@@ -226,8 +227,9 @@ CUresult stream_add_callback(CUstream handle, CUstreamCallback fn, void* data, u
   if (fn == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
     bool captured = false;
-    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured); rc != CUDA_SUCCESS || captured) return rc;
-    submit(st, stream, [fn, data, handle] { fn(handle, CUDA_SUCCESS, data); });
+    Operation op = [fn, data, handle] { fn(handle, CUDA_SUCCESS, data); };
+    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured, op); rc != CUDA_SUCCESS || captured) return rc;
+    submit(st, stream, std::move(op));
     return CUDA_SUCCESS;
   });
 }

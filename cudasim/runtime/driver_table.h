@@ -53,7 +53,13 @@ namespace cudasim::runtime {
   X(cuKernelSetAttribute, 12000) X(cuKernelSetCacheConfig, 12000)                                 \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000)                                   \
   X(cuOccupancyAvailableDynamicSMemPerBlock, 10020)                                               \
-  X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)
+  X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)                                     \
+  X(cuGraphCreate, 10000) X(cuGraphAddEmptyNode, 10000) X(cuGraphAddHostNode, 10000)              \
+  X(cuGraphAddKernelNode, 12000) X(cuGraphAddMemsetNode, 10000) X(cuGraphAddMemcpyNode, 10000)    \
+  X(cuGraphGetNodes, 10000) X(cuGraphGetRootNodes, 10000) X(cuGraphNodeGetType, 10000)            \
+  X(cuGraphNodeGetDependencies, 12030) X(cuGraphInstantiateWithFlags, 11040)                      \
+  X(cuGraphInstantiateWithParams, 12000) X(cuGraphLaunch, 10000) X(cuGraphUpload, 11010)          \
+  X(cuGraphExecDestroy, 10000)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

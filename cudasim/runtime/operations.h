@@ -43,6 +43,12 @@ cudaError_t launch_kernel(CUkernel kernel, dim3 grid, dim3 block, void** args, s
 cudaError_t launch_host_function(const void* function, dim3 grid, dim3 block, void** args, size_t shared_bytes,
                                  CUstream stream);
 
+// Graph launches and instantiation with an upload stream (graph_api.cpp).
+cudaError_t graph_launch(cudaGraphExec_t exec, CUstream stream);
+cudaError_t graph_upload(cudaGraphExec_t exec, CUstream stream);
+cudaError_t graph_instantiate_with_params(cudaGraphExec_t* exec, cudaGraph_t graph, cudaGraphInstantiateParams* params,
+                                          bool per_thread);
+
 cudaError_t malloc_async(void** ptr, size_t size, CUstream stream);
 cudaError_t free_async(void* ptr, CUstream stream);
 cudaError_t malloc_from_pool_async(void** ptr, size_t size, cudaMemPool_t pool, CUstream stream);

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,17 @@ struct FakeModule {
                            nullptr, nullptr, nullptr, nullptr);
   }
 };
+
+// Registers `stub` as the kernel `name` of a fat binary of its own, once per process (as nvcc's
+// host code does at start-up).
+void register_kernel(const void* stub, const char* name) {
+  static std::map<const void*, std::unique_ptr<FakeModule>> modules;
+  std::unique_ptr<FakeModule>& module = modules[stub];
+  if (module) return;
+  module = std::make_unique<FakeModule>(name);
+  module->add(stub, name);
+  __cudaRegisterFatBinaryEnd(module->handle);
+}
 
 // Host stubs: only their addresses matter.
 void registered_stub() {}
@@ -98,13 +111,7 @@ TEST_CASE("runtime: registered kernels launch through <<<>>> and cudaLaunchKerne
 }
 
 TEST_CASE("runtime: function attributes and occupancy of registered kernels", "[runtime][launch]") {
-  static FakeModule module("_Z8attrworkv");
-  static bool registered = false;
-  if (!registered) {
-    module.add(reinterpret_cast<const void*>(&attribute_stub), "_Z8attrworkv");
-    __cudaRegisterFatBinaryEnd(module.handle);
-    registered = true;
-  }
+  register_kernel(reinterpret_cast<const void*>(&attribute_stub), "_Z8attrworkv");
   const void* stub = reinterpret_cast<const void*>(&attribute_stub);
   cudaFuncAttributes attributes{};
   REQUIRE_CUDA(cudaFuncGetAttributes(&attributes, stub));
@@ -145,6 +152,93 @@ TEST_CASE("runtime: function attributes and occupancy of registered kernels", "[
   REQUIRE_CUDA(cudaOccupancyMaxPotentialBlockSize(&grid, &block, static_cast<const char*>(stub), 0, 0));
   CHECK(block == 1024);
   CHECK(grid == 2 * 132);
+}
+
+namespace {
+void graph_stub() {}
+void CUDART_CB count_host_node(void* counter) { ++*static_cast<int*>(counter); }
+}  // namespace
+
+TEST_CASE("runtime: graphs built node by node and captured, instantiated and launched", "[runtime][graph]") {
+  register_kernel(reinterpret_cast<const void*>(&graph_stub), "_Z9graphstepv");
+  void* dev = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&dev, 4096));
+  std::vector<unsigned char> host(4096, 0);
+  int calls = 0;
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaGraphNode_t set = nullptr, copy = nullptr, kernel = nullptr, after = nullptr;
+  cudaMemsetParams memset{};
+  memset.dst = dev;
+  memset.value = 0x5a;
+  memset.elementSize = 1;
+  memset.width = 4096;
+  memset.height = 1;
+  REQUIRE_CUDA(cudaGraphAddMemsetNode(&set, graph, nullptr, 0, &memset));
+  cudaKernelNodeParams launch{};
+  launch.func = reinterpret_cast<void*>(&graph_stub);
+  launch.gridDim = dim3(4);
+  launch.blockDim = dim3(64);
+  REQUIRE_CUDA(cudaGraphAddKernelNode(&kernel, graph, &set, 1, &launch));
+  REQUIRE_CUDA(cudaGraphAddMemcpyNode1D(&copy, graph, &kernel, 1, host.data(), dev, 4096, cudaMemcpyDeviceToHost));
+  cudaHostNodeParams counter{count_host_node, &calls};
+  REQUIRE_CUDA(cudaGraphAddHostNode(&after, graph, &copy, 1, &counter));
+  size_t count = 0;
+  REQUIRE_CUDA(cudaGraphGetNodes(graph, nullptr, &count));
+  CHECK(count == 4);
+  cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+  REQUIRE_CUDA(cudaGraphNodeGetType(kernel, &type));
+  CHECK(type == cudaGraphNodeTypeKernel);
+  cudaGraphNode_t deps[2] = {};
+  count = 2;
+  REQUIRE_CUDA(cudaGraphNodeGetDependencies(after, deps, nullptr, &count));
+  CHECK((count == 1 && deps[0] == copy));
+  cudaKernelNodeParams unregistered = launch;
+  unregistered.func = reinterpret_cast<void*>(&unregistered_stub);
+  cudaGraphNode_t bad = nullptr;
+  CHECK(name(cudaGraphAddKernelNode(&bad, graph, nullptr, 0, &unregistered)) == "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaGraphAddMemcpyNode1D(&bad, graph, nullptr, 0, host.data(), dev, 16, static_cast<cudaMemcpyKind>(9))) ==
+        "cudaErrorInvalidMemcpyDirection");
+  (void)cudaGetLastError();
+
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(host[0] == 0x5a);
+  CHECK(host[4095] == 0x5a);
+  CHECK(calls == 1);
+  REQUIRE_CUDA(cudaGraphLaunch(exec, cudaStreamPerThread));
+  REQUIRE_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  CHECK(calls == 2);
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+
+  // Captured work, instantiated with an upload.
+  REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  REQUIRE_CUDA(cudaMemsetAsync(dev, 0x6b, 4096, stream));
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, count_host_node, &calls));
+  REQUIRE_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphInstantiateParams params{};
+  params.flags = cudaGraphInstantiateFlagUpload;
+  params.uploadStream = stream;
+  REQUIRE_CUDA(cudaGraphInstantiateWithParams(&exec, graph, &params));
+  CHECK(params.result_out == cudaGraphInstantiateSuccess);
+  CHECK(calls == 2);
+  REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+  REQUIRE_CUDA(cudaMemcpy(host.data(), dev, 4096, cudaMemcpyDeviceToHost));  // the legacy stream: a blocking
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));                                  // stream's launch is not waited for
+  REQUIRE_CUDA(cudaMemcpy(host.data(), dev, 4096, cudaMemcpyDeviceToHost));
+  CHECK(host[100] == 0x6b);
+  CHECK(calls == 3);
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  CHECK(name(cudaGraphLaunch(exec, stream)) == "cudaErrorInvalidValue");
+  (void)cudaGetLastError();
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  REQUIRE_CUDA(cudaFree(dev));
 }
 
 TEST_CASE("runtime: pinned host memory", "[runtime][host]") {
