@@ -128,6 +128,18 @@ constexpr bool kAsync = false;
 constexpr bool kLegacy = false;
 constexpr bool kPerThread = true;
 
+// A copy between two contexts' memory: with unified addressing a device-to-device copy, once both
+// contexts are known to be alive.
+CUresult peer_copy(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, std::size_t n,
+                   CUstream s, bool ptd, bool sync) {
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    if (!l.st.contexts.contains(dst_ctx) || !l.st.contexts.contains(src_ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return copy(dst, Side::Device, src, Side::Device, n, s, ptd, sync);
+}
+
 }  // namespace
 
 // --- unified copies ---
@@ -182,6 +194,22 @@ CUDASIM_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDe
 }
 CUDASIM_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
   return copy(dstDevice, Side::Device, srcDevice, Side::Device, ByteCount, nullptr, kPerThread, kSync);
+}
+CUDASIM_EXPORT CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                     CUcontext srcContext, size_t ByteCount) {
+  return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, nullptr, kLegacy, kSync);
+}
+CUDASIM_EXPORT CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                          CUcontext srcContext, size_t ByteCount) {
+  return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, nullptr, kPerThread, kSync);
+}
+CUDASIM_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                          CUcontext srcContext, size_t ByteCount, CUstream hStream) {
+  return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, kLegacy, kAsync);
+}
+CUDASIM_EXPORT CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                               CUcontext srcContext, size_t ByteCount, CUstream hStream) {
+  return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, kPerThread, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
                                              CUstream hStream) {

@@ -254,6 +254,8 @@ const ProcEntry kEntries[] = {
   {"cuDeviceGetDefaultMemPool", 11020, fn(cuDeviceGetDefaultMemPool), nullptr},
   {"cuDeviceGetMemPool", 11020, fn(cuDeviceGetMemPool), nullptr},
   {"cuDeviceSetMemPool", 11020, fn(cuDeviceSetMemPool), nullptr},
+  {"cuMemcpyPeer", 4000, fn(cuMemcpyPeer), fn(cuMemcpyPeer_ptds)},
+  {"cuMemcpyPeerAsync", 4000, fn(cuMemcpyPeerAsync), fn(cuMemcpyPeerAsync_ptsz)},
   {"cuMemPoolCreate", 11020, fn(cuMemPoolCreate), nullptr},
   {"cuMemPoolDestroy", 11020, fn(cuMemPoolDestroy), nullptr},
   {"cuMemPoolSetAttribute", 11020, fn(cuMemPoolSetAttribute), nullptr},

@@ -59,7 +59,10 @@ namespace cudasim::runtime {
   X(cuGraphGetNodes, 10000) X(cuGraphGetRootNodes, 10000) X(cuGraphNodeGetType, 10000)            \
   X(cuGraphNodeGetDependencies, 12030) X(cuGraphInstantiateWithFlags, 11040)                      \
   X(cuGraphInstantiateWithParams, 12000) X(cuGraphLaunch, 10000) X(cuGraphUpload, 11010)          \
-  X(cuGraphExecDestroy, 10000)
+  X(cuGraphExecDestroy, 10000) X(cuMemcpyPeer, 4000) X(cuMemcpyPeerAsync, 4000)                  \
+  X(cuDeviceGetMemPool, 11020) X(cuDeviceSetMemPool, 11020)                                       \
+  X(cuMemPoolExportToShareableHandle, 11020) X(cuMemPoolImportFromShareableHandle, 11020)         \
+  X(cuMemPoolExportPointer, 11020) X(cuMemPoolImportPointer, 11020)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

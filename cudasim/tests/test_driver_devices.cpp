@@ -407,3 +407,36 @@ TEST_CASE("occupancy follows the documented model of the simulated device", "[dr
   CHECK(available == 0);  // three such blocks never fit
   REQUIRE(cuLibraryUnload(library) == CUDA_SUCCESS);
 }
+
+TEST_CASE("peer copies between two contexts' memory", "[driver][peers]") {
+  CUcontext ctx0 = primary_context();
+  CUcontext ctx1 = nullptr;
+  REQUIRE(cuDevicePrimaryCtxRetain(&ctx1, 1) == CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  REQUIRE(cuMemAlloc(&a, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(ctx1) == CUDA_SUCCESS);
+  REQUIRE(cuMemAlloc(&b, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(ctx0) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8(a, 0x61, 4096) == CUDA_SUCCESS);
+  CHECK(cuMemcpyPeer(b, ctx1, a, ctx0, 4096) == CUDA_SUCCESS);
+  unsigned char back[4] = {};
+  REQUIRE(cuMemcpyDtoH(back, b + 4092, 4) == CUDA_SUCCESS);
+  CHECK(back[3] == 0x61);
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8(b, 0x62, 16) == CUDA_SUCCESS);
+  CHECK(cuMemcpyPeerAsync(a, ctx0, b, ctx1, 16, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyDtoH(back, a, 4) == CUDA_SUCCESS);
+  CHECK(back[0] == 0x62);
+  CUcontext gone = nullptr;
+  REQUIRE(cuCtxCreate(&gone, nullptr, 0, 0) == CUDA_SUCCESS);
+  REQUIRE(cuCtxDestroy(gone) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(ctx0) == CUDA_SUCCESS);
+  CHECK(cuMemcpyPeer(b, gone, a, ctx0, 16) == CUDA_ERROR_INVALID_CONTEXT);
+  CHECK(cuMemcpyPeer(b, ctx1, a, ctx0, 8192) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  CHECK(cuMemFree(a) == CUDA_SUCCESS);
+  CHECK(cuMemFree(b) == CUDA_SUCCESS);
+  CHECK(cuDevicePrimaryCtxRelease(1) == CUDA_SUCCESS);
+}

@@ -290,3 +290,31 @@ TEST_CASE("runtime: peer access between two devices", "[runtime][peers]") {
   CHECK(name(cudaDeviceDisablePeerAccess(1)) == "cudaErrorPeerAccessNotEnabled");
   (void)cudaGetLastError();
 }
+
+TEST_CASE("runtime: copies between two devices' memory", "[runtime][peers]") {
+  void* on0 = nullptr;
+  void* on1 = nullptr;
+  REQUIRE_CUDA(cudaSetDevice(1));
+  REQUIRE_CUDA(cudaMalloc(&on1, 4096));
+  REQUIRE_CUDA(cudaSetDevice(0));
+  REQUIRE_CUDA(cudaMalloc(&on0, 4096));
+  REQUIRE_CUDA(cudaMemset(on0, 0x29, 4096));
+  REQUIRE_CUDA(cudaMemcpyPeer(on1, 1, on0, 0, 4096));
+  std::vector<unsigned char> back(4096);
+  REQUIRE_CUDA(cudaMemcpy(back.data(), on1, 4096, cudaMemcpyDeviceToHost));
+  CHECK(back[4095] == 0x29);
+  REQUIRE_CUDA(cudaMemset(on1, 0x30, 4096));
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreate(&stream));
+  REQUIRE_CUDA(cudaMemcpyPeerAsync(on0, 0, on1, 1, 2048, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  REQUIRE_CUDA(cudaMemcpy(back.data(), on0, 4096, cudaMemcpyDeviceToHost));
+  CHECK(back[2047] == 0x30);
+  CHECK(back[2048] == 0x29);
+  CHECK(name(cudaMemcpyPeer(on1, 7, on0, 0, 16)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaMemcpyPeer(on1, 1, on0, 0, 8192)) == "cudaErrorInvalidValue");  // past the allocations
+  (void)cudaGetLastError();
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  REQUIRE_CUDA(cudaFree(on0));
+  REQUIRE_CUDA(cudaFree(on1));
+}
