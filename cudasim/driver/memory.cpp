@@ -273,10 +273,16 @@ CUDASIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
 CUDASIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  const Allocation* a = find_allocation(l.st, dptr, 1);
-  if (a == nullptr) return CUDA_ERROR_NOT_FOUND;
-  if (pbase != nullptr) *pbase = a->base;
-  if (psize != nullptr) *psize = a->size;
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  if (const Allocation* a = find_allocation(l.st, dptr, 1)) {
+    base = a->base;
+    size = a->size;
+  } else if (!pinned_range_of(l.st, dptr, &base, &size)) {  // mapped page-locked host memory counts too
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  if (pbase != nullptr) *pbase = base;
+  if (psize != nullptr) *psize = size;
   return CUDA_SUCCESS;
 }
 
