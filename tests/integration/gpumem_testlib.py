@@ -81,8 +81,11 @@ def key_values(text: str) -> dict:
 
 
 def clean_environment() -> dict:
+    # CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER: the simulator honours them as the driver does, and the
+    # tests choose their devices themselves.
     return {k: v for k, v in os.environ.items() if not k.startswith(_POLICY_PREFIXES)
-            and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH") + _LAUNCHER_NAMES}
+            and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+            + _LAUNCHER_NAMES}
 
 
 def run(argv, env=None, preload=True, sim=True, timeout=120, input_text=None, cwd=None, fsize_limit=None) -> Result:
