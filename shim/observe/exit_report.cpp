@@ -266,31 +266,18 @@ std::string render_json(const std::vector<DeviceFigures>& devices, long pid) {
       paths[std::string(to_string(static_cast<AllocationPath>(i)))] = {{"allocations", s.counters.paths[i].allocs},
                                                                       {"bytes", s.counters.paths[i].bytes}};
     }
-    out["devices"].push_back({{"device", d.device},
-                              {"uuid", d.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(d.uuid)},
-                              {"ranks_sharing", d.ranks_sharing},
-                              {"mode", d.mode},
-                              {"contexts", d.contexts},
-                              {"live_contexts", d.live_contexts},
-                              {"partial", d.partial},
-                              {"limit", s.bytes_limit},
-                              {"reserved", s.bytes_reserved},
-                              {"peak_reserved", s.peak_bytes_reserved},
-                              {"in_use", s.bytes_in_use},
-                              {"peak_in_use", s.peak_bytes_in_use},
-                              {"fenced", s.bytes_fenced},
-                              {"regions", s.regions},
-                              {"allocations", s.counters.allocs},
-                              {"frees", s.counters.frees},
-                              {"refusals", s.counters.failed_allocs},
-                              {"passed_through", s.counters.passed_through},
-                              {"driver_allocations", s.counters.driver_allocs},
-                              {"driver_allocations_avoided", d.driver_allocs_avoided()},
-                              {"largest_free_block", s.largest_free_block},
-                              {"fragmentation", s.fragmentation},
-                              {"fence_syncs", s.counters.fence_syncs},
-                              {"paths", paths},
-                              {"budget", budget_json(d)}});
+    // One object per device, its fields grouped: which device, its limit and memory, its counters.
+    out["devices"].push_back(
+        {{"device", d.device}, {"uuid", d.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(d.uuid)},
+         {"ranks_sharing", d.ranks_sharing}, {"mode", d.mode}, {"contexts", d.contexts},
+         {"live_contexts", d.live_contexts}, {"partial", d.partial},
+         {"limit", s.bytes_limit}, {"reserved", s.bytes_reserved}, {"peak_reserved", s.peak_bytes_reserved},
+         {"in_use", s.bytes_in_use}, {"peak_in_use", s.peak_bytes_in_use}, {"fenced", s.bytes_fenced},
+         {"regions", s.regions}, {"allocations", s.counters.allocs}, {"frees", s.counters.frees},
+         {"refusals", s.counters.failed_allocs}, {"passed_through", s.counters.passed_through},
+         {"driver_allocations", s.counters.driver_allocs}, {"driver_allocations_avoided", d.driver_allocs_avoided()},
+         {"largest_free_block", s.largest_free_block}, {"fragmentation", s.fragmentation},
+         {"fence_syncs", s.counters.fence_syncs}, {"paths", paths}, {"budget", budget_json(d)}});
   }
   return out.dump(2);
 }
