@@ -425,6 +425,8 @@ TEST_CASE("peer copies between two contexts' memory", "[driver][peers]") {
   CUstream stream = nullptr;
   REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
   REQUIRE(cuMemsetD8(b, 0x62, 16) == CUDA_SUCCESS);
+  // The memset is ordered on the legacy stream, which a non-blocking stream does not wait for.
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
   CHECK(cuMemcpyPeerAsync(a, ctx0, b, ctx1, 16, stream) == CUDA_SUCCESS);
   REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
   REQUIRE(cuMemcpyDtoH(back, a, 4) == CUDA_SUCCESS);
