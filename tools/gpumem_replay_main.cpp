@@ -85,7 +85,7 @@ Options:
                         2MiB (default 2MiB, CUDA's granularity on current GPUs)
   --keep-idle           vmm, growth mode: do not unmap idle granules before mapping more
   --min-growth SIZE     growth mode: the smallest region (classic) or growth step (vmm); default
-                        20MiB, the shim's
+                        8MiB, the shim's
   --min-limit           also find the smallest limit (a multiple of 1 MiB) with which the whole trace
                         replays without a refused allocation, by binary search, with the chosen
                         preallocate/growth mode
@@ -399,7 +399,7 @@ std::optional<Failure> choose_setup(const Arguments& arguments, const gpumem::Po
   return std::nullopt;
 }
 
-void print_json(const Setup& setup, const ReplayResult& result, bool asked_min_limit,
+void print_json(const Setup& setup, const ReplayResult& result, std::size_t torn_rows, bool asked_min_limit,
                 const std::optional<std::size_t>& min_limit) {
   nlohmann::ordered_json report;
   report["peak_in_use"] = result.peak_in_use;
@@ -424,6 +424,7 @@ void print_json(const Setup& setup, const ReplayResult& result, bool asked_min_l
   report["operations"] = result.operations;
   report["failed"] = result.failed;
   report["skipped_failures"] = result.skipped_failures;
+  report["torn_rows"] = torn_rows;
   report["unmatched_frees"] = result.unmatched_frees;
   report["zero_size_allocations"] = result.zero_size_allocations;
   report["duplicate_allocations"] = result.duplicate_allocations;
@@ -437,11 +438,12 @@ void print_json(const Setup& setup, const ReplayResult& result, bool asked_min_l
 }
 
 void print_text(const Arguments& arguments, const Setup& setup, std::size_t rows, std::size_t records,
-                const ReplayResult& result, const std::optional<std::size_t>& min_limit) {
+                std::size_t torn_rows, const ReplayResult& result, const std::optional<std::size_t>& min_limit) {
   const auto line = [](std::string_view label, const std::string& value) {
     fmt::print("{:<18}{}\n", label, value);
   };
   line("trace", fmt::format("{}, device {}: {} of {} rows", arguments.trace_path, setup.device, rows, records));
+  if (torn_rows > 0) line("torn rows", fmt::format("{} (the last, cut short: skipped)", torn_rows));
   line("arena", fmt::format("{}, {} source, split rule {}, garbage collection {}",
                             setup.options.preallocate ? "preallocate" : "growth", source_name(setup),
                             gpumem::to_string(setup.split_rule), setup.options.garbage_collection ? "on" : "off"));
@@ -504,6 +506,11 @@ int run(const std::vector<std::string_view>& args) {
     return kExitTrace;
   }
   const std::vector<TraceRecord>& records = parsed.trace->records;
+  if (parsed.trace->torn_rows > 0) {
+    fmt::print(stderr, "{}: note: {}: line {}, the last, is cut short (the traced process was killed while "
+               "writing it?); skipped\n", kProgram, arguments.trace_path == "-" ? "standard input" : arguments.trace_path,
+               parsed.trace->torn_line);
+  }
 
   std::vector<TraceRecord> rows;
   Setup setup;
@@ -517,9 +524,9 @@ int run(const std::vector<std::string_view>& args) {
   if (arguments.min_limit) min_limit = gpumem::replay::find_min_limit(rows, setup.options);
 
   if (arguments.json) {
-    print_json(setup, result, arguments.min_limit, min_limit);
+    print_json(setup, result, parsed.trace->torn_rows, arguments.min_limit, min_limit);
   } else {
-    print_text(arguments, setup, rows.size(), records.size(), result, min_limit);
+    print_text(arguments, setup, rows.size(), records.size(), parsed.trace->torn_rows, result, min_limit);
   }
   std::fflush(stdout);
   if (std::ferror(stdout)) {

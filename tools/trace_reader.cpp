@@ -255,14 +255,27 @@ TraceParseResult parse_trace(std::string_view text) {
     start = end + 1;
     ++line_number;
     if (trim_blanks(line).empty()) continue;
+    // Every writer ends its lines; a last one without its end that does not read was cut short.
+    const bool torn_if_unreadable = newline == std::string_view::npos;
     if (!header) {
       header = parse_header(line, line_number, result.error);
-      if (!header) return result;
-      continue;
+      if (header) continue;
+      if (!torn_if_unreadable) return result;
+      result.error.clear();
+      trace.torn_rows = 1;
+      trace.torn_line = line_number;
+      break;
     }
     std::optional<TraceRecord> record = parse_row(*header, line, line_number, result.error);
-    if (!record) return result;
-    trace.records.push_back(*record);
+    if (record) {
+      trace.records.push_back(*record);
+    } else if (torn_if_unreadable) {
+      result.error.clear();
+      trace.torn_rows = 1;
+      trace.torn_line = line_number;
+    } else {
+      return result;
+    }
   }
   if (!header) {
     result.error = fmt::format("line {}: expected a header line naming the columns {}, got an empty trace",

@@ -5,7 +5,8 @@
 // without regard to case or surrounding blanks, unknown columns ignored). Required: Thread, Time,
 // Action, Pointer, Size, Stream. Optional: Device, Reserved, Limit. Every later non-blank line is one
 // row with as many comma-separated fields as the header. Values may carry surrounding blanks; lines
-// may end in CRLF.
+// may end in CRLF. A last line without its newline that cannot be read is a row cut short (a process
+// killed while writing it, as RMM's readers allow for): it is skipped and counted, not an error.
 //
 //   Thread    decimal
 //   Time      seconds since the epoch with a fraction ("1764047045.123456", gpumem) or a time of day
@@ -52,6 +53,8 @@ struct Trace {
   bool has_device_column = false;
   bool has_reserved_column = false;
   bool has_limit_column = false;
+  std::size_t torn_rows = 0;  // 0 or 1: the last line, cut short and skipped
+  std::size_t torn_line = 0;  // its line number
 };
 
 // Either a trace, or one error of the form `line N: column Size: expected ..., got "..."`.

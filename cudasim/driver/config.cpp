@@ -1,6 +1,9 @@
 #include "config.h"
 #include "shared_device.h"
 
+#include "cudasim_private.h"
+
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
@@ -47,6 +50,41 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   else return std::nullopt;
   if (shift > 0 && (*number >> (64 - shift)) != 0) return std::nullopt;  // overflow
   return *number << shift;
+}
+
+std::vector<int> visible_devices(const char* list, int count) {
+  std::vector<int> visible;
+  if (list == nullptr) {
+    for (int i = 0; i < count; ++i) visible.push_back(i);
+    return visible;
+  }
+  std::string_view rest = list;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view entry = trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    int found = -1;
+    if (auto index = parse_count(entry)) {
+      if (*index < static_cast<std::uint64_t>(count)) found = static_cast<int>(*index);
+    } else if (!entry.empty()) {
+      // A UUID or the start of one, with or without "GPU-": it must name exactly one device.
+      const bool prefixed = entry.substr(0, 4) == "GPU-";
+      for (int i = 0; i < count; ++i) {
+        char text[41];
+        cudasim_device_uuid_text(i, text);
+        const std::string_view uuid = prefixed ? std::string_view(text) : std::string_view(text).substr(4);
+        if (uuid.substr(0, entry.size()) != entry) continue;
+        if (found >= 0) {  // ambiguous
+          found = -1;
+          break;
+        }
+        found = i;
+      }
+    }
+    if (found < 0 || std::find(visible.begin(), visible.end(), found) != visible.end()) break;
+    visible.push_back(found);
+  }
+  return visible;
 }
 
 std::optional<int> parse_driver_version(std::string_view text) {
@@ -144,6 +182,14 @@ Config read_config() {
       config.valid = false;
     }
   }
+  if (const char* v = std::getenv("CUDA_DEVICE_ORDER")) {
+    // The simulated devices are equally fast, so FASTEST_FIRST (the default) ties everywhere and
+    // enumerates them as PCI_BUS_ID does: by device number. The driver ignores other values.
+    const std::string_view value(v);
+    if (value != "FASTEST_FIRST" && value != "PCI_BUS_ID")
+      std::fprintf(stderr, "cudasim: CUDA_DEVICE_ORDER=\"%s\" is neither FASTEST_FIRST nor PCI_BUS_ID; ignored\n", v);
+  }
+  config.visible = visible_devices(std::getenv("CUDA_VISIBLE_DEVICES"), config.device_count);
   if (const char* v = std::getenv("CUDASIM_REPORT")) config.report_path = v;
   if (const char* v = std::getenv("CUDASIM_SHARED_DEVICES")) {
     const std::string_view value = trim(v);

@@ -19,11 +19,15 @@ std::optional<int> parse_driver_version(std::string_view text);
 // either queued and completed as a no-op on its stream (Skip) or refused (Fail).
 enum class KernelLaunches { Skip, Fail };
 
-// Invariant: when `valid`, device_memory.size() == device_count >= 1 and every entry > 0.
+// Invariant: when `valid`, device_memory.size() == device_count >= 1 and every entry > 0, and
+// `visible` holds distinct numbers below device_count.
 struct Config {
   bool valid = true;
-  int device_count = 1;
-  std::vector<std::uint64_t> device_memory;
+  int device_count = 1;                      // every simulated device (CUDASIM_DEVICES)
+  std::vector<std::uint64_t> device_memory;  // by device number
+  // The devices CUDA sees, by number, in CUDA ordinal order (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER);
+  // empty: none (cuInit answers CUDA_ERROR_NO_DEVICE).
+  std::vector<int> visible;
   std::uint64_t context_overhead = 300ull << 20;
   std::uint64_t alloc_latency_us = 0;
   std::uint64_t free_latency_us = 0;
@@ -37,6 +41,12 @@ struct Config {
 
 // "16G", "512MiB", "300 MB", "4096" (bytes). Units are binary (K = 1024). nullopt when malformed.
 std::optional<std::uint64_t> parse_size(std::string_view text);
+
+// The devices CUDA_VISIBLE_DEVICES selects among `count` (nullptr: the variable is unset, all of them),
+// as the driver reads it: comma-separated entries, each a device number or a UUID ("GPU-" optional,
+// any prefix long enough to name one device); the first entry naming no device (or one already
+// listed) ends the list.
+std::vector<int> visible_devices(const char* list, int count);
 
 // Reads the environment. A malformed variable yields valid == false after one line on stderr
 // naming the variable and what it expects.

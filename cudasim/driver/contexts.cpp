@@ -85,6 +85,7 @@ CUresult activate_context(State& st, CUctx_st* ctx) {
   dev.stats.contexts_created++;
   ctx->alive = true;
   ctx->id = g_next_context_id++;
+  reset_context_settings(ctx);
   ctx->legacy = std::make_shared<CUstream_st>();
   ctx->legacy->ctx = ctx;
   ctx->legacy->kind = StreamKind::Legacy;
@@ -169,6 +170,17 @@ std::vector<std::shared_ptr<CUstream_st>> context_streams(CUctx_st* ctx) {
   for (auto& [thread, stream] : ctx->per_thread) all.push_back(stream);
   if (ctx->legacy) all.push_back(ctx->legacy);
   return all;
+}
+
+void wait_for_all_queued_work() {
+  std::vector<std::pair<std::shared_ptr<CUstream_st>, std::uint64_t>> targets;
+  {
+    Locked l;
+    for (CUctx_st* ctx : l.st.contexts) {
+      for (auto& stream : context_streams(ctx)) targets.emplace_back(stream, stream->last_submitted());
+    }
+  }
+  for (auto& [stream, seq] : targets) stream->wait_until(seq);
 }
 
 void synchronize_context(CUctx_st* ctx) {
@@ -285,7 +297,9 @@ CUresult primary_set_flags(CUdevice dev, unsigned flags) {
   Locked l;
   if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
   if ((flags & ~static_cast<unsigned>(CU_CTX_FLAGS_MASK)) != 0) return CUDA_ERROR_INVALID_VALUE;
-  l.st.device(dev).primary_flags = flags;
+  Device& d = l.st.device(dev);
+  d.primary_flags = flags;
+  if (d.primary != nullptr && d.primary->alive) d.primary->flags = flags;  // the _v2 form may change an active one
   return CUDA_SUCCESS;
 }
 

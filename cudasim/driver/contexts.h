@@ -6,6 +6,8 @@
 
 #include "streams.h"
 
+#include <array>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <thread>
@@ -24,4 +26,14 @@ struct CUctx_st {
   std::map<std::thread::id, std::shared_ptr<CUstream_st>> per_thread;
   // Created streams, kept (also after cuStreamDestroy) until they are known to be drained.
   std::vector<std::shared_ptr<CUstream_st>> streams;
+  // cuCtxSetLimit / cuCtxSetCacheConfig (context_settings.cpp): set afresh at each activation.
+  std::array<std::size_t, CU_LIMIT_MAX> limits{};
+  CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
 };
+
+namespace cudasim {
+// The limits and cache configuration of a context as it is activated (context_settings.cpp).
+void reset_context_settings(CUctx_st* ctx);
+// A stream priority brought into the device's range, as cuStreamCreateWithPriority documents.
+int clamp_stream_priority(int priority);
+}  // namespace cudasim

@@ -33,7 +33,8 @@ bool in_quarantine(const State& st, std::uintptr_t ptr) {
 bool valid_range(State& st, const Range& r) {
   if (r.ptr == 0) return false;
   switch (r.side) {
-    case Side::Device: return find_allocation(st, r.ptr, r.bytes) != nullptr;
+    // Page-locked host memory is mapped (unified addressing): its address is a device pointer too.
+    case Side::Device: return find_allocation(st, r.ptr, r.bytes) != nullptr || host_range_pinned(st, r.ptr, r.bytes);
     case Side::Host: return !in_quarantine(st, r.ptr) && !vmm_inaccessible(st, r.ptr, r.bytes);
     case Side::Unified:
       if (find_allocation(st, r.ptr, 1) != nullptr) return find_allocation(st, r.ptr, r.bytes) != nullptr;
@@ -58,7 +59,7 @@ CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<R
     }
     // The first range is the destination: read-only virtual memory (cuMemSetAccess) takes no writes.
     if (!vmm_range_writable(l.st, ranges.begin()->ptr, ranges.begin()->bytes)) return CUDA_ERROR_INVALID_VALUE;
-    Operation op = plan(l.st, &wait);
+    Operation op = plan(l.st, &wait, stream->capture != nullptr);
     // A host-synchronous call cannot wait for a capturing stream; async work becomes a graph node.
     if (wait && stream->capture) {
       invalidate(*stream->capture);
@@ -66,7 +67,7 @@ CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<R
     }
     bool captured = false;
     const NodeKind kind = ranges.size() == 2 ? NodeKind::Memcpy : NodeKind::Memset;
-    if (CUresult rc = capture_work(l.st, stream, kind, &captured); rc != CUDA_SUCCESS || captured) return rc;
+    if (CUresult rc = capture_work(l.st, stream, kind, &captured, op); rc != CUDA_SUCCESS || captured) return rc;
     seq = submit(l.st, stream, std::move(op));
   }
   if (wait) stream->wait_until(seq);
@@ -88,12 +89,13 @@ bool on_device(State& st, std::uintptr_t ptr, Side side) {
 // (host_memory.cpp) is read when the copy runs.
 CUresult copy(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, std::size_t n, CUstream s,
               bool ptd, bool sync) {
-  return issue(s, ptd, {{dst, n, dst_side}, {src, n, src_side}}, [=](State& st, bool* wait) -> Operation {
+  return issue(s, ptd, {{dst, n, dst_side}, {src, n, src_side}}, [=](State& st, bool* wait, bool capturing) -> Operation {
     const bool dst_device = on_device(st, dst, dst_side);
     const bool src_device = on_device(st, src, src_side);
     *wait = sync ? !(dst_device && src_device) : !(dst_device || src_device);
-    // Only pageable memory is staged; a pinned source is read when the copy runs.
-    if (!sync && dst_device && !src_device && n > 0 && !host_range_pinned(st, src, n)) {
+    // Only pageable memory is staged; a pinned source is read when the copy runs, and so is any
+    // source of a captured copy, which runs each time its graph is launched.
+    if (!sync && !capturing && dst_device && !src_device && n > 0 && !host_range_pinned(st, src, n)) {
       auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<unsigned char*>(host(src)),
                                                                  static_cast<unsigned char*>(host(src)) + n);
       return [dst, staged] { std::memcpy(host(dst), staged->data(), staged->size()); };
@@ -113,7 +115,7 @@ CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd) 
     Locked l;
     return l.init_status() != CUDA_SUCCESS ? l.init_status() : CUDA_ERROR_INVALID_VALUE;
   }
-  return issue(s, ptd, {{dst, bytes, Side::Device}}, [=](State&, bool*) -> Operation {
+  return issue(s, ptd, {{dst, bytes, Side::Device}}, [=](State&, bool*, bool) -> Operation {
     return [dst, value, count] {
       T* p = static_cast<T*>(host(dst));
       for (std::size_t i = 0; i < count; ++i) p[i] = value;
@@ -125,6 +127,18 @@ constexpr bool kSync = true;
 constexpr bool kAsync = false;
 constexpr bool kLegacy = false;
 constexpr bool kPerThread = true;
+
+// A copy between two contexts' memory: with unified addressing a device-to-device copy, once both
+// contexts are known to be alive.
+CUresult peer_copy(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, std::size_t n,
+                   CUstream s, bool ptd, bool sync) {
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    if (!l.st.contexts.contains(dst_ctx) || !l.st.contexts.contains(src_ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return copy(dst, Side::Device, src, Side::Device, n, s, ptd, sync);
+}
 
 }  // namespace
 
@@ -180,6 +194,22 @@ CUDASIM_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDe
 }
 CUDASIM_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
   return copy(dstDevice, Side::Device, srcDevice, Side::Device, ByteCount, nullptr, kPerThread, kSync);
+}
+CUDASIM_EXPORT CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                     CUcontext srcContext, size_t ByteCount) {
+  return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, nullptr, kLegacy, kSync);
+}
+CUDASIM_EXPORT CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                          CUcontext srcContext, size_t ByteCount) {
+  return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, nullptr, kPerThread, kSync);
+}
+CUDASIM_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                          CUcontext srcContext, size_t ByteCount, CUstream hStream) {
+  return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, kLegacy, kAsync);
+}
+CUDASIM_EXPORT CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                               CUcontext srcContext, size_t ByteCount, CUstream hStream) {
+  return peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, kPerThread, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
                                              CUstream hStream) {

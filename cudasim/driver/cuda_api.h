@@ -8,6 +8,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #endif
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 // Exported from the shared object; everything else is hidden (see libcuda.map).
 #define CUDASIM_EXPORT extern "C" __attribute__((visibility("default")))

@@ -16,7 +16,11 @@ CUresult find_event(State& st, CUevent handle, std::shared_ptr<CUevent_st>* out)
   return CUDA_SUCCESS;
 }
 
-bool event_done(const CUevent_st& ev) { return ev.recorded_seq == 0 || ev.stream->reached(ev.recorded_seq); }
+// An interprocess event is complete when its latest record, made by any process sharing it, is.
+bool event_done(const CUevent_st& ev) {
+  if (ev.ipc) return ipc_record_done(*ev.ipc, latest_ipc_record(*ev.ipc));
+  return ev.recorded_seq == 0 || ev.stream->reached(ev.recorded_seq);
+}
 
 CUresult event_record(CUevent handle, CUstream stream_handle, unsigned flags, bool per_thread_default) {
   Locked l;
@@ -28,16 +32,20 @@ CUresult event_record(CUevent handle, CUstream stream_handle, unsigned flags, bo
   if (CUresult rc = resolve_stream(l.st, stream_handle, per_thread_default, &stream); rc != CUDA_SUCCESS)
     return rc;
   if (stream->ctx != ev->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  // Recorded in a capture, the event stands for what the stream captured so far; recorded with
+  // CU_EVENT_RECORD_EXTERNAL, it is an event-record node of the graph.
+  if (stream->capture && flags == CU_EVENT_RECORD_DEFAULT) return capture_event_record(l.st, stream, *ev);
   bool captured = false;
   if (CUresult rc = capture_work(l.st, stream, NodeKind::EventRecord, &captured); rc != CUDA_SUCCESS) return rc;
-  if (captured) {  // an event-record node: the event now stands for a point in the graph
-    ev->captured_in = stream->capture;
-    return CUDA_SUCCESS;
-  }
+  if (captured) return CUDA_SUCCESS;
   ev->captured_in.reset();
+  ev->captured_tail.clear();
   ev->stream = stream;
   const std::uint64_t generation = ++ev->generation;
-  ev->recorded_seq = submit(l.st, stream, [ev, generation] {
+  std::shared_ptr<IpcEventPage> page = ev->ipc;
+  const std::uint64_t shared_generation = page ? begin_ipc_record(*page) : 0;
+  ev->recorded_seq = submit(l.st, stream, [ev, generation, page, shared_generation] {
+    if (page) complete_ipc_record(*page, shared_generation);
     Locked timed;
     if (ev->generation == generation) ev->time = std::chrono::steady_clock::now();
   });
@@ -66,6 +74,10 @@ CUDASIM_EXPORT CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   auto ev = std::make_shared<CUevent_st>();
   ev->ctx = ctx;
   ev->flags = Flags;
+  if ((Flags & CU_EVENT_INTERPROCESS) != 0) {  // its counters live where other processes can see them
+    ev->ipc = create_ipc_event_page(l.st);
+    if (!ev->ipc) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   l.st.events.emplace(ev.get(), ev);
   *phEvent = ev.get();
   return CUDA_SUCCESS;
@@ -106,6 +118,10 @@ CUDASIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
     if (CUresult rc = check_event_not_captured(l.st, *ev); rc != CUDA_SUCCESS) return rc;
     stream = ev->stream;
     seq = ev->recorded_seq;
+  }
+  if (ev->ipc) {
+    wait_ipc_record(*ev->ipc, latest_ipc_record(*ev->ipc));
+    return CUDA_SUCCESS;
   }
   if (seq == 0) return CUDA_SUCCESS;  // never recorded: nothing to wait for
   stream->wait_until(seq);

@@ -2,13 +2,15 @@
 //
 // Work enqueued on a capturing stream is recorded as a node of the capture's graph and not run.
 // cuMemAllocAsync on a capturing stream makes a memory-allocation node: new graph-owned memory (a
-// mapping of its own, not a pool block), released by a captured cuMemFreeAsync or at cuGraphDestroy.
-// Graphs cannot be instantiated or launched (cuGraphInstantiate, cuGraphLaunch are not provided).
+// mapping of its own, not a pool block), released by a captured cuMemFreeAsync or when the graph
+// and every instantiation of it are destroyed. Each captured node keeps the operation that does its
+// work, which launches of the instantiated graph run (graph_exec.cpp).
 // The rules on "potentially unsafe" calls follow cuThreadExchangeStreamCaptureMode in cuda.h.
 #include "contexts.h"
 #include "state.h"
 
 #include <algorithm>
+#include <set>
 
 using namespace cudasim;
 
@@ -22,14 +24,25 @@ bool valid_mode(CUstreamCaptureMode mode) {
          mode == CU_STREAM_CAPTURE_MODE_RELAXED;
 }
 
-CUgraphNode_st* add_node(Capture& capture, NodeKind kind) {
-  auto node = std::make_unique<CUgraphNode_st>();
-  node->kind = kind;
-  node->graph = capture.graph;
-  node->dependency = capture.last;
-  capture.last = node.get();
-  capture.graph->nodes.push_back(std::move(node));
-  return capture.last;
+// A node of work captured on `stream`: it follows the stream's tail and becomes it.
+CUgraphNode_st* add_node(Capture& capture, CUstream_st* stream, NodeKind kind, Operation op = {}) {
+  std::vector<CUgraphNode_st*>& tail = capture.tails[stream];
+  CUgraphNode_st* node = append_node(capture.graph, kind, std::move(tail), std::move(op));
+  tail.assign(1, node);
+  return node;
+}
+
+// Whether every node in `tail` precedes (or is) one of `ends`: the join rule of cuStreamEndCapture.
+bool joined_into(const std::vector<CUgraphNode_st*>& tail, const std::vector<CUgraphNode_st*>& ends) {
+  std::set<CUgraphNode_st*> reached;
+  std::vector<CUgraphNode_st*> pending(ends.begin(), ends.end());
+  while (!pending.empty()) {
+    CUgraphNode_st* node = pending.back();
+    pending.pop_back();
+    if (!reached.insert(node).second) continue;
+    pending.insert(pending.end(), node->dependencies.begin(), node->dependencies.end());
+  }
+  return std::all_of(tail.begin(), tail.end(), [&](CUgraphNode_st* node) { return reached.contains(node); });
 }
 
 // The ongoing captures of blocking streams in `ctx`: those the legacy stream would depend on.
@@ -51,15 +64,18 @@ void release_graph_allocation(State& st, CUdeviceptr dptr) {
   st.allocations.erase(it);
 }
 
+// The program's handle goes at once; the graph and its memory once no instantiation of it remains.
 void destroy_graph(State& st, CUgraph_st* graph) {
-  for (CUdeviceptr dptr : graph->allocations) release_graph_allocation(st, dptr);
   st.graphs.erase(graph);
+  if (st.graph_exec_counts.contains(graph)) return;
+  for (CUdeviceptr dptr : graph->allocations) release_graph_allocation(st, dptr);
   delete graph;
 }
 
-// Takes the capture off its stream and the ongoing list.
+// Takes the capture off its streams (the origin and those that joined) and the ongoing list.
 std::shared_ptr<Capture> end_capture(State& st, CUstream_st* stream) {
-  std::shared_ptr<Capture> capture = std::move(stream->capture);
+  std::shared_ptr<Capture> capture = stream->capture;
+  for (auto& [member, tail] : capture->tails) member->capture.reset();
   capture->ended = true;
   std::erase(st.captures, capture);
   return capture;
@@ -78,6 +94,7 @@ CUresult begin_capture(CUstream handle, CUstreamCaptureMode mode, bool per_threa
     capture->origin = stream.get();
     capture->graph = new CUgraph_st();  // owned by the capture, then by the caller of EndCapture
     capture->graph->ctx = stream->ctx;
+    capture->tails[stream.get()];
     stream->capture = capture;
     st.captures.push_back(std::move(capture));
     return CUDA_SUCCESS;
@@ -87,15 +104,20 @@ CUresult begin_capture(CUstream handle, CUstreamCaptureMode mode, bool per_threa
 CUresult end_capture_call(CUstream handle, CUgraph* graph_out, bool per_thread_default) {
   if (graph_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
-    if (!stream->capture) return CUDA_ERROR_ILLEGAL_STATE;
+    // Only the stream that began the capture ends it.
+    if (!stream->capture || stream->capture->origin != stream.get()) return CUDA_ERROR_ILLEGAL_STATE;
     if (stream->capture->mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
         stream->capture->thread != std::this_thread::get_id())
       return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     std::shared_ptr<Capture> capture = end_capture(st, stream.get());
-    if (capture->invalidated) {
+    // Every stream that joined must have been joined back into the origin.
+    const std::vector<CUgraphNode_st*>& ends = capture->tails[stream.get()];
+    bool unjoined = false;
+    for (const auto& [member, tail] : capture->tails) unjoined = unjoined || !joined_into(tail, ends);
+    if (capture->invalidated || unjoined) {
       destroy_graph(st, capture->graph);
       *graph_out = nullptr;
-      return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+      return capture->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
     }
     st.graphs.insert(capture->graph);
     *graph_out = capture->graph;
@@ -124,8 +146,8 @@ CUresult capture_info(CUstream handle, CUstreamCaptureStatus* status, cuuint64_t
     *status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (id != nullptr) *id = capture->id;
     if (graph != nullptr) *graph = capture->graph;
-    capture->dependencies.clear();
-    if (capture->last != nullptr) capture->dependencies.push_back(capture->last);
+    const std::vector<CUgraphNode_st*>& tail = capture->tails[stream.get()];
+    capture->dependencies.assign(tail.begin(), tail.end());
     capture->edges.assign(capture->dependencies.size(), CUgraphEdgeData{});
     if (dependencies != nullptr) *dependencies = capture->dependencies.data();
     if (edges != nullptr) *edges = capture->edges.data();
@@ -140,11 +162,22 @@ namespace cudasim {
 
 void invalidate(Capture& capture) { capture.invalidated = true; }
 
-CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured) {
+CUgraphNode_st* append_node(CUgraph_st* graph, NodeKind kind, std::vector<CUgraphNode_st*> dependencies, Operation op) {
+  auto node = std::make_unique<CUgraphNode_st>();
+  node->kind = kind;
+  node->graph = graph;
+  node->dependencies = std::move(dependencies);
+  node->op = std::move(op);
+  graph->nodes.push_back(std::move(node));
+  return graph->nodes.back().get();
+}
+
+CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured,
+                      Operation op) {
   *captured = false;
   if (stream->capture) {
     if (stream->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    add_node(*stream->capture, kind);
+    add_node(*stream->capture, stream.get(), kind, std::move(op));
     *captured = true;
     return CUDA_SUCCESS;
   }
@@ -213,7 +246,8 @@ CUresult check_event_not_captured(State&, CUevent_st& event) {
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
-CUresult graph_allocate(State& st, Capture& capture, int device, std::size_t bytes, CUdeviceptr* dptr) {
+CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t bytes, CUdeviceptr* dptr) {
+  Capture& capture = *stream->capture;
   if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   Mapping mapping = map_device_memory(bytes);
   if (mapping.addr == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -222,7 +256,7 @@ CUresult graph_allocate(State& st, Capture& capture, int device, std::size_t byt
                                     ++st.last_buffer_id};
   st.mappings[base] = mapping;
   capture.graph->allocations.push_back(base);
-  add_node(capture, NodeKind::MemAlloc);
+  add_node(capture, stream, NodeKind::MemAlloc);
   DeviceStats& stats = st.device(device).stats;
   stats.graph_allocs++;
   stats.graph_bytes += mapping.length;
@@ -231,7 +265,8 @@ CUresult graph_allocate(State& st, Capture& capture, int device, std::size_t byt
   return CUDA_SUCCESS;
 }
 
-CUresult graph_free(State& st, Capture& capture, CUdeviceptr dptr) {
+CUresult graph_free(State& st, CUstream_st* stream, CUdeviceptr dptr) {
+  Capture& capture = *stream->capture;
   if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   auto it = st.allocations.find(dptr);
   if (it == st.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -248,14 +283,57 @@ CUresult graph_free(State& st, Capture& capture, CUdeviceptr dptr) {
     // cuGraphAddMemFreeNode: "an address that was not returned by an allocation node").
     return CUDA_ERROR_INVALID_VALUE;
   }
-  add_node(capture, NodeKind::MemFree);
+  add_node(capture, stream, NodeKind::MemFree);
   return CUDA_SUCCESS;
+}
+
+void release_unowned_graph(State& st, CUgraph_st* graph) {
+  if (!st.graphs.contains(graph)) destroy_graph(st, graph);
 }
 
 void abandon_capture(State& st, CUstream_st* stream) {
   if (!stream->capture) return;
+  if (stream->capture->origin != stream) {  // a stream that joined leaves, and the capture cannot be completed
+    invalidate(*stream->capture);
+    stream->capture->tails.erase(stream);
+    stream->capture.reset();
+    return;
+  }
   std::shared_ptr<Capture> capture = end_capture(st, stream);
   destroy_graph(st, capture->graph);
+}
+
+CUresult capture_event_record(State&, const std::shared_ptr<CUstream_st>& stream, CUevent_st& event) {
+  Capture& capture = *stream->capture;
+  if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  event.captured_in = stream->capture;
+  event.captured_tail = capture.tails[stream.get()];
+  return CUDA_SUCCESS;
+}
+
+CUresult capture_event_wait(State& st, const std::shared_ptr<CUstream_st>& stream, CUevent_st& event) {
+  const std::shared_ptr<Capture> capture = event.captured_in;
+  if (stream->capture == capture) {  // a dependency inside the sequence: the stream follows the record too
+    if (capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    std::vector<CUgraphNode_st*>& tail = capture->tails[stream.get()];
+    for (CUgraphNode_st* node : event.captured_tail) {
+      if (std::find(tail.begin(), tail.end(), node) == tail.end()) tail.push_back(node);
+    }
+    return CUDA_SUCCESS;
+  }
+  if (stream->capture) return CUDA_ERROR_STREAM_CAPTURE_MERGE;  // two sequences cannot merge
+  // The legacy stream can take part in no capture; using it while its blocking streams capture is
+  // the implicit dependency cuda.h forbids.
+  if (stream->kind == StreamKind::Legacy) {
+    invalidate(*capture);
+    return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  }
+  if (capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  // A fork: the stream joins the sequence, its work following the record.
+  capture->tails[stream.get()] = event.captured_tail;
+  stream->capture = capture;
+  (void)st;
+  return CUDA_SUCCESS;
 }
 
 void abandon_captures(State& st, CUctx_st* ctx) {
@@ -333,7 +411,7 @@ CUDASIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* m
 CUDASIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  // Only graphs handed out by cuStreamEndCapture: one still being captured into cannot be destroyed.
+  // Only graphs handed out by cuStreamEndCapture or cuGraphCreate: one still being captured into cannot be destroyed.
   if (hGraph == nullptr || l.st.graphs.count(hGraph) == 0) return CUDA_ERROR_INVALID_VALUE;
   destroy_graph(l.st, hGraph);
   return CUDA_SUCCESS;

@@ -1,24 +1,40 @@
-// Stream capture and graphs (graphs.cpp). A capturing stream records its work as nodes of a graph
-// instead of running it; graphs can be destroyed but never instantiated or launched here.
+// Stream capture and graphs (graphs.cpp), graphs built node by node, instantiated and launched
+// (graph_exec.cpp). A capturing stream records its work as nodes of a graph instead of running it;
+// each node keeps the operation that does its work, which a launch of the instantiated graph runs.
 #pragma once
 
 #include "cuda_api.h"
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
 
 namespace cudasim {
 
-enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree, Kernel };
+enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree, Kernel, Empty, Graph };
 
 }  // namespace cudasim
 
 struct CUgraphNode_st {
   cudasim::NodeKind kind = cudasim::NodeKind::Host;
   CUgraph_st* graph = nullptr;
-  CUgraphNode_st* dependency = nullptr;  // the node captured before it on the stream (null: first)
+  std::vector<CUgraphNode_st*> dependencies;  // the nodes it follows (empty: a root)
+  // What a launch of the graph does for this node, on the launching stream (empty: nothing, as for
+  // kernels, which run no device code, and memory nodes, whose memory the graph holds throughout).
+  std::function<void()> op;
+};
+
+// An instantiated graph: the operations of its graph's nodes, in an order that respects every
+// dependency (the nodes' own), as the graph was when instantiated.
+struct CUgraphExec_st {
+  CUctx_st* ctx = nullptr;
+  std::vector<std::function<void()>> ops;
+  std::uint64_t kernels = 0;  // kernel nodes, counted in the report's kernel_launches per launch
+  int device = 0;
+  CUgraph_st* graph = nullptr;  // kept (its memory with it) until its last instantiation goes
 };
 
 // Invariant: `allocations` are the bases of this graph's memory-allocation nodes not freed by one of
@@ -31,8 +47,11 @@ struct CUgraph_st {
 
 namespace cudasim {
 
-// One capture sequence, from cuStreamBeginCapture to cuStreamEndCapture on `origin`.
-// Invariant: while !ended, it is in State::captures and origin->capture points to it.
+// One capture sequence, from cuStreamBeginCapture to cuStreamEndCapture on `origin`. Other streams
+// join it by waiting for an event recorded in it (the fork of a multi-stream capture) and must be
+// joined back into the origin (it waits for an event recorded on them) before it ends.
+// Invariant: while !ended, it is in State::captures, and every stream in `tails` (the origin and
+// the streams that joined) has its `capture` pointing to it.
 struct Capture {
   std::uint64_t id = 0;
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
@@ -41,7 +60,8 @@ struct Capture {
   CUgraph_st* graph = nullptr;
   bool invalidated = false;
   bool ended = false;
-  CUgraphNode_st* last = nullptr;         // what the next captured node depends on
+  // Per stream of the sequence, the nodes its next captured work depends on.
+  std::map<CUstream_st*, std::vector<CUgraphNode_st*>> tails;
   std::vector<CUgraphNode> dependencies;  // handed out by cuStreamGetCaptureInfo
   std::vector<CUgraphEdgeData> edges;
 };

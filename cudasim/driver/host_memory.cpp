@@ -88,6 +88,14 @@ bool host_range_pinned(const State& st, std::uintptr_t ptr, std::size_t bytes) {
   return find_pinned_range(st, ptr, bytes) != nullptr;
 }
 
+bool pinned_range_of(const State& st, std::uintptr_t ptr, std::uintptr_t* base, std::size_t* size) {
+  const PinnedRange* r = find_pinned_range(st, ptr, 1);
+  if (r == nullptr) return false;
+  *base = r->base;
+  *size = r->size;
+  return true;
+}
+
 bool host_pointer_attribute(State& st, void* data, CUpointer_attribute attribute, CUdeviceptr ptr, CUresult* rc) {
   const PinnedRange* r = find_pinned_range(st, ptr, 1);
   if (r == nullptr) return false;

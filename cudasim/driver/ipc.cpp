@@ -88,31 +88,14 @@ bool map_file_over(const Mapping& mapping, int fd) {
 
 // Opens the exporter's allocation the handle names; -1 when it is gone (exporter exited, memory
 // freed, descriptor reused) or belongs to another user.
-int open_exported_file(const HandleLayout& h) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", h.pid, h.fd);
-  const int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return -1;
-  // What we hold now is checked, not what the path named a moment ago.
-  struct stat info {};
-  char link[64];
-  char target[128] = {};
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  const ssize_t length = readlink(link, target, sizeof target - 1);
-  const std::string expected = "/memfd:" + memfd_name(h.process_number, h.buffer_id);
-  if (length <= 0 || std::strncmp(target, expected.c_str(), expected.size()) != 0 ||
-      (target[expected.size()] != '\0' && target[expected.size()] != ' ') || fstat(fd, &info) != 0 ||
-      static_cast<std::uint64_t>(info.st_ino) != h.inode || static_cast<std::uint64_t>(info.st_size) < h.size) {
-    close(fd);
-    return -1;
-  }
-  return fd;
+int open_allocation_file(const HandleLayout& h) {
+  return open_exported_file(h.pid, h.fd, h.inode, memfd_name(h.process_number, h.buffer_id), h.size);
 }
 
 // Opens the handle in the current context: a new shared mapping of the exporter's allocation.
 CUresult import_allocation(State& st, CUctx_st* ctx, const HandleLayout& h, CUdeviceptr* out) {
   if (h.size == 0) return CUDA_ERROR_INVALID_VALUE;
-  const int fd = open_exported_file(h);
+  const int fd = open_allocation_file(h);
   if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
   Mapping mapping = map_device_memory(h.size);
   if (mapping.addr == nullptr || !map_file_over(mapping, fd)) {
@@ -124,7 +107,8 @@ CUresult import_allocation(State& st, CUctx_st* ctx, const HandleLayout& h, CUde
   const auto base = reinterpret_cast<std::uintptr_t>(mapping.addr);
   // Attributed to the exporter's device where this process has it; nothing is charged: the memory
   // is the exporter's.
-  const int device = valid_device(st, h.device) ? h.device : ctx->device;
+  const int exporters = ordinal_of_physical(st, h.device);
+  const int device = exporters >= 0 ? exporters : ctx->device;
   st.allocations[base] = Allocation{base, h.size, 0, device, ctx, AllocKind::Imported, nullptr, ++st.last_buffer_id};
   st.mappings[base] = mapping;
   *out = base;
@@ -135,13 +119,38 @@ CUresult import_allocation(State& st, CUctx_st* ctx, const HandleLayout& h, CUde
 
 namespace cudasim {
 
+std::uint64_t ipc_process_number(State& st) { return ipc_state(st).process_number; }
+
+int open_exported_file(int pid, int fd, std::uint64_t inode, const std::string& name, std::uint64_t min_size) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+  // Non-blocking: a descriptor that is now a FIFO must not hang the open.
+  const int opened = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+  if (opened < 0) return -1;
+  // What we hold now is checked, not what the path named a moment ago.
+  struct stat info {};
+  char link[64];
+  char target[128] = {};
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", opened);
+  const ssize_t length = readlink(link, target, sizeof target - 1);
+  const std::string expected = "/memfd:" + name;
+  if (length <= 0 || std::strncmp(target, expected.c_str(), expected.size()) != 0 ||
+      (target[expected.size()] != '\0' && target[expected.size()] != ' ') || fstat(opened, &info) != 0 ||
+      !S_ISREG(info.st_mode) || static_cast<std::uint64_t>(info.st_ino) != inode ||
+      static_cast<std::uint64_t>(info.st_size) < min_size) {
+    close(opened);
+    return -1;
+  }
+  return opened;
+}
+
 Mapping map_exportable_memory(State& st, std::size_t bytes, std::uint64_t buffer_id) {
   Mapping mapping = map_device_memory(bytes);
   if (mapping.addr == nullptr) return mapping;
   const int fd = memfd_create(memfd_name(ipc_state(st).process_number, buffer_id).c_str(), MFD_CLOEXEC);
   // Without a descriptor (the process is out of them) the memory stays private: usable, not exportable.
   if (fd < 0) return mapping;
-  if (ftruncate(fd, static_cast<off_t>(mapping.length)) != 0 || !map_file_over(mapping, fd)) {
+  if (!size_memory_file(fd, mapping.length) || !map_file_over(mapping, fd)) {
     close(fd);
     return mapping;
   }
@@ -170,7 +179,7 @@ CUDASIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr d
   h.inode = static_cast<std::uint64_t>(info.st_ino);
   h.pid = getpid();
   h.fd = mapping.fd;
-  h.device = a->device;
+  h.device = l.st.device(a->device).physical;  // the device's number: the importer may see it under another ordinal
   std::memset(pHandle->reserved, 0, sizeof pHandle->reserved);
   std::memcpy(pHandle->reserved, &h, sizeof h);
   return CUDA_SUCCESS;
@@ -226,8 +235,10 @@ CUDASIM_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
     imports.erase(it);
     ctx = live->second.ctx;
   }
-  // The last reference unmaps: work still queued on the mapping finishes first, as for cuMemFree.
-  synchronize_context(ctx);
+  // The last reference unmaps: work still queued on the mapping finishes first, whichever context
+  // (of whichever device, the mapping being open to its peers) queued it.
+  wait_for_all_queued_work();
+  synchronize_context(ctx);  // and the context's pools are trimmed, as after any synchronisation
   Locked l;
   auto live = l.st.allocations.find(dptr);
   if (live == l.st.allocations.end() || live->second.kind != AllocKind::Imported) return CUDA_SUCCESS;  // context gone meanwhile

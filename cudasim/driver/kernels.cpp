@@ -5,6 +5,8 @@
 // the report, with one warning per process), or refused with CUDA_ERROR_NO_BINARY_FOR_GPU
 // (CUDASIM_KERNELS=fail), the error a driver gives for an image with no code for its GPU.
 #include "contexts.h"
+#include "device_limits.h"
+#include "kernels.h"
 #include "state.h"
 
 #include <elf.h>
@@ -19,68 +21,12 @@
 
 using namespace cudasim;
 
-// Invariant: a library stays loaded until cuLibraryUnload; its kernels are valid exactly as long.
-struct CUlib_st {
-  std::string image;
-  std::map<std::string, CUkern_st*> kernels;
-};
-struct CUkern_st {
-  CUlib_st* library = nullptr;
-  std::string name;
-};
-// Invariant: a module belongs to the context current when it was loaded and is unloaded with it.
-struct CUmod_st {
-  CUctx_st* ctx = nullptr;
-  std::string image;
-  std::map<std::string, CUfunc_st*> functions;
-};
-struct CUfunc_st {
-  CUmod_st* module = nullptr;
-  std::string name;
-};
-
-namespace cudasim {
-
-// Loaded modules and libraries, and the handles they gave out. Objects are never freed (a stale
-// handle must be recognised as stale, not reused memory) but stay owned here: unloading only
-// removes them from the live sets.
-struct KernelState {
-  std::unordered_set<CUlib_st*> libraries;
-  std::unordered_set<CUkern_st*> kernels;
-  std::unordered_set<CUmod_st*> modules;
-  std::unordered_set<CUfunc_st*> functions;
-  std::vector<std::unique_ptr<CUlib_st>> made_libraries;
-  std::vector<std::unique_ptr<CUkern_st>> made_kernels;
-  std::vector<std::unique_ptr<CUmod_st>> made_modules;
-  std::vector<std::unique_ptr<CUfunc_st>> made_functions;
-  bool warned = false;
-
-  // Takes ownership of a new object and adds it to `live`.
-  template <typename T>
-  T* keep(std::vector<std::unique_ptr<T>>& made, std::unordered_set<T*>& live, T* object) {
-    made.emplace_back(object);
-    live.insert(object);
-    return object;
-  }
-  CUlib_st* keep(CUlib_st* library) { return keep(made_libraries, libraries, library); }
-  CUkern_st* keep(CUkern_st* kernel) { return keep(made_kernels, kernels, kernel); }
-  CUmod_st* keep(CUmod_st* module) { return keep(made_modules, modules, module); }
-  CUfunc_st* keep(CUfunc_st* function) { return keep(made_functions, functions, function); }
-};
-
-}  // namespace cudasim
-
 namespace {
 
 constexpr std::uint32_t kFatbinMagic = 0xBA55ED50;         // a fat binary's own header
 constexpr std::uint32_t kFatbinWrapperMagic = 0x466243B1;  // __fatBinC_Wrapper_t (fatbinary_section.h)
 constexpr std::size_t kMaxImageBytes = std::size_t{1} << 31;
 constexpr std::size_t kMaxPtxBytes = std::size_t{64} << 20;
-
-KernelState& kernels(State& st) {
-  if (!st.kernels) st.kernels = std::make_shared<KernelState>();
-  return *st.kernels;
-}
 
 template <typename T>
 T read_at(const unsigned char* bytes, std::size_t offset) {
@@ -153,7 +99,7 @@ CUresult entry_point(KernelState& ks, Owner* owner, std::map<std::string, Entry*
     return CUDA_SUCCESS;
   }
   if (!image_defines(owner->image, name)) return CUDA_ERROR_NOT_FOUND;
-  Entry* entry = ks.keep(new Entry{owner, name});
+  Entry* entry = ks.keep(new Entry{owner, name, {}});
   entries.emplace(name, entry);
   *out = entry;
   return CUDA_SUCCESS;
@@ -171,19 +117,15 @@ CUresult load_module(CUmodule* module, const void* image) {
   return CUDA_SUCCESS;
 }
 
-// Launch limits of every simulated device (devices.cpp reports the same attributes).
-constexpr unsigned kMaxThreadsPerBlock = 1024;
-constexpr unsigned kMaxBlockDim[3] = {1024, 1024, 64};
-constexpr unsigned kMaxGridDim[3] = {2147483647u, 65535, 65535};
-constexpr unsigned kMaxSharedBytesPerBlock = 49152;
-
-bool launch_shape_valid(const unsigned grid[3], const unsigned block[3], unsigned shared_bytes) {
+// Within the device's limits (device_limits.h), and the function's dynamic shared memory limit.
+bool launch_shape_valid(const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
+                        const FunctionSettings& settings) {
   std::uint64_t threads = 1;
   for (int i = 0; i < 3; ++i) {
     if (grid[i] == 0 || block[i] == 0 || grid[i] > kMaxGridDim[i] || block[i] > kMaxBlockDim[i]) return false;
     threads *= block[i];
   }
-  return threads <= kMaxThreadsPerBlock && shared_bytes <= kMaxSharedBytesPerBlock;
+  return threads <= kMaxThreadsPerBlock && shared_bytes <= static_cast<unsigned>(settings.max_dynamic_shared);
 }
 
 CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
@@ -197,13 +139,17 @@ CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], u
   // A CUkernel cast to CUfunction launches in the current context (context-independent loading).
   auto* function = reinterpret_cast<CUfunc_st*>(f);
   auto* kernel = reinterpret_cast<CUkern_st*>(f);
+  const FunctionSettings* settings = nullptr;
   if (ks.functions.contains(function)) {
     if (function->module->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT;
-  } else if (!ks.kernels.contains(kernel)) {
+    settings = &function->settings;
+  } else if (ks.kernels.contains(kernel)) {
+    settings = &kernel->settings;
+  } else {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!launch_shape_valid(grid, block, shared_bytes)) return CUDA_ERROR_INVALID_VALUE;
+  if (!launch_shape_valid(grid, block, shared_bytes, *settings)) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<CUstream_st> stream;
   if (CUresult rc = resolve_stream(st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
   if (st.config.kernels == KernelLaunches::Fail) return CUDA_ERROR_NO_BINARY_FOR_GPU;
@@ -230,6 +176,11 @@ CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
 }  // namespace
 
 namespace cudasim {
+
+KernelState& kernels(State& st) {
+  if (!st.kernels) st.kernels = std::make_shared<KernelState>();
+  return *st.kernels;
+}
 
 void unload_context_modules(State& st, CUctx_st* ctx) {
   if (!st.kernels) return;

@@ -7,11 +7,14 @@
 #include "shared_device.h"
 #include "state.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
@@ -85,6 +88,31 @@ const Allocation* find_allocation(State& st, std::uintptr_t ptr, std::size_t byt
     if (missing > 0) return nullptr;
   }
   return &a;
+}
+
+bool size_memory_file(int fd, std::uint64_t bytes) {
+  if (bytes > static_cast<std::uint64_t>(INT64_MAX)) {
+    errno = EFBIG;
+    return false;
+  }
+  sigset_t file_size;
+  sigset_t old_mask;
+  sigset_t pending;
+  sigemptyset(&file_size);
+  sigaddset(&file_size, SIGXFSZ);
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGXFSZ) == 1;
+  pthread_sigmask(SIG_BLOCK, &file_size, &old_mask);
+  const bool sized = ftruncate(fd, static_cast<off_t>(bytes)) == 0;
+  const int error = errno;
+  if (!sized && error == EFBIG && !was_pending) {
+    const timespec no_wait{};
+    while (sigtimedwait(&file_size, nullptr, &no_wait) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  errno = error;
+  return sized;
 }
 
 Mapping map_device_memory(std::size_t bytes) {
@@ -258,10 +286,16 @@ CUDASIM_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
 CUDASIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  const Allocation* a = find_allocation(l.st, dptr, 1);
-  if (a == nullptr) return CUDA_ERROR_NOT_FOUND;
-  if (pbase != nullptr) *pbase = a->base;
-  if (psize != nullptr) *psize = a->size;
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  if (const Allocation* a = find_allocation(l.st, dptr, 1)) {
+    base = a->base;
+    size = a->size;
+  } else if (!pinned_range_of(l.st, dptr, &base, &size)) {  // mapped page-locked host memory counts too
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  if (pbase != nullptr) *pbase = base;
+  if (psize != nullptr) *psize = size;
   return CUDA_SUCCESS;
 }
 

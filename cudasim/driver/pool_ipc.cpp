@@ -82,7 +82,8 @@ CUresult check_handle_type(CUmemAllocationHandleType type) {
 namespace cudasim {
 
 bool make_pool_exportable(CUmemPoolHandle_st& pool) {
-  const std::string name = kPoolMemfdPrefix + std::to_string(pool.device);
+  // Named by the device's number, which another process may see under another ordinal.
+  const std::string name = kPoolMemfdPrefix + std::to_string(state().device(pool.device).physical);
   pool.file_fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   return pool.file_fd >= 0;
 }
@@ -92,7 +93,7 @@ bool map_pool_file(CUmemPoolHandle_st& pool, Mapping& mapping, PoolChunk& chunk)
   if (offset > static_cast<std::uint64_t>(INT64_MAX) - mapping.length) return false;
   const int own = fcntl(pool.file_fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return false;
-  if (ftruncate(own, static_cast<off_t>(offset + mapping.length)) != 0 || !map_range_over(mapping, own, offset)) {
+  if (!size_memory_file(own, offset + mapping.length) || !map_range_over(mapping, own, offset)) {
     close(own);
     return false;
   }
@@ -154,9 +155,10 @@ CUDASIM_EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_ou
   const auto fd = static_cast<int>(reinterpret_cast<std::intptr_t>(handle));
   struct stat info {};
   if (fd < 0 || fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) return CUDA_ERROR_INVALID_VALUE;
-  const int device = pool_file_device(fd);
-  // Not a pool a cudasim driver exported, or one of a device this process lacks.
-  if (device < 0 || !valid_device(l.st, device)) return CUDA_ERROR_INVALID_VALUE;
+  const int physical = pool_file_device(fd);
+  const int device = physical < 0 ? -1 : ordinal_of_physical(l.st, physical);
+  // Not a pool a cudasim driver exported, or one of a device this process does not see.
+  if (device < 0) return CUDA_ERROR_INVALID_VALUE;
   const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);  // the caller may close its descriptor
   if (own < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   auto* imported = new CUmemPoolHandle_st();  // never freed: see the struct's invariant
@@ -192,7 +194,7 @@ CUDASIM_EXPORT CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData* shareData
   data.chunk_length = block->chunk->mapping.length;
   data.block_offset = block->base - block->chunk->base;
   data.size = a->size;
-  data.device = pool->device;
+  data.device = l.st.device(pool->device).physical;
   std::memset(shareData_out->reserved, 0, sizeof shareData_out->reserved);
   std::memcpy(shareData_out->reserved, &data, sizeof data);
   return CUDA_SUCCESS;

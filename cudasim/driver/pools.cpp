@@ -159,7 +159,7 @@ CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUst
   else if (!live_pool(st, pool) || pool->imported) return CUDA_ERROR_INVALID_VALUE;  // imported: allocates nothing
   std::size_t bytes = round_up(bytesize, kMinAlignment);
   // On a capturing stream: a memory-allocation node, whose memory the graph owns (not the pool).
-  if (stream->capture) return graph_allocate(st, *stream->capture, pool->device, bytesize, dptr);
+  if (stream->capture) return graph_allocate(st, stream.get(), pool->device, bytesize, dptr);
   bool captured = false;  // the legacy stream while a blocking stream captures
   if (CUresult rc = capture_work(st, stream, NodeKind::MemAlloc, &captured); rc != CUDA_SUCCESS) return rc;
   PoolBlock* block = find_reusable(pool, bytes, stream);
@@ -184,7 +184,7 @@ CUresult free_async(CUdeviceptr dptr, CUstream handle, bool per_thread_default) 
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   std::shared_ptr<CUstream_st> stream;
   if (CUresult rc = resolve_stream(l.st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
-  if (stream->capture) return graph_free(l.st, *stream->capture, dptr);  // a memory-free node
+  if (stream->capture) return graph_free(l.st, stream.get(), dptr);  // a memory-free node
   bool captured = false;
   if (CUresult rc = capture_work(l.st, stream, NodeKind::MemFree, &captured); rc != CUDA_SUCCESS) return rc;
   return free_pool_memory(l.st, dptr, stream);

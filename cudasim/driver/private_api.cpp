@@ -4,30 +4,33 @@
 
 #include "state.h"
 
+#include <algorithm>
+
 using namespace cudasim;
 
 namespace {
 
 // Before cuInit the process has committed nothing; the devices are the ones cuInit would create.
 // Needs State::mu held.
-CUresult device_memory(State& st, int ordinal, unsigned long long* total, unsigned long long* used,
+CUresult device_memory(State& st, int physical, unsigned long long* total, unsigned long long* used,
                        int* count) {
   if (st.initialized) {
-    if (st.init_result != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;  // malformed configuration
-    if (count != nullptr) *count = static_cast<int>(st.devices.size());
+    if (!st.config.valid) return CUDA_ERROR_INVALID_VALUE;  // malformed (no visible device is fine: NVML sees all)
+    if (count != nullptr) *count = st.config.device_count;
     if (total == nullptr) return CUDA_SUCCESS;
-    if (!valid_device(st, ordinal)) return CUDA_ERROR_INVALID_DEVICE;
-    Device& dev = st.device(ordinal);
-    *total = dev.total;
-    *used = device_used(dev);
+    if (physical < 0 || physical >= st.config.device_count) return CUDA_ERROR_INVALID_DEVICE;
+    const int ordinal = ordinal_of_physical(st, physical);
+    *total = st.config.device_memory[static_cast<std::size_t>(physical)];
+    // A hidden device: nothing committed here; a shared one: what every process took of it.
+    *used = ordinal >= 0 ? std::min<unsigned long long>(*total, device_used(st.device(ordinal))) : 0;
     return CUDA_SUCCESS;
   }
   const Config config = read_config();
   if (!config.valid) return CUDA_ERROR_INVALID_VALUE;
   if (count != nullptr) *count = config.device_count;
   if (total == nullptr) return CUDA_SUCCESS;
-  if (ordinal < 0 || ordinal >= config.device_count) return CUDA_ERROR_INVALID_DEVICE;
-  *total = config.device_memory[static_cast<std::size_t>(ordinal)];
+  if (physical < 0 || physical >= config.device_count) return CUDA_ERROR_INVALID_DEVICE;
+  *total = config.device_memory[static_cast<std::size_t>(physical)];
   *used = 0;
   return CUDA_SUCCESS;
 }
@@ -40,8 +43,8 @@ CUDASIM_EXPORT CUresult cudasimDeviceCount(int* count) {
   return device_memory(l.st, 0, nullptr, nullptr, count);
 }
 
-CUDASIM_EXPORT CUresult cudasimDeviceMemory(int ordinal, unsigned long long* total, unsigned long long* used) {
+CUDASIM_EXPORT CUresult cudasimDeviceMemory(int physical, unsigned long long* total, unsigned long long* used) {
   if (total == nullptr || used == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Locked l;
-  return device_memory(l.st, ordinal, total, used, nullptr);
+  return device_memory(l.st, physical, total, used, nullptr);
 }

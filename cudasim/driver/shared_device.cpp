@@ -88,15 +88,15 @@ std::string default_shared_devices_dir() {
   return std::string(shm ? "/dev/shm" : "/tmp") + "/cudasim-" + std::to_string(geteuid());
 }
 
-SharedDevice* attach_shared_device(const std::string& dir, int ordinal, std::uint64_t total) {
+SharedDevice* attach_shared_device(const std::string& dir, int physical, std::uint64_t total) {
   const auto fail = [&](const char* what, int fd) -> SharedDevice* {
-    std::fprintf(stderr, "cudasim: CUDASIM_SHARED_DEVICES: device %d in \"%s\": %s\n", ordinal, dir.c_str(), what);
+    std::fprintf(stderr, "cudasim: CUDASIM_SHARED_DEVICES: device %d in \"%s\": %s\n", physical, dir.c_str(), what);
     if (fd >= 0) close(fd);
     return nullptr;
   };
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(std::strerror(errno), -1);
   unsigned char uuid[16];
-  cudasim_device_uuid(ordinal, uuid);
+  cudasim_device_uuid(physical, uuid);
   char name[64] = "/cudasim-";
   for (int i = 0; i < 16; ++i) std::snprintf(name + 9 + 2 * i, 3, "%02x", uuid[i]);
   std::strcat(name, ".device");
@@ -155,7 +155,7 @@ SharedDevice* attach_shared_device(const std::string& dir, int ordinal, std::uin
     delete device;
     return fail("every slot of the device file is taken", fd);
   }
-  if (ordinal >= 0 && ordinal < 64) g_attached[static_cast<std::size_t>(ordinal)].store(device);
+  if (physical >= 0 && physical < 64) g_attached[static_cast<std::size_t>(physical)].store(device);
   return device;
 }
 

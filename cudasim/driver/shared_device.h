@@ -15,9 +15,10 @@ struct SharedDevice;
 // The directory CUDASIM_SHARED_DEVICES=1 means: /dev/shm/cudasim-<uid> (/tmp/... without /dev/shm).
 std::string default_shared_devices_dir();
 
-// Attaches device `ordinal` of `total` bytes to its file in `dir` (made 0700 if missing). Null, after
+// Attaches simulated device `physical` (its number before CUDA_VISIBLE_DEVICES) of `total` bytes
+// to its file in `dir` (made 0700 if missing). Null, after
 // one line on stderr, when it cannot be (the file is another size's with processes attached, ...).
-SharedDevice* attach_shared_device(const std::string& dir, int ordinal, std::uint64_t total);
+SharedDevice* attach_shared_device(const std::string& dir, int physical, std::uint64_t total);
 
 // Each takes the file's lock for a few microseconds; callers hold State::mu (one call per process at
 // a time). shared_take: false when every process's memory and `bytes` would pass the device's total.

@@ -85,6 +85,7 @@ struct PinnedStats {
 // Invariant: committed == live contexts * overhead + stats.bytes_reserved <= total.
 struct Device {
   int ordinal = 0;
+  int physical = 0;  // its number among all simulated devices (UUID, PCI bus, NVML index)
   std::uint64_t total = 0;
   std::uint64_t committed = 0;
   DeviceStats stats;
@@ -140,7 +141,9 @@ struct State {
   std::map<std::uintptr_t, Allocation> allocations;                        // by base
   std::unordered_map<std::uintptr_t, Mapping> mappings;                    // sync and graph allocations
   std::vector<std::shared_ptr<Capture>> captures;  // ongoing capture sequences (graphs.h)
-  std::unordered_set<CUgraph_st*> graphs;          // graphs returned by cuStreamEndCapture, not destroyed
+  std::unordered_set<CUgraph_st*> graphs;          // graphs returned by cuStreamEndCapture or cuGraphCreate, not destroyed
+  std::unordered_set<CUgraphExec_st*> graph_execs;  // instantiated graphs not destroyed (graph_exec.cpp)
+  std::unordered_map<CUgraph_st*, int> graph_exec_counts;  // instantiations per graph: they keep its memory
   std::uint64_t last_capture_id = 0;
   std::deque<Mapping> quarantine;  // freed ranges kept PROT_NONE so late use faults
   std::uint64_t device_allocations = 0;  // attempts counted against CUDASIM_FAIL_ALLOC_AFTER
@@ -186,6 +189,9 @@ struct Locked {
 
 // --- devices.cpp ---
 bool valid_device(const State& st, CUdevice dev);
+// The CUDA ordinal of simulated device number `physical` (as device numbers travel between processes,
+// which may see different devices under different ordinals), or -1 when CUDA_VISIBLE_DEVICES hides it.
+int ordinal_of_physical(const State& st, int physical);
 // The driver version simulated (CUDASIM_DRIVER_VERSION, default 13000). Takes State::mu: call
 // without it. Entry points newer than it are not answered by cuGetProcAddress, and the exported
 // ones return CUDA_ERROR_NOT_SUPPORTED (a real older driver does not export them at all).
@@ -203,6 +209,9 @@ CUresult current_context(State& st, CUctx_st** out);
 std::vector<std::shared_ptr<CUstream_st>> context_streams(CUctx_st* ctx);
 // Waits for all work in the context, then releases pool memory above thresholds. Locks itself.
 void synchronize_context(CUctx_st* ctx);
+// Waits for all work queued so far in every live context, on every device: before a mapping that
+// any stream may still use goes (cuMemUnmap, cuMemSetAccess, cuIpcCloseMemHandle). Locks itself.
+void wait_for_all_queued_work();
 int context_device(CUctx_st* ctx);
 
 // --- streams.cpp ---
@@ -228,6 +237,10 @@ CUresult with_stream(CUstream handle, bool per_thread_default, Body body) {
 const Allocation* find_allocation(State& st, std::uintptr_t ptr, std::size_t bytes);
 // Maps `bytes` of simulated device memory, 2 MiB aligned from 2 MiB up, else page aligned.
 Mapping map_device_memory(std::size_t bytes);
+// ftruncate of a memfd that backs simulated device memory. A real device's memory is no file: a
+// file-size limit (ulimit -f) refuses this one (false, EFBIG) without raising SIGXFSZ, which would end
+// the program.
+bool size_memory_file(int fd, std::uint64_t bytes);
 // Poisons a freed range (PROT_NONE) for a while, then unmaps it.
 void retire_mapping(State& st, Mapping mapping);
 // Charges `bytes` to the device (counted against CUDASIM_FAIL_ALLOC_AFTER); false when full.
@@ -246,6 +259,13 @@ void free_context_allocations(State& st, CUctx_st* ctx);
 // map_device_memory backed by a memfd another process can open through a cuIpcGetMemHandle handle
 // (named after `buffer_id`); private memory when no descriptor can be had. Needs State::mu.
 Mapping map_exportable_memory(State& st, std::size_t bytes, std::uint64_t buffer_id);
+// This process's random number, which names its exported files (so a reused pid never makes an
+// old handle valid again). Needs State::mu.
+std::uint64_t ipc_process_number(State& st);
+// Opens the file process `pid` holds as descriptor `fd` (through /proc, which only the same user may
+// do), when it is still a regular file with inode `inode`, a memfd whose name is `name`, of at least
+// `min_size` bytes: what another process exported, checked afresh (-1 otherwise). Never blocks.
+int open_exported_file(int pid, int fd, std::uint64_t inode, const std::string& name, std::uint64_t min_size);
 
 // --- pools.cpp ---
 CUmemoryPool create_default_pool(State& st, int device);
@@ -261,7 +281,11 @@ void release_pools_above_threshold(State& st, int device);
 // *captured (the caller must not submit the work); CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when its
 // capture was invalidated; CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (invalidating them) for the legacy
 // stream while a blocking stream of its context captures. Otherwise CUDA_SUCCESS, *captured false.
-CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured);
+CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured,
+                      Operation op = {});
+// A node of `kind` doing `op`, following `dependencies`, appended to `graph` (graph_exec.cpp builds
+// graphs with it; capture too).
+CUgraphNode_st* append_node(CUgraph_st* graph, NodeKind kind, std::vector<CUgraphNode_st*> dependencies, Operation op);
 // A "potentially unsafe" call (cuMemAlloc, cuMemFree, ...): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
 // invalidating the captures that prohibit it, when the calling thread's capture interaction mode
 // forbids it (see cuThreadExchangeStreamCaptureMode).
@@ -276,13 +300,37 @@ CUresult check_context_not_capturing(State& st, CUctx_st* ctx);
 CUresult check_event_not_captured(State& st, CUevent_st& event);
 void invalidate(Capture& capture);
 // A memory-allocation node on a capturing stream: new graph-owned memory (not from any pool).
-CUresult graph_allocate(State& st, Capture& capture, int device, std::size_t bytes, CUdeviceptr* dptr);
+CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t bytes, CUdeviceptr* dptr);
 // A memory-free node: graph memory of this capture is released; pool memory is only recorded (it
 // would be freed when the graph runs, which is not simulated); anything else is INVALID_VALUE.
-CUresult graph_free(State& st, Capture& capture, CUdeviceptr dptr);
+CUresult graph_free(State& st, CUstream_st* stream, CUdeviceptr dptr);
+// An event recorded on a capturing stream: it stands for what the stream has captured so far.
+CUresult capture_event_record(State& st, const std::shared_ptr<CUstream_st>& stream, CUevent_st& event);
+// A stream waiting for an event recorded in an ongoing capture: inside that capture, the stream
+// follows the record too; a stream that captures nothing joins the capture (a fork), its work
+// following the record; another capture's stream: CUDA_ERROR_STREAM_CAPTURE_MERGE.
+CUresult capture_event_wait(State& st, const std::shared_ptr<CUstream_st>& stream, CUevent_st& event);
+// Destroys a graph the program no longer holds (not in State::graphs) once no instantiation of it
+// remains: its memory goes with it.
+void release_unowned_graph(State& st, CUgraph_st* graph);
 // Ends every capture of the context's streams (context destruction), destroying their graphs.
 void abandon_captures(State& st, CUctx_st* ctx);
 void abandon_capture(State& st, CUstream_st* stream);
+
+// --- ipc_events.cpp ---
+// The counters of a new interprocess event, in a memfd another process can open through its
+// cuIpcGetEventHandle handle; null when no descriptor or memory can be had. Needs State::mu.
+std::shared_ptr<IpcEventPage> create_ipc_event_page(State& st);
+// A record of the event: the generation it takes (call at the record), then, when the stream
+// reaches it, complete_ipc_record.
+std::uint64_t begin_ipc_record(IpcEventPage& page);
+void complete_ipc_record(IpcEventPage& page, std::uint64_t generation);
+// The generation of the event's latest record (0: never recorded), and whether `generation` has
+// completed (by whichever process recorded it).
+std::uint64_t latest_ipc_record(const IpcEventPage& page);
+bool ipc_record_done(const IpcEventPage& page, std::uint64_t generation);
+// Blocks until `generation` has completed (polling: another process completes it).
+void wait_ipc_record(const IpcEventPage& page, std::uint64_t generation);
 
 // --- report.cpp ---
 void note_requested_name(State& st, const char* name);
@@ -296,6 +344,8 @@ void forget_context_peers(State& st, CUctx_st* ctx);
 // --- host_memory.cpp --- (need State::mu held)
 // Whether [ptr, ptr + bytes) lies in one page-locked host range.
 bool host_range_pinned(const State& st, std::uintptr_t ptr, std::size_t bytes);
+// The page-locked host range holding `ptr` (its base and size), false when none does.
+bool pinned_range_of(const State& st, std::uintptr_t ptr, std::uintptr_t* base, std::size_t* size);
 // cuPointerGetAttribute for pinned host memory: false when `ptr` is not pinned, else true with *rc.
 bool host_pointer_attribute(State& st, void* data, CUpointer_attribute attribute, CUdeviceptr ptr, CUresult* rc);
 

@@ -126,7 +126,7 @@ CUresult stream_create(CUstream* out, unsigned flags, int priority) {
   auto stream = std::make_shared<CUstream_st>();
   stream->ctx = ctx;
   stream->flags = flags;
-  stream->priority = priority;
+  stream->priority = clamp_stream_priority(priority);
   ctx->streams.push_back(stream);
   l.st.streams.emplace(stream.get(), stream);
   *out = stream.get();
@@ -174,13 +174,15 @@ CUresult stream_wait_event(CUstream handle, CUevent event, unsigned flags, bool 
     auto ev = st.events.find(event);
     if (ev == st.events.end()) return CUDA_ERROR_INVALID_HANDLE;
     const auto& event_capture = ev->second->captured_in;
-    if (event_capture && !event_capture->ended) {
-      if (stream->capture == event_capture) {  // an ordinary dependency inside the capture
-        bool captured = false;
-        return capture_work(st, stream, NodeKind::EventWait, &captured);
-      }
-      // Joining another stream to the capture (or merging two captures) is not simulated.
-      return stream->capture ? CUDA_ERROR_STREAM_CAPTURE_MERGE : CUDA_ERROR_NOT_SUPPORTED;
+    if (event_capture && !event_capture->ended) return capture_event_wait(st, stream, *ev->second);
+    if (const std::shared_ptr<IpcEventPage>& page = ev->second->ipc; page && !stream->capture) {
+      // Its latest record, made by any process sharing it, as of now.
+      const std::uint64_t generation = latest_ipc_record(*page);
+      if (generation == 0) return CUDA_SUCCESS;
+      bool captured = false;
+      if (CUresult rc = capture_work(st, stream, NodeKind::EventWait, &captured); rc != CUDA_SUCCESS) return rc;
+      submit(st, stream, [page, generation] { wait_ipc_record(*page, generation); });
+      return CUDA_SUCCESS;
     }
     if (ev->second->recorded_seq == 0) return CUDA_SUCCESS;  // never recorded: nothing to wait for
     if (stream->capture) {
@@ -213,8 +215,9 @@ CUresult launch_host_func(CUstream handle, CUhostFn fn, void* data, bool per_thr
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
     bool captured = false;
-    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured); rc != CUDA_SUCCESS || captured) return rc;
-    submit(st, stream, [fn, data] { fn(data); });
+    Operation op = [fn, data] { fn(data); };
+    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured, op); rc != CUDA_SUCCESS || captured) return rc;
+    submit(st, stream, std::move(op));
     return CUDA_SUCCESS;
   });
 }
@@ -224,8 +227,9 @@ CUresult stream_add_callback(CUstream handle, CUstreamCallback fn, void* data, u
   if (fn == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
     bool captured = false;
-    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured); rc != CUDA_SUCCESS || captured) return rc;
-    submit(st, stream, [fn, data, handle] { fn(handle, CUDA_SUCCESS, data); });
+    Operation op = [fn, data, handle] { fn(handle, CUDA_SUCCESS, data); };
+    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured, op); rc != CUDA_SUCCESS || captured) return rc;
+    submit(st, stream, std::move(op));
     return CUDA_SUCCESS;
   });
 }
@@ -234,6 +238,14 @@ CUresult stream_get_flags(CUstream handle, unsigned* flags, bool per_thread_defa
   if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return with_stream(handle, per_thread_default, [flags](State&, const std::shared_ptr<CUstream_st>& stream) {
     *flags = stream->flags;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult stream_get_priority(CUstream handle, int* priority, bool per_thread_default) {
+  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(handle, per_thread_default, [priority](State&, const std::shared_ptr<CUstream_st>& stream) {
+    *priority = stream->priority;  // 0 for the default streams
     return CUDA_SUCCESS;
   });
 }
@@ -298,6 +310,12 @@ CUDASIM_EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int* flags) 
 }
 CUDASIM_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int* flags) {
   return stream_get_flags(hStream, flags, true);
+}
+CUDASIM_EXPORT CUresult cuStreamGetPriority(CUstream hStream, int* priority) {
+  return stream_get_priority(hStream, priority, false);
+}
+CUDASIM_EXPORT CUresult cuStreamGetPriority_ptsz(CUstream hStream, int* priority) {
+  return stream_get_priority(hStream, priority, true);
 }
 CUDASIM_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext* pctx) {
   return stream_get_ctx(hStream, pctx, false);

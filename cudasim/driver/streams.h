@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace cudasim {
 
@@ -20,6 +21,7 @@ using Operation = std::function<void()>;
 enum class StreamKind { Legacy, PerThread, Created };
 
 struct Capture;  // graphs.h
+struct IpcEventPage;  // ipc_events.cpp: the record counters an interprocess event shares
 
 }  // namespace cudasim
 
@@ -65,5 +67,9 @@ struct CUevent_st {
   std::uint64_t generation = 0;  // bumped per record, so only the latest record sets `time`
   // Set when the event was last recorded into a capture sequence (graphs.h), not onto a stream.
   std::shared_ptr<cudasim::Capture> captured_in;
+  std::vector<CUgraphNode_st*> captured_tail;  // what the recording stream had captured then
+  // An interprocess event's (CU_EVENT_INTERPROCESS, or opened with cuIpcOpenEventHandle): whether
+  // it is complete is read there, as processes sharing it may record it.
+  std::shared_ptr<cudasim::IpcEventPage> ipc;
   std::chrono::steady_clock::time_point time{};  // written by the worker under State::mu
 };

@@ -1,12 +1,20 @@
 // Virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess, ...),
 // after the "Virtual Memory Management" section of cuda.h.
 //
-// A reservation is host address space mapped PROT_NONE. A physical allocation is a memfd of its
-// size, charged to its device like cuMemAlloc memory; cuMemMap maps (part of) it MAP_SHARED over
-// the reservation, still PROT_NONE, and cuMemSetAccess opens it (PROT_READ / PROT_READ|PROT_WRITE),
-// so several mappings and exported file descriptors see the same bytes. While some device may
-// access a mapping it is a live AllocKind::Vmm allocation for every other call (copies, sets,
-// pointer queries); unmapped or inaccessible address space is not.
+// A reservation is host address space mapped PROT_NONE. A physical allocation is a range of its
+// device's backing file (one memfd per device, sparse: a range costs RAM only once touched, and a
+// freed range is punched out and reused), charged to its device like cuMemAlloc memory. So the
+// process holds one descriptor per device, however many allocations it makes, as a real driver
+// holds none per allocation. cuMemMap maps (part of) the range MAP_SHARED over the reservation,
+// still PROT_NONE, and cuMemSetAccess opens it (PROT_READ / PROT_READ|PROT_WRITE). While some
+// device may access a mapping it is a live AllocKind::Vmm allocation for every other call (copies,
+// sets, pointer queries); unmapped or inaccessible address space is not.
+//
+// Exporting (cuMemExportToShareableHandle) needs a file that is that allocation alone, so that
+// another process can map it without trusting any offset: the first export moves the allocation
+// into a memfd of its own (its bytes copied, every mapping of it remapped in place, once no stream
+// has work queued), sealed against resizing, and hands out duplicates of that descriptor. Only
+// exported allocations (and imported ones) hold a descriptor each.
 //
 // Reference counting, as cuMemRelease documents: a handle holds references (cuMemCreate or
 // cuMemImportFromShareableHandle: 1, cuMemRetainAllocationHandle: +1, cuMemRelease: -1) and is
@@ -22,6 +30,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <iterator>
 #include <atomic>
 #include <climits>
 #include <cstdio>
@@ -32,12 +42,32 @@ using namespace cudasim;
 
 namespace cudasim {
 
-// Invariant: `fd` is open while the object is (the last handle closes it); `charged` bytes are part
-// of the device's committed memory until then.
+// A memfd holding physical memory: a device's backing file (ranges handed out by VmmState), or a
+// file that is one allocation (exported or imported). Closed with its last user.
+struct BackingFile {
+  int fd = -1;
+  bool shared = false;  // a device's backing file, holding many allocations
+  BackingFile(int descriptor, bool is_shared) : fd(descriptor), shared(is_shared) {}
+  BackingFile(const BackingFile&) = delete;
+  BackingFile& operator=(const BackingFile&) = delete;
+  ~BackingFile() { close(fd); }
+};
+
+// A device's backing file and the ranges of it not in use (by offset; adjacent ones merged).
+struct DeviceBacking {
+  std::shared_ptr<BackingFile> file;
+  std::uint64_t length = 0;
+  std::map<std::uint64_t, std::uint64_t> free_ranges;
+};
+
+// Invariant: `file` is set while the object lives (the last handle drops it); the allocation is
+// bytes [offset, offset + size) of it; `charged` bytes are part of the device's committed memory
+// until then.
 struct Physical {
   int device = 0;
   std::size_t size = 0;
-  int fd = -1;
+  std::shared_ptr<BackingFile> file;
+  std::uint64_t offset = 0;
   CUmemAllocationProp prop{};
   std::uint64_t charged = 0;   // 0 for memory another process allocated
   std::uint64_t block_id = 0;  // CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID
@@ -73,8 +103,9 @@ struct VmmState {
   std::map<std::uintptr_t, Reservation> reservations;  // by base
   std::map<std::uintptr_t, VaMapping> mappings;        // by base
   std::unordered_map<CUmemGenericAllocationHandle, Handle> handles;
-  // Physical allocations by the identity of their memfd, to recognise imports of them.
+  // Physical allocations with a file of their own, by its identity, to recognise imports of them.
   std::map<std::pair<dev_t, ino_t>, std::weak_ptr<Physical>> by_file;
+  std::vector<DeviceBacking> backings;  // by device ordinal, each created by its first cuMemCreate
 };
 
 }  // namespace cudasim
@@ -82,7 +113,10 @@ struct VmmState {
 namespace {
 
 constexpr std::size_t kGranularity = kLargePage;  // minimum and recommended, as on current GPUs
+// Files that are one allocation (what an export hands out): "cudasim-vmm-device-<ordinal>".
 constexpr char kMemfdPrefix[] = "cudasim-vmm-device-";
+// A device's backing file, never handed out: "cudasim-vmm-backing-<ordinal>".
+constexpr char kBackingPrefix[] = "cudasim-vmm-backing-";
 
 // Process-wide and not reset by fork, so a child's new handles never repeat its parent's.
 std::atomic<CUmemGenericAllocationHandle> g_last_handle{0};
@@ -150,11 +184,62 @@ CUresult check_properties(const State& st, const CUmemAllocationProp& prop, CUre
   return check_device_location(st, prop.location, bad_device);
 }
 
+// Takes `bytes` (a multiple of the granularity) of the device's backing file: a free range, else
+// the file grows. False when no descriptor or file space can be had.
+bool take_backing_range(State& st, int device, std::uint64_t bytes, std::shared_ptr<BackingFile>* file,
+                        std::uint64_t* offset) {
+  VmmState& v = vmm(st);
+  if (v.backings.size() < st.devices.size()) v.backings.resize(st.devices.size());
+  DeviceBacking& b = v.backings[static_cast<std::size_t>(device)];
+  if (!b.file) {
+    const int fd = memfd_create((kBackingPrefix + std::to_string(device)).c_str(), MFD_CLOEXEC);
+    if (fd < 0) return false;
+    b.file = std::make_shared<BackingFile>(fd, true);
+    b.length = 0;
+  }
+  for (auto it = b.free_ranges.begin(); it != b.free_ranges.end(); ++it) {  // first fit
+    if (it->second < bytes) continue;
+    *offset = it->first;
+    if (it->second > bytes) b.free_ranges[it->first + bytes] = it->second - bytes;
+    b.free_ranges.erase(it);
+    *file = b.file;
+    return true;
+  }
+  // size_memory_file: a file-size limit (ulimit -f) refuses the growth instead of ending the process.
+  if (b.length > static_cast<std::uint64_t>(INT64_MAX) - bytes || !size_memory_file(b.file->fd, b.length + bytes)) {
+    return false;
+  }
+  *offset = b.length;
+  b.length += bytes;
+  *file = b.file;
+  return true;
+}
+
+// Empties a range of the device's backing file (its RAM goes back to the host) for reuse.
+void give_backing_range(State& st, int device, std::uint64_t offset, std::uint64_t bytes) {
+  DeviceBacking& b = vmm(st).backings[static_cast<std::size_t>(device)];
+  fallocate(b.file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+            static_cast<off_t>(bytes));
+  auto next = b.free_ranges.lower_bound(offset);
+  if (next != b.free_ranges.end() && next->first == offset + bytes) {  // merge with the range after
+    bytes += next->second;
+    next = b.free_ranges.erase(next);
+  }
+  if (next != b.free_ranges.begin()) {  // and with the one before
+    auto previous = std::prev(next);
+    if (previous->first + previous->second == offset) {
+      previous->second += bytes;
+      return;
+    }
+  }
+  b.free_ranges[offset] = bytes;
+}
+
 // Gives the physical memory back once its last handle is gone.
 void drop_physical(State& st, Physical& p) {
   if (--p.live_handles > 0) return;
-  close(p.fd);
-  p.fd = -1;
+  if (p.file->shared) give_backing_range(st, p.device, p.offset, p.size);
+  p.file.reset();
   if (p.charged > 0) {
     Device& dev = st.device(p.device);
     give_device_memory(dev, p.charged);
@@ -198,17 +283,101 @@ void sync_allocation(State& st, const VaMapping& m) {
                                       m.buffer_id};
 }
 
-// Waits for all work queued so far in every live context (cuMemUnmap and cuMemSetAccess are
-// synchronous: queued copies and sets must not meet a vanished or closed mapping). Locks itself.
-void wait_for_queued_work() {
-  std::vector<std::pair<std::shared_ptr<CUstream_st>, std::uint64_t>> targets;
-  {
-    Locked l;
-    for (CUctx_st* ctx : l.st.contexts) {
-      for (auto& stream : context_streams(ctx)) targets.emplace_back(stream, stream->last_submitted());
+// True when no stream of any live context has work queued or running, so nothing touches device
+// memory while the caller keeps State::mu (submitting work needs it). Needs State::mu.
+bool all_streams_idle(State& st) {
+  for (CUctx_st* ctx : st.contexts) {
+    for (auto& stream : context_streams(ctx)) {
+      if (!stream->reached(stream->last_submitted())) return false;
     }
   }
-  for (auto& [stream, seq] : targets) stream->wait_until(seq);
+  return true;
+}
+
+// Copies the touched parts of bytes [from, from + bytes) of `src` to `to` (holes stay holes).
+bool copy_data(int src, std::uint64_t from, std::uint64_t bytes, char* to) {
+  const std::uint64_t end = from + bytes;
+  std::uint64_t at = from;
+  while (at < end) {
+    const off_t data = lseek(src, static_cast<off_t>(at), SEEK_DATA);
+    if (data < 0) return errno == ENXIO;  // nothing but holes after `at`
+    if (static_cast<std::uint64_t>(data) >= end) return true;
+    const off_t hole = lseek(src, data, SEEK_HOLE);
+    if (hole < 0) return false;
+    const std::uint64_t stop = std::min(static_cast<std::uint64_t>(hole), end);
+    for (auto pos = static_cast<std::uint64_t>(data); pos < stop;) {
+      const ssize_t n = pread(src, to + (pos - from), stop - pos, static_cast<off_t>(pos));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      pos += static_cast<std::uint64_t>(n);
+    }
+    at = stop;
+  }
+  return true;
+}
+
+// Maps bytes [offset, offset + m.size) of `fd` over the mapping `m`, with its protection.
+bool map_over(const VaMapping& m, int fd, std::uint64_t offset) {
+  void* at = mmap(reinterpret_cast<void*>(m.base), m.size, host_protection(m), MAP_SHARED | MAP_FIXED, fd,
+                  static_cast<off_t>(offset));
+  if (at == MAP_FAILED) return false;
+  madvise(at, m.size, MADV_DONTFORK);  // as cuMemMap made it
+  return true;
+}
+
+// Moves a physical allocation out of its device's backing file into a memfd of its own, sealed
+// against resizing (so an importer may trust its size): bytes copied, every mapping of it remapped
+// in place. Needs State::mu with every stream idle (nothing may write the memory meanwhile). False,
+// with nothing changed, when the kernel refuses.
+bool move_to_own_file(State& st, const std::shared_ptr<Physical>& physical) {
+  Physical& p = *physical;
+  // Named by the device's number, which an importing process may see under another ordinal.
+  const std::string name = kMemfdPrefix + std::to_string(st.device(p.device).physical);
+  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return false;
+  auto own = std::make_shared<BackingFile>(fd, false);
+  struct stat info {};
+  if (!size_memory_file(fd, p.size) || fstat(fd, &info) != 0) return false;
+  void* copy = mmap(nullptr, p.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (copy == MAP_FAILED) return false;
+  const bool copied = copy_data(p.file->fd, p.offset, p.size, static_cast<char*>(copy));
+  munmap(copy, p.size);
+  if (!copied || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return false;
+  VmmState& v = vmm(st);
+  std::vector<VaMapping*> moved;
+  for (auto& [base, m] : v.mappings) {
+    if (m.physical != physical) continue;
+    if (!map_over(m, fd, m.offset)) {  // put back what moved (a failed MAP_FIXED may have unmapped `m`)
+      map_over(m, p.file->fd, p.offset + m.offset);
+      for (VaMapping* back : moved) map_over(*back, p.file->fd, p.offset + back->offset);
+      return false;
+    }
+    moved.push_back(&m);
+  }
+  give_backing_range(st, p.device, p.offset, p.size);
+  p.file = std::move(own);
+  p.offset = 0;
+  v.by_file[{info.st_dev, info.st_ino}] = physical;
+  return true;
+}
+
+// The checks of cuMemExportToShareableHandle; the handle's physical allocation in *out.
+CUresult check_export(State& st, const void* shareable, CUmemGenericAllocationHandle handle,
+                      CUmemAllocationHandleType type, unsigned long long flags, std::shared_ptr<Physical>* out) {
+  const Handle* h = usable_handle(st, handle);
+  if (shareable == nullptr || h == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  switch (type) {
+    case CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: break;
+    case CU_MEM_HANDLE_TYPE_WIN32:
+    case CU_MEM_HANDLE_TYPE_WIN32_KMT:
+    case CU_MEM_HANDLE_TYPE_FABRIC: return CUDA_ERROR_NOT_SUPPORTED;  // not on this platform
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Only a handle type requested when the allocation was created can be exported.
+  if ((h->physical->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  *out = h->physical;
+  return CUDA_SUCCESS;
 }
 
 // Maps fresh PROT_NONE address space of `size` bytes aligned to `alignment`; at `hint` when that
@@ -237,7 +406,8 @@ void restore_reservation(std::uintptr_t base, std::size_t size) {
        -1, 0);
 }
 
-// The device a cudasim memfd was created for (from its name), or -1 for any other file.
+// The device a cudasim memfd holding one allocation was created for (from its name), or -1 for any
+// other file (a device's backing file included).
 int memfd_device(int fd) {
   char link[64];
   std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
@@ -267,22 +437,16 @@ CUresult create(CUmemGenericAllocationHandle* handle, std::size_t size, const CU
   Device& dev = st.device(prop->location.id);
   owe_latency(st.config.alloc_latency_us);
   if (!take_device_memory(st, dev, size)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const std::string name = kMemfdPrefix + std::to_string(prop->location.id);
-  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
-  struct stat info {};
-  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0 || fstat(fd, &info) != 0) {
-    if (fd >= 0) close(fd);
+  auto physical = std::make_shared<Physical>();
+  if (!take_backing_range(st, prop->location.id, size, &physical->file, &physical->offset)) {
     give_device_memory(dev, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  auto physical = std::make_shared<Physical>();
   physical->device = prop->location.id;
   physical->size = size;
-  physical->fd = fd;
   physical->prop = *prop;
   physical->charged = size;
   physical->block_id = ++g_last_block_id;
-  vmm(st).by_file[{info.st_dev, info.st_ino}] = physical;
   dev.stats.vmm_creates++;
   dev.stats.vmm_bytes += size;
   dev.stats.vmm_peak_bytes = std::max(dev.stats.vmm_peak_bytes, dev.stats.vmm_bytes);
@@ -299,7 +463,7 @@ CUresult validated_then_synchronized(Validate validate) {
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
     if (CUresult rc = validate(l.st); rc != CUDA_SUCCESS) return rc;
   }
-  wait_for_queued_work();
+  wait_for_all_queued_work();
   return CUDA_SUCCESS;
 }
 
@@ -466,8 +630,8 @@ CUDASIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CU
   auto next = v.mappings.lower_bound(ptr);
   if (next != v.mappings.end() && next->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;  // mapped
   if (find_mapping(v, ptr) != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  void* at = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, physical->fd,
-                  static_cast<off_t>(offset));
+  void* at = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, physical->file->fd,
+                  static_cast<off_t>(physical->offset + offset));
   if (at == MAP_FAILED) {
     restore_reservation(ptr, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -570,24 +734,26 @@ CUDASIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle
 
 CUDASIM_EXPORT CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
                                                      CUmemAllocationHandleType handleType, unsigned long long flags) {
-  Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  const Handle* h = usable_handle(l.st, handle);
-  if (shareableHandle == nullptr || h == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  switch (handleType) {
-    case CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: break;
-    case CU_MEM_HANDLE_TYPE_WIN32:
-    case CU_MEM_HANDLE_TYPE_WIN32_KMT:
-    case CU_MEM_HANDLE_TYPE_FABRIC: return CUDA_ERROR_NOT_SUPPORTED;  // not on this platform
-    default: return CUDA_ERROR_INVALID_VALUE;
+  // Memory still in its device's backing file first moves to a file of its own, once no stream has
+  // work queued (nothing may write it while its bytes are copied); checked anew after each wait.
+  for (;;) {
+    {
+      Locked l;
+      if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+      std::shared_ptr<Physical> physical;
+      if (CUresult rc = check_export(l.st, shareableHandle, handle, handleType, flags, &physical); rc != CUDA_SUCCESS)
+        return rc;
+      if (physical->file->shared && all_streams_idle(l.st) && !move_to_own_file(l.st, physical))
+        return CUDA_ERROR_INVALID_VALUE;
+      if (!physical->file->shared) {
+        const int fd = dup(physical->file->fd);
+        if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
+        *static_cast<int*>(shareableHandle) = fd;
+        return CUDA_SUCCESS;
+      }
+    }
+    wait_for_all_queued_work();
   }
-  // Only a handle type requested when the allocation was created can be exported.
-  if ((h->physical->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  const int fd = dup(h->physical->fd);
-  if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
-  *static_cast<int*>(shareableHandle) = fd;
-  return CUDA_SUCCESS;
 }
 
 CUDASIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
@@ -610,21 +776,27 @@ CUDASIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHan
   VmmState& v = vmm(st);
   auto known = v.by_file.find({info.st_dev, info.st_ino});
   if (known != v.by_file.end()) {
-    if (std::shared_ptr<Physical> physical = known->second.lock(); physical && physical->fd >= 0) {
+    if (std::shared_ptr<Physical> physical = known->second.lock(); physical && physical->file) {
       *handle = new_handle(st, std::move(physical));  // the same memory: no second charge
       return CUDA_SUCCESS;
     }
     v.by_file.erase(known);
   }
-  const int device = memfd_device(fd);
-  if (device < 0 || info.st_size <= 0) return CUDA_ERROR_INVALID_VALUE;  // not exported by a cudasim driver
-  if (!valid_device(st, device)) return CUDA_ERROR_NOT_SUPPORTED;        // a device this process lacks
+  // Exported by a cudasim driver: named so, a whole number of granules, sealed against shrinking
+  // (so mapping any part of its size can never fault).
+  const int number = memfd_device(fd);
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (number < 0 || info.st_size <= 0 || !is_multiple(static_cast<std::uint64_t>(info.st_size), kGranularity) ||
+      seals < 0 || (seals & F_SEAL_SHRINK) == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  const int device = ordinal_of_physical(st, number);
+  if (device < 0) return CUDA_ERROR_NOT_SUPPORTED;  // a device this process does not see
   const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return CUDA_ERROR_INVALID_VALUE;
   auto physical = std::make_shared<Physical>();
   physical->device = device;
   physical->size = static_cast<std::size_t>(info.st_size);
-  physical->fd = own;
+  physical->file = std::make_shared<BackingFile>(own, false);
   physical->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   physical->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   physical->prop.location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device};

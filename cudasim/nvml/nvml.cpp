@@ -1,7 +1,9 @@
 // The simulated NVML (libnvidia-ml.so.1): device count and memory information of the simulated
 // devices, read from the simulated driver's state in the same process through its private entry
-// points (cudasim_private.h), so the program need not call cuInit. `used` is what this process has
-// committed on the device, or what every process took of it when CUDASIM_SHARED_DEVICES shares it.
+// points (cudasim_private.h), so the program need not call cuInit. Like NVIDIA's, it sees every
+// device whatever CUDA_VISIBLE_DEVICES says (index = the simulated device's number; devices are
+// matched to CUDA's by UUID). `used` is what this process has committed on the device, or what
+// every process took of it when CUDASIM_SHARED_DEVICES shares it.
 #include "nvml_api.h"
 
 #include "cudasim_private.h"
@@ -112,10 +114,9 @@ CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uu
   if (uuid == nullptr || !valid_device(device)) return NVML_ERROR_INVALID_ARGUMENT;
   constexpr unsigned int kLength = 4 + 32 + 4 + 1;  // "GPU-", 16 bytes in hex, 4 dashes, NUL
   if (length < kLength) return NVML_ERROR_INSUFFICIENT_SIZE;
-  unsigned char b[16];
-  cudasim_device_uuid(static_cast<int>(device->index), b);
-  std::snprintf(uuid, length, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  char text[kLength];
+  cudasim_device_uuid_text(static_cast<int>(device->index), text);
+  std::snprintf(uuid, length, "%s", text);
   return NVML_SUCCESS;
 }
 

@@ -8,4 +8,6 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cudaTypedefs.h>
+#include <cudaProfilerTypedefs.h>
+#include <cuda_profiler_api.h>
 #pragma GCC visibility pop

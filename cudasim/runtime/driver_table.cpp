@@ -126,6 +126,7 @@ cudaError_t translate(CUresult result) {
     case CUDA_ERROR_LAUNCH_FAILED: return cudaErrorLaunchFailure;
     case CUDA_ERROR_NOT_PERMITTED: return cudaErrorNotPermitted;
     case CUDA_ERROR_NOT_SUPPORTED: return cudaErrorNotSupported;
+    case CUDA_ERROR_UNSUPPORTED_LIMIT: return cudaErrorUnsupportedLimit;
     case CUDA_ERROR_MAP_FAILED: return cudaErrorMapBufferObjectFailed;
     case CUDA_ERROR_ALREADY_MAPPED: return cudaErrorAlreadyMapped;
     case CUDA_ERROR_TOO_MANY_PEERS: return cudaErrorTooManyPeers;

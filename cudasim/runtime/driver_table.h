@@ -44,7 +44,25 @@ namespace cudasim::runtime {
   X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000) X(cuMemHostGetDevicePointer, 3020)               \
   X(cuMemHostGetFlags, 2030) X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000)             \
   X(cuDeviceCanAccessPeer, 4000) X(cuDeviceGetP2PAttribute, 8000) X(cuCtxEnablePeerAccess, 4000)  \
-  X(cuCtxDisablePeerAccess, 4000)
+  X(cuCtxDisablePeerAccess, 4000)                                                                 \
+  X(cuDevicePrimaryCtxSetFlags, 11000) X(cuDevicePrimaryCtxGetState, 7000)                        \
+  X(cuStreamAddCallback, 5000) X(cuStreamCreateWithPriority, 5050) X(cuStreamGetPriority, 5050)   \
+  X(cuStreamGetFlags, 5050) X(cuCtxGetStreamPriorityRange, 5050) X(cuCtxSetLimit, 3010)            \
+  X(cuCtxGetLimit, 3010) X(cuCtxSetCacheConfig, 3020) X(cuCtxGetCacheConfig, 3020)                \
+  X(cuProfilerStart, 4000) X(cuProfilerStop, 4000) X(cuKernelGetAttribute, 12000)                 \
+  X(cuKernelSetAttribute, 12000) X(cuKernelSetCacheConfig, 12000)                                 \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000)                                   \
+  X(cuOccupancyAvailableDynamicSMemPerBlock, 10020)                                               \
+  X(cuIpcGetEventHandle, 4010) X(cuIpcOpenEventHandle, 4010)                                     \
+  X(cuGraphCreate, 10000) X(cuGraphAddEmptyNode, 10000) X(cuGraphAddHostNode, 10000)              \
+  X(cuGraphAddKernelNode, 12000) X(cuGraphAddMemsetNode, 10000) X(cuGraphAddMemcpyNode, 10000)    \
+  X(cuGraphGetNodes, 10000) X(cuGraphGetRootNodes, 10000) X(cuGraphNodeGetType, 10000)            \
+  X(cuGraphNodeGetDependencies, 12030) X(cuGraphInstantiateWithFlags, 11040)                      \
+  X(cuGraphInstantiateWithParams, 12000) X(cuGraphLaunch, 10000) X(cuGraphUpload, 11010)          \
+  X(cuGraphExecDestroy, 10000) X(cuMemcpyPeer, 4000) X(cuMemcpyPeerAsync, 4000)                  \
+  X(cuDeviceGetMemPool, 11020) X(cuDeviceSetMemPool, 11020)                                       \
+  X(cuMemPoolExportToShareableHandle, 11020) X(cuMemPoolImportFromShareableHandle, 11020)         \
+  X(cuMemPoolExportPointer, 11020) X(cuMemPoolImportPointer, 11020)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

@@ -29,6 +29,7 @@ constexpr std::array kErrorDescriptions{
     CUDASIM_RUNTIME_ERROR(cudaErrorDevicesUnavailable, "CUDA-capable device(s) is/are busy or unavailable"),
     CUDASIM_RUNTIME_ERROR(cudaErrorNoDevice, "no CUDA-capable device is detected"),
     CUDASIM_RUNTIME_ERROR(cudaErrorInvalidDevice, "invalid device ordinal"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorUnsupportedLimit, "limit is not supported on this architecture"),
     CUDASIM_RUNTIME_ERROR(cudaErrorDeviceUninitialized, "invalid device context"),
     CUDASIM_RUNTIME_ERROR(cudaErrorDeviceAlreadyInUse, "exclusive-thread device already in use by a different thread"),
     CUDASIM_RUNTIME_ERROR(cudaErrorOperatingSystem, "OS call failed or operation not supported on this OS"),

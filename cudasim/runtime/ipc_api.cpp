@@ -1,5 +1,6 @@
-// Legacy interprocess memory sharing: cudaIpcGetMemHandle, cudaIpcOpenMemHandle, cudaIpcCloseMemHandle,
-// each the driver's call with the runtime's handle type (the same 64 bytes) and error codes.
+// Legacy interprocess memory and event sharing: cudaIpcGetMemHandle, cudaIpcOpenMemHandle,
+// cudaIpcCloseMemHandle, cudaIpcGetEventHandle, cudaIpcOpenEventHandle, each the driver's call with
+// the runtime's handle type (the same 64 bytes) and error codes.
 #include <cstring>
 
 #include "context.h"
@@ -40,6 +41,27 @@ cudaError_t close_memory(void* ptr) {
   return with_context([&] { return call_driver<&DriverTable::cuIpcCloseMemHandle>(device_address(ptr)); });
 }
 
+static_assert(sizeof(cudaIpcEventHandle_t) == sizeof(CUipcEventHandle));
+
+cudaError_t export_event(cudaIpcEventHandle_t* handle, cudaEvent_t event) {
+  if (handle == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] {
+    CUipcEventHandle exported{};
+    const cudaError_t result = call_driver<&DriverTable::cuIpcGetEventHandle>(&exported, event);
+    if (result == cudaSuccess) std::memcpy(handle, &exported, sizeof exported);
+    return result;
+  });
+}
+
+cudaError_t open_event(cudaEvent_t* event, const cudaIpcEventHandle_t& handle) {
+  if (event == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] {
+    CUipcEventHandle opened{};
+    std::memcpy(&opened, &handle, sizeof opened);
+    return call_driver<&DriverTable::cuIpcOpenEventHandle>(event, opened);
+  });
+}
+
 }  // namespace
 }  // namespace cudasim::runtime
 
@@ -54,5 +76,11 @@ cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsig
   return api_call([&] { return open_memory(devPtr, handle, flags); });
 }
 cudaError_t cudaIpcCloseMemHandle(void* devPtr) { return api_call([&] { return close_memory(devPtr); }); }
+cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle, cudaEvent_t event) {
+  return api_call([&] { return export_event(handle, event); });
+}
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHandle_t handle) {
+  return api_call([&] { return open_event(event, handle); });
+}
 
 }  // extern "C"

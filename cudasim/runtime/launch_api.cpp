@@ -74,7 +74,8 @@ constexpr int kMaxPushedConfigurations = 16;
 thread_local CallConfiguration t_configurations[kMaxPushedConfigurations];
 thread_local int t_pushed = 0;
 
-// The library kernel of a registered host function, loading its fat binary on first use.
+}  // namespace
+
 cudaError_t kernel_of(const void* host_function, CUkernel* kernel) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
@@ -100,9 +101,13 @@ cudaError_t kernel_of(const void* host_function, CUkernel* kernel) {
   return cudaSuccess;
 }
 
+namespace {
+
 // Launch limits every simulated device reports (cudaDevAttrMaxBlockDimX, ...): a launch beyond
 // them "requests resources that can never be satisfied" (cudaErrorInvalidConfiguration).
-bool configuration_valid(dim3 grid, dim3 block, size_t shared_bytes) {
+// Dynamic shared memory beyond the default 48 KiB is checked against the kernel's own limit
+// (cudaFuncAttributeMaxDynamicSharedMemorySize) by the caller.
+bool configuration_valid(dim3 grid, dim3 block) {
   const unsigned grid_limit[3] = {2147483647u, 65535, 65535};
   const unsigned block_limit[3] = {1024, 1024, 64};
   const unsigned g[3] = {grid.x, grid.y, grid.z};
@@ -112,14 +117,25 @@ bool configuration_valid(dim3 grid, dim3 block, size_t shared_bytes) {
     if (g[i] == 0 || b[i] == 0 || g[i] > grid_limit[i] || b[i] > block_limit[i]) return false;
     threads *= b[i];
   }
-  return threads <= 1024 && shared_bytes <= 49152;
+  return threads <= 1024;
+}
+
+// Whether the kernel may use `shared_bytes` of dynamic shared memory (48 KiB, or what it opted in to).
+bool shared_memory_valid(CUkernel kernel, size_t shared_bytes) {
+  constexpr size_t kDefaultDynamicShared = 49152;
+  if (shared_bytes <= kDefaultDynamicShared) return true;
+  int device = 0, limit = 0;
+  return current_device(&device) == cudaSuccess &&
+         call_driver<&DriverTable::cuKernelGetAttribute>(&limit, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                         kernel, device) == cudaSuccess &&
+         shared_bytes <= static_cast<size_t>(limit);
 }
 
 }  // namespace
 
 cudaError_t launch_kernel(CUkernel kernel, dim3 grid, dim3 block, void** args, size_t shared_bytes, CUstream stream) {
   if (kernel == nullptr) return cudaErrorInvalidDeviceFunction;
-  if (!configuration_valid(grid, block, shared_bytes)) return cudaErrorInvalidConfiguration;
+  if (!configuration_valid(grid, block) || !shared_memory_valid(kernel, shared_bytes)) return cudaErrorInvalidConfiguration;
   return with_context([&] {
     return call_driver<&DriverTable::cuLaunchKernel>(reinterpret_cast<CUfunction>(kernel), grid.x, grid.y, grid.z,
                                                      block.x, block.y, block.z, static_cast<unsigned>(shared_bytes),

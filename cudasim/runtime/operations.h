@@ -30,11 +30,24 @@ cudaError_t stream_get_capture_info(CUstream stream, cudaStreamCaptureStatus* st
                                     const cudaGraphEdgeData** edges, size_t* count);
 cudaError_t event_record(CUevent event, CUstream stream);
 cudaError_t launch_host_func(CUstream stream, cudaHostFn_t fn, void* user_data);
+cudaError_t stream_add_callback(CUstream stream, cudaStreamCallback_t callback, void* user_data, unsigned int flags);
+cudaError_t stream_get_priority(CUstream stream, int* priority);
+cudaError_t stream_get_flags(CUstream stream, unsigned int* flags);
+
+// The library kernel nvcc's host code registered for a host stub, loading its fat binary on first
+// use (launch_api.cpp); cudaErrorInvalidDeviceFunction for an address that is no registered stub.
+cudaError_t kernel_of(const void* host_function, CUkernel* kernel);
 
 // Kernel launches (launch_api.cpp): of a library kernel, or of the kernel registered for a host stub.
 cudaError_t launch_kernel(CUkernel kernel, dim3 grid, dim3 block, void** args, size_t shared_bytes, CUstream stream);
 cudaError_t launch_host_function(const void* function, dim3 grid, dim3 block, void** args, size_t shared_bytes,
                                  CUstream stream);
+
+// Graph launches and instantiation with an upload stream (graph_api.cpp).
+cudaError_t graph_launch(cudaGraphExec_t exec, CUstream stream);
+cudaError_t graph_upload(cudaGraphExec_t exec, CUstream stream);
+cudaError_t graph_instantiate_with_params(cudaGraphExec_t* exec, cudaGraph_t graph, cudaGraphInstantiateParams* params,
+                                          bool per_thread);
 
 cudaError_t malloc_async(void** ptr, size_t size, CUstream stream);
 cudaError_t free_async(void* ptr, CUstream stream);

@@ -30,6 +30,20 @@ cudaError_t change_peer_access(int peer_device, unsigned flags, bool enable) {
   });
 }
 
+// A copy between two devices' memory: the driver's peer copy between their primary contexts.
+cudaError_t peer_copy(void* dst, int dst_device, const void* src, int src_device, size_t count, CUstream stream,
+                      bool async) {
+  return with_context([&] {
+    CUcontext dst_ctx = nullptr, src_ctx = nullptr;
+    if (const cudaError_t status = peer_context(dst_device, &dst_ctx); status != cudaSuccess) return status;
+    if (const cudaError_t status = peer_context(src_device, &src_ctx); status != cudaSuccess) return status;
+    const auto to = reinterpret_cast<CUdeviceptr>(dst);
+    const auto from = reinterpret_cast<CUdeviceptr>(src);
+    return async ? call_driver<&DriverTable::cuMemcpyPeerAsync>(to, dst_ctx, from, src_ctx, count, stream)
+                 : call_driver<&DriverTable::cuMemcpyPeer>(to, dst_ctx, from, src_ctx, count);
+  });
+}
+
 }  // namespace
 }  // namespace cudasim::runtime
 
@@ -65,6 +79,14 @@ cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
 }
 cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
   return api_call([&] { return change_peer_access(peerDevice, 0, false); });
+}
+
+cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice, size_t count) {
+  return api_call([&] { return peer_copy(dst, dstDevice, src, srcDevice, count, nullptr, false); });
+}
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice, size_t count,
+                                cudaStream_t stream) {
+  return api_call([&] { return peer_copy(dst, dstDevice, src, srcDevice, count, stream, true); });
 }
 
 }  // extern "C"

@@ -63,6 +63,26 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   return api_call([&] { return launch_host_func(per_thread_stream(stream), fn, userData); });
 }
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  return api_call([&] { return graph_launch(graphExec, per_thread_stream(stream)); });
+}
+cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  return api_call([&] { return graph_upload(graphExec, per_thread_stream(stream)); });
+}
+cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                           cudaGraphInstantiateParams* instantiateParams) {
+  return api_call([&] { return graph_instantiate_with_params(pGraphExec, graph, instantiateParams, true); });
+}
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
+                                  unsigned int flags) {
+  return api_call([&] { return stream_add_callback(per_thread_stream(stream), callback, userData, flags); });
+}
+cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority) {
+  return api_call([&] { return stream_get_priority(per_thread_stream(hStream), priority); });
+}
+cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
+  return api_call([&] { return stream_get_flags(per_thread_stream(hStream), flags); });
+}
 
 cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
   return api_call([&] { return malloc_async(devPtr, size, per_thread_stream(hStream)); });

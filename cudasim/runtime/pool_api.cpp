@@ -36,6 +36,19 @@ cudaError_t default_pool(cudaMemPool_t* pool, int device) {
   return with_context([&] { return call_driver<&DriverTable::cuDeviceGetDefaultMemPool>(pool, handle); });
 }
 
+// The device's current pool (cudaDeviceGetMemPool), or makes `pool` its current one.
+cudaError_t device_pool(cudaMemPool_t* pool, int device, bool set) {
+  if (!set && pool == nullptr) return cudaErrorInvalidValue;
+  CUdevice handle = 0;
+  if (const cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+  return with_context([&] {
+    return set ? call_driver<&DriverTable::cuDeviceSetMemPool>(handle, *pool)
+               : call_driver<&DriverTable::cuDeviceGetMemPool>(pool, handle);
+  });
+}
+
+static_assert(sizeof(cudaMemPoolPtrExportData) == sizeof(CUmemPoolPtrExportData));
+
 // cudaMemPoolAttr and CUmemPool_attribute share their numbering and value types.
 CUmemPool_attribute driver_attribute(cudaMemPoolAttr attribute) {
   return static_cast<CUmemPool_attribute>(attribute);
@@ -116,6 +129,54 @@ cudaError_t cudaMemPoolGetAccess(cudaMemAccessFlags* flags, cudaMemPool_t memPoo
                                                          reinterpret_cast<CUmemLocation*>(location));
   }); });
 }
+cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* memPool, int device) {
+  return api_call([&] { return device_pool(memPool, device, false); });
+}
+cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
+  return api_call([&] { return device_pool(&memPool, device, true); });
+}
+
+// Sharing pools between processes: the driver's calls (cudaMemAllocationHandleType and
+// CUmemAllocationHandleType share their values; the export data is the same 64 bytes).
+cudaError_t cudaMemPoolExportToShareableHandle(void* shareableHandle, cudaMemPool_t memPool,
+                                               enum cudaMemAllocationHandleType handleType, unsigned int flags) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuMemPoolExportToShareableHandle>(
+          shareableHandle, memPool, static_cast<CUmemAllocationHandleType>(handleType), flags);
+    });
+  });
+}
+cudaError_t cudaMemPoolImportFromShareableHandle(cudaMemPool_t* memPool, void* shareableHandle,
+                                                 enum cudaMemAllocationHandleType handleType, unsigned int flags) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuMemPoolImportFromShareableHandle>(
+          memPool, shareableHandle, static_cast<CUmemAllocationHandleType>(handleType), flags);
+    });
+  });
+}
+cudaError_t cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData* exportData, void* ptr) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuMemPoolExportPointer>(reinterpret_cast<CUmemPoolPtrExportData*>(exportData),
+                                                               reinterpret_cast<CUdeviceptr>(ptr));
+    });
+  });
+}
+cudaError_t cudaMemPoolImportPointer(void** ptr, cudaMemPool_t memPool, struct cudaMemPoolPtrExportData* exportData) {
+  return api_call([&] {
+    if (ptr == nullptr) return cudaErrorInvalidValue;
+    return with_context([&] {
+      CUdeviceptr address = 0;
+      const cudaError_t status = call_driver<&DriverTable::cuMemPoolImportPointer>(
+          &address, memPool, reinterpret_cast<CUmemPoolPtrExportData*>(exportData));
+      if (status == cudaSuccess) *ptr = reinterpret_cast<void*>(address);
+      return status;
+    });
+  });
+}
+
 cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
   return api_call([&] { return with_context([&] { return call_driver<&DriverTable::cuMemPoolTrimTo>(memPool, minBytesToKeep); }); });
 }

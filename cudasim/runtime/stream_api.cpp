@@ -8,13 +8,14 @@
 namespace cudasim::runtime {
 namespace {
 
-cudaError_t create_stream(cudaStream_t* stream, unsigned int flags) {
+// A priority outside the device's range is clamped by the driver, as documented.
+cudaError_t create_stream(cudaStream_t* stream, unsigned int flags, int priority = 0) {
   if (stream == nullptr) return cudaErrorInvalidValue;
   if (flags != cudaStreamDefault && flags != cudaStreamNonBlocking) return cudaErrorInvalidValue;
   const cudaError_t status = ensure_context();
   if (status != cudaSuccess) return status;
   // cudaStreamNonBlocking and CU_STREAM_NON_BLOCKING are both 0x1.
-  return call_driver<&DriverTable::cuStreamCreate>(stream, flags);
+  return call_driver<&DriverTable::cuStreamCreateWithPriority>(stream, flags, priority);
 }
 
 cudaError_t destroy_stream(cudaStream_t stream) {
@@ -102,6 +103,27 @@ cudaError_t launch_host_func(CUstream stream, cudaHostFn_t fn, void* user_data) 
   return with_context([&] { return call_driver<&DriverTable::cuLaunchHostFunc>(stream, fn, user_data); });
 }
 
+// The callback runs on the stream's worker, in order, with the stream's status (always cudaSuccess
+// here: no work fails on a simulated device). cudaStreamCallback_t differs from CUstreamCallback in
+// its status type only, an enum of the same size and values for success.
+cudaError_t stream_add_callback(CUstream stream, cudaStreamCallback_t callback, void* user_data, unsigned int flags) {
+  if (callback == nullptr || flags != 0) return cudaErrorInvalidValue;
+  return with_context([&] {
+    return call_driver<&DriverTable::cuStreamAddCallback>(stream, reinterpret_cast<CUstreamCallback>(callback),
+                                                          user_data, 0u);
+  });
+}
+
+cudaError_t stream_get_priority(CUstream stream, int* priority) {
+  if (priority == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] { return call_driver<&DriverTable::cuStreamGetPriority>(stream, priority); });
+}
+
+cudaError_t stream_get_flags(CUstream stream, unsigned int* flags) {
+  if (flags == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] { return call_driver<&DriverTable::cuStreamGetFlags>(stream, flags); });
+}
+
 }  // namespace cudasim::runtime
 
 using namespace cudasim::runtime;
@@ -111,6 +133,19 @@ extern "C" {
 cudaError_t cudaStreamCreate(cudaStream_t* pStream) { return api_call([&] { return create_stream(pStream, cudaStreamDefault); }); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
   return api_call([&] { return create_stream(pStream, flags); });
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags, int priority) {
+  return api_call([&] { return create_stream(pStream, flags, priority); });
+}
+cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority) {
+  return api_call([&] { return stream_get_priority(hStream, priority); });
+}
+cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
+  return api_call([&] { return stream_get_flags(hStream, flags); });
+}
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
+                                  unsigned int flags) {
+  return api_call([&] { return stream_add_callback(stream, callback, userData, flags); });
 }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) { return api_call([&] { return destroy_stream(stream); }); }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return api_call([&] { return stream_synchronize(stream); }); }

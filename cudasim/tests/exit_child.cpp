@@ -1,5 +1,5 @@
 // Device memory used as a program ends, run as a child process by the exit tests
-// (runtime_process_test.cpp for the runtime, driver_exit_test.cpp for the driver): from the
+// (test_runtime_process.cpp for the runtime, test_driver_exit.cpp for the driver): from the
 // destructor of a thread_local object of the main thread, from the destructor of a static object
 // and from an atexit handler, all made before the first CUDA call. exit() runs the thread_local
 // destructors first, in the reverse order of construction (so any thread_local object the driver

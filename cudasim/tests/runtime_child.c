@@ -1,5 +1,5 @@
 /* A C program that uses the CUDA runtime through its public API only, run as a child process by
- * runtime_process_test.cpp. It is linked three ways: to the simulated static and shared runtimes
+ * test_runtime_process.cpp. It is linked three ways: to the simulated static and shared runtimes
  * and, where the toolkit has it, to NVIDIA's libcudart_static.a, so that the simulator's answers
  * can be compared with NVIDIA's own. Prints one "key=value" line per observation.
  *

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +17,15 @@ namespace runtime_test {
 
 // Error codes print as their names in failure messages.
 inline std::string name(cudaError_t error) { return cudaGetErrorName(error); }
+
+// The tests describe their platform with CUDASIM_* variables alone: the driver's own
+// CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER, when the machine running them sets one, are dropped
+// before main (the driver reads them at cuInit); tests of them set them in a child.
+inline const bool kDeviceSelectionCleared = [] {
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  unsetenv("CUDA_DEVICE_ORDER");
+  return true;
+}();
 
 // Size units for readability.
 constexpr size_t kMiB = size_t{1} << 20;

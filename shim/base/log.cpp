@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "base/fork_safe_lock.h"
@@ -23,11 +22,10 @@ namespace {
 constexpr int kLevelUnknown = -1;
 
 // Invariant: g_level is kLevelUnknown until the policy has been read, then the LogLevel as int.
-// g_logger is created once under g_mutex and never destroyed (messages may come from static
-// destructors of other libraries after ours ran); every write holds g_mutex, so the sinks are the
+// g_logger is created once under ProcessLock::log and never destroyed (messages may come from static
+// destructors of other libraries after ours ran); every write holds it, so the sinks are the
 // single-threaded spdlog variants.
 std::atomic<int> g_level{kLevelUnknown};
-std::mutex g_mutex;
 spdlog::logger* g_logger = nullptr;
 
 // Initial-exec TLS: no allocation on first access in a thread, so the guard is safe in any hook.
@@ -62,12 +60,13 @@ int resolve_level() {
 
 // One line straight to stderr, for what the log itself cannot say (its file failed).
 void say_on_stderr(const std::string& line) noexcept {
-  observe::write_all_without_sigpipe(STDERR_FILENO, line.data(), line.size());
+  observe::write_output(STDERR_FILENO, line.data(), line.size());
 }
 
-// Lines to a descriptor with write(2): never raising SIGPIPE, never blocking on a FIFO (the file
-// was opened by open_output_file, which takes regular files only). When a write to the log file
-// fails (a full disk, a file-size limit) that is said once on stderr, and later lines go there.
+// Lines to a descriptor with write(2): never raising SIGPIPE or SIGXFSZ, never blocking on a FIFO
+// (the file was opened by open_output_file, which takes regular files and character devices only).
+// When a write to the log file fails (a full disk, a file-size limit, /dev/full) that is said once
+// on stderr, and later lines go there.
 class DescriptorSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
  public:
   DescriptorSink(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -76,13 +75,13 @@ class DescriptorSink final : public spdlog::sinks::base_sink<spdlog::details::nu
   void sink_it_(const spdlog::details::log_msg& message) override {
     spdlog::memory_buf_t line;
     formatter_->format(message, line);
-    if (observe::write_all_without_sigpipe(fd_, line.data(), line.size()) || fd_ == STDERR_FILENO) return;
+    if (observe::write_output(fd_, line.data(), line.size()) || fd_ == STDERR_FILENO) return;
     const int error = errno;
     say_on_stderr(fmt::format("gpumem: [error] cannot write to GPUMEM_LOG_FILE=\"{}\" ({}); logging to stderr\n",
                               path_, std::strerror(error)));
     ::close(fd_);
     fd_ = STDERR_FILENO;
-    observe::write_all_without_sigpipe(fd_, line.data(), line.size());
+    observe::write_output(fd_, line.data(), line.size());
   }
   void flush_() override {}
 
@@ -105,7 +104,7 @@ std::shared_ptr<spdlog::sinks::sink> make_sink(const std::string& file) {
   return std::make_shared<DescriptorSink>(fd, file);
 }
 
-// Called with g_mutex held.
+// Called with ProcessLock::log held.
 spdlog::logger* create_logger() {
   const PolicyResult& result = process_policy();
   const std::string file = result.policy ? result.policy->log_file : std::string();
@@ -140,7 +139,7 @@ void write(LogLevel level, std::string_view message) noexcept {
   if (t_in_logger || !enabled(level)) return;
   t_in_logger = true;
   try {
-    const auto lock = lock_fork_safely<g_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::log);
     if (g_logger == nullptr) g_logger = create_logger();
     g_logger->log(to_spdlog(level), spdlog::string_view_t(message.data(), message.size()));
   } catch (...) {  // a logging failure must never reach the program

@@ -36,8 +36,8 @@ void at(LogLevel level, fmt::format_string<Args...> format, Args&&... args) noex
   }
 }
 
-// Messages built while a fork-safe mutex is held and written after it is released: the logger
-// takes its own mutex, and lock_fork_safely forbids holding two.
+// Messages built while a lock is held and written once it is released, so that no thread waits for
+// the log's file while others wait for that lock.
 class Pending {
  public:
   template <typename... Args>

@@ -4,26 +4,22 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <mutex>
 
 #include "base/fork_safe_lock.h"
 
 namespace gpumem::shim::observe {
 namespace {
 
-std::mutex g_out_of_memory_mutex;
-RefusalLimiter g_out_of_memory;
-std::mutex g_over_budget_mutex;
-RefusalLimiter g_over_budget;
+RefusalLimiter g_out_of_memory;  // under ProcessLock::oom_reports
+RefusalLimiter g_over_budget;    // under ProcessLock::budget_refusals
 
 std::uint64_t monotonic_ns() noexcept {
   const auto now = std::chrono::steady_clock::now().time_since_epoch();
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
 }
 
-template <std::mutex& mutex>
-RefusalLimiter::Verdict refuse(RefusalLimiter& limiter, std::size_t bytes) {
-  const auto lock = lock_fork_safely<mutex>();
+RefusalLimiter::Verdict refuse(ProcessLock lock_of, RefusalLimiter& limiter, std::size_t bytes) {
+  const auto lock = lock_fork_safely(lock_of);
   return limiter.refuse(bytes, monotonic_ns());
 }
 
@@ -32,8 +28,8 @@ RefusalLimiter::Verdict refuse(RefusalLimiter& limiter, std::size_t bytes) {
 bool report_refusal(RefusalKind kind, std::size_t bytes, std::string& note) noexcept {
   try {
     const RefusalLimiter::Verdict verdict = kind == RefusalKind::out_of_memory
-                                                ? refuse<g_out_of_memory_mutex>(g_out_of_memory, bytes)
-                                                : refuse<g_over_budget_mutex>(g_over_budget, bytes);
+                                                ? refuse(ProcessLock::oom_reports, g_out_of_memory, bytes)
+                                                : refuse(ProcessLock::budget_refusals, g_over_budget, bytes);
     if (!verdict.report) return false;
     note = verdict.suppressed == 0
                ? std::string()

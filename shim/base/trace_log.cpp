@@ -1,7 +1,6 @@
 // The GPUMEM_TRACE CSV: binary records buffered under one lock, formatted without allocating.
 #include "base/trace_log.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -18,6 +17,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/fork_safe_lock.h"
 #include "base/log.h"
 #include "base/output_file.h"
 #include "base/trace_format.h"
@@ -125,15 +125,19 @@ std::size_t format_row(const Record& r, char* out) noexcept {
 }  // namespace
 
 // Invariants: records_[0, count_) are the events not yet written, in the order they happened
-// (appended under mutex_, time read under it); sequence_ counts every event appended since the
+// (appended under ProcessLock::trace, time read under it); sequence_ counts every event appended since the
 // trace began, so the record of ticket t is records_[t - 1 - written_] while t > written_; sizes_
-// holds the size of every traced block not yet freed. fd_ is -1 once writing failed (said once).
+// holds the size of every traced block not yet freed. fd_ is -1 once writing failed (said once, the
+// file cut back to its last whole row).
 class TraceLog {
  public:
-  TraceLog(int fd, std::string pattern) : fd_(fd), pattern_(std::move(pattern)) {}
+  TraceLog(int fd, std::string pattern, const std::string& path)
+      : fd_(fd),
+        pattern_(std::move(pattern)),
+        failure_prefix_("gpumem: [error] GPUMEM_TRACE: cannot write to \"" + path + "\" (") {}
 
   void append(Action action, const TraceEvent& e) noexcept {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::trace);
     append_locked(action, e.pointer, e.size, e);
     if (action == Action::allocate) {
       try {
@@ -144,7 +148,7 @@ class TraceLog {
   }
 
   std::uint64_t free(std::uintptr_t pointer, const TraceEvent& e) noexcept {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::trace);
     const auto found = sizes_.find(pointer);
     if (found == sizes_.end()) return 0;
     const std::size_t size = found->second;
@@ -154,7 +158,7 @@ class TraceLog {
   }
 
   void withdraw(std::uint64_t ticket) noexcept {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::trace);
     if (ticket <= written_ || ticket > sequence_) return;  // already written: it stays
     Record& record = records_[ticket - 1 - written_];
     record.action = Action::withdrawn;
@@ -165,16 +169,16 @@ class TraceLog {
   }
 
   void flush() noexcept {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::trace);
     flush_locked();
   }
 
   // From a signal handler: waits a little for another thread to finish its append, never forever.
   void flush_from_signal() noexcept {
     for (int attempt = 0; attempt < 200; ++attempt) {
-      if (mutex_.try_lock()) {
+      if (process_mutex(ProcessLock::trace).try_lock()) {
         flush_locked();
-        mutex_.unlock();
+        process_mutex(ProcessLock::trace).unlock();
         return;
       }
       timespec pause{0, 500'000};
@@ -182,14 +186,11 @@ class TraceLog {
     }
   }
 
-  void lock_for_fork() noexcept { mutex_.lock(); }
-  void unlock_after_fork() noexcept { mutex_.unlock(); }
-  // In a forked child: the parent's events are the parent's to write.
+  // In a forked child (its only thread): the parent's events are the parent's to write.
   void reset_in_child() noexcept {
     count_ = 0;
     written_ = sequence_;
     sizes_.clear();
-    mutex_.unlock();
   }
   int fd() const noexcept { return fd_; }
   void close_in_child() noexcept {
@@ -222,33 +223,61 @@ class TraceLog {
     }
     bool ok = true;
     if (!header_written_) {
-      ok = write_all(fd_, kHeader.data(), kHeader.size());
+      ok = write_rows(kHeader.data(), kHeader.size());
       header_written_ = true;
     }
     std::size_t used = 0;
     for (std::size_t i = 0; i < count_ && ok; ++i) {
       if (records_[i].action == Action::withdrawn) continue;
       if (used + kLongestRow > kTextBytes) {
-        ok = write_all(fd_, text_, used);
+        ok = write_rows(text_, used);
         used = 0;
       }
       used += format_row(records_[i], text_ + used);
     }
-    if (ok && used > 0) ok = write_all(fd_, text_, used);
+    if (ok && used > 0) ok = write_rows(text_, used);
     count_ = 0;
     written_ = sequence_;
-    if (!ok) {
-      ::close(fd_);
-      fd_ = -1;
-      write_failed_ = true;
-    }
   }
 
-  std::mutex mutex_;
+  // Appends whole rows (or the header). When the write fails (a full disk, the file-size limit) the
+  // file is cut back to its last whole row, the failure is said once on stderr and the trace stops:
+  // what it holds stays readable. Allocation-free, as a fatal signal's flush needs.
+  bool write_rows(const char* text, std::size_t size) noexcept {
+    std::size_t written = 0;
+    if (write_output(fd_, text, size, &written)) {
+      whole_bytes_ += size;
+      return true;
+    }
+    const int error = errno;
+    std::size_t whole = written;
+    while (whole > 0 && text[whole - 1] != '\n') --whole;
+    whole_bytes_ += whole;
+    [[maybe_unused]] const int cut = ::ftruncate(fd_, static_cast<off_t>(whole_bytes_));  // a device: no length
+    ::close(fd_);
+    fd_ = -1;
+    say_write_failed(error);
+    return false;
+  }
+
+  // One line on stderr, built in text_ (no longer needed: the trace has stopped).
+  void say_write_failed(int error) noexcept {
+    RowWriter line(text_);
+    const char* reason = strerrordesc_np(error);
+    const std::string_view middle = "; the trace stops here, after its last whole row\n";
+    if (failure_prefix_.size() + 64 + middle.size() > kTextBytes) return;
+    line.text(failure_prefix_);
+    line.text(reason != nullptr ? std::string_view(reason).substr(0, 60) : std::string_view("error"));
+    line.ch(')');
+    line.text(middle);
+    write_output(STDERR_FILENO, text_, line.size());
+  }
+
   int fd_;
   const std::string pattern_;
+  const std::string failure_prefix_;  // of the line that says writing failed, made while allocating is safe
   bool header_written_ = false;
-  bool write_failed_ = false;
+  std::size_t whole_bytes_ = 0;  // the file's length, up to the end of its last whole row
   std::size_t count_ = 0;
   std::uint64_t sequence_ = 0;
   std::uint64_t written_ = 0;  // events up to this sequence number are written (or dropped)
@@ -262,7 +291,6 @@ namespace {
 // 0: not looked at yet; 1: looked at, no trace; 2: g_trace is set.
 std::atomic<int> g_state{0};
 std::atomic<TraceLog*> g_trace{nullptr};
-std::mutex g_create_mutex;
 struct sigaction g_previous[sizeof(kFatalSignals) / sizeof(kFatalSignals[0])];
 bool g_handlers_installed = false;
 
@@ -295,13 +323,7 @@ void install_signal_handlers() noexcept {
   }
 }
 
-void before_fork() {
-  if (TraceLog* trace = g_trace.load(std::memory_order_acquire)) trace->lock_for_fork();
-}
-void after_fork_in_parent() {
-  if (TraceLog* trace = g_trace.load(std::memory_order_acquire)) trace->unlock_after_fork();
-}
-void after_fork_in_child() {
+void after_fork_in_child() noexcept {
   TraceLog* trace = g_trace.load(std::memory_order_acquire);
   if (trace == nullptr) return;
   trace->reset_in_child();
@@ -317,20 +339,19 @@ TraceLog* create() noexcept {
   if (!result.policy || result.policy->trace_file.empty()) return nullptr;
   try {
     const std::string& pattern = result.policy->trace_file;
-    const std::string path = expand_path(pattern, static_cast<long>(::getpid()));
+    const std::string path = expand_path(pattern, this_process_fields());
     std::string why;
     const int fd = open_output_file(path, why);
     if (fd < 0) {
       log::at(LogLevel::error, "GPUMEM_TRACE: {}; no trace is written", why);
       return nullptr;
     }
-    auto* trace = new (std::nothrow) TraceLog(fd, pattern);  // leaked: written until the very end
+    auto* trace = new (std::nothrow) TraceLog(fd, pattern, path);  // leaked: written until the very end
     if (trace == nullptr) {
       ::close(fd);
       return nullptr;
     }
-    static std::once_flag fork_handlers;
-    std::call_once(fork_handlers, [] { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); });
+    reset_in_forked_child(&after_fork_in_child);
     install_signal_handlers();
     log::at(LogLevel::debug, "tracing allocations to \"{}\"", path);
     return trace;
@@ -345,7 +366,7 @@ TraceLog* trace_log() noexcept {
   const int state = g_state.load(std::memory_order_acquire);
   if (state == 2) return g_trace.load(std::memory_order_acquire);
   if (state == 1) return nullptr;
-  std::lock_guard lock(g_create_mutex);
+  const auto lock = lock_fork_safely(ProcessLock::trace_start);
   if (g_state.load(std::memory_order_acquire) == 0) {
     TraceLog* trace = create();
     g_trace.store(trace, std::memory_order_release);

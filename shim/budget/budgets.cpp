@@ -7,11 +7,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
+#include <fmt/format.h>
+
+#include "base/fork_safe_lock.h"
 #include "base/refusal_limiter.h"
 #include "base/log.h"
 #include "policy/process_policy.h"
@@ -28,8 +31,7 @@ struct LedgerEntry {
   BudgetPath path;
   std::size_t bytes;
 };
-std::mutex g_ledger_mutex;
-std::unordered_map<std::uintptr_t, LedgerEntry>* g_ledger = nullptr;  // leaked: used until the very end
+std::unordered_map<std::uintptr_t, LedgerEntry>* g_ledger = nullptr;  // leaked; under ProcessLock::budget_ledger
 
 std::array<std::atomic<bool>, kMaxDevices> g_below_granule_reported{};
 
@@ -55,13 +57,67 @@ std::size_t limit_of_device(CUdevice device) noexcept {
   }
   // Without a context on the device, "free" reads as the whole device.
   const std::size_t free = device_free(device).value_or(total);
-  const std::size_t limit = process_policy().policy->limit_for_device(total, free);
-  if (limit == 0 && first_below_granule(device)) {
-    log::at(LogLevel::error, "{}", process_policy().policy->limit_below_granule_error(device, total, free));
-  }
+  log::Pending messages;
+  const std::size_t limit = policy_limit(device, total, free, messages);
+  messages.flush();
   return limit;
 }
 
+// What policy_limit found per device, for the exit statistics. A UUID is written once, by the thread
+// that moved `uuid_state` from unknown to writing; readers read it only once it is known.
+enum UuidState : int { kUuidUnknown, kUuidWriting, kUuidKnown };
+struct DeviceIdentity {
+  std::array<char, 48> uuid{};
+  std::atomic<int> uuid_state{kUuidUnknown};
+  std::atomic<unsigned> ranks_sharing{1};
+  std::atomic<bool> limit_reported{false};
+};
+std::array<DeviceIdentity, kMaxDevices> g_identities;
+
+std::string format_uuid(const GpuId& id) {
+  return fmt::format("GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
+                     "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+                     id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12],
+                     id[13], id[14], id[15]);
+}
+
+// The UUIDs of the devices this process sees, by ordinal. A device whose UUID cannot be read gets an
+// identity of its own (its ordinal), so it is never taken for another.
+std::vector<GpuId> visible_gpus() {
+  const RealDriver& driver = real_driver();
+  std::vector<GpuId> visible;
+  int count = 0;
+  if (driver.cuDeviceGetCount == nullptr || driver.cuDeviceGetCount(&count) != CUDA_SUCCESS) return visible;
+  for (int ordinal = 0; ordinal < count && ordinal < kMaxDevices; ++ordinal) {
+    GpuId id{};
+    CUdevice handle = 0;
+    CUuuid uuid{};
+    if (driver.cuDeviceGetUuid_v2 != nullptr && driver.cuDeviceGet(&handle, ordinal) == CUDA_SUCCESS &&
+        driver.cuDeviceGetUuid_v2(&uuid, handle) == CUDA_SUCCESS) {
+      static_assert(sizeof uuid.bytes == std::tuple_size_v<GpuId>);
+      for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<std::uint8_t>(uuid.bytes[i]);
+    } else {
+      id.fill(0xff);
+      id[0] = static_cast<std::uint8_t>(ordinal);
+    }
+    visible.push_back(id);
+  }
+  return visible;
+}
+
+// The most this process may hold of `device` (of `total` bytes) whatever its share gives it:
+// GPUMEM_LIMIT or a cluster's bound (DeviceLimit::cap); the device's total when none applies.
+std::size_t share_cap(CUdevice device, std::size_t total) noexcept {
+  try {
+    const Policy& policy = *process_policy().policy;
+    const DeviceView view{device, total, total,
+                          policy.ranks_sharing_gpu(visible_gpus(), static_cast<std::size_t>(device))};
+    const std::size_t cap = policy.device_limit(view).cap;
+    return cap == 0 ? total : cap;
+  } catch (...) {  // no host memory for the device list: the device's total
+    return total;
+  }
+}
 
 // Joining a device's ledger, once: 0 not tried, 1 joining (others wait), 2 done (joined or not).
 std::array<std::atomic<int>, kMaxDevices> g_join_state{};
@@ -99,7 +155,7 @@ share::Member* join_ledger(CUdevice device) noexcept {
     request.dir = policy.share_dir;
     request.weight_milli = policy.share_weight_milli;
     request.min_bytes = policy.share_min_bytes;
-    request.cap_bytes = policy.limit_bytes ? std::min(*policy.limit_bytes, total) : 0;
+    request.cap_bytes = share_cap(device, total);
     if (share::Member* joined = share::Member::join(request, error)) {
       share::adopt(device, joined);
       const share::Terms terms = joined->terms();
@@ -123,8 +179,8 @@ void reset_in_child() noexcept {
   for (std::atomic<int>& state : g_join_state) state.store(0, std::memory_order_relaxed);
   for (std::atomic<std::uint64_t>& until : g_no_wait_until) until.store(0, std::memory_order_relaxed);
   for (std::atomic<bool>& serving : g_serving_reclaim) serving.store(false, std::memory_order_relaxed);
-  // The forking thread held no ledger lock (fork handlers run outside every hook), and the
-  // parent's blocks are not the child's.
+  // The parent's blocks are not the child's. No thread held the ledger's lock at the fork
+  // (fork_safe_lock.h).
   if (g_ledger != nullptr) g_ledger->clear();
 }
 
@@ -139,9 +195,48 @@ bool any() noexcept {
   return false;
 }
 
-bool first_below_granule(CUdevice device) noexcept {
-  if (device < 0 || device >= kMaxDevices) return false;
-  return !g_below_granule_reported[static_cast<std::size_t>(device)].exchange(true, std::memory_order_relaxed);
+std::size_t policy_limit(CUdevice device, std::size_t total, std::size_t free, log::Pending& messages) noexcept {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  const Policy& policy = *process_policy().policy;
+  try {
+    const std::vector<GpuId> visible = visible_gpus();
+    const auto index = static_cast<std::size_t>(device);
+    const DeviceView view{device, total, free, policy.ranks_sharing_gpu(visible, index)};
+    const DeviceLimit limit = policy.device_limit(view);
+    DeviceIdentity& identity = g_identities[index];
+    identity.ranks_sharing.store(view.ranks_sharing, std::memory_order_relaxed);
+    int unknown = kUuidUnknown;
+    if (index < visible.size() &&
+        identity.uuid_state.compare_exchange_strong(unknown, kUuidWriting, std::memory_order_acquire)) {
+      const std::string uuid = format_uuid(visible[index]);
+      uuid.copy(identity.uuid.data(), identity.uuid.size() - 1);
+      identity.uuid_state.store(kUuidKnown, std::memory_order_release);
+    }
+    if (!identity.limit_reported.exchange(true, std::memory_order_relaxed)) {
+      const std::string uuid = device_uuid(device);
+      messages.add(LogLevel::info, "{}{}{}", limit.derivation, uuid.empty() ? uuid : " (" + uuid + ")",
+                   policy.ranks.launcher == Launcher::none ? std::string()
+                                                           : "; launcher " + policy.ranks.describe());
+    }
+    if (limit.bytes == 0 && !g_below_granule_reported[index].exchange(true, std::memory_order_relaxed)) {
+      messages.add(LogLevel::error, "{}", policy.limit_below_granule_error(view));
+    }
+    return limit.bytes;
+  } catch (...) {  // no host memory for the device list: the device is left unmanaged this time
+    return 0;
+  }
+}
+
+std::string device_uuid(CUdevice device) {
+  if (device < 0 || device >= kMaxDevices) return {};
+  const DeviceIdentity& identity = g_identities[static_cast<std::size_t>(device)];
+  return identity.uuid_state.load(std::memory_order_acquire) == kUuidKnown ? std::string(identity.uuid.data())
+                                                                           : std::string();
+}
+
+unsigned ranks_sharing(CUdevice device) noexcept {
+  if (device < 0 || device >= kMaxDevices) return 1;
+  return g_identities[static_cast<std::size_t>(device)].ranks_sharing.load(std::memory_order_relaxed);
 }
 
 DeviceBudget* slot(CUdevice device) noexcept {
@@ -331,9 +426,8 @@ std::optional<ShareTerms> share_terms(CUdevice device) noexcept {
   if (member == nullptr) return std::nullopt;
   std::size_t total = 0;
   if (real_driver().cuDeviceTotalMem_v2(&total, device) != CUDA_SUCCESS) return std::nullopt;
-  const Policy& policy = *process_policy().policy;
   const share::Terms terms = member->terms();
-  return ShareTerms{terms.guarantee, terms.allowance, policy.limit_bytes ? std::min(*policy.limit_bytes, total) : total};
+  return ShareTerms{terms.guarantee, terms.allowance, share_cap(device, total)};
 }
 
 void refresh_share(CUdevice device) noexcept {
@@ -347,7 +441,7 @@ void refresh_share(CUdevice device) noexcept {
 void remember_block(std::uintptr_t key, CUdevice device, BudgetPath path, std::size_t bytes) noexcept {
   if (existing(device) == nullptr) return;  // nothing was charged
   try {
-    std::lock_guard lock(g_ledger_mutex);
+    const auto lock = lock_fork_safely(ProcessLock::budget_ledger);
     if (g_ledger == nullptr) g_ledger = new std::unordered_map<std::uintptr_t, LedgerEntry>();
     CUcontext context = nullptr;
     if (real_driver().cuCtxGetCurrent(&context) != CUDA_SUCCESS) context = nullptr;
@@ -359,7 +453,7 @@ void remember_block(std::uintptr_t key, CUdevice device, BudgetPath path, std::s
 Forgotten take_block(std::uintptr_t key) noexcept {
   Forgotten block;
   {
-    std::lock_guard lock(g_ledger_mutex);
+    const auto lock = lock_fork_safely(ProcessLock::budget_ledger);
     if (g_ledger == nullptr) return block;
     const auto found = g_ledger->find(key);
     if (found == g_ledger->end()) return block;
@@ -373,23 +467,15 @@ Forgotten take_block(std::uintptr_t key) noexcept {
 bool forget_block(std::uintptr_t key) noexcept { return take_block(key).found; }
 
 void forget_context(CUcontext context) noexcept {
-  // Refunded once the lock is released: a shared device's refund takes the GPU ledger's lock.
-  std::array<std::size_t, kMaxDevices * kBudgetPaths> refunds{};
-  {
-    std::lock_guard lock(g_ledger_mutex);
-    if (g_ledger == nullptr) return;
-    for (auto entry = g_ledger->begin(); entry != g_ledger->end();) {
-      if (entry->second.context == context && entry->second.device >= 0 && entry->second.device < kMaxDevices) {
-        refunds[static_cast<std::size_t>(entry->second.device) * kBudgetPaths +
-                static_cast<std::size_t>(entry->second.path)] += entry->second.bytes;
-        entry = g_ledger->erase(entry);
-      } else {
-        ++entry;
-      }
+  const auto lock = lock_fork_safely(ProcessLock::budget_ledger);
+  if (g_ledger == nullptr) return;
+  for (auto entry = g_ledger->begin(); entry != g_ledger->end();) {
+    if (entry->second.context == context) {
+      refund(entry->second.device, entry->second.path, entry->second.bytes);
+      entry = g_ledger->erase(entry);
+    } else {
+      ++entry;
     }
-  }
-  for (std::size_t i = 0; i < refunds.size(); ++i) {
-    if (refunds[i] != 0) refund(static_cast<CUdevice>(i / kBudgetPaths), static_cast<BudgetPath>(i % kBudgetPaths), refunds[i]);
   }
 }
 

@@ -9,8 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
+#include "base/log.h"
 #include "budget/device_budget.h"
 #include "share/ledger.h"
 
@@ -22,9 +24,16 @@ inline constexpr int kMaxDevices = 64;
 // (ContextRegistry), or here from the policy and the device's size when another path comes first.
 // Null when the shim is inert, the ordinal is out of range, or the device cannot be queried.
 DeviceBudget* of_device(CUdevice device) noexcept;
-// A device whose policy limit (Policy::limit_for_device) is 0, less than one 256-byte granule, is
-// not managed; true for the first caller that sees it on `device`, which logs the error line.
-bool first_below_granule(CUdevice device) noexcept;
+// The limit the policy gives `device` of `total` bytes (`free` of them free): Policy::device_limit,
+// with the ranks that split the GPU counted by the UUIDs of the devices this process sees
+// (Policy::ranks_sharing_gpu). Both the first memory manager of a device and any other path that
+// comes first ask here. The first time for a device, how the limit came about is added to `messages`
+// at info; a limit of 0 (less than one 256-byte granule: the device is not managed) adds the error line.
+std::size_t policy_limit(CUdevice device, std::size_t total, std::size_t free, log::Pending& messages) noexcept;
+// The identity policy_limit found for `device` ("GPU-" and the UUID), and how many ranks split it;
+// empty and 1 before (read by the exit statistics, which call no CUDA function).
+std::string device_uuid(CUdevice device);
+unsigned ranks_sharing(CUdevice device) noexcept;
 // The budget if its limit is already set, else null (never queries the driver).
 DeviceBudget* existing(CUdevice device) noexcept;
 // The slot of `device`, limit set or not (for the registry, which sets it); null when out of range.
@@ -108,7 +117,7 @@ void serve_reclaim_request(CUdevice device) noexcept;
 struct ShareTerms {
   std::size_t guarantee = 0;
   std::size_t allowance = 0;
-  std::size_t cap = 0;  // GPUMEM_LIMIT, else the device's total: the most the process may ever hold
+  std::size_t cap = 0;  // GPUMEM_LIMIT or a cluster's bound, else the device's total: the most it may hold
 };
 std::optional<ShareTerms> share_terms(CUdevice device) noexcept;
 // How long this thread's last refused charge on a shared device waited for borrowed memory (ms; 0:

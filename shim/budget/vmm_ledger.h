@@ -2,13 +2,13 @@
 // physical allocation only when its handle has been released as often as it was created or retained
 // AND every mapping of it is gone. The charge is refunded at exactly that point.
 //
-// Pure bookkeeping (no CUDA calls, one lock), unit-tested on its own.
+// Pure bookkeeping (no CUDA calls, no lock: its user serialises the calls, services/other_paths.cpp
+// under ProcessLock::vmm_ledger), unit-tested on its own.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -26,17 +26,14 @@ class VmmLedger {
 
   // A handle the driver just created, charged `bytes` on `device`.
   void created(std::uint64_t handle, int device, std::size_t bytes) {
-    std::lock_guard lock(mutex_);
     handles_[handle] = Entry{device, bytes, 1, 0};
   }
   // cuMemRetainAllocationHandle returned `handle`: one more reference.
   void retained(std::uint64_t handle) {
-    std::lock_guard lock(mutex_);
     if (const auto found = handles_.find(handle); found != handles_.end()) ++found->second.references;
   }
   // cuMemRelease(handle) succeeded: the charge to refund, if that freed the memory.
   std::optional<Charge> released(std::uint64_t handle) {
-    std::lock_guard lock(mutex_);
     const auto found = handles_.find(handle);
     if (found == handles_.end() || found->second.references == 0) return std::nullopt;
     --found->second.references;
@@ -44,7 +41,6 @@ class VmmLedger {
   }
   // cuMemMap(start, size, ..., handle) succeeded.
   void mapped(std::uintptr_t start, std::size_t size, std::uint64_t handle) {
-    std::lock_guard lock(mutex_);
     const auto found = handles_.find(handle);
     if (found == handles_.end()) return;  // not charged here (imported, or made before the shim)
     ++found->second.mappings;
@@ -54,7 +50,6 @@ class VmmLedger {
   // freed memory, summed per device in `refund(device, bytes)`.
   template <typename Refund>
   void unmapped(std::uintptr_t start, std::size_t size, Refund&& refund) {
-    std::lock_guard lock(mutex_);
     auto mapping = mappings_.lower_bound(start);
     while (mapping != mappings_.end() && mapping->first < start + size) {
       const auto handle = handles_.find(mapping->second.handle);
@@ -65,7 +60,6 @@ class VmmLedger {
     }
   }
   std::size_t live_handles() const {
-    std::lock_guard lock(mutex_);
     return handles_.size();
   }
 
@@ -89,7 +83,6 @@ class VmmLedger {
     return charge;
   }
 
-  mutable std::mutex mutex_;
   Handles handles_;
   std::map<std::uintptr_t, Mapping> mappings_;
 };

@@ -1,11 +1,9 @@
 // The peer access the program enabled, per context, for memory the driver does not open to peers itself.
 #include "context/peer_access.h"
 
-#include <pthread.h>
-
 #include <algorithm>
-#include <mutex>
 
+#include "base/fork_safe_lock.h"
 #include "driver/real_driver.h"
 
 namespace gpumem::shim::peer_access {
@@ -17,25 +15,19 @@ struct Link {
   CUcontext peer = nullptr;
 };
 
-// Leaked, so hooks running during exit still find it. Invariant: no (accessor, peer) pair twice.
-std::mutex g_mutex;
+// Leaked, so hooks running during exit still find it. Invariant: no (accessor, peer) pair twice;
+// read and changed under ProcessLock::peer_links.
 std::vector<Link>& links() {
   static auto* table = new std::vector<Link>;
   return *table;
 }
 
-// A forked child has none of its parent's contexts, so none of their links; the forking thread holds
-// the mutex across fork(), so the child never finds it held by a thread it lacks.
-std::unique_lock<std::mutex> lock_table() {
-  static std::once_flag handlers_once;
-  std::call_once(handlers_once, [] {
-    pthread_atfork([] { g_mutex.lock(); }, [] { g_mutex.unlock(); },
-                   [] {
-                     links().clear();
-                     g_mutex.unlock();
-                   });
-  });
-  return std::unique_lock<std::mutex>(g_mutex);
+void forget_links_in_child() noexcept { links().clear(); }
+
+// A forked child has none of its parent's contexts, so none of their links.
+ProcessLockGuard lock_table() {
+  reset_in_forked_child(&forget_links_in_child);
+  return lock_fork_safely(ProcessLock::peer_links);
 }
 
 }  // namespace

@@ -13,17 +13,20 @@ inline constexpr std::size_t kPitchAlignment = 512;
 struct PitchedSize {
   std::size_t pitch = 0;  // bytes per row
   std::size_t bytes = 0;  // pitch * height
+  // False when the pitch or pitch * height does not fit a size_t: more than any device holds, which
+  // the driver answers with CUDA_ERROR_OUT_OF_MEMORY (pitch and bytes are then meaningless).
+  bool fits = true;
 };
 
 // nullopt where the driver answers CUDA_ERROR_INVALID_VALUE: a zero width or height, an element size
-// other than 4, 8 or 16, or a size that overflows.
+// other than 4, 8 or 16.
 constexpr std::optional<PitchedSize> pitched_size(std::size_t width_bytes, std::size_t height,
                                                   unsigned int element_size_bytes) noexcept {
   if (width_bytes == 0 || height == 0) return std::nullopt;
   if (element_size_bytes != 4 && element_size_bytes != 8 && element_size_bytes != 16) return std::nullopt;
-  if (width_bytes > static_cast<std::size_t>(-1) - kPitchAlignment) return std::nullopt;
+  if (width_bytes > static_cast<std::size_t>(-1) - kPitchAlignment) return PitchedSize{0, 0, false};
   const std::size_t pitch = (width_bytes + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
-  if (height > static_cast<std::size_t>(-1) / pitch) return std::nullopt;
+  if (height > static_cast<std::size_t>(-1) / pitch) return PitchedSize{pitch, 0, false};
   return PitchedSize{pitch, pitch * height};
 }
 

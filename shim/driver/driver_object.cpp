@@ -20,6 +20,8 @@ std::atomic<void*> g_driver{nullptr};
 std::atomic<void*> g_proc_address_v2{nullptr};
 std::atomic<void*> g_proc_address_v1{nullptr};
 
+std::atomic<void*> g_preload_object{nullptr};
+
 void* own_object() noexcept {
   static std::atomic<void*> own{nullptr};
   void* object = own.load(std::memory_order_acquire);
@@ -28,6 +30,10 @@ void* own_object() noexcept {
     own.store(object, std::memory_order_release);
   }
   return object;
+}
+
+bool is_own_object(const void* object) noexcept {
+  return object != nullptr && (object == own_object() || object == g_preload_object.load(std::memory_order_acquire));
 }
 
 // True when `object` itself (not one of its dependencies) defines cuGetProcAddress_v2.
@@ -66,13 +72,14 @@ void* object_containing(const void* address) noexcept {
   return object;
 }
 
-bool is_own_address(const void* address) noexcept {
-  const void* object = object_containing(address);
-  return object != nullptr && object == own_object();
+bool is_own_address(const void* address) noexcept { return is_own_object(object_containing(address)); }
+
+void note_preload_object(const void* address) noexcept {
+  g_preload_object.store(object_containing(address), std::memory_order_release);
 }
 
 bool adopt_driver_object(void* object) noexcept {
-  if (object == nullptr || object == own_object()) return false;
+  if (object == nullptr || is_own_object(object)) return false;
   void* current = g_driver.load(std::memory_order_acquire);
   if (current != nullptr) return current == object;
   if (!defines_driver_api(object)) return false;

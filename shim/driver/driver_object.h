@@ -14,8 +14,11 @@ namespace gpumem::shim {
 // The object (link map) that contains `address`, or null.
 void* object_containing(const void* address) noexcept;
 
-// True when `address` lies inside libgpumem.so itself.
+// True when `address` lies inside the shim: libgpumem-core.so, or the preloaded libgpumem.so whose
+// stubs carry the hooks' names (note_preload_object).
 bool is_own_address(const void* address) noexcept;
+// Behind the preloaded library: `address` lies in it (api/core_interface.h). Before any hook runs.
+void note_preload_object(const void* address) noexcept;
 
 // Records `object` as the driver if none is recorded yet and it defines the driver API. Returns
 // true when `object` is (now) the driver; false for our own object, non-driver objects, or a second

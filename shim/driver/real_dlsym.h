@@ -12,23 +12,22 @@
 #define GPUMEM_UNINSTRUMENTED
 #endif
 
-extern "C" {
-// Used by the exported dlsym's assembly entry (dlsym_trampoline.S); hidden.
-// The real dlsym once resolved, else null. Written once, read without a lock (an aligned pointer).
-extern void* gpumem_real_dlsym_pointer;
-// Resolves (if needed) and returns the real dlsym; null when libc has none we recognise.
-GPUMEM_UNINSTRUMENTED void* gpumem_resolve_real_dlsym();
-}
-
 namespace gpumem::shim {
 
 using DlsymFunction = void* (*)(void* handle, const char* name);
+using NextSymbolFunction = void* (*)(const char* name);
 
-// The real dlsym (GLIBC_2.34, else GLIBC_2.2.5). Null only in a process without a usable libc dl
-// API.
-DlsymFunction real_dlsym() noexcept;
+// Behind the preloaded library (api/core_interface.h): its real dlsym, and its look-up of the next
+// definition of a name after it, which is what RTLD_NEXT must mean for the hooks (from a library loaded
+// with dlopen, RTLD_NEXT would search only that library's own dependencies).
+void use_preload_dlsym(DlsymFunction real, NextSymbolFunction next_symbol) noexcept;
 
-// real_dlsym()(handle, name), or null when there is no real dlsym.
+// The real dlsym (the preloaded library's, else GLIBC_2.34's, else GLIBC_2.2.5's). Null only in a
+// process without a usable libc dl API.
+GPUMEM_UNINSTRUMENTED DlsymFunction real_dlsym() noexcept;
+
+// real_dlsym()(handle, name) (RTLD_NEXT: the next definition after the preloaded library), or null
+// when there is no real dlsym.
 void* real_symbol(void* handle, const char* name) noexcept;
 
 }  // namespace gpumem::shim

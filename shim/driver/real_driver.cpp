@@ -2,7 +2,6 @@
 #include "driver/real_driver.h"
 
 #include <atomic>
-#include <mutex>
 #include <string>
 
 #include "driver/driver_object.h"
@@ -13,13 +12,12 @@
 namespace gpumem::shim {
 namespace {
 
-// Invariant: g_table is written only under g_mutex before g_ready is set, and never after; it is
+// Invariant: g_table is written only under ProcessLock::real_driver before g_ready is set, and never after; it is
 // leaked with the process (static storage, trivially destructible), so hooks running during exit
 // can still read it.
 RealDriver g_table;
 const RealDriver g_unavailable;
 std::atomic<bool> g_ready{false};
-std::mutex g_mutex;
 
 // `missing` collects the names the driver did not provide (an older driver lacks the newest ones).
 template <typename Function>
@@ -49,7 +47,7 @@ const RealDriver& real_driver() {
   const ResolutionGuard guard;
   log::Pending message;
   try {
-    const auto lock = lock_fork_safely<g_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::real_driver);
     if (!g_ready.load(std::memory_order_relaxed)) {
       RealDriver table;
       std::string missing;

@@ -1,4 +1,4 @@
-// The exporter's table of IPC blocks in a memfd, and the importer's reading of it.
+// The export table of IPC handles: publishing and withdrawing blocks (exporter), reading a slot (importer).
 #include "exports/export_table.h"
 
 #include <fcntl.h>
@@ -7,13 +7,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <ctime>
 #include <iterator>
-#include <mutex>
 #include <new>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -29,8 +31,9 @@ constexpr std::uint32_t kSlots = 4096;
 constexpr std::array<char, 16> kTableMagic = {'g', 'p', 'u', 'm', 'e', 'm', '-', 'i',
                                               'p', 'c', '-', 't', 'a', 'b', 'l', '4'};
 
-// Written by the exporter under g_mutex, read by importers in other processes without a lock: the
-// sequence is odd while a write is under way, so a reader that saw it change reads again.
+// Written by the exporter under ProcessLock::export_table, read by importers in other processes
+// without a lock: the sequence is odd while a write is under way, so a reader that saw it change
+// reads again.
 struct SharedSlot {
   std::atomic<std::uint64_t> sequence;
   std::uint64_t generation;  // bumped at each publish in this slot
@@ -57,7 +60,6 @@ struct Exporter {
   std::uint32_t next_unused = 0;
 };
 
-std::mutex g_mutex;
 Exporter* g_exporter = nullptr;          // leaked: nothing runs at exit
 std::atomic<std::size_t> g_published{0};  // live slots, so withdraw() costs one load when none
 
@@ -69,14 +71,17 @@ std::uint64_t random_number() {
   return value;
 }
 
-// Needs g_mutex. Null when no table can be made (no memfd, no memory).
+// Needs ProcessLock::export_table. Null when no table can be made (no memfd, no memory).
 Exporter* exporter_for_this_process() {
   const pid_t pid = getpid();
   if (g_exporter != nullptr && g_exporter->pid == pid) return g_exporter;
-  const int fd = memfd_create("gpumem-ipc-exports", MFD_CLOEXEC);
+  const int fd = memfd_create("gpumem-ipc-exports", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return nullptr;
   void* mapped = MAP_FAILED;
   if (ftruncate(fd, sizeof(SharedTable)) == 0) {
+    // Any process of the user can open the table through /proc: sealed, none can shrink it under
+    // this process's mapping (a write past its end would be SIGBUS here).
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
     mapped = mmap(nullptr, sizeof(SharedTable), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
   auto* exporter = mapped == MAP_FAILED ? nullptr : new (std::nothrow) Exporter;
@@ -112,7 +117,7 @@ void write_slot(SharedSlot& slot, bool live, const ExportedBlock* block) {
 }  // namespace
 
 PublishResult publish(std::uintptr_t block_base, const ExportedBlock& block, Token& token) {
-  const auto lock = lock_fork_safely<g_mutex>();
+  const auto lock = lock_fork_safely(ProcessLock::export_table);
   Exporter* exporter = exporter_for_this_process();
   if (exporter == nullptr) return PublishResult::no_table;
   std::uint32_t index = 0;
@@ -142,7 +147,7 @@ PublishResult publish(std::uintptr_t block_base, const ExportedBlock& block, Tok
 
 namespace {
 
-// Needs g_mutex. Marks the slot of `entry` dead and frees it; the entry after it.
+// Needs ProcessLock::export_table. Marks the slot of `entry` dead and frees it; the entry after it.
 std::unordered_map<std::uintptr_t, std::uint32_t>::iterator withdraw_entry(
     Exporter& exporter, std::unordered_map<std::uintptr_t, std::uint32_t>::iterator entry) {
   const std::uint32_t index = entry->second;
@@ -153,7 +158,7 @@ std::unordered_map<std::uintptr_t, std::uint32_t>::iterator withdraw_entry(
   return next;
 }
 
-// This process's exporter, under g_mutex; null when it has none (or only its parent's).
+// This process's exporter, under ProcessLock::export_table; null when it has none (or only its parent's).
 Exporter* own_exporter() {
   Exporter* exporter = g_exporter;
   return exporter == nullptr || exporter->pid != getpid() ? nullptr : exporter;
@@ -164,7 +169,7 @@ Exporter* own_exporter() {
 void withdraw(std::uintptr_t block_base) noexcept {
   if (g_published.load(std::memory_order_relaxed) == 0) return;
   try {
-    const auto lock = lock_fork_safely<g_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::export_table);
     Exporter* exporter = own_exporter();
     if (exporter == nullptr) return;
     if (auto found = exporter->slot_of.find(block_base); found != exporter->slot_of.end()) {
@@ -177,7 +182,7 @@ void withdraw(std::uintptr_t block_base) noexcept {
 void withdraw_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
   if (g_published.load(std::memory_order_relaxed) == 0) return;
   try {
-    const auto lock = lock_fork_safely<g_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::export_table);
     Exporter* exporter = own_exporter();
     if (exporter == nullptr) return;
     for (auto entry = exporter->slot_of.begin(); entry != exporter->slot_of.end();) {
@@ -190,16 +195,37 @@ void withdraw_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
 bool has_exports() noexcept { return g_published.load(std::memory_order_relaxed) > 0; }
 
 bool exported_here(const Token& token) {
-  const auto lock = lock_fork_safely<g_mutex>();
+  const auto lock = lock_fork_safely(ProcessLock::export_table);
   return g_exporter != nullptr && g_exporter->pid == getpid() && token.pid == g_exporter->pid &&
          token.process_number == g_exporter->table->process_number;
 }
 
-bool read_exported(const Token& token, ExportedBlock& block, std::string& why) {
+namespace {
+
+// What the importer reads of a table, with pread into its own memory: nothing of the exporter's file
+// is ever mapped here, so a table truncated (or rewritten) while it is read fails the read, never
+// raises SIGBUS in this process.
+bool read_at(int fd, void* into, std::size_t size, std::size_t offset) {
+  auto* bytes = static_cast<char*>(into);
+  while (size > 0) {
+    const ssize_t got = pread(fd, bytes, size, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    bytes += got;
+    size -= static_cast<std::size_t>(got);
+    offset += static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+// The exporter's table, opened read-only without blocking and without side effects: only a memfd of
+// exactly a table's size is opened at all (a FIFO would block an open, a device could be a terminal).
+int open_table(const Token& token, std::string& why) {
   const std::string path = fmt::format("/proc/{}/fd/{}", token.pid, token.table_fd);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
+  struct stat info {};
+  const bool found = stat(path.c_str(), &info) == 0;  // the file the descriptor names, not opened
+  const int error = errno;
+  if (!found) {
     struct stat process {};
     if (stat(fmt::format("/proc/{}", token.pid).c_str(), &process) != 0) {
       why = fmt::format("the exporting process {} has exited", token.pid);
@@ -209,41 +235,107 @@ bool read_exported(const Token& token, ExportedBlock& block, std::string& why) {
     } else {
       why = fmt::format("process {} no longer exports this handle", token.pid);
     }
+    return -1;
+  }
+  const auto not_a_table = [&](std::string_view what) {
+    why = fmt::format("process {}'s descriptor {} is {}, not a gpumem export table (a stale or forged handle)",
+                      token.pid, token.table_fd, what);
+    return -1;
+  };
+  if (!S_ISREG(info.st_mode)) return not_a_table(S_ISFIFO(info.st_mode) ? "a FIFO" : "not a regular file");
+  if (static_cast<std::uint64_t>(info.st_size) != sizeof(SharedTable)) return not_a_table("of another size");
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    why = fmt::format("process {} no longer exports this handle", token.pid);
+    return -1;
+  }
+  // The same checks on what was opened (the descriptor may have been replaced meanwhile); a memfd is
+  // the one kind of regular file that answers F_GET_SEALS.
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || fcntl(fd, F_GET_SEALS) < 0) {
+    close(fd);
+    return not_a_table("not a memfd");
+  }
+  return fd;
+}
+
+// Whether what a slot says of a block is possible, whoever wrote it; `why` when not.
+bool plausible(const Token& token, const ExportedBlock& block, std::string& why) {
+  const auto refuse = [&](std::string_view what) {
+    why = fmt::format("process {}'s export table describes the block impossibly ({}): a corrupt or forged "
+                      "handle", token.pid, what);
     return false;
-  }
-  struct stat info {};
-  void* mapped = MAP_FAILED;
-  if (fstat(fd, &info) == 0 && static_cast<std::size_t>(info.st_size) >= sizeof(SharedTable)) {
-    mapped = mmap(nullptr, sizeof(SharedTable), PROT_READ, MAP_SHARED, fd, 0);
-  }
-  close(fd);
-  if (mapped == MAP_FAILED) {
-    why = fmt::format("process {} has no gpumem export table at descriptor {} (a stale handle)", token.pid,
-                      token.table_fd);
-    return false;
-  }
-  const auto* table = static_cast<const SharedTable*>(mapped);
-  bool found = false;
-  if (table->magic != kTableMagic || table->process_number != token.process_number || token.slot >= kSlots) {
-    why = fmt::format("the handle names an export table process {} no longer has (a stale handle)", token.pid);
-  } else {
-    const SharedSlot& slot = table->slot[token.slot];
-    for (int attempt = 0; attempt < 1000; ++attempt) {
-      const std::uint64_t before = slot.sequence.load(std::memory_order_acquire);
-      if (before % 2 != 0) continue;
-      const std::uint64_t generation = slot.generation;
-      const std::uint64_t live = slot.live;
-      std::memcpy(&block, &slot.block, sizeof block);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (slot.sequence.load(std::memory_order_relaxed) != before) continue;
-      found = live == 1 && generation == token.generation;
-      if (!found) why = fmt::format("process {} has freed the block this handle exported", token.pid);
-      break;
+  };
+  if (block.size == 0) return refuse("no size");
+  if (block.vmm.piece_count > 0) {
+    if (block.vmm.piece_count > kMaxVmmPieces) return refuse("too many mappings");
+    std::uint64_t total = 0;
+    for (std::uint32_t i = 0; i < block.vmm.piece_count; ++i) {
+      const VmmPiece& piece = block.vmm.pieces[i];
+      if (piece.fd < 0 || piece.size == 0 || piece.size > UINT64_MAX - total) return refuse("a bad mapping");
+      total += piece.size;
     }
-    if (!found && why.empty()) why = fmt::format("process {} kept rewriting the export table", token.pid);
+    if (block.vmm.offset >= total || block.size > total - block.vmm.offset) {
+      return refuse(fmt::format("{} bytes at offset {} of {} bytes of mappings", block.size, block.vmm.offset, total));
+    }
+    return true;
   }
-  munmap(mapped, sizeof(SharedTable));
-  return found;
+  if (block.pool_fd < -1) return refuse("a bad pool descriptor");
+  if (block.pool_fd < 0 && block.offset > UINT64_MAX - block.size) return refuse("an offset past any region");
+  return true;
+}
+
+}  // namespace
+
+bool read_exported(const Token& token, ExportedBlock& block, std::string& why) {
+  if (token.pid <= 0 || token.table_fd < 0 || token.slot >= kSlots) {
+    why = fmt::format("the handle names no export table (pid {}, descriptor {}, slot {}): a forged or corrupt "
+                      "handle", token.pid, token.table_fd, token.slot);
+    return false;
+  }
+  const int fd = open_table(token, why);
+  if (fd < 0) return false;
+  const auto stale = [&] {
+    why = fmt::format("the handle names an export table process {} no longer has (a stale handle)", token.pid);
+    return false;
+  };
+  const auto changed = [&] {
+    why = fmt::format("process {}'s export table changed size while it was read (a stale or forged handle)",
+                      token.pid);
+    return false;
+  };
+  const auto finish = [&](bool found) {
+    close(fd);
+    return found;
+  };
+  std::array<char, 16> magic{};
+  std::uint64_t process_number = 0;
+  if (!read_at(fd, magic.data(), magic.size(), offsetof(SharedTable, magic)) ||
+      !read_at(fd, &process_number, sizeof process_number, offsetof(SharedTable, process_number))) {
+    return finish(changed());
+  }
+  if (magic != kTableMagic || process_number != token.process_number) return finish(stale());
+  // The slot as a seqlock reader sees it: its sequence, then its contents, then its sequence again,
+  // each its own read; an odd or changed sequence means a write was under way.
+  const std::size_t at = offsetof(SharedTable, slot) + std::size_t{token.slot} * sizeof(SharedSlot);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    std::uint64_t before = 0, after = 0, generation = 0, live = 0;
+    if (!read_at(fd, &before, sizeof before, at + offsetof(SharedSlot, sequence))) return finish(changed());
+    if (before % 2 != 0) continue;
+    if (!read_at(fd, &generation, sizeof generation, at + offsetof(SharedSlot, generation)) ||
+        !read_at(fd, &live, sizeof live, at + offsetof(SharedSlot, live)) ||
+        !read_at(fd, &block, sizeof block, at + offsetof(SharedSlot, block)) ||
+        !read_at(fd, &after, sizeof after, at + offsetof(SharedSlot, sequence))) {
+      return finish(changed());
+    }
+    if (after != before) continue;
+    if (live != 1 || generation != token.generation) {
+      why = fmt::format("process {} has freed the block this handle exported", token.pid);
+      return finish(false);
+    }
+    return finish(plausible(token, block, why));
+  }
+  why = fmt::format("process {} kept rewriting the export table", token.pid);
+  return finish(false);
 }
 
 }  // namespace gpumem::shim::ipc

@@ -47,8 +47,12 @@ bool has_exports() noexcept;
 // Whether `token` names this very process's table (a process cannot open its own handles).
 bool exported_here(const Token& token);
 
-// The importing side: reads the slot `token` names from the exporter's table. On failure returns
-// false with `why` (one line for the log: exporter gone, other user, block freed, ...).
+// The importing side: reads the slot `token` names from the exporter's table. Everything is checked,
+// as another process wrote it: the descriptor must name a memfd of a table's size (anything else,
+// a FIFO above all, is refused before it is opened, and opening never blocks), the table is read
+// with pread (never mapped: shrinking it cannot fault here), and the block must be possible (a size;
+// a VMM block inside its mappings). On failure returns false with `why` (one line for the log:
+// exporter gone, other user, block freed, forged handle, ...).
 bool read_exported(const Token& token, ExportedBlock& block, std::string& why);
 
 }  // namespace gpumem::shim::ipc

@@ -1,5 +1,5 @@
 // dlsym on a real handle for a name the shim hooks (every other look-up goes straight to the real
-// dlsym: see dlsym_trampoline.S).
+// dlsym: see preload/preload_stubs.py, which writes the exported dlsym).
 //
 // The CUDA runtimes (shared and static) dlopen the driver and look its entry points up by handle:
 // cuGetProcAddress_v2 first, or every name when the driver's cuGetProcAddress fails (NVIDIA's
@@ -14,23 +14,8 @@
 #include "driver/resolution_guard.h"
 
 namespace gpumem::shim {
-// hooks/nvml_hooks.cpp: NVML's memory queries.
-bool is_nvml_hooked_name(const char* name) noexcept;
-void* nvml_hook_for(void* handle, const char* name, void* found) noexcept;
-}  // namespace gpumem::shim
 
-extern "C" __attribute__((visibility("hidden"))) int gpumem_dlsym_is_hooked_name(void* /*handle*/,
-                                                                                 const char* name) {
-  return name != nullptr &&
-                 (gpumem::shim::find_hook_by_name(name) != nullptr || gpumem::shim::is_nvml_hooked_name(name)) &&
-                 !gpumem::shim::ResolutionGuard::active()
-             ? 1
-             : 0;
-}
-
-extern "C" __attribute__((visibility("hidden"))) void* gpumem_dlsym_with_handle(void* handle,
-                                                                                const char* name) {
-  using namespace gpumem::shim;
+void* dlsym_with_handle(void* handle, const char* name) noexcept {
   void* found = real_symbol(handle, name);
   if (found == nullptr || name == nullptr || ResolutionGuard::active()) return found;
   if (is_nvml_hooked_name(name)) return nvml_hook_for(handle, name, found);
@@ -46,3 +31,5 @@ extern "C" __attribute__((visibility("hidden"))) void* gpumem_dlsym_with_handle(
   log::at(gpumem::LogLevel::debug, "dlsym(\"{}\") -> hook in libgpumem.so", name);
   return hook->hook;
 }
+
+}  // namespace gpumem::shim

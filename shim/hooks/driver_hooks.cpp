@@ -4,6 +4,7 @@
 
 #include "hooks/hook_table.h"
 #include "hooks/hooks.h"
+#include "policy/process_policy.h"
 #include "services/ipc_service.h"
 #include "services/memory_service.h"
 #include "services/other_paths.h"
@@ -19,6 +20,7 @@ template <typename Call>
 CUresult serve(Call call) noexcept {
   note_hook_reached();
   try {
+    if (gpumem::shim::policy_refuses_cuda()) return CUDA_ERROR_NOT_INITIALIZED;  // GPUMEM_STRICT
     return call();
   } catch (const std::bad_alloc&) {
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -5,7 +5,6 @@
 
 #include <array>
 #include <cstring>
-#include <mutex>
 
 #include "base/fork_safe_lock.h"
 #include "driver/driver_object.h"
@@ -31,29 +30,43 @@ constexpr std::size_t kHookCount = 0
 #include "driver/entry_points.def"
     ;
 
+// The preloaded library's stubs (use_preload_stubs): hooks, then NVML's two queries.
+constexpr std::size_t kPreloadStubs = kHookCount + 2;
+std::array<std::atomic<void*>, kPreloadStubs> g_preload_stubs{};
+
+// The address a program is handed for hook `index`: the preloaded library's stub when there is one.
+void* handed_out(std::size_t index, void* function) noexcept {
+  void* stub = g_preload_stubs[index].load(std::memory_order_acquire);
+  return stub != nullptr ? stub : function;
+}
+
 // Every name listed here is exported by libgpumem.so (the build writes libgpumem.map from the same
 // list). Built on first use rather than at load (function addresses are not constant expressions), so
 // loading the shim runs none of its code.
 #define GPUMEM_HOOK_ENTRY_CALL(symbol, base, version, stream)
 #define GPUMEM_HOOK_ENTRY_HOOK(symbol, base, version, stream) \
-  HookEntry{#symbol, #base, version, GPUMEM_STREAM_FLAGS(stream), address_of(&symbol)},
+  HookEntry{#symbol, #base, version, GPUMEM_STREAM_FLAGS(stream), handed_out(index++, address_of(&symbol)), \
+            address_of(&symbol)},
 const std::array<HookEntry, kHookCount>& hooks() noexcept {
-  static const std::array<HookEntry, kHookCount> table{{
+  static const std::array<HookEntry, kHookCount> table = [] {
+    std::size_t index = 0;
+    return std::array<HookEntry, kHookCount>{{
 #define GPUMEM_DRIVER_ENTRY(symbol, base, version, stream, use) GPUMEM_HOOK_ENTRY_##use(symbol, base, version, stream)
 #define GPUMEM_DRIVER_HOOK_ONLY(symbol, function, base, version, stream) \
-  HookEntry{#symbol, #base, version, GPUMEM_STREAM_FLAGS(stream), address_of(&function)},
+  HookEntry{#symbol, #base, version, GPUMEM_STREAM_FLAGS(stream), handed_out(index++, address_of(&function)), \
+            address_of(&function)},
 #include "driver/entry_points.def"
-  }};
+    }};
+  }();
   return table;
 }
 
 // The driver's real addresses of each hooked name, two ways (its exported symbol, and its
-// cuGetProcAddress answer), filled once under g_mutex when the driver is known.
+// cuGetProcAddress answer), filled once under ProcessLock::hook_table when the driver is known.
 // Invariant: g_resolved is set only after both arrays are complete; then they never change.
 std::array<const void*, kHookCount> g_exported{};
 std::array<const void*, kHookCount> g_answered{};
 std::atomic<bool> g_resolved{false};
-std::mutex g_mutex;
 
 bool names_other_symbol(const void* entry, std::string_view name) noexcept {
   Dl_info info{};
@@ -67,7 +80,7 @@ bool resolve_real_addresses() noexcept {
   void* driver = driver_handle(/*load=*/false);
   if (driver == nullptr) return false;
   try {
-    const auto lock = lock_fork_safely<g_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::hook_table);
     if (g_resolved.load(std::memory_order_relaxed)) return true;
     const auto proc_address = driver_proc_address_v2(/*load=*/false);
     for (std::size_t i = 0; i < kHookCount; ++i) {
@@ -109,6 +122,16 @@ const HookEntry* match_by_symbol_name(const void* entry) noexcept {
 
 std::span<const HookEntry> hook_entries() noexcept { return std::span<const HookEntry>(hooks()); }
 
+std::size_t hook_count() noexcept { return kHookCount; }
+
+void use_preload_stubs(void* const* stubs, std::size_t count) noexcept {
+  for (std::size_t i = 0; i < count && i < kPreloadStubs; ++i) g_preload_stubs[i].store(stubs[i], std::memory_order_release);
+}
+
+void* preload_stub(std::size_t index) noexcept {
+  return index < kPreloadStubs ? g_preload_stubs[index].load(std::memory_order_acquire) : nullptr;
+}
+
 const HookEntry* find_hook_by_name(std::string_view name) noexcept {
   if (!name.starts_with("cu")) return nullptr;
   for (const HookEntry& hook : hook_entries()) {
@@ -119,7 +142,7 @@ const HookEntry* find_hook_by_name(std::string_view name) noexcept {
 
 const HookEntry* find_hook_by_address(const void* address) noexcept {
   for (const HookEntry& hook : hook_entries()) {
-    if (address == hook.hook) return &hook;
+    if (address == hook.hook || address == hook.function) return &hook;
   }
   return nullptr;
 }

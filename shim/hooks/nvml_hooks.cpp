@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "budget/budgets.h"
+#include "hooks/hook_table.h"
 #include "hooks/hooks.h"
 #include "base/log.h"
 #include "driver/real_dlsym.h"
@@ -119,8 +120,6 @@ bool is_nvml_hooked_name(const char* name) noexcept {
   return name != nullptr && name[0] == 'n' && (kMemoryInfo == name || kMemoryInfoV2 == name);
 }
 
-void* nvml_hook_for(void* handle, const char* name, void* found) noexcept;
-
 }  // namespace gpumem::shim
 
 extern "C" {
@@ -156,17 +155,22 @@ namespace gpumem::shim {
 // The exported dlsym found `found` for `name` in `handle`: remember it, answer with our hook.
 void* nvml_hook_for(void* handle, const char* name, void* found) noexcept {
   if (found == nullptr) return found;
-  if (kMemoryInfo == name) {
-    if (found == reinterpret_cast<void*>(&nvmlDeviceGetMemoryInfo)) return found;
-    g_memory_info.store(reinterpret_cast<MemoryInfo>(found), std::memory_order_release);
-  } else {
-    if (found == reinterpret_cast<void*>(&nvmlDeviceGetMemoryInfo_v2)) return found;
+  const bool v2 = kMemoryInfo != name;
+  // What the program is handed: the preloaded library's stub when there is one (its stubs follow the
+  // driver hooks, memory info first), else the function here.
+  void* hook = preload_stub(hook_entries().size() + (v2 ? 1 : 0));
+  if (hook == nullptr) {
+    hook = v2 ? reinterpret_cast<void*>(&nvmlDeviceGetMemoryInfo_v2) : reinterpret_cast<void*>(&nvmlDeviceGetMemoryInfo);
+  }
+  if (found == hook) return found;
+  if (v2) {
     g_memory_info_v2.store(reinterpret_cast<MemoryInfoV2>(found), std::memory_order_release);
+  } else {
+    g_memory_info.store(reinterpret_cast<MemoryInfo>(found), std::memory_order_release);
   }
   g_nvml_handle.store(handle, std::memory_order_release);
   log::at(LogLevel::debug, "dlsym(\"{}\") -> hook in libgpumem.so", name);
-  return kMemoryInfo == name ? reinterpret_cast<void*>(&nvmlDeviceGetMemoryInfo)
-                             : reinterpret_cast<void*>(&nvmlDeviceGetMemoryInfo_v2);
+  return hook;
 }
 
 }  // namespace gpumem::shim

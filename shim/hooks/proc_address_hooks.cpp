@@ -3,6 +3,7 @@
 #include "driver/driver_object.h"
 #include "hooks/hook_table.h"
 #include "hooks/hooks.h"
+#include "policy/process_policy.h"
 #include "base/log.h"
 #include "driver/resolution_guard.h"
 
@@ -30,6 +31,7 @@ GPUMEM_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pf
                                                    CUdriverProcAddressQueryResult* symbolStatus) {
   using namespace gpumem::shim;
   note_hook_reached();
+  if (policy_refuses_cuda()) return CUDA_ERROR_NOT_INITIALIZED;  // GPUMEM_STRICT: no driver for the runtime
   const auto real = driver_proc_address_v2(/*load=*/true);
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   const CUresult result = real(symbol, pfn, cudaVersion, flags, symbolStatus);
@@ -41,6 +43,7 @@ GPUMEM_EXPORT CUresult CUDAAPI cuGetProcAddress_v11030_hook(const char* symbol, 
                                                             int cuda_version, cuuint64_t flags) {
   using namespace gpumem::shim;
   note_hook_reached();
+  if (policy_refuses_cuda()) return CUDA_ERROR_NOT_INITIALIZED;  // GPUMEM_STRICT: no driver for the runtime
   const auto real = driver_proc_address_v1(/*load=*/true);
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   const CUresult result = real(symbol, pfn, cuda_version, flags);

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
 
@@ -21,14 +20,13 @@ namespace {
 // Pools imported in this process, by exporter: its pid, its export table's number, and the pool's
 // descriptor number there. Imported once, kept: blocks opened from them may stay open indefinitely.
 using PoolKey = std::tuple<std::int32_t, std::uint64_t, std::int32_t>;
-std::mutex g_pools_mutex;
 std::map<PoolKey, CUmemoryPool>& imported_pools() {
   static auto* pools = new std::map<PoolKey, CUmemoryPool>;  // leaked: nothing runs at exit
   return *pools;
 }
 
 CUmemoryPool find_imported(const PoolKey& key) {
-  const auto lock = lock_fork_safely<g_pools_mutex>();
+  const auto lock = lock_fork_safely(ProcessLock::imported_pools);
   const auto found = imported_pools().find(key);
   return found == imported_pools().end() ? nullptr : found->second;
 }
@@ -69,7 +67,7 @@ CUmemoryPool import_pool(const Token& token, const ExportedBlock& block, const P
   if (*result != CUDA_SUCCESS) return nullptr;
   open_to_importers(pool);
   try {
-    const auto lock = lock_fork_safely<g_pools_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::imported_pools);
     const auto [entry, inserted] = imported_pools().emplace(key, pool);
     if (inserted) return pool;
     // Another thread imported it meanwhile: keep one.
@@ -81,7 +79,7 @@ CUmemoryPool import_pool(const Token& token, const ExportedBlock& block, const P
 }
 
 void forget_imported(const PoolKey& key, CUmemoryPool pool) {
-  const auto lock = lock_fork_safely<g_pools_mutex>();
+  const auto lock = lock_fork_safely(ProcessLock::imported_pools);
   const auto found = imported_pools().find(key);
   if (found != imported_pools().end() && found->second == pool) imported_pools().erase(found);
 }

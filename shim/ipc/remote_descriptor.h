@@ -9,9 +9,10 @@
 namespace gpumem::shim::ipc {
 
 // A close-on-exec descriptor of the file process `pid` holds as `fd`; -1 with `why` (one line) when
-// it cannot be had. pidfd_getfd duplicates any kind of descriptor but needs ptrace access (which
-// Yama may restrict to ancestors); reopening /proc/<pid>/fd/<fd> needs only the same user, and
-// serves regular files.
+// it cannot be had or cannot be memory (a FIFO, a socket, a directory, a block device: a stale or
+// forged handle). pidfd_getfd duplicates any kind of descriptor but needs ptrace access (which Yama
+// may restrict to ancestors); reopening /proc/<pid>/fd/<fd> needs only the same user, and serves
+// regular files (anything else is refused before it is opened; the open never blocks).
 int fetch_descriptor(pid_t pid, int fd, std::string& why);
 
 }  // namespace gpumem::shim::ipc

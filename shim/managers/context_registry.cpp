@@ -1,7 +1,6 @@
 // The registry of contexts and their memory managers.
 #include "managers/context_registry.h"
 
-#include <pthread.h>
 
 #include <algorithm>
 #include <memory>
@@ -13,6 +12,7 @@
 #include "budget/budgets.h"
 #include "managers/cuda_async_manager.h"
 #include "context/peer_access.h"
+#include "base/fork_safe_lock.h"
 #include "base/log.h"
 #include "managers/platform_manager.h"
 #include "policy/process_policy.h"
@@ -21,7 +21,7 @@
 namespace gpumem::shim {
 namespace {
 
-// The registry is reached from pthread_atfork handlers, which take no argument.
+// The registry is reached from the fork handler, which takes no argument.
 std::atomic<ContextRegistry*> g_registry{nullptr};
 
 // `never_wait`: skip a manager another thread holds (at exit it may never let go).
@@ -94,8 +94,7 @@ ContextRegistry& ContextRegistry::instance() {
     auto* created = new ContextRegistry();  // leaked on purpose
     g_registry.store(created, std::memory_order_release);
     budget::set_reclaimer(&reclaim_device);
-    pthread_atfork(&ContextRegistry::lock_before_fork, &ContextRegistry::unlock_after_fork_in_parent,
-                   &ContextRegistry::reset_in_child);
+    reset_in_forked_child(&ContextRegistry::reset_in_child);
     return created;
   }();
   return *registry;
@@ -132,7 +131,7 @@ MemoryManager* ContextRegistry::current(bool create) {
   MemoryManager* manager = nullptr;
   bool created = false;
   {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::registry);
     manager = find(context);  // made by another thread meanwhile?
     if (manager == nullptr) {
       manager = create_locked(context, share, messages);
@@ -180,7 +179,7 @@ void ContextRegistry::forget(CUcontext context) {
   if (context == nullptr) return;
   MemoryManager* forgotten = nullptr;
   {
-    std::lock_guard lock(mutex_);
+    const auto lock = lock_fork_safely(ProcessLock::registry);
     const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
       if (slots_[i].context.load(std::memory_order_acquire) == context) {
@@ -239,25 +238,19 @@ void ContextRegistry::forget_primary_context(CUdevice device) {
     return;
   }
   // Without a way to name the primary context, forget every context of the device: safer than
-  // keeping an arena whose memory the reset freed. Their memory is given back once the lock is
-  // released (a shared device's refunds take the GPU ledger's lock).
-  std::array<std::pair<CUcontext, MemoryManager*>, kMaxContexts> forgotten{};
-  std::size_t count = 0;
-  {
-    std::lock_guard lock(mutex_);
-    const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
-    for (std::size_t i = 0; i < used; ++i) {
-      MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire);
-      if (manager != nullptr && manager->device() == device) {
-        const CUcontext context = slots_[i].context.exchange(nullptr, std::memory_order_acq_rel);
-        if (context != nullptr) forgotten[count++] = {context, manager};
+  // keeping an arena whose memory the reset freed.
+  const auto lock = lock_fork_safely(ProcessLock::registry);
+  const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < used; ++i) {
+    MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire);
+    if (manager != nullptr && manager->device() == device) {
+      const CUcontext context = slots_[i].context.exchange(nullptr, std::memory_order_acq_rel);
+      if (context != nullptr) {
+        budget::forget_context(context);
+        forget_peer_access(context);
+        manager->retire();
       }
     }
-  }
-  for (std::size_t i = 0; i < count; ++i) {
-    budget::forget_context(forgotten[i].first);
-    forget_peer_access(forgotten[i].first);
-    forgotten[i].second->retire();
   }
 }
 
@@ -276,13 +269,8 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, const std::opti
                  static_cast<const void*>(context));
     return nullptr;
   }
-  std::size_t limit = policy.limit_for_device(total, free);
-  if (limit == 0) {  // a fraction below one granule: no pool, no budget, the driver's answers
-    if (budget::first_below_granule(device)) {
-      messages.add(LogLevel::error, "{}", policy.limit_below_granule_error(device, total, free));
-    }
-    return nullptr;
-  }
+  std::size_t limit = budget::policy_limit(device, total, free, messages);
+  if (limit == 0) return nullptr;  // below one granule: no pool, no budget, the driver's answers
   std::size_t preallocation = 0;
   if (share) {
     // The budget is the allowance the ledger gives; the arena may grow to the cap, and the policy's
@@ -328,23 +316,14 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, const std::opti
   return manager;
 }
 
-void ContextRegistry::lock_before_fork() noexcept {
-  if (ContextRegistry* registry = g_registry.load(std::memory_order_acquire)) registry->mutex_.lock();
-}
-
-void ContextRegistry::unlock_after_fork_in_parent() noexcept {
-  if (ContextRegistry* registry = g_registry.load(std::memory_order_acquire)) registry->mutex_.unlock();
-}
-
 void ContextRegistry::reset_in_child() noexcept {
   ContextRegistry* registry = g_registry.load(std::memory_order_acquire);
   if (registry == nullptr) return;
-  // The child starts fresh: the parent's contexts and arenas are not the child's. The forking thread
-  // holds the mutex (taken before the fork), and it is the child's only thread.
+  // The child starts fresh: the parent's contexts and arenas are not the child's, nor are their locks
+  // (fork_safe_lock.h). The forking thread is the child's only thread.
   for (Slot& slot : registry->slots_) slot.context.store(nullptr, std::memory_order_relaxed);
   registry->slots_in_use_.store(0, std::memory_order_release);
   registry->managers_made_.store(0, std::memory_order_release);  // the parent's figures are the parent's
-  registry->mutex_.unlock();
 }
 
 }  // namespace gpumem::shim

@@ -8,7 +8,6 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
-#include <mutex>
 #include <optional>
 
 #include "base/log.h"
@@ -20,7 +19,7 @@ namespace gpumem::shim {
 // Invariants: a slot's `manager` is set before its `context` is published (release) and is never
 // deleted: a thread that found it may still be using it after the context was forgotten, and a
 // destroyed context's memory is already gone with the driver. Lookups are lock-free scans of at most
-// `slots_in_use_` slots; creation and forgetting take `mutex_`.
+// `slots_in_use_` slots; creation and forgetting take ProcessLock::registry.
 class ContextRegistry {
  public:
   // The process's registry (leaked on purpose: hooks may run during static destruction).
@@ -70,15 +69,12 @@ class ContextRegistry {
   void forget_peer_access(CUcontext context) const;
 
   ContextRegistry();
-  // What it has to say goes to `messages`, to be logged once `mutex_` is released.
+  // What it has to say goes to `messages`, to be logged once the lock is released.
   // `share`: the device's share when it is shared with other processes (budget::share_terms).
   MemoryManager* create_locked(CUcontext context, const std::optional<budget::ShareTerms>& share,
                                log::Pending& messages);
-  static void lock_before_fork() noexcept;
-  static void unlock_after_fork_in_parent() noexcept;
   static void reset_in_child() noexcept;
 
-  std::mutex mutex_;
   std::array<Slot, kMaxContexts> slots_;
   std::atomic<std::size_t> slots_in_use_{0};  // high-water mark of used slots
   // Every manager made (they are never deleted), for the statistics of retired contexts.

@@ -5,8 +5,8 @@
 #include <time.h>
 
 #include <algorithm>
-#include <mutex>
 
+#include "base/fork_safe_lock.h"
 #include "base/log.h"
 #include "base/refusal_limiter.h"
 #include "base/trace_log.h"
@@ -90,7 +90,9 @@ CUresult MemoryManager::allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std
                                        std::size_t height, unsigned int element_size_bytes) {
   if (out == nullptr || pitch == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_pitch(out, pitch, width_bytes, height, element_size_bytes);
-  finish_alloc(result, out, result == CUDA_SUCCESS ? *pitch * height : width_bytes * height, 0);
+  std::size_t asked = 0;  // for a refusal's report: at least the rows' bytes, SIZE_MAX when that overflows
+  if (__builtin_mul_overflow(width_bytes, height, &asked)) asked = static_cast<std::size_t>(-1);
+  finish_alloc(result, out, result == CUDA_SUCCESS ? *pitch * height : asked, 0);
   look_at_ledger();
   return result;
 }
@@ -290,6 +292,7 @@ CUresult MemoryManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch, 
                                           std::size_t height, unsigned int element_size_bytes) {
   const auto pitched = pitched_size(width_bytes, height, element_size_bytes);
   if (!pitched) return CUDA_ERROR_INVALID_VALUE;
+  if (!pitched->fits) return CUDA_ERROR_OUT_OF_MEMORY;  // as the driver answers
   const CUresult result = do_allocate(out, pitched->bytes);
   if (result == CUDA_SUCCESS) *pitch = pitched->pitch;
   return result;

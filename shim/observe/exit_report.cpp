@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -64,7 +66,7 @@ bool g_forked_child = false;
 
 void note_forked_child() { g_forked_child = true; }
 
-void write_stderr(const std::string& text) noexcept { write_all(STDERR_FILENO, text.data(), text.size()); }
+void write_stderr(const std::string& text) noexcept { write_output(STDERR_FILENO, text.data(), text.size()); }
 
 void write_stats_file(const Policy& policy, const std::vector<DeviceFigures>& devices, long pid) {
   // A forked child writes its own file only when the name has %p; else the file is its parent's.
@@ -72,7 +74,9 @@ void write_stats_file(const Policy& policy, const std::vector<DeviceFigures>& de
     log::at(LogLevel::debug, "GPUMEM_STATS_FILE has no %p: a forked child leaves it to its parent");
     return;
   }
-  const std::string path = expand_path(policy.stats_file, pid);
+  PathFields fields = this_process_fields();
+  fields.pid = pid;
+  const std::string path = expand_path(policy.stats_file, fields);
   std::string why;
   const int fd = open_output_file(path, why);
   if (fd < 0) {
@@ -80,8 +84,12 @@ void write_stats_file(const Policy& policy, const std::vector<DeviceFigures>& de
     return;
   }
   const std::string json = render_json(devices, pid) + "\n";
-  if (!write_all(fd, json.data(), json.size())) {
-    write_stderr(fmt::format("gpumem: [error] GPUMEM_STATS_FILE: writing \"{}\" failed\n", path));
+  if (!write_output(fd, json.data(), json.size())) {
+    // Half a JSON document is no statistics: the file is left empty (a device has no length).
+    const int error = errno;
+    [[maybe_unused]] const int cut = ::ftruncate(fd, 0);
+    write_stderr(fmt::format("gpumem: [error] GPUMEM_STATS_FILE: cannot write to \"{}\" ({}); the statistics are "
+                             "not written\n", path, std::strerror(error)));
   }
   ::close(fd);
 }
@@ -129,6 +137,8 @@ std::vector<DeviceFigures> collect_device_figures(bool never_wait) {
   registry->for_each_manager([&](const MemoryManager& manager, bool live) {
     DeviceFigures& figures = by_device[static_cast<int>(manager.device())];
     figures.device = static_cast<int>(manager.device());
+    figures.uuid = budget::device_uuid(manager.device());
+    figures.ranks_sharing = budget::ranks_sharing(manager.device());
     if (figures.mode.empty()) figures.mode = manager.mode_name();
     ++figures.contexts;
     if (live) ++figures.live_contexts;
@@ -142,6 +152,8 @@ std::vector<DeviceFigures> collect_device_figures(bool never_wait) {
     if (budget == nullptr) continue;
     DeviceFigures& figures = by_device[device];
     figures.device = device;
+    figures.uuid = budget::device_uuid(device);
+    figures.ranks_sharing = budget::ranks_sharing(device);
     if (figures.mode.empty()) {
       const PolicyResult& policy = process_policy();
       figures.mode = policy.policy ? std::string(to_string(policy.policy->mode)) : "?";
@@ -164,7 +176,12 @@ std::vector<DeviceFigures> collect_device_figures(bool never_wait) {
 }
 
 std::string render_table(const std::vector<DeviceFigures>& devices, long pid) {
-  std::string out = fmt::format("gpumem: memory statistics at exit (process {})\n", pid);
+  const PolicyResult& policy = process_policy();
+  std::string launcher;
+  if (policy.policy && policy.policy->ranks.launcher != Launcher::none) {
+    launcher = fmt::format(", {}", policy.policy->ranks.describe());
+  }
+  std::string out = fmt::format("gpumem: memory statistics at exit (process {}{})\n", pid, launcher);
   if (devices.empty()) return out + "gpumem:   no device memory was allocated\n";
   auto row = [&](std::string_view name, auto&& cell) {
     out += fmt::format("gpumem:   {:<28}", name);
@@ -255,6 +272,20 @@ std::string render_json(const std::vector<DeviceFigures>& devices, long pid) {
   nlohmann::ordered_json out;
   out["gpumem_version"] = GPUMEM_VERSION;
   out["pid"] = pid;
+  // Who this process is in its job, for gpumem-report: the launcher's values (null when it gave none).
+  const PathFields fields = this_process_fields();
+  out["host"] = fields.host;
+  const PolicyResult& policy = process_policy();
+  const LaunchRanks ranks = policy.policy ? policy.policy->ranks : LaunchRanks{};
+  const auto value_or_null = [](const RankValue& value) -> nlohmann::ordered_json {
+    if (!value.value) return nullptr;
+    return *value.value;
+  };
+  out["launcher"] = ranks.launcher == Launcher::none ? nlohmann::ordered_json(nullptr)
+                                                     : nlohmann::ordered_json(std::string(to_string(ranks.launcher)));
+  out["rank"] = value_or_null(ranks.rank);
+  out["local_rank"] = value_or_null(ranks.local_rank);
+  out["local_ranks"] = value_or_null(ranks.local_ranks);
   out["devices"] = nlohmann::ordered_json::array();
   for (const DeviceFigures& d : devices) {
     const ManagerStats& s = d.stats;
@@ -263,30 +294,19 @@ std::string render_json(const std::vector<DeviceFigures>& devices, long pid) {
       paths[std::string(to_string(static_cast<AllocationPath>(i)))] = {{"allocations", s.counters.paths[i].allocs},
                                                                       {"bytes", s.counters.paths[i].bytes}};
     }
-    out["devices"].push_back({{"device", d.device},
-                              {"mode", d.mode},
-                              {"contexts", d.contexts},
-                              {"live_contexts", d.live_contexts},
-                              {"partial", d.partial},
-                              {"limit", s.bytes_limit},
-                              {"reserved", s.bytes_reserved},
-                              {"peak_reserved", s.peak_bytes_reserved},
-                              {"in_use", s.bytes_in_use},
-                              {"peak_in_use", s.peak_bytes_in_use},
-                              {"fenced", s.bytes_fenced},
-                              {"regions", s.regions},
-                              {"allocations", s.counters.allocs},
-                              {"frees", s.counters.frees},
-                              {"refusals", s.counters.failed_allocs},
-                              {"passed_through", s.counters.passed_through},
-                              {"driver_allocations", s.counters.driver_allocs},
-                              {"driver_allocations_avoided", d.driver_allocs_avoided()},
-                              {"largest_free_block", s.largest_free_block},
-                              {"fragmentation", s.fragmentation},
-                              {"fence_syncs", s.counters.fence_syncs},
-                              {"paths", paths},
-                              {"budget", budget_json(d)},
-                              {"share", share_json(d)}});
+    // One object per device, its fields grouped: which device, its limit and memory, its counters.
+    out["devices"].push_back(
+        {{"device", d.device}, {"uuid", d.uuid.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(d.uuid)},
+         {"ranks_sharing", d.ranks_sharing}, {"mode", d.mode}, {"contexts", d.contexts},
+         {"live_contexts", d.live_contexts}, {"partial", d.partial},
+         {"limit", s.bytes_limit}, {"reserved", s.bytes_reserved}, {"peak_reserved", s.peak_bytes_reserved},
+         {"in_use", s.bytes_in_use}, {"peak_in_use", s.peak_bytes_in_use}, {"fenced", s.bytes_fenced},
+         {"regions", s.regions}, {"allocations", s.counters.allocs}, {"frees", s.counters.frees},
+         {"refusals", s.counters.failed_allocs}, {"passed_through", s.counters.passed_through},
+         {"driver_allocations", s.counters.driver_allocs}, {"driver_allocations_avoided", d.driver_allocs_avoided()},
+         {"largest_free_block", s.largest_free_block}, {"fragmentation", s.fragmentation},
+         {"fence_syncs", s.counters.fence_syncs}, {"paths", paths}, {"budget", budget_json(d)},
+         {"share", share_json(d)}});
   }
   return out.dump(2);
 }

@@ -37,6 +37,8 @@ struct DeviceFigures {
   std::size_t charged = 0;
   std::size_t peak_charged = 0;
   std::array<PathCharge, kBudgetPaths> paths_charged{};
+  std::string uuid;              // "GPU-..." when the shim read it (budget::device_uuid)
+  unsigned ranks_sharing = 1;    // ranks splitting the GPU (GPUMEM_PER_RANK), this one included
   // A GPU shared with other processes (docs/sharing.md): this process's figures in its ledger.
   std::optional<share::MemberFigures> share;
 
@@ -55,7 +57,8 @@ std::optional<BudgetPath> budget_path_of(int path) noexcept;
 // (at exit) a manager another thread holds contributes its counters only. Calls no CUDA function.
 std::vector<DeviceFigures> collect_device_figures(bool never_wait);
 
-// The table GPUMEM_STATS prints (lines prefixed "gpumem: "), and the JSON GPUMEM_STATS_FILE holds.
+// The table GPUMEM_STATS prints (lines prefixed "gpumem: "), and the JSON GPUMEM_STATS_FILE holds
+// (with the host, the launcher and the ranks, which gpumem-report merges per job).
 std::string render_table(const std::vector<DeviceFigures>& devices, long pid);
 std::string render_json(const std::vector<DeviceFigures>& devices, long pid);
 

@@ -18,7 +18,8 @@ namespace gpumem {
 namespace {
 
 constexpr std::size_t kLimitGranularity = 256;  // the arena's own rounding unit
-constexpr std::string_view kDisabled = "; the shim is disabled for this process";
+constexpr std::string_view kDisabled = kShimDisabled;
+constexpr std::string_view kStrictRefusal = "; GPUMEM_STRICT is set: every CUDA call fails with CUDA_ERROR_NOT_INITIALIZED";
 
 template <typename T>
 struct Choice {
@@ -87,7 +88,7 @@ class EnvironmentReader {
 
   void reject(std::string_view name, std::string_view value, std::string_view what_is_wrong) {
     if (error_.empty()) {
-      error_ = fmt::format("gpumem: {}={} is {}{}", name, quote_value(value), what_is_wrong, kDisabled);
+      error_ = invalid_variable_line(name, value, what_is_wrong);
     }
   }
 
@@ -155,6 +156,19 @@ class EnvironmentReader {
 };
 
 constexpr std::string_view kBooleanExpected = "not a boolean (1/0, true/false, yes/no, on/off)";
+constexpr std::string_view kLimitExpected =
+    "not a byte size of at least 256 (e.g. 10GiB, 512MB, 1e9, 1.5G; K/M/G/T without B and KiB/MiB/GiB/TiB "
+    "are powers of 1024, KB/MB/GB/TB powers of 1000) or a list of DEVICE=SIZE (e.g. 0=10GiB,1=20GiB; "
+    "devices 0 to 63)";
+constexpr unsigned kMaxRanksPerGpu = 1024;
+
+std::optional<std::pair<PerRank, unsigned>> parse_per_rank(std::string_view text) {
+  if (equals_ignoring_case(text, "auto")) return std::pair{PerRank::automatic, 0u};
+  if (equals_ignoring_case(text, "off")) return std::pair{PerRank::off, 1u};
+  const std::optional<unsigned> count = parse_count(text, kMaxRanksPerGpu);
+  if (!count || *count == 0) return std::nullopt;
+  return std::pair{PerRank::fixed, *count};
+}
 
 std::optional<std::int64_t> parse_async_prealloc(std::string_view text) {
   if (text == "-1") return -1;
@@ -247,17 +261,27 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
       },
       kBooleanExpected, policy.preallocate, policy.preallocate_origin);
 
-  reader.resolve(
-      {"GPUMEM_LIMIT"},
-      [](std::string_view, std::string_view text) -> std::optional<std::size_t> {
-        const std::optional<std::size_t> bytes = parse_byte_size(text);
-        // Below one granule the pool would round to nothing and serve nothing.
-        if (bytes && *bytes < kLimitGranularity) return std::nullopt;
-        return bytes;
-      },
-      "not a byte size of at least 256 (e.g. 10GiB, 512MB, 1e9, 1.5G; K/M/G/T without B and KiB/MiB/GiB/TiB "
-      "are powers of 1024, KB/MB/GB/TB powers of 1000)",
-      policy.limit_bytes, policy.limit_origin);
+  // GPUMEM_LIMIT: one size for every device, or a list of DEVICE=SIZE.
+  const std::optional<std::string_view> limit_text = reader.value_of("GPUMEM_LIMIT");
+  if (limit_text && limit_text->find('=') != std::string_view::npos) {
+    std::string why;
+    if (auto rules = parse_gpumem_limit_list(*limit_text, kLimitGranularity, why)) {
+      policy.limit_per_device = std::move(*rules);
+      policy.limit_origin.variable = "GPUMEM_LIMIT";
+    } else {
+      reader.reject("GPUMEM_LIMIT", *limit_text, why.empty() ? kLimitExpected : why);
+    }
+  } else {
+    reader.resolve(
+        {"GPUMEM_LIMIT"},
+        [](std::string_view, std::string_view text) -> std::optional<std::size_t> {
+          const std::optional<std::size_t> bytes = parse_byte_size(text);
+          // Below one granule the pool would round to nothing and serve nothing.
+          if (bytes && *bytes < kLimitGranularity) return std::nullopt;
+          return bytes;
+        },
+        kLimitExpected, policy.limit_bytes, policy.limit_origin);
+  }
 
   reader.resolve({"GPUMEM_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"},
                  [](std::string_view, std::string_view text) { return parse_fraction(text); },
@@ -305,9 +329,34 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
   reader.resolve({"GPUMEM_TRACE"}, parse_path, "", policy.trace_file, policy.trace_file_origin);
   resolve_share(reader, policy);
 
+  // Ranks that share a GPU, and the launcher that says how many run here.
+  std::pair<PerRank, unsigned> per_rank{PerRank::off, 1u};
+  reader.resolve({"GPUMEM_PER_RANK"}, [](std::string_view, std::string_view text) { return parse_per_rank(text); },
+                 "not auto, off or a number of ranks per GPU from 1 to 1024", per_rank, policy.per_rank_origin);
+  policy.per_rank = per_rank.first;
+  policy.per_rank_divisor = per_rank.second;
+  const TrimmedLookup trimmed = [&](std::string_view name) { return reader.value_of(name); };
+  LaunchRanksResult ranks = ranks_from_environment(trimmed);
+  if (!ranks.error.empty()) reader.reject_line(std::move(ranks.error));
+  policy.ranks = std::move(ranks.ranks);
+  ClusterLimitsResult cluster = cluster_limits_from_environment(trimmed);
+  if (!cluster.error.empty()) reader.reject_line(std::move(cluster.error));
+  policy.hami_limits = std::move(cluster.hami);
+  policy.mps_limits = std::move(cluster.mps);
+
+  bool strict = false;
+  Origin strict_origin;
+  reader.resolve({"GPUMEM_STRICT"},
+                 [](std::string_view, std::string_view text) { return parse_boolean(text); }, kBooleanExpected,
+                 strict, strict_origin);
+
   PolicyResult result;
+  result.strict = strict;
   if (reader.error().empty()) {
     result.policy = std::move(policy);
+  } else if (strict && reader.error().ends_with(kDisabled)) {
+    const std::string& error = reader.error();
+    result.error = error.substr(0, error.size() - kDisabled.size()).append(kStrictRefusal);
   } else {
     result.error = reader.error();
   }
@@ -321,23 +370,58 @@ std::size_t preallocation_head_bytes(std::size_t limit_bytes) {
   return std::clamp(limit_bytes / 32 / kUnit * kUnit, kUnit, 1024 * kMiB);
 }
 
-std::size_t Policy::limit_for_device(std::size_t total_bytes, std::size_t free_bytes) const {
-  std::size_t bytes = 0;
-  if (limit_bytes) {
-    bytes = *limit_bytes;
-  } else {
-    const std::size_t basis = fraction_of == FractionBasis::total ? total_bytes : std::min(free_bytes, total_bytes);
-    // Long double keeps the product exact to well under a byte for any device size; rounding to the
-    // nearest byte first keeps e.g. 0.3 x 2560 at 768 although 0.3 is stored as 0.29999...
-    const long double product = static_cast<long double>(fraction) * static_cast<long double>(basis);
-    if (!(product > 0)) {
-      bytes = 0;
-    } else if (product >= static_cast<long double>(total_bytes)) {
-      bytes = total_bytes;
+namespace {
+
+// fraction x (total or free) / `divisor` in bytes, at most `total_bytes`, not yet rounded to a granule.
+std::size_t fraction_bytes(const Policy& policy, std::size_t total_bytes, std::size_t free_bytes,
+                           unsigned divisor) {
+  const std::size_t basis =
+      policy.fraction_of == FractionBasis::total ? total_bytes : std::min(free_bytes, total_bytes);
+  // Long double keeps the product exact to well under a byte for any device size; rounding to the
+  // nearest byte first keeps e.g. 0.3 x 2560 at 768 although 0.3 is stored as 0.29999...
+  const long double product =
+      static_cast<long double>(policy.fraction) * static_cast<long double>(basis) / std::max(divisor, 1u);
+  if (!(product > 0)) return 0;
+  if (product >= static_cast<long double>(total_bytes)) return total_bytes;
+  return static_cast<std::size_t>(std::roundl(product));
+}
+
+std::string fraction_text(const Policy& policy) {
+  if (policy.fraction_origin.variable == policy.fraction_of_origin.variable) {
+    return with_origin(fmt::format("{} of {}", policy.fraction, to_string(policy.fraction_of)),
+                       policy.fraction_origin);
+  }
+  return fmt::format("{} of {}", with_origin(fmt::format("{}", policy.fraction), policy.fraction_origin),
+                     with_origin(to_string(policy.fraction_of), policy.fraction_of_origin));
+}
+
+// "NAME=VALUE" of each rule, comma-separated (a list variable once, as written).
+std::string rules_text(const std::vector<DeviceLimitRule>& rules) {
+  std::string text;
+  std::string_view list_variable;
+  for (const DeviceLimitRule& rule : rules) {
+    if (rule.variable == list_variable) continue;
+    if (!text.empty()) text += ",";
+    if (rule.listed) {
+      list_variable = rule.variable;
+      text += rule.variable + "=";
+      std::string entries;
+      for (const DeviceLimitRule& entry : rules) {
+        if (entry.variable != rule.variable) continue;
+        entries += fmt::format("{}{}={}", entries.empty() ? "" : ",", *entry.device, entry.written);
+      }
+      text += entries;
     } else {
-      bytes = static_cast<std::size_t>(std::roundl(product));
+      text += fmt::format("{}={}", rule.variable, rule.written);
     }
   }
+  return text;
+}
+
+}  // namespace
+
+std::size_t Policy::limit_for_device(std::size_t total_bytes, std::size_t free_bytes) const {
+  std::size_t bytes = limit_bytes ? *limit_bytes : fraction_bytes(*this, total_bytes, free_bytes, 1);
   bytes = std::min(bytes, total_bytes);
   return bytes - bytes % kLimitGranularity;
 }
@@ -352,15 +436,79 @@ std::string Policy::limit_below_granule_error(int device, std::size_t total_byte
       device);
 }
 
+unsigned Policy::ranks_sharing_gpu(std::span<const GpuId> visible, std::size_t device) const {
+  switch (per_rank) {
+    case PerRank::off: return 1;
+    case PerRank::fixed: return std::max(per_rank_divisor, 1u);
+    case PerRank::automatic: return local_ranks_on_gpu(ranks.local_ranks.value.value_or(1), visible, device);
+  }
+  return 1;
+}
+
+DeviceLimit Policy::device_limit(const DeviceView& view) const {
+  const unsigned sharing = per_rank == PerRank::off ? 1 : std::max(view.ranks_sharing, 1u);
+  const std::string split = sharing > 1 ? fmt::format(" / {} ranks on this GPU({})", sharing,
+                                                      per_rank_origin.variable)
+                                        : std::string();
+  std::size_t bytes = 0;
+  std::size_t cap = 0;
+  std::string how;
+  if (const DeviceLimitRule* own = rule_for_device(limit_per_device, view.device)) {
+    bytes = cap = own->bytes;
+    how = fmt::format("{}({} for device {})", format_byte_size(bytes), own->variable, view.device);
+  } else if (limit_bytes) {
+    bytes = cap = *limit_bytes;
+    how = with_origin(format_byte_size(bytes), limit_origin);
+  } else {
+    bytes = fraction_bytes(*this, view.total_bytes, view.free_bytes, sharing);
+    how = fmt::format("{} {}{}", fraction_text(*this),
+                      fraction_of == FractionBasis::total ? view.total_bytes
+                                                          : std::min(view.free_bytes, view.total_bytes),
+                      split);
+  }
+  if (bytes > view.total_bytes) {
+    bytes = view.total_bytes;
+    how += fmt::format(", no more than the device's {}", view.total_bytes);
+  }
+  std::string bounds;
+  for (const std::vector<DeviceLimitRule>* rules : {&hami_limits, &mps_limits}) {
+    const DeviceLimitRule* rule = rule_for_device(*rules, view.device);
+    if (rule == nullptr) continue;
+    const unsigned divisor = rule->shared_by_processes ? sharing : 1;
+    const std::size_t rule_cap = rule->bytes / divisor;
+    bounds += fmt::format("{}{}={}", bounds.empty() ? "; bounded by " : ", ", rule->variable, rule->written);
+    if (divisor > 1) bounds += fmt::format(" / {} ranks", divisor);
+    bounds += fmt::format(" = {}", rule_cap);
+    if (rule_cap < bytes) {
+      bytes = rule_cap;
+      bounds += " (the lowest, in force)";
+    }
+    cap = cap == 0 ? rule_cap : std::min(cap, rule_cap);
+  }
+  bytes -= bytes % kLimitGranularity;
+  cap = std::min(cap, view.total_bytes);
+  cap -= cap % kLimitGranularity;
+  return DeviceLimit{bytes, fmt::format("device {}: limit {} bytes: {}{}", view.device, bytes, how, bounds), cap};
+}
+
+std::string Policy::limit_below_granule_error(const DeviceView& view) const {
+  if (per_rank == PerRank::off && limit_per_device.empty() && hami_limits.empty() && mps_limits.empty() &&
+      limit_for_device(view.total_bytes, view.free_bytes) == 0) {
+    return limit_below_granule_error(view.device, view.total_bytes, view.free_bytes);
+  }
+  return fmt::format("{}, less than one {}-byte granule; device {}'s memory is not managed",
+                     device_limit(view).derivation, kLimitGranularity, view.device);
+}
+
 std::string Policy::describe() const {
   std::string limit;
-  if (limit_bytes) {
+  if (!limit_per_device.empty()) {
+    limit = with_origin(rules_text(limit_per_device).substr(std::string_view("GPUMEM_LIMIT=").size()),
+                        limit_origin) + ", else " + fraction_text(*this);
+  } else if (limit_bytes) {
     limit = with_origin(format_byte_size(*limit_bytes), limit_origin);
-  } else if (fraction_origin.variable == fraction_of_origin.variable) {
-    limit = with_origin(fmt::format("{} of {}", fraction, to_string(fraction_of)), fraction_origin);
   } else {
-    limit = fmt::format("{} of {}", with_origin(fmt::format("{}", fraction), fraction_origin),
-                        with_origin(to_string(fraction_of), fraction_of_origin));
+    limit = fraction_text(*this);
   }
 
   std::string async;
@@ -372,7 +520,7 @@ std::string Policy::describe() const {
     async = format_byte_size(static_cast<std::size_t>(*async_prealloc));
   }
 
-  return fmt::format(
+  std::string line = fmt::format(
       "mode={} preallocate={} limit={} free_sync={} garbage_collection={} region_source={} split_rule={} "
       "async_prealloc={} log_level={} log_file={} stats={} stats_file={} trace={}",
       with_origin(to_string(mode), mode_origin), with_origin(preallocate ? "on" : "off", preallocate_origin),
@@ -384,8 +532,22 @@ std::string Policy::describe() const {
       with_origin(log_file.empty() ? std::string("stderr") : quote_value(log_file), log_file_origin),
       with_origin(stats ? "on" : "off", stats_origin),
       with_origin(stats_file.empty() ? std::string("none") : quote_value(stats_file), stats_file_origin),
-      with_origin(trace_file.empty() ? std::string("none") : quote_value(trace_file), trace_file_origin)) +
-         describe_share();
+      with_origin(trace_file.empty() ? std::string("none") : quote_value(trace_file), trace_file_origin));
+  // What only jobs of many ranks and clusters set: said when set, so a plain process's line is short.
+  if (per_rank != PerRank::off || ranks.launcher != Launcher::none) {
+    const std::string per_rank_value = per_rank == PerRank::automatic ? std::string("auto")
+                                       : per_rank == PerRank::fixed   ? fmt::format("{}", per_rank_divisor)
+                                                                      : std::string("off");
+    line += fmt::format(" per_rank={} launcher=[{}]", with_origin(per_rank_value, per_rank_origin),
+                        ranks.describe());
+  }
+  if (!hami_limits.empty() || !mps_limits.empty()) {
+    std::vector<DeviceLimitRule> cluster = hami_limits;
+    cluster.insert(cluster.end(), mps_limits.begin(), mps_limits.end());
+    line += " cluster_limits=" + rules_text(cluster);
+  }
+  line += describe_share();
+  return line;
 }
 
 std::string Policy::describe_share() const {

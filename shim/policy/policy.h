@@ -13,9 +13,13 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "policy/device_limits.h"
+#include "policy/ranks.h"
 
 namespace gpumem {
 
@@ -32,9 +36,30 @@ enum class RegionSourceChoice : std::uint8_t { automatic, vmm, classic };
 // xla hands out a chunk of up to twice the request whole, as XLA's BFC allocator does.
 enum class SplitRule : std::uint8_t { tight, xla };
 
+// GPUMEM_PER_RANK: whether ranks of one job that use one GPU split its memory fraction: not at all
+// (off), by the number of local ranks using the GPU (automatic), or by a number given (fixed).
+enum class PerRank : std::uint8_t { off, automatic, fixed };
+
 // Where a value came from: the variable's name, or "default".
 struct Origin {
   std::string variable = "default";
+};
+
+// What the budget layer learns of one device from the driver, for Policy::device_limit.
+struct DeviceView {
+  int device = 0;
+  std::size_t total_bytes = 0;
+  std::size_t free_bytes = 0;
+  unsigned ranks_sharing = 1;  // Policy::ranks_sharing_gpu for this device
+};
+
+// A device's limit and one line saying how it came about, each variable named.
+struct DeviceLimit {
+  std::size_t bytes = 0;
+  std::string derivation;
+  // The most the process may hold whatever else it is given (a GPU shared with GPUMEM_SHARE=auto):
+  // GPUMEM_LIMIT or the cluster's bounds (HAMi, MPS) when one applies; 0 when none does.
+  std::size_t cap = 0;
 };
 
 struct Policy {
@@ -53,6 +78,15 @@ struct Policy {
   bool stats = false;                             Origin stats_origin;     // exit table on stderr
   std::string stats_file;                         Origin stats_file_origin;  // empty: none; "%p": pid
   std::string trace_file;                         Origin trace_file_origin;  // empty: no trace
+  // GPUMEM_LIMIT's list form ("0=10GiB,1=20GiB"): the limit of each device named, in place of the
+  // fraction; other devices keep the fraction. limit_origin names the variable.
+  std::vector<DeviceLimitRule> limit_per_device;
+  PerRank per_rank = PerRank::off;                Origin per_rank_origin;
+  unsigned per_rank_divisor = 1;                  // PerRank::fixed: ranks per GPU
+  LaunchRanks ranks;                              // the launcher's, when one was recognised
+  // Limits a cluster set for the container: upper bounds of the budget, the lowest one winning.
+  std::vector<DeviceLimitRule> hami_limits;       // CUDA_DEVICE_MEMORY_LIMIT[_<i>]
+  std::vector<DeviceLimitRule> mps_limits;        // CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
   // Sharing one GPU between processes (docs/sharing.md): GPUMEM_SHARE=auto joins the GPU's ledger.
   bool share = false;                             Origin share_origin;
   std::string share_dir;                          Origin share_dir_origin;     // empty: the default
@@ -63,12 +97,24 @@ struct Policy {
   // one line each, "gpumem: ...", for the shim to print once at warn level.
   std::vector<std::string> warnings;
 
-  // The byte limit for one device: limit_bytes if set, else fraction x (total or free, per
-  // fraction_of), rounded down to a multiple of 256 and never more than `total_bytes`.
+  // The byte limit for one device, without the per-device and cluster limits and with no rank
+  // sharing it: limit_bytes if set, else fraction x (total or free, per fraction_of), rounded down to a
+  // multiple of 256 and never more than `total_bytes`.
   std::size_t limit_for_device(std::size_t total_bytes, std::size_t free_bytes) const;
   // The one error line for a fraction whose limit_for_device() is 0 (less than one 256-byte granule):
   // such a device is left unmanaged, as an invalid variable leaves the whole process.
   std::string limit_below_granule_error(int device, std::size_t total_bytes, std::size_t free_bytes) const;
+
+  // How many ranks split this GPU (`visible[device]`): 1 with per_rank off, per_rank_divisor when
+  // fixed, local_ranks_on_gpu() of the launcher's local ranks (1 when it gave none) when automatic.
+  unsigned ranks_sharing_gpu(std::span<const GpuId> visible, std::size_t device) const;
+  // The device's limit: its GPUMEM_LIMIT (list entry, else the single size) or else the fraction
+  // divided by view.ranks_sharing; then no more than each cluster limit for the device (HAMi's
+  // divided by view.ranks_sharing, as all the container's processes share it; MPS's per process) and
+  // the device; rounded down to a multiple of 256. 0: the device is left unmanaged.
+  DeviceLimit device_limit(const DeviceView& view) const;
+  // The one error line for a device whose device_limit() is 0.
+  std::string limit_below_granule_error(const DeviceView& view) const;
 
   // One line stating every effective value and where it came from, for the info-level log.
   std::string describe() const;
@@ -102,6 +148,9 @@ using EnvironmentLookup = std::function<std::optional<std::string_view>(std::str
 struct PolicyResult {
   std::optional<Policy> policy;
   std::string error;
+  // GPUMEM_STRICT: with no policy, every CUDA call that reaches the shim fails (so a CI job cannot
+  // miss a bad configuration) instead of running without gpumem. The error line then says so.
+  bool strict = false;
 };
 
 PolicyResult policy_from_environment(const EnvironmentLookup& lookup);

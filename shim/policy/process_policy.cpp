@@ -64,4 +64,9 @@ bool policy_is_active() {
   return result.policy.has_value() && result.policy->mode != Mode::off;
 }
 
+bool policy_refuses_cuda() {
+  const PolicyResult& result = process_policy();
+  return result.strict && !result.policy;
+}
+
 }  // namespace gpumem::shim

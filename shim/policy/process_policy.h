@@ -16,6 +16,10 @@ const PolicyResult& process_policy();
 // True when the environment is valid and the mode is not `off`: the shim manages device memory.
 bool policy_is_active();
 
+// True when the environment is invalid and GPUMEM_STRICT is set: every hook answers
+// CUDA_ERROR_NOT_INITIALIZED, so the program fails at its first CUDA call.
+bool policy_refuses_cuda();
+
 // Fork: the child starts from the parent's environment, so the cached policy stays valid there.
 
 }  // namespace gpumem::shim

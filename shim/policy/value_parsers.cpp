@@ -188,6 +188,21 @@ std::optional<std::size_t> parse_byte_size(std::string_view text) {
   return static_cast<std::size_t>(value);
 }
 
+std::optional<unsigned> parse_count(std::string_view text, unsigned max) {
+  if (text.empty()) return std::nullopt;
+  std::uint64_t value = 0;
+  for (const char c : text) {
+    if (!is_digit(c)) return std::nullopt;
+    value = value * 10 + static_cast<unsigned>(c - '0');
+    if (value > max) return std::nullopt;
+  }
+  return static_cast<unsigned>(value);
+}
+
+std::string invalid_variable_line(std::string_view name, std::string_view value, std::string_view what_is_wrong) {
+  return fmt::format("gpumem: {}={} is {}{}", name, quote_value(value), what_is_wrong, kShimDisabled);
+}
+
 std::string quote_value(std::string_view text) {
   std::string quoted = "\"";
   const std::size_t shown = std::min(text.size(), kMaxQuotedBytes);

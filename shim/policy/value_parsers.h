@@ -28,6 +28,16 @@ std::optional<double> parse_fraction(std::string_view text);
 // (newlines, control bytes, UTF-8) as \xNN, cut after 64 bytes, so the error stays one short line.
 std::string quote_value(std::string_view text);
 
+// A decimal count without sign or blanks ("0", "17"), at most `max`; leading zeros are allowed.
+std::optional<unsigned> parse_count(std::string_view text, unsigned max);
+
+// The one error line for a variable whose value is wrong, as every variable reports it:
+// `gpumem: NAME="VALUE" is WHAT_IS_WRONG; the shim is disabled for this process`.
+std::string invalid_variable_line(std::string_view name, std::string_view value, std::string_view what_is_wrong);
+
+// What ends every line that disables the shim.
+inline constexpr std::string_view kShimDisabled = "; the shim is disabled for this process";
+
 // A byte count written exactly in the largest binary unit that divides it: "10GiB", "1536KiB",
 // "1000000000B", "0B".
 std::string format_byte_size(std::size_t bytes);

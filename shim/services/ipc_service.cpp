@@ -7,7 +7,6 @@
 // one close. A pool block's token gives the pool's descriptor and the block's export data, a VMM
 // block's the descriptors of its pieces: the importer imports the block (pool_blocks.h,
 // vmm_blocks.h) once, counts opens itself and gives the import back at the last close.
-#include <mutex>
 #include <unordered_map>
 
 #include "base/fork_safe_lock.h"
@@ -34,7 +33,6 @@ struct OpenedBlock {
   ipc::Token token{};        // a pool or VMM block's, to hand out the same pointer when it is opened again
   ipc::ImportedSpan span{};  // a VMM block's mapping
 };
-std::mutex g_opened_mutex;
 std::unordered_map<CUdeviceptr, OpenedBlock>& opened_blocks() {
   static auto* blocks = new std::unordered_map<CUdeviceptr, OpenedBlock>;  // leaked: nothing runs at exit
   return *blocks;
@@ -51,7 +49,7 @@ std::unordered_map<CUdeviceptr, std::uint64_t>& direct_opens() {
 // Counts one more open of `ptr`, which `record` describes. False when there is no memory to remember it.
 bool remember_open(CUdeviceptr ptr, const OpenedBlock& record) noexcept {
   try {
-    const auto lock = lock_fork_safely<g_opened_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::opened_blocks);
     OpenedBlock& opened = opened_blocks()[ptr];
     const std::uint64_t opens = opened.opens;
     opened = record;
@@ -111,7 +109,7 @@ CUresult open_imported_block(CUdeviceptr* dptr, const ipc::Token& token, const i
            other.generation == token.generation;
   };
   try {
-    const auto lock = lock_fork_safely<g_opened_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::opened_blocks);
     for (auto& [ptr, opened] : opened_blocks()) {
       if (opened.kind != OpenedBlock::Kind::region && same_block(opened.token)) {
         ++opened.opens;
@@ -167,7 +165,7 @@ CUresult ipc_open_mem_handle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned 
     const CUresult opened = driver.cuIpcOpenMemHandle_v2(dptr, handle, flags);
     if (opened == CUDA_SUCCESS && dptr != nullptr) {
       try {
-        const auto lock = lock_fork_safely<g_opened_mutex>();
+        const auto lock = lock_fork_safely(ProcessLock::opened_blocks);
         ++direct_opens()[*dptr];
       } catch (...) {  // not counted: closing this region while blocks of it are open is then refused
       }
@@ -185,6 +183,17 @@ CUresult ipc_open_mem_handle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned 
   CUdeviceptr region = 0;
   const CUresult result = driver.cuIpcOpenMemHandle_v2(&region, block.region_handle, flags);
   if (result != CUDA_SUCCESS) return result;
+  // The offset and size are the exporter's word: the block must lie inside the region opened.
+  CUdeviceptr region_base = 0;
+  std::size_t region_size = 0;
+  if (driver.cuMemGetAddressRange_v2(&region_base, &region_size, region) != CUDA_SUCCESS || region_base != region ||
+      block.offset >= region_size || block.size > region_size - block.offset) {
+    driver.cuIpcCloseMemHandle(region);
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: process {}'s export table puts the {}-byte block at offset {} of "
+            "a {}-byte region, outside it (a corrupt or forged handle)", token->pid, block.size, block.offset,
+            region_size);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   const CUdeviceptr ptr = region + block.offset;
   OpenedBlock record;
   record.region = region;
@@ -204,7 +213,7 @@ CUresult ipc_close_mem_handle(CUdeviceptr dptr) {
   bool last_close = false;
   {
     // Counted down before the driver's close, so two threads closing one open cannot both close it.
-    const auto lock = lock_fork_safely<g_opened_mutex>();
+    const auto lock = lock_fork_safely(ProcessLock::opened_blocks);
     auto& blocks = opened_blocks();
     if (auto found = blocks.find(dptr); found != blocks.end()) {
       opened_here = true;

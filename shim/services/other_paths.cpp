@@ -4,10 +4,12 @@
 // arrays; and cuDeviceTotalMem, which reports the budget's limit. The hooks call these.
 #include <algorithm>
 
+#include "base/fork_safe_lock.h"
 #include "budget/budgets.h"
 #include "budget/vmm_ledger.h"
 #include "services/other_paths.h"
 #include "driver/real_driver.h"
+#include "managers/context_registry.h"
 
 namespace gpumem::shim {
 namespace {
@@ -15,6 +17,13 @@ namespace {
 VmmLedger& vmm_ledger() {
   static VmmLedger* const ledger = new VmmLedger();  // leaked: hooks may run during exit
   return *ledger;
+}
+
+// Calls `use(ledger)` with the process's VMM ledger locked.
+template <typename Use>
+auto with_vmm_ledger(Use&& use) {
+  const auto lock = lock_fork_safely(ProcessLock::vmm_ledger);
+  return use(vmm_ledger());
 }
 
 CUresult missing_entry_point() {
@@ -95,7 +104,9 @@ CUresult mem_create(CUmemGenericAllocationHandle* handle, size_t size, const CUm
   const CUdevice device = prop->location.id;
   const CUresult result = budget::charged(device, BudgetPath::vmm, size, "cuMemCreate",
                                          [&] { return driver.cuMemCreate(handle, size, prop, flags); });
-  if (result == CUDA_SUCCESS && budget::existing(device) != nullptr) vmm_ledger().created(*handle, device, size);
+  if (result == CUDA_SUCCESS && budget::existing(device) != nullptr) {
+    with_vmm_ledger([&](VmmLedger& ledger) { ledger.created(*handle, device, size); });
+  }
   return result;
 }
 
@@ -104,7 +115,8 @@ CUresult mem_release(CUmemGenericAllocationHandle handle) {
   if (driver.cuMemRelease == nullptr) return missing_entry_point();
   const CUresult result = driver.cuMemRelease(handle);
   if (result == CUDA_SUCCESS) {
-    if (const auto charge = vmm_ledger().released(handle)) budget::refund(charge->device, BudgetPath::vmm, charge->bytes);
+    const auto charge = with_vmm_ledger([&](VmmLedger& ledger) { return ledger.released(handle); });
+    if (charge) budget::refund(charge->device, BudgetPath::vmm, charge->bytes);
   }
   return result;
 }
@@ -114,7 +126,9 @@ CUresult mem_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloca
   const RealDriver& driver = real_driver();
   if (driver.cuMemMap == nullptr) return missing_entry_point();
   const CUresult result = driver.cuMemMap(ptr, size, offset, handle, flags);
-  if (result == CUDA_SUCCESS) vmm_ledger().mapped(static_cast<std::uintptr_t>(ptr), size, handle);
+  if (result == CUDA_SUCCESS) {
+    with_vmm_ledger([&](VmmLedger& ledger) { ledger.mapped(static_cast<std::uintptr_t>(ptr), size, handle); });
+  }
   return result;
 }
 
@@ -123,8 +137,10 @@ CUresult mem_unmap(CUdeviceptr ptr, size_t size) {
   if (driver.cuMemUnmap == nullptr) return missing_entry_point();
   const CUresult result = driver.cuMemUnmap(ptr, size);
   if (result == CUDA_SUCCESS) {
-    vmm_ledger().unmapped(static_cast<std::uintptr_t>(ptr), size,
-                          [](int device, std::size_t bytes) { budget::refund(device, BudgetPath::vmm, bytes); });
+    with_vmm_ledger([&](VmmLedger& ledger) {
+      ledger.unmapped(static_cast<std::uintptr_t>(ptr), size,
+                      [](int device, std::size_t bytes) { budget::refund(device, BudgetPath::vmm, bytes); });
+    });
   }
   return result;
 }
@@ -132,8 +148,15 @@ CUresult mem_unmap(CUdeviceptr ptr, size_t size) {
 CUresult mem_retain_allocation_handle(CUmemGenericAllocationHandle* handle, void* addr) {
   const RealDriver& driver = real_driver();
   if (driver.cuMemRetainAllocationHandle == nullptr) return missing_entry_point();
+  // A block a manager handed out is cuMemAlloc memory to the program, whatever backs it (a VMM-backed
+  // arena maps its own): the driver's answer for that is CUDA_ERROR_INVALID_VALUE, and the arena's
+  // handle must never reach the program (releasing it would free memory under the arena's blocks).
+  const ContextRegistry* registry = ContextRegistry::existing();
+  if (addr != nullptr && registry != nullptr && registry->owner_of(reinterpret_cast<CUdeviceptr>(addr)) != nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   const CUresult result = driver.cuMemRetainAllocationHandle(handle, addr);
-  if (result == CUDA_SUCCESS && handle != nullptr) vmm_ledger().retained(*handle);
+  if (result == CUDA_SUCCESS && handle != nullptr) with_vmm_ledger([&](VmmLedger& ledger) { ledger.retained(*handle); });
   return result;
 }
 

@@ -12,7 +12,6 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,9 +23,7 @@
 namespace gpumem::shim::share {
 namespace {
 
-std::mutex g_ledger_mutex;  // the threads of this process, before the OFD lock (fork-safe)
 std::array<std::atomic<Member*>, kMaxDevices> g_members{};
-std::once_flag g_fork_handler_once;
 
 // How long a visit waits for another process to finish its update (microseconds, normally) before
 // it gives up: a member stopped under the lock (a debugger, SIGSTOP) must not hang the others.
@@ -119,7 +116,7 @@ std::uint64_t monotonic_ns() noexcept {
 }
 
 // The live members as the fair shares see them. One per process is enough: every visit holds
-// g_ledger_mutex.
+// ProcessLock::share_ledger.
 struct Member::View {
   std::uint64_t capacity = 0;
   std::size_t count = 0;
@@ -198,7 +195,7 @@ std::size_t Member::sweep_dead() noexcept {
 template <typename Change>
 bool Member::locked(std::uint64_t deadline_ns, Change&& change) noexcept {
   try {
-    const auto process_lock = lock_fork_safely<g_ledger_mutex>();
+    const auto process_lock = lock_fork_safely(ProcessLock::share_ledger);
     if (!lock_until(fd_, deadline_ns)) return false;
     ledger_updates_.fetch_add(1, std::memory_order_relaxed);
     std::uint64_t generation = word(header_->generation).load(std::memory_order_acquire);
@@ -440,7 +437,7 @@ Member* Member::join(const JoinRequest& request, std::string& error) noexcept {
       delete member;
       return nullptr;
     };
-    const std::unique_lock process_lock = lock_fork_safely<g_ledger_mutex>();
+    const auto process_lock = lock_fork_safely(ProcessLock::share_ledger);
     if (!lock_until(fd, started + kLockPatienceNs)) {
       return fail(fmt::format("the ledger \"{}\" stayed locked by another process for {} s", path,
                               kLockPatienceNs / 1'000'000'000));
@@ -513,7 +510,7 @@ Member* Member::join(const JoinRequest& request, std::string& error) noexcept {
     member->ledger_updates_.store(1, std::memory_order_relaxed);
     word(member->header_->generation).store(generation + 2, std::memory_order_release);
     unlock_byte(fd, kLedgerLockByte);
-    std::call_once(g_fork_handler_once, [] { pthread_atfork(nullptr, nullptr, &Member::drop_all_in_child); });
+    reset_in_forked_child(&Member::drop_all_in_child);  // idempotent
     member->join_ns_ = monotonic_ns() - started;
     return member;
   } catch (...) {

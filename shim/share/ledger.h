@@ -3,7 +3,7 @@
 // reserves there before its budget takes memory from the driver, and gives back when the memory
 // goes. Shares are recomputed from the slots at every visit (fair_share.h).
 //
-// Locking: a process-wide fork-safe mutex (the threads of one process), then an OFD write lock on the
+// Locking: ProcessLock::share_ledger (the threads of one process; base/fork_safe_lock.h), then an OFD write lock on the
 // file's first byte (the processes), held only while the slots are read and written: never across a
 // driver call, a log line or a sleep. Each member holds an OFD lock on its own slot's byte for its
 // whole life; the kernel drops it however the process ends, which is how the dead are told from the
@@ -44,7 +44,7 @@ struct JoinRequest {
   std::string dir;                           // GPUMEM_SHARE_DIR (empty: the default)
   std::uint32_t weight_milli = 1000;
   std::uint64_t min_bytes = 0;
-  std::uint64_t cap_bytes = 0;  // GPUMEM_LIMIT, else 0: the device's total
+  std::uint64_t cap_bytes = 0;  // GPUMEM_LIMIT or a cluster's bound, else 0: the device's total
 };
 
 // What this member may have, as of its last visit.

@@ -53,7 +53,7 @@ struct LedgerSlot {
   std::uint32_t uid;
   std::uint32_t weight_milli;     // GPUMEM_SHARE_WEIGHT in thousandths
   std::uint64_t min_bytes;        // GPUMEM_SHARE_MIN
-  std::uint64_t cap_bytes;        // GPUMEM_LIMIT, else the device's total
+  std::uint64_t cap_bytes;        // GPUMEM_LIMIT or a cluster's bound, else the device's total
   std::uint64_t held;             // bytes its budget has charged: what it holds of the device
   std::uint64_t in_use;           // live bytes in its blocks (approximate, informational)
   std::uint64_t demand;           // what it asks for: kUnbounded while growing or waiting, else held

@@ -1,16 +1,21 @@
-"""What libgpumem.so is as a file, and what it does to a process that never touches CUDA.
+"""What libgpumem.so and its core are as files, and what they do to a process that never touches CUDA.
 
-- no DT_NEEDED on any CUDA library (the driver is found at run time), nor on fmt, spdlog or
-  libstdc++ (compiled in, hidden, so they cannot clash with a program's own copies);
+- libgpumem.so needs libc alone; libgpumem-core.so, beside it, no CUDA library (the driver is found
+  at run time), nor fmt, spdlog or libstdc++ (compiled in, hidden, so they cannot clash with a
+  program's own copies), and exports only gpumem_core_attach;
 - it exports exactly dlsym, the hooked driver entry points and the gpumem_* C API of gpumem.h, and
   imports no dlsym (the real one comes from dlvsym) nor any glibc newer than 2.34 (shim/README.md);
-- preloaded into a program that never uses CUDA (and /bin/true, a shell), it loads nothing, starts no
-  thread, prints nothing and leaves the exit status alone, even with a bad environment.
+- preloaded into a program that never uses CUDA (and /bin/true, a shell), it loads nothing (not even
+  its core), starts no thread, prints nothing and leaves the exit status alone, even with a bad
+  environment; the core is loaded at the first CUDA call;
+- without its core, it says so in one line and the program runs as without gpumem.
 """
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import unittest
 
 import gpumem_testlib as testlib
@@ -72,19 +77,28 @@ def public_api_functions():
         return set(re.findall(r"\b(gpumem_\w+)\s*\(", header.read()))
 
 
+def core_path():
+    return os.path.join(os.path.dirname(testlib.shim_path()), "libgpumem-core.so")
+
+
 class LibraryFileTest(testlib.TestCase):
+    def test_the_preloaded_library_needs_libc_alone(self):
+        self.assertEqual(needed_libraries(testlib.shim_path()), ["libc.so.6"])
+
     def test_no_cuda_library_is_needed(self):
-        needed = needed_libraries(testlib.shim_path())
+        needed = needed_libraries(core_path())
         self.assertTrue(needed, "readelf found no NEEDED entry at all (libc is expected)")
         cuda = [lib for lib in needed if re.match(r"lib(cuda|cudart|nvidia|nvrtc|cublas)", lib)]
         self.assertEqual(cuda, [], f"NEEDED: {needed}")
 
     def test_fmt_spdlog_and_libstdcxx_are_compiled_in(self):
-        # libstdc++ too: a process that is not C++ then loads no libstdc++.so for the shim
-        # (bench/startup.md), and the shim's copy cannot clash with the program's.
-        needed = needed_libraries(testlib.shim_path())
+        # libstdc++ too: the shim's copy cannot clash with the program's.
+        needed = needed_libraries(core_path())
         self.assertEqual([lib for lib in needed if re.match(r"lib(fmt|spdlog|stdc\+\+)", lib)], [],
                          f"NEEDED: {needed}")
+
+    def test_the_core_exports_only_its_attach_function(self):
+        self.assertEqual(exported_symbols(core_path()), {"gpumem_core_attach"})
 
     def test_exports_exactly_the_hooks_dlsym_and_the_c_api(self):
         api = public_api_functions()
@@ -100,10 +114,12 @@ class LibraryFileTest(testlib.TestCase):
         self.assertNotIn("dlsym", imported)
 
     def test_needs_no_glibc_newer_than_the_documented_2_34(self):
-        versions = [tuple(map(int, v[len("GLIBC_"):].split(".")))
-                    for v in undefined_symbols(testlib.shim_path()).values() if v.startswith("GLIBC_")]
-        self.assertTrue(versions)
-        self.assertLessEqual(max(versions), (2, 34), versions)
+        for path in (testlib.shim_path(), core_path()):
+            with self.subTest(path=path):
+                versions = [tuple(map(int, v[len("GLIBC_"):].split(".")))
+                            for v in undefined_symbols(path).values() if v.startswith("GLIBC_")]
+                self.assertTrue(versions)
+                self.assertLessEqual(max(versions), (2, 34), versions)
 
     def test_public_header_is_valid_c_and_cxx(self):
         for compiler, std in (("cc", "-std=c11"), ("c++", "-std=c++20")):
@@ -144,8 +160,35 @@ class InertProcessTest(testlib.TestCase):
     def test_nothing_cuda_is_mapped_in_a_system_program(self):
         result = testlib.run(["cat", "/proc/self/maps"])
         self.check_inert(result, 0)
-        self.assertIn("libgpumem", result.stdout)
+        self.assertIn("libgpumem.so", result.stdout)
+        self.assertNotIn("libgpumem-core.so", result.stdout)  # loaded only at the first CUDA call
         self.assertNotIn("libcuda", result.stdout)
+
+
+class CoreLoadingTest(testlib.TestCase):
+    def test_the_core_is_loaded_at_the_first_hooked_call(self):
+        result = testlib.run([testlib.program_path("interpose_core_loading")])
+        self.assertSucceeded(result)
+        self.assertEqual(testlib.key_values(result.stdout),
+                         {"core_mapped_at_start": "0", "core_mapped_after_unhooked_lookup": "0",
+                          "core_mapped_after_hooked_lookup": "1"}, result.describe())
+
+    def test_without_its_core_the_program_runs_as_without_gpumem(self):
+        program = os.path.join(testlib.build_root(), "examples", "alloc_churn")
+        plain = testlib.run([program], preload=False)
+        self.assertSucceeded(plain)
+        with tempfile.TemporaryDirectory(prefix="gpumem-alone-") as alone:
+            shutil.copy(testlib.shim_path(), alone)
+            result = testlib.run([program], env={"LD_PRELOAD": os.path.join(alone, "libgpumem.so")})
+        self.assertSucceeded(result)
+        lines = result.stderr.splitlines()
+        self.assertEqual(len(lines), 1, result.describe())
+        self.assertRegex(lines[0], r"^gpumem: cannot load .*libgpumem-core\.so .*the program runs without gpumem$")
+        checksum = [line for line in result.stdout.splitlines() if line.startswith("checksum:")]
+        self.assertEqual(checksum, [line for line in plain.stdout.splitlines() if line.startswith("checksum:")])
+        self.assertTrue(checksum)
+        for figure in ("driver_allocs", "driver_frees", "peak_bytes_reserved"):  # no arena in between
+            self.assertEqual(result.device()[figure], plain.device()[figure], figure)
 
 
 if __name__ == "__main__":

@@ -68,9 +68,9 @@ class LoggingTest(testlib.TestCase):
                     self.assertEqual(result.device(0)["driver_allocs"], ALLOCATIONS)
 
 class HostileLogFiles(testlib.TestCase):
-    """GPUMEM_LOG_FILE is opened without blocking, never through a symbolic link, only as a regular
-    file, close-on-exec; the shim's writes never raise SIGPIPE, and their failures are said once, in
-    gpumem's words."""
+    """GPUMEM_LOG_FILE is opened without blocking, never through a symbolic link (the standard streams'
+    names aside), only as a regular file or a character device, close-on-exec; the shim's writes never
+    raise SIGPIPE or SIGXFSZ, and their failures are said once, in gpumem's words."""
 
     ENV = {"GPUMEM_LOG_LEVEL": "info"}  # every allocating run logs its policy line
 
@@ -81,9 +81,9 @@ class HostileLogFiles(testlib.TestCase):
     def path(self, name):
         return os.path.join(self.tmp.name, name)
 
-    def observe(self, *args, env=None, timeout=30):
+    def observe(self, *args, env=None, timeout=30, fsize_limit=None):
         return testlib.run([testlib.program_path("observe_scenarios"), *args], env=dict(self.ENV, **(env or {})),
-                           timeout=timeout)
+                           timeout=timeout, fsize_limit=fsize_limit)
 
     def assertAllPrefixed(self, result):
         for line in result.stderr.splitlines():
@@ -99,9 +99,10 @@ class HostileLogFiles(testlib.TestCase):
         os.mkdir(self.path("dir.log"))
         reader = os.open(self.path("read.log"), os.O_RDONLY | os.O_NONBLOCK)  # a FIFO someone reads
         self.addCleanup(os.close, reader)
+        # /dev/full is a character device, so it is opened; its first write fails, and that is said.
         cases = {self.path("link.log"): "symbolic link", self.path("fifo.log"): "not a regular file",
                  self.path("read.log"): "not a regular file", self.path("dir.log"): "not a regular file",
-                 "/dev/full": "not a regular file"}
+                 "/dev/full": "No space left on device"}
         for path, reason in cases.items():
             with self.subTest(path=path):
                 result = self.observe("churn", "50", env={"GPUMEM_LOG_FILE": path})
@@ -128,6 +129,37 @@ class HostileLogFiles(testlib.TestCase):
         self.assertIn("File too large", failures[0])
         self.assertIn("[info]", result.stderr)
         self.assertEqual(os.path.getsize(path), 0)
+
+    def test_a_log_at_the_file_size_limit_never_ends_the_program(self):
+        # A file-size limit of 100 bytes with SIGXFSZ's default action (ending the process), as a shell's
+        # `ulimit -f` leaves it: the shim's own writes never raise it.
+        path = self.path("gpumem.log")
+        result = self.observe("churn", "50", env={"GPUMEM_LOG_FILE": path, "CUDASIM_REPORT": "/dev/null"},
+                              fsize_limit=100)
+        self.assertSucceeded(result)
+        self.assertAllPrefixed(result)
+        failures = [line for line in result.stderr.splitlines() if "cannot write to GPUMEM_LOG_FILE" in line]
+        self.assertEqual(len(failures), 1, result.describe())
+        self.assertIn("File too large", failures[0])
+        self.assertIn("[info]", result.stderr)  # the log goes on on stderr
+        self.assertLessEqual(os.path.getsize(path), 100)
+
+    def test_character_devices_and_the_standard_streams_are_log_files(self):
+        # /dev/null silences the log; /dev/stderr (a symbolic link to /proc/self/fd/2) is stderr itself.
+        result = self.observe("churn", "50", env={"GPUMEM_LOG_FILE": "/dev/null"})
+        self.assertSucceeded(result)
+        self.assertNotIn("gpumem:", result.stderr, result.describe())
+        for name in ("/dev/stderr", "/proc/self/fd/2"):
+            with self.subTest(path=name):
+                result = self.observe("churn", "50", env={"GPUMEM_LOG_FILE": name})
+                self.assertSucceeded(result)
+                self.assertAllPrefixed(result)
+                self.assertIn("gpumem: [info]", result.stderr, result.describe())
+                self.assertNotIn("[error]", result.stderr, result.describe())
+        result = self.observe("churn", "50", env={"GPUMEM_LOG_FILE": "/dev/stdout"})
+        self.assertSucceeded(result)
+        self.assertIn("gpumem: [info]", result.stdout, result.describe())
+        self.assertNotIn("gpumem:", result.stderr, result.describe())
 
     def test_no_descriptor_of_the_shim_survives_exec(self):
         outputs = {"GPUMEM_LOG_FILE": self.path("gpumem.log"), "GPUMEM_TRACE": self.path("trace.csv"),

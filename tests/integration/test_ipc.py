@@ -3,8 +3,12 @@ the simulator without gpumem and with it in every mode: PyTorch's tensor at an o
 segment (ipc_tensor_share), vLLM's custom all-reduce across N ranks (ipc_all_reduce), NCCL's legacy
 IPC probe (ipc_p2p_probe). Child processes inherit the environment, LD_PRELOAD included."""
 
+import os
 import re
+import struct
 import subprocess
+import tempfile
+import threading
 import unittest
 
 from gpumem_testlib import TestCase, clean_environment, key_values, program_path, run, shim_path, sim_dir
@@ -39,6 +43,48 @@ TOKEN_MAGIC_HEX = b"gpumem-ipc-tokn1".hex()
 # The exporter's debug line for each VMM block it shares (shim/services/ipc_service.cpp).
 VMM_EXPORT = re.compile(r"the (\d+)-byte block at 0x[0-9a-f]+ is shared as (\d+) VMM mapping")
 SEGMENT_BYTES = 4 * 1024 * 1024  # ipc_tensor_share.cpp's segment, the largest block it exports
+
+# The layout an importer reads (shim/exports/ipc_token.h, export_table.cpp, export_table.h and
+# vmm_span.h), to forge handles and tables as a hostile or broken process of the same user would.
+TOKEN = struct.Struct("<16sQQiiII")  # magic, process number, generation, pid, table descriptor, slot, unused
+TABLE_MAGIC = b"gpumem-ipc-tabl4"
+TABLE_HEADER = struct.Struct("<16sQII")  # magic, process number, slots, unused
+SLOT_HEADER = struct.Struct("<QQQ")  # sequence, generation, live
+SLOT_BYTES = SLOT_HEADER.size + 8360  # then the ExportedBlock
+TABLE_SLOTS = 4096
+TABLE_BYTES = TABLE_HEADER.size + TABLE_SLOTS * SLOT_BYTES
+# In an ExportedBlock: the region's handle (64 bytes), offset, size, pool descriptor, unused, the pool
+# pointer's data (64 bytes), then the VMM span: offset, piece count, unused, and its pieces (fd, unused, size).
+REGION_BLOCK = struct.Struct("<64sQQiI")
+POOL_DATA = 64
+VMM_SPAN = struct.Struct("<QII")
+VMM_PIECE = struct.Struct("<iIQ")
+
+
+def forged_handle(process_number: int, generation: int, pid: int, table_fd: int, slot: int) -> str:
+    return TOKEN.pack(bytes.fromhex(TOKEN_MAGIC_HEX), process_number, generation, pid, table_fd,
+                      slot, 0).ljust(64, b"\0").hex()
+
+
+def parse_handle(handle: str) -> dict:
+    magic, number, generation, pid, table_fd, slot, _ = TOKEN.unpack_from(bytes.fromhex(handle))
+    return {"process_number": number, "generation": generation, "pid": pid, "table_fd": table_fd, "slot": slot}
+
+
+def slot_offset(slot: int) -> int:
+    return TABLE_HEADER.size + slot * SLOT_BYTES
+
+
+def forged_table(process_number: int) -> int:
+    """A memfd holding an empty export table of `process_number` (every slot dead)."""
+    fd = os.memfd_create("gpumem-ipc-exports")
+    os.ftruncate(fd, TABLE_BYTES)
+    os.pwrite(fd, TABLE_HEADER.pack(TABLE_MAGIC, process_number, TABLE_SLOTS, 0), 0)
+    return fd
+
+
+def write_live_slot(table_fd: int, slot: int, generation: int, block: bytes):
+    os.pwrite(table_fd, SLOT_HEADER.pack(0, generation, 1) + block, slot_offset(slot))
 
 
 def environment(preload: bool, env: dict) -> dict:
@@ -200,6 +246,121 @@ class P2pProbe(IpcTestCase):
                 self.assertSucceeded(result)
                 self.assertEqual(key_values(result.stdout), {"p2p": "usable"}, result.describe())
                 self.assertNoShimErrors(result)
+
+
+class ForgedHandles(IpcTestCase):
+    """Everything an importer reads of another process (the handle, the descriptor it names, the export
+    table, the slot) is untrusted: each forgery is refused with one line, never a hang or a crash."""
+
+    def open_forged(self, handle: str, times: int = 1):
+        result = run([TENSOR, "open", handle] + ([str(times)] if times > 1 else []), env=SIM, timeout=60)
+        self.assertSucceeded(result)
+        return result
+
+    def assertRefusedInOneLine(self, result, reason: str):
+        self.assertEqual(key_values(result.stdout), {"open": "cudaErrorInvalidValue"}, result.describe())
+        lines = [line for line in result.stderr.splitlines() if line.startswith("gpumem:")]
+        self.assertEqual(len(lines), 1, result.describe())
+        self.assertIn(reason, lines[0], result.describe())
+
+    def test_a_handle_naming_a_fifo_is_refused_without_blocking(self):
+        # Opening a FIFO with no writer blocks: the importer must never open it.
+        with tempfile.TemporaryDirectory(prefix="gpumem-ipc-") as tmp:
+            fifo = os.path.join(tmp, "fifo")
+            os.mkfifo(fifo)
+            fifo_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                result = self.open_forged(forged_handle(1, 1, os.getpid(), fifo_fd, 0))
+                self.assertRefusedInOneLine(result, f"descriptor {fifo_fd} is a FIFO")
+                # A live slot of a genuine-looking table naming the FIFO as a pool's or a VMM piece's descriptor.
+                table = forged_table(77)
+                try:
+                    pool_block = REGION_BLOCK.pack(b"", 0, 4096, fifo_fd, 0) + bytes(POOL_DATA)
+                    write_live_slot(table, 3, 5, pool_block)
+                    result = self.open_forged(forged_handle(77, 5, os.getpid(), table, 3))
+                    self.assertRefusedInOneLine(result, f"descriptor {fifo_fd} is a FIFO")
+                    vmm_block = (REGION_BLOCK.pack(b"", 0, 4096, -1, 0) + bytes(POOL_DATA) + VMM_SPAN.pack(0, 1, 0)
+                                 + VMM_PIECE.pack(fifo_fd, 0, 2 << 20))
+                    write_live_slot(table, 4, 6, vmm_block)
+                    result = self.open_forged(forged_handle(77, 6, os.getpid(), table, 4))
+                    self.assertRefusedInOneLine(result, f"descriptor {fifo_fd} is a FIFO")
+                finally:
+                    os.close(table)
+            finally:
+                os.close(fifo_fd)
+
+    def test_a_table_truncated_while_it_is_read_is_refused_without_a_crash(self):
+        # The table shrinks and grows back again and again while the importer opens a handle of its
+        # last slot: a mapped table would fault (SIGBUS) on the slot's page.
+        table = forged_table(91)
+        stop = threading.Event()
+
+        def shrink_and_grow():
+            while not stop.is_set():
+                os.ftruncate(table, 4096)
+                os.ftruncate(table, TABLE_BYTES)
+
+        toggler = threading.Thread(target=shrink_and_grow)
+        toggler.start()
+        try:
+            opens = 300
+            result = self.open_forged(forged_handle(91, 1, os.getpid(), table, TABLE_SLOTS - 1), opens)
+        finally:
+            stop.set()
+            toggler.join()
+            os.close(table)
+        out = key_values(result.stdout)
+        self.assertEqual((out.get("open"), out.get("opens_refused")), ("cudaErrorInvalidValue", str(opens)),
+                         result.describe())
+        lines = [line for line in result.stderr.splitlines() if line.startswith("gpumem:")]
+        self.assertEqual(len(lines), opens, result.describe())
+        reasons = ("changed size while it was read", "is of another size", "has freed the block")
+        for line in lines:
+            self.assertTrue(any(reason in line for reason in reasons), line)
+
+    def test_a_slot_placing_its_block_outside_its_memory_is_refused(self):
+        # A genuine exporter's slot, copied into a forged table with the block moved past its memory.
+        for name, past_the_end in (("bfc preallocated", self.region_offset_past_the_end),
+                                   ("bfc vmm preallocated", self.vmm_offset_past_the_end)):
+            with self.subTest(configuration=name):
+                exporter = start_waiting_exporter(environment(True, CONFIGURATIONS[name][1]))
+                try:
+                    handle = key_values(exporter.stdout.readline())["handle"]
+                    genuine = parse_handle(handle)
+                    with open(f"/proc/{genuine['pid']}/fd/{genuine['table_fd']}", "rb") as source:
+                        copied = bytearray(source.read())
+                    self.assertEqual(len(copied), TABLE_BYTES)  # the layout above is the shim's
+                    past_the_end(copied, slot_offset(genuine["slot"]) + SLOT_HEADER.size)
+                    table = os.memfd_create("gpumem-ipc-exports")
+                    try:
+                        os.write(table, copied)
+                        forged = forged_handle(genuine["process_number"], genuine["generation"], os.getpid(), table,
+                                               genuine["slot"])
+                        env = {**SIM, **CONFIGURATIONS[name][1]}
+                        result = run([TENSOR, "open", forged], env=env, timeout=60)
+                        self.assertSucceeded(result)
+                        self.assertRefusedInOneLine(result, "outside it" if "vmm" not in name else "impossibly")
+                        # The genuine handle still opens: only the forgery was refused.
+                        self.assertEqual(key_values(run([TENSOR, "open", handle], env=env).stdout),
+                                         {"open": "cudaSuccess"})
+                    finally:
+                        os.close(table)
+                finally:
+                    exporter.stdin.close()
+                    self.assertEqual(exporter.wait(timeout=60), 0)
+                    exporter.stdout.close()
+
+    @staticmethod
+    def region_offset_past_the_end(table: bytearray, block_at: int):
+        region, offset, size, pool_fd, unused = REGION_BLOCK.unpack_from(table, block_at)
+        REGION_BLOCK.pack_into(table, block_at, region, 1 << 40, size, pool_fd, unused)
+
+    @staticmethod
+    def vmm_offset_past_the_end(table: bytearray, block_at: int):
+        span_at = block_at + REGION_BLOCK.size + POOL_DATA
+        _, count, unused = VMM_SPAN.unpack_from(table, span_at)
+        total = sum(VMM_PIECE.unpack_from(table, span_at + VMM_SPAN.size + i * VMM_PIECE.size)[2] for i in range(count))
+        VMM_SPAN.pack_into(table, span_at, total, count, unused)
 
 
 if __name__ == "__main__":

@@ -167,6 +167,22 @@ class WhatTheProgramSees(MemTestCase):
             with self.subTest(preload=preload):
                 self.assertOutput(self.scenario(DRIVER, "zero", preload=preload), zero="CUDA_ERROR_INVALID_VALUE")
 
+    def test_refusals_get_the_drivers_own_answers_in_every_mode(self):
+        # cuMemAllocPitch whose size overflows: out of memory (more than any device holds), not an
+        # invalid value; cuMemRetainAllocationHandle on cuMemAlloc memory: invalid, also where a
+        # VMM-backed arena maps that memory itself (its handle never reaches the program).
+        plain = self.scenario(DRIVER, "driver_answers", preload=False)
+        self.assertEqual(values(plain), {
+            "pitch_huge_width": "CUDA_ERROR_OUT_OF_MEMORY", "pitch_huge_rows": "CUDA_ERROR_OUT_OF_MEMORY",
+            "pitch_no_width": "CUDA_ERROR_INVALID_VALUE",
+            "retain": "CUDA_ERROR_INVALID_VALUE", "retain_inside": "CUDA_ERROR_INVALID_VALUE"}, plain.describe())
+        for env in ({}, {"GPUMEM_PREALLOCATE": "0"}, {"GPUMEM_REGION_SOURCE": "vmm"},
+                    {"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_PREALLOCATE": "0"}, {"GPUMEM_MODE": "platform"},
+                    {"GPUMEM_MODE": "cuda_async"}):
+            with self.subTest(env=env):
+                result = self.scenario(DRIVER, "driver_answers", env=env)
+                self.assertEqual(result.stdout, plain.stdout, result.describe())
+
     def test_pitch_matches_the_driver(self):
         plain = self.scenario(RUNTIME_SHARED, "pitch", preload=False)
         shimmed = self.scenario(RUNTIME_SHARED, "pitch")

@@ -78,6 +78,29 @@ class LimitBelowOneGranule(MemTestCase):
                 self.assertIn("less than one 256-byte granule", lines[0])
 
 
+class StrictEnvironment(MemTestCase):
+    """GPUMEM_STRICT=1: a bad configuration fails the program at its first CUDA call, with the one
+    error line, instead of letting it run without gpumem; a good one changes nothing."""
+
+    def test_a_bad_value_fails_the_program(self):
+        for name in RUNTIME_PROGRAMS + (DRIVER,):
+            with self.subTest(program=name):
+                result = self.scenario(name, "churn", 300, env={"GPUMEM_STRICT": "1", "GPUMEM_MODE": "bcf"},
+                                       expect_ok=False)
+                self.assertNotEqual(result.returncode, 0, result.describe())
+                lines = gpumem_lines(result)
+                self.assertEqual(len(lines), 1, result.describe())
+                self.assertIn("GPUMEM_MODE", lines[0])
+                self.assertIn("GPUMEM_STRICT is set: every CUDA call fails", lines[0])
+
+    def test_a_good_configuration_is_unchanged(self):
+        loose = self.scenario(RUNTIME_SHARED, "churn", 300)
+        strict = self.scenario(RUNTIME_SHARED, "churn", 300, env={"GPUMEM_STRICT": "1"})
+        self.assertSucceeded(strict)
+        self.assertEqual(strict.stdout, loose.stdout)
+        self.assertEqual(strict.device(0)["driver_allocs"], loose.device(0)["driver_allocs"], strict.describe())
+
+
 class HostileValues(MemTestCase):
     """Every variable the policy reads, with values nobody should set: the program runs exactly as
     without the shim or under a valid policy, never crashes, and gpumem says at most one line per

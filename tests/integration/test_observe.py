@@ -5,12 +5,14 @@ import csv
 import glob
 import json
 import os
+import random
 import re
 import signal
 import stat
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 
 import gpumem_testlib as t
@@ -334,6 +336,118 @@ class Trace(ObserveTestCase):
         with open(target) as f:
             self.assertEqual(f.read(), "keep me\n")
         self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode))
+
+
+class OutputFailures(ObserveTestCase):
+    """The trace and the statistics file on a full disk, at the file-size limit (ulimit -f, whose
+    SIGXFSZ ends a process by default), cut short by SIGKILL, or sent to a device: the program lives,
+    a failure is said once on stderr, and what the file holds stays readable."""
+
+    def assertEndsAtAWholeRow(self, path):
+        with open(path, "rb") as f:
+            text = f.read()
+        self.assertTrue(text.endswith(b"\n"), text[-200:])
+        replayed = t.run([replay_tool(), path], preload=False, sim=False)
+        self.assertEqual(replayed.returncode, 0, replayed.describe())
+        self.assertNotIn("cut short", replayed.stderr, replayed.describe())
+        return text
+
+    def assertSaidOnce(self, result, what, reason):
+        lines = [line for line in result.stderr.splitlines() if what in line]
+        self.assertEqual(len(lines), 1, result.describe())
+        self.assertIn(reason, lines[0], result.describe())
+
+    def test_a_trace_at_the_file_size_limit_stops_at_a_whole_row(self):
+        trace = self.path("trace.csv")
+        limit = 20000  # a few hundred rows of the tens of thousands churn writes
+        result = t.run([program(), "churn", "20000"], env={"GPUMEM_TRACE": trace, "CUDASIM_REPORT": "/dev/null"},
+                       fsize_limit=limit)
+        self.assertSucceeded(result)  # not ended by SIGXFSZ
+        self.assertSaidOnce(result, "GPUMEM_TRACE: cannot write to", "File too large")
+        text = self.assertEndsAtAWholeRow(trace)
+        self.assertLessEqual(len(text), limit)
+        self.assertGreater(len(text), limit - 256)  # every whole row that fitted is there
+
+    def test_a_trace_on_a_full_disk_stops_at_a_whole_row(self):
+        # A 64 KiB tmpfs, mounted in a mount namespace of the run's own; the trace is copied out before
+        # the namespace goes.
+        folder = self.path("small")
+        os.mkdir(folder)
+        copy = self.path("trace.csv")
+        script = ('mount -t tmpfs -o size=64k gpumem-test "$1" || exit 90; shift; "$@"; status=$?; '
+                  f'cp "{folder}/trace.csv" "{copy}"; exit $status')
+        probe = subprocess.run(["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=64k gpumem-test "$1"', "sh",
+                                folder], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest(f"no tmpfs can be mounted here (unshare -m, mount): {probe.stderr.decode().strip()}")
+        result = t.run(["unshare", "-m", "sh", "-c", script, "sh", folder, program(), "churn", "20000"],
+                       env={"GPUMEM_TRACE": os.path.join(folder, "trace.csv")})
+        self.assertSucceeded(result)
+        self.assertSaidOnce(result, "GPUMEM_TRACE: cannot write to", "No space left on device")
+        text = self.assertEndsAtAWholeRow(copy)
+        self.assertGreater(len(text), 32 * 1024)
+
+    def test_a_trace_or_statistics_sent_to_a_device(self):
+        # /dev/full: opened (a character device), its first write fails: said once. /dev/null: silent.
+        for variable, what in (("GPUMEM_TRACE", "GPUMEM_TRACE: cannot write to"),
+                               ("GPUMEM_STATS_FILE", "GPUMEM_STATS_FILE: cannot write to")):
+            with self.subTest(variable=variable):
+                result = self.run_program("churn", "200", env={variable: "/dev/full"})
+                self.assertSucceeded(result)
+                self.assertSaidOnce(result, what, "No space left on device")
+                result = self.run_program("churn", "200", env={variable: "/dev/null"})
+                self.assertSucceeded(result)
+                self.assertNotIn("gpumem:", result.stderr, result.describe())
+        # The statistics on the program's own stdout, beside what it printed.
+        result = self.run_program("churn", "200", env={"GPUMEM_STATS_FILE": "/dev/stdout"})
+        self.assertSucceeded(result)
+        document = re.search(r"^\{$.*?^\}$", result.stdout, re.S | re.M)
+        self.assertIsNotNone(document, result.describe())
+        self.assertGreater(json.loads(document.group(0))["pid"], 0, result.describe())
+        self.assertIn("allocs", values(result))
+
+    def test_statistics_at_the_file_size_limit_leave_an_empty_file(self):
+        stats = self.path("stats.json")
+        result = t.run([program(), "churn", "200"], env={"GPUMEM_STATS_FILE": stats, "CUDASIM_REPORT": "/dev/null"},
+                       fsize_limit=64)
+        self.assertSucceeded(result)
+        self.assertSaidOnce(result, "GPUMEM_STATS_FILE: cannot write to", "File too large")
+        self.assertEqual(os.path.getsize(stats), 0)  # no half document
+
+    def test_a_trace_killed_mid_write_replays(self):
+        # SIGKILL at random moments of a long traced run: the trace's last row may be cut short; the
+        # replay skips it (one note) and reads the rest.
+        cut_short = 0
+        for attempt in range(6):
+            trace = self.path(f"trace-{attempt}.csv")
+            env = t.clean_environment()
+            env.update(LD_LIBRARY_PATH=t.sim_dir(), LD_PRELOAD=t.shim_path(), GPUMEM_TRACE=trace)
+            process = subprocess.Popen([program(), "churn", "2000000"], env=env, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (not os.path.exists(trace) or os.path.getsize(trace) < 2 << 20):
+                time.sleep(0.01)
+            time.sleep(random.uniform(0, 0.2))
+            process.kill()
+            process.wait(timeout=30)
+            replayed = t.run([replay_tool(), "--json", trace], preload=False, sim=False)
+            self.assertEqual(replayed.returncode, 0, replayed.describe())
+            torn = json.loads(replayed.stdout)["torn_rows"]
+            self.assertEqual(replayed.stderr.count("is cut short"), torn, replayed.describe())
+            with open(trace, "rb") as f:
+                self.assertEqual(torn, 0 if f.read().endswith(b"\n") else 1)
+            cut_short += torn
+        # The same for a trace cut short at every byte of its last row, as a kill can leave it.
+        with open(self.path("trace-0.csv"), "rb") as f:
+            whole = f.read()
+        whole = whole[:whole.rindex(b"\n") + 1]
+        last_row_start = whole.rindex(b"\n", 0, len(whole) - 1) + 1
+        for cut in range(last_row_start + 1, len(whole) - 1):
+            torn_path = self.path("torn.csv")
+            with open(torn_path, "wb") as f:
+                f.write(whole[:cut])
+            replayed = t.run([replay_tool(), torn_path], preload=False, sim=False)
+            self.assertEqual(replayed.returncode, 0, replayed.describe())
 
 
 class CApi(ObserveTestCase):

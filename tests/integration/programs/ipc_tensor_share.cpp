@@ -9,7 +9,8 @@
 //
 //   producer          the whole exchange, then a handle of a freed block opened by a fresh process
 //   consumer HANDLE OFFSET BLOCK_HANDLE RANGE_HANDLE RANGE_OFFSET   (started by the producer)
-//   open HANDLE       opens a handle and prints open=<error name> (a handle of a process that exited)
+//   open HANDLE [N]   opens a handle (N times) and prints open=<error name> of the first (a handle of a
+//                     process that exited), and with N, opens_refused=<count>
 //   export-and-exit   allocates, exports, prints handle=<hex>, exits without freeing
 //   export-and-wait   the same, but exits (still without freeing) only once its stdin closes
 //   export-and-reset  exports, resets the device (the context and its memory go), then a fresh
@@ -93,14 +94,23 @@ int consumer(const std::string& segment_hex, const std::string& tensor_offset, c
   return 0;
 }
 
-int open_handle(const std::string& hex) {
+// Prints open=<error name> of the first open, and opens_refused=<count> of `times` opens.
+int open_handle(const std::string& hex, int times) {
   cudaIpcMemHandle_t handle{};
   if (!handle_from_hex(hex, handle, "open")) return 2;
   CHECK_CUDA(cudaSetDevice(0));
-  void* ptr = nullptr;
-  const cudaError_t opened = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
-  std::printf("open=%s\n", cudaGetErrorName(opened));
-  if (opened == cudaSuccess) CHECK_CUDA(cudaIpcCloseMemHandle(ptr));
+  int refused = 0;
+  for (int i = 0; i < times; ++i) {
+    void* ptr = nullptr;
+    const cudaError_t opened = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+    if (i == 0) std::printf("open=%s\n", cudaGetErrorName(opened));
+    if (opened == cudaSuccess) {
+      CHECK_CUDA(cudaIpcCloseMemHandle(ptr));
+    } else {
+      ++refused;
+    }
+  }
+  if (times > 1) std::printf("opens_refused=%d\n", refused);
   return 0;
 }
 
@@ -204,13 +214,13 @@ int main(int argc, char** argv) {
   const std::string role = argc > 1 ? argv[1] : "";
   if (role == "producer" && argc == 2) return producer();
   if (role == "consumer" && argc == 7) return consumer(argv[2], argv[3], argv[4], argv[5], argv[6]);
-  if (role == "open" && argc == 3) return open_handle(argv[2]);
+  if (role == "open" && (argc == 3 || argc == 4)) return open_handle(argv[2], argc == 4 ? std::atoi(argv[3]) : 1);
   if (role == "export-and-exit" && argc == 2) return export_segment(AfterExport::exit);
   if (role == "export-and-wait" && argc == 2) return export_segment(AfterExport::wait_for_stdin);
   if (role == "export-and-reset" && argc == 2) return export_segment(AfterExport::reset_then_open);
   if (role == "hold" && argc == 3) return hold(argv[2]);
   std::fprintf(stderr,
-               "usage: %s producer | consumer HANDLE OFFSET BLOCK_HANDLE RANGE_HANDLE RANGE_OFFSET | open HANDLE | "
+               "usage: %s producer | consumer HANDLE OFFSET BLOCK_HANDLE RANGE_HANDLE RANGE_OFFSET | open HANDLE [N] | "
                "export-and-exit | export-and-wait | export-and-reset | hold HANDLE\n",
                argv[0]);
   return 2;

@@ -73,6 +73,30 @@ int zero_bytes() {
   return 0;
 }
 
+// Requests the driver refuses, and how: cuMemAllocPitch whose size overflows (too large: out of
+// memory) or has no width (invalid), and cuMemRetainAllocationHandle on cuMemAlloc memory (invalid,
+// whatever backs it), with the releases of the handle if one was given.
+int driver_answers() {
+  CUdeviceptr p = 0;
+  std::size_t pitch = 0;
+  std::printf("pitch_huge_width=%s\n", cu_error_name(cuMemAllocPitch(&p, &pitch, SIZE_MAX, 1, 4)));
+  std::printf("pitch_huge_rows=%s\n", cu_error_name(cuMemAllocPitch(&p, &pitch, 1 << 20, SIZE_MAX / 1024, 8)));
+  std::printf("pitch_no_width=%s\n", cu_error_name(cuMemAllocPitch(&p, &pitch, 0, SIZE_MAX, 4)));
+  CUdeviceptr block = 0;
+  CHECK_CU(cuMemAlloc(&block, 1 << 20));
+  for (const CUdeviceptr at : {block, block + 4096}) {
+    CUmemGenericAllocationHandle handle{};
+    const CUresult retained = cuMemRetainAllocationHandle(&handle, reinterpret_cast<void*>(at));
+    std::printf("retain%s=%s\n", at == block ? "" : "_inside", cu_error_name(retained));
+    if (retained == CUDA_SUCCESS) {
+      std::printf("release=%s\n", cu_error_name(cuMemRelease(handle)));
+      std::printf("release_again=%s\n", cu_error_name(cuMemRelease(handle)));
+    }
+  }
+  CHECK_CU(cuMemFree(block));
+  return 0;
+}
+
 // cuIpcGetMemHandle on a block at a region's start and on one inside a region; cuMemGetAddressRange
 // on the inner block names its whole region.
 int ipc() {
@@ -344,6 +368,8 @@ int main(int argc, char** argv) {
     rc = zero_bytes();
   } else if (scenario == "ipc") {
     rc = ipc();
+  } else if (scenario == "driver_answers") {
+    rc = driver_answers();
   } else if (scenario == "sync_rounds") {
     rc = sync_rounds(static_cast<int>(args.number(2, 50)), static_cast<int>(args.number(3, 0)));
   } else if (scenario == "deferred_free" || scenario == "foreign_context_free") {

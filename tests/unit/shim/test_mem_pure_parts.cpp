@@ -28,14 +28,24 @@ TEST_CASE("pitched_size rounds the row width up to the pitch alignment", "[mem][
   CHECK(narrow->pitch == kPitchAlignment);
 }
 
-TEST_CASE("pitched_size refuses what the driver refuses", "[mem][pitch]") {
+TEST_CASE("pitched_size refuses what the driver refuses as an invalid value", "[mem][pitch]") {
   CHECK_FALSE(pitched_size(0, 4, 4));
   CHECK_FALSE(pitched_size(64, 0, 4));
   CHECK_FALSE(pitched_size(64, 4, 1));
   CHECK_FALSE(pitched_size(64, 4, 2));
   CHECK_FALSE(pitched_size(64, 4, 32));
-  CHECK_FALSE(pitched_size(SIZE_MAX, 1, 4));            // the rounding would overflow
-  CHECK_FALSE(pitched_size(1024, SIZE_MAX / 512, 4));   // pitch * height overflows
+}
+
+TEST_CASE("pitched_size: a size that overflows is too large, not invalid (the driver: out of memory)",
+          "[mem][pitch]") {
+  const auto huge_width = pitched_size(SIZE_MAX, 1, 4);  // the rounding would overflow
+  REQUIRE(huge_width);
+  CHECK_FALSE(huge_width->fits);
+  const auto huge_product = pitched_size(1024, SIZE_MAX / 512, 4);  // pitch * height overflows
+  REQUIRE(huge_product);
+  CHECK_FALSE(huge_product->fits);
+  CHECK(pitched_size(1024, SIZE_MAX / 1024, 4)->fits);  // the largest that fits
+  CHECK_FALSE(pitched_size(0, SIZE_MAX, 4));            // invalid before too large, as the driver checks
 }
 
 TEST_CASE("the legacy default stream has one domain whatever its name", "[mem][streams]") {

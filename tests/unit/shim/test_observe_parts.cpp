@@ -3,7 +3,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -50,27 +52,101 @@ TEST_CASE("refusal limiter: more distinct sizes than it remembers are all report
 TEST_CASE("output paths: %p is the process id, %% a percent sign", "[observe]") {
   using gpumem::shim::observe::expand_path;
   using gpumem::shim::observe::path_is_per_process;
-  CHECK(expand_path("/tmp/stats-%p.json", 4242) == "/tmp/stats-4242.json");
-  CHECK(expand_path("%p/%p", 7) == "7/7");
-  CHECK(expand_path("100%%-%p", 1) == "100%-1");
-  CHECK(expand_path("odd%", 1) == "odd%");
-  CHECK(expand_path("%x", 1) == "%x");
+  using gpumem::shim::observe::PathFields;
+  const auto pid = [](long value) { return PathFields{value, "node1", 0, 0}; };
+  CHECK(expand_path("/tmp/stats-%p.json", pid(4242)) == "/tmp/stats-4242.json");
+  CHECK(expand_path("%p/%p", pid(7)) == "7/7");
+  CHECK(expand_path("100%%-%p", pid(1)) == "100%-1");
+  CHECK(expand_path("odd%", pid(1)) == "odd%");
+  CHECK(expand_path("%x", pid(1)) == "%x");
+  CHECK(expand_path("%%%", pid(1)) == "%%");
   CHECK(path_is_per_process("a-%p"));
   CHECK_FALSE(path_is_per_process("a-%%p"));
   CHECK_FALSE(path_is_per_process("plain"));
+  CHECK_FALSE(path_is_per_process("a-%r"));  // a forked child has its parent's rank
 }
 
-TEST_CASE("write without SIGPIPE: a pipe with no reader is EPIPE, and no signal is left", "[observe]") {
+TEST_CASE("output paths: %h the host, %r the rank, %l the local rank", "[observe]") {
+  using gpumem::shim::observe::expand_path;
+  const gpumem::shim::observe::PathFields fields{99, "gpu-node-3", 13, 1};
+  CHECK(expand_path("/job/stats.%h.%r.%l.%p.json", fields) == "/job/stats.gpu-node-3.13.1.99.json");
+  CHECK(expand_path("%r%l%%r", fields) == "131%r");
+  CHECK(expand_path("%h", {1, "odd/host", 0, 0}) == "odd_host");
+  CHECK(expand_path("rank%r", {1, "h", 0, 0}) == "rank0");  // no launcher: rank 0 of 1
+}
+
+TEST_CASE("output paths: this process's fields", "[observe]") {
+  const gpumem::shim::observe::PathFields fields = gpumem::shim::observe::this_process_fields();
+  CHECK(fields.pid == static_cast<long>(getpid()));
+  CHECK_FALSE(fields.host.empty());
+}
+
+TEST_CASE("write_output: a pipe with no reader is EPIPE, and no signal is left", "[observe]") {
   int ends[2];
   REQUIRE(pipe(ends) == 0);
   close(ends[0]);
-  CHECK_FALSE(gpumem::shim::observe::write_all_without_sigpipe(ends[1], "x", 1));
+  CHECK_FALSE(gpumem::shim::observe::write_output(ends[1], "x", 1));
   CHECK(errno == EPIPE);
   sigset_t pending;
   sigemptyset(&pending);
   sigpending(&pending);
   CHECK(sigismember(&pending, SIGPIPE) == 0);
   close(ends[1]);
+}
+
+TEST_CASE("write_output: at the file-size limit it is EFBIG after what fits, and no SIGXFSZ ends the process",
+          "[observe]") {
+  char path_template[] = "/tmp/gpumem-unit-fsize-XXXXXX";
+  const int fd = mkstemp(path_template);
+  REQUIRE(fd >= 0);
+  unlink(path_template);
+  // In a child: the limit and the signal's default action (ending the process) are the child's.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_DFL);
+    const rlimit limit{10, 10};
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(10);
+    std::size_t written = 0;
+    if (gpumem::shim::observe::write_output(fd, "0123456789abcdef", 16, &written)) _exit(11);
+    if (errno != EFBIG) _exit(12);
+    if (written != 10) _exit(13);
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    if (sigismember(&pending, SIGXFSZ) != 0) _exit(14);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));  // not killed by SIGXFSZ
+  CHECK(WEXITSTATUS(status) == 0);
+  close(fd);
+}
+
+TEST_CASE("output files: character devices and the standard streams are written as they are", "[observe]") {
+  std::string why;
+  for (const char* device : {"/dev/null", "/dev/full"}) {
+    const int fd = gpumem::shim::observe::open_output_file(device, why);
+    REQUIRE(fd >= 0);
+    CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+    CHECK(gpumem::shim::observe::write_output(fd, "x", 1) == (std::string(device) == "/dev/null"));
+    close(fd);
+  }
+  // /dev/stderr is a symbolic link (to /proc/self/fd/2): it names this process's stderr, duplicated,
+  // whatever that is (here possibly a regular file the caller must not see truncated).
+  for (const char* name : {"/dev/stderr", "/dev/fd/2", "/proc/self/fd/2"}) {
+    const int fd = gpumem::shim::observe::open_output_file(name, why);
+    REQUIRE(fd >= 0);
+    struct stat ours {}, stderr_info {};
+    fstat(fd, &ours);
+    fstat(STDERR_FILENO, &stderr_info);
+    CHECK(ours.st_ino == stderr_info.st_ino);
+    CHECK(ours.st_dev == stderr_info.st_dev);
+    CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+    close(fd);
+  }
+  CHECK(gpumem::shim::observe::open_output_file("/dev/fd/3", why) == -1);  // only the standard streams
 }
 
 TEST_CASE("output files: regular files only, no symbolic links, close-on-exec", "[observe]") {

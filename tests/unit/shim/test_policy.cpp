@@ -520,3 +520,301 @@ TEST_CASE("sharing: one error line per bad value", "[policy][share]") {
              Catch::Contains("GPUMEM_SHARE_WAIT=\"5\" is not a duration of at most one hour (e.g. 500ms, 5s, 0)"));
   CHECK_THAT(error_for({{"GPUMEM_SHARE_WAIT", "2h"}}), Catch::Contains("GPUMEM_SHARE_WAIT"));
 }
+
+TEST_CASE("GPUMEM_STRICT: a bad environment refuses CUDA instead of disabling the shim", "[policy][strict]") {
+  const PolicyResult loose = evaluate({{"GPUMEM_MODE", "bcf"}});
+  CHECK_FALSE(loose.strict);
+  CHECK_THAT(loose.error, Catch::EndsWith("; the shim is disabled for this process"));
+
+  const PolicyResult strict = evaluate({{"GPUMEM_MODE", "bcf"}, {"GPUMEM_STRICT", "1"}});
+  REQUIRE_FALSE(strict.policy.has_value());
+  CHECK(strict.strict);
+  CHECK_THAT(strict.error, Catch::StartsWith("gpumem: GPUMEM_MODE=\"bcf\" is "));
+  CHECK_THAT(strict.error, Catch::EndsWith("; GPUMEM_STRICT is set: every CUDA call fails with CUDA_ERROR_NOT_INITIALIZED"));
+
+  const PolicyResult good = evaluate({{"GPUMEM_STRICT", "yes"}});
+  CHECK(good.strict);
+  CHECK(good.policy.has_value());
+
+  const std::string bad_strict = error_for({{"GPUMEM_STRICT", "perhaps"}});
+  CHECK_THAT(bad_strict, Catch::Contains("GPUMEM_STRICT=\"perhaps\""));
+}
+
+// --- many ranks: the launcher's variables, GPUMEM_PER_RANK, and limits per device ---
+
+using gpumem::DeviceView;
+using gpumem::GpuId;
+using gpumem::Launcher;
+using gpumem::PerRank;
+
+namespace {
+
+GpuId gpu(std::uint8_t tag) {
+  GpuId id{};
+  id.fill(tag);
+  return id;
+}
+
+}  // namespace
+
+TEST_CASE("launcher: none recognised leaves the ranks unknown and the line as it was", "[policy][ranks]") {
+  const Policy policy = policy_for({});
+  CHECK(policy.ranks.launcher == Launcher::none);
+  CHECK_FALSE(policy.ranks.rank.value);
+  CHECK_FALSE(policy.ranks.local_rank.value);
+  CHECK_FALSE(policy.ranks.local_ranks.value);
+  CHECK(policy.describe().find("launcher=") == std::string::npos);
+}
+
+TEST_CASE("launcher: what each one sets", "[policy][ranks]") {
+  struct Case {
+    Environment environment;
+    Launcher launcher;
+    unsigned rank, local_rank, local_ranks;
+    const char* local_ranks_variable;
+  };
+  const Case cases[] = {
+      {{{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}},
+       Launcher::open_mpi, 5, 1, 4, "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {{{"PMI_RANK", "7"}, {"MPI_LOCALRANKID", "2"}, {"MPI_LOCALNRANKS", "3"}}, Launcher::mpich, 7, 2, 3,
+       "MPI_LOCALNRANKS"},
+      {{{"PMI_RANK", "6"}, {"PMI_LOCAL_RANK", "0"}, {"PMI_LOCAL_SIZE", "8"}}, Launcher::mpich, 6, 0, 8,
+       "PMI_LOCAL_SIZE"},
+      {{{"SLURM_PROCID", "9"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "2"},
+        {"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_TASKS_PER_NODE", "8"}},
+       Launcher::slurm, 9, 1, 2, "SLURM_STEP_TASKS_PER_NODE[SLURM_NODEID]"},
+      {{{"SLURM_PROCID", "3"}, {"SLURM_LOCALID", "3"}, {"SLURM_NODEID", "0"}, {"SLURM_TASKS_PER_NODE", "4,2"}},
+       Launcher::slurm, 3, 3, 4, "SLURM_TASKS_PER_NODE[SLURM_NODEID]"},
+      {{{"RANK", "11"}, {"LOCAL_RANK", "3"}, {"LOCAL_WORLD_SIZE", "4"}}, Launcher::torchrun, 11, 3, 4,
+       "LOCAL_WORLD_SIZE"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.environment.begin()->first);
+    const Policy policy = policy_for(c.environment);
+    CHECK(policy.ranks.launcher == c.launcher);
+    CHECK(policy.ranks.rank.value == c.rank);
+    CHECK(policy.ranks.local_rank.value == c.local_rank);
+    CHECK(policy.ranks.local_ranks.value == c.local_ranks);
+    CHECK(policy.ranks.local_ranks.variable == c.local_ranks_variable);
+  }
+}
+
+TEST_CASE("launcher: the innermost wins, and only its variables are read", "[policy][ranks]") {
+  // torchrun started by srun: the workers inherit Slurm's variables (one task per node).
+  const Environment torchrun_under_srun{{"SLURM_LOCALID", "0"}, {"SLURM_PROCID", "0"},
+                                        {"SLURM_TASKS_PER_NODE", "not a list"}, {"LOCAL_RANK", "2"},
+                                        {"LOCAL_WORLD_SIZE", "4"}, {"RANK", "6"}};
+  const Policy policy = policy_for(torchrun_under_srun);
+  CHECK(policy.ranks.launcher == Launcher::torchrun);
+  CHECK(policy.ranks.local_rank.value == 2u);
+  // mpirun inside a Slurm allocation.
+  const Policy mpirun = policy_for({{"SLURM_LOCALID", "0"}, {"SLURM_TASKS_PER_NODE", "8"},
+                                    {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  CHECK(mpirun.ranks.launcher == Launcher::open_mpi);
+  CHECK(mpirun.ranks.local_ranks.value == 4u);
+  // A value the launcher left out stays unknown.
+  const Policy partial = policy_for({{"LOCAL_RANK", "1"}});
+  CHECK(partial.ranks.launcher == Launcher::torchrun);
+  CHECK_FALSE(partial.ranks.local_ranks.value);
+  CHECK(partial.ranks.describe() == "torchrun: rank ?, local rank 1(LOCAL_RANK) of ?");
+  // Slurm without the node's index: only a one-node list says how many tasks run here.
+  CHECK(policy_for({{"SLURM_LOCALID", "1"}, {"SLURM_TASKS_PER_NODE", "3"}}).ranks.local_ranks.value == 3u);
+  CHECK_FALSE(policy_for({{"SLURM_LOCALID", "1"}, {"SLURM_TASKS_PER_NODE", "3(x2)"}}).ranks.local_ranks.value);
+}
+
+TEST_CASE("launcher: bad values name the variable and disable the shim", "[policy][ranks]") {
+  CHECK(error_for({{"OMPI_COMM_WORLD_LOCAL_RANK", "one"}}) ==
+        "gpumem: OMPI_COMM_WORLD_LOCAL_RANK=\"one\" is not a rank (a decimal number, 0 or more); the shim is "
+        "disabled for this process");
+  CHECK(error_for({{"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "0"}}) ==
+        "gpumem: LOCAL_WORLD_SIZE=\"0\" is not a number of ranks (a decimal number, 1 or more); the shim is "
+        "disabled for this process");
+  CHECK_THAT(error_for({{"PMI_LOCAL_RANK", "-1"}}), Catch::StartsWith("gpumem: PMI_LOCAL_RANK=\"-1\" is not a rank"));
+  CHECK_THAT(error_for({{"RANK", "1e3"}, {"LOCAL_RANK", "0"}}), Catch::StartsWith("gpumem: RANK=\"1e3\""));
+  CHECK(error_for({{"OMPI_COMM_WORLD_LOCAL_RANK", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}) ==
+        "gpumem: OMPI_COMM_WORLD_LOCAL_RANK=4 is not below OMPI_COMM_WORLD_LOCAL_SIZE=4, the number of ranks on "
+        "this node; the shim is disabled for this process");
+  CHECK_THAT(error_for({{"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "0"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x3"}}),
+             Catch::StartsWith("gpumem: SLURM_STEP_TASKS_PER_NODE=\"2(x3\" is not Slurm's list of tasks per node"));
+  CHECK(error_for({{"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "4"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}}) ==
+        "gpumem: SLURM_NODEID=4 has no entry in SLURM_STEP_TASKS_PER_NODE=\"2(x3),1\"; the shim is disabled "
+        "for this process");
+  CHECK_THAT(error_for({{"SLURM_LOCALID", "x"}}), Catch::StartsWith("gpumem: SLURM_LOCALID=\"x\""));
+  CHECK_THAT(error_for({{"LOCAL_RANK", "99999999999999999999"}}), Catch::StartsWith("gpumem: LOCAL_RANK="));
+}
+
+TEST_CASE("slurm_tasks_on_node: the compressed list", "[policy][ranks]") {
+  using gpumem::slurm_tasks_on_node;
+  CHECK(slurm_tasks_on_node("4", 0) == 4u);
+  CHECK_FALSE(slurm_tasks_on_node("4", 1));
+  for (unsigned node = 0; node < 3; ++node) CHECK(slurm_tasks_on_node("2(x3),1", node) == 2u);
+  CHECK(slurm_tasks_on_node("2(x3),1", 3) == 1u);
+  CHECK_FALSE(slurm_tasks_on_node("2(x3),1", 4));
+  CHECK(slurm_tasks_on_node("1,3(x2), 5", 3) == 5u);
+  for (const char* bad : {"", "2(x0)", "2(x)", "(x2)", "2,,1", "2(x3", "x", "2(y3)", "-1", "2(x3),1a"}) {
+    INFO(bad);
+    CHECK_FALSE(slurm_tasks_on_node(bad, 0));
+  }
+}
+
+TEST_CASE("local_ranks_on_gpu: counted by the GPU's identity", "[policy][ranks]") {
+  using gpumem::local_ranks_on_gpu;
+  const std::vector<GpuId> one{gpu(1)};
+  const std::vector<GpuId> two{gpu(1), gpu(2)};
+  CHECK(local_ranks_on_gpu(4, one, 0) == 4);  // four ranks, one GPU
+  CHECK(local_ranks_on_gpu(4, two, 0) == 2);  // each rank takes visible[rank % 2]
+  CHECK(local_ranks_on_gpu(4, two, 1) == 2);
+  CHECK(local_ranks_on_gpu(3, two, 0) == 2);
+  CHECK(local_ranks_on_gpu(3, two, 1) == 1);
+  CHECK(local_ranks_on_gpu(1, std::vector<GpuId>{gpu(1), gpu(2), gpu(3), gpu(4)}, 3) == 1);  // none maps: this one
+  // One GPU listed twice (its UUID, whatever the ordinals): every rank on either ordinal shares it.
+  CHECK(local_ranks_on_gpu(4, std::vector<GpuId>{gpu(7), gpu(8), gpu(7)}, 2) == 3);
+  CHECK(local_ranks_on_gpu(4, {}, 0) == 1);
+  CHECK(local_ranks_on_gpu(4, two, 5) == 1);
+}
+
+TEST_CASE("GPUMEM_PER_RANK: auto, off or a number", "[policy][ranks]") {
+  CHECK(policy_for({}).per_rank == PerRank::off);
+  const Policy automatic = policy_for({{"GPUMEM_PER_RANK", "Auto"}});
+  CHECK(automatic.per_rank == PerRank::automatic);
+  CHECK(automatic.per_rank_origin.variable == "GPUMEM_PER_RANK");
+  CHECK(policy_for({{"GPUMEM_PER_RANK", "off"}}).per_rank == PerRank::off);
+  const Policy fixed = policy_for({{"GPUMEM_PER_RANK", "3"}});
+  CHECK(fixed.per_rank == PerRank::fixed);
+  CHECK(fixed.per_rank_divisor == 3u);
+  for (const char* bad : {"0", "yes", "1025", "-2", "2.5"}) {
+    INFO(bad);
+    CHECK(error_for({{"GPUMEM_PER_RANK", bad}}) ==
+          std::string("gpumem: GPUMEM_PER_RANK=\"") + bad +
+              "\" is not auto, off or a number of ranks per GPU from 1 to 1024; the shim is disabled for this "
+              "process");
+  }
+}
+
+TEST_CASE("ranks_sharing_gpu: per GPUMEM_PER_RANK", "[policy][ranks]") {
+  const std::vector<GpuId> two{gpu(1), gpu(2)};
+  const Environment open_mpi{{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}};
+  CHECK(policy_for(open_mpi).ranks_sharing_gpu(two, 0) == 1);  // off: every rank as if alone
+  Environment automatic = open_mpi;
+  automatic["GPUMEM_PER_RANK"] = "auto";
+  CHECK(policy_for(automatic).ranks_sharing_gpu(two, 0) == 2);
+  CHECK(policy_for(automatic).ranks_sharing_gpu(std::vector<GpuId>{gpu(1)}, 0) == 4);
+  CHECK(policy_for({{"GPUMEM_PER_RANK", "auto"}}).ranks_sharing_gpu(two, 0) == 1);  // no launcher: alone
+  Environment fixed = open_mpi;
+  fixed["GPUMEM_PER_RANK"] = "3";
+  CHECK(policy_for(fixed).ranks_sharing_gpu(two, 1) == 3);
+}
+
+TEST_CASE("device_limit: the fraction split among the ranks on the GPU", "[policy][ranks][limit]") {
+  const Policy policy = policy_for({{"GPUMEM_PER_RANK", "auto"}});
+  const gpumem::DeviceLimit limit = policy.device_limit(DeviceView{0, 16 * GiB, 16 * GiB, 4});
+  CHECK(limit.bytes == 3 * GiB);
+  CHECK(limit.derivation ==
+        "device 0: limit 3221225472 bytes: 0.75 of total(default) 17179869184 / 4 ranks on this "
+        "GPU(GPUMEM_PER_RANK)");
+  CHECK(policy.device_limit(DeviceView{0, 16 * GiB, 16 * GiB, 1}).bytes == 12 * GiB);
+  // Off: a view's sharers change nothing.
+  CHECK(policy_for({}).device_limit(DeviceView{0, 16 * GiB, 16 * GiB, 4}).bytes == 12 * GiB);
+  // An explicit limit is this process's: not divided.
+  CHECK(policy_for({{"GPUMEM_PER_RANK", "auto"}, {"GPUMEM_LIMIT", "5GiB"}})
+            .device_limit(DeviceView{0, 16 * GiB, 16 * GiB, 4})
+            .bytes == 5 * GiB);
+  // Rounded down to a granule after the division.
+  CHECK(policy_for({{"GPUMEM_PER_RANK", "3"}, {"GPUMEM_MEM_FRACTION", "1"}})
+            .device_limit(DeviceView{0, 4096, 4096, 3})
+            .bytes == 1280);
+}
+
+TEST_CASE("GPUMEM_LIMIT per device", "[policy][limit]") {
+  const Policy policy = policy_for({{"GPUMEM_LIMIT", "0=10GiB, 1 = 20GiB"}});
+  CHECK_FALSE(policy.limit_bytes);
+  CHECK(policy.limit_origin.variable == "GPUMEM_LIMIT");
+  CHECK(policy.device_limit(DeviceView{0, 80 * GiB, 80 * GiB, 1}).bytes == 10 * GiB);
+  CHECK(policy.device_limit(DeviceView{1, 80 * GiB, 80 * GiB, 1}).bytes == 20 * GiB);
+  CHECK(policy.device_limit(DeviceView{1, 16 * GiB, 16 * GiB, 1}).bytes == 16 * GiB);  // the device's size
+  CHECK(policy.device_limit(DeviceView{2, 80 * GiB, 80 * GiB, 1}).bytes == 60 * GiB);  // not listed: fraction
+  CHECK(policy.device_limit(DeviceView{1, 80 * GiB, 80 * GiB, 1}).derivation ==
+        "device 1: limit 21474836480 bytes: 20GiB(GPUMEM_LIMIT for device 1)");
+  CHECK_THAT(policy.describe(), Catch::Contains(" limit=0=10GiB,1=20GiB(GPUMEM_LIMIT), else 0.75 of total(default) "));
+  for (const char* bad : {"0=10GiB,1=", "0=100", "64=1G", "a=1G", "0=1G,,1=1G", "0=1G;1=2G", "=1G"}) {
+    INFO(bad);
+    CHECK_THAT(error_for({{"GPUMEM_LIMIT", bad}}),
+               Catch::StartsWith(std::string("gpumem: GPUMEM_LIMIT=\"") + bad + "\" is not a byte size of at "
+                                                                                "least 256"));
+  }
+  CHECK(error_for({{"GPUMEM_LIMIT", "0=1G,0=2G"}}) ==
+        "gpumem: GPUMEM_LIMIT=\"0=1G,0=2G\" is a list that names device 0 twice; the shim is disabled for this "
+        "process");
+}
+
+TEST_CASE("cluster limits: HAMi's units and names", "[policy][limit][cluster]") {
+  using gpumem::parse_hami_size;
+  CHECK(parse_hami_size("1g") == GiB);
+  CHECK(parse_hami_size("1000m") == 1000 * MiB);
+  CHECK(parse_hami_size("4096") == std::size_t{4096});  // plain digits: bytes, as HAMi-core reads them
+  CHECK(parse_hami_size("8K") == 8 * std::size_t{1024});
+  for (const char* bad : {"", "0", "0m", "1.5g", "10GiB", "g", "-1g", "0x10", "99999999999999999999g"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_hami_size(bad));
+  }
+  const Policy policy = policy_for({{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}, {"CUDA_DEVICE_MEMORY_LIMIT_1", "3000m"}});
+  CHECK(policy.device_limit(DeviceView{0, 16 * GiB, 16 * GiB, 1}).bytes == 4 * GiB);
+  CHECK(policy.device_limit(DeviceView{1, 16 * GiB, 16 * GiB, 1}).bytes == 3000 * MiB);
+  CHECK(policy.device_limit(DeviceView{0, 16 * GiB, 16 * GiB, 1}).derivation ==
+        "device 0: limit 4294967296 bytes: 0.75 of total(default) 17179869184; bounded by "
+        "CUDA_DEVICE_MEMORY_LIMIT=4g = 4294967296 (the lowest, in force)");
+  // Above the fraction: named, not in force.
+  CHECK(policy.device_limit(DeviceView{0, 4 * GiB, 4 * GiB, 1}).bytes == 3 * GiB);
+  CHECK_THAT(policy.describe(), Catch::EndsWith(" cluster_limits=CUDA_DEVICE_MEMORY_LIMIT=4g,"
+                                                "CUDA_DEVICE_MEMORY_LIMIT_1=3000m"));
+  CHECK(error_for({{"CUDA_DEVICE_MEMORY_LIMIT_3", "1.5g"}}) ==
+        "gpumem: CUDA_DEVICE_MEMORY_LIMIT_3=\"1.5g\" is not a memory size as HAMi writes it (digits and an "
+        "optional k, m or g for KiB, MiB, GiB; plain digits are bytes; above 0); the shim is disabled for this "
+        "process");
+  CHECK_THAT(error_for({{"CUDA_DEVICE_MEMORY_LIMIT", "100"}}), Catch::StartsWith("gpumem: CUDA_DEVICE_MEMORY_LIMIT="));
+}
+
+TEST_CASE("cluster limits: MPS's list and the lowest winning", "[policy][limit][cluster]") {
+  const Policy policy = policy_for({{"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=1G,1=2G"}});
+  CHECK(policy.device_limit(DeviceView{0, 16 * GiB, 16 * GiB, 1}).bytes == GiB);
+  CHECK(policy.device_limit(DeviceView{1, 16 * GiB, 16 * GiB, 1}).bytes == 2 * GiB);
+  CHECK(policy.device_limit(DeviceView{2, 16 * GiB, 16 * GiB, 1}).bytes == 12 * GiB);
+  CHECK(policy_for({{"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "512MB"}})
+            .device_limit(DeviceView{3, 16 * GiB, 16 * GiB, 1})
+            .bytes == 512'000'000 / 256 * 256);
+  CHECK_THAT(error_for({{"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=1G,1"}}),
+             Catch::StartsWith("gpumem: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=\"0=1G,1\" is not a list of DEVICE=SIZE"));
+  CHECK_THAT(error_for({{"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "1=1G,1=1G"}}), Catch::Contains("names device 1 twice"));
+
+  // Every source at once, four ranks on the GPU: HAMi's container-wide limit is split, MPS's
+  // per-process limit is not; the lowest wins.
+  const Environment all{{"GPUMEM_PER_RANK", "auto"},
+                        {"CUDA_DEVICE_MEMORY_LIMIT", "8g"},
+                        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=3G"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}};
+  const gpumem::DeviceLimit limit = policy_for(all).device_limit(DeviceView{0, 80 * GiB, 80 * GiB, 4});
+  CHECK(limit.bytes == 2 * GiB);
+  CHECK(limit.derivation ==
+        "device 0: limit 2147483648 bytes: 0.75 of total(default) 85899345920 / 4 ranks on this "
+        "GPU(GPUMEM_PER_RANK); bounded by CUDA_DEVICE_MEMORY_LIMIT=8g / 4 ranks = 2147483648 (the lowest, in "
+        "force), CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=3G = 3221225472");
+  CHECK_THAT(policy_for(all).describe(),
+             Catch::Contains(" per_rank=auto(GPUMEM_PER_RANK) launcher=[Open MPI: rank ?, local rank "
+                             "0(OMPI_COMM_WORLD_LOCAL_RANK) of 4(OMPI_COMM_WORLD_LOCAL_SIZE)] cluster_limits="
+                             "CUDA_DEVICE_MEMORY_LIMIT=8g,CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=3G"));
+}
+
+TEST_CASE("device_limit: below one granule leaves the device unmanaged, with the reason", "[policy][limit]") {
+  const Policy policy = policy_for({{"GPUMEM_PER_RANK", "4"}, {"CUDA_DEVICE_MEMORY_LIMIT", "1000"}});
+  const DeviceView view{2, 16 * GiB, 16 * GiB, 4};
+  CHECK(policy.device_limit(view).bytes == 0);  // 1000 / 4 = 250 bytes
+  const std::string error = policy.limit_below_granule_error(view);
+  CHECK_THAT(error, Catch::StartsWith("device 2: limit 0 bytes: "));
+  CHECK_THAT(error, Catch::EndsWith("less than one 256-byte granule; device 2's memory is not managed"));
+  // The fraction alone: the fraction's own message.
+  const Policy tiny = policy_for({{"XLA_PYTHON_CLIENT_MEM_FRACTION", "1e-9"}});
+  CHECK(tiny.limit_below_granule_error(DeviceView{1, 16 * GiB, 16 * GiB, 1}) ==
+        tiny.limit_below_granule_error(1, 16 * GiB, 16 * GiB));
+}

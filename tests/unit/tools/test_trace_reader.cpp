@@ -120,6 +120,22 @@ TEST_CASE("a header alone is an empty trace; no final newline is fine", "[trace_
   CHECK(must_parse("Thread,Time,Action,Pointer,Size,Stream\n1,2,free,0x1,0,0").records.size() == 1);
 }
 
+TEST_CASE("a last row cut short (no newline, unreadable) is skipped and counted", "[trace_reader]") {
+  const std::string rows = std::string(kRmmHeader) + "1,2,allocate,0x100,4096,0\n" + "1,3,free,0x100,4096,0\n";
+  for (const std::string_view torn : {"1,4,alloc", "1,4,allocate,0x2", "1", "1,4,allocate,0x200,4096,"}) {
+    const Trace trace = must_parse(rows + std::string(torn));
+    CHECK(trace.records.size() == 2);
+    CHECK(trace.torn_rows == 1);
+    CHECK(trace.torn_line == 4);
+  }
+  CHECK(must_parse(rows).torn_rows == 0);
+  // A header cut short: nothing was traced.
+  CHECK(must_fail("Thread,Time,Act").find("got an empty trace") != std::string::npos);
+  // An unreadable row that ends its line is no torn row, nor one followed by more lines.
+  CHECK(must_fail(rows + "1,4,alloc\n").rfind("line 4: ", 0) == 0);
+  CHECK_FALSE(must_fail(rows + "1,4,alloc\n1,5,free,0x100,4096,0").empty());
+}
+
 TEST_CASE("hex and decimal values at their limits", "[trace_reader]") {
   const Trace trace = must_parse(std::string(kRmmHeader) +
                                  "18446744073709551615,0,allocate,0xffffffffffffffff,18446744073709551615,"

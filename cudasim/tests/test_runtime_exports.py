@@ -1,6 +1,6 @@
 """Checks the simulated libcudart.so.13's dynamic symbols against NVIDIA's library.
 
-Usage: runtime_exports_check.py OBJDUMP OUR_LIBCUDART [NVIDIA_LIBCUDART]
+Usage: test_runtime_exports.py OBJDUMP OUR_LIBCUDART [NVIDIA_LIBCUDART]
 
 It must export only CUDA runtime names, each under the version node libcudart.so.13 and each
 also exported by NVIDIA's libcudart.so.13 (when given); and it must neither link the driver nor

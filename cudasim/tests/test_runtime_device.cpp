@@ -1,5 +1,6 @@
 // Device management, versions and error reporting of the simulated runtime.
 #include <catch2/catch.hpp>
+#include <cuda_profiler_api.h>
 
 #include <cstring>
 #include <string>
@@ -149,5 +150,45 @@ TEST_CASE("runtime: cudaDeviceReset destroys the device's memory and starts afre
   CHECK(free_after > free_before);
   REQUIRE_CUDA(cudaMalloc(&ptr, kMiB));
   REQUIRE_CUDA(cudaFree(ptr));
+  REQUIRE_CUDA(cudaSetDevice(0));
+}
+
+TEST_CASE("runtime: device flags, limits, cache configuration, priorities, profiler", "[runtime][device]") {
+  REQUIRE_CUDA(cudaSetDevice(1));
+  unsigned flags = 0;
+  REQUIRE_CUDA(cudaGetDeviceFlags(&flags));
+  CHECK(flags == cudaDeviceMapHost);  // mapped host memory is always on
+  REQUIRE_CUDA(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
+  REQUIRE_CUDA(cudaGetDeviceFlags(&flags));
+  CHECK(flags == (cudaDeviceScheduleBlockingSync | cudaDeviceMapHost));
+  CHECK(name(cudaSetDeviceFlags(cudaDeviceScheduleSpin | cudaDeviceScheduleYield)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaSetDeviceFlags(0x100)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaGetDeviceFlags(nullptr)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaSetDeviceFlags(cudaDeviceScheduleAuto));
+
+  size_t value = 0;
+  REQUIRE_CUDA(cudaDeviceGetLimit(&value, cudaLimitMallocHeapSize));
+  CHECK(value == 8 * kMiB);
+  REQUIRE_CUDA(cudaDeviceSetLimit(cudaLimitMallocHeapSize, 32 * kMiB));
+  REQUIRE_CUDA(cudaDeviceGetLimit(&value, cudaLimitMallocHeapSize));
+  CHECK(value == 32 * kMiB);
+  CHECK(name(cudaDeviceSetLimit(cudaLimitDevRuntimeSyncDepth, 3)) == "cudaErrorUnsupportedLimit");
+  CHECK(name(cudaDeviceSetLimit(static_cast<cudaLimit>(99), 3)) == "cudaErrorInvalidValue");
+  cudaFuncCache cache = cudaFuncCachePreferL1;
+  REQUIRE_CUDA(cudaDeviceGetCacheConfig(&cache));
+  CHECK(cache == cudaFuncCachePreferNone);
+  REQUIRE_CUDA(cudaDeviceSetCacheConfig(cudaFuncCachePreferEqual));
+  REQUIRE_CUDA(cudaDeviceGetCacheConfig(&cache));
+  CHECK(cache == cudaFuncCachePreferEqual);
+  int least = 1, greatest = 1;
+  REQUIRE_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CHECK(least == 0);
+  CHECK(greatest == -5);
+  CHECK_CUDA(cudaProfilerStart());
+  CHECK_CUDA(cudaProfilerStop());
+  // The settings go with the primary context.
+  REQUIRE_CUDA(cudaDeviceReset());
+  REQUIRE_CUDA(cudaDeviceGetLimit(&value, cudaLimitMallocHeapSize));
+  CHECK(value == 8 * kMiB);
   REQUIRE_CUDA(cudaSetDevice(0));
 }

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -210,6 +211,48 @@ TEST_CASE("nvml: works without cuInit, and sees contexts once the program makes 
     return 0;
   });
   REQUIRE(rc == 0);
+}
+
+TEST_CASE("nvml: sees every device whatever CUDA_VISIBLE_DEVICES says, matched to CUDA's by UUID", "[nvml]") {
+  const int rc = in_child([] {
+    setenv("CUDA_VISIBLE_DEVICES", "1", 1);  // CUDA sees device 1 only, as its ordinal 0
+    CHILD_CHECK(start_primary_context());
+    CUdeviceptr ptr = 0;
+    CHILD_CHECK(cuMemAlloc(&ptr, 64 << 20) == CUDA_SUCCESS);
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    unsigned int count = 0;
+    CHILD_CHECK(nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS && count == 2);
+    CUuuid cuda_uuid{};
+    CHILD_CHECK(cuDeviceGetUuid_v2(&cuda_uuid, 0) == CUDA_SUCCESS);
+    char expected[64];
+    const auto* b = reinterpret_cast<const unsigned char*>(cuda_uuid.bytes);
+    std::snprintf(expected, sizeof expected, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                  b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    nvmlDevice_t hidden = nullptr, seen = nullptr;
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(0, &hidden) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(1, &seen) == NVML_SUCCESS);
+    char uuid[64] = {};
+    CHILD_CHECK(nvmlDeviceGetUUID(seen, uuid, sizeof uuid) == NVML_SUCCESS && std::strcmp(uuid, expected) == 0);
+    CHILD_CHECK(nvmlDeviceGetUUID(hidden, uuid, sizeof uuid) == NVML_SUCCESS && std::strcmp(uuid, expected) != 0);
+    nvmlMemory_t memory{};
+    CHILD_CHECK(nvmlDeviceGetMemoryInfo(seen, &memory) == NVML_SUCCESS);
+    CHILD_CHECK(memory.total == kDevice1 && memory.used == kContextOverhead + (64 << 20));
+    CHILD_CHECK(nvmlDeviceGetMemoryInfo(hidden, &memory) == NVML_SUCCESS);
+    CHILD_CHECK(memory.total == kDevice0 && memory.used == 0);
+    CHILD_CHECK(nvmlShutdown() == NVML_SUCCESS);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+  // No device visible to CUDA: NVML still sees both.
+  const int none = in_child([] {
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    CHILD_CHECK(cuInit(0) == CUDA_ERROR_NO_DEVICE);
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    unsigned int count = 0;
+    CHILD_CHECK(nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS && count == 2);
+    return 0;
+  });
+  REQUIRE(none == 0);
 }
 
 TEST_CASE("nvml: a malformed simulator configuration fails nvmlInit", "[nvml]") {

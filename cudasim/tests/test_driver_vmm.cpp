@@ -6,7 +6,11 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <csignal>
 #include <cstdint>
@@ -623,6 +627,166 @@ TEST_CASE("vmm: export to a file descriptor and import share one memory", "[driv
   CHECK(cuMemImportFromShareableHandle(nullptr, as_handle(foreign), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ==
         CUDA_ERROR_INVALID_VALUE);
   close(foreign);
+}
+
+// The descriptors this process holds (entries of /proc/self/fd, less the one listing them).
+int open_descriptors() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int count = 0;
+  while (const dirent* entry = readdir(dir)) count += entry->d_name[0] != '.' ? 1 : 0;
+  closedir(dir);
+  return count - 1;
+}
+
+// The descriptor of this process whose target starts with `prefix` (e.g. "/memfd:..."), or -1.
+int descriptor_named(const std::string& prefix) {
+  for (int fd = 0; fd < 4096; ++fd) {
+    char link[64], target[256] = {};
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    if (readlink(link, target, sizeof target - 1) > 0 && std::string(target).rfind(prefix, 0) == 0) return fd;
+  }
+  return -1;
+}
+
+TEST_CASE("vmm: a 12 GiB arena of 2 MiB pieces holds a few descriptors, under a 1024 limit", "[driver][vmm]") {
+  // As gpumem's VMM arena preallocates: one exportable 2 MiB piece per granule, each mapped.
+  const int rc = in_child([] {
+    const rlimit limit{1024, 1024};
+    CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &limit) == 0);
+    setenv("CUDASIM_DEVICE_MEMORY", "16GiB", 1);
+    setenv("CUDASIM_DEVICES", "1", 1);
+    CHILD_CHECK(start_primary_context());
+    const int before = open_descriptors();
+    constexpr size_t kPieces = 12 * kGiB / kGranularity;
+    CUdeviceptr va = 0;
+    CHILD_CHECK(cuMemAddressReserve(&va, kPieces * kGranularity, 0, 0, 0) == CUDA_SUCCESS);
+    const CUmemAllocationProp prop = device_prop(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    std::vector<CUmemGenericAllocationHandle> pieces(kPieces);
+    for (size_t i = 0; i < kPieces; ++i) {
+      const CUdeviceptr at = va + i * kGranularity;
+      CHILD_CHECK(cuMemCreate(&pieces[i], kGranularity, &prop, 0) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemMap(at, kGranularity, 0, pieces[i], 0) == CUDA_SUCCESS);
+      CHILD_CHECK(set_access(at, kGranularity, CU_MEM_ACCESS_FLAGS_PROT_READWRITE) == CUDA_SUCCESS);
+    }
+    const int held = open_descriptors();
+    std::fprintf(stderr, "descriptors: %d before, %d with %zu pieces mapped\n", before, held, kPieces);
+    CHILD_CHECK(held >= 0 && held < 64);
+    // Every piece is memory of its own.
+    for (size_t i = 0; i < kPieces; i += 997) CHILD_CHECK(cuMemsetD8(va + i * kGranularity + 7, 0x5a, 1) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    for (size_t i = 0; i < kPieces; ++i) {
+      const auto* bytes = reinterpret_cast<const unsigned char*>(va + i * kGranularity);
+      CHILD_CHECK(bytes[7] == (i % 997 == 0 ? 0x5a : 0) && bytes[6] == 0);
+    }
+    for (size_t i = 0; i < kPieces; ++i) {
+      CHILD_CHECK(cuMemUnmap(va + i * kGranularity, kGranularity) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemRelease(pieces[i]) == CUDA_SUCCESS);
+    }
+    CHILD_CHECK(cuMemAddressFree(va, kPieces * kGranularity) == CUDA_SUCCESS);
+    return 0;
+  });
+  CHECK(rc == 0);
+}
+
+TEST_CASE("vmm: released memory comes back empty; the device's backing file cannot be imported", "[driver][vmm]") {
+  primary_context();
+  const CUdeviceptr va = reserve(4 * kMiB);
+  CUmemGenericAllocationHandle first = create(4 * kMiB);
+  map_rw(va, 4 * kMiB, first);
+  std::memset(reinterpret_cast<void*>(va), 0xee, 4 * kMiB);
+  CHECK(cuMemUnmap(va, 4 * kMiB) == CUDA_SUCCESS);
+  CHECK(cuMemRelease(first) == CUDA_SUCCESS);
+  // The same range of the backing file serves the next allocation, emptied.
+  CUmemGenericAllocationHandle second = create(4 * kMiB);
+  map_rw(va, 4 * kMiB, second);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(va);
+  size_t nonzero = 0;
+  for (size_t i = 0; i < 4 * kMiB; ++i) nonzero += bytes[i] != 0 ? 1 : 0;
+  CHECK(nonzero == 0);
+  const int backing = descriptor_named("/memfd:cudasim-vmm-backing-0");
+  REQUIRE(backing >= 0);
+  CUmemGenericAllocationHandle imported = 0;
+  CHECK(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<intptr_t>(backing)),
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemUnmap(va, 4 * kMiB) == CUDA_SUCCESS);
+  CHECK(cuMemRelease(second) == CUDA_SUCCESS);
+  CHECK(cuMemAddressFree(va, 4 * kMiB) == CUDA_SUCCESS);
+}
+
+TEST_CASE("vmm: exporting keeps every mapping's bytes; another process reopening the descriptor sees them",
+          "[driver][vmm]") {
+  primary_context();
+  CUmemGenericAllocationHandle handle = create(4 * kMiB, device_prop(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  const CUdeviceptr va = reserve(8 * kMiB);
+  map_rw(va, 4 * kMiB, handle);
+  REQUIRE(cuMemMap(va + 4 * kMiB, 2 * kMiB, 2 * kMiB, handle, 0) == CUDA_SUCCESS);  // its second half again
+  REQUIRE(set_access(va + 4 * kMiB, 2 * kMiB, CU_MEM_ACCESS_FLAGS_PROT_READ) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8(va, 0x11, 4 * kMiB) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8(va + 3 * kMiB, 0x33, 16) == CUDA_SUCCESS);
+  // A copy still queued when the export is asked lands before the bytes move.
+  Gate gate;
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8Async(va + 100, 0x77, 1, stream) == CUDA_SUCCESS);
+  std::thread opener([&gate] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gate.open();
+  });
+  int fd = -1;
+  REQUIRE(cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS);
+  opener.join();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(va);
+  CHECK(bytes[0] == 0x11);
+  CHECK(bytes[100] == 0x77);
+  CHECK(bytes[3 * kMiB + 5] == 0x33);
+  CHECK(bytes[4 * kMiB + kMiB + 5] == 0x33);  // the second mapping shows the same memory
+  auto* view = static_cast<unsigned char*>(mmap(nullptr, 4 * kMiB, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  REQUIRE(view != MAP_FAILED);
+  CHECK(view[100] == 0x77);
+  view[200] = 0x22;  // written through the descriptor, seen through both mappings
+  CHECK(bytes[200] == 0x22);
+  view[2 * kMiB + 1] = 0x44;
+  CHECK(bytes[4 * kMiB + 1] == 0x44);
+  munmap(view, 4 * kMiB);
+  int again = -1;  // a second export: the same file
+  REQUIRE(cuMemExportToShareableHandle(&again, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS);
+  struct stat one {}, two {};
+  REQUIRE(fstat(fd, &one) == 0);
+  REQUIRE(fstat(again, &two) == 0);
+  CHECK(one.st_ino == two.st_ino);
+  close(again);
+  // Another process opens the descriptor by its /proc path (a new open file, as gpumem does where it
+  // cannot duplicate it): the same bytes, both ways.
+  const pid_t parent = getpid();
+  const int child = in_child([fd, parent] {
+    CHILD_CHECK(start_primary_context());
+    const std::string path = "/proc/" + std::to_string(parent) + "/fd/" + std::to_string(fd);
+    const int reopened = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    CHILD_CHECK(reopened >= 0);
+    CUmemGenericAllocationHandle h = 0;
+    CHILD_CHECK(cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(reopened)),
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == CUDA_SUCCESS);
+    close(reopened);
+    CUdeviceptr at = 0;
+    CHILD_CHECK(cuMemAddressReserve(&at, 4 * kMiB, 0, 0, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemMap(at, 4 * kMiB, 0, h, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(set_access(at, 4 * kMiB, CU_MEM_ACCESS_FLAGS_PROT_READWRITE) == CUDA_SUCCESS);
+    const auto* seen = reinterpret_cast<const unsigned char*>(at);
+    CHILD_CHECK(seen[0] == 0x11 && seen[100] == 0x77 && seen[200] == 0x22 && seen[3 * kMiB + 5] == 0x33);
+    CHILD_CHECK(cuMemsetD8(at + 300, 0x99, 1) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    return 0;
+  });
+  CHECK(child == 0);
+  CHECK(bytes[300] == 0x99);
+  close(fd);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  CHECK(cuMemUnmap(va, 4 * kMiB) == CUDA_SUCCESS);
+  CHECK(cuMemUnmap(va + 4 * kMiB, 2 * kMiB) == CUDA_SUCCESS);
+  CHECK(cuMemRelease(handle) == CUDA_SUCCESS);
+  CHECK(cuMemAddressFree(va, 8 * kMiB) == CUDA_SUCCESS);
 }
 
 TEST_CASE("vmm: a mapping faults until cuMemSetAccess grants access, and after cuMemUnmap", "[driver][vmm]") {

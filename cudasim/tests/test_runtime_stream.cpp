@@ -260,3 +260,129 @@ TEST_CASE("runtime: stream capture records work into a graph", "[runtime][stream
   REQUIRE_CUDA(cudaStreamDestroy(stream));
   cudaGetLastError();
 }
+
+namespace {
+
+// Appends its tag to a shared log when a stream reaches it (a stream callback or a host function).
+struct Tagged {
+  std::string* log;
+  char tag;
+  cudaError_t status = cudaErrorUnknown;
+  static void CUDART_CB callback(cudaStream_t, cudaError_t status, void* self) {
+    auto* t = static_cast<Tagged*>(self);
+    t->status = status;
+    t->log->push_back(t->tag);
+  }
+  static void CUDART_CB host(void* self) {
+    auto* t = static_cast<Tagged*>(self);
+    t->log->push_back(t->tag);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("runtime: stream callbacks and host functions run on the stream, in order", "[runtime][stream]") {
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Gate gate;
+  std::string log;
+  Tagged a{&log, 'a'}, b{&log, 'b'}, c{&log, 'c'};
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, Gate::wait, &gate));
+  REQUIRE_CUDA(cudaStreamAddCallback(stream, Tagged::callback, &a, 0));
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, Tagged::host, &b));
+  REQUIRE_CUDA(cudaStreamAddCallback(stream, Tagged::callback, &c, 0));
+  CHECK(log.empty());  // the stream is held at the gate
+  gate.open();
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(log == "abc");
+  CHECK(a.status == cudaSuccess);
+  CHECK(name(cudaStreamAddCallback(stream, Tagged::callback, &a, 1)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaStreamAddCallback(stream, nullptr, &a, 0)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  // On the legacy default stream and the per-thread one too.
+  log.clear();
+  REQUIRE_CUDA(cudaStreamAddCallback(nullptr, Tagged::callback, &a, 0));
+  REQUIRE_CUDA(cudaStreamAddCallback(cudaStreamPerThread, Tagged::callback, &b, 0));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  REQUIRE_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  std::sort(log.begin(), log.end());
+  CHECK(log == "ab");
+}
+
+TEST_CASE("runtime: stream priorities and flags", "[runtime][stream]") {
+  int least = 0, greatest = 0;
+  REQUIRE_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t high = nullptr, beyond = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithPriority(&high, cudaStreamNonBlocking, greatest));
+  REQUIRE_CUDA(cudaStreamCreateWithPriority(&beyond, cudaStreamDefault, least + 7));
+  int priority = 1;
+  unsigned flags = 7;
+  REQUIRE_CUDA(cudaStreamGetPriority(high, &priority));
+  CHECK(priority == greatest);
+  REQUIRE_CUDA(cudaStreamGetPriority(beyond, &priority));
+  CHECK(priority == least);  // clamped into the range
+  REQUIRE_CUDA(cudaStreamGetFlags(high, &flags));
+  CHECK(flags == cudaStreamNonBlocking);
+  REQUIRE_CUDA(cudaStreamGetFlags(beyond, &flags));
+  CHECK(flags == cudaStreamDefault);
+  CHECK(name(cudaStreamCreateWithPriority(&high, 4, 0)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaStreamGetPriority(beyond, nullptr)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaStreamDestroy(high));
+  REQUIRE_CUDA(cudaStreamDestroy(beyond));
+}
+
+TEST_CASE("runtime: interprocess event handles are the driver's", "[runtime][event]") {
+  cudaEvent_t shared = nullptr, plain = nullptr, opened = nullptr;
+  REQUIRE_CUDA(cudaEventCreateWithFlags(&shared, cudaEventInterprocess | cudaEventDisableTiming));
+  REQUIRE_CUDA(cudaEventCreateWithFlags(&plain, cudaEventDisableTiming));
+  cudaIpcEventHandle_t handle{};
+  REQUIRE_CUDA(cudaIpcGetEventHandle(&handle, shared));
+  CHECK(name(cudaIpcGetEventHandle(&handle, plain)) == "cudaErrorInvalidValue");  // not interprocess
+  CHECK(name(cudaIpcGetEventHandle(nullptr, shared)) == "cudaErrorInvalidValue");
+  // The driver's CUDA_ERROR_INVALID_CONTEXT for a process's own handle, translated.
+  CHECK(name(cudaIpcOpenEventHandle(&opened, handle)) == "cudaErrorDeviceUninitialized");
+  CHECK(name(cudaIpcOpenEventHandle(nullptr, handle)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaEventRecord(shared, nullptr));
+  REQUIRE_CUDA(cudaEventSynchronize(shared));
+  CHECK_CUDA(cudaEventQuery(shared));
+  (void)cudaGetLastError();
+  REQUIRE_CUDA(cudaEventDestroy(shared));
+  REQUIRE_CUDA(cudaEventDestroy(plain));
+}
+
+TEST_CASE("runtime: a capture forks into another stream through an event and joins back", "[runtime][graph]") {
+  cudaStream_t origin = nullptr, side = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&origin, cudaStreamNonBlocking));
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cudaEvent_t fork = nullptr, join = nullptr;
+  REQUIRE_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  REQUIRE_CUDA(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  void* dev = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&dev, 256));
+  REQUIRE_CUDA(cudaStreamBeginCapture(origin, cudaStreamCaptureModeGlobal));
+  REQUIRE_CUDA(cudaEventRecord(fork, origin));
+  REQUIRE_CUDA(cudaStreamWaitEvent(side, fork, 0));
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  REQUIRE_CUDA(cudaStreamIsCapturing(side, &status));
+  CHECK(status == cudaStreamCaptureStatusActive);
+  REQUIRE_CUDA(cudaMemsetAsync(dev, 1, 256, side));
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaEventRecord(join, side));
+  REQUIRE_CUDA(cudaStreamWaitEvent(origin, join, 0));
+  REQUIRE_CUDA(cudaStreamEndCapture(origin, &graph));
+  REQUIRE_CUDA(cudaStreamIsCapturing(side, &status));
+  CHECK(status == cudaStreamCaptureStatusNone);
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  // Not joined back.
+  REQUIRE_CUDA(cudaStreamBeginCapture(origin, cudaStreamCaptureModeGlobal));
+  REQUIRE_CUDA(cudaEventRecord(fork, origin));
+  REQUIRE_CUDA(cudaStreamWaitEvent(side, fork, 0));
+  REQUIRE_CUDA(cudaMemsetAsync(dev, 2, 256, side));
+  CHECK(name(cudaStreamEndCapture(origin, &graph)) == "cudaErrorStreamCaptureUnjoined");
+  (void)cudaGetLastError();
+  REQUIRE_CUDA(cudaFree(dev));
+  REQUIRE_CUDA(cudaEventDestroy(fork));
+  REQUIRE_CUDA(cudaEventDestroy(join));
+  REQUIRE_CUDA(cudaStreamDestroy(origin));
+  REQUIRE_CUDA(cudaStreamDestroy(side));
+}

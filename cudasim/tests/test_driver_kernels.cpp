@@ -249,6 +249,49 @@ TEST_CASE("page-locked host memory: allocation, registration, device pointers, e
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }
 
+TEST_CASE("the device pointer of mapped page-locked memory is device memory to sets and range queries",
+          "[driver][host]") {
+  primary_context();
+  void* pinned = nullptr;
+  REQUIRE(cuMemHostAlloc(&pinned, 2 * kMiB, CU_MEMHOSTALLOC_DEVICEMAP) == CUDA_SUCCESS);
+  CUdeviceptr device = 0;
+  REQUIRE(cuMemHostGetDevicePointer(&device, pinned, 0) == CUDA_SUCCESS);
+  CHECK(cuMemsetD8(device + 10, 0xab, 100) == CUDA_SUCCESS);
+  CHECK(cuMemsetD32(device + 4096, 0x01020304u, 16) == CUDA_SUCCESS);
+  CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+  const auto* bytes = static_cast<const unsigned char*>(pinned);
+  CHECK(bytes[9] == 0);
+  CHECK(bytes[10] == 0xab);
+  CHECK(bytes[109] == 0xab);
+  CHECK(bytes[110] == 0);
+  CHECK(bytes[4096] == 0x04);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CHECK(cuMemGetAddressRange(&base, &size, device + 12345) == CUDA_SUCCESS);
+  CHECK(base == device);
+  CHECK(size == 2 * kMiB);
+  // A device copy into it, and past its end.
+  CUdeviceptr source = 0;
+  REQUIRE(cuMemAlloc(&source, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8(source, 0x5c, 4096) == CUDA_SUCCESS);
+  CHECK(cuMemcpyDtoD(device + kMiB, source, 4096) == CUDA_SUCCESS);
+  CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+  CHECK(bytes[kMiB + 4095] == 0x5c);
+  CHECK(cuMemsetD8(device + 2 * kMiB - 10, 1, 11) == CUDA_ERROR_INVALID_VALUE);
+  // Registered memory too; pageable memory is no device memory.
+  std::vector<char> pageable(kMiB);
+  CHECK(cuMemsetD8(reinterpret_cast<CUdeviceptr>(pageable.data()), 1, 10) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemGetAddressRange(&base, &size, reinterpret_cast<CUdeviceptr>(pageable.data())) == CUDA_ERROR_NOT_FOUND);
+  REQUIRE(cuMemHostRegister(pageable.data(), pageable.size(), CU_MEMHOSTREGISTER_DEVICEMAP) == CUDA_SUCCESS);
+  CHECK(cuMemsetD8(reinterpret_cast<CUdeviceptr>(pageable.data()), 7, 10) == CUDA_SUCCESS);
+  CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+  CHECK(pageable[9] == 7);
+  CHECK(cuMemHostUnregister(pageable.data()) == CUDA_SUCCESS);
+  CHECK(cuMemFree(source) == CUDA_SUCCESS);
+  CHECK(cuMemFreeHost(pinned) == CUDA_SUCCESS);
+  CHECK(cuMemsetD8(device, 1, 1) == CUDA_ERROR_INVALID_VALUE);  // freed
+}
+
 TEST_CASE("peer access between the two devices", "[driver][peers]") {
   primary_context();
   int can = -1;

@@ -1,6 +1,8 @@
 // Stream-ordered allocation and memory pools through the simulated runtime.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -146,4 +148,51 @@ TEST_CASE("runtime: misuse of stream-ordered allocation returns the documented c
   void* huge = nullptr;
   CHECK(name(cudaMallocAsync(&huge, 64 * kGiB, nullptr)) == "cudaErrorMemoryAllocation");
   cudaGetLastError();
+}
+
+TEST_CASE("runtime: current pools, and pools and their pointers shared through the driver", "[runtime][pool]") {
+  REQUIRE_CUDA(cudaSetDevice(0));
+  cudaMemPool_t default_pool = nullptr, current = nullptr;
+  REQUIRE_CUDA(cudaDeviceGetDefaultMemPool(&default_pool, 0));
+  REQUIRE_CUDA(cudaDeviceGetMemPool(&current, 0));
+  CHECK(current == default_pool);
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+  cudaMemPool_t shared = nullptr;
+  REQUIRE_CUDA(cudaMemPoolCreate(&shared, &props));
+  REQUIRE_CUDA(cudaDeviceSetMemPool(0, shared));
+  REQUIRE_CUDA(cudaDeviceGetMemPool(&current, 0));
+  CHECK(current == shared);
+  void* ptr = nullptr;
+  REQUIRE_CUDA(cudaMallocAsync(&ptr, 4096, nullptr));  // from the current pool
+  REQUIRE_CUDA(cudaMemsetAsync(ptr, 0x3c, 4096, nullptr));
+  REQUIRE_CUDA(cudaStreamSynchronize(nullptr));
+  int fd = -1;
+  REQUIRE_CUDA(cudaMemPoolExportToShareableHandle(&fd, shared, cudaMemHandleTypePosixFileDescriptor, 0));
+  cudaMemPoolPtrExportData data{};
+  REQUIRE_CUDA(cudaMemPoolExportPointer(&data, ptr));
+  cudaMemPool_t imported = nullptr;
+  REQUIRE_CUDA(cudaMemPoolImportFromShareableHandle(&imported, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                    cudaMemHandleTypePosixFileDescriptor, 0));
+  void* again = nullptr;
+  REQUIRE_CUDA(cudaMemPoolImportPointer(&again, imported, &data));
+  CHECK(again != ptr);  // a new mapping of the same bytes
+  unsigned char byte = 0;
+  REQUIRE_CUDA(cudaMemcpy(&byte, static_cast<char*>(again) + 4095, 1, cudaMemcpyDeviceToHost));
+  CHECK(byte == 0x3c);
+  CHECK(name(cudaMemPoolExportToShareableHandle(&fd, default_pool, cudaMemHandleTypePosixFileDescriptor, 0)) ==
+        "cudaErrorInvalidValue");  // the default pool has no shareable handle type
+  CHECK(name(cudaDeviceGetMemPool(nullptr, 0)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaDeviceSetMemPool(7, shared)) == "cudaErrorInvalidDevice");
+  (void)cudaGetLastError();
+  REQUIRE_CUDA(cudaFree(again));
+  REQUIRE_CUDA(cudaFreeAsync(ptr, nullptr));
+  REQUIRE_CUDA(cudaDeviceSetMemPool(0, default_pool));
+  REQUIRE_CUDA(cudaStreamSynchronize(nullptr));
+  REQUIRE_CUDA(cudaMemPoolDestroy(imported));
+  REQUIRE_CUDA(cudaMemPoolDestroy(shared));
+  close(fd);
 }

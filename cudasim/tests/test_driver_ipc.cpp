@@ -5,6 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <chrono>
+#include <string>
+#include <thread>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -201,4 +204,136 @@ TEST_CASE("an imported mapping goes with the context that opened it", "[driver][
   });
   CHECK(rc == 0);
   CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
+}
+
+TEST_CASE("closing an IPC mapping waits for work any device queued on it", "[driver][ipc]") {
+  primary_context();
+  CUdeviceptr ptr = 0;
+  REQUIRE(cuMemAlloc(&ptr, kBytes) == CUDA_SUCCESS);
+  const auto written = pattern(kBytes, 3);
+  REQUIRE(cuMemcpyHtoD(ptr, written.data(), kBytes) == CUDA_SUCCESS);
+  CUipcMemHandle handle{};
+  REQUIRE(cuIpcGetMemHandle(&handle, ptr) == CUDA_SUCCESS);
+  const int rc = in_child([&] {
+    CHILD_CHECK(start_primary_context());
+    CUdeviceptr opened = 0;
+    CHILD_CHECK(cuIpcOpenMemHandle(&opened, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) == CUDA_SUCCESS);
+    // Device 1's context copies out of the mapping, held back until after the close is asked.
+    CUcontext device0 = nullptr, device1 = nullptr;
+    CHILD_CHECK(cuCtxGetCurrent(&device0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuDevicePrimaryCtxRetain(&device1, 1) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxSetCurrent(device1) == CUDA_SUCCESS);
+    CUstream stream = nullptr;
+    CHILD_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CUdeviceptr copy = 0;
+    CHILD_CHECK(cuMemAlloc(&copy, kBytes) == CUDA_SUCCESS);
+    Gate gate;
+    CHILD_CHECK(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemcpyDtoDAsync(copy, opened, kBytes, stream) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxSetCurrent(device0) == CUDA_SUCCESS);
+    std::thread opener([&gate] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      gate.open();
+    });
+    CHILD_CHECK(cuIpcCloseMemHandle(opened) == CUDA_SUCCESS);  // waits for the copy: no fault
+    opener.join();
+    CHILD_CHECK(gate.ran());
+    CHILD_CHECK(cuCtxSetCurrent(device1) == CUDA_SUCCESS);
+    std::vector<std::uint8_t> read(kBytes);
+    CHILD_CHECK(cuMemcpyDtoH(read.data(), copy, kBytes) == CUDA_SUCCESS);
+    CHILD_CHECK(read == pattern(kBytes, 3));
+    return 0;
+  });
+  CHECK(rc == 0);
+  CHECK(cuMemFree(ptr) == CUDA_SUCCESS);
+}
+
+TEST_CASE("an interprocess event is shared: queried, waited for and recorded by either process",
+          "[driver][ipc][events]") {
+  primary_context();
+  CUevent event = nullptr;
+  REQUIRE(cuEventCreate(&event, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(event, stream) == CUDA_SUCCESS);
+  CUipcEventHandle handle{};
+  REQUIRE(cuIpcGetEventHandle(&handle, event) == CUDA_SUCCESS);
+  Pipe to_child, to_parent;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    auto child = [&]() -> int {
+      CHILD_CHECK(start_primary_context());
+      CUevent opened = nullptr;
+      CHILD_CHECK(cuIpcOpenEventHandle(&opened, handle) == CUDA_SUCCESS);
+      CHILD_CHECK(cuEventQuery(opened) == CUDA_ERROR_NOT_READY);  // the parent's stream is held
+      // A stream of the child waits for the parent's record before its own work.
+      CUstream waiting = nullptr;
+      CHILD_CHECK(cuStreamCreate(&waiting, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+      CHILD_CHECK(cuStreamWaitEvent(waiting, opened, 0) == CUDA_SUCCESS);
+      std::string log;
+      Step after{&log, 'w'};
+      CHILD_CHECK(cuLaunchHostFunc(waiting, Step::run, &after) == CUDA_SUCCESS);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      CHILD_CHECK(log.empty() && cuStreamQuery(waiting) == CUDA_ERROR_NOT_READY);
+      char go = 'g';
+      CHILD_CHECK(to_parent.send(&go, 1));  // the parent opens its gate now
+      CHILD_CHECK(cuEventSynchronize(opened) == CUDA_SUCCESS);
+      CHILD_CHECK(cuEventQuery(opened) == CUDA_SUCCESS);
+      CHILD_CHECK(cuStreamSynchronize(waiting) == CUDA_SUCCESS);
+      CHILD_CHECK(log == "w");
+      // The child records the event behind its own gate: the parent sees it pending, then done.
+      Gate mine;
+      CHILD_CHECK(cuLaunchHostFunc(waiting, Gate::wait, &mine) == CUDA_SUCCESS);
+      CHILD_CHECK(cuEventRecord(opened, waiting) == CUDA_SUCCESS);
+      CHILD_CHECK(to_parent.send(&go, 1));
+      CHILD_CHECK(to_child.receive(&go, 1));
+      mine.open();
+      CHILD_CHECK(cuStreamSynchronize(waiting) == CUDA_SUCCESS);
+      CHILD_CHECK(to_parent.send(&go, 1));
+      // Misuse: an opened event is not this process's to export; timing is disabled.
+      CUipcEventHandle again{};
+      CHILD_CHECK(cuIpcGetEventHandle(&again, opened) == CUDA_ERROR_INVALID_VALUE);
+      float ms = 0;
+      CHILD_CHECK(cuEventElapsedTime(&ms, opened, opened) == CUDA_ERROR_INVALID_HANDLE);
+      CHILD_CHECK(cuEventDestroy(opened) == CUDA_SUCCESS);
+      return 0;
+    };
+    _exit(child());
+  }
+  char go = 0;
+  REQUIRE(to_parent.receive(&go, 1));
+  gate.open();
+  REQUIRE(to_parent.receive(&go, 1));  // the child recorded it behind its gate
+  CHECK(cuEventQuery(event) == CUDA_ERROR_NOT_READY);
+  REQUIRE(to_child.send(&go, 1));
+  REQUIRE(to_parent.receive(&go, 1));
+  CHECK(cuEventQuery(event) == CUDA_SUCCESS);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+
+  // Misuse.
+  CUevent plain = nullptr, opened = nullptr;
+  REQUIRE(cuEventCreate(&plain, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+  CUipcEventHandle other{};
+  CHECK(cuIpcGetEventHandle(&other, plain) == CUDA_ERROR_INVALID_VALUE);  // not interprocess
+  CHECK(cuIpcGetEventHandle(nullptr, event) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuIpcOpenEventHandle(&opened, handle) == CUDA_ERROR_INVALID_CONTEXT);  // this process's own
+  CUipcEventHandle forged{};
+  std::memset(forged.reserved, 0x5a, sizeof forged.reserved);
+  CHECK(cuIpcOpenEventHandle(&opened, forged) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuIpcOpenEventHandle(nullptr, handle) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuEventDestroy(plain) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  CHECK(cuEventDestroy(event) == CUDA_SUCCESS);
+  // Once destroyed, its handle no longer opens.
+  const int after = in_child([&] {
+    CHILD_CHECK(start_primary_context());
+    CUevent late = nullptr;
+    CHILD_CHECK(cuIpcOpenEventHandle(&late, handle) == CUDA_ERROR_INVALID_VALUE);
+    return 0;
+  });
+  CHECK(after == 0);
 }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -296,13 +297,15 @@ TEST_CASE("event waits inside a capture", "[driver][graphs]") {
   CHECK(cuStreamWaitEvent(stream, inside, 0) == CUDA_SUCCESS);                       // within the capture
   CHECK(cuStreamWaitEvent(stream, outside, CU_EVENT_WAIT_EXTERNAL) == CUDA_SUCCESS);  // an external wait
   CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
-  // Joining another stream to the capture is not simulated.
-  CHECK(cuStreamWaitEvent(other, inside, 0) == CUDA_ERROR_NOT_SUPPORTED);
+  // Another stream waiting for an event of the capture joins it.
+  CHECK(cuStreamWaitEvent(other, inside, 0) == CUDA_SUCCESS);
+  CHECK(status_of(other) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
   // A plain wait on work outside the capture would cross its boundary.
   CHECK(cuStreamWaitEvent(stream, outside, 0) == CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
   CHECK(status_of(stream) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
   CUgraph graph = nullptr;
   CHECK(cuStreamEndCapture(stream, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CHECK(status_of(other) == CU_STREAM_CAPTURE_STATUS_NONE);  // the capture ended for every stream in it
   CHECK(cuEventDestroy(outside) == CUDA_SUCCESS);
   CHECK(cuEventDestroy(inside) == CUDA_SUCCESS);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
@@ -439,4 +442,353 @@ TEST_CASE("the report counts graph memory apart from the pool", "[driver][graphs
   CHECK(dev["pool"]["peak_bytes_reserved"] == 0);
   CHECK(dev["driver_allocs"] == 0);
   CHECK(dev["bytes_reserved"] == 0);
+}
+
+TEST_CASE("a multi-stream capture: streams fork from and join back into the capturing stream", "[driver][graphs]") {
+  primary_context();
+  CUstream origin = new_stream(), side = new_stream(), third = new_stream();
+  CUevent fork = nullptr, join = nullptr;
+  REQUIRE(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+  REQUIRE(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+  CUdeviceptr dev = 0;
+  REQUIRE(cuMemAlloc(&dev, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8(dev, 0x11, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  int calls = 0;
+
+  REQUIRE(cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8Async(dev, 0x22, 1024, origin) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(fork, origin) == CUDA_SUCCESS);
+  CHECK(cuStreamWaitEvent(side, fork, 0) == CUDA_SUCCESS);  // side joins the capture
+  cuuint64_t origin_id = 0, side_id = 0;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUgraphNode* deps = nullptr;
+  size_t count = 0;
+  CHECK(cuStreamGetCaptureInfo(origin, &status, &origin_id, nullptr, nullptr, nullptr, nullptr) == CUDA_SUCCESS);
+  CHECK(cuStreamGetCaptureInfo(side, &status, &side_id, nullptr, &deps, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(status == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  CHECK(side_id == origin_id);
+  CHECK(count == 1);  // it follows the set the fork was recorded after
+  const CUgraphNode forked_after = deps[0];
+  CHECK(cuMemsetD8Async(dev + 1024, 0x33, 1024, side) == CUDA_SUCCESS);  // captured, not run
+  CHECK(cuLaunchHostFunc(side, count_call, &calls) == CUDA_SUCCESS);
+  CHECK(cuMemsetD8Async(dev + 2048, 0x44, 1024, origin) == CUDA_SUCCESS);  // in parallel on the origin
+  // Only the origin ends the capture, and only once the side is joined back.
+  CUgraph graph = nullptr;
+  CHECK(cuStreamEndCapture(side, &graph) == CUDA_ERROR_ILLEGAL_STATE);
+  REQUIRE(cuEventRecord(join, side) == CUDA_SUCCESS);
+  CHECK(cuStreamWaitEvent(origin, join, 0) == CUDA_SUCCESS);
+  CHECK(cuStreamGetCaptureInfo(origin, &status, nullptr, nullptr, &deps, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);  // its own memset and the side's host node
+  CHECK(deps[0] != forked_after);
+  // A third stream in another capture cannot merge into this one.
+  REQUIRE(cuStreamBeginCapture(third, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+  CHECK(cuStreamWaitEvent(third, fork, 0) == CUDA_ERROR_STREAM_CAPTURE_MERGE);
+  REQUIRE(cuStreamEndCapture(third, &graph) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  REQUIRE(cuStreamEndCapture(origin, &graph) == CUDA_SUCCESS);
+  CHECK(graph != nullptr);
+  CHECK(status_of(side) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(status_of(origin) == CU_STREAM_CAPTURE_STATUS_NONE);
+  // Nothing captured ran; the streams work normally again.
+  std::vector<unsigned char> host(4096);
+  REQUIRE(cuMemcpyDtoH(host.data(), dev, 4096) == CUDA_SUCCESS);
+  CHECK(host[0] == 0x11);
+  CHECK(host[1500] == 0x11);
+  CHECK(host[3000] == 0x11);
+  CHECK(calls == 0);
+  CHECK(cuLaunchHostFunc(side, count_call, &calls) == CUDA_SUCCESS);
+  CHECK(cuStreamSynchronize(side) == CUDA_SUCCESS);
+  CHECK(calls == 1);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+
+  // A fork never joined back: CUDA_ERROR_STREAM_CAPTURE_UNJOINED, no graph, and every stream leaves.
+  REQUIRE(cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(fork, origin) == CUDA_SUCCESS);
+  REQUIRE(cuStreamWaitEvent(side, fork, 0) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8Async(dev, 0x55, 16, side) == CUDA_SUCCESS);
+  CHECK(cuStreamEndCapture(origin, &graph) == CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+  CHECK(graph == nullptr);
+  CHECK(status_of(side) == CU_STREAM_CAPTURE_STATUS_NONE);
+  // A fork that captured nothing needs no join.
+  REQUIRE(cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8Async(dev, 0x66, 16, origin) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(fork, origin) == CUDA_SUCCESS);
+  REQUIRE(cuStreamWaitEvent(side, fork, 0) == CUDA_SUCCESS);
+  REQUIRE(cuStreamEndCapture(origin, &graph) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  // The legacy stream cannot join: it synchronises with every blocking stream.
+  REQUIRE(cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(fork, origin) == CUDA_SUCCESS);
+  CHECK(cuStreamWaitEvent(nullptr, fork, 0) == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  CHECK(cuStreamEndCapture(origin, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  // Destroying a stream that joined invalidates the capture it was part of.
+  CUstream doomed = new_stream();
+  REQUIRE(cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuEventRecord(fork, origin) == CUDA_SUCCESS);
+  REQUIRE(cuStreamWaitEvent(doomed, fork, 0) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(doomed) == CUDA_SUCCESS);
+  CHECK(cuStreamEndCapture(origin, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+  CHECK(cuEventDestroy(fork) == CUDA_SUCCESS);
+  CHECK(cuEventDestroy(join) == CUDA_SUCCESS);
+  for (CUstream s : {origin, side, third}) CHECK(cuStreamDestroy(s) == CUDA_SUCCESS);
+}
+
+namespace {
+
+const char kGraphPtx[] = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry step()\n{\n\tret;\n}\n";
+
+CUDA_MEMCPY3D copy_1d(CUdeviceptr dst, const void* src_host, size_t bytes) {
+  CUDA_MEMCPY3D p{};
+  p.srcMemoryType = CU_MEMORYTYPE_HOST;
+  p.srcHost = src_host;
+  p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.dstDevice = dst;
+  p.WidthInBytes = bytes;
+  p.Height = 1;
+  p.Depth = 1;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a captured graph runs its work at every launch of its instantiation, in stream order",
+          "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  CUdeviceptr dev = 0;
+  REQUIRE(cuMemAlloc(&dev, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8(dev, 0, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  std::vector<unsigned char> source(1024, 0x41);
+  std::string log;
+  Step host{&log, 'h'};
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8Async(dev, 0x11, 4096, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyHtoDAsync(dev, source.data(), 1024, stream) == CUDA_SUCCESS);  // read at each launch
+  REQUIRE(cuLaunchHostFunc(stream, Step::run, &host) == CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  size_t count = 0;
+  CHECK(cuGraphGetNodes(graph, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 3);
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
+  std::vector<unsigned char> back(4096);
+  REQUIRE(cuMemcpyDtoH(back.data(), dev, 4096) == CUDA_SUCCESS);
+  CHECK(back[0] == 0);  // instantiating runs nothing
+  CHECK(log.empty());
+
+  // Launched behind a gate: nothing runs until the stream gets there.
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  source.assign(1024, 0x42);  // before the launch runs: the copy reads this
+  Step after{&log, 'a'};
+  REQUIRE(cuLaunchHostFunc(stream, Step::run, &after) == CUDA_SUCCESS);
+  CHECK(log.empty());
+  gate.open();
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "ha");
+  REQUIRE(cuMemcpyDtoH(back.data(), dev, 4096) == CUDA_SUCCESS);
+  CHECK(back[0] == 0x42);
+  CHECK(back[1023] == 0x42);
+  CHECK(back[1024] == 0x11);
+  // Again, with the host buffer changed.
+  source.assign(1024, 0x43);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyDtoH(back.data(), dev, 16) == CUDA_SUCCESS);
+  CHECK(back[0] == 0x43);
+  CHECK(log == "hah");
+  CHECK(cuGraphUpload(exec, stream) == CUDA_SUCCESS);
+
+  // The instantiation is independent of the graph.
+  REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "hahh");
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  CHECK(cuGraphLaunch(exec, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphExecDestroy(exec) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphInstantiate(&exec, graph, 0) == CUDA_ERROR_INVALID_VALUE);  // destroyed
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("graphs built node by node: dependencies, queries, launches", "[driver][graphs]") {
+  primary_context();
+  CUcontext ctx = nullptr;
+  REQUIRE(cuCtxGetCurrent(&ctx) == CUDA_SUCCESS);
+  CUdeviceptr dev = 0;
+  REQUIRE(cuMemAlloc(&dev, 64 * 1024) == CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CHECK(cuGraphCreate(&graph, 1) == CUDA_ERROR_INVALID_VALUE);
+  // A 2D memset: 16 rows of 100 four-byte elements, 512 bytes apart.
+  CUDA_MEMSET_NODE_PARAMS set{};
+  set.dst = dev;
+  set.pitch = 512;
+  set.value = 0x01020304u;
+  set.elementSize = 4;
+  set.width = 100;
+  set.height = 16;
+  CUgraphNode memset_node = nullptr, copy_node = nullptr, host_node = nullptr, empty = nullptr, kernel_node = nullptr;
+  REQUIRE(cuGraphAddMemsetNode(&memset_node, graph, nullptr, 0, &set, ctx) == CUDA_SUCCESS);
+  // Then a copy of 8 bytes from the host over the start of the second row.
+  const unsigned char bytes[8] = {9, 9, 9, 9, 9, 9, 9, 9};
+  CUDA_MEMCPY3D copy = copy_1d(dev + 512, bytes, sizeof bytes);
+  REQUIRE(cuGraphAddMemcpyNode(&copy_node, graph, &memset_node, 1, &copy, ctx) == CUDA_SUCCESS);
+  std::string log;
+  Step mark{&log, 'm'};
+  CUDA_HOST_NODE_PARAMS host{Step::run, &mark};
+  REQUIRE(cuGraphAddHostNode(&host_node, graph, &copy_node, 1, &host) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddEmptyNode(&empty, graph, nullptr, 0) == CUDA_SUCCESS);
+  CUlibrary library = nullptr;
+  CUkernel kernel = nullptr;
+  REQUIRE(cuLibraryLoadData(&library, kGraphPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
+  REQUIRE(cuLibraryGetKernel(&kernel, library, "step") == CUDA_SUCCESS);
+  CUDA_KERNEL_NODE_PARAMS launch{};
+  launch.kern = kernel;
+  launch.gridDimX = launch.gridDimY = launch.gridDimZ = 1;
+  launch.blockDimX = 128;
+  launch.blockDimY = launch.blockDimZ = 1;
+  const CUgraphNode after_both[] = {host_node, empty};
+  REQUIRE(cuGraphAddKernelNode(&kernel_node, graph, after_both, 2, &launch) == CUDA_SUCCESS);
+
+  size_t count = 0;
+  CHECK(cuGraphGetNodes(graph, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 5);
+  std::vector<CUgraphNode> roots(4);
+  count = roots.size();
+  CHECK(cuGraphGetRootNodes(graph, roots.data(), &count) == CUDA_SUCCESS);
+  CHECK(count == 2);
+  CHECK(roots[0] == memset_node);
+  CHECK(roots[1] == empty);
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CHECK(cuGraphNodeGetType(copy_node, &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_MEMCPY);
+  CHECK(cuGraphNodeGetType(kernel_node, &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_KERNEL);
+  CHECK(cuGraphNodeGetType(host_node, &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_HOST);
+  CUgraphNode deps[4] = {};
+  count = 4;
+  CHECK(cuGraphNodeGetDependencies(kernel_node, deps, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);
+  CHECK((deps[0] == host_node && deps[1] == empty));
+
+  // Misuse.
+  CUgraph other = nullptr;
+  REQUIRE(cuGraphCreate(&other, 0) == CUDA_SUCCESS);
+  CUgraphNode bad = nullptr;
+  CHECK(cuGraphAddEmptyNode(&bad, other, &memset_node, 1) == CUDA_ERROR_INVALID_VALUE);  // another graph's node
+  CHECK(cuGraphAddEmptyNode(&bad, graph, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  const CUgraphNode twice[] = {empty, empty};
+  CHECK(cuGraphAddEmptyNode(&bad, graph, twice, 2) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEMSET_NODE_PARAMS odd = set;
+  odd.elementSize = 3;
+  CHECK(cuGraphAddMemsetNode(&bad, other, nullptr, 0, &odd, ctx) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEMSET_NODE_PARAMS beyond = set;
+  beyond.height = 1000;  // past the allocation
+  CHECK(cuGraphAddMemsetNode(&bad, other, nullptr, 0, &beyond, ctx) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEMCPY3D to_array = copy;
+  to_array.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  CHECK(cuGraphAddMemcpyNode(&bad, other, nullptr, 0, &to_array, ctx) == CUDA_ERROR_NOT_SUPPORTED);
+  CUDA_HOST_NODE_PARAMS no_function{nullptr, nullptr};
+  CHECK(cuGraphAddHostNode(&bad, other, nullptr, 0, &no_function) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_KERNEL_NODE_PARAMS too_big = launch;
+  too_big.blockDimX = 2048;
+  CHECK(cuGraphAddKernelNode(&bad, other, nullptr, 0, &too_big) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphNodeGetType(nullptr, &type) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphExec exec = nullptr;
+  CHECK(cuGraphInstantiate(&exec, graph, CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphDestroy(other) == CUDA_SUCCESS);
+
+  CUDA_GRAPH_INSTANTIATE_PARAMS params{};
+  params.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+  CUstream stream = new_stream();
+  params.hUploadStream = stream;
+  REQUIRE(cuGraphInstantiateWithParams(&exec, graph, &params) == CUDA_SUCCESS);
+  CHECK(params.result_out == CUDA_GRAPH_INSTANTIATE_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "m");
+  std::vector<unsigned char> back(16 * 512);
+  REQUIRE(cuMemcpyDtoH(back.data(), dev, back.size()) == CUDA_SUCCESS);
+  CHECK(back[0] == 0x04);
+  CHECK(back[3] == 0x01);
+  CHECK(back[399] == 0x01);
+  CHECK(back[400] == 0);  // past the row's 100 elements
+  CHECK(back[512] == 9);  // the copy followed the memset
+  CHECK(back[519] == 9);
+  CHECK(back[520] == 0x04);
+  CHECK(back[15 * 512 + 396] == 0x04);
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  REQUIRE(cuLibraryUnload(library) == CUDA_SUCCESS);
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("graph memory lives while its graph or an instantiation of it does", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  CUdeviceptr inside = 0;
+  std::vector<unsigned char> out(256, 0);
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocAsync(&inside, 256, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8Async(inside, 0x7e, 256, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyDtoHAsync(out.data(), inside, 256, stream) == CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CHECK(cuMemGetAddressRange(&base, &size, inside) == CUDA_SUCCESS);  // kept for the instantiation
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(out[0] == 0x7e);
+  CHECK(out[255] == 0x7e);
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  CHECK(cuMemGetAddressRange(&base, &size, inside) == CUDA_ERROR_NOT_FOUND);  // gone with the last holder
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("an instantiated graph launched into a capture becomes one node of the new graph", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  std::string log;
+  Step inner_mark{&log, 'i'};
+  CUgraph inner = nullptr;
+  REQUIRE(cuGraphCreate(&inner, 0) == CUDA_SUCCESS);
+  CUgraphNode node = nullptr;
+  CUDA_HOST_NODE_PARAMS host{Step::run, &inner_mark};
+  REQUIRE(cuGraphAddHostNode(&node, inner, nullptr, 0, &host) == CUDA_SUCCESS);
+  CUgraphExec inner_exec = nullptr;
+  REQUIRE(cuGraphInstantiateWithFlags(&inner_exec, inner, 0) == CUDA_SUCCESS);
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(inner_exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(inner_exec, stream) == CUDA_SUCCESS);
+  CUgraph outer = nullptr;
+  REQUIRE(cuStreamEndCapture(stream, &outer) == CUDA_SUCCESS);
+  CHECK(log.empty());
+  CUgraphNode nodes[2] = {};
+  size_t count = 2;
+  REQUIRE(cuGraphGetNodes(outer, nodes, &count) == CUDA_SUCCESS);
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CHECK(cuGraphNodeGetType(nodes[1], &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_GRAPH);
+  CUgraphExec outer_exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&outer_exec, outer, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(outer_exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "ii");
+  for (CUgraphExec e : {inner_exec, outer_exec}) CHECK(cuGraphExecDestroy(e) == CUDA_SUCCESS);
+  for (CUgraph g : {inner, outer}) CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }

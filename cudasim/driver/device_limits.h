@@ -1,0 +1,29 @@
+// The figures of every simulated device (an sm_90-class part), shared by the attribute queries
+// (devices.cpp), launch checks (kernels.cpp), function attributes and occupancy (functions.cpp) and
+// context limits (context_settings.cpp), so they never disagree.
+#pragma once
+
+#include <cstddef>
+
+namespace cudasim {
+
+constexpr int kMultiprocessors = 132;
+constexpr int kWarpSize = 32;
+constexpr unsigned kMaxThreadsPerBlock = 1024;
+constexpr unsigned kMaxBlockDim[3] = {1024, 1024, 64};
+constexpr unsigned kMaxGridDim[3] = {2147483647u, 65535, 65535};
+constexpr int kMaxThreadsPerMultiprocessor = 2048;
+constexpr int kMaxBlocksPerMultiprocessor = 32;
+constexpr int kRegistersPerMultiprocessor = 65536;
+constexpr int kRegistersPerBlock = 65536;
+constexpr int kRegistersPerThread = 32;  // what every simulated function reports using
+// Dynamic shared memory a launch may use by default; a function may opt in to more, up to
+// kMaxSharedBytesPerBlockOptin (cuFuncSetAttribute, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
+constexpr int kMaxSharedBytesPerBlock = 49152;
+constexpr int kMaxSharedBytesPerBlockOptin = 232448;
+constexpr int kSharedBytesPerMultiprocessor = 233472;
+constexpr int kReservedSharedBytesPerBlock = 1024;  // the system's share of each block
+constexpr int kL2Bytes = 50 << 20;
+constexpr std::size_t kMaxPersistingL2Bytes = kL2Bytes / 4 * 3;
+
+}  // namespace cudasim

@@ -1,0 +1,437 @@
+// Graphs built node by node (cuGraphCreate, cuGraphAdd*Node), their queries, and executable graphs
+// (cuGraphInstantiate*, cuGraphLaunch, cuGraphUpload, cuGraphExecDestroy).
+//
+// Every node keeps the operation that does its work (graphs.h): a memset or a copy writes memory, a
+// host node calls its function, a kernel node does nothing (no device code runs, as for launches),
+// empty and memory nodes do nothing (graph memory lives as long as its graph). Instantiation takes
+// the operations in the order the nodes were added, which respects every dependency (a node can only
+// follow nodes that exist); a launch queues them, in that order, as one operation on its stream, so
+// the graph's work is ordered with everything else there exactly like the same work issued one call
+// at a time. A graph's memory stays while the graph or any instantiation of it lives.
+#include "contexts.h"
+#include "device_limits.h"
+#include "kernels.h"
+#include "state.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace cudasim;
+
+namespace {
+
+CUresult check_graph(State& st, CUgraph graph) {
+  return graph != nullptr && st.graphs.contains(graph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// The dependencies a new node of `graph` may have: nodes of that graph, listed once each.
+CUresult node_dependencies(CUgraph graph, const CUgraphNode* dependencies, size_t count,
+                           std::vector<CUgraphNode_st*>* out) {
+  if (count > 0 && dependencies == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i) {
+    CUgraphNode_st* node = dependencies[i];
+    const bool in_graph = std::any_of(graph->nodes.begin(), graph->nodes.end(),
+                                      [node](const auto& owned) { return owned.get() == node; });
+    if (!in_graph || std::find(out->begin(), out->end(), node) != out->end()) return CUDA_ERROR_INVALID_VALUE;
+    out->push_back(node);
+  }
+  return CUDA_SUCCESS;
+}
+
+// Locks, checks cuInit, the graph, the output and the dependencies, then appends the node that
+// make(state, &op) describes (make returns its kind's validation result).
+template <typename Make>
+CUresult add_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependencies, size_t count, NodeKind kind,
+                  Make make) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
+  std::vector<CUgraphNode_st*> after;
+  if (CUresult rc = node_dependencies(graph, dependencies, count, &after); rc != CUDA_SUCCESS) return rc;
+  Operation op;
+  if (CUresult rc = make(l.st, &op); rc != CUDA_SUCCESS) return rc;
+  *out = append_node(graph, kind, std::move(after), std::move(op));
+  return CUDA_SUCCESS;
+}
+
+// Device memory (or mapped page-locked memory) for a node to write or read.
+bool device_range(State& st, CUdeviceptr ptr, std::size_t bytes) {
+  if (bytes == 0) return true;
+  return find_allocation(st, ptr, bytes) != nullptr || host_range_pinned(st, ptr, bytes);
+}
+
+// One side of a 3D copy: the address of its first byte and how far it reaches, for the device side
+// also checked to be device memory. Arrays have no address here (not simulated).
+CUresult copy_side(State& st, CUmemorytype type, const void* host, CUdeviceptr device, size_t x, size_t y, size_t z,
+                   size_t pitch, size_t height, const CUDA_MEMCPY3D& p, std::uintptr_t* base) {
+  if (type == CU_MEMORYTYPE_ARRAY) return CUDA_ERROR_NOT_SUPPORTED;
+  if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
+    return CUDA_ERROR_INVALID_VALUE;
+  const std::uintptr_t start = type == CU_MEMORYTYPE_HOST ? reinterpret_cast<std::uintptr_t>(host) : device;
+  if (start == 0) return CUDA_ERROR_INVALID_VALUE;
+  const bool rows = p.Height > 1 || p.Depth > 1;
+  if (rows && (pitch < p.WidthInBytes + x || (p.Depth > 1 && height < p.Height + y))) return CUDA_ERROR_INVALID_VALUE;
+  // The first byte copied and one past the last, without wrapping.
+  std::size_t first = 0, last = 0;
+  if (__builtin_mul_overflow(z, height, &first) || __builtin_add_overflow(first, y, &first) ||
+      __builtin_mul_overflow(first, pitch, &first) || __builtin_add_overflow(first, x, &first))
+    return CUDA_ERROR_INVALID_VALUE;
+  std::size_t span = 0;  // from the first byte to the end of the last row
+  if (__builtin_mul_overflow(p.Depth - 1, height, &span) || __builtin_add_overflow(span, p.Height - 1, &span) ||
+      __builtin_mul_overflow(span, pitch, &span) || __builtin_add_overflow(span, p.WidthInBytes, &span) ||
+      __builtin_add_overflow(first, span, &last) || start > UINTPTR_MAX - last)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (type == CU_MEMORYTYPE_DEVICE && !device_range(st, start + first, span)) return CUDA_ERROR_INVALID_VALUE;
+  if (type == CU_MEMORYTYPE_UNIFIED && find_allocation(st, start + first, 1) != nullptr &&
+      !device_range(st, start + first, span))
+    return CUDA_ERROR_INVALID_VALUE;
+  *base = start + first;
+  return CUDA_SUCCESS;
+}
+
+CUresult memcpy_node(State& st, const CUDA_MEMCPY3D* p, Operation* op) {
+  if (p == nullptr || p->reserved0 != nullptr || p->reserved1 != nullptr || p->srcLOD != 0 || p->dstLOD != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::uintptr_t src = 0, dst = 0;
+  if (CUresult rc = copy_side(st, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ,
+                              p->srcPitch, p->srcHeight, *p, &src);
+      rc != CUDA_SUCCESS)
+    return rc;
+  if (CUresult rc = copy_side(st, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ,
+                              p->dstPitch, p->dstHeight, *p, &dst);
+      rc != CUDA_SUCCESS)
+    return rc;
+  const std::size_t width = p->WidthInBytes, height = p->Height, depth = p->Depth;
+  const std::size_t src_row = p->srcPitch, dst_row = p->dstPitch;
+  const std::size_t src_slice = p->srcPitch * p->srcHeight, dst_slice = p->dstPitch * p->dstHeight;
+  *op = [=] {
+    for (std::size_t z = 0; z < depth; ++z) {
+      for (std::size_t y = 0; y < height; ++y) {
+        std::memmove(reinterpret_cast<void*>(dst + z * dst_slice + y * dst_row),
+                     reinterpret_cast<const void*>(src + z * src_slice + y * src_row), width);
+      }
+    }
+  };
+  return CUDA_SUCCESS;
+}
+
+template <typename T>
+Operation fill(std::uintptr_t dst, std::size_t pitch, std::size_t width, std::size_t height, T value) {
+  return [=] {
+    for (std::size_t row = 0; row < height; ++row) {
+      T* p = reinterpret_cast<T*>(dst + row * pitch);
+      for (std::size_t i = 0; i < width; ++i) p[i] = value;
+    }
+  };
+}
+
+CUresult memset_node(State& st, const CUDA_MEMSET_NODE_PARAMS* p, Operation* op) {
+  if (p == nullptr || p->width == 0 || p->height == 0) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned size = p->elementSize;
+  if (size != 1 && size != 2 && size != 4) return CUDA_ERROR_INVALID_VALUE;
+  std::size_t row = 0, reach = 0;
+  if (__builtin_mul_overflow(p->width, size, &row) || p->dst % size != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (p->height > 1 && p->pitch < row) return CUDA_ERROR_INVALID_VALUE;
+  if (__builtin_mul_overflow(p->height - 1, p->pitch, &reach) || __builtin_add_overflow(reach, row, &reach))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!device_range(st, p->dst, reach)) return CUDA_ERROR_INVALID_VALUE;
+  switch (size) {
+    case 1: *op = fill<std::uint8_t>(p->dst, p->pitch, p->width, p->height, static_cast<std::uint8_t>(p->value)); break;
+    case 2: *op = fill<std::uint16_t>(p->dst, p->pitch, p->width, p->height, static_cast<std::uint16_t>(p->value)); break;
+    default: *op = fill<std::uint32_t>(p->dst, p->pitch, p->width, p->height, p->value); break;
+  }
+  return CUDA_SUCCESS;
+}
+
+// A kernel node: a live function or library kernel and a launch shape the device takes. Like a
+// launch, it runs no device code.
+CUresult kernel_node(State& st, CUfunction func, CUkernel kern, const unsigned grid[3], const unsigned block[3],
+                     unsigned shared, void** params, void** extra) {
+  KernelState& ks = kernels(st);
+  const FunctionSettings* settings = nullptr;
+  auto* function = reinterpret_cast<CUfunc_st*>(func);
+  CUkern_st* kernel = func != nullptr ? reinterpret_cast<CUkern_st*>(func) : kern;
+  if (func != nullptr && ks.functions.contains(function)) settings = &function->settings;
+  else if (ks.kernels.contains(kernel)) settings = &kernel->settings;
+  else return CUDA_ERROR_INVALID_VALUE;
+  if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::uint64_t threads = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] == 0 || block[i] == 0 || grid[i] > kMaxGridDim[i] || block[i] > kMaxBlockDim[i])
+      return CUDA_ERROR_INVALID_VALUE;
+    threads *= block[i];
+  }
+  if (threads > kMaxThreadsPerBlock || shared > static_cast<unsigned>(settings->max_dynamic_shared))
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+template <typename Params>
+CUresult add_kernel_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependencies, size_t count,
+                         const Params* p, CUkernel kern) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
+  const unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+  return add_node(out, graph, dependencies, count, NodeKind::Kernel, [&](State& st, Operation*) {
+    return kernel_node(st, p->func, kern, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
+  });
+}
+
+constexpr unsigned long long kInstantiateFlags =
+    CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+    CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+
+CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (out == nullptr || (flags & ~kInstantiateFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
+  auto* exec = new CUgraphExec_st();
+  exec->ctx = ctx;
+  exec->device = ctx->device;
+  for (const auto& node : graph->nodes) {
+    if (node->kind == NodeKind::Kernel) ++exec->kernels;
+    if (node->op) exec->ops.push_back(node->op);
+  }
+  exec->graph = graph;
+  ++l.st.graph_exec_counts[graph];
+  l.st.graph_execs.insert(exec);
+  *out = exec;
+  return CUDA_SUCCESS;
+}
+
+CUresult launch(CUgraphExec exec, CUstream handle, bool per_thread_default, bool upload_only) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (exec == nullptr || !l.st.graph_execs.contains(exec)) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<CUstream_st> stream;
+  if (CUresult rc = resolve_stream(l.st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
+  if (upload_only) return CUDA_SUCCESS;  // nothing to upload: the graph is ready as instantiated
+  std::vector<Operation> ops = exec->ops;
+  Operation run = [ops = std::move(ops)] {
+    for (const Operation& op : ops) op();
+  };
+  bool captured = false;  // launched into a capture: one child-graph node doing the same work
+  if (CUresult rc = capture_work(l.st, stream, NodeKind::Graph, &captured, run); rc != CUDA_SUCCESS || captured)
+    return rc;
+  l.st.device(exec->device).stats.kernel_launches += exec->kernels;
+  submit(l.st, stream, std::move(run));
+  return CUDA_SUCCESS;
+}
+
+CUgraphNodeType node_type(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::Memcpy: return CU_GRAPH_NODE_TYPE_MEMCPY;
+    case NodeKind::Memset: return CU_GRAPH_NODE_TYPE_MEMSET;
+    case NodeKind::Host: return CU_GRAPH_NODE_TYPE_HOST;
+    case NodeKind::EventRecord: return CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+    case NodeKind::EventWait: return CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+    case NodeKind::MemAlloc: return CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    case NodeKind::MemFree: return CU_GRAPH_NODE_TYPE_MEM_FREE;
+    case NodeKind::Kernel: return CU_GRAPH_NODE_TYPE_KERNEL;
+    case NodeKind::Empty: return CU_GRAPH_NODE_TYPE_EMPTY;
+    case NodeKind::Graph: return CU_GRAPH_NODE_TYPE_GRAPH;
+  }
+  return CU_GRAPH_NODE_TYPE_EMPTY;
+}
+
+// A live node: one of a graph the program holds (created, or returned by cuStreamEndCapture).
+bool live_node(State& st, CUgraphNode node) {
+  if (node == nullptr || !st.graphs.contains(node->graph)) return false;
+  const auto& nodes = node->graph->nodes;
+  return std::any_of(nodes.begin(), nodes.end(), [node](const auto& owned) { return owned.get() == node; });
+}
+
+// The nodes `pick` selects, as the cuGraphGet*Nodes calls return them: with a null array the count,
+// else up to *count of them and *count set to how many were written.
+template <typename Pick>
+CUresult list_nodes(CUgraph graph, CUgraphNode* nodes, size_t* count, Pick pick) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
+  std::vector<CUgraphNode> selected;
+  for (const auto& node : graph->nodes) {
+    if (pick(*node)) selected.push_back(node.get());
+  }
+  if (nodes == nullptr) {
+    *count = selected.size();
+    return CUDA_SUCCESS;
+  }
+  const size_t written = std::min(*count, selected.size());
+  std::copy_n(selected.begin(), written, nodes);
+  *count = written;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuGraphCreate(CUgraph* phGraph, unsigned int flags) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (phGraph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto* graph = new CUgraph_st();
+  graph->ctx = ctx;
+  l.st.graphs.insert(graph);
+  *phGraph = graph;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
+                                            size_t numDependencies) {
+  return add_node(phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Empty,
+                  [](State&, Operation*) { return CUDA_SUCCESS; });
+}
+
+CUDASIM_EXPORT CUresult cuGraphAddHostNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
+                                           size_t numDependencies, const CUDA_HOST_NODE_PARAMS* nodeParams) {
+  return add_node(phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Host, [&](State&, Operation* op) {
+    if (nodeParams == nullptr || nodeParams->fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *op = [fn = nodeParams->fn, data = nodeParams->userData] { fn(data); };
+    return CUDA_SUCCESS;
+  });
+}
+
+CUDASIM_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
+                                             size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS* memsetParams,
+                                             CUcontext) {
+  return add_node(phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Memset,
+                  [&](State& st, Operation* op) { return memset_node(st, memsetParams, op); });
+}
+
+CUDASIM_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
+                                             size_t numDependencies, const CUDA_MEMCPY3D* copyParams, CUcontext) {
+  return add_node(phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Memcpy,
+                  [&](State& st, Operation* op) { return memcpy_node(st, copyParams, op); });
+}
+
+CUDASIM_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
+                                             size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1* nodeParams) {
+  return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams, nullptr);
+}
+
+CUDASIM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode* phGraphNode, CUgraph hGraph,
+                                                const CUgraphNode* dependencies, size_t numDependencies,
+                                                const CUDA_KERNEL_NODE_PARAMS* nodeParams) {
+  return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams,
+                         nodeParams != nullptr ? nodeParams->kern : nullptr);
+}
+
+CUDASIM_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode* nodes, size_t* numNodes) {
+  return list_nodes(hGraph, nodes, numNodes, [](const CUgraphNode_st&) { return true; });
+}
+
+CUDASIM_EXPORT CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode* rootNodes, size_t* numRootNodes) {
+  return list_nodes(hGraph, rootNodes, numRootNodes, [](const CUgraphNode_st& n) { return n.dependencies.empty(); });
+}
+
+CUDASIM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType* type) {
+  if (type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (!live_node(l.st, hNode)) return CUDA_ERROR_INVALID_VALUE;
+  *type = node_type(hNode->kind);
+  return CUDA_SUCCESS;
+}
+
+namespace {
+// A node's dependencies, as the cuGraphGet*Nodes calls return nodes; edges are all default (zero).
+CUresult node_dependencies_of(CUgraphNode node, CUgraphNode* dependencies, CUgraphEdgeData* edges, size_t* count) {
+  if (count == nullptr || (edges != nullptr && dependencies == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (!live_node(l.st, node)) return CUDA_ERROR_INVALID_VALUE;
+  if (dependencies == nullptr) {
+    *count = node->dependencies.size();
+    return CUDA_SUCCESS;
+  }
+  const size_t written = std::min(*count, node->dependencies.size());
+  std::copy_n(node->dependencies.begin(), written, dependencies);
+  if (edges != nullptr) std::fill_n(edges, written, CUgraphEdgeData{});
+  *count = written;
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode* dependencies,
+                                                   size_t* numDependencies) {
+  return node_dependencies_of(hNode, dependencies, nullptr, numDependencies);
+}
+CUDASIM_EXPORT CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode* dependencies,
+                                                      CUgraphEdgeData* edgeData, size_t* numDependencies) {
+  return node_dependencies_of(hNode, dependencies, edgeData, numDependencies);
+}
+
+CUDASIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                    unsigned long long flags) {
+  // The upload flag belongs to cuGraphInstantiateWithParams only.
+  if ((flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0) return CUDA_ERROR_INVALID_VALUE;
+  return instantiate(phGraphExec, hGraph, flags);
+}
+
+// The pre-12.0 form (cuda.h's cuGraphInstantiate is cuGraphInstantiateWithFlags since): no node
+// ever fails to instantiate here, so the error node is null and the log empty.
+CUDASIM_EXPORT CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode,
+                                           char* logBuffer, size_t bufferSize) {
+  if (phErrorNode != nullptr) *phErrorNode = nullptr;
+  if (logBuffer != nullptr && bufferSize > 0) logBuffer[0] = '\0';
+  return instantiate(phGraphExec, hGraph, 0);
+}
+CUDASIM_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode,
+                                              char* logBuffer, size_t bufferSize) {
+  return cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+namespace {
+CUresult instantiate_with_params(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params,
+                                 bool per_thread_default) {
+  if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  params->hErrNode_out = nullptr;
+  CUresult rc = instantiate(exec, graph, params->flags);
+  if (rc == CUDA_SUCCESS && (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0)
+    rc = launch(*exec, params->hUploadStream, per_thread_default, true);
+  params->result_out = rc == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+  return rc;
+}
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                     CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
+  return instantiate_with_params(phGraphExec, hGraph, instantiateParams, false);
+}
+CUDASIM_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                          CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
+  return instantiate_with_params(phGraphExec, hGraph, instantiateParams, true);
+}
+
+CUDASIM_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  return launch(hGraphExec, hStream, false, false);
+}
+CUDASIM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  return launch(hGraphExec, hStream, true, false);
+}
+CUDASIM_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
+  return launch(hGraphExec, hStream, false, true);
+}
+CUDASIM_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  return launch(hGraphExec, hStream, true, true);
+}
+
+CUDASIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (hGraphExec == nullptr || l.st.graph_execs.erase(hGraphExec) == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUgraph_st* graph = hGraphExec->graph;
+  delete hGraphExec;  // its queued launches hold their own copies of the operations
+  if (--l.st.graph_exec_counts[graph] == 0) {
+    l.st.graph_exec_counts.erase(graph);
+    release_unowned_graph(l.st, graph);  // a graph destroyed while instantiated goes now
+  }
+  return CUDA_SUCCESS;
+}

@@ -1,0 +1,84 @@
+// Modules, libraries and the functions and kernels they hold (kernels.cpp), and what programs may
+// set per function (functions.cpp).
+#pragma once
+
+#include "device_limits.h"
+#include "state.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace cudasim {
+
+// What cuFuncSetAttribute / cuKernelSetAttribute and cuFuncSetCacheConfig may change (one setting for
+// every device: a kernel's per-device attributes are kept once).
+struct FunctionSettings {
+  int max_dynamic_shared = kMaxSharedBytesPerBlock;  // the launch limit for dynamic shared memory
+  int preferred_carveout = -1;                       // -1: no preference
+  int required_cluster[3] = {0, 0, 0};
+  int non_portable_cluster_allowed = 0;
+  int cluster_scheduling_policy = 0;
+  CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
+};
+
+}  // namespace cudasim
+
+// Invariant: a library stays loaded until cuLibraryUnload; its kernels are valid exactly as long.
+struct CUlib_st {
+  std::string image;
+  std::map<std::string, CUkern_st*> kernels;
+};
+struct CUkern_st {
+  CUlib_st* library = nullptr;
+  std::string name;
+  cudasim::FunctionSettings settings;
+};
+// Invariant: a module belongs to the context current when it was loaded and is unloaded with it.
+struct CUmod_st {
+  CUctx_st* ctx = nullptr;
+  std::string image;
+  std::map<std::string, CUfunc_st*> functions;
+};
+struct CUfunc_st {
+  CUmod_st* module = nullptr;
+  std::string name;
+  cudasim::FunctionSettings settings;
+};
+
+namespace cudasim {
+
+// Loaded modules and libraries, and the handles they gave out. Objects are never freed (a stale
+// handle must be recognised as stale, not reused memory) but stay owned here: unloading only
+// removes them from the live sets.
+struct KernelState {
+  std::unordered_set<CUlib_st*> libraries;
+  std::unordered_set<CUkern_st*> kernels;
+  std::unordered_set<CUmod_st*> modules;
+  std::unordered_set<CUfunc_st*> functions;
+  std::vector<std::unique_ptr<CUlib_st>> made_libraries;
+  std::vector<std::unique_ptr<CUkern_st>> made_kernels;
+  std::vector<std::unique_ptr<CUmod_st>> made_modules;
+  std::vector<std::unique_ptr<CUfunc_st>> made_functions;
+  bool warned = false;
+
+  // Takes ownership of a new object and adds it to `live`.
+  template <typename T>
+  T* keep(std::vector<std::unique_ptr<T>>& made, std::unordered_set<T*>& live, T* object) {
+    made.emplace_back(object);
+    live.insert(object);
+    return object;
+  }
+  CUlib_st* keep(CUlib_st* library) { return keep(made_libraries, libraries, library); }
+  CUkern_st* keep(CUkern_st* kernel) { return keep(made_kernels, kernels, kernel); }
+  CUmod_st* keep(CUmod_st* module) { return keep(made_modules, modules, module); }
+  CUfunc_st* keep(CUfunc_st* function) { return keep(made_functions, functions, function); }
+};
+
+// The loaded modules and libraries of the process, created on first use. Needs State::mu.
+KernelState& kernels(State& st);
+
+}  // namespace cudasim
+

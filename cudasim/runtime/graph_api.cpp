@@ -1,0 +1,212 @@
+// Graphs through the runtime API: building them node by node, querying them, instantiating and
+// launching them, over the driver's graphs (cudaGraph_t, cudaGraphNode_t and cudaGraphExec_t are the
+// driver's handles). Capture is in stream_api.cpp.
+#include "context.h"
+#include "driver_table.h"
+#include "error_state.h"
+#include "operations.h"
+
+namespace cudasim::runtime {
+namespace {
+
+static_assert(sizeof(cudaGraphInstantiateParams) == sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS));
+static_assert(sizeof(cudaHostNodeParams) == sizeof(CUDA_HOST_NODE_PARAMS));
+
+// The current context, which the driver's memset and copy nodes name.
+CUcontext current_context_handle() {
+  CUcontext ctx = nullptr;
+  return call_driver<&DriverTable::cuCtxGetCurrent>(&ctx) == cudaSuccess ? ctx : nullptr;
+}
+
+cudaError_t add_kernel_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                            size_t count, const cudaKernelNodeParams* params) {
+  if (params == nullptr) return cudaErrorInvalidValue;
+  CUkernel kernel = nullptr;
+  if (params->func == nullptr) return cudaErrorInvalidDeviceFunction;
+  if (cudaError_t status = kernel_of(params->func, &kernel); status != cudaSuccess) return status;
+  CUDA_KERNEL_NODE_PARAMS driver{};
+  driver.func = reinterpret_cast<CUfunction>(kernel);
+  driver.gridDimX = params->gridDim.x;
+  driver.gridDimY = params->gridDim.y;
+  driver.gridDimZ = params->gridDim.z;
+  driver.blockDimX = params->blockDim.x;
+  driver.blockDimY = params->blockDim.y;
+  driver.blockDimZ = params->blockDim.z;
+  driver.sharedMemBytes = params->sharedMemBytes;
+  driver.kernelParams = params->kernelParams;
+  driver.extra = params->extra;
+  return call_driver<&DriverTable::cuGraphAddKernelNode>(node, graph, dependencies, count, &driver);
+}
+
+cudaError_t add_memset_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                            size_t count, const cudaMemsetParams* params) {
+  if (params == nullptr) return cudaErrorInvalidValue;
+  CUDA_MEMSET_NODE_PARAMS driver{};
+  driver.dst = reinterpret_cast<CUdeviceptr>(params->dst);
+  driver.pitch = params->pitch;
+  driver.value = params->value;
+  driver.elementSize = params->elementSize;
+  driver.width = params->width;
+  driver.height = params->height;
+  return call_driver<&DriverTable::cuGraphAddMemsetNode>(node, graph, dependencies, count, &driver,
+                                                         current_context_handle());
+}
+
+// The memory types of a copy's two sides for a cudaMemcpyKind; false for a kind that is none.
+bool memory_types(cudaMemcpyKind kind, CUmemorytype* src, CUmemorytype* dst) {
+  switch (kind) {
+    case cudaMemcpyHostToHost: *src = *dst = CU_MEMORYTYPE_HOST; return true;
+    case cudaMemcpyHostToDevice: *src = CU_MEMORYTYPE_HOST, *dst = CU_MEMORYTYPE_DEVICE; return true;
+    case cudaMemcpyDeviceToHost: *src = CU_MEMORYTYPE_DEVICE, *dst = CU_MEMORYTYPE_HOST; return true;
+    case cudaMemcpyDeviceToDevice: *src = *dst = CU_MEMORYTYPE_DEVICE; return true;
+    case cudaMemcpyDefault: *src = *dst = CU_MEMORYTYPE_UNIFIED; return true;
+  }
+  return false;
+}
+
+cudaError_t add_memcpy_node_1d(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                               size_t count, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  CUDA_MEMCPY3D copy{};
+  if (!memory_types(kind, &copy.srcMemoryType, &copy.dstMemoryType)) return cudaErrorInvalidMemcpyDirection;
+  copy.srcHost = src;
+  copy.srcDevice = reinterpret_cast<CUdeviceptr>(src);
+  copy.dstHost = dst;
+  copy.dstDevice = reinterpret_cast<CUdeviceptr>(dst);
+  copy.WidthInBytes = bytes;
+  copy.Height = 1;
+  copy.Depth = 1;
+  return call_driver<&DriverTable::cuGraphAddMemcpyNode>(node, graph, dependencies, count, &copy,
+                                                         current_context_handle());
+}
+
+}  // namespace
+
+// Shared with per_thread_api.cpp, whose stream 0 is the per-thread default stream.
+cudaError_t graph_launch(cudaGraphExec_t exec, CUstream stream) {
+  return with_context([&] { return call_driver<&DriverTable::cuGraphLaunch>(exec, stream); });
+}
+
+cudaError_t graph_upload(cudaGraphExec_t exec, CUstream stream) {
+  return with_context([&] { return call_driver<&DriverTable::cuGraphUpload>(exec, stream); });
+}
+
+cudaError_t graph_instantiate_with_params(cudaGraphExec_t* exec, cudaGraph_t graph, cudaGraphInstantiateParams* params,
+                                          bool per_thread) {
+  if (params == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] {
+    CUDA_GRAPH_INSTANTIATE_PARAMS driver{};
+    driver.flags = params->flags;
+    driver.hUploadStream = per_thread ? per_thread_stream(params->uploadStream) : params->uploadStream;
+    const cudaError_t status = call_driver<&DriverTable::cuGraphInstantiateWithParams>(exec, graph, &driver);
+    params->errNode_out = driver.hErrNode_out;
+    params->result_out = static_cast<cudaGraphInstantiateResult>(driver.result_out);
+    return status;
+  });
+}
+
+}  // namespace cudasim::runtime
+
+using namespace cudasim::runtime;
+
+extern "C" {
+
+cudaError_t cudaGraphCreate(cudaGraph_t* pGraph, unsigned int flags) {
+  return api_call([&] { return with_context([&] { return call_driver<&DriverTable::cuGraphCreate>(pGraph, flags); }); });
+}
+
+cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+                                  size_t numDependencies) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuGraphAddEmptyNode>(pGraphNode, graph, pDependencies, numDependencies);
+    });
+  });
+}
+
+cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+                                 size_t numDependencies, const struct cudaHostNodeParams* pNodeParams) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuGraphAddHostNode>(pGraphNode, graph, pDependencies, numDependencies,
+                                                           reinterpret_cast<const CUDA_HOST_NODE_PARAMS*>(pNodeParams));
+    });
+  });
+}
+
+cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
+                                   const cudaGraphNode_t* pDependencies, size_t numDependencies,
+                                   const struct cudaKernelNodeParams* pNodeParams) {
+  return api_call([&] {
+    return with_context([&] { return add_kernel_node(pGraphNode, graph, pDependencies, numDependencies, pNodeParams); });
+  });
+}
+
+cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
+                                   const cudaGraphNode_t* pDependencies, size_t numDependencies,
+                                   const struct cudaMemsetParams* pMemsetParams) {
+  return api_call([&] {
+    return with_context([&] { return add_memset_node(pGraphNode, graph, pDependencies, numDependencies, pMemsetParams); });
+  });
+}
+
+cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
+                                     const cudaGraphNode_t* pDependencies, size_t numDependencies, void* dst,
+                                     const void* src, size_t count, enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return with_context([&] {
+      return add_memcpy_node_1d(pGraphNode, graph, pDependencies, numDependencies, dst, src, count, kind);
+    });
+  });
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphGetNodes>(graph, nodes, numNodes); });
+}
+
+cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t* pRootNodes, size_t* pNumRootNodes) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphGetRootNodes>(graph, pRootNodes, pNumRootNodes); });
+}
+
+// cudaGraphNodeType and CUgraphNodeType share their values.
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType* pType) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphNodeGetType>(node, reinterpret_cast<CUgraphNodeType*>(pType));
+  });
+}
+
+cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t* pDependencies,
+                                         cudaGraphEdgeData* edgeData, size_t* pNumDependencies) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphNodeGetDependencies>(
+        node, pDependencies, reinterpret_cast<CUgraphEdgeData*>(edgeData), pNumDependencies);
+  });
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags) {
+  return api_call([&] {
+    return with_context([&] { return call_driver<&DriverTable::cuGraphInstantiateWithFlags>(pGraphExec, graph, flags); });
+  });
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags) {
+  return cudaGraphInstantiate(pGraphExec, graph, flags);
+}
+
+cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                           cudaGraphInstantiateParams* instantiateParams) {
+  return api_call([&] { return graph_instantiate_with_params(pGraphExec, graph, instantiateParams, false); });
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  return api_call([&] { return graph_launch(graphExec, stream); });
+}
+
+cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  return api_call([&] { return graph_upload(graphExec, stream); });
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphExecDestroy>(graphExec); });
+}
+
+}  // extern "C"

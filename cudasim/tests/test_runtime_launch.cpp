@@ -1,0 +1,320 @@
+// What nvcc-generated host code does through the simulated runtime (registration of a fat binary and
+// its kernels, `<<<>>>` launches through the pushed call configuration, cudaLaunchKernel), pinned
+// host memory and peer access. Two devices.
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime_support.h"
+
+using namespace runtime_test;
+
+// nvcc's generated code declares these itself (crt/host_runtime.h, crt/device_functions.h).
+extern "C" {
+void** __cudaRegisterFatBinary(void* fatCubin);
+void __cudaRegisterFatBinaryEnd(void** fatCubinHandle);
+void __cudaUnregisterFatBinary(void** fatCubinHandle);
+void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* deviceFun, const char* deviceName,
+                            int thread_limit, uint3* tid, uint3* bid, dim3* bDim, dim3* gDim, int* wSize);
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st* stream);
+cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sharedMem, void* stream);
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                               cudaStream_t stream);
+}
+
+namespace {
+
+// A fake fat binary registered as nvcc's host code registers its translation unit's.
+struct FakeModule {
+  FakeFatbin fatbin;
+  void** handle = nullptr;
+
+  explicit FakeModule(const char* kernel) : fatbin(kernel) { handle = __cudaRegisterFatBinary(&fatbin.wrapper); }
+  void add(const void* stub, const char* name) {
+    __cudaRegisterFunction(handle, static_cast<const char*>(stub), const_cast<char*>(name), name, -1, nullptr,
+                           nullptr, nullptr, nullptr, nullptr);
+  }
+};
+
+// Registers `stub` as the kernel `name` of a fat binary of its own, once per process (as nvcc's
+// host code does at start-up).
+void register_kernel(const void* stub, const char* name) {
+  static std::map<const void*, std::unique_ptr<FakeModule>> modules;
+  std::unique_ptr<FakeModule>& module = modules[stub];
+  if (module) return;
+  module = std::make_unique<FakeModule>(name);
+  module->add(stub, name);
+  __cudaRegisterFatBinaryEnd(module->handle);
+}
+
+// Host stubs: only their addresses matter.
+void registered_stub() {}
+void unregistered_stub() {}
+void misnamed_stub() {}
+void attribute_stub() {}
+
+}  // namespace
+
+TEST_CASE("runtime: registered kernels launch through <<<>>> and cudaLaunchKernel", "[runtime][launch]") {
+  static FakeModule module("_Z6kernelPf");
+  module.add(reinterpret_cast<const void*>(&registered_stub), "_Z6kernelPf");
+  module.add(reinterpret_cast<const void*>(&misnamed_stub), "_Z5otherv");  // not in the image
+  __cudaRegisterFatBinaryEnd(module.handle);
+
+  // <<<grid, block, shared, stream>>>: push, then the stub pops and launches.
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  REQUIRE(__cudaPushCallConfiguration(dim3(64), dim3(128), 256, stream) == 0);
+  dim3 grid, block;
+  size_t shared = 0;
+  cudaStream_t popped = nullptr;
+  REQUIRE_CUDA(__cudaPopCallConfiguration(&grid, &block, &shared, &popped));
+  CHECK((grid.x == 64 && block.x == 128 && shared == 256 && popped == stream));
+  CHECK(name(__cudaPopCallConfiguration(&grid, &block, &shared, &popped)) == "cudaErrorMissingConfiguration");
+  cudaKernel_t kernel = nullptr;
+  REQUIRE_CUDA(__cudaGetKernel(&kernel, reinterpret_cast<const void*>(&registered_stub)));
+  float* data = nullptr;
+  void* args[] = {&data};
+  CHECK_CUDA(__cudaLaunchKernel(kernel, grid, block, args, shared, popped));
+  CHECK_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(&registered_stub), dim3(2, 2), dim3(32, 32), args, 0,
+                              stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+
+  // What the runtime refuses before the driver sees it.
+  CHECK(name(cudaLaunchKernel(reinterpret_cast<const void*>(&registered_stub), dim3(1), dim3(2048), args, 0,
+                              stream)) == "cudaErrorInvalidConfiguration");
+  CHECK(name(cudaLaunchKernel(reinterpret_cast<const void*>(&registered_stub), dim3(0), dim3(1), args, 0, stream)) ==
+        "cudaErrorInvalidConfiguration");
+  CHECK(name(cudaLaunchKernel(reinterpret_cast<const void*>(&registered_stub), dim3(1), dim3(1), args, 65536,
+                              stream)) == "cudaErrorInvalidConfiguration");
+  CHECK(name(cudaGetLastError()) == "cudaErrorInvalidConfiguration");  // recorded, not sticky
+  CHECK_CUDA(cudaGetLastError());
+  CHECK(name(cudaLaunchKernel(reinterpret_cast<const void*>(&unregistered_stub), dim3(1), dim3(1), args, 0,
+                              stream)) == "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaLaunchKernel(reinterpret_cast<const void*>(&misnamed_stub), dim3(1), dim3(1), args, 0, stream)) ==
+        "cudaErrorInvalidDeviceFunction");
+  CHECK(name(__cudaLaunchKernel(nullptr, dim3(1), dim3(1), args, 0, stream)) == "cudaErrorInvalidDeviceFunction");
+  (void)cudaGetLastError();
+
+  // A kernel handle stays valid across cudaDeviceReset (libraries are context-independent).
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  REQUIRE_CUDA(cudaDeviceReset());
+  CHECK_CUDA(__cudaLaunchKernel(kernel, dim3(1), dim3(1), args, 0, nullptr));
+  CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+TEST_CASE("runtime: function attributes and occupancy of registered kernels", "[runtime][launch]") {
+  register_kernel(reinterpret_cast<const void*>(&attribute_stub), "_Z8attrworkv");
+  const void* stub = reinterpret_cast<const void*>(&attribute_stub);
+  cudaFuncAttributes attributes{};
+  REQUIRE_CUDA(cudaFuncGetAttributes(&attributes, stub));
+  CHECK(attributes.maxThreadsPerBlock == 1024);
+  CHECK(attributes.numRegs == 32);
+  CHECK(attributes.binaryVersion == 90);
+  CHECK(attributes.sharedSizeBytes == 0);
+  CHECK(attributes.maxDynamicSharedSizeBytes == 48 * 1024);
+  CHECK(attributes.preferredShmemCarveout == -1);
+  CHECK(name(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&unregistered_stub))) ==
+        "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaFuncGetAttributes(nullptr, stub)) == "cudaErrorInvalidValue");
+
+  // A launch with more than 48 KiB of dynamic shared memory needs the kernel to opt in.
+  void* args[] = {nullptr};
+  CHECK(name(cudaLaunchKernel(stub, dim3(1), dim3(32), args, 64 * 1024, nullptr)) == "cudaErrorInvalidConfiguration");
+  REQUIRE_CUDA(cudaFuncSetAttribute(stub, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+  REQUIRE_CUDA(cudaFuncGetAttributes(&attributes, stub));
+  CHECK(attributes.maxDynamicSharedSizeBytes == 96 * 1024);
+  CHECK_CUDA(cudaLaunchKernel(stub, dim3(1), dim3(32), args, 64 * 1024, nullptr));
+  CHECK(name(cudaFuncSetAttribute(stub, cudaFuncAttributeMaxDynamicSharedMemorySize, 1 << 20)) ==
+        "cudaErrorInvalidValue");
+  CHECK_CUDA(cudaFuncSetAttribute(stub, cudaFuncAttributePreferredSharedMemoryCarveout, 25));
+  CHECK_CUDA(cudaFuncSetCacheConfig(stub, cudaFuncCachePreferShared));
+  CHECK_CUDA(cudaDeviceSynchronize());
+
+  int blocks = -1;
+  REQUIRE_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, stub, 256, 0));
+  CHECK(blocks == 8);
+  REQUIRE_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, stub, 64, 90 * 1024,
+                                                                      cudaOccupancyDefault));
+  CHECK(blocks == 2);  // 233472 bytes per multiprocessor, 1 KiB reserved per block
+  size_t available = 0;
+  REQUIRE_CUDA(cudaOccupancyAvailableDynamicSMemPerBlock(&available, stub, 4, 256));
+  CHECK(available == 233472 / 4 - 1024);
+  // The toolkit's own header-only helper over these calls.
+  int grid = 0, block = 0;
+  REQUIRE_CUDA(cudaOccupancyMaxPotentialBlockSize(&grid, &block, static_cast<const char*>(stub), 0, 0));
+  CHECK(block == 1024);
+  CHECK(grid == 2 * 132);
+}
+
+namespace {
+void graph_stub() {}
+void CUDART_CB count_host_node(void* counter) { ++*static_cast<int*>(counter); }
+}  // namespace
+
+TEST_CASE("runtime: graphs built node by node and captured, instantiated and launched", "[runtime][graph]") {
+  register_kernel(reinterpret_cast<const void*>(&graph_stub), "_Z9graphstepv");
+  void* dev = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&dev, 4096));
+  std::vector<unsigned char> host(4096, 0);
+  int calls = 0;
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaGraphNode_t set = nullptr, copy = nullptr, kernel = nullptr, after = nullptr;
+  cudaMemsetParams memset{};
+  memset.dst = dev;
+  memset.value = 0x5a;
+  memset.elementSize = 1;
+  memset.width = 4096;
+  memset.height = 1;
+  REQUIRE_CUDA(cudaGraphAddMemsetNode(&set, graph, nullptr, 0, &memset));
+  cudaKernelNodeParams launch{};
+  launch.func = reinterpret_cast<void*>(&graph_stub);
+  launch.gridDim = dim3(4);
+  launch.blockDim = dim3(64);
+  REQUIRE_CUDA(cudaGraphAddKernelNode(&kernel, graph, &set, 1, &launch));
+  REQUIRE_CUDA(cudaGraphAddMemcpyNode1D(&copy, graph, &kernel, 1, host.data(), dev, 4096, cudaMemcpyDeviceToHost));
+  cudaHostNodeParams counter{count_host_node, &calls};
+  REQUIRE_CUDA(cudaGraphAddHostNode(&after, graph, &copy, 1, &counter));
+  size_t count = 0;
+  REQUIRE_CUDA(cudaGraphGetNodes(graph, nullptr, &count));
+  CHECK(count == 4);
+  cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+  REQUIRE_CUDA(cudaGraphNodeGetType(kernel, &type));
+  CHECK(type == cudaGraphNodeTypeKernel);
+  cudaGraphNode_t deps[2] = {};
+  count = 2;
+  REQUIRE_CUDA(cudaGraphNodeGetDependencies(after, deps, nullptr, &count));
+  CHECK((count == 1 && deps[0] == copy));
+  cudaKernelNodeParams unregistered = launch;
+  unregistered.func = reinterpret_cast<void*>(&unregistered_stub);
+  cudaGraphNode_t bad = nullptr;
+  CHECK(name(cudaGraphAddKernelNode(&bad, graph, nullptr, 0, &unregistered)) == "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaGraphAddMemcpyNode1D(&bad, graph, nullptr, 0, host.data(), dev, 16, static_cast<cudaMemcpyKind>(9))) ==
+        "cudaErrorInvalidMemcpyDirection");
+  (void)cudaGetLastError();
+
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(host[0] == 0x5a);
+  CHECK(host[4095] == 0x5a);
+  CHECK(calls == 1);
+  REQUIRE_CUDA(cudaGraphLaunch(exec, cudaStreamPerThread));
+  REQUIRE_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  CHECK(calls == 2);
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+
+  // Captured work, instantiated with an upload.
+  REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  REQUIRE_CUDA(cudaMemsetAsync(dev, 0x6b, 4096, stream));
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, count_host_node, &calls));
+  REQUIRE_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphInstantiateParams params{};
+  params.flags = cudaGraphInstantiateFlagUpload;
+  params.uploadStream = stream;
+  REQUIRE_CUDA(cudaGraphInstantiateWithParams(&exec, graph, &params));
+  CHECK(params.result_out == cudaGraphInstantiateSuccess);
+  CHECK(calls == 2);
+  REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+  REQUIRE_CUDA(cudaMemcpy(host.data(), dev, 4096, cudaMemcpyDeviceToHost));  // the legacy stream: a blocking
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));                                  // stream's launch is not waited for
+  REQUIRE_CUDA(cudaMemcpy(host.data(), dev, 4096, cudaMemcpyDeviceToHost));
+  CHECK(host[100] == 0x6b);
+  CHECK(calls == 3);
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  CHECK(name(cudaGraphLaunch(exec, stream)) == "cudaErrorInvalidValue");
+  (void)cudaGetLastError();
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  REQUIRE_CUDA(cudaFree(dev));
+}
+
+TEST_CASE("runtime: pinned host memory", "[runtime][host]") {
+  void* pinned = nullptr;
+  REQUIRE_CUDA(cudaMallocHost(&pinned, kMiB));
+  void* device = nullptr;
+  CHECK_CUDA(cudaHostGetDevicePointer(&device, pinned, 0));
+  CHECK(device == pinned);
+  unsigned flags = 0;
+  CHECK_CUDA(cudaHostGetFlags(&flags, pinned));
+  CHECK((flags & cudaHostAllocMapped) != 0);
+  cudaPointerAttributes attributes{};
+  CHECK_CUDA(cudaPointerGetAttributes(&attributes, pinned));
+  CHECK(attributes.type == cudaMemoryTypeHost);
+  CHECK_CUDA(cudaFreeHost(pinned));
+  CHECK(name(cudaFreeHost(pinned)) == "cudaErrorInvalidValue");
+  (void)cudaGetLastError();
+  CHECK_CUDA(cudaFreeHost(nullptr));
+
+  void* none = reinterpret_cast<void*>(1);
+  CHECK_CUDA(cudaHostAlloc(&none, 0, cudaHostAllocDefault));
+  CHECK(none == nullptr);
+  CHECK(name(cudaHostAlloc(&none, kMiB, 0x100)) == "cudaErrorInvalidValue");
+  (void)cudaGetLastError();
+
+  std::vector<char> pageable(2 * kMiB);
+  CHECK_CUDA(cudaHostRegister(pageable.data(), pageable.size(), cudaHostRegisterDefault));
+  CHECK(name(cudaHostRegister(pageable.data(), kMiB, cudaHostRegisterDefault)) ==
+        "cudaErrorHostMemoryAlreadyRegistered");
+  CHECK_CUDA(cudaHostUnregister(pageable.data()));
+  CHECK(name(cudaHostUnregister(pageable.data())) == "cudaErrorHostMemoryNotRegistered");
+  (void)cudaGetLastError();
+}
+
+TEST_CASE("runtime: peer access between two devices", "[runtime][peers]") {
+  int can = -1;
+  CHECK_CUDA(cudaDeviceCanAccessPeer(&can, 0, 1));
+  CHECK(can == 1);
+  CHECK(name(cudaDeviceCanAccessPeer(&can, 0, 7)) == "cudaErrorInvalidDevice");
+  int value = -1;
+  CHECK_CUDA(cudaDeviceGetP2PAttribute(&value, cudaDevP2PAttrAccessSupported, 0, 1));
+  CHECK(value == 1);
+  REQUIRE_CUDA(cudaSetDevice(0));
+  CHECK_CUDA(cudaDeviceEnablePeerAccess(1, 0));
+  CHECK(name(cudaDeviceEnablePeerAccess(1, 0)) == "cudaErrorPeerAccessAlreadyEnabled");
+  CHECK(name(cudaDeviceEnablePeerAccess(0, 0)) == "cudaErrorInvalidDevice");  // not its own peer
+  CHECK(name(cudaDeviceEnablePeerAccess(1, 3)) == "cudaErrorInvalidValue");
+  CHECK_CUDA(cudaDeviceDisablePeerAccess(1));
+  CHECK(name(cudaDeviceDisablePeerAccess(1)) == "cudaErrorPeerAccessNotEnabled");
+  (void)cudaGetLastError();
+}
+
+TEST_CASE("runtime: copies between two devices' memory", "[runtime][peers]") {
+  void* on0 = nullptr;
+  void* on1 = nullptr;
+  REQUIRE_CUDA(cudaSetDevice(1));
+  REQUIRE_CUDA(cudaMalloc(&on1, 4096));
+  REQUIRE_CUDA(cudaSetDevice(0));
+  REQUIRE_CUDA(cudaMalloc(&on0, 4096));
+  REQUIRE_CUDA(cudaMemset(on0, 0x29, 4096));
+  REQUIRE_CUDA(cudaMemcpyPeer(on1, 1, on0, 0, 4096));
+  std::vector<unsigned char> back(4096);
+  REQUIRE_CUDA(cudaMemcpy(back.data(), on1, 4096, cudaMemcpyDeviceToHost));
+  CHECK(back[4095] == 0x29);
+  REQUIRE_CUDA(cudaMemset(on1, 0x30, 4096));
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreate(&stream));
+  REQUIRE_CUDA(cudaMemcpyPeerAsync(on0, 0, on1, 1, 2048, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  REQUIRE_CUDA(cudaMemcpy(back.data(), on0, 4096, cudaMemcpyDeviceToHost));
+  CHECK(back[2047] == 0x30);
+  CHECK(back[2048] == 0x29);
+  CHECK(name(cudaMemcpyPeer(on1, 7, on0, 0, 16)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaMemcpyPeer(on1, 1, on0, 0, 8192)) == "cudaErrorInvalidValue");  // past the allocations
+  (void)cudaGetLastError();
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  REQUIRE_CUDA(cudaFree(on0));
+  REQUIRE_CUDA(cudaFree(on1));
+}
