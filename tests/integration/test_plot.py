@@ -345,6 +345,37 @@ class PlotSeveralTracesTest(PlotTestCase):
         width, height = self.assertPng(png)
         self.assertGreater(height, width * 0.6)  # one panel per rank's device
 
+    def test_a_limit_that_moves_is_drawn_as_it_moved(self):
+        """Two processes sharing a GPU (GPUMEM_SHARE=auto): the first's budget falls from 96 MiB to
+        48 MiB when the second joins, and the second's rises to 48 MiB; each trace's Limit column says so."""
+        lender = self.write("lender.csv", "\n".join([
+            GPUMEM_HEADER,
+            gpumem_row(0.0, "allocate", 0x7f0000000000, 24 * MiB, 0, 24 * MiB, 96 * MiB),
+            gpumem_row(1.0, "allocate", 0x7f0002000000, 8 * MiB, 0, 32 * MiB, 48 * MiB),
+            gpumem_row(2.0, "free", 0x7f0002000000, 8 * MiB, 0, 32 * MiB, 48 * MiB)]) + "\n")
+        joiner = self.write("joiner.csv", "\n".join([
+            GPUMEM_HEADER,
+            gpumem_row(1.0, "allocate", 0x7e0000000000, 16 * MiB, 0, 16 * MiB, 48 * MiB),
+            gpumem_row(2.0, "free", 0x7e0000000000, 16 * MiB, 0, 16 * MiB, 48 * MiB)]) + "\n")
+        out = self.path("shared.json")
+        proc = run_plot(lender, joiner, "--text", "--perfetto", out)
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        lines = [line for line in proc.stdout.splitlines() if " allocations, " in line]
+        self.assertIn(f"limit {48 * MiB} bytes (it moved 1 times, between {48 * MiB} and {96 * MiB})", lines[0])
+        self.assertNotIn("moved", lines[1])
+        # The lender's chart: its limit row ('=') is higher in the first half than in the second.
+        chart = proc.stdout.split("lender.csv device 0 over", 1)[1].split("joiner.csv", 1)[0]
+        rows = [line.split("|", 1)[1] for line in chart.splitlines() if "|" in line]
+        limit_rows = [[i for i, row in enumerate(rows) if len(row) > c and row[c] == "="] for c in (2, len(rows[0]) - 3)]
+        self.assertTrue(limit_rows[0] and limit_rows[1], chart)
+        self.assertLess(limit_rows[0][0], limit_rows[1][0], chart)  # row 0 is the top
+        with open(out) as f:
+            events = json.load(f)["traceEvents"]
+        limits = sorted({(e["ts"], e["args"]["limit"]) for e in events
+                         if e["ph"] == "C" and e["name"] == "lender.csv device 0" and "limit" in e["args"]})
+        self.assertEqual(limits[0][1], 96 * MiB)
+        self.assertEqual(limits[-1][1], 48 * MiB)
+
     def test_times_of_day_cannot_share_a_clock(self):
         first = self.rank_trace("rank0.csv", 0.0, 64 * MiB, 1.0)
         rmm = self.write("rmm.csv", "Thread,Time,Action,Pointer,Size,Stream\n1,14:03:07.000000,allocate,0x10,16,0\n")

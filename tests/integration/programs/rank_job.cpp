@@ -2,8 +2,9 @@
 //
 // It picks its GPU by local rank (as torchrun, Horovod and the MPI examples do), allocates its
 // working set through the CUDA runtime, waits until every local rank has tried (so that all hold
-// their memory at once, as a job's ranks do), then frees and exits: 0 when its allocation succeeded,
-// 1 when it (or the context before it) was refused.
+// their memory at once, as a job's ranks do), prints its line, waits until every rank has printed
+// (mpirun stops the rest of a job when one rank exits non-zero), then frees and exits: 0 when its
+// allocation succeeded, 1 when it (or the context before it) was refused.
 //
 // The local ranks make their first allocation in turn, rank 0 first, as ranks whose start-up takes a
 // little longer each do; it makes the outcome certain. (Ranks that preallocate at the same instant
@@ -82,8 +83,11 @@ int main(int argc, char** argv) {
   std::printf("rank=%ld local_rank=%ld device=%d result=%s free=%zu total=%zu\n", rank, local_rank, device,
               status == cudaSuccess ? "ok" : cudaGetErrorName(status), free, total);
   std::fflush(stdout);
+  // And none exits before every rank has printed: mpirun stops the others when one exits non-zero.
+  mark(folder, "printed", local_rank);
+  in_time = wait_for(folder, "printed", ranks) && in_time;
   if (!in_time) {
-    std::fprintf(stderr, "rank_job: rank %ld: the other ranks did not try within 60 s\n", rank);
+    std::fprintf(stderr, "rank_job: rank %ld: the other ranks did not try, or print, within 60 s\n", rank);
     return 4;
   }
   if (status == cudaSuccess) CHECK_CUDA(cudaFree(block));
