@@ -8,6 +8,8 @@
 
 #include <pthread.h>
 
+#include <cstdio>
+
 #include <algorithm>
 #include <atomic>
 
@@ -81,7 +83,18 @@ void stack_replace_top(std::vector<CUctx_st*>& stack, CUctx_st* ctx) {
 // Makes a context usable: charges the context overhead and creates its legacy default stream.
 CUresult activate_context(State& st, CUctx_st* ctx) {
   Device& dev = st.device(ctx->device);
-  if (!reserve_capacity(dev, st.config.context_overhead)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!reserve_capacity(dev, st.config.context_overhead)) {
+    // A device too small for any context is the configuration's doing: said once, as no driver would.
+    static bool said = false;
+    if (dev.total < st.config.context_overhead && !said) {
+      said = true;
+      std::fprintf(stderr, "cudasim: device %d has %llu bytes (CUDASIM_DEVICE_MEMORY), less than the %llu bytes a "
+                   "context takes (CUDASIM_CONTEXT_OVERHEAD): every context creation fails with "
+                   "CUDA_ERROR_OUT_OF_MEMORY\n", dev.ordinal, static_cast<unsigned long long>(dev.total),
+                   static_cast<unsigned long long>(st.config.context_overhead));
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   dev.stats.contexts_created++;
   ctx->alive = true;
   ctx->id = g_next_context_id++;

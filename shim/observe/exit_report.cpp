@@ -197,11 +197,16 @@ std::string render_table(const std::vector<DeviceFigures>& devices, long pid) {
   row("reserved at peak", [&](const DeviceFigures& d) { return bytes(d.stats.peak_bytes_reserved); });
   row("in use now", [&](const DeviceFigures& d) { return bytes(d.stats.bytes_in_use); });
   row("in use at peak", [&](const DeviceFigures& d) { return bytes(d.stats.peak_bytes_in_use); });
+  // Freed by the program, not yet reusable: the device may still be using them (GPUMEM_FREE_SYNC).
+  row("freed, awaiting the device", [&](const DeviceFigures& d) { return bytes(d.stats.bytes_fenced); });
   row("allocations served", [](const DeviceFigures& d) { return fmt::format("{}", d.stats.counters.allocs); });
   row("frees", [](const DeviceFigures& d) { return fmt::format("{}", d.stats.counters.frees); });
   row("refused", [](const DeviceFigures& d) { return fmt::format("{}", d.stats.counters.failed_allocs); });
   row("driver allocations made", [](const DeviceFigures& d) { return fmt::format("{}", d.stats.counters.driver_allocs); });
-  row("driver allocations avoided", [](const DeviceFigures& d) { return fmt::format("{}", d.driver_allocs_avoided()); });
+  // cuda_async mode asks the driver's pool for every block: what the pool reuses, it counts itself.
+  row("driver allocations avoided", [](const DeviceFigures& d) {
+    return d.mode == "cuda_async" ? std::string("n/a (driver's pool)") : fmt::format("{}", d.driver_allocs_avoided());
+  });
   row("largest free block", [&](const DeviceFigures& d) { return bytes(d.stats.largest_free_block); });
   row("fragmentation", [](const DeviceFigures& d) { return fmt::format("{:.3f}", d.stats.fragmentation); });
   row("syncs for freed memory", [](const DeviceFigures& d) { return fmt::format("{}", d.stats.counters.fence_syncs); });

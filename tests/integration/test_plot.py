@@ -197,6 +197,24 @@ class PlotOutputTest(PlotTestCase):
         self.assertAlmostEqual(max(e["ts"] for e in counters[0]), 900_000, delta=1)
 
     @unittest.skipIf(MATPLOTLIB_MISSING, f"no matplotlib: {MATPLOTLIB_MISSING}")
+    def test_png_of_a_preallocated_arena_scales_in_use_on_its_own(self):
+        # The default policy: 12 GiB reserved at the first allocation, a few MiB in use. On the
+        # reservation's scale in use would be a flat line at zero: it gets a scale of its own.
+        rows = [GPUMEM_HEADER]
+        for i in range(20):
+            rows.append(gpumem_row(i * 0.01, "allocate", 0x7f0000000000 + i * 0x100000, MiB, 0, 12 * GiB, 12 * GiB))
+        trace = self.write("preallocated.csv", "\n".join(rows) + "\n")
+        out = self.path("preallocated.png")
+        proc = run_plot(trace, "-o", out)
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        self.assertPng(out)
+        self.assertIn("device 0: in use drawn on a scale of its own (right): the device reserved 614 times its peak "
+                      "in use", proc.stdout)
+        # Reserved close to what is in use: one scale.
+        proc = run_plot(self.write("growth.csv", two_device_trace()), "-o", self.path("growth.png"))
+        self.assertNotIn("scale of its own", proc.stdout)
+
+    @unittest.skipIf(MATPLOTLIB_MISSING, f"no matplotlib: {MATPLOTLIB_MISSING}")
     def test_png(self):
         trace = self.write("two.csv", two_device_trace())
         out = self.path("timeline.png")

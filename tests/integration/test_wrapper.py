@@ -388,6 +388,16 @@ class SimulatorTest(WrapperTestCase):
         self.assertEqual(seen["CUDASIM_DEVICE_MEMORY"], str(2 << 30))
 
 
+    def test_a_device_smaller_than_a_context_is_named(self):
+        # Each simulated context takes CUDASIM_CONTEXT_OVERHEAD (300 MiB): a 64 MiB device runs nothing,
+        # and the simulator says why in one line.
+        result = testlib.run([WRAPPER, "--sim", "--sim-memory", "64MiB", WRAPPER_ALLOC], preload=False, sim=True)
+        self.assertNotEqual(result.returncode, 0, result.describe())
+        self.assertIn("cudasim: device 0 has 67108864 bytes (CUDASIM_DEVICE_MEMORY), less than the 314572800 bytes "
+                      "a context takes (CUDASIM_CONTEXT_OVERHEAD)", result.stderr)
+        self.assertIn("context takes 300 MiB", wrapper(["--help"]).stdout)
+
+
 class EndToEndTest(WrapperTestCase):
     """A driver-API program (one 1 MiB allocation) run through the wrapper over the simulator: the
     options reach the shim, as the simulator's report of what the driver was asked shows."""
