@@ -514,11 +514,12 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes) {
     return false;
   }
   Region& region = regions_.front().region;
-  const auto first_hole_from = [&](std::uintptr_t at) {
-    return std::upper_bound(unmapped_.begin(), unmapped_.end(), at,
+  // The holes are passed in: the thread-safety analysis does not follow the lock into a lambda.
+  const auto first_hole_from = [](std::vector<Region>& holes, std::uintptr_t at) {
+    return std::upper_bound(holes.begin(), holes.end(), at,
                             [](std::uintptr_t address, const Region& hole) { return address < hole.base + hole.size; });
   };
-  auto range = first_hole_from(begin);
+  auto range = first_hole_from(unmapped_, begin);
   bool made_room = false;
   while (range != unmapped_.end() && range->base < end) {
     const std::uintptr_t from = std::max(begin, range->base);
@@ -539,7 +540,7 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes) {
       } catch (...) {  // bad_alloc
         return false;
       }
-      range = first_hole_from(begin);
+      range = first_hole_from(unmapped_, begin);
       continue;
     }
     ++counters_.region_maps;
