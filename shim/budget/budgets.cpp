@@ -321,10 +321,14 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
     if (granted(reservation)) return true;
   }
   if (path != BudgetPath::arena && reservation.outcome != share::Outcome::unavailable) {
-    if (const Reclaimer reclaim = g_reclaimer.load(std::memory_order_acquire); reclaim != nullptr && reclaim(device).bytes > 0) {
-      settle_pools(device);  // a manager's trim may have emptied its pool
-      reservation = member.reserve(bytes, std::nullopt);
-      if (granted(reservation)) return true;
+    if (const Reclaimer reclaim = g_reclaimer.load(std::memory_order_acquire); reclaim != nullptr) {
+      const std::size_t before = budget.charged();
+      const bool arenas_gave = reclaim(device).bytes > 0;
+      settle_pools(device);  // a manager's trim may have emptied its pool (frees it kept back included)
+      if (arenas_gave || budget.charged() < before) {
+        reservation = member.reserve(bytes, std::nullopt);
+        if (granted(reservation)) return true;
+      }
     }
   }
   const Policy& policy = *process_policy().policy;

@@ -122,22 +122,27 @@ CUmemoryPool current_pool(CUdevice device) noexcept {
   return pool;
 }
 
-bool charge_pool_block(CUdevice device, CUmemoryPool /*pool*/, BudgetPath path, std::size_t bytes,
-                       std::string_view call) noexcept {
+std::optional<std::size_t> charge_pool_block(CUdevice device, CUmemoryPool /*pool*/, BudgetPath path,
+                                             std::size_t bytes, std::string_view call) noexcept {
   // Charged as if the pool had to grow, by whole steps: what it holds idle may be a block freed on
-  // another stream that this one cannot have yet, and then the pool does grow. Where that does not
-  // fit, charge() trims the pools (what they hold unused goes back) before it refuses.
-  // pool_block_allocated refunds what the block did not need. The block is not live in its pool's
-  // entry before the driver served it: a settlement meanwhile must not take its bytes out of what
-  // the pool holds idle (the pool may grow for it instead).
-  return charge(device, path, pool_growth(bytes), call);
+  // another stream that this one cannot have yet, and then the pool does grow. Where the step does
+  // not fit but the block does, the block's own bytes (a pool that then grows by a whole step is
+  // trimmed after, if that passed the limit). Where nothing fits, charge() trims the pools (what they
+  // hold unused goes back) before it refuses. The block is not live in its pool's entry before the
+  // driver served it: a settlement meanwhile must not take its bytes out of what the pool holds idle.
+  std::size_t charged = pool_growth(bytes);
+  if (const DeviceBudget* budget = existing(device); budget != nullptr && budget->available() < charged) {
+    charged = bytes;
+  }
+  if (!charge(device, path, charged, call)) return std::nullopt;
+  return charged;
 }
 
-void pool_block_allocated(CUdevice device, CUmemoryPool pool, BudgetPath path, std::size_t bytes,
+void pool_block_allocated(CUdevice device, CUmemoryPool pool, BudgetPath path, std::size_t bytes, std::size_t charged,
                           bool allocated) noexcept {
-  const std::size_t step_rest = pool_growth(bytes) - bytes;  // charged beyond the block's bytes
+  const std::size_t step_rest = charged > bytes ? charged - bytes : 0;  // charged beyond the block's bytes
   if (!allocated) {
-    refund(device, path, pool_growth(bytes));
+    refund(device, path, charged);
     if (pool != nullptr) settle(pool);  // a refusal by the driver may follow a trim
     return;
   }
@@ -153,8 +158,8 @@ void pool_block_allocated(CUdevice device, CUmemoryPool pool, BudgetPath path, s
   // Settled first, then the rest of the step refunded: the budget never reads less than the pool holds.
   settle(pool);
   if (step_rest > 0) refund(device, path, step_rest);
-  // The pool grew by more than the steps charged (a driver that grows its pools in larger ones):
-  // what the pools hold unused goes back if that took the budget over its limit.
+  // The pool grew by more than was charged: what the pools hold unused goes back if that took the
+  // budget over its limit.
   const DeviceBudget* budget = existing(device);
   if (budget != nullptr && budget->over_limit()) {
     const std::size_t trimmed = trim_pools(device);

@@ -7,8 +7,8 @@
 // - a block freed into its pool moves its charge from its path to pool_reserve (the pool keeps it);
 // - a block allocated from a pool is charged before the driver call as if the pool had to grow by
 //   whole 2 MiB steps for it (what the pool holds idle may be a block freed on another stream, which
-//   this one cannot have yet), so the budget never passes its limit; what it did not need is
-//   refunded after the call;
+//   this one cannot have yet); where the step does not fit but the block does, by its own bytes;
+//   what it did not need is refunded after the call;
 // - after every pool allocation, and before cuMemGetInfo answers, the pool's charge is settled to
 //   what the driver says it holds (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT); a pool that grew beyond the
 //   memory it was charged for is trimmed if that takes the budget over its limit;
@@ -22,6 +22,8 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <optional>
+#include <string_view>
 
 #include "budget/device_budget.h"
 
@@ -32,14 +34,15 @@ CUmemoryPool pool_of(CUdeviceptr ptr) noexcept;
 // The device's current pool, which cuMemAllocAsync allocates from; null when the driver cannot say.
 CUmemoryPool current_pool(CUdevice device) noexcept;
 
-// Before a block of `bytes` is allocated from `pool` on `device`: charges `bytes` to `path`
-// (budget::charge, which trims the pools before it refuses: false then, nothing charged).
-bool charge_pool_block(CUdevice device, CUmemoryPool pool, BudgetPath path, std::size_t bytes,
-                       std::string_view call) noexcept;
-// After the allocation: the block lives (`allocated`), or the charge is undone (it failed). Either
-// way the pool's charge is settled.
+// Before a block of `bytes` is allocated from `pool` on `device`: charges `path` for the pool's
+// growth by whole steps where that fits, else for `bytes` (budget::charge, which trims the pools
+// before it refuses: nullopt then, nothing charged). Returns what it charged.
+std::optional<std::size_t> charge_pool_block(CUdevice device, CUmemoryPool pool, BudgetPath path,
+                                             std::size_t bytes, std::string_view call) noexcept;
+// After the allocation: the block lives (`allocated`; what was charged beyond its bytes is refunded
+// once the pool is settled), or the charge is undone (it failed).
 void pool_block_allocated(CUdevice device, CUmemoryPool pool, BudgetPath path, std::size_t bytes,
-                          bool allocated) noexcept;
+                          std::size_t charged, bool allocated) noexcept;
 // A live block of `bytes` charged to `path` went back to `pool` (freed): its charge moves to
 // pool_reserve. `undo`: the free failed after all, and the charge moves back.
 void pool_block_freed(CUdevice device, CUmemoryPool pool, BudgetPath path, std::size_t bytes,

@@ -420,7 +420,11 @@ void CudaAsyncManager::do_retire() noexcept {
 }
 
 std::size_t CudaAsyncManager::do_trim() {
-  if (!capture_state::active()) synchronize_for_reuse();  // deferred frees back to the pool first
+  if (!capture_state::active()) {
+    synchronize_for_reuse();  // deferred frees back to the pool first...
+    // ...where they are free once the private stream has run them (a trim keeps what is not).
+    if (real_driver().cuStreamSynchronize != nullptr) real_driver().cuStreamSynchronize(private_stream_);
+  }
   refresh_pool_figures();
   const std::size_t before = pool_reserved_.load(std::memory_order_relaxed);
   const RealDriver& driver = real_driver();

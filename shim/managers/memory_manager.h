@@ -193,10 +193,11 @@ class MemoryManager {
   template <typename Allocate>
   CUresult allocate_pool_charged(CUdeviceptr* out, std::size_t bytes, BudgetPath path, CUmemoryPool pool,
                                  std::string_view call, Allocate&& allocate) {
-    if (!budget::charge_pool_block(device_, pool, path, bytes, call)) return CUDA_ERROR_OUT_OF_MEMORY;
+    const std::optional<std::size_t> charged = budget::charge_pool_block(device_, pool, path, bytes, call);
+    if (!charged) return CUDA_ERROR_OUT_OF_MEMORY;
     const CUresult result = allocate();
     if (result == CUDA_SUCCESS) budget::remember_block(static_cast<std::uintptr_t>(*out), device_, path, bytes, pool);
-    budget::pool_block_allocated(device_, pool, path, bytes, result == CUDA_SUCCESS);
+    budget::pool_block_allocated(device_, pool, path, bytes, *charged, result == CUDA_SUCCESS);
     return result;
   }
   // "limit N bytes, <where it came from and what to raise>", for out-of-memory reports.

@@ -51,11 +51,11 @@ CUresult PlatformManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes,
   if (captured) return allocate();
   // The pool keeps a freed block's memory: charged as budget/pool_reserve.h says.
   const CUmemoryPool pool = budget::current_pool(device());
-  if (!budget::charge_pool_block(device(), pool, BudgetPath::driver, bytes, "cuMemAllocAsync")) {
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
+  const std::optional<std::size_t> charged =
+      budget::charge_pool_block(device(), pool, BudgetPath::driver, bytes, "cuMemAllocAsync");
+  if (!charged) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult result = allocate();
-  budget::pool_block_allocated(device(), pool, BudgetPath::driver, bytes, result == CUDA_SUCCESS);
+  budget::pool_block_allocated(device(), pool, BudgetPath::driver, bytes, *charged, result == CUDA_SUCCESS);
   return result == CUDA_SUCCESS ? track_alloc(result, *out, bytes) : result;
 }
 
