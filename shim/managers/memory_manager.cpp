@@ -52,9 +52,33 @@ std::string_view to_string(AllocationPath path) noexcept {
 
 MemoryManager::MemoryManager(CUcontext context, CUdevice device, const Policy& policy,
                              std::size_t limit_bytes)
-    : context_(context), device_(device), policy_(policy), limit_bytes_(limit_bytes) {}
+    : context_(context), device_(device), policy_(policy), limit_bytes_(limit_bytes),
+      timed_(policy.stats || !policy.stats_file.empty()) {}
+
+// Adds the time from its making to its end to the manager's call_ns_, when the manager times its calls.
+class MemoryManager::CallTimer {
+ public:
+  explicit CallTimer(MemoryManager& manager) noexcept : sink_(manager.timed_ ? &manager.call_ns_ : nullptr) {
+    if (sink_ != nullptr) started_ = now_ns();
+  }
+  ~CallTimer() {
+    if (sink_ != nullptr) sink_->fetch_add(now_ns() - started_, std::memory_order_relaxed);
+  }
+  CallTimer(const CallTimer&) = delete;
+  CallTimer& operator=(const CallTimer&) = delete;
+
+ private:
+  static std::uint64_t now_ns() noexcept {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(now.tv_nsec);
+  }
+  std::atomic<std::uint64_t>* const sink_;
+  std::uint64_t started_ = 0;
+};
 
 CUresult MemoryManager::allocate(CUdeviceptr* out, std::size_t bytes) {
+  const CallTimer timer(*this);
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;  // as cuMemAlloc_v2 answers
   const CUresult result = do_allocate(out, bytes);
   finish_alloc(result, out, bytes, 0);
@@ -88,6 +112,7 @@ void MemoryManager::look_at_ledger() noexcept {
 
 CUresult MemoryManager::allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width_bytes,
                                        std::size_t height, unsigned int element_size_bytes) {
+  const CallTimer timer(*this);
   if (out == nullptr || pitch == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_pitch(out, pitch, width_bytes, height, element_size_bytes);
   std::size_t asked = 0;  // for a refusal's report: at least the rows' bytes, SIZE_MAX when that overflows
@@ -99,6 +124,7 @@ CUresult MemoryManager::allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std
 
 template <typename Free>
 CUresult MemoryManager::traced_free(CUdeviceptr ptr, std::uintptr_t stream, Free&& free) {
+  const CallTimer timer(*this);
   observe::TraceLog* trace = observe::trace_log();
   // Traced before the free: once freed, another thread may be handed the same address.
   const std::uint64_t ticket =
@@ -118,6 +144,7 @@ CUresult MemoryManager::free(CUdeviceptr ptr) {
 }
 
 CUresult MemoryManager::allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
+  const CallTimer timer(*this);
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_async(out, bytes, stream);
   finish_alloc(result, out, bytes, stream_column(stream));
@@ -131,6 +158,7 @@ CUresult MemoryManager::free_async(CUdeviceptr ptr, StreamArg stream) {
 
 CUresult MemoryManager::allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemoryPool pool,
                                                  StreamArg stream) {
+  const CallTimer timer(*this);
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_from_pool_async(out, bytes, pool, stream);
   finish_alloc(result, out, bytes, stream_column(stream));
@@ -149,7 +177,8 @@ ManagerCounters MemoryManager::counters() const noexcept {
                            passed_through_.load(std::memory_order_relaxed),
                            driver_allocs_.load(std::memory_order_relaxed),
                            fence_syncs_.load(std::memory_order_relaxed),
-                           {}};
+                           {},
+                           call_ns_.load(std::memory_order_relaxed)};
   for (std::size_t i = 0; i < kAllocationPaths; ++i) {
     counters.paths[i] = PathCounters{path_cells_[i].allocs.load(std::memory_order_relaxed),
                                      path_cells_[i].bytes.load(std::memory_order_relaxed)};

@@ -61,6 +61,9 @@ struct ManagerCounters {
   std::uint64_t driver_allocs = 0;   // device allocations made through the driver (bfc: its regions too)
   std::uint64_t fence_syncs = 0;     // context synchronisations the shim made so freed memory could be reused
   std::array<PathCounters, kAllocationPaths> paths{};
+  // Nanoseconds spent inside the allocation and free calls served, counted only when statistics were
+  // asked for (GPUMEM_STATS, GPUMEM_STATS_FILE): else the clock is never read, and this stays 0.
+  std::uint64_t call_ns = 0;
 };
 
 // A block as pointer queries describe it (cuMemGetAddressRange, the RANGE_* pointer attributes).
@@ -279,6 +282,10 @@ class MemoryManager {
   std::atomic<std::uint64_t> passed_through_{0};
   std::atomic<std::uint64_t> driver_allocs_{0};
   std::atomic<std::uint64_t> fence_syncs_{0};
+  // ManagerCounters::call_ns; `timed_`: whether the calls are timed at all.
+  const bool timed_;
+  std::atomic<std::uint64_t> call_ns_{0};
+  class CallTimer;
   std::atomic<std::uint32_t> calls_since_in_use_{0};  // look_at_ledger: allocations and frees
   struct PathCells {
     std::atomic<std::uint64_t> allocs{0};

@@ -42,6 +42,7 @@ void combine(DeviceFigures& into, const ManagerStats& s, bool live) {
   t.counters.passed_through += s.counters.passed_through;
   t.counters.driver_allocs += s.counters.driver_allocs;
   t.counters.fence_syncs += s.counters.fence_syncs;
+  t.counters.call_ns += s.counters.call_ns;
   for (std::size_t i = 0; i < kAllocationPaths; ++i) {
     t.counters.paths[i].allocs += s.counters.paths[i].allocs;
     t.counters.paths[i].bytes += s.counters.paths[i].bytes;
@@ -211,6 +212,9 @@ std::string render_table(const std::vector<DeviceFigures>& devices, long pid) {
   row("largest free block", [&](const DeviceFigures& d) { return bytes(d.stats.largest_free_block); });
   row("fragmentation", [](const DeviceFigures& d) { return fmt::format("{:.3f}", d.stats.fragmentation); });
   row("syncs for freed memory", [](const DeviceFigures& d) { return fmt::format("{}", d.stats.counters.fence_syncs); });
+  row("time in allocation calls", [](const DeviceFigures& d) {
+    return fmt::format("{:.3f} ms", static_cast<double>(d.stats.counters.call_ns) / 1e6);
+  });
   for (std::size_t i = 0; i < kAllocationPaths; ++i) {
     const auto path = static_cast<AllocationPath>(i);
     row(fmt::format("path {}", to_string(path)), [&](const DeviceFigures& d) {
@@ -311,7 +315,7 @@ std::string render_json(const std::vector<DeviceFigures>& devices, long pid) {
          {"refusals", s.counters.failed_allocs}, {"passed_through", s.counters.passed_through},
          {"driver_allocations", s.counters.driver_allocs}, {"driver_allocations_avoided", d.driver_allocs_avoided()},
          {"largest_free_block", s.largest_free_block}, {"fragmentation", s.fragmentation},
-         {"fence_syncs", s.counters.fence_syncs}, {"paths", paths}, {"budget", budget_json(d)},
+         {"fence_syncs", s.counters.fence_syncs}, {"call_ns", s.counters.call_ns}, {"paths", paths}, {"budget", budget_json(d)},
          {"share", share_json(d)}});
   }
   return out.dump(2);

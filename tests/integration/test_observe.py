@@ -73,7 +73,9 @@ class ExitStatistics(ObserveTestCase):
         return result, self.load_single_stats(result)
 
     def test_bfc_growth_figures_match_the_simulator(self):
+        started = time.monotonic()
         result, stats = self.churn_with_stats({"GPUMEM_PREALLOCATE": "0"})
+        run_ns = (time.monotonic() - started) * 1e9
         self.assertEqual(result.stderr.count(TABLE_TITLE), 1, result.describe())
         out = values(result)
         (device,) = stats["devices"]
@@ -91,6 +93,11 @@ class ExitStatistics(ObserveTestCase):
                          device["allocations"] - device["driver_allocations"])
         self.assertLessEqual(device["fence_syncs"], sim["context_syncs"])
         self.assertEqual(device["paths"]["arena"]["allocations"], device["allocations"])
+        # Time inside the calls served: some, and no more than the run took (timed because statistics
+        # were asked for).
+        self.assertGreater(device["call_ns"], 0)
+        self.assertLess(device["call_ns"], run_ns, result.describe())
+        self.assertRegex(result.stderr, r"time in allocation calls\s+\d+\.\d{3} ms\n")
         self.assertGreaterEqual(device["peak_reserved"], device["peak_in_use"])
         self.assertGreater(device["peak_in_use"], 0)
         self.assertGreaterEqual(device["fragmentation"], 0.0)

@@ -32,7 +32,7 @@ def stats_file(host, rank, local_rank, local_ranks, devices, pid=None):
 
 def device(ordinal, uuid, limit, peak_in_use, peak_reserved, refusals=0):
     return {"device": ordinal, "uuid": uuid, "limit": limit, "peak_in_use": peak_in_use,
-            "peak_reserved": peak_reserved, "refusals": refusals, "allocations": 3}
+            "peak_reserved": peak_reserved, "refusals": refusals, "allocations": 3, "call_ns": 1_500_000}
 
 
 class ReportTest(unittest.TestCase):
@@ -72,14 +72,15 @@ class ReportTest(unittest.TestCase):
         documents = [json.load(open(f)) for f in files]
         for (host, uuid), gpu in gpus.items():
             mine = [d for doc in documents if doc["host"] == host for d in doc["devices"] if d["uuid"] == uuid]
-            for figure in ("limit", "peak_in_use", "peak_reserved", "refusals", "allocations"):
+            for figure in ("limit", "peak_in_use", "peak_reserved", "refusals", "allocations", "call_ns"):
                 self.assertEqual(gpu[figure], sum(d[figure] for d in mine), (host, uuid, figure))
         hosts = {h["host"]: h for h in merged["hosts"]}
         self.assertEqual(hosts["n1"]["ranks"], 4)
         self.assertEqual(hosts["n1"]["gpus"], 2)
         self.assertEqual(hosts["n1"]["peak_in_use"], 13 * GiB)
         self.assertEqual(merged["job"], {"limit": 36 * GiB, "peak_in_use": 20 * GiB, "peak_reserved": 31 * GiB,
-                                         "refusals": 3, "allocations": 15, "ranks": 5, "hosts": 2, "gpus": 3})
+                                         "refusals": 3, "allocations": 15, "call_ns": 7_500_000, "ranks": 5,
+                                         "hosts": 2, "gpus": 3})
 
     def test_table(self):
         proc = run_report(*self.job())
@@ -91,7 +92,8 @@ class ReportTest(unittest.TestCase):
         sums = [line for line in lines if " sum " in line]
         self.assertIn("2 ranks", sums[0])
         self.assertTrue(any(line.startswith("job: 2 hosts") and "3 GPUs" in line and "5 ranks" in line
-                            and "36.00 GiB" in line for line in sums), proc.stdout)
+                            and "36.00 GiB" in line and line.endswith("7.500 ms") for line in sums), proc.stdout)
+        self.assertEqual(lines[0].split()[-2:], ["alloc", "calls"])
         self.assertTrue(lines[-1].startswith("The peaks of a sum are the sums of the ranks' own peaks"))
 
     def test_files_without_uuid_or_launcher(self):
@@ -104,6 +106,7 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(merged["gpus"][0]["host"], "?")
         self.assertIsNone(merged["ranks"][0]["rank"])
         self.assertEqual(merged["ranks"][0]["allocations"], 0)
+        self.assertEqual(merged["ranks"][0]["call_ns"], 0)
 
     def test_errors_are_one_line(self):
         good = self.job()[0]
