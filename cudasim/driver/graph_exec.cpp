@@ -219,6 +219,7 @@ CUresult launch(CUgraphExec exec, CUstream handle, bool per_thread_default, bool
   if (CUresult rc = capture_work(l.st, stream, NodeKind::Graph, &captured, run); rc != CUDA_SUCCESS || captured)
     return rc;
   l.st.device(exec->device).stats.kernel_launches += exec->kernels;
+  if (exec->kernels > 0) warn_kernels_do_not_run(l.st);
   submit(l.st, stream, std::move(run));
   return CUDA_SUCCESS;
 }

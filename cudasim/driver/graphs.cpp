@@ -2,8 +2,10 @@
 //
 // Work enqueued on a capturing stream is recorded as a node of the capture's graph and not run.
 // cuMemAllocAsync on a capturing stream makes a memory-allocation node: new graph-owned memory (a
-// mapping of its own, not a pool block), released by a captured cuMemFreeAsync or when the graph
-// and every instantiation of it are destroyed. Each captured node keeps the operation that does its
+// mapping of its own, not a pool block). A captured cuMemFreeAsync makes a free node: the program no
+// longer finds the memory, but it stays mapped, since every launch of the graph runs the work
+// between the two nodes on it again; it is released when the graph and every instantiation of it
+// are destroyed. Each captured node keeps the operation that does its
 // work, which launches of the instantiated graph run (graph_exec.cpp).
 // The rules on "potentially unsafe" calls follow cuThreadExchangeStreamCaptureMode in cuda.h.
 #include "contexts.h"
@@ -69,6 +71,10 @@ void destroy_graph(State& st, CUgraph_st* graph) {
   st.graphs.erase(graph);
   if (st.graph_exec_counts.contains(graph)) return;
   for (CUdeviceptr dptr : graph->allocations) release_graph_allocation(st, dptr);
+  for (const FreedGraphAllocation& freed : graph->freed) {
+    st.device(freed.device).stats.graph_bytes -= freed.accounted;
+    retire_mapping(st, st.mappings.extract(freed.base).mapped());
+  }
   delete graph;
 }
 
@@ -277,7 +283,9 @@ CUresult graph_free(State& st, CUstream_st* stream, CUdeviceptr dptr) {
     if (mine == owned.end()) return CUDA_ERROR_INVALID_VALUE;  // another graph's memory
     owned.erase(mine);
     st.device(a.device).stats.graph_frees++;
-    release_graph_allocation(st, dptr);
+    // Gone for the program at once; the memory stays with the graph, whose launches use it.
+    capture.graph->freed.push_back(FreedGraphAllocation{dptr, a.device, a.accounted});
+    st.allocations.erase(it);
   } else {
     // A captured free makes a free node, which takes graph allocations only (cuMemFreeAsync, and
     // cuGraphAddMemFreeNode: "an address that was not returned by an allocation node").

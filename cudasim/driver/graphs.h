@@ -38,11 +38,20 @@ struct CUgraphExec_st {
 };
 
 // Invariant: `allocations` are the bases of this graph's memory-allocation nodes not freed by one of
-// its free nodes; each is a live AllocKind::Graph allocation until the graph is destroyed.
+// its free nodes; each is a live AllocKind::Graph allocation until the graph is destroyed. `freed`:
+// those a free node of the graph freed. The program no longer finds them (address queries, frees),
+// but their memory stays mapped until the graph goes: every launch runs the work between the
+// allocation node and the free node on it again.
+struct FreedGraphAllocation {
+  CUdeviceptr base = 0;
+  int device = 0;
+  std::uint64_t accounted = 0;
+};
 struct CUgraph_st {
   CUctx_st* ctx = nullptr;
   std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
   std::vector<CUdeviceptr> allocations;
+  std::vector<FreedGraphAllocation> freed;
 };
 
 namespace cudasim {

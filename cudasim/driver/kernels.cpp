@@ -155,12 +155,7 @@ CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], u
   if (st.config.kernels == KernelLaunches::Fail) return CUDA_ERROR_NO_BINARY_FOR_GPU;
   bool captured = false;
   if (CUresult rc = capture_work(st, stream, NodeKind::Kernel, &captured); rc != CUDA_SUCCESS || captured) return rc;
-  if (!ks.warned) {
-    ks.warned = true;
-    std::fprintf(stderr,
-                 "cudasim: kernels do not run on the simulated device; launches complete without running "
-                 "device code (CUDASIM_KERNELS=fail refuses them)\n");
-  }
+  warn_kernels_do_not_run(st);
   st.device(ctx->device).stats.kernel_launches++;
   submit(st, stream, [] {});
   return CUDA_SUCCESS;
@@ -176,6 +171,15 @@ CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
 }  // namespace
 
 namespace cudasim {
+
+void warn_kernels_do_not_run(State& st) {
+  KernelState& ks = kernels(st);
+  if (ks.warned) return;
+  ks.warned = true;
+  std::fprintf(stderr,
+               "cudasim: kernels do not run on the simulated device; launches complete without running "
+               "device code (CUDASIM_KERNELS=fail refuses them)\n");
+}
 
 KernelState& kernels(State& st) {
   if (!st.kernels) st.kernels = std::make_shared<KernelState>();

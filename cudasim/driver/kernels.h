@@ -79,6 +79,9 @@ struct KernelState {
 
 // The loaded modules and libraries of the process, created on first use. Needs State::mu.
 KernelState& kernels(State& st);
+// Says once per process, on stderr, that kernels complete without running device code (a launch, or
+// a graph launch with kernel nodes). Needs State::mu.
+void warn_kernels_do_not_run(State& st);
 
 }  // namespace cudasim
 

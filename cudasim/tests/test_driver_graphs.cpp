@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -358,8 +359,9 @@ TEST_CASE("stream-ordered allocation under capture makes graph memory, not pool 
   size_t free_now = 0;
   REQUIRE(cuMemGetInfo(&free_now, &total) == CUDA_SUCCESS);
   CHECK(free_now == free_before);
-  // Freed in the graph: graph memory goes at once. A free node takes graph allocations only, so
-  // pool memory allocated before the capture cannot be freed there.
+  // Freed in the graph: the program no longer finds it (the graph keeps the memory for its
+  // launches). A free node takes graph allocations only, so pool memory allocated before the
+  // capture cannot be freed there.
   CHECK(cuMemFreeAsync(b, stream) == CUDA_SUCCESS);
   CHECK(cuMemFreeAsync(b, stream) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuMemFreeAsync(before, stream) == CUDA_ERROR_INVALID_VALUE);
@@ -436,7 +438,7 @@ TEST_CASE("the report counts graph memory apart from the pool", "[driver][graphs
   const nlohmann::json& dev = report["devices"][0];
   CHECK(dev["graph"]["allocs"] == 2);
   CHECK(dev["graph"]["frees"] == 1);
-  CHECK(dev["graph"]["bytes"] == 0);  // all released: one by its free node, one with the graph
+  CHECK(dev["graph"]["bytes"] == 0);  // all released with the graph (the freed one too)
   CHECK(dev["graph"]["peak_bytes"] == 4 * kMiB + 4096);  // mappings: 4 MiB (2 MiB units) + a page
   CHECK(dev["pool"]["async_allocs"] == 0);
   CHECK(dev["pool"]["peak_bytes_reserved"] == 0);
@@ -756,6 +758,35 @@ TEST_CASE("graph memory lives while its graph or an instantiation of it does", "
   CHECK(out[255] == 0x7e);
   REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
   CHECK(cuMemGetAddressRange(&base, &size, inside) == CUDA_ERROR_NOT_FOUND);  // gone with the last holder
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("a graph that allocates and frees its own memory can be launched again and again", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  std::vector<unsigned char> in(4096), out(4096, 0);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<unsigned char>(i * 13);
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  CUdeviceptr scratch = 0;
+  REQUIRE(cuMemAllocAsync(&scratch, in.size(), stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyHtoDAsync(scratch, in.data(), in.size(), stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyDtoHAsync(out.data(), scratch, out.size(), stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(scratch, stream) == CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  CUdeviceptr base = 0;
+  CHECK(cuMemGetAddressRange(&base, nullptr, scratch) == CUDA_ERROR_NOT_FOUND);  // freed, for the program
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
+  for (int launch = 0; launch < 3; ++launch) {
+    std::fill(out.begin(), out.end(), 0);
+    in[0] = static_cast<unsigned char>(launch + 1);  // copied at each launch: the new value arrives
+    REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+    REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+    CHECK(out == in);
+  }
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }
 
