@@ -1,7 +1,10 @@
 """Life cycle: the CUDA runtime loaded and unloaded with dlopen/dlclose several times, with a device
 reset before each unload; device memory allocated, used and freed from atexit handlers and static
 destructors, through the runtime and the driver API; fork() while other threads use every allocation
-path. Under the shim in every mode: the same answers as without it, no crash, no hang."""
+path. Under the shim in every mode: the same answers as without it, no crash, no hang.
+
+Meson runs ForkDuringAllocations as its own test, 'fork', outside the AddressSanitizer pass (why:
+tests/integration/meson.build)."""
 
 import os
 import tempfile
