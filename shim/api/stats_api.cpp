@@ -16,7 +16,8 @@ using gpumem::shim::kAllocationPaths;
 using gpumem::shim::ManagerStats;
 using gpumem::shim::MemoryManager;
 
-static_assert(GPUMEM_PATH_COUNT == kAllocationPaths + 3, "gpumem.h names the managers' paths, then VMM, managed, arrays");
+static_assert(GPUMEM_PATH_COUNT == kAllocationPaths + 4,
+              "gpumem.h names the managers' paths, then VMM, managed, arrays and the pools' reserve");
 static_assert(GPUMEM_PATH_ARENA == static_cast<int>(AllocationPath::arena) &&
               GPUMEM_PATH_DRIVER == static_cast<int>(AllocationPath::driver) &&
               GPUMEM_PATH_ASYNC_POOL == static_cast<int>(AllocationPath::async_pool) &&
@@ -78,7 +79,8 @@ GPUMEM_EXPORT int gpumem_get_path_stats(int device, int path, gpumem_path_stats*
         out->allocs = counters.allocs;
         out->bytes = counters.bytes;
       }
-    } else if (charged_path) {  // charged on the way to the driver: one charge per allocation
+    } else if (charged_path && *charged_path != gpumem::shim::BudgetPath::pool_reserve) {
+      // charged on the way to the driver: one charge per allocation (the pools' reserve has none)
       out->allocs = budget->charges(*charged_path);
       out->bytes = budget->bytes_charged_in_total(*charged_path);
     }

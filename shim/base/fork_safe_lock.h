@@ -32,6 +32,7 @@ enum class ProcessLock : std::uint8_t {
   export_table,     // exports/export_table: this process's exported blocks
   vmm_ledger,       // services/other_paths: cuMemCreate handles and their mappings
   budget_ledger,    // budget/budgets: blocks charged by pointer (a refund reaches share_ledger)
+  pool_reserve,     // budget/pool_reserve: what each stream-ordered pool holds (a refund reaches share_ledger)
   share_ledger,     // share/ledger: this process's side of the GPU ledgers, before their file locks
   budget_refusals,  // base/refusal_limiter: the budget's refusal lines
   oom_reports,      // base/refusal_limiter: the out-of-memory report's rate limit

@@ -17,6 +17,7 @@
 #include "base/fork_safe_lock.h"
 #include "base/refusal_limiter.h"
 #include "base/log.h"
+#include "budget/pool_reserve.h"
 #include "policy/process_policy.h"
 #include "driver/real_driver.h"
 
@@ -30,6 +31,7 @@ struct LedgerEntry {
   CUdevice device;
   BudgetPath path;
   std::size_t bytes;
+  CUmemoryPool pool;  // the stream-ordered pool it came from (pool_reserve.h), or null
 };
 std::unordered_map<std::uintptr_t, LedgerEntry>* g_ledger = nullptr;  // leaked; under ProcessLock::budget_ledger
 
@@ -314,10 +316,19 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
   // the room kept for its context to be known at once.
   share::Reservation reservation = member.reserve(bytes, device_free(device));
   if (granted(reservation)) return true;
+  if (reservation.outcome != share::Outcome::unavailable && trim_pools(device) > 0) {  // pools' unused memory
+    reservation = member.reserve(bytes, std::nullopt);
+    if (granted(reservation)) return true;
+  }
   if (path != BudgetPath::arena && reservation.outcome != share::Outcome::unavailable) {
-    if (const Reclaimer reclaim = g_reclaimer.load(std::memory_order_acquire); reclaim != nullptr && reclaim(device).bytes > 0) {
-      reservation = member.reserve(bytes, std::nullopt);
-      if (granted(reservation)) return true;
+    if (const Reclaimer reclaim = g_reclaimer.load(std::memory_order_acquire); reclaim != nullptr) {
+      const std::size_t before = budget.charged();
+      const bool arenas_gave = reclaim(device).bytes > 0;
+      settle_pools(device);  // a manager's trim may have emptied its pool (frees it kept back included)
+      if (arenas_gave || budget.charged() < before) {
+        reservation = member.reserve(bytes, std::nullopt);
+        if (granted(reservation)) return true;
+      }
     }
   }
   const Policy& policy = *process_policy().policy;
@@ -354,6 +365,8 @@ bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_vie
   if (budget == nullptr) return true;
   if (share::Member* member = shared(device)) return charge_shared(*member, *budget, device, path, bytes, call);
   if (budget->try_charge(path, bytes)) return true;
+  // What stream-ordered pools hold unused goes back first (pool_reserve.h).
+  if (trim_pools(device) > 0 && budget->try_charge(path, bytes)) return true;
   // Whether an arena of the device keeps a preallocated region (what the advice below depends on).
   bool arena_preallocated = false;
   if (path != BudgetPath::arena) {
@@ -366,6 +379,7 @@ bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_vie
                 call, bytes);
       }
     }
+    settle_pools(device);  // a manager's trim may have emptied its pool
     if (budget->try_charge(path, bytes)) return true;
   }
   if (path == BudgetPath::arena) return false;  // the arena backs off and reports its own refusal
@@ -374,14 +388,14 @@ bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_vie
   std::string repeated;
   if (!observe::report_refusal(observe::RefusalKind::over_budget, bytes, repeated)) return false;
   log::at(LogLevel::warn, "device {}: {} of {} bytes refused{}: over this process's budget ({} of {} bytes charged: arena {}, "
-            "driver {}, async_pool {}, program_pool {}, vmm {}, managed {}, arrays {}); {}",
+            "driver {}, async_pool {}, program_pool {}, vmm {}, managed {}, arrays {}, pool_reserve {}); {}",
             device, call, bytes,
             repeated,
             budget->charged(), budget->limit(), budget->charged(BudgetPath::arena),
             budget->charged(BudgetPath::driver), budget->charged(BudgetPath::async_pool),
             budget->charged(BudgetPath::program_pool), budget->charged(BudgetPath::vmm),
             budget->charged(BudgetPath::managed), budget->charged(BudgetPath::arrays),
-            refusal_advice(budget->charged(BudgetPath::arena) > 0, arena_preallocated));
+            budget->charged(BudgetPath::pool_reserve), refusal_advice(budget->charged(BudgetPath::arena) > 0, arena_preallocated));
   return false;
 }
 
@@ -410,7 +424,9 @@ void serve_reclaim_request(CUdevice device) noexcept {
   if (serving.exchange(true, std::memory_order_acquire)) return;  // another thread is at it
   const std::uint64_t asked = member->reclaim_requested();
   const std::size_t before = budget->charged();
+  trim_pools(device);
   reclaim(device);
+  settle_pools(device);
   const std::size_t after = budget->charged();
   const std::size_t given = before > after ? before - after : 0;
   member->reclaim_served(given);
@@ -438,29 +454,37 @@ void refresh_share(CUdevice device) noexcept {
   budget->update_limit(member->terms().allowance);
 }
 
-void remember_block(std::uintptr_t key, CUdevice device, BudgetPath path, std::size_t bytes) noexcept {
+void remember_block(std::uintptr_t key, CUdevice device, BudgetPath path, std::size_t bytes,
+                    CUmemoryPool pool) noexcept {
   if (existing(device) == nullptr) return;  // nothing was charged
   try {
     const auto lock = lock_fork_safely(ProcessLock::budget_ledger);
     if (g_ledger == nullptr) g_ledger = new std::unordered_map<std::uintptr_t, LedgerEntry>();
     CUcontext context = nullptr;
     if (real_driver().cuCtxGetCurrent(&context) != CUDA_SUCCESS) context = nullptr;
-    (*g_ledger)[key] = LedgerEntry{context, device, path, bytes};
+    (*g_ledger)[key] = LedgerEntry{context, device, path, bytes, pool};
   } catch (...) {  // no host memory: the block stays charged until the process ends
   }
 }
 
-Forgotten take_block(std::uintptr_t key) noexcept {
+Forgotten unlink_block(std::uintptr_t key) noexcept {
   Forgotten block;
-  {
-    const auto lock = lock_fork_safely(ProcessLock::budget_ledger);
-    if (g_ledger == nullptr) return block;
-    const auto found = g_ledger->find(key);
-    if (found == g_ledger->end()) return block;
-    block = Forgotten{true, key, found->second.device, found->second.path, found->second.bytes};
-    g_ledger->erase(found);
-  }
-  refund(block.device, block.path, block.bytes);
+  const auto lock = lock_fork_safely(ProcessLock::budget_ledger);
+  if (g_ledger == nullptr) return block;
+  const auto found = g_ledger->find(key);
+  if (found == g_ledger->end()) return block;
+  block = Forgotten{true, key, found->second.device, found->second.path, found->second.bytes, found->second.pool};
+  g_ledger->erase(found);
+  return block;
+}
+
+void release_block(const Forgotten& block) noexcept {
+  if (block.found) pool_block_freed(block.device, block.pool, block.path, block.bytes);  // or kept by its pool
+}
+
+Forgotten take_block(std::uintptr_t key) noexcept {
+  const Forgotten block = unlink_block(key);
+  release_block(block);
   return block;
 }
 
@@ -471,7 +495,7 @@ void forget_context(CUcontext context) noexcept {
   if (g_ledger == nullptr) return;
   for (auto entry = g_ledger->begin(); entry != g_ledger->end();) {
     if (entry->second.context == context) {
-      refund(entry->second.device, entry->second.path, entry->second.bytes);
+      pool_block_gone(entry->second.device, entry->second.pool, entry->second.path, entry->second.bytes);
       entry = g_ledger->erase(entry);
     } else {
       ++entry;
@@ -481,11 +505,13 @@ void forget_context(CUcontext context) noexcept {
 
 void restore_block(const Forgotten& block) noexcept {
   if (!block.found) return;
-  if (DeviceBudget* budget = existing(block.device)) {
+  if (block.pool != nullptr) {
+    pool_block_freed(block.device, block.pool, block.path, block.bytes, /*undo=*/true);
+  } else if (DeviceBudget* budget = existing(block.device)) {
     budget->force_charge(block.path, block.bytes);
     if (share::Member* member = shared(block.device)) member->force_reserve(block.bytes);
   }
-  remember_block(block.key, block.device, block.path, block.bytes);
+  remember_block(block.key, block.device, block.path, block.bytes, block.pool);
 }
 
 }  // namespace gpumem::shim::budget

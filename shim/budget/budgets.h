@@ -60,7 +60,10 @@ CUresult charged(CUdevice device, BudgetPath path, std::size_t bytes, std::strin
 // The ledger: `key` (a device pointer, or an array handle) holds `bytes` charged to `path` on
 // `device`. forget_block refunds and removes it; false when the key is not in the ledger.
 // The block is taken to belong to the current context (its memory goes when that context is destroyed).
-void remember_block(std::uintptr_t key, CUdevice device, BudgetPath path, std::size_t bytes) noexcept;
+// `pool`: the stream-ordered pool the block came from, which keeps its memory when it is freed
+// (pool_reserve.h); null for memory the driver takes back at the free.
+void remember_block(std::uintptr_t key, CUdevice device, BudgetPath path, std::size_t bytes,
+                    CUmemoryPool pool = nullptr) noexcept;
 // The context is being destroyed, and every block it held with it: their charges are refunded.
 void forget_context(CUcontext context) noexcept;
 bool forget_block(std::uintptr_t key) noexcept;
@@ -71,18 +74,28 @@ struct Forgotten {
   CUdevice device = 0;
   BudgetPath path = BudgetPath::driver;
   std::size_t bytes = 0;
+  CUmemoryPool pool = nullptr;
 };
-Forgotten take_block(std::uintptr_t key) noexcept;  // removes and refunds, reporting what it was
+// Removes and refunds (a pool block: its charge moves to pool_reserve), reporting what it was.
+Forgotten take_block(std::uintptr_t key) noexcept;
+// The two halves of take_block: the block leaves the ledger still charged; then its charge goes.
+Forgotten unlink_block(std::uintptr_t key) noexcept;
+void release_block(const Forgotten& block) noexcept;
 void restore_block(const Forgotten& block) noexcept;  // undoes take_block
 
-// Frees the ledger's block `key` with `free` (a driver call returning a CUresult): its charge is
-// refunded before the free, since another thread may be handed the address at once, and restored if
-// the free fails.
+// Frees the ledger's block `key` with `free` (a driver call returning a CUresult). The block leaves
+// the ledger before the free, since another thread may be handed the address at once, but its charge
+// goes only once the driver has the memory back: a charge made meanwhile never finds room the device
+// does not have yet. A free that fails puts the block back.
 template <typename Free>
 CUresult free_block(std::uintptr_t key, Free&& free) {
-  const Forgotten block = take_block(key);
+  const Forgotten block = unlink_block(key);
   const CUresult result = free();
-  if (result != CUDA_SUCCESS) restore_block(block);
+  if (result == CUDA_SUCCESS) {
+    release_block(block);
+  } else if (block.found) {
+    remember_block(block.key, block.device, block.path, block.bytes, block.pool);
+  }
   return result;
 }
 

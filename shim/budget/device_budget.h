@@ -16,8 +16,10 @@
 namespace gpumem::shim {
 
 // Who took the memory. Order and names are those of the exit statistics and gpumem.h.
-enum class BudgetPath : std::uint8_t { arena, driver, async_pool, program_pool, vmm, managed, arrays };
-inline constexpr std::size_t kBudgetPaths = 7;
+// pool_reserve: what stream-ordered pools hold from the device beyond their live blocks (freed blocks
+// a pool keeps until it is trimmed; budget/pool_reserve.h).
+enum class BudgetPath : std::uint8_t { arena, driver, async_pool, program_pool, vmm, managed, arrays, pool_reserve };
+inline constexpr std::size_t kBudgetPaths = 8;
 std::string_view to_string(BudgetPath path) noexcept;
 
 // Invariants: charged() == the sum of charged(path) once every call has returned; charged() never
@@ -67,6 +69,13 @@ class DeviceBudget {
     account(path, bytes, charged_.fetch_add(bytes, std::memory_order_acq_rel) + bytes);
   }
   bool over_limit() const noexcept { return charged() > limit(); }
+
+  // Moves `bytes` of the charge from one path to another, the total unchanged (a pool's block freed:
+  // the pool keeps its memory).
+  void move(BudgetPath from, BudgetPath to, std::size_t bytes) noexcept {
+    by_path_[index(from)].fetch_sub(bytes, std::memory_order_relaxed);
+    raise_to(peak_by_path_[index(to)], by_path_[index(to)].fetch_add(bytes, std::memory_order_relaxed) + bytes);
+  }
 
   void refund(BudgetPath path, std::size_t bytes) noexcept {
     charged_.fetch_sub(bytes, std::memory_order_acq_rel);
@@ -119,7 +128,7 @@ class DeviceBudget {
 
 inline std::string_view to_string(BudgetPath path) noexcept {
   constexpr std::array<std::string_view, kBudgetPaths> kNames{"arena", "driver", "async_pool", "program_pool",
-                                                               "vmm", "managed", "arrays"};
+                                                               "vmm", "managed", "arrays", "pool_reserve"};
   return kNames[static_cast<std::size_t>(path)];
 }
 

@@ -69,7 +69,9 @@ enum gpumem_path {
   GPUMEM_PATH_VMM = 5,          /* cuMemCreate physical allocations on the device */
   GPUMEM_PATH_MANAGED = 6,      /* cuMemAllocManaged, charged to the device current at the call */
   GPUMEM_PATH_ARRAYS = 7,       /* CUDA arrays and mipmapped arrays */
-  GPUMEM_PATH_COUNT = 8
+  GPUMEM_PATH_POOL_RESERVE = 8, /* what stream-ordered pools keep after their blocks were freed (charged
+                                   until the pool gives it back; no allocations of its own) */
+  GPUMEM_PATH_COUNT = 9
 };
 
 /* What one path served on one device since the process started, and what it holds of the budget. */

@@ -228,7 +228,7 @@ CUresult BfcManager::do_allocate_from_pool_async(CUdeviceptr* out, std::size_t b
                                                  StreamArg stream) {
   if (pool != nullptr && pool == default_pool_) return do_allocate_async(out, bytes, stream);
   count_pass_through();  // the program's own pool
-  const CUresult result = allocate_charged(out, bytes, BudgetPath::program_pool, "cuMemAllocFromPoolAsync", [&] {
+  const CUresult result = allocate_pool_charged(out, bytes, BudgetPath::program_pool, pool, "cuMemAllocFromPoolAsync", [&] {
     return driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream);
   });
   return count_path(count_driver_alloc(result), AllocationPath::program_pool, bytes);

@@ -203,8 +203,8 @@ int CudaAsyncManager::pool_export_fd(CUresult& failure) const {
 
 CUresult CudaAsyncManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
   std::call_once(warmed_up_, [this] { warm_up(); });
-  const CUresult result = allocate_charged(out, bytes, BudgetPath::async_pool, "cuMemAlloc",
-                                           [&] { return allocate_on_private_stream(out, bytes); });  // logs why it failed
+  const CUresult result = allocate_pool_charged(out, bytes, BudgetPath::async_pool, pool_, "cuMemAlloc",
+                                                [&] { return allocate_on_private_stream(out, bytes); });  // logs why it failed
   if (result != CUDA_SUCCESS) return result;
   std::lock_guard lock(mutex_);
   if (!blocks_.reserve_one()) {
@@ -260,7 +260,8 @@ CUresult CudaAsyncManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes
     return count_path(count_driver_alloc(driver_passthrough::mem_alloc_async(out, bytes, stream)),
                       AllocationPath::graph, bytes);
   }
-  const CUresult result = allocate_charged(out, bytes, BudgetPath::async_pool, "cuMemAllocAsync", [&] {
+  const CUresult result = allocate_pool_charged(out, bytes, BudgetPath::async_pool, budget::current_pool(device()),
+                                                "cuMemAllocAsync", [&] {
     CUresult allocated = driver_passthrough::mem_alloc_async(out, bytes, stream);
     if (allocated == CUDA_ERROR_OUT_OF_MEMORY && !capture_state::active()) {
       // Blocks the program freed synchronously may still wait for a context synchronisation:
@@ -419,7 +420,11 @@ void CudaAsyncManager::do_retire() noexcept {
 }
 
 std::size_t CudaAsyncManager::do_trim() {
-  if (!capture_state::active()) synchronize_for_reuse();  // deferred frees back to the pool first
+  if (!capture_state::active()) {
+    synchronize_for_reuse();  // deferred frees back to the pool first...
+    // ...where they are free once the private stream has run them (a trim keeps what is not).
+    if (real_driver().cuStreamSynchronize != nullptr) real_driver().cuStreamSynchronize(private_stream_);
+  }
   refresh_pool_figures();
   const std::size_t before = pool_reserved_.load(std::memory_order_relaxed);
   const RealDriver& driver = real_driver();

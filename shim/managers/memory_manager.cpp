@@ -330,7 +330,7 @@ CUresult MemoryManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch, 
 CUresult MemoryManager::do_allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes,
                                                     CUmemoryPool pool, StreamArg stream) {
   count_pass_through();
-  const CUresult result = allocate_charged(out, bytes, BudgetPath::program_pool, "cuMemAllocFromPoolAsync", [&] {
+  const CUresult result = allocate_pool_charged(out, bytes, BudgetPath::program_pool, pool, "cuMemAllocFromPoolAsync", [&] {
     return driver_passthrough::mem_alloc_from_pool_async(out, bytes, pool, stream);
   });
   return count_path(count_driver_alloc(result), AllocationPath::program_pool, bytes);
@@ -339,12 +339,14 @@ CUresult MemoryManager::do_allocate_from_pool_async(CUdeviceptr* out, std::size_
 CUresult MemoryManager::do_get_info(std::size_t* free_bytes, std::size_t* total_bytes) {
   const DeviceBudget* budget = budget::existing(device_);
   if (budget == nullptr) return driver_passthrough::mem_get_info(free_bytes, total_bytes);
+  budget::settle_pools(device_);  // what the pools hold now (they may have released memory at a sync)
   std::size_t device_free = 0;
   const CUresult result = driver_passthrough::mem_get_info(&device_free, nullptr);
   if (result != CUDA_SUCCESS) return result;
-  // What the budget still allows plus what this manager holds unused, never more than the device
-  // could really give (other processes share it).
-  const std::size_t held = held_unused_bytes();
+  // What the budget still allows plus what this manager and the device's pools hold unused (a charge
+  // that does not fit gets the pools' back), never more than the device could really give (other
+  // processes share it).
+  const std::size_t held = held_unused_bytes() + budget::pools_idle(device_);
   if (free_bytes != nullptr) *free_bytes = std::min(budget->available() + held, device_free + held);
   if (total_bytes != nullptr) *total_bytes = budget->limit();
   return CUDA_SUCCESS;

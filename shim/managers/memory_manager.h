@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "budget/budgets.h"
+#include "budget/pool_reserve.h"
 #include "fence.h"
 #include "exports/ipc_block.h"
 #include "policy/policy.h"
@@ -190,6 +191,18 @@ class MemoryManager {
     if (result == CUDA_SUCCESS) budget::remember_block(static_cast<std::uintptr_t>(*out), device_, path, bytes);
     return result;
   }
+  // The same for a block of the stream-ordered pool `pool`, which keeps the block's memory when it is
+  // freed: charged as budget/pool_reserve.h says (what the pool holds idle is taken first).
+  template <typename Allocate>
+  CUresult allocate_pool_charged(CUdeviceptr* out, std::size_t bytes, BudgetPath path, CUmemoryPool pool,
+                                 std::string_view call, Allocate&& allocate) {
+    const std::optional<std::size_t> charged = budget::charge_pool_block(device_, pool, path, bytes, call);
+    if (!charged) return CUDA_ERROR_OUT_OF_MEMORY;
+    const CUresult result = allocate();
+    if (result == CUDA_SUCCESS) budget::remember_block(static_cast<std::uintptr_t>(*out), device_, path, bytes, pool);
+    budget::pool_block_allocated(device_, pool, path, bytes, *charged, result == CUDA_SUCCESS);
+    return result;
+  }
   // "limit N bytes, <where it came from and what to raise>", for out-of-memory reports.
   std::string limit_advice() const;
   // Synchronises this manager's context so that freed memory can be reused, then resolves every fence
@@ -237,7 +250,8 @@ class MemoryManager {
   virtual std::string do_dump() const;
   // Default: kUnknownBytes.
   virtual std::size_t do_reserved_bytes_now() const noexcept { return kUnknownBytes; }
-  // Bytes held from the driver (and charged) that no live block uses, for cuMemGetInfo. Default: 0.
+  // Bytes held from the driver (and charged) that no live block uses, for cuMemGetInfo, besides what
+  // stream-ordered pools hold (budget::pools_idle). Default: 0.
   virtual std::size_t held_unused_bytes() const { return 0; }
   // What holds the memory, for the out-of-memory report. Default: the stats as one line.
   virtual std::string do_describe_refusal(std::size_t bytes) const;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "budget/budgets.h"
+#include "budget/pool_reserve.h"
 #include "driver/real_driver.h"
 
 namespace gpumem::shim {
@@ -31,11 +32,12 @@ CUresult PlatformManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch
 
 CUresult PlatformManager::do_free(CUdeviceptr ptr) {
   const std::size_t bytes = untrack(ptr);  // before the driver may hand the address out again
+  const CUmemoryPool pool = bytes != 0 ? budget::pool_of(ptr) : nullptr;  // a cuMemAllocAsync block's
   const CUresult result = bytes != 0 ? real_driver().cuMemFree_v2(ptr) : free_passed_through(ptr, [&] {
     return real_driver().cuMemFree_v2(ptr);
   });
   if (result != CUDA_SUCCESS && bytes != 0) track_alloc(CUDA_SUCCESS, ptr, bytes);
-  if (result == CUDA_SUCCESS && bytes != 0) budget::refund(device(), BudgetPath::driver, bytes);
+  if (result == CUDA_SUCCESS && bytes != 0) budget::pool_block_freed(device(), pool, BudgetPath::driver, bytes);
   return result;
 }
 
@@ -47,7 +49,13 @@ CUresult PlatformManager::do_allocate_async(CUdeviceptr* out, std::size_t bytes,
                       captured ? AllocationPath::graph : AllocationPath::driver, bytes);
   };
   if (captured) return allocate();
-  const CUresult result = budget::charged(device(), BudgetPath::driver, bytes, "cuMemAllocAsync", allocate);
+  // The pool keeps a freed block's memory: charged as budget/pool_reserve.h says.
+  const CUmemoryPool pool = budget::current_pool(device());
+  const std::optional<std::size_t> charged =
+      budget::charge_pool_block(device(), pool, BudgetPath::driver, bytes, "cuMemAllocAsync");
+  if (!charged) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult result = allocate();
+  budget::pool_block_allocated(device(), pool, BudgetPath::driver, bytes, *charged, result == CUDA_SUCCESS);
   return result == CUDA_SUCCESS ? track_alloc(result, *out, bytes) : result;
 }
 
@@ -55,11 +63,12 @@ CUresult PlatformManager::do_free_async(CUdeviceptr ptr, StreamArg stream) {
   // A captured free happens only if the graph is launched: the block stays counted until then.
   if (driver_passthrough::stream_is_capturing(stream)) return driver_passthrough::mem_free_async(ptr, stream);
   const std::size_t bytes = untrack(ptr);
+  const CUmemoryPool pool = bytes != 0 ? budget::pool_of(ptr) : nullptr;  // before the driver takes it back
   const CUresult result = bytes != 0 ? driver_passthrough::mem_free_async(ptr, stream) : free_passed_through(ptr, [&] {
     return driver_passthrough::mem_free_async(ptr, stream);
   });
   if (result != CUDA_SUCCESS && bytes != 0) track_alloc(CUDA_SUCCESS, ptr, bytes);
-  if (result == CUDA_SUCCESS && bytes != 0) budget::refund(device(), BudgetPath::driver, bytes);
+  if (result == CUDA_SUCCESS && bytes != 0) budget::pool_block_freed(device(), pool, BudgetPath::driver, bytes);
   return result;
 }
 

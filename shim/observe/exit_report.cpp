@@ -124,9 +124,10 @@ __attribute__((constructor)) void register_fork_handler() {
 }  // namespace
 
 std::optional<BudgetPath> budget_path_of(int path) noexcept {
-  static constexpr std::array<std::optional<BudgetPath>, kAllocationPaths + 3> kCharged{
+  static constexpr std::array<std::optional<BudgetPath>, kAllocationPaths + 4> kCharged{
       BudgetPath::arena,    BudgetPath::driver, BudgetPath::async_pool, BudgetPath::program_pool,
-      std::nullopt /* graph */, BudgetPath::vmm, BudgetPath::managed,   BudgetPath::arrays};
+      std::nullopt /* graph */, BudgetPath::vmm, BudgetPath::managed,   BudgetPath::arrays,
+      BudgetPath::pool_reserve};
   if (path < 0 || static_cast<std::size_t>(path) >= kCharged.size()) return std::nullopt;
   return kCharged[static_cast<std::size_t>(path)];
 }

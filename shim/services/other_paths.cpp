@@ -3,6 +3,7 @@
 // really freed: released and unmapped, vmm_ledger.h), managed memory, CUDA arrays and mipmapped
 // arrays; and cuDeviceTotalMem, which reports the budget's limit. The hooks call these.
 #include <algorithm>
+#include <functional>
 
 #include "base/fork_safe_lock.h"
 #include "budget/budgets.h"
@@ -59,15 +60,30 @@ std::size_t estimated_bytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned int level
   return total;
 }
 
-// Charges an array that exists already (its size is known only now); over the budget it is
-// destroyed at once and the call answers CUDA_ERROR_OUT_OF_MEMORY, as if the driver had refused it.
-template <typename Handle, typename Destroy>
-CUresult charge_array(Handle* handle, CUdevice device, std::size_t bytes, const char* call, Destroy&& destroy) {
-  if (!budget::charge(device, BudgetPath::arrays, bytes, call)) {
+// Creates an array charged before the driver is asked, by the bytes of its elements (`estimate`):
+// an array's size with the driver's padding is known only once it exists (`exact_bytes`), and then
+// the difference is charged or refunded. Over the budget before, nothing is created; over it after
+// (the padding did not fit), the array is destroyed at once. Either way the call answers
+// CUDA_ERROR_OUT_OF_MEMORY, as if the driver had refused it.
+template <typename Handle, typename Create, typename ExactBytes, typename Destroy>
+CUresult create_array_charged(Handle* handle, CUdevice device, std::size_t estimate, const char* call,
+                              Create&& create, ExactBytes&& exact_bytes, Destroy&& destroy) {
+  // The first path to charge a device makes its budget.
+  if (handle == nullptr || device < 0 || budget::of_device(device) == nullptr) return create();
+  if (!budget::charge(device, BudgetPath::arrays, estimate, call)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult created = create();
+  if (created != CUDA_SUCCESS) {
+    budget::refund(device, BudgetPath::arrays, estimate);
+    return created;
+  }
+  const std::size_t bytes = exact_bytes(*handle);
+  if (bytes > estimate && !budget::charge(device, BudgetPath::arrays, bytes - estimate, call)) {
     destroy(*handle);
     *handle = nullptr;
+    budget::refund(device, BudgetPath::arrays, estimate);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  if (bytes < estimate) budget::refund(device, BudgetPath::arrays, estimate - bytes);
   budget::remember_block(reinterpret_cast<std::uintptr_t>(*handle), device, BudgetPath::arrays, bytes);
   return CUDA_SUCCESS;
 }
@@ -185,12 +201,12 @@ std::size_t array_bytes(CUarray array, CUdevice device, const CUDA_ARRAY3D_DESCR
   return estimated_bytes(shape, 1);
 }
 
-CUresult finish_array_create(CUresult created, CUarray* handle, CUdevice device, const CUDA_ARRAY3D_DESCRIPTOR& shape,
-                             const char* call) {
-  // The first path to charge a device makes its budget.
-  if (created != CUDA_SUCCESS || device < 0 || budget::of_device(device) == nullptr) return created;
-  return charge_array(handle, device, array_bytes(*handle, device, shape), call,
-                      [](CUarray array) { real_driver().cuArrayDestroy(array); });
+CUresult create_array(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR& shape, const char* call,
+                      const std::function<CUresult()>& create) {
+  const CUdevice device = budget::current_device();
+  return create_array_charged(handle, device, estimated_bytes(shape, 1), call, create,
+                              [&](CUarray array) { return array_bytes(array, device, shape); },
+                              [](CUarray array) { real_driver().cuArrayDestroy(array); });
 }
 
 }  // namespace
@@ -198,22 +214,21 @@ CUresult finish_array_create(CUresult created, CUarray* handle, CUdevice device,
 CUresult array_create(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* descriptor) {
   const RealDriver& driver = real_driver();
   if (driver.cuArrayCreate_v2 == nullptr || driver.cuArrayDestroy == nullptr) return missing_entry_point();
-  const CUresult created = driver.cuArrayCreate_v2(handle, descriptor);
-  if (created != CUDA_SUCCESS) return created;
+  if (descriptor == nullptr) return driver.cuArrayCreate_v2(handle, descriptor);  // the driver's answer
   CUDA_ARRAY3D_DESCRIPTOR shape{};
   shape.Width = descriptor->Width;
   shape.Height = descriptor->Height;
   shape.Format = descriptor->Format;
   shape.NumChannels = descriptor->NumChannels;
-  return finish_array_create(created, handle, budget::current_device(), shape, "cuArrayCreate");
+  return create_array(handle, shape, "cuArrayCreate", [&] { return driver.cuArrayCreate_v2(handle, descriptor); });
 }
 
 CUresult array_3d_create(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* descriptor) {
   const RealDriver& driver = real_driver();
   if (driver.cuArray3DCreate_v2 == nullptr || driver.cuArrayDestroy == nullptr) return missing_entry_point();
-  const CUresult created = driver.cuArray3DCreate_v2(handle, descriptor);
-  if (created != CUDA_SUCCESS) return created;
-  return finish_array_create(created, handle, budget::current_device(), *descriptor, "cuArray3DCreate");
+  if (descriptor == nullptr) return driver.cuArray3DCreate_v2(handle, descriptor);
+  return create_array(handle, *descriptor, "cuArray3DCreate",
+                      [&] { return driver.cuArray3DCreate_v2(handle, descriptor); });
 }
 
 CUresult array_destroy(CUarray handle) {
@@ -228,17 +243,19 @@ CUresult mipmapped_array_create(CUmipmappedArray* handle, const CUDA_ARRAY3D_DES
   if (driver.cuMipmappedArrayCreate == nullptr || driver.cuMipmappedArrayDestroy == nullptr) {
     return missing_entry_point();
   }
-  const CUresult created = driver.cuMipmappedArrayCreate(handle, descriptor, levels);
+  if (descriptor == nullptr) return driver.cuMipmappedArrayCreate(handle, descriptor, levels);
   const CUdevice device = budget::current_device();
-  if (created != CUDA_SUCCESS || device < 0 || budget::of_device(device) == nullptr) return created;
-  CUDA_ARRAY_MEMORY_REQUIREMENTS requirements{};
-  const std::size_t bytes =
-      driver.cuMipmappedArrayGetMemoryRequirements != nullptr &&
-              driver.cuMipmappedArrayGetMemoryRequirements(&requirements, *handle, device) == CUDA_SUCCESS
-          ? requirements.size
-          : estimated_bytes(*descriptor, levels);
-  return charge_array(handle, device, bytes, "cuMipmappedArrayCreate",
-                      [&](CUmipmappedArray array) { driver.cuMipmappedArrayDestroy(array); });
+  return create_array_charged(
+      handle, device, estimated_bytes(*descriptor, levels), "cuMipmappedArrayCreate",
+      [&] { return driver.cuMipmappedArrayCreate(handle, descriptor, levels); },
+      [&](CUmipmappedArray array) {
+        CUDA_ARRAY_MEMORY_REQUIREMENTS requirements{};
+        return driver.cuMipmappedArrayGetMemoryRequirements != nullptr &&
+                       driver.cuMipmappedArrayGetMemoryRequirements(&requirements, array, device) == CUDA_SUCCESS
+                   ? static_cast<std::size_t>(requirements.size)
+                   : estimated_bytes(*descriptor, levels);
+      },
+      [&](CUmipmappedArray array) { driver.cuMipmappedArrayDestroy(array); });
 }
 
 CUresult mipmapped_array_destroy(CUmipmappedArray handle) {

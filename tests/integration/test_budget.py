@@ -186,6 +186,57 @@ class TheArenaDoesNotStarveOtherPaths(BudgetTestCase):
         self.assertEqual(int(values(result)["heap_mapped"]), GIB, result.describe())
 
 
+class PoolsKeepTheirReserve(BudgetTestCase):
+    """A stream-ordered pool keeps what its blocks freed (up to its release threshold): the budget
+    charges what the pools hold (pool_reserve), so no path gets memory a pool still holds, and a
+    charge that does not fit trims the pools before it is refused. The simulator's report says what
+    the device really held at its peak."""
+
+    def run_reported(self, *args, env):
+        with tempfile.TemporaryDirectory() as tmp:
+            report = os.path.join(tmp, "report.json")
+            result = self.run_scenario("budget_scenarios", *args, env=dict(env, CUDASIM_REPORT=report))
+            with open(report) as f:
+                (device,) = json.load(f)["devices"]
+        self.assertEqual(values(result)["disagreements"], "0", result.describe())
+        return result, device["peak_bytes_reserved"]
+
+    def test_cuda_async_pool_then_a_vmm_allocation(self):
+        # 40 MiB through cuda_async mode's pool, freed (the pool keeps it: its threshold is the limit),
+        # then 40 MiB of cuMemCreate: it fits only once the pool gave its 40 MiB back.
+        result, peak = self.run_reported("pool_then_create", 40, env={"GPUMEM_MODE": "cuda_async"})
+        self.assertEqual(values(result)["created"], "CUDA_SUCCESS", result.describe())
+        self.assertLessEqual(peak, LIMIT, result.describe())
+
+    def test_a_programs_pool_that_keeps_everything(self):
+        for mode, env in MODES.items():
+            with self.subTest(mode=mode):
+                result, peak = self.run_reported("own_pool_then_malloc", 40, env=env)
+                self.assertEqual(values(result)["allocated"], "CUDA_SUCCESS", result.describe())
+                self.assertLessEqual(peak, LIMIT, result.describe())
+
+    def test_threads_on_pools_stay_near_the_limit(self):
+        # Eight threads on streams of their own, blocks of 2 to 8 MiB: the budget is reached (refusals),
+        # and the device holds at most about two blocks more than the limit at any moment (a window
+        # docs/limits.md describes; without pool_reserve it held three times the limit).
+        for mode in ("platform", "cuda_async"):
+            with self.subTest(mode=mode):
+                result, peak = self.run_reported("pool_threads", 8, env=MODES[mode])
+                self.assertGreater(int(values(result)["refusals"]), 0, result.describe())
+                self.assertLessEqual(peak, LIMIT + 16 * MIB, result.describe())
+                self.assertEqual(int(values(result)["final_free"]), LIMIT, result.describe())
+
+    def test_threads_creating_arrays_stay_within_the_limit(self):
+        # Arrays are charged before they are created: 8 threads of three 16 MiB arrays never hold more
+        # than the 64 MiB limit at once.
+        with tempfile.TemporaryDirectory() as tmp:
+            report = os.path.join(tmp, "report.json")
+            result = self.run_scenario("budget_scenarios", "array_threads", 8, env={"CUDASIM_REPORT": report})
+            with open(report) as f:
+                (device,) = json.load(f)["devices"]
+        self.assertLessEqual(device["arrays"]["peak_bytes"], LIMIT, result.describe())
+
+
 class StatisticsPerPath(BudgetTestCase):
     def test_exit_statistics_show_each_paths_charge(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -202,7 +253,11 @@ class StatisticsPerPath(BudgetTestCase):
                     self.assertEqual(budget["peak_charged"], peak)
                     self.assertEqual(budget["paths"][path]["peak_charged"], peak)
                     self.assertGreater(budget["paths"][path]["charges"], 0)
-                    others = {name: p["peak_charged"] for name, p in budget["paths"].items() if name != path}
+                    # A pool keeps what its blocks freed: charged to pool_reserve until the pool is trimmed.
+                    self.assertEqual(budget["paths"]["pool_reserve"]["peak_charged"],
+                                     peak if path == "program_pool" else 0, budget)
+                    others = {name: p["peak_charged"] for name, p in budget["paths"].items()
+                              if name not in (path, "pool_reserve")}
                     self.assertEqual(set(others.values()), {0}, others)
 
 

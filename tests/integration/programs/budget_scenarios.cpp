@@ -17,6 +17,14 @@
 //   workspaces_then_vmm STEP_MIB  a few small cuMemAlloc workspaces (cuBLAS), then a VMM heap
 //   vmm_then_workspaces STEP_MIB  a VMM heap first, then the workspaces
 //   malloc_free_then_vmm STEP_MIB cuMemAlloc blocks, all freed, then a VMM heap as large as it gets
+//   pool_then_create SIZE_MIB     cuMemAlloc and cuMemFree of SIZE (cuda_async mode: its pool keeps it),
+//                                 a context synchronisation, then cuMemCreate of SIZE
+//   own_pool_then_malloc SIZE_MIB the program's own pool, release threshold at its maximum (it keeps
+//                                 everything): SIZE allocated and freed there, then cuMemAlloc of SIZE
+//   pool_threads THREADS          THREADS threads allocating and freeing 2 to 8 MiB blocks, stream-ordered
+//                                 on streams of their own, 200 times each
+//   array_threads THREADS         THREADS threads creating and destroying 1024 x 1024 float4 arrays
+//                                 (16 MiB), three at a time, 50 times each
 //   info                          the three answers, once
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -27,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "driver_check.h"
@@ -401,6 +410,121 @@ int malloc_free_then_vmm(Program& program, std::size_t step) {
   return program.finish();
 }
 
+// Creates (and releases) one physical allocation of `size`, rounded up to the granularity.
+CUresult create_once(Program& program, std::size_t size) {
+  const CUmemAllocationProp prop = device_prop(program.device);
+  std::size_t granularity = 0;
+  CHECK_CU(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  CUmemGenericAllocationHandle handle{};
+  const CUresult created = cuMemCreate(&handle, (size + granularity - 1) / granularity * granularity, &prop, 0);
+  if (created == CUDA_SUCCESS) CHECK_CU(cuMemRelease(handle));
+  return created;
+}
+
+int pool_then_create(Program& program, std::size_t size) {
+  CUdeviceptr block = 0;
+  CHECK_CU(cuMemAlloc(&block, size));
+  CHECK_CU(cuMemFree(block));
+  CHECK_CU(cuCtxSynchronize());
+  program.check("freed");
+  std::printf("created=%s\n", cu_error_name(create_once(program, size)));
+  program.check("created");
+  return program.finish();
+}
+
+int own_pool_then_malloc(Program& program, std::size_t size) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = program.device;
+  CUmemoryPool pool = nullptr;
+  CHECK_CU(cuMemPoolCreate(&pool, &props));
+  cuuint64_t keep_everything = ~cuuint64_t{0};
+  CHECK_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_everything));
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr block = 0;
+  CHECK_CU(cuMemAllocFromPoolAsync(&block, size, pool, stream));
+  CHECK_CU(cuMemFreeAsync(block, stream));
+  CHECK_CU(cuStreamSynchronize(stream));
+  program.check("freed");
+  CUdeviceptr plain = 0;
+  const CUresult allocated = cuMemAlloc(&plain, size);
+  std::printf("allocated=%s\n", cu_error_name(allocated));
+  if (allocated == CUDA_SUCCESS) CHECK_CU(cuMemFree(plain));
+  program.check("allocated");
+  CHECK_CU(cuStreamDestroy(stream));
+  CHECK_CU(cuMemPoolDestroy(pool));
+  return program.finish();
+}
+
+int pool_threads(Program& program, std::size_t threads) {
+  std::vector<std::thread> workers;
+  std::vector<int> refusals(threads, 0);
+  for (std::size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&program, &refusals, t] {
+      CHECK_CU(cuCtxSetCurrent(program.context));
+      CUstream stream = nullptr;
+      CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+      unsigned seed = static_cast<unsigned>(t) * 2654435761u + 1;
+      std::vector<CUdeviceptr> live;
+      for (int i = 0; i < 200; ++i) {
+        seed = seed * 1103515245u + 12345u;
+        if (live.size() < 4 && (seed >> 16) % 3 != 0) {
+          CUdeviceptr ptr = 0;
+          if (cuMemAllocAsync(&ptr, (1 + (seed >> 8) % 4) * 2 * kMiB, stream) == CUDA_SUCCESS) {
+            live.push_back(ptr);
+          } else {
+            ++refusals[t];
+          }
+        } else if (!live.empty()) {
+          CHECK_CU(cuMemFreeAsync(live.back(), stream));
+          live.pop_back();
+        }
+      }
+      for (CUdeviceptr ptr : live) CHECK_CU(cuMemFreeAsync(ptr, stream));
+      CHECK_CU(cuStreamSynchronize(stream));
+      CHECK_CU(cuStreamDestroy(stream));
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  int refused = 0;
+  for (int r : refusals) refused += r;
+  std::printf("refusals=%d\n", refused);
+  program.check("done");
+  return program.finish();
+}
+
+int array_threads(Program& program, std::size_t threads) {
+  std::vector<std::thread> workers;
+  std::vector<int> refusals(threads, 0);
+  for (std::size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&program, &refusals, t] {
+      CHECK_CU(cuCtxSetCurrent(program.context));
+      CUDA_ARRAY3D_DESCRIPTOR descriptor{};
+      descriptor.Width = 1024;
+      descriptor.Height = 1024;
+      descriptor.Format = CU_AD_FORMAT_FLOAT;
+      descriptor.NumChannels = 4;
+      for (int i = 0; i < 50; ++i) {
+        CUarray arrays[3] = {nullptr, nullptr, nullptr};
+        for (CUarray& array : arrays) {
+          if (cuArray3DCreate(&array, &descriptor) != CUDA_SUCCESS) ++refusals[t];
+        }
+        for (CUarray array : arrays) {
+          if (array != nullptr) CHECK_CU(cuArrayDestroy(array));
+        }
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  int refused = 0;
+  for (int r : refusals) refused += r;
+  std::printf("refusals=%d\n", refused);
+  program.check("done");
+  return program.finish();
+}
+
 std::size_t number(int argc, char** argv, int index, std::size_t fallback) {
   return argc > index ? std::strtoull(argv[index], nullptr, 10) : fallback;
 }
@@ -422,6 +546,10 @@ int main(int argc, char** argv) {
   if (scenario == "xla_vmm") return xla_vmm(program, number(argc, argv, 2, 2) * kMiB, number(argc, argv, 3, kAll));
   if (scenario == "nccl") return nccl(program);
   if (scenario == "vllm_sleep") return vllm_sleep(program, number(argc, argv, 2, 2) * kMiB, number(argc, argv, 3, 4));
+  if (scenario == "pool_then_create") return pool_then_create(program, number(argc, argv, 2, 40) * kMiB);
+  if (scenario == "own_pool_then_malloc") return own_pool_then_malloc(program, number(argc, argv, 2, 40) * kMiB);
+  if (scenario == "pool_threads") return pool_threads(program, number(argc, argv, 2, 8));
+  if (scenario == "array_threads") return array_threads(program, number(argc, argv, 2, 8));
   if (scenario == "rmm_async") return rmm_async(program, number(argc, argv, 2, 2) * kMiB, number(argc, argv, 3, kAll));
   if (scenario == "cupy_managed") {
     return cupy_managed(program, number(argc, argv, 2, 2) * kMiB, number(argc, argv, 3, kAll));
