@@ -267,6 +267,9 @@ CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t 
   stats.graph_allocs++;
   stats.graph_bytes += mapping.length;
   stats.graph_peak_bytes = std::max(stats.graph_peak_bytes, stats.graph_bytes);
+  Device& owner = st.device(device);
+  owner.graph_used_high = std::max(owner.graph_used_high, stats.graph_bytes);
+  owner.graph_reserved_high = std::max(owner.graph_reserved_high, stats.graph_bytes);
   *dptr = base;
   return CUDA_SUCCESS;
 }
@@ -423,4 +426,54 @@ CUDASIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
   if (hGraph == nullptr || l.st.graphs.count(hGraph) == 0) return CUDA_ERROR_INVALID_VALUE;
   destroy_graph(l.st, hGraph);
   return CUDA_SUCCESS;
+}
+
+// Graph memory of a device. Its memory goes back to the device as soon as no graph holds it (the
+// graph destroyed with its last instantiation), so nothing is cached for later graphs: what is
+// reserved for graphs is what they use, and cuDeviceGraphMemTrim has nothing to give back.
+CUDASIM_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value) {
+  Locked l;
+  if (CUresult rc = device_status(l, device); rc != CUDA_SUCCESS) return rc;
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const Device& dev = l.st.device(device);
+  cuuint64_t answer = 0;
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+      answer = dev.stats.graph_bytes;
+      break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+      answer = dev.graph_used_high;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      answer = dev.graph_reserved_high;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  *static_cast<cuuint64_t*>(value) = answer;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value) {
+  Locked l;
+  if (CUresult rc = device_status(l, device); rc != CUDA_SUCCESS) return rc;
+  // Only the high watermarks can be set, and only reset: to zero, after which they read the current use.
+  if (value == nullptr || *static_cast<const cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
+  Device& dev = l.st.device(device);
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+      dev.graph_used_high = dev.stats.graph_bytes;
+      return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      dev.graph_reserved_high = dev.stats.graph_bytes;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUDASIM_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) {
+  Locked l;
+  return device_status(l, device);
 }

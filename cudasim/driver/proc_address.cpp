@@ -240,6 +240,9 @@ const ProcEntry kEntries[] = {
   {"cuStreamGetCaptureInfo", 12030, fn(cuStreamGetCaptureInfo_v3), fn(cuStreamGetCaptureInfo_v3_ptsz)},
   {"cuThreadExchangeStreamCaptureMode", 10010, fn(cuThreadExchangeStreamCaptureMode), nullptr},
   {"cuGraphDestroy", 10000, fn(cuGraphDestroy), nullptr},
+  {"cuDeviceGetGraphMemAttribute", 11040, fn(cuDeviceGetGraphMemAttribute), nullptr},
+  {"cuDeviceSetGraphMemAttribute", 11040, fn(cuDeviceSetGraphMemAttribute), nullptr},
+  {"cuDeviceGraphMemTrim", 11040, fn(cuDeviceGraphMemTrim), nullptr},
   // events
   {"cuEventCreate", 2000, fn(cuEventCreate), nullptr},
   {"cuEventRecord", 2000, fn(cuEventRecord), fn(cuEventRecord_ptsz)},

@@ -95,6 +95,8 @@ struct Device {
   CUmemoryPool default_pool = nullptr;
   CUmemoryPool current_pool = nullptr;
   SharedDevice* shared = nullptr;  // CUDASIM_SHARED_DEVICES: the memory every process took (shared_device.h)
+  // CU_GRAPH_MEM_ATTR_*_HIGH: the most stats.graph_bytes reached since the program last reset each.
+  std::uint64_t graph_used_high = 0, graph_reserved_high = 0;
 };
 
 // Vmm: one cuMemMap mapping while some device may access it (cuMemSetAccess); Managed:

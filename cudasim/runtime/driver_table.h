@@ -62,7 +62,9 @@ namespace cudasim::runtime {
   X(cuGraphExecDestroy, 10000) X(cuMemcpyPeer, 4000) X(cuMemcpyPeerAsync, 4000)                  \
   X(cuDeviceGetMemPool, 11020) X(cuDeviceSetMemPool, 11020)                                       \
   X(cuMemPoolExportToShareableHandle, 11020) X(cuMemPoolImportFromShareableHandle, 11020)         \
-  X(cuMemPoolExportPointer, 11020) X(cuMemPoolImportPointer, 11020)
+  X(cuMemPoolExportPointer, 11020) X(cuMemPoolImportPointer, 11020)                              \
+  X(cuDeviceGetGraphMemAttribute, 11040) X(cuDeviceSetGraphMemAttribute, 11040)                  \
+  X(cuDeviceGraphMemTrim, 11040)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

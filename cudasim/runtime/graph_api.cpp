@@ -104,6 +104,15 @@ cudaError_t graph_instantiate_with_params(cudaGraphExec_t* exec, cudaGraph_t gra
   });
 }
 
+// cudaDeviceGetGraphMemAttribute / Set / cudaDeviceGraphMemTrim on the driver's device of `device`.
+// The runtime's cudaGraphMemAttributeType has the driver's CUgraphMem_attribute values.
+template <auto Entry, typename... Args>
+cudaError_t on_device(int device, Args... args) {
+  CUdevice handle = 0;
+  if (const cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+  return with_context([&] { return call_driver<Entry>(handle, args...); });
+}
+
 }  // namespace cudasim::runtime
 
 using namespace cudasim::runtime;
@@ -207,6 +216,22 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
   return api_call([&] { return call_driver<&DriverTable::cuGraphExecDestroy>(graphExec); });
+}
+
+cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value) {
+  return api_call([&] {
+    return on_device<&DriverTable::cuDeviceGetGraphMemAttribute>(device, static_cast<CUgraphMem_attribute>(attr), value);
+  });
+}
+
+cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value) {
+  return api_call([&] {
+    return on_device<&DriverTable::cuDeviceSetGraphMemAttribute>(device, static_cast<CUgraphMem_attribute>(attr), value);
+  });
+}
+
+cudaError_t cudaDeviceGraphMemTrim(int device) {
+  return api_call([&] { return on_device<&DriverTable::cuDeviceGraphMemTrim>(device); });
 }
 
 }  // extern "C"

@@ -823,3 +823,53 @@ TEST_CASE("an instantiated graph launched into a capture becomes one node of the
   for (CUgraph g : {inner, outer}) CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }
+
+namespace {
+cuuint64_t graph_memory(CUdevice device, CUgraphMem_attribute attr) {
+  cuuint64_t value = ~cuuint64_t{0};
+  REQUIRE(cuDeviceGetGraphMemAttribute(device, attr, &value) == CUDA_SUCCESS);
+  return value;
+}
+}  // namespace
+
+TEST_CASE("graph memory attributes: what graphs use and reserve, high watermarks reset to zero, trim",
+          "[driver][graphs]") {
+  primary_context();
+  const CUdevice device = 0;
+  CUstream stream = new_stream();
+  const cuuint64_t used_before = graph_memory(device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT);
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  CUdeviceptr first = 0, second = 0;
+  REQUIRE(cuMemAllocAsync(&first, 1 << 20, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocAsync(&second, 3 << 20, stream) == CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  const cuuint64_t used = graph_memory(device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT);
+  CHECK(used >= used_before + (4 << 20));
+  // Nothing is cached for later graphs: what is reserved is what is used.
+  CHECK(graph_memory(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == used);
+  CHECK(graph_memory(device, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) >= used);
+  CHECK(graph_memory(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) >= used);
+
+  REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(graph_memory(device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == used_before);
+  CHECK(graph_memory(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == used_before);
+  CHECK(graph_memory(device, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) >= used);  // a high watermark stays
+  CHECK(cuDeviceGraphMemTrim(device) == CUDA_SUCCESS);
+
+  // The high watermarks can only be reset, to zero, after which they read the current use.
+  cuuint64_t zero = 0, other = 1;
+  for (const CUgraphMem_attribute high : {CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH}) {
+    CHECK(cuDeviceSetGraphMemAttribute(device, high, &other) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuDeviceSetGraphMemAttribute(device, high, &zero) == CUDA_SUCCESS);
+    CHECK(graph_memory(device, high) == used_before);
+  }
+  // The current figures cannot be set; bad devices, attributes and pointers are refused.
+  CHECK(cuDeviceSetGraphMemAttribute(device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero) == CUDA_ERROR_INVALID_VALUE);
+  cuuint64_t value = 0;
+  CHECK(cuDeviceGetGraphMemAttribute(device, static_cast<CUgraphMem_attribute>(99), &value) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetGraphMemAttribute(device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetGraphMemAttribute(99, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &value) == CUDA_ERROR_INVALID_DEVICE);
+  CHECK(cuDeviceGraphMemTrim(99) == CUDA_ERROR_INVALID_DEVICE);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}

@@ -318,3 +318,34 @@ TEST_CASE("runtime: copies between two devices' memory", "[runtime][peers]") {
   REQUIRE_CUDA(cudaFree(on0));
   REQUIRE_CUDA(cudaFree(on1));
 }
+
+TEST_CASE("runtime: graph memory attributes and trim reach the driver's device", "[runtime][graph]") {
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreate(&stream));
+  std::uint64_t before = 0, used = 0, reserved = 0;
+  REQUIRE_CUDA(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &before));
+  REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  void* scratch = nullptr;
+  REQUIRE_CUDA(cudaMallocAsync(&scratch, 2 << 20, stream));
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaStreamEndCapture(stream, &graph));
+  REQUIRE_CUDA(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &used));
+  REQUIRE_CUDA(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &reserved));
+  CHECK(used >= before + (2 << 20));
+  CHECK(reserved == used);
+  // The other device's graphs hold nothing.
+  std::uint64_t other = 1;
+  REQUIRE_CUDA(cudaDeviceGetGraphMemAttribute(1, cudaGraphMemAttrUsedMemCurrent, &other));
+  CHECK(other == 0);
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  REQUIRE_CUDA(cudaDeviceGraphMemTrim(0));
+  std::uint64_t zero = 0, high = 0;
+  REQUIRE_CUDA(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &zero));
+  REQUIRE_CUDA(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &high));
+  CHECK(high == before);
+  CHECK(cudaDeviceGetGraphMemAttribute(7, cudaGraphMemAttrUsedMemCurrent, &high) == cudaErrorInvalidDevice);
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
+  CHECK(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &zero) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
