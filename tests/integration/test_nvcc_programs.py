@@ -25,7 +25,7 @@ RUNTIME_PROGRAMS = test_examples.RUNTIME_EXAMPLES + ["driver_api"]
 KERNEL_PROGRAMS = test_examples.KERNEL_EXAMPLES
 # Programs that launch kernels take --no-kernel-check (bandwidth_test launches none).
 NO_KERNEL_CHECK = {"vector_add", "stream_ordered_allocation", "multi_stream_copy", "ipc_memory_events", "graph_memory_nodes",
-                   "zero_copy", "ipc_memory_pools", "vmm_ipc"}
+                   "zero_copy", "ipc_memory_pools", "vmm_ipc", "multi_gpu"}
 # Two devices, so bandwidth_test's peer-access part runs too.
 SIM_ENV = {"CUDASIM_DEVICES": "2", "CUDASIM_DEVICE_MEMORY": "4GiB,4GiB"}
 KERNEL_WARNING = "cudasim: kernels do not run on the simulated device"
