@@ -3,6 +3,7 @@
 // (SCM_RIGHTS), which is how POSIX file descriptor handles of CUDA memory travel between processes.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,13 +25,15 @@ struct ChildProcess {
 // A fresh process image, not a bare fork: CUDA cannot be used in a child forked after it started.
 inline ChildProcess start_child() {
   int ends[2];
-  // Sequenced packets keep each message whole, so one receive is one message.
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, ends) != 0) fail("socketpair failed: %s", std::strerror(errno));
+  // Sequenced packets keep each message whole, so one receive is one message. Close-on-exec, so
+  // neither end leaks into other programs; the child clears it on its own end.
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) fail("socketpair failed: %s", std::strerror(errno));
   std::fflush(stdout);
   const pid_t pid = fork();
   if (pid < 0) fail("fork failed: %s", std::strerror(errno));
   if (pid == 0) {
     close(ends[0]);
+    if (fcntl(ends[1], F_SETFD, 0) != 0) _exit(127);
     const std::string socket_text = std::to_string(ends[1]);
     const char* args[] = {"/proc/self/exe", "--child", socket_text.c_str(), nullptr};
     execv("/proc/self/exe", const_cast<char* const*>(args));
