@@ -2,21 +2,10 @@
 // on the device's primary context, as libraries that bypass the runtime do.
 //
 //   driver_api [SCALE]   runs SCALE x 4000 steps (default 1)
-#include <cuda.h>
-
 #include "churn.h"
+#include "driver_check.h"
 
 namespace {
-
-void check_driver(CUresult status, const char* call, const char* file, int line) {
-  if (status != CUDA_SUCCESS) {
-    const char* name = "unknown error";
-    cuGetErrorName(status, &name);
-    examples::fail("%s:%d: %s returned %s (%d)", file, line, call, name, static_cast<int>(status));
-  }
-}
-
-#define CU_CHECK(call) check_driver((call), #call, __FILE__, __LINE__)
 
 struct DriverMemory {
   std::uint64_t allocate(std::size_t size) {

@@ -29,7 +29,7 @@ EXAMPLES_DIR = os.environ.get("GPUMEM_TEST_EXAMPLES_DIR") or os.path.join(
 RUNTIME_EXAMPLES = ["alloc_churn", "fragmentation", "multistream", "async_pool", "multithread", "oom"]
 # Built by nvcc from examples/*.cu; on the simulator test_nvcc_programs runs them (as *_nvcc).
 KERNEL_EXAMPLES = ["vector_add", "stream_ordered_allocation", "multi_stream_copy", "bandwidth_test", "ipc_memory_events",
-                   "graph_memory_nodes", "zero_copy"]
+                   "graph_memory_nodes", "zero_copy", "ipc_memory_pools", "vmm_ipc", "multi_gpu"]
 # Every program: the runtime examples linked both ways, the driver-API one, and (GPU only) the kernel.
 PROGRAMS = ([name + suffix for name in RUNTIME_EXAMPLES for suffix in ("", "_static")]
             + ["driver_api"] + (KERNEL_EXAMPLES if REAL_GPU else []))

@@ -3,9 +3,8 @@
 nvcc's host code registers its fat binary and kernels with the runtime at start-up and launches
 kernels through __cudaPushCallConfiguration / __cudaLaunchKernel; the simulator takes all of it,
 queues each launch on its stream and runs no device code. So every example, the kernel programs
-among them (vector_add, and three written in the style of NVIDIA's samples: stream-ordered
-allocation, multi-stream copies through pinned memory, a bandwidth test), must run without the shim
-and under it in every mode with the same exit status and the same output, except for timings and
+among them (vector_add, and those written in the shape of NVIDIA's samples, listed in
+examples/README.md), must run without the shim and under it in every mode with the same exit status and the same output, except for timings and
 the fingerprint of what kernels would have computed ("kernel results (not checked)"). The other
 examples print what the allocator underneath did (cudaMemGetInfo figures, how far oom got, whether
 holes coalesced), which differs under the shim by design: for them, as in test_examples, the
@@ -25,7 +24,7 @@ RUNTIME_PROGRAMS = test_examples.RUNTIME_EXAMPLES + ["driver_api"]
 KERNEL_PROGRAMS = test_examples.KERNEL_EXAMPLES
 # Programs that launch kernels take --no-kernel-check (bandwidth_test launches none).
 NO_KERNEL_CHECK = {"vector_add", "stream_ordered_allocation", "multi_stream_copy", "ipc_memory_events", "graph_memory_nodes",
-                   "zero_copy"}
+                   "zero_copy", "ipc_memory_pools", "vmm_ipc", "multi_gpu"}
 # Two devices, so bandwidth_test's peer-access part runs too.
 SIM_ENV = {"CUDASIM_DEVICES": "2", "CUDASIM_DEVICE_MEMORY": "4GiB,4GiB"}
 KERNEL_WARNING = "cudasim: kernels do not run on the simulated device"
@@ -118,9 +117,29 @@ class KernelLaunchTest(testlib.TestCase):
                 self.assertEqual(kernel_launches(result), 0)
 
     def test_every_launch_is_counted_once(self):
-        # vector_add launches one kernel per repeat; multi_stream_copy one per stream and round.
+        # vector_add launches one kernel per repeat; multi_stream_copy one per stream and round;
+        # multi_gpu one per device, each counted on its own device.
         self.assertEqual(kernel_launches(run_program("vector_add", preload=False)), 10)
         self.assertEqual(kernel_launches(run_program("multi_stream_copy", preload=False)), 8 * 4)
+        multi_gpu = run_program("multi_gpu", preload=False)
+        self.assertEqual([device["kernel_launches"] for device in multi_gpu.report["devices"]], [1, 1])
+
+    def test_two_device_samples_use_the_second_device(self):
+        # With SIM_ENV's two devices the peer parts run, with and without the shim; they are skipped
+        # (and say so) only where a second device is missing.
+        expected = {"ipc_memory_pools": "peer: device 1 given read-write access to the pool",
+                    "vmm_ipc": "peer: device 1 given read-write access to the mapping",
+                    "multi_gpu": "multi_gpu: 2 of 2 devices"}
+        for name, line in expected.items():
+            for preload in (False, True):
+                with self.subTest(program=name, preload=preload):
+                    result = run_program(name, preload=preload)
+                    self.assertSucceeded(result)
+                    self.assertIn(line, result.stdout, result.describe())
+            with self.subTest(program=name, devices=1):
+                result = run_program(name, env={"CUDASIM_DEVICES": "1", "CUDASIM_DEVICE_MEMORY": "4GiB"}, preload=False)
+                self.assertSucceeded(result)
+                self.assertNotIn(line, result.stdout, result.describe())
 
     def test_pinned_memory_is_reported(self):
         result = run_program("bandwidth_test", preload=False)
