@@ -2,6 +2,8 @@
 // streams through page-locked host buffers (cudaHostAlloc), in the shape of NVIDIA's multi-copy
 // sample; events time the rounds. Device buffers are allocated and freed every round while the
 // other streams still work, so an allocator underneath must not hand out memory they still use.
+// A stream callback (cudaStreamAddCallback) after each stream's copies checks, when the stream
+// reaches it, that the input already came back: callbacks run in stream order.
 // Every round trip of the input is verified; the kernel's output unless --no-kernel-check.
 //
 //   multi_stream_copy [--no-kernel-check] [SCALE]   SCALE x 8 rounds (default 1)
@@ -27,6 +29,25 @@ __global__ void increment(int* out, const int* in, std::size_t n, int steps) {
 
 std::uint64_t seed_of(int round, int stream) { return static_cast<std::uint64_t>(round) * kStreams + stream + 1; }
 
+// What a stream's callback checks and counts. Written by the callback's thread, read by main after
+// the round's synchronisation (which orders them).
+struct CopiesDone {
+  const int* back = nullptr;
+  std::size_t bytes = 0;
+  std::uint64_t seed = 0;
+  int calls = 0;      // callbacks run
+  int too_early = 0;  // run before the input was back, or with an error status
+};
+
+// Calls no CUDA function, as a stream callback must not.
+void CUDART_CB on_copies_done(cudaStream_t, cudaError_t status, void* data) {
+  CopiesDone& done = *static_cast<CopiesDone*>(data);
+  ++done.calls;
+  if (status != cudaSuccess || examples::find_pattern_mismatch(done.back, done.bytes, done.seed) != done.bytes) {
+    ++done.too_early;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,6 +72,8 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&stop));
 
   examples::Checksum checksum;
+  CopiesDone copies_done[kStreams];
+  int callbacks = 0;
   float total_ms = 0;
   for (int round = 0; round < rounds; ++round) {
     for (int s = 0; s < kStreams; ++s) examples::fill_pattern(host_in[s], bytes, seed_of(round, s));
@@ -66,6 +89,8 @@ int main(int argc, char** argv) {
       CHECK(cudaGetLastError());
       CHECK(cudaMemcpyAsync(host_out[s], device_out[s], bytes, cudaMemcpyDeviceToHost, streams[s]));
       CHECK(cudaMemcpyAsync(host_back[s], device_in[s], bytes, cudaMemcpyDeviceToHost, streams[s]));
+      copies_done[s] = CopiesDone{host_back[s], bytes, seed_of(round, s)};
+      CHECK(cudaStreamAddCallback(streams[s], on_copies_done, &copies_done[s], 0));
     }
     // Freed while the streams may still be copying: the memory must not be reused before they finish.
     for (int s = 0; s < kStreams; ++s) {
@@ -79,6 +104,10 @@ int main(int argc, char** argv) {
     CHECK(cudaEventElapsedTime(&ms, start, stop));
     total_ms += ms;
     for (int s = 0; s < kStreams; ++s) {
+      if (copies_done[s].calls != 1 || copies_done[s].too_early != 0)
+        examples::fail("round %d stream %d: its callback ran %d times, %d before its copies were done", round, s,
+                       copies_done[s].calls, copies_done[s].too_early);
+      callbacks += copies_done[s].calls;
       examples::expect_pattern(host_back[s], bytes, seed_of(round, s), "input copied back");
       checksum.add(host_back[s], bytes);
       for (std::size_t i = 0; kernel_results.checked && i < kInts; ++i) {
@@ -102,6 +131,7 @@ int main(int argc, char** argv) {
   std::printf("multi_stream_copy: %d rounds x %d streams of copy in, kernel, copy out (%s each), results %s\n",
               rounds, kStreams, examples::format_bytes(bytes).c_str(),
               kernel_results.checked ? "verified" : "not checked");
+  std::printf("  stream callbacks: %d, each after its stream's copies\n", callbacks);
   std::printf("  time per round: %.3f ms\n", static_cast<double>(total_ms) / rounds);
   kernel_results.print();
   checksum.print();
