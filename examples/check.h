@@ -9,6 +9,12 @@
 namespace examples {
 
 inline void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
+  if (status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice) {
+    // The usual first run on a machine without a GPU: say how to run over the simulator instead.
+    fail("%s:%d: %s returned %s (%s); without a GPU, run over the simulated one: gpumem-run --sim, or "
+         "LD_LIBRARY_PATH=<build>/cudasim",
+         file, line, call, cudaGetErrorName(status), cudaGetErrorString(status));
+  }
   if (status != cudaSuccess) {
     fail("%s:%d: %s returned %s (%s)", file, line, call, cudaGetErrorName(status),
          cudaGetErrorString(status));

@@ -220,6 +220,19 @@ class ExampleBehaviourTest(testlib.TestCase):
                 self.assertEqual(result.returncode, 2, result.describe())
                 self.assertIn("usage:", result.stderr)
 
+    def test_no_driver_says_how_to_use_the_simulator(self):
+        # The first run of a newcomer without a GPU: no libcuda.so.1 on the library path. The example
+        # fails, naming the error and how to run over the simulated GPU instead.
+        if "libcuda.so.1" in subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout:
+            self.skipTest("this machine has a CUDA driver on its library path")
+        for program in ("alloc_churn", "alloc_churn_static"):
+            with self.subTest(program=program):
+                result = testlib.run([program_path(program)], sim=False, timeout=60)
+                self.assertEqual(result.returncode, 1, result.describe())
+                self.assertIn("cudaErrorInsufficientDriver", result.stderr, result.describe())
+                self.assertIn("without a GPU, run over the simulated one: gpumem-run --sim", result.stderr,
+                              result.describe())
+
     def test_refused_allocation_fails_the_example(self):
         # The simulator refuses every device allocation after the first 10: the example must say so.
         result = run_example("alloc_churn", preload=False, env={"CUDASIM_FAIL_ALLOC_AFTER": "10"})
