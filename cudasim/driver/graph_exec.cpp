@@ -11,6 +11,7 @@
 #include "contexts.h"
 #include "device_limits.h"
 #include "kernels.h"
+#include "pools.h"
 #include "state.h"
 
 #include <algorithm>
@@ -39,10 +40,11 @@ CUresult node_dependencies(CUgraph graph, const CUgraphNode* dependencies, size_
 }
 
 // Locks, checks cuInit, the graph, the output and the dependencies, then appends the node that
-// make(state, &op) describes (make returns its kind's validation result).
-template <typename Make>
+// make(state, &op) describes (make returns its kind's validation result); keep(node) records, under
+// the same lock, what the node was made with.
+template <typename Make, typename Keep = void (*)(CUgraphNode_st*)>
 CUresult add_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependencies, size_t count, NodeKind kind,
-                  Make make) {
+                  Make make, Keep keep = [](CUgraphNode_st*) {}) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -52,6 +54,7 @@ CUresult add_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependenci
   Operation op;
   if (CUresult rc = make(l.st, &op); rc != CUDA_SUCCESS) return rc;
   *out = append_node(graph, kind, std::move(after), std::move(op));
+  keep(*out);
   return CUDA_SUCCESS;
 }
 
@@ -247,6 +250,11 @@ bool live_node(State& st, CUgraphNode node) {
   return std::any_of(nodes.begin(), nodes.end(), [node](const auto& owned) { return owned.get() == node; });
 }
 
+CUresult node_of_kind(Locked& l, CUgraphNode node, NodeKind kind) {
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  return live_node(l.st, node) && node->kind == kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 // The nodes `pick` selects, as the cuGraphGet*Nodes calls return them: with a null array the count,
 // else up to *count of them and *count set to how many were written.
 template <typename Pick>
@@ -322,6 +330,68 @@ CUDASIM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode* phGraphNode, CUgrap
                                                 const CUDA_KERNEL_NODE_PARAMS* nodeParams) {
   return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams,
                          nodeParams != nullptr ? nodeParams->kern : nullptr);
+}
+
+namespace {
+// An allocation node's parameters (cuda.h, CUDA_MEM_ALLOC_NODE_PARAMS): pinned device memory of a
+// device that exists, no IPC handle types, a size, access descriptors as a pool takes them.
+CUresult check_alloc_params(const State& st, const CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  if (p == nullptr || p->bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  const CUmemPoolProps& props = p->poolProps;
+  if (props.allocType != CU_MEM_ALLOCATION_TYPE_PINNED || props.handleTypes != CU_MEM_HANDLE_TYPE_NONE ||
+      props.location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(st, props.location.id))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (p->accessDescCount > st.devices.size()) return CUDA_ERROR_INVALID_VALUE;  // "must not exceed the number of GPUs"
+  return check_access_descs(st, props.location.id, p->accessDescs, p->accessDescCount);
+}
+
+// A node of `kind` the program holds: the node of a live graph, of that kind.
+CUresult node_of_kind(Locked& l, CUgraphNode node, NodeKind kind);
+}  // namespace
+
+// The memory is the graph's as soon as the node exists, as for a captured cuMemAllocAsync: it is
+// mapped now and lives until the graph and every instantiation of it are gone.
+CUDASIM_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
+                                               size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams) {
+  CUdeviceptr dptr = 0;
+  return add_node(
+      phGraphNode, hGraph, dependencies, numDependencies, NodeKind::MemAlloc,
+      [&](State& st, Operation*) {
+        if (CUresult rc = check_alloc_params(st, nodeParams); rc != CUDA_SUCCESS) return rc;
+        return allocate_graph_memory(st, hGraph, nodeParams->poolProps.location.id, nodeParams->bytesize, &dptr);
+      },
+      [&](CUgraphNode_st* node) {
+        nodeParams->dptr = dptr;
+        node->alloc = *nodeParams;
+        node->access.assign(nodeParams->accessDescs, nodeParams->accessDescs + nodeParams->accessDescCount);
+      });
+}
+
+CUDASIM_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
+                                              size_t numDependencies, CUdeviceptr dptr) {
+  return add_node(
+      phGraphNode, hGraph, dependencies, numDependencies, NodeKind::MemFree,
+      [&](State& st, Operation*) { return free_graph_memory(st, hGraph, dptr); },
+      [&](CUgraphNode_st* node) { node->freed = dptr; });
+}
+
+CUDASIM_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS* params_out) {
+  if (params_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = node_of_kind(l, hNode, NodeKind::MemAlloc); rc != CUDA_SUCCESS) return rc;
+  *params_out = hNode->alloc;
+  // Owned by the node, valid until it is destroyed.
+  params_out->accessDescs = hNode->access.empty() ? nullptr : hNode->access.data();
+  params_out->accessDescCount = hNode->access.size();
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr* dptr_out) {
+  if (dptr_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = node_of_kind(l, hNode, NodeKind::MemFree); rc != CUDA_SUCCESS) return rc;
+  *dptr_out = hNode->freed;
+  return CUDA_SUCCESS;
 }
 
 CUDASIM_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode* nodes, size_t* numNodes) {

@@ -252,17 +252,14 @@ CUresult check_event_not_captured(State&, CUevent_st& event) {
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
-CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t bytes, CUdeviceptr* dptr) {
-  Capture& capture = *stream->capture;
-  if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+CUresult allocate_graph_memory(State& st, CUgraph_st* graph, int device, std::size_t bytes, CUdeviceptr* dptr) {
   Mapping mapping = map_device_memory(bytes);
   if (mapping.addr == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   auto base = reinterpret_cast<std::uintptr_t>(mapping.addr);
   st.allocations[base] = Allocation{base, bytes, mapping.length, device, nullptr, AllocKind::Graph, nullptr,
                                     ++st.last_buffer_id};
   st.mappings[base] = mapping;
-  capture.graph->allocations.push_back(base);
-  add_node(capture, stream, NodeKind::MemAlloc);
+  graph->allocations.push_back(base);
   DeviceStats& stats = st.device(device).stats;
   stats.graph_allocs++;
   stats.graph_bytes += mapping.length;
@@ -274,27 +271,41 @@ CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t 
   return CUDA_SUCCESS;
 }
 
-CUresult graph_free(State& st, CUstream_st* stream, CUdeviceptr dptr) {
-  Capture& capture = *stream->capture;
-  if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+CUresult free_graph_memory(State& st, CUgraph_st* graph, CUdeviceptr dptr) {
   auto it = st.allocations.find(dptr);
   if (it == st.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
   const Allocation& a = it->second;
-  auto& owned = capture.graph->allocations;
-  if (a.kind == AllocKind::Graph) {
-    auto mine = std::find(owned.begin(), owned.end(), dptr);
-    if (mine == owned.end()) return CUDA_ERROR_INVALID_VALUE;  // another graph's memory
-    owned.erase(mine);
-    st.device(a.device).stats.graph_frees++;
-    // Gone for the program at once; the memory stays with the graph, whose launches use it.
-    capture.graph->freed.push_back(FreedGraphAllocation{dptr, a.device, a.accounted});
-    st.allocations.erase(it);
-  } else {
-    // A captured free makes a free node, which takes graph allocations only (cuMemFreeAsync, and
-    // cuGraphAddMemFreeNode: "an address that was not returned by an allocation node").
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  add_node(capture, stream, NodeKind::MemFree);
+  // A free node takes graph allocations only (cuMemFreeAsync, and cuGraphAddMemFreeNode: "an
+  // address that was not returned by an allocation node"), of its own graph, once.
+  if (a.kind != AllocKind::Graph) return CUDA_ERROR_INVALID_VALUE;
+  auto& owned = graph->allocations;
+  auto mine = std::find(owned.begin(), owned.end(), dptr);
+  if (mine == owned.end()) return CUDA_ERROR_INVALID_VALUE;  // another graph's memory, or freed already
+  owned.erase(mine);
+  st.device(a.device).stats.graph_frees++;
+  // Gone for the program at once; the memory stays with the graph, whose launches use it.
+  graph->freed.push_back(FreedGraphAllocation{dptr, a.device, a.accounted});
+  st.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t bytes, CUdeviceptr* dptr) {
+  Capture& capture = *stream->capture;
+  if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (CUresult rc = allocate_graph_memory(st, capture.graph, device, bytes, dptr); rc != CUDA_SUCCESS) return rc;
+  CUgraphNode_st* node = add_node(capture, stream, NodeKind::MemAlloc);
+  node->alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  node->alloc.poolProps.location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device};
+  node->alloc.bytesize = bytes;
+  node->alloc.dptr = *dptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult graph_free(State& st, CUstream_st* stream, CUdeviceptr dptr) {
+  Capture& capture = *stream->capture;
+  if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (CUresult rc = free_graph_memory(st, capture.graph, dptr); rc != CUDA_SUCCESS) return rc;
+  add_node(capture, stream, NodeKind::MemFree)->freed = dptr;
   return CUDA_SUCCESS;
 }
 

@@ -25,6 +25,11 @@ struct CUgraphNode_st {
   // What a launch of the graph does for this node, on the launching stream (empty: nothing, as for
   // kernels, which run no device code, and memory nodes, whose memory the graph holds throughout).
   std::function<void()> op;
+  // What the node was made with, for the *GetParams calls. MemAlloc: the parameters given (or, when
+  // captured, the device and size), with dptr set; accessDescs is answered from `access`.
+  CUDA_MEM_ALLOC_NODE_PARAMS alloc{};
+  std::vector<CUmemAccessDesc> access;
+  CUdeviceptr freed = 0;  // MemFree: the allocation it frees
 };
 
 // An instantiated graph: the operations of its graph's nodes, in an order that respects every

@@ -232,6 +232,10 @@ const ProcEntry kEntries[] = {
   {"cuGraphLaunch", 10000, fn(cuGraphLaunch), fn(cuGraphLaunch_ptsz)},
   {"cuGraphUpload", 11010, fn(cuGraphUpload), fn(cuGraphUpload_ptsz)},
   {"cuGraphExecDestroy", 10000, fn(cuGraphExecDestroy), nullptr},
+  {"cuGraphAddMemAllocNode", 11040, fn(cuGraphAddMemAllocNode), nullptr},
+  {"cuGraphAddMemFreeNode", 11040, fn(cuGraphAddMemFreeNode), nullptr},
+  {"cuGraphMemAllocNodeGetParams", 11040, fn(cuGraphMemAllocNodeGetParams), nullptr},
+  {"cuGraphMemFreeNodeGetParams", 11040, fn(cuGraphMemFreeNodeGetParams), nullptr},
   {"cuStreamBeginCapture", 10000, nullptr, nullptr},  // the one-argument form of CUDA 10.0
   {"cuStreamBeginCapture", 10010, fn(cuStreamBeginCapture_v2), fn(cuStreamBeginCapture_v2_ptsz)},
   {"cuStreamEndCapture", 10000, fn(cuStreamEndCapture), fn(cuStreamEndCapture_ptsz)},

@@ -301,6 +301,11 @@ CUresult check_context_not_capturing(State& st, CUctx_st* ctx);
 // Querying or synchronising an event last recorded into an ongoing capture: UNSUPPORTED (invalidates).
 CUresult check_event_not_captured(State& st, CUevent_st& event);
 void invalidate(Capture& capture);
+// New memory owned by `graph` (not from any pool), for an allocation node made next.
+CUresult allocate_graph_memory(State& st, CUgraph_st* graph, int device, std::size_t bytes, CUdeviceptr* dptr);
+// What a free node of `graph` does at once: its own graph allocation becomes unknown to the program
+// (kept for the graph's launches); anything else is INVALID_VALUE.
+CUresult free_graph_memory(State& st, CUgraph_st* graph, CUdeviceptr dptr);
 // A memory-allocation node on a capturing stream: new graph-owned memory (not from any pool).
 CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t bytes, CUdeviceptr* dptr);
 // A memory-free node: graph memory of this capture is released; pool memory is only recorded (it

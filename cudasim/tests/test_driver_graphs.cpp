@@ -873,3 +873,167 @@ TEST_CASE("graph memory attributes: what graphs use and reserve, high watermarks
   CHECK(cuDeviceGraphMemTrim(99) == CUDA_ERROR_INVALID_DEVICE);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }
+
+namespace {
+CUDA_MEM_ALLOC_NODE_PARAMS alloc_params(int device, size_t bytes) {
+  CUDA_MEM_ALLOC_NODE_PARAMS params{};
+  params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params.poolProps.location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device};
+  params.bytesize = bytes;
+  return params;
+}
+}  // namespace
+
+TEST_CASE("memory nodes built by hand: graph-owned memory, used between its allocation and free nodes",
+          "[driver][graphs]") {
+  primary_context();
+  CUcontext ctx = nullptr;
+  REQUIRE(cuCtxGetCurrent(&ctx) == CUDA_SUCCESS);
+  CUstream stream = new_stream();
+  const cuuint64_t used_before = graph_memory(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT);
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUDA_MEM_ALLOC_NODE_PARAMS params = alloc_params(0, 4096);
+  const CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  params.accessDescs = &access;
+  params.accessDescCount = 1;
+  CUgraphNode alloc = nullptr, set = nullptr, copy = nullptr, release = nullptr;
+  REQUIRE(cuGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &params) == CUDA_SUCCESS);
+  REQUIRE(params.dptr != 0);
+  // The graph's memory from the moment the node exists: known to address queries, not charged.
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CHECK(cuMemGetAddressRange(&base, &size, params.dptr + 100) == CUDA_SUCCESS);
+  CHECK(base == params.dptr);
+  CHECK(size == 4096);
+  CHECK(graph_memory(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) >= used_before + 4096);
+  CHECK(cuMemFree(params.dptr) == CUDA_ERROR_INVALID_VALUE);  // only a free node of its graph frees it
+
+  const CUDA_MEMSET_NODE_PARAMS fill{params.dptr, 0, 0x5a, 1, 4096, 1};  // dst, pitch, value, size, width, height
+  REQUIRE(cuGraphAddMemsetNode(&set, graph, &alloc, 1, &fill, ctx) == CUDA_SUCCESS);
+  std::vector<unsigned char> out(4096, 0);
+  CUDA_MEMCPY3D back = copy_1d(0, nullptr, 4096);
+  back.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  back.srcDevice = params.dptr;
+  back.srcHost = nullptr;
+  back.dstMemoryType = CU_MEMORYTYPE_HOST;
+  back.dstHost = out.data();
+  back.dstDevice = 0;
+  REQUIRE(cuGraphAddMemcpyNode(&copy, graph, &set, 1, &back, ctx) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddMemFreeNode(&release, graph, &copy, 1, params.dptr) == CUDA_SUCCESS);
+  CHECK(cuMemGetAddressRange(&base, &size, params.dptr) == CUDA_ERROR_NOT_FOUND);  // freed, for the program
+
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CHECK(cuGraphNodeGetType(alloc, &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+  CHECK(cuGraphNodeGetType(release, &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_MEM_FREE);
+  CUDA_MEM_ALLOC_NODE_PARAMS got{};
+  REQUIRE(cuGraphMemAllocNodeGetParams(alloc, &got) == CUDA_SUCCESS);
+  CHECK(got.dptr == params.dptr);
+  CHECK(got.bytesize == 4096);
+  CHECK(got.poolProps.location.id == 0);
+  REQUIRE(got.accessDescCount == 1);
+  CHECK(got.accessDescs != &access);  // the node's own copy
+  CHECK(got.accessDescs[0].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  CUdeviceptr freed = 0;
+  REQUIRE(cuGraphMemFreeNodeGetParams(release, &freed) == CUDA_SUCCESS);
+  CHECK(freed == params.dptr);
+  // The getters take their own kind of node only.
+  CHECK(cuGraphMemAllocNodeGetParams(release, &got) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphMemFreeNodeGetParams(alloc, &freed) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphMemAllocNodeGetParams(alloc, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphMemFreeNodeGetParams(nullptr, &freed) == CUDA_ERROR_INVALID_VALUE);
+
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
+  for (int launch = 0; launch < 2; ++launch) {
+    std::fill(out.begin(), out.end(), 0);
+    REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+    REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+    CHECK(out[0] == 0x5a);
+    CHECK(out[4095] == 0x5a);
+  }
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(graph_memory(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == used_before);  // back with the graph
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("memory nodes built by hand: the documented refusals", "[driver][graphs]") {
+  primary_context();
+  CUgraph graph = nullptr, other = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphCreate(&other, 0) == CUDA_SUCCESS);
+  CUgraphNode node = nullptr;
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS empty = alloc_params(0, 0);
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &empty) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS nowhere = alloc_params(7, 4096);  // no such device
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &nowhere) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS host = alloc_params(0, 4096);
+  host.poolProps.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &host) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS ipc = alloc_params(0, 4096);  // "IPC is not supported"
+  ipc.poolProps.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &ipc) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS read_only = alloc_params(0, 4096);
+  const CUmemAccessDesc owner_read{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READ};
+  read_only.accessDescs = &owner_read;
+  read_only.accessDescCount = 1;
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &read_only) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS too_many = alloc_params(0, 4096);
+  const CUmemAccessDesc three[3] = {};
+  too_many.accessDescs = three;
+  too_many.accessDescCount = 3;  // more than the two devices
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &too_many) == CUDA_ERROR_INVALID_VALUE);
+  size_t count = 1;
+  REQUIRE(cuGraphGetNodes(graph, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 0);  // nothing was added
+  CHECK(cuGraphAddMemAllocNode(&node, nullptr, nullptr, 0, &host) == CUDA_ERROR_INVALID_VALUE);
+
+  CUDA_MEM_ALLOC_NODE_PARAMS params = alloc_params(1, 8192);  // the second device's memory
+  CUgraphNode alloc = nullptr;
+  REQUIRE(cuGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &params) == CUDA_SUCCESS);
+  CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL;
+  int ordinal = -1;
+  CHECK(cuPointerGetAttribute(&ordinal, attr, params.dptr) == CUDA_SUCCESS);
+  CHECK(ordinal == 1);
+  // Free nodes: an address no allocation node returned, another graph's allocation, twice.
+  CUdeviceptr plain = 0;
+  REQUIRE(cuMemAlloc(&plain, 4096) == CUDA_SUCCESS);
+  CHECK(cuGraphAddMemFreeNode(&node, graph, nullptr, 0, plain) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddMemFreeNode(&node, graph, nullptr, 0, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddMemFreeNode(&node, other, nullptr, 0, params.dptr) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuGraphAddMemFreeNode(&node, graph, &alloc, 1, params.dptr) == CUDA_SUCCESS);
+  CHECK(cuGraphAddMemFreeNode(&node, graph, &alloc, 1, params.dptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemFree(plain) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(other) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+}
+
+TEST_CASE("a captured allocation node answers its parameters", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  CUdeviceptr scratch = 0;
+  REQUIRE(cuMemAllocAsync(&scratch, 1000, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(scratch, stream) == CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  CUgraphNode nodes[2] = {};
+  size_t count = 2;
+  REQUIRE(cuGraphGetNodes(graph, nodes, &count) == CUDA_SUCCESS);
+  REQUIRE(count == 2);
+  CUDA_MEM_ALLOC_NODE_PARAMS got{};
+  REQUIRE(cuGraphMemAllocNodeGetParams(nodes[0], &got) == CUDA_SUCCESS);
+  CHECK(got.dptr == scratch);
+  CHECK(got.bytesize == 1000);
+  CHECK(got.poolProps.allocType == CU_MEM_ALLOCATION_TYPE_PINNED);
+  CHECK(got.accessDescCount == 0);
+  CUdeviceptr freed = 0;
+  REQUIRE(cuGraphMemFreeNodeGetParams(nodes[1], &freed) == CUDA_SUCCESS);
+  CHECK(freed == scratch);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}

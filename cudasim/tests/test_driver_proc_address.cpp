@@ -156,6 +156,13 @@ TEST_CASE("stream capture and graph entry points", "[driver][proc][graphs]") {
   CHECK(answer("cuThreadExchangeStreamCaptureMode", 10010) == exported("cuThreadExchangeStreamCaptureMode"));
   CHECK(answer("cuGraphDestroy", 10000) == exported("cuGraphDestroy"));
   CHECK(ask("cuGraphDestroy", 9020).status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  // Graph memory nodes appeared in 11.4.
+  for (const char* name : {"cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode", "cuGraphMemAllocNodeGetParams",
+                           "cuGraphMemFreeNodeGetParams"}) {
+    INFO(name);
+    CHECK(answer(name, 11040) == exported(name));
+    CHECK(ask(name, 11030).status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  }
 }
 
 TEST_CASE("CUDASIM_DRIVER_VERSION makes an older driver", "[driver][proc][config]") {

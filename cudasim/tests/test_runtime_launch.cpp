@@ -349,3 +349,55 @@ TEST_CASE("runtime: graph memory attributes and trim reach the driver's device",
   CHECK(cudaGetLastError() == cudaErrorInvalidValue);
   REQUIRE_CUDA(cudaStreamDestroy(stream));
 }
+
+TEST_CASE("runtime: memory nodes built by hand", "[runtime][graph]") {
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreate(&stream));
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaMemAllocNodeParams params{};
+  params.poolProps.allocType = cudaMemAllocationTypePinned;
+  params.poolProps.location = {cudaMemLocationTypeDevice, 0};
+  params.bytesize = 2048;
+  cudaGraphNode_t alloc = nullptr, set = nullptr, copy = nullptr, release = nullptr;
+  REQUIRE_CUDA(cudaGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &params));
+  REQUIRE(params.dptr != nullptr);
+  cudaPointerAttributes attributes{};
+  REQUIRE_CUDA(cudaPointerGetAttributes(&attributes, params.dptr));
+  CHECK(attributes.type == cudaMemoryTypeDevice);
+  cudaMemsetParams memset{};
+  memset.dst = params.dptr;
+  memset.value = 0x3c;
+  memset.elementSize = 1;
+  memset.width = 2048;
+  memset.height = 1;
+  REQUIRE_CUDA(cudaGraphAddMemsetNode(&set, graph, &alloc, 1, &memset));
+  std::vector<unsigned char> host(2048, 0);
+  REQUIRE_CUDA(cudaGraphAddMemcpyNode1D(&copy, graph, &set, 1, host.data(), params.dptr, 2048, cudaMemcpyDeviceToHost));
+  REQUIRE_CUDA(cudaGraphAddMemFreeNode(&release, graph, &copy, 1, params.dptr));
+  CHECK(cudaGraphAddMemFreeNode(&release, graph, &copy, 1, params.dptr) == cudaErrorInvalidValue);  // twice
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  cudaMemAllocNodeParams got{};
+  REQUIRE_CUDA(cudaGraphMemAllocNodeGetParams(alloc, &got));
+  CHECK(got.dptr == params.dptr);
+  CHECK(got.bytesize == 2048);
+  CHECK(got.poolProps.allocType == cudaMemAllocationTypePinned);
+  CHECK(got.poolProps.location.type == cudaMemLocationTypeDevice);
+  void* freed = nullptr;
+  REQUIRE_CUDA(cudaGraphMemFreeNodeGetParams(release, &freed));
+  CHECK(freed == params.dptr);
+  CHECK(cudaGraphMemFreeNodeGetParams(alloc, &freed) == cudaErrorInvalidValue);
+  cudaMemAllocNodeParams no_size = params;
+  no_size.bytesize = 0;
+  CHECK(cudaGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &no_size) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(host[0] == 0x3c);
+  CHECK(host[2047] == 0x3c);
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
