@@ -1,11 +1,12 @@
-// Graphs built node by node (cuGraphCreate, cuGraphAdd*Node), their queries, and executable graphs
-// (cuGraphInstantiate*, cuGraphLaunch, cuGraphUpload, cuGraphExecDestroy).
+// Graphs built node by node (cuGraphCreate, cuGraphAdd*Node), edited (edges, node removal, clones),
+// their queries, and executable graphs (cuGraphInstantiate*, cuGraphLaunch, cuGraphUpload,
+// cuGraphExecDestroy).
 //
 // Every node keeps the operation that does its work (graphs.h): a memset or a copy writes memory, a
 // host node calls its function, a kernel node does nothing (no device code runs, as for launches),
 // empty and memory nodes do nothing (graph memory lives as long as its graph). Instantiation takes
-// the operations in the order the nodes were added, which respects every dependency (a node can only
-// follow nodes that exist); a launch queues them, in that order, as one operation on its stream, so
+// the operations in an order that respects every dependency (edges added later may point either
+// way); a launch queues them, in that order, as one operation on its stream, so
 // the graph's work is ordered with everything else there exactly like the same work issued one call
 // at a time. A graph's memory stays while the graph or any instantiation of it lives.
 #include "contexts.h"
@@ -16,6 +17,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
+#include <unordered_map>
 
 using namespace cudasim;
 
@@ -25,15 +29,23 @@ CUresult check_graph(State& st, CUgraph graph) {
   return graph != nullptr && st.graphs.contains(graph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+bool owns(const CUgraph_st* graph, const CUgraphNode_st* node) {
+  return std::any_of(graph->nodes.begin(), graph->nodes.end(), [node](const auto& owned) { return owned.get() == node; });
+}
+
+bool has_memory_nodes(const CUgraph_st* graph) {
+  return std::any_of(graph->nodes.begin(), graph->nodes.end(), [](const auto& node) {
+    return node->kind == NodeKind::MemAlloc || node->kind == NodeKind::MemFree;
+  });
+}
+
 // The dependencies a new node of `graph` may have: nodes of that graph, listed once each.
 CUresult node_dependencies(CUgraph graph, const CUgraphNode* dependencies, size_t count,
                            std::vector<CUgraphNode_st*>* out) {
   if (count > 0 && dependencies == nullptr) return CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0; i < count; ++i) {
     CUgraphNode_st* node = dependencies[i];
-    const bool in_graph = std::any_of(graph->nodes.begin(), graph->nodes.end(),
-                                      [node](const auto& owned) { return owned.get() == node; });
-    if (!in_graph || std::find(out->begin(), out->end(), node) != out->end()) return CUDA_ERROR_INVALID_VALUE;
+    if (!owns(graph, node) || std::find(out->begin(), out->end(), node) != out->end()) return CUDA_ERROR_INVALID_VALUE;
     out->push_back(node);
   }
   return CUDA_SUCCESS;
@@ -186,17 +198,50 @@ constexpr unsigned long long kInstantiateFlags =
     CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
     CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
 
-CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags) {
+// The graph's nodes in an order that respects every dependency, earlier-added nodes first where the
+// edges allow; false when the edges make a cycle (cuGraphAddDependencies does not refuse one, but
+// instantiation does: CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE).
+bool dependency_order(const CUgraph_st& graph, std::vector<const CUgraphNode_st*>* order) {
+  std::map<const CUgraphNode_st*, std::size_t> index;
+  for (const auto& node : graph.nodes) index.emplace(node.get(), index.size());
+  std::vector<std::size_t> waiting(graph.nodes.size());
+  std::vector<std::vector<std::size_t>> dependents(graph.nodes.size());
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    waiting[i] = graph.nodes[i]->dependencies.size();
+    for (const CUgraphNode_st* dep : graph.nodes[i]->dependencies) dependents[index.at(dep)].push_back(i);
+  }
+  std::set<std::size_t> ready;
+  for (std::size_t i = 0; i < waiting.size(); ++i) {
+    if (waiting[i] == 0) ready.insert(i);
+  }
+  while (!ready.empty()) {
+    const std::size_t next = *ready.begin();
+    ready.erase(ready.begin());
+    order->push_back(graph.nodes[next].get());
+    for (std::size_t dependent : dependents[next]) {
+      if (--waiting[dependent] == 0) ready.insert(dependent);
+    }
+  }
+  return order->size() == graph.nodes.size();
+}
+
+CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags,
+                     CUgraphInstantiateResult* result = nullptr) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
   if (out == nullptr || (flags & ~kInstantiateFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
+  std::vector<const CUgraphNode_st*> order;
+  if (!dependency_order(*graph, &order)) {
+    if (result != nullptr) *result = CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   auto* exec = new CUgraphExec_st();
   exec->ctx = ctx;
   exec->device = ctx->device;
-  for (const auto& node : graph->nodes) {
+  for (const CUgraphNode_st* node : order) {
     if (node->kind == NodeKind::Kernel) ++exec->kernels;
     if (node->op) exec->ops.push_back(node->op);
   }
@@ -464,10 +509,11 @@ CUresult instantiate_with_params(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_IN
                                  bool per_thread_default) {
   if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
   params->hErrNode_out = nullptr;
-  CUresult rc = instantiate(exec, graph, params->flags);
+  CUgraphInstantiateResult structure = CUDA_GRAPH_INSTANTIATE_ERROR;
+  CUresult rc = instantiate(exec, graph, params->flags, &structure);
   if (rc == CUDA_SUCCESS && (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0)
     rc = launch(*exec, params->hUploadStream, per_thread_default, true);
-  params->result_out = rc == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+  params->result_out = rc == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : structure;
   return rc;
 }
 }  // namespace
@@ -504,5 +550,129 @@ CUDASIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
     l.st.graph_exec_counts.erase(graph);
     release_unowned_graph(l.st, graph);  // a graph destroyed while instantiated goes now
   }
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// Edge data the simulator's edges carry: none (zeroed), the default dependency. Other edges
+// (ports, programmatic dependencies) belong to device-side launch ordering, which is not simulated.
+bool default_edges(const CUgraphEdgeData* edges, size_t count) {
+  static constexpr CUgraphEdgeData kDefault{};
+  for (size_t i = 0; edges != nullptr && i < count; ++i) {
+    if (std::memcmp(&edges[i], &kDefault, sizeof kDefault) != 0) return false;
+  }
+  return true;
+}
+
+// cuGraphAddDependencies / cuGraphRemoveDependencies: every pair checked before any is changed.
+CUresult edit_dependencies(CUgraph graph, const CUgraphNode* from, const CUgraphNode* to, const CUgraphEdgeData* edges,
+                           size_t count, bool add) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
+  if (count == 0) return CUDA_SUCCESS;  // from and to are ignored
+  if (from == nullptr || to == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!default_edges(edges, count)) return add ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+  // "Dependencies cannot be removed from graphs which contain allocation or free nodes."
+  if (!add && has_memory_nodes(graph)) return CUDA_ERROR_INVALID_VALUE;
+  std::set<std::pair<CUgraphNode_st*, CUgraphNode_st*>> pairs;
+  for (size_t i = 0; i < count; ++i) {
+    if (!owns(graph, from[i]) || !owns(graph, to[i]) || from[i] == to[i]) return CUDA_ERROR_INVALID_VALUE;
+    const auto& deps = to[i]->dependencies;
+    const bool exists = std::find(deps.begin(), deps.end(), from[i]) != deps.end();
+    // Adding an edge that exists, or removing one that does not, is an error; so is naming one twice.
+    if (exists == add || !pairs.emplace(from[i], to[i]).second) return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (const auto& [before, after] : pairs) {
+    if (add) after->dependencies.push_back(before);
+    else std::erase(after->dependencies, before);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult graph_edges(CUgraph graph, CUgraphNode* from, CUgraphNode* to, CUgraphEdgeData* edges, size_t* count) {
+  if (count == nullptr || (from == nullptr) != (to == nullptr) || (edges != nullptr && from == nullptr))
+    return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
+  std::vector<std::pair<CUgraphNode, CUgraphNode>> found;
+  for (const auto& node : graph->nodes) {
+    for (CUgraphNode_st* dep : node->dependencies) found.emplace_back(dep, node.get());
+  }
+  if (from == nullptr) {
+    *count = found.size();
+    return CUDA_SUCCESS;
+  }
+  // Entries past the edges there are become NULL.
+  for (size_t i = 0; i < *count; ++i) {
+    from[i] = i < found.size() ? found[i].first : nullptr;
+    to[i] = i < found.size() ? found[i].second : nullptr;
+    if (edges != nullptr) edges[i] = CUgraphEdgeData{};
+  }
+  *count = std::min(*count, found.size());
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode* from, const CUgraphNode* to,
+                                                  const CUgraphEdgeData* edgeData, size_t numDependencies) {
+  return edit_dependencies(hGraph, from, to, edgeData, numDependencies, true);
+}
+CUDASIM_EXPORT CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode* from, const CUgraphNode* to,
+                                                     const CUgraphEdgeData* edgeData, size_t numDependencies) {
+  return edit_dependencies(hGraph, from, to, edgeData, numDependencies, false);
+}
+// The v1 forms name default edges only, as the _v2 forms do with NULL edge data.
+CUDASIM_EXPORT CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode* from, const CUgraphNode* to, size_t count) {
+  return cuGraphAddDependencies_v2(hGraph, from, to, nullptr, count);
+}
+CUDASIM_EXPORT CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode* from, const CUgraphNode* to, size_t count) {
+  return cuGraphRemoveDependencies_v2(hGraph, from, to, nullptr, count);
+}
+
+CUDASIM_EXPORT CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode* from, CUgraphNode* to, size_t* numEdges) {
+  return graph_edges(hGraph, from, to, nullptr, numEdges);
+}
+CUDASIM_EXPORT CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode* from, CUgraphNode* to,
+                                           CUgraphEdgeData* edgeData, size_t* numEdges) {
+  return graph_edges(hGraph, from, to, edgeData, numEdges);
+}
+
+// The node goes with every edge to or from it. Not in graphs with memory nodes, whose nodes cannot
+// be deleted (cuda.h).
+CUDASIM_EXPORT CUresult cuGraphDestroyNode(CUgraphNode hNode) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (!live_node(l.st, hNode) || has_memory_nodes(hNode->graph)) return CUDA_ERROR_INVALID_VALUE;
+  auto& nodes = hNode->graph->nodes;
+  for (const auto& node : nodes) std::erase(node->dependencies, hNode);
+  std::erase_if(nodes, [hNode](const auto& owned) { return owned.get() == hNode; });
+  return CUDA_SUCCESS;
+}
+
+// A copy of every node (its operation and parameters) and edge. Graphs with memory nodes cannot be
+// cloned (cuda.h): CUDA_ERROR_NOT_SUPPORTED.
+CUDASIM_EXPORT CUresult cuGraphClone(CUgraph* phGraphClone, CUgraph originalGraph) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (phGraphClone == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_graph(l.st, originalGraph); rc != CUDA_SUCCESS) return rc;
+  if (has_memory_nodes(originalGraph)) return CUDA_ERROR_NOT_SUPPORTED;
+  auto* clone = new CUgraph_st();
+  clone->ctx = originalGraph->ctx;
+  std::unordered_map<const CUgraphNode_st*, CUgraphNode_st*> copies;
+  for (const auto& node : originalGraph->nodes) {
+    clone->nodes.push_back(std::make_unique<CUgraphNode_st>(*node));
+    clone->nodes.back()->graph = clone;
+    copies[node.get()] = clone->nodes.back().get();
+  }
+  for (const auto& node : clone->nodes) {
+    for (CUgraphNode_st*& dep : node->dependencies) dep = copies.at(dep);
+  }
+  l.st.graphs.insert(clone);
+  *phGraphClone = clone;
   return CUDA_SUCCESS;
 }

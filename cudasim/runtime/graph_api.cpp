@@ -12,6 +12,7 @@ namespace {
 static_assert(sizeof(cudaGraphInstantiateParams) == sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS));
 static_assert(sizeof(cudaHostNodeParams) == sizeof(CUDA_HOST_NODE_PARAMS));
 static_assert(sizeof(cudaMemAccessDesc) == sizeof(CUmemAccessDesc));  // same fields, same values
+static_assert(sizeof(cudaGraphEdgeData) == sizeof(CUgraphEdgeData));
 
 // The current context, which the driver's memset and copy nodes name.
 CUcontext current_context_handle() {
@@ -279,6 +280,39 @@ cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void* dptr_out) 
   static_assert(sizeof(void*) == sizeof(CUdeviceptr));
   return api_call([&] {
     return call_driver<&DriverTable::cuGraphMemFreeNodeGetParams>(node, static_cast<CUdeviceptr*>(dptr_out));
+  });
+}
+
+cudaError_t cudaGraphClone(cudaGraph_t* pGraphClone, cudaGraph_t originalGraph) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphClone>(pGraphClone, originalGraph); });
+}
+
+cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphDestroyNode>(node); });
+}
+
+// cudaGraphEdgeData is the driver's CUgraphEdgeData, field for field.
+cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t* from, const cudaGraphNode_t* to,
+                                     const cudaGraphEdgeData* edgeData, size_t numDependencies) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphAddDependencies>(
+        graph, from, to, reinterpret_cast<const CUgraphEdgeData*>(edgeData), numDependencies);
+  });
+}
+
+cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t* from, const cudaGraphNode_t* to,
+                                        const cudaGraphEdgeData* edgeData, size_t numDependencies) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphRemoveDependencies>(
+        graph, from, to, reinterpret_cast<const CUgraphEdgeData*>(edgeData), numDependencies);
+  });
+}
+
+cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* edgeData,
+                              size_t* numEdges) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphGetEdges>(graph, from, to, reinterpret_cast<CUgraphEdgeData*>(edgeData),
+                                                      numEdges);
   });
 }
 

@@ -1037,3 +1037,150 @@ TEST_CASE("a captured allocation node answers its parameters", "[driver][graphs]
   CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }
+
+TEST_CASE("edges added and removed by hand order a launch; edges are listed; a cycle does not instantiate",
+          "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  std::string log;
+  Step a{&log, 'a'}, b{&log, 'b'}, c{&log, 'c'};
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUgraphNode na = nullptr, nb = nullptr, nc = nullptr;
+  CUDA_HOST_NODE_PARAMS pa{Step::run, &a}, pb{Step::run, &b}, pc{Step::run, &c};
+  REQUIRE(cuGraphAddHostNode(&na, graph, nullptr, 0, &pa) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&nb, graph, nullptr, 0, &pb) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&nc, graph, nullptr, 0, &pc) == CUDA_SUCCESS);
+  // c before b before a: the reverse of the order they were added.
+  const CUgraphNode from[] = {nc, nb};
+  const CUgraphNode to[] = {nb, na};
+  REQUIRE(cuGraphAddDependencies(graph, from, to, nullptr, 2) == CUDA_SUCCESS);
+  size_t count = 0;
+  REQUIRE(cuGraphGetEdges(graph, nullptr, nullptr, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);
+  CUgraphNode edge_from[3] = {}, edge_to[3] = {};
+  CUgraphEdgeData data[3];
+  std::memset(data, 0xff, sizeof data);
+  count = 3;
+  REQUIRE(cuGraphGetEdges(graph, edge_from, edge_to, data, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);
+  CHECK(((edge_from[0] == nb && edge_to[0] == na) && (edge_from[1] == nc && edge_to[1] == nb)));
+  CHECK((edge_from[2] == nullptr && edge_to[2] == nullptr));  // past the edges there are
+  CHECK(data[0].type == CU_GRAPH_DEPENDENCY_TYPE_DEFAULT);
+  CHECK(data[1].from_port == 0);
+  CHECK(cuGraphGetEdges(graph, edge_from, nullptr, nullptr, &count) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphGetEdges(graph, nullptr, nullptr, data, &count) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphGetEdges(graph, nullptr, nullptr, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
+
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "cba");
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+
+  // Misuse: an edge that exists, one named twice, a self edge, another graph's node, edge data the
+  // simulator does not model, removing an edge that is not there. Nothing changes.
+  CUgraph other = nullptr;
+  REQUIRE(cuGraphCreate(&other, 0) == CUDA_SUCCESS);
+  CUgraphNode foreign = nullptr;
+  REQUIRE(cuGraphAddEmptyNode(&foreign, other, nullptr, 0) == CUDA_SUCCESS);
+  CHECK(cuGraphAddDependencies(graph, &nc, &nb, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  const CUgraphNode twice_from[] = {na, na}, twice_to[] = {nc, nc};
+  CHECK(cuGraphAddDependencies(graph, twice_from, twice_to, nullptr, 2) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddDependencies(graph, &na, &na, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddDependencies(graph, &foreign, &na, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddDependencies(graph, nullptr, &na, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddDependencies(graph, nullptr, nullptr, nullptr, 0) == CUDA_SUCCESS);  // nothing to add
+  CUgraphEdgeData programmatic{};
+  programmatic.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  CHECK(cuGraphAddDependencies(graph, &na, &nc, &programmatic, 1) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuGraphRemoveDependencies(graph, &na, &nc, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphRemoveDependencies(graph, &nb, &na, &programmatic, 1) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuGraphGetEdges(graph, nullptr, nullptr, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);
+
+  // a -> c closes a cycle: accepted, but the graph no longer instantiates.
+  REQUIRE(cuGraphAddDependencies(graph, &na, &nc, nullptr, 1) == CUDA_SUCCESS);
+  CUDA_GRAPH_INSTANTIATE_PARAMS params{};
+  CHECK(cuGraphInstantiateWithParams(&exec, graph, &params) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(params.result_out == CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE);
+  // Removing b -> a opens it again: a, then c, then b.
+  REQUIRE(cuGraphRemoveDependencies(graph, &nb, &na, nullptr, 1) == CUDA_SUCCESS);
+  CUgraphNode deps[2] = {};
+  count = 2;
+  REQUIRE(cuGraphNodeGetDependencies(na, deps, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 0);
+  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
+  log.clear();
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "acb");
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(other) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("destroying a node severs its edges; clones are independent; graphs with memory nodes refuse both",
+          "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  std::string log;
+  Step a{&log, 'a'}, b{&log, 'b'};
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUgraphNode na = nullptr, middle = nullptr, nb = nullptr;
+  CUDA_HOST_NODE_PARAMS pa{Step::run, &a}, pb{Step::run, &b};
+  REQUIRE(cuGraphAddHostNode(&na, graph, nullptr, 0, &pa) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddEmptyNode(&middle, graph, &na, 1) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&nb, graph, &middle, 1, &pb) == CUDA_SUCCESS);
+
+  CUgraph clone = nullptr;
+  REQUIRE(cuGraphClone(&clone, graph) == CUDA_SUCCESS);
+  CHECK(clone != graph);
+  CHECK(cuGraphClone(nullptr, graph) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphClone(&clone, nullptr) == CUDA_ERROR_INVALID_VALUE);
+
+  REQUIRE(cuGraphDestroyNode(middle) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroyNode(middle) == CUDA_ERROR_INVALID_VALUE);  // gone
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_HOST;
+  CHECK(cuGraphNodeGetType(middle, &type) == CUDA_ERROR_INVALID_VALUE);
+  size_t count = 0;
+  REQUIRE(cuGraphGetNodes(graph, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);
+  REQUIRE(cuGraphGetRootNodes(graph, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);  // b lost its only dependency
+  REQUIRE(cuGraphGetEdges(graph, nullptr, nullptr, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 0);
+
+  // The clone kept all three nodes, both edges and the host nodes' work.
+  REQUIRE(cuGraphGetNodes(clone, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 3);
+  CUgraphNode from[2] = {}, to[2] = {};
+  count = 2;
+  REQUIRE(cuGraphGetEdges(clone, from, to, nullptr, &count) == CUDA_SUCCESS);
+  REQUIRE(count == 2);
+  CHECK(from[0] != na);  // the clone's own nodes
+  CHECK(to[0] == from[1]);
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, clone, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(clone) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "ab");
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+
+  // With an allocation node: no clone, no node destroyed, no edge removed.
+  CUDA_MEM_ALLOC_NODE_PARAMS params = alloc_params(0, 4096);
+  CUgraphNode alloc = nullptr;
+  REQUIRE(cuGraphAddMemAllocNode(&alloc, graph, &na, 1, &params) == CUDA_SUCCESS);
+  CHECK(cuGraphClone(&clone, graph) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuGraphDestroyNode(nb) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphRemoveDependencies(graph, &na, &alloc, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddDependencies(graph, &alloc, &nb, nullptr, 1) == CUDA_SUCCESS);  // adding is allowed
+  REQUIRE(cuGraphGetNodes(graph, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 3);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}

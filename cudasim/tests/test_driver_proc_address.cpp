@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <string>
 
 using namespace driver_test;
 
@@ -162,6 +163,14 @@ TEST_CASE("stream capture and graph entry points", "[driver][proc][graphs]") {
     INFO(name);
     CHECK(answer(name, 11040) == exported(name));
     CHECK(ask(name, 11030).status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  }
+  CHECK(answer("cuGraphClone", 10000) == exported("cuGraphClone"));
+  CHECK(answer("cuGraphDestroyNode", 10000) == exported("cuGraphDestroyNode"));
+  // The edge calls take edge data from 12.3.
+  for (const std::string name : {"cuGraphAddDependencies", "cuGraphRemoveDependencies", "cuGraphGetEdges"}) {
+    INFO(name);
+    CHECK(answer(name.c_str(), 12020) == exported(name.c_str()));
+    CHECK(answer(name.c_str(), 12030) == exported((name + "_v2").c_str()));
   }
 }
 

@@ -401,3 +401,40 @@ TEST_CASE("runtime: memory nodes built by hand", "[runtime][graph]") {
   REQUIRE_CUDA(cudaGraphDestroy(graph));
   REQUIRE_CUDA(cudaStreamDestroy(stream));
 }
+
+TEST_CASE("runtime: edges, node removal and clones", "[runtime][graph]") {
+  cudaGraph_t graph = nullptr, clone = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaGraphNode_t first = nullptr, second = nullptr;
+  REQUIRE_CUDA(cudaGraphAddEmptyNode(&first, graph, nullptr, 0));
+  REQUIRE_CUDA(cudaGraphAddEmptyNode(&second, graph, nullptr, 0));
+  REQUIRE_CUDA(cudaGraphAddDependencies(graph, &first, &second, nullptr, 1));
+  CHECK(cudaGraphAddDependencies(graph, &first, &second, nullptr, 1) == cudaErrorInvalidValue);  // exists
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  cudaGraphNode_t from = nullptr, to = nullptr;
+  cudaGraphEdgeData data{};
+  size_t count = 1;
+  REQUIRE_CUDA(cudaGraphGetEdges(graph, &from, &to, &data, &count));
+  CHECK(count == 1);
+  CHECK((from == first && to == second));
+  REQUIRE_CUDA(cudaGraphClone(&clone, graph));
+  REQUIRE_CUDA(cudaGraphRemoveDependencies(graph, &first, &second, nullptr, 1));
+  REQUIRE_CUDA(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
+  CHECK(count == 0);
+  REQUIRE_CUDA(cudaGraphGetEdges(clone, nullptr, nullptr, nullptr, &count));
+  CHECK(count == 1);  // the clone keeps its own
+  REQUIRE_CUDA(cudaGraphDestroyNode(second));
+  REQUIRE_CUDA(cudaGraphGetNodes(graph, nullptr, &count));
+  CHECK(count == 1);
+  CHECK(cudaGraphDestroyNode(second) == cudaErrorInvalidValue);
+  cudaMemAllocNodeParams params{};
+  params.poolProps.allocType = cudaMemAllocationTypePinned;
+  params.poolProps.location = {cudaMemLocationTypeDevice, 0};
+  params.bytesize = 256;
+  cudaGraphNode_t alloc = nullptr;
+  REQUIRE_CUDA(cudaGraphAddMemAllocNode(&alloc, graph, &first, 1, &params));
+  CHECK(cudaGraphClone(&clone, graph) == cudaErrorNotSupported);
+  CHECK(cudaGetLastError() == cudaErrorNotSupported);
+  REQUIRE_CUDA(cudaGraphDestroy(clone));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+}
