@@ -225,6 +225,22 @@ bool dependency_order(const CUgraph_st& graph, std::vector<const CUgraphNode_st*
   return order->size() == graph.nodes.size();
 }
 
+// The operations of the graph's nodes in dependency order into `exec`, a child graph's in place of
+// its node (as they are now: changes made through cuGraphChildGraphNodeGetGraph count); false on a cycle.
+bool collect_ops(const CUgraph_st& graph, CUgraphExec_st* exec) {
+  std::vector<const CUgraphNode_st*> order;
+  if (!dependency_order(graph, &order)) return false;
+  for (const CUgraphNode_st* node : order) {
+    if (node->child != nullptr) {
+      if (!collect_ops(*node->child, exec)) return false;
+      continue;
+    }
+    if (node->kind == NodeKind::Kernel) ++exec->kernels;
+    if (node->op) exec->ops.push_back(node->op);
+  }
+  return true;
+}
+
 CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags,
                      CUgraphInstantiateResult* result = nullptr) {
   Locked l;
@@ -233,18 +249,14 @@ CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags,
   if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
   if (out == nullptr || (flags & ~kInstantiateFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
-  std::vector<const CUgraphNode_st*> order;
-  if (!dependency_order(*graph, &order)) {
+  auto* exec = new CUgraphExec_st();
+  if (!collect_ops(*graph, exec)) {
+    delete exec;
     if (result != nullptr) *result = CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE;
     return CUDA_ERROR_INVALID_VALUE;
   }
-  auto* exec = new CUgraphExec_st();
   exec->ctx = ctx;
   exec->device = ctx->device;
-  for (const CUgraphNode_st* node : order) {
-    if (node->kind == NodeKind::Kernel) ++exec->kernels;
-    if (node->op) exec->ops.push_back(node->op);
-  }
   exec->graph = graph;
   ++l.st.graph_exec_counts[graph];
   l.st.graph_execs.insert(exec);
@@ -402,6 +414,7 @@ CUDASIM_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph
   return add_node(
       phGraphNode, hGraph, dependencies, numDependencies, NodeKind::MemAlloc,
       [&](State& st, Operation*) {
+        if (hGraph->owner != nullptr) return CUDA_ERROR_INVALID_VALUE;  // a child graph takes no memory nodes
         if (CUresult rc = check_alloc_params(st, nodeParams); rc != CUDA_SUCCESS) return rc;
         return allocate_graph_memory(st, hGraph, nodeParams->poolProps.location.id, nodeParams->bytesize, &dptr);
       },
@@ -416,7 +429,9 @@ CUDASIM_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode* phGraphNode, CUgraph 
                                               size_t numDependencies, CUdeviceptr dptr) {
   return add_node(
       phGraphNode, hGraph, dependencies, numDependencies, NodeKind::MemFree,
-      [&](State& st, Operation*) { return free_graph_memory(st, hGraph, dptr); },
+      [&](State& st, Operation*) {
+        return hGraph->owner != nullptr ? CUDA_ERROR_INVALID_VALUE : free_graph_memory(st, hGraph, dptr);
+      },
       [&](CUgraphNode_st* node) { node->freed = dptr; });
 }
 
@@ -647,32 +662,74 @@ CUDASIM_EXPORT CUresult cuGraphDestroyNode(CUgraphNode hNode) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (!live_node(l.st, hNode) || has_memory_nodes(hNode->graph)) return CUDA_ERROR_INVALID_VALUE;
+  destroy_child_graph(l.st, *hNode);
   auto& nodes = hNode->graph->nodes;
   for (const auto& node : nodes) std::erase(node->dependencies, hNode);
   std::erase_if(nodes, [hNode](const auto& owned) { return owned.get() == hNode; });
   return CUDA_SUCCESS;
 }
 
-// A copy of every node (its operation and parameters) and edge. Graphs with memory nodes cannot be
-// cloned (cuda.h): CUDA_ERROR_NOT_SUPPORTED.
+namespace {
+// A copy of every node (its operation, parameters and embedded graph) and edge, held by the program.
+CUgraph_st* clone_graph(State& st, const CUgraph_st& original) {
+  auto* clone = new CUgraph_st();
+  clone->ctx = original.ctx;
+  std::unordered_map<const CUgraphNode_st*, CUgraphNode_st*> copies;
+  for (const auto& node : original.nodes) {
+    clone->nodes.push_back(std::make_unique<CUgraphNode_st>(*node));
+    CUgraphNode_st* copy = clone->nodes.back().get();
+    copy->graph = clone;
+    if (node->child != nullptr) {
+      copy->child = clone_graph(st, *node->child);
+      copy->child->owner = copy;
+    }
+    copies[node.get()] = copy;
+  }
+  for (const auto& node : clone->nodes) {
+    for (CUgraphNode_st*& dep : node->dependencies) dep = copies.at(dep);
+  }
+  st.graphs.insert(clone);
+  return clone;
+}
+}  // namespace
+
+// Graphs with memory nodes cannot be cloned (cuda.h): CUDA_ERROR_NOT_SUPPORTED.
 CUDASIM_EXPORT CUresult cuGraphClone(CUgraph* phGraphClone, CUgraph originalGraph) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (phGraphClone == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_graph(l.st, originalGraph); rc != CUDA_SUCCESS) return rc;
   if (has_memory_nodes(originalGraph)) return CUDA_ERROR_NOT_SUPPORTED;
-  auto* clone = new CUgraph_st();
-  clone->ctx = originalGraph->ctx;
-  std::unordered_map<const CUgraphNode_st*, CUgraphNode_st*> copies;
-  for (const auto& node : originalGraph->nodes) {
-    clone->nodes.push_back(std::make_unique<CUgraphNode_st>(*node));
-    clone->nodes.back()->graph = clone;
-    copies[node.get()] = clone->nodes.back().get();
-  }
-  for (const auto& node : clone->nodes) {
-    for (CUgraphNode_st*& dep : node->dependencies) dep = copies.at(dep);
-  }
-  l.st.graphs.insert(clone);
-  *phGraphClone = clone;
+  *phGraphClone = clone_graph(l.st, *originalGraph);
+  return CUDA_SUCCESS;
+}
+
+// The node embeds a clone of childGraph, made now; a graph with memory nodes cannot be embedded.
+CUDASIM_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode* phGraphNode, CUgraph hGraph,
+                                                 const CUgraphNode* dependencies, size_t numDependencies,
+                                                 CUgraph childGraph) {
+  CUgraph_st* embedded = nullptr;
+  return add_node(
+      phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Graph,
+      [&](State& st, Operation*) {
+        if (CUresult rc = check_graph(st, childGraph); rc != CUDA_SUCCESS) return rc;
+        if (has_memory_nodes(childGraph)) return CUDA_ERROR_INVALID_VALUE;
+        embedded = clone_graph(st, *childGraph);
+        return CUDA_SUCCESS;
+      },
+      [&](CUgraphNode_st* node) {
+        node->child = embedded;
+        embedded->owner = node;
+      });
+}
+
+// The embedded graph itself, not a copy: what is done to it changes what the node runs.
+CUDASIM_EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph* phGraph) {
+  if (phGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = node_of_kind(l, hNode, NodeKind::Graph); rc != CUDA_SUCCESS) return rc;
+  // A captured graph launch keeps only the launch's work, no graph to hand out.
+  if (hNode->child == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  *phGraph = hNode->child;
   return CUDA_SUCCESS;
 }

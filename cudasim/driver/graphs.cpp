@@ -66,9 +66,17 @@ void release_graph_allocation(State& st, CUdeviceptr dptr) {
   st.allocations.erase(it);
 }
 
+void destroy_graph(State& st, CUgraph_st* graph);
+
+// Graphs embedded in the nodes go with them (their own instantiations may keep them a while).
+void destroy_children(State& st, CUgraph_st* graph) {
+  for (const auto& node : graph->nodes) destroy_child_graph(st, *node);
+}
+
 // The program's handle goes at once; the graph and its memory once no instantiation of it remains.
 void destroy_graph(State& st, CUgraph_st* graph) {
   st.graphs.erase(graph);
+  destroy_children(st, graph);
   if (st.graph_exec_counts.contains(graph)) return;
   for (CUdeviceptr dptr : graph->allocations) release_graph_allocation(st, dptr);
   for (const FreedGraphAllocation& freed : graph->freed) {
@@ -167,6 +175,12 @@ CUresult capture_info(CUstream handle, CUstreamCaptureStatus* status, cuuint64_t
 namespace cudasim {
 
 void invalidate(Capture& capture) { capture.invalidated = true; }
+
+void destroy_child_graph(State& st, CUgraphNode_st& node) {
+  if (node.child == nullptr) return;
+  node.child->owner = nullptr;
+  destroy_graph(st, std::exchange(node.child, nullptr));
+}
 
 CUgraphNode_st* append_node(CUgraph_st* graph, NodeKind kind, std::vector<CUgraphNode_st*> dependencies, Operation op) {
   auto node = std::make_unique<CUgraphNode_st>();
@@ -435,6 +449,7 @@ CUDASIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   // Only graphs handed out by cuStreamEndCapture or cuGraphCreate: one still being captured into cannot be destroyed.
   if (hGraph == nullptr || l.st.graphs.count(hGraph) == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (hGraph->owner != nullptr) return CUDA_ERROR_INVALID_VALUE;  // a child-graph node's: the node owns it
   destroy_graph(l.st, hGraph);
   return CUDA_SUCCESS;
 }

@@ -30,6 +30,9 @@ struct CUgraphNode_st {
   CUDA_MEM_ALLOC_NODE_PARAMS alloc{};
   std::vector<CUmemAccessDesc> access;
   CUdeviceptr freed = 0;  // MemFree: the allocation it frees
+  // A child-graph node added by cuGraphAddChildGraphNode: its own copy of the graph, which
+  // instantiation runs (a captured graph launch has none: its op does the work).
+  CUgraph_st* child = nullptr;
 };
 
 // An instantiated graph: the operations of its graph's nodes, in an order that respects every
@@ -54,6 +57,9 @@ struct FreedGraphAllocation {
 };
 struct CUgraph_st {
   CUctx_st* ctx = nullptr;
+  // The child-graph node that embeds this graph: the node owns it (cuGraphDestroy refuses it), and
+  // it takes no memory nodes.
+  CUgraphNode_st* owner = nullptr;
   std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
   std::vector<CUdeviceptr> allocations;
   std::vector<FreedGraphAllocation> freed;

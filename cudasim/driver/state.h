@@ -320,6 +320,8 @@ CUresult capture_event_wait(State& st, const std::shared_ptr<CUstream_st>& strea
 // Destroys a graph the program no longer holds (not in State::graphs) once no instantiation of it
 // remains: its memory goes with it.
 void release_unowned_graph(State& st, CUgraph_st* graph);
+// Destroys the graph a child-graph node embeds, if any (the node or its graph is going).
+void destroy_child_graph(State& st, CUgraphNode_st& node);
 // Ends every capture of the context's streams (context destruction), destroying their graphs.
 void abandon_captures(State& st, CUctx_st* ctx);
 void abandon_capture(State& st, CUstream_st* stream);

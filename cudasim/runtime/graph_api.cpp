@@ -287,6 +287,18 @@ cudaError_t cudaGraphClone(cudaGraph_t* pGraphClone, cudaGraph_t originalGraph) 
   return api_call([&] { return call_driver<&DriverTable::cuGraphClone>(pGraphClone, originalGraph); });
 }
 
+cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+                                       size_t numDependencies, cudaGraph_t childGraph) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphAddChildGraphNode>(pGraphNode, graph, pDependencies, numDependencies,
+                                                               childGraph);
+  });
+}
+
+cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t* pGraph) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphChildGraphNodeGetGraph>(node, pGraph); });
+}
+
 cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) {
   return api_call([&] { return call_driver<&DriverTable::cuGraphDestroyNode>(node); });
 }

@@ -1184,3 +1184,73 @@ TEST_CASE("destroying a node severs its edges; clones are independent; graphs wi
   CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }
+
+TEST_CASE("child graph nodes embed a copy of a graph, which the node owns and launches run in place",
+          "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  std::string log;
+  Step before{&log, 'b'}, inner{&log, 'i'}, added{&log, 'x'}, after{&log, 'a'};
+  CUgraph child = nullptr, parent = nullptr;
+  REQUIRE(cuGraphCreate(&child, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphCreate(&parent, 0) == CUDA_SUCCESS);
+  CUgraphNode node = nullptr, first = nullptr, embed = nullptr, last = nullptr;
+  CUDA_HOST_NODE_PARAMS inner_params{Step::run, &inner}, before_params{Step::run, &before};
+  CUDA_HOST_NODE_PARAMS after_params{Step::run, &after}, added_params{Step::run, &added};
+  REQUIRE(cuGraphAddHostNode(&node, child, nullptr, 0, &inner_params) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&first, parent, nullptr, 0, &before_params) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddChildGraphNode(&embed, parent, &first, 1, child) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&last, parent, &embed, 1, &after_params) == CUDA_SUCCESS);
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CHECK(cuGraphNodeGetType(embed, &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_GRAPH);
+
+  // The node holds a copy: the original can change or go without affecting it.
+  REQUIRE(cuGraphAddEmptyNode(&node, child, nullptr, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(child) == CUDA_SUCCESS);
+  CUgraph embedded = nullptr;
+  REQUIRE(cuGraphChildGraphNodeGetGraph(embed, &embedded) == CUDA_SUCCESS);
+  CHECK(embedded != child);
+  size_t count = 0;
+  REQUIRE(cuGraphGetNodes(embedded, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 1);
+  // The embedded graph itself: work added to it is the node's; the node owns it.
+  CUgraphNode extra = nullptr;
+  CUgraphNode embedded_nodes[1] = {};
+  count = 1;
+  REQUIRE(cuGraphGetNodes(embedded, embedded_nodes, &count) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&extra, embedded, embedded_nodes, 1, &added_params) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(embedded) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS alloc = alloc_params(0, 256);
+  CHECK(cuGraphAddMemAllocNode(&node, embedded, nullptr, 0, &alloc) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphChildGraphNodeGetGraph(first, &embedded) == CUDA_ERROR_INVALID_VALUE);  // not a child-graph node
+  CHECK(cuGraphChildGraphNodeGetGraph(embed, nullptr) == CUDA_ERROR_INVALID_VALUE);
+
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, parent, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "bixa");
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+
+  // A clone of the parent embeds its own copy; destroying the node destroys its graph.
+  CUgraph clone = nullptr;
+  REQUIRE(cuGraphClone(&clone, parent) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroyNode(embed) == CUDA_SUCCESS);
+  CHECK(cuGraphGetNodes(embedded, nullptr, &count) == CUDA_ERROR_INVALID_VALUE);
+  log.clear();
+  REQUIRE(cuGraphInstantiate(&exec, clone, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "bixa");
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+
+  // A graph with memory nodes cannot be embedded, nor a null graph.
+  CUgraph with_memory = nullptr;
+  REQUIRE(cuGraphCreate(&with_memory, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddMemAllocNode(&node, with_memory, nullptr, 0, &alloc) == CUDA_SUCCESS);
+  CHECK(cuGraphAddChildGraphNode(&node, parent, nullptr, 0, with_memory) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddChildGraphNode(&node, parent, nullptr, 0, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  for (CUgraph g : {with_memory, clone, parent}) CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}

@@ -166,6 +166,8 @@ TEST_CASE("stream capture and graph entry points", "[driver][proc][graphs]") {
   }
   CHECK(answer("cuGraphClone", 10000) == exported("cuGraphClone"));
   CHECK(answer("cuGraphDestroyNode", 10000) == exported("cuGraphDestroyNode"));
+  CHECK(answer("cuGraphAddChildGraphNode", 10000) == exported("cuGraphAddChildGraphNode"));
+  CHECK(answer("cuGraphChildGraphNodeGetGraph", 10000) == exported("cuGraphChildGraphNodeGetGraph"));
   // The edge calls take edge data from 12.3.
   for (const std::string name : {"cuGraphAddDependencies", "cuGraphRemoveDependencies", "cuGraphGetEdges"}) {
     INFO(name);

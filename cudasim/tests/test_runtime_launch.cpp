@@ -438,3 +438,27 @@ TEST_CASE("runtime: edges, node removal and clones", "[runtime][graph]") {
   REQUIRE_CUDA(cudaGraphDestroy(clone));
   REQUIRE_CUDA(cudaGraphDestroy(graph));
 }
+
+TEST_CASE("runtime: child graph nodes", "[runtime][graph]") {
+  cudaGraph_t child = nullptr, parent = nullptr, embedded = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&child, 0));
+  REQUIRE_CUDA(cudaGraphCreate(&parent, 0));
+  cudaGraphNode_t node = nullptr, embed = nullptr;
+  REQUIRE_CUDA(cudaGraphAddEmptyNode(&node, child, nullptr, 0));
+  REQUIRE_CUDA(cudaGraphAddChildGraphNode(&embed, parent, nullptr, 0, child));
+  REQUIRE_CUDA(cudaGraphChildGraphNodeGetGraph(embed, &embedded));
+  CHECK(embedded != child);  // a copy, owned by the node
+  size_t count = 0;
+  REQUIRE_CUDA(cudaGraphGetNodes(embedded, nullptr, &count));
+  CHECK(count == 1);
+  CHECK(cudaGraphDestroy(embedded) == cudaErrorInvalidValue);
+  CHECK(cudaGraphChildGraphNodeGetGraph(node, &embedded) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, parent, 0));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, 0));
+  REQUIRE_CUDA(cudaStreamSynchronize(0));
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(child));
+  REQUIRE_CUDA(cudaGraphDestroy(parent));
+}
