@@ -875,6 +875,15 @@ TEST_CASE("graph memory attributes: what graphs use and reserve, high watermarks
 }
 
 namespace {
+// Instantiates the graph, launches it once on `stream`, waits for it and destroys the instantiation.
+void launch_once(CUgraph graph, CUstream stream) {
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+}
+
 CUDA_MEM_ALLOC_NODE_PARAMS alloc_params(int device, size_t bytes) {
   CUDA_MEM_ALLOC_NODE_PARAMS params{};
   params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -1072,12 +1081,8 @@ TEST_CASE("edges added and removed by hand order a launch; edges are listed; a c
   CHECK(cuGraphGetEdges(graph, nullptr, nullptr, data, &count) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuGraphGetEdges(graph, nullptr, nullptr, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
 
-  CUgraphExec exec = nullptr;
-  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
-  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
-  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  launch_once(graph, stream);
   CHECK(log == "cba");
-  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
 
   // Misuse: an edge that exists, one named twice, a self edge, another graph's node, edge data the
   // simulator does not model, removing an edge that is not there. Nothing changes.
@@ -1103,6 +1108,7 @@ TEST_CASE("edges added and removed by hand order a launch; edges are listed; a c
   // a -> c closes a cycle: accepted, but the graph no longer instantiates.
   REQUIRE(cuGraphAddDependencies(graph, &na, &nc, nullptr, 1) == CUDA_SUCCESS);
   CUDA_GRAPH_INSTANTIATE_PARAMS params{};
+  CUgraphExec exec = nullptr;
   CHECK(cuGraphInstantiateWithParams(&exec, graph, &params) == CUDA_ERROR_INVALID_VALUE);
   CHECK(params.result_out == CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE);
   // Removing b -> a opens it again: a, then c, then b.
@@ -1111,12 +1117,9 @@ TEST_CASE("edges added and removed by hand order a launch; edges are listed; a c
   count = 2;
   REQUIRE(cuGraphNodeGetDependencies(na, deps, nullptr, &count) == CUDA_SUCCESS);
   CHECK(count == 0);
-  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
   log.clear();
-  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
-  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  launch_once(graph, stream);
   CHECK(log == "acb");
-  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
   CHECK(cuGraphDestroy(other) == CUDA_SUCCESS);
   CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
@@ -1226,12 +1229,8 @@ TEST_CASE("child graph nodes embed a copy of a graph, which the node owns and la
   CHECK(cuGraphChildGraphNodeGetGraph(first, &embedded) == CUDA_ERROR_INVALID_VALUE);  // not a child-graph node
   CHECK(cuGraphChildGraphNodeGetGraph(embed, nullptr) == CUDA_ERROR_INVALID_VALUE);
 
-  CUgraphExec exec = nullptr;
-  REQUIRE(cuGraphInstantiate(&exec, parent, 0) == CUDA_SUCCESS);
-  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
-  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  launch_once(parent, stream);
   CHECK(log == "bixa");
-  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
 
   // A clone of the parent embeds its own copy; destroying the node destroys its graph.
   CUgraph clone = nullptr;
@@ -1239,11 +1238,8 @@ TEST_CASE("child graph nodes embed a copy of a graph, which the node owns and la
   REQUIRE(cuGraphDestroyNode(embed) == CUDA_SUCCESS);
   CHECK(cuGraphGetNodes(embedded, nullptr, &count) == CUDA_ERROR_INVALID_VALUE);
   log.clear();
-  REQUIRE(cuGraphInstantiate(&exec, clone, 0) == CUDA_SUCCESS);
-  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
-  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  launch_once(clone, stream);
   CHECK(log == "bixa");
-  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
 
   // A graph with memory nodes cannot be embedded, nor a null graph.
   CUgraph with_memory = nullptr;
