@@ -355,13 +355,39 @@ CUDASIM_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode* phGraphNode, CUgraph hG
                   [](State&, Operation*) { return CUDA_SUCCESS; });
 }
 
+namespace {
+CUresult host_node(const CUDA_HOST_NODE_PARAMS* params, Operation* op) {
+  if (params == nullptr || params->fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *op = [fn = params->fn, data = params->userData] { fn(data); };
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
 CUDASIM_EXPORT CUresult cuGraphAddHostNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
                                            size_t numDependencies, const CUDA_HOST_NODE_PARAMS* nodeParams) {
-  return add_node(phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Host, [&](State&, Operation* op) {
-    if (nodeParams == nullptr || nodeParams->fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    *op = [fn = nodeParams->fn, data = nodeParams->userData] { fn(data); };
-    return CUDA_SUCCESS;
-  });
+  return add_node(
+      phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Host,
+      [&](State&, Operation* op) { return host_node(nodeParams, op); },
+      [&](CUgraphNode_st* node) { node->host = *nodeParams; });
+}
+
+CUDASIM_EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS* nodeParams) {
+  if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = node_of_kind(l, hNode, NodeKind::Host); rc != CUDA_SUCCESS) return rc;
+  *nodeParams = hNode->host;
+  return CUDA_SUCCESS;
+}
+
+// The node's work changes for later instantiations; existing ones keep what they took.
+CUDASIM_EXPORT CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS* nodeParams) {
+  Locked l;
+  if (CUresult rc = node_of_kind(l, hNode, NodeKind::Host); rc != CUDA_SUCCESS) return rc;
+  Operation op;
+  if (CUresult rc = host_node(nodeParams, &op); rc != CUDA_SUCCESS) return rc;
+  hNode->host = *nodeParams;
+  hNode->op = std::move(op);
+  return CUDA_SUCCESS;
 }
 
 CUDASIM_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,

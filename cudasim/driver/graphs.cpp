@@ -193,11 +193,12 @@ CUgraphNode_st* append_node(CUgraph_st* graph, NodeKind kind, std::vector<CUgrap
 }
 
 CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured,
-                      Operation op) {
+                      Operation op, CUgraphNode_st** node) {
   *captured = false;
   if (stream->capture) {
     if (stream->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    add_node(*stream->capture, stream.get(), kind, std::move(op));
+    CUgraphNode_st* made = add_node(*stream->capture, stream.get(), kind, std::move(op));
+    if (node != nullptr) *node = made;
     *captured = true;
     return CUDA_SUCCESS;
   }

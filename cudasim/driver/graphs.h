@@ -30,6 +30,7 @@ struct CUgraphNode_st {
   CUDA_MEM_ALLOC_NODE_PARAMS alloc{};
   std::vector<CUmemAccessDesc> access;
   CUdeviceptr freed = 0;  // MemFree: the allocation it frees
+  CUDA_HOST_NODE_PARAMS host{};  // Host: the function and data (a captured stream callback's: none)
   // A child-graph node added by cuGraphAddChildGraphNode: its own copy of the graph, which
   // instantiation runs (a captured graph launch has none: its op does the work).
   CUgraph_st* child = nullptr;

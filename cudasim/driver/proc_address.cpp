@@ -237,6 +237,8 @@ const ProcEntry kEntries[] = {
   {"cuGraphMemAllocNodeGetParams", 11040, fn(cuGraphMemAllocNodeGetParams), nullptr},
   {"cuGraphMemFreeNodeGetParams", 11040, fn(cuGraphMemFreeNodeGetParams), nullptr},
   {"cuGraphClone", 10000, fn(cuGraphClone), nullptr},
+  {"cuGraphHostNodeGetParams", 10000, fn(cuGraphHostNodeGetParams), nullptr},
+  {"cuGraphHostNodeSetParams", 10000, fn(cuGraphHostNodeSetParams), nullptr},
   {"cuGraphAddChildGraphNode", 10000, fn(cuGraphAddChildGraphNode), nullptr},
   {"cuGraphChildGraphNodeGetGraph", 10000, fn(cuGraphChildGraphNodeGetGraph), nullptr},
   {"cuGraphDestroyNode", 10000, fn(cuGraphDestroyNode), nullptr},

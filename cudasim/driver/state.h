@@ -283,8 +283,9 @@ void release_pools_above_threshold(State& st, int device);
 // *captured (the caller must not submit the work); CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when its
 // capture was invalidated; CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (invalidating them) for the legacy
 // stream while a blocking stream of its context captures. Otherwise CUDA_SUCCESS, *captured false.
+// `node`, when given, receives the node recorded (for the caller to keep its parameters).
 CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured,
-                      Operation op = {});
+                      Operation op = {}, CUgraphNode_st** node = nullptr);
 // A node of `kind` doing `op`, following `dependencies`, appended to `graph` (graph_exec.cpp builds
 // graphs with it; capture too).
 CUgraphNode_st* append_node(CUgraph_st* graph, NodeKind kind, std::vector<CUgraphNode_st*> dependencies, Operation op);

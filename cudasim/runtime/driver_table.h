@@ -68,7 +68,8 @@ namespace cudasim::runtime {
   X(cuGraphMemAllocNodeGetParams, 11040) X(cuGraphMemFreeNodeGetParams, 11040)                     \
   X(cuGraphClone, 10000) X(cuGraphDestroyNode, 10000) X(cuGraphAddDependencies, 12030)                \
   X(cuGraphRemoveDependencies, 12030) X(cuGraphGetEdges, 12030) X(cuGraphAddChildGraphNode, 10000)     \
-  X(cuGraphChildGraphNodeGetGraph, 10000)
+  X(cuGraphChildGraphNodeGetGraph, 10000) X(cuGraphHostNodeGetParams, 10000)                          \
+  X(cuGraphHostNodeSetParams, 10000)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

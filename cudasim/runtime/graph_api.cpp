@@ -299,6 +299,20 @@ cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t* p
   return api_call([&] { return call_driver<&DriverTable::cuGraphChildGraphNodeGetGraph>(node, pGraph); });
 }
 
+// cudaHostNodeParams is the driver's CUDA_HOST_NODE_PARAMS (checked above).
+cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams* pNodeParams) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphHostNodeGetParams>(node, reinterpret_cast<CUDA_HOST_NODE_PARAMS*>(pNodeParams));
+  });
+}
+
+cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams* pNodeParams) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphHostNodeSetParams>(
+        node, reinterpret_cast<const CUDA_HOST_NODE_PARAMS*>(pNodeParams));
+  });
+}
+
 cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) {
   return api_call([&] { return call_driver<&DriverTable::cuGraphDestroyNode>(node); });
 }

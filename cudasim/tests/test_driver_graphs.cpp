@@ -1250,3 +1250,48 @@ TEST_CASE("child graph nodes embed a copy of a graph, which the node owns and la
   for (CUgraph g : {with_memory, clone, parent}) CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }
+
+TEST_CASE("host node parameters read back and replaced; instantiations keep what they took", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  std::string log;
+  Step one{&log, '1'}, two{&log, '2'};
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUgraphNode host = nullptr, empty = nullptr;
+  CUDA_HOST_NODE_PARAMS first{Step::run, &one}, second{Step::run, &two};
+  REQUIRE(cuGraphAddHostNode(&host, graph, nullptr, 0, &first) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddEmptyNode(&empty, graph, nullptr, 0) == CUDA_SUCCESS);
+  CUDA_HOST_NODE_PARAMS got{};
+  REQUIRE(cuGraphHostNodeGetParams(host, &got) == CUDA_SUCCESS);
+  CHECK((got.fn == first.fn && got.userData == &one));
+  CUgraphExec before = nullptr;
+  REQUIRE(cuGraphInstantiate(&before, graph, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphHostNodeSetParams(host, &second) == CUDA_SUCCESS);
+  REQUIRE(cuGraphHostNodeGetParams(host, &got) == CUDA_SUCCESS);
+  CHECK(got.userData == &two);
+  REQUIRE(cuGraphLaunch(before, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "1");
+  launch_once(graph, stream);
+  CHECK(log == "12");
+  REQUIRE(cuGraphExecDestroy(before) == CUDA_SUCCESS);
+  const CUDA_HOST_NODE_PARAMS no_function{nullptr, &two};
+  CHECK(cuGraphHostNodeSetParams(host, &no_function) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphHostNodeSetParams(host, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphHostNodeGetParams(empty, &got) == CUDA_ERROR_INVALID_VALUE);  // not a host node
+  CHECK(cuGraphHostNodeGetParams(host, nullptr) == CUDA_ERROR_INVALID_VALUE);
+
+  // A captured cuLaunchHostFunc is a host node with the function and data.
+  CUgraph captured = nullptr;
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuLaunchHostFunc(stream, Step::run, &one) == CUDA_SUCCESS);
+  REQUIRE(cuStreamEndCapture(stream, &captured) == CUDA_SUCCESS);
+  CUgraphNode node = nullptr;
+  size_t count = 1;
+  REQUIRE(cuGraphGetNodes(captured, &node, &count) == CUDA_SUCCESS);
+  REQUIRE(cuGraphHostNodeGetParams(node, &got) == CUDA_SUCCESS);
+  CHECK((got.fn == first.fn && got.userData == &one));
+  for (CUgraph g : {captured, graph}) CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}

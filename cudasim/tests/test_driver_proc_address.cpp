@@ -168,6 +168,8 @@ TEST_CASE("stream capture and graph entry points", "[driver][proc][graphs]") {
   CHECK(answer("cuGraphDestroyNode", 10000) == exported("cuGraphDestroyNode"));
   CHECK(answer("cuGraphAddChildGraphNode", 10000) == exported("cuGraphAddChildGraphNode"));
   CHECK(answer("cuGraphChildGraphNodeGetGraph", 10000) == exported("cuGraphChildGraphNodeGetGraph"));
+  CHECK(answer("cuGraphHostNodeGetParams", 10000) == exported("cuGraphHostNodeGetParams"));
+  CHECK(answer("cuGraphHostNodeSetParams", 10000) == exported("cuGraphHostNodeSetParams"));
   // The edge calls take edge data from 12.3.
   for (const std::string name : {"cuGraphAddDependencies", "cuGraphRemoveDependencies", "cuGraphGetEdges"}) {
     INFO(name);

@@ -462,3 +462,32 @@ TEST_CASE("runtime: child graph nodes", "[runtime][graph]") {
   REQUIRE_CUDA(cudaGraphDestroy(child));
   REQUIRE_CUDA(cudaGraphDestroy(parent));
 }
+
+namespace {
+void count_host_call(void* counter) { ++*static_cast<int*>(counter); }
+}  // namespace
+
+TEST_CASE("runtime: host node parameters", "[runtime][graph]") {
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  int first = 0, second = 0;
+  cudaHostNodeParams params{count_host_call, &first};
+  cudaGraphNode_t host = nullptr;
+  REQUIRE_CUDA(cudaGraphAddHostNode(&host, graph, nullptr, 0, &params));
+  cudaHostNodeParams got{};
+  REQUIRE_CUDA(cudaGraphHostNodeGetParams(host, &got));
+  CHECK(got.userData == &first);
+  params.userData = &second;
+  REQUIRE_CUDA(cudaGraphHostNodeSetParams(host, &params));
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, 0));
+  REQUIRE_CUDA(cudaStreamSynchronize(0));
+  CHECK(first == 0);
+  CHECK(second == 1);
+  params.fn = nullptr;
+  CHECK(cudaGraphHostNodeSetParams(host, &params) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+}
