@@ -416,6 +416,25 @@ TEST_CASE("an invalidated capture discards its graph memory; destroying the stre
   CHECK(cuMemFree(p) == CUDA_SUCCESS);
 }
 
+namespace {
+// Instantiates the graph, launches it once on `stream`, waits for it and destroys the instantiation.
+void launch_once(CUgraph graph, CUstream stream) {
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+}
+
+CUDA_MEM_ALLOC_NODE_PARAMS alloc_params(int device, size_t bytes) {
+  CUDA_MEM_ALLOC_NODE_PARAMS params{};
+  params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params.poolProps.location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device};
+  params.bytesize = bytes;
+  return params;
+}
+}  // namespace
+
 TEST_CASE("the report counts graph memory apart from the pool", "[driver][graphs][report]") {
   const std::string path = "/tmp/cudasim-report-graphs-" + std::to_string(getpid()) + ".json";
   int rc = in_child([&] {
@@ -431,6 +450,13 @@ TEST_CASE("the report counts graph memory apart from the pool", "[driver][graphs
     CUgraph graph = nullptr;
     CHILD_CHECK(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
     CHILD_CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+    // Memory nodes built by hand, on the device their parameters name.
+    CHILD_CHECK(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+    CUDA_MEM_ALLOC_NODE_PARAMS params = alloc_params(1, 3 * kMiB);
+    CUgraphNode alloc = nullptr, release = nullptr;
+    CHILD_CHECK(cuGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &params) == CUDA_SUCCESS);
+    CHILD_CHECK(cuGraphAddMemFreeNode(&release, graph, &alloc, 1, params.dptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
     std::exit(0);
   });
   REQUIRE(rc == 0);
@@ -444,6 +470,11 @@ TEST_CASE("the report counts graph memory apart from the pool", "[driver][graphs
   CHECK(dev["pool"]["peak_bytes_reserved"] == 0);
   CHECK(dev["driver_allocs"] == 0);
   CHECK(dev["bytes_reserved"] == 0);
+  const nlohmann::json& second = report["devices"][1];
+  CHECK(second["graph"]["allocs"] == 1);
+  CHECK(second["graph"]["frees"] == 1);
+  CHECK(second["graph"]["bytes"] == 0);
+  CHECK(second["graph"]["peak_bytes"] == 4 * kMiB);
 }
 
 TEST_CASE("a multi-stream capture: streams fork from and join back into the capturing stream", "[driver][graphs]") {
@@ -874,24 +905,6 @@ TEST_CASE("graph memory attributes: what graphs use and reserve, high watermarks
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }
 
-namespace {
-// Instantiates the graph, launches it once on `stream`, waits for it and destroys the instantiation.
-void launch_once(CUgraph graph, CUstream stream) {
-  CUgraphExec exec = nullptr;
-  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
-  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
-  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
-  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
-}
-
-CUDA_MEM_ALLOC_NODE_PARAMS alloc_params(int device, size_t bytes) {
-  CUDA_MEM_ALLOC_NODE_PARAMS params{};
-  params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  params.poolProps.location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device};
-  params.bytesize = bytes;
-  return params;
-}
-}  // namespace
 
 TEST_CASE("memory nodes built by hand: graph-owned memory, used between its allocation and free nodes",
           "[driver][graphs]") {
