@@ -1,20 +1,25 @@
-// Graphs built node by node (cuGraphCreate, cuGraphAdd*Node), their queries, and executable graphs
-// (cuGraphInstantiate*, cuGraphLaunch, cuGraphUpload, cuGraphExecDestroy).
+// Graphs built node by node (cuGraphCreate, cuGraphAdd*Node), edited (edges, node removal, clones),
+// their queries, and executable graphs (cuGraphInstantiate*, cuGraphLaunch, cuGraphUpload,
+// cuGraphExecDestroy).
 //
 // Every node keeps the operation that does its work (graphs.h): a memset or a copy writes memory, a
 // host node calls its function, a kernel node does nothing (no device code runs, as for launches),
 // empty and memory nodes do nothing (graph memory lives as long as its graph). Instantiation takes
-// the operations in the order the nodes were added, which respects every dependency (a node can only
-// follow nodes that exist); a launch queues them, in that order, as one operation on its stream, so
+// the operations in an order that respects every dependency (edges added later may point either
+// way); a launch queues them, in that order, as one operation on its stream, so
 // the graph's work is ordered with everything else there exactly like the same work issued one call
 // at a time. A graph's memory stays while the graph or any instantiation of it lives.
 #include "contexts.h"
 #include "device_limits.h"
 #include "kernels.h"
+#include "pools.h"
 #include "state.h"
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
+#include <unordered_map>
 
 using namespace cudasim;
 
@@ -24,25 +29,34 @@ CUresult check_graph(State& st, CUgraph graph) {
   return graph != nullptr && st.graphs.contains(graph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+bool owns(const CUgraph_st* graph, const CUgraphNode_st* node) {
+  return std::any_of(graph->nodes.begin(), graph->nodes.end(), [node](const auto& owned) { return owned.get() == node; });
+}
+
+bool has_memory_nodes(const CUgraph_st* graph) {
+  return std::any_of(graph->nodes.begin(), graph->nodes.end(), [](const auto& node) {
+    return node->kind == NodeKind::MemAlloc || node->kind == NodeKind::MemFree;
+  });
+}
+
 // The dependencies a new node of `graph` may have: nodes of that graph, listed once each.
 CUresult node_dependencies(CUgraph graph, const CUgraphNode* dependencies, size_t count,
                            std::vector<CUgraphNode_st*>* out) {
   if (count > 0 && dependencies == nullptr) return CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0; i < count; ++i) {
     CUgraphNode_st* node = dependencies[i];
-    const bool in_graph = std::any_of(graph->nodes.begin(), graph->nodes.end(),
-                                      [node](const auto& owned) { return owned.get() == node; });
-    if (!in_graph || std::find(out->begin(), out->end(), node) != out->end()) return CUDA_ERROR_INVALID_VALUE;
+    if (!owns(graph, node) || std::find(out->begin(), out->end(), node) != out->end()) return CUDA_ERROR_INVALID_VALUE;
     out->push_back(node);
   }
   return CUDA_SUCCESS;
 }
 
 // Locks, checks cuInit, the graph, the output and the dependencies, then appends the node that
-// make(state, &op) describes (make returns its kind's validation result).
-template <typename Make>
+// make(state, &op) describes (make returns its kind's validation result); keep(node) records, under
+// the same lock, what the node was made with.
+template <typename Make, typename Keep = void (*)(CUgraphNode_st*)>
 CUresult add_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependencies, size_t count, NodeKind kind,
-                  Make make) {
+                  Make make, Keep keep = [](CUgraphNode_st*) {}) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -52,6 +66,7 @@ CUresult add_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependenci
   Operation op;
   if (CUresult rc = make(l.st, &op); rc != CUDA_SUCCESS) return rc;
   *out = append_node(graph, kind, std::move(after), std::move(op));
+  keep(*out);
   return CUDA_SUCCESS;
 }
 
@@ -183,7 +198,51 @@ constexpr unsigned long long kInstantiateFlags =
     CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
     CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
 
-CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags) {
+// The graph's nodes in an order that respects every dependency, earlier-added nodes first where the
+// edges allow; false when the edges make a cycle (cuGraphAddDependencies does not refuse one, but
+// instantiation does: CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE).
+bool dependency_order(const CUgraph_st& graph, std::vector<const CUgraphNode_st*>* order) {
+  std::map<const CUgraphNode_st*, std::size_t> index;
+  for (const auto& node : graph.nodes) index.emplace(node.get(), index.size());
+  std::vector<std::size_t> waiting(graph.nodes.size());
+  std::vector<std::vector<std::size_t>> dependents(graph.nodes.size());
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    waiting[i] = graph.nodes[i]->dependencies.size();
+    for (const CUgraphNode_st* dep : graph.nodes[i]->dependencies) dependents[index.at(dep)].push_back(i);
+  }
+  std::set<std::size_t> ready;
+  for (std::size_t i = 0; i < waiting.size(); ++i) {
+    if (waiting[i] == 0) ready.insert(i);
+  }
+  while (!ready.empty()) {
+    const std::size_t next = *ready.begin();
+    ready.erase(ready.begin());
+    order->push_back(graph.nodes[next].get());
+    for (std::size_t dependent : dependents[next]) {
+      if (--waiting[dependent] == 0) ready.insert(dependent);
+    }
+  }
+  return order->size() == graph.nodes.size();
+}
+
+// The operations of the graph's nodes in dependency order into `exec`, a child graph's in place of
+// its node (as they are now: changes made through cuGraphChildGraphNodeGetGraph count); false on a cycle.
+bool collect_ops(const CUgraph_st& graph, CUgraphExec_st* exec) {
+  std::vector<const CUgraphNode_st*> order;
+  if (!dependency_order(graph, &order)) return false;
+  for (const CUgraphNode_st* node : order) {
+    if (node->child != nullptr) {
+      if (!collect_ops(*node->child, exec)) return false;
+      continue;
+    }
+    if (node->kind == NodeKind::Kernel) ++exec->kernels;
+    if (node->op) exec->ops.push_back(node->op);
+  }
+  return true;
+}
+
+CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags,
+                     CUgraphInstantiateResult* result = nullptr) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   CUctx_st* ctx = nullptr;
@@ -191,12 +250,13 @@ CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags) 
   if (out == nullptr || (flags & ~kInstantiateFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
   auto* exec = new CUgraphExec_st();
+  if (!collect_ops(*graph, exec)) {
+    delete exec;
+    if (result != nullptr) *result = CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   exec->ctx = ctx;
   exec->device = ctx->device;
-  for (const auto& node : graph->nodes) {
-    if (node->kind == NodeKind::Kernel) ++exec->kernels;
-    if (node->op) exec->ops.push_back(node->op);
-  }
   exec->graph = graph;
   ++l.st.graph_exec_counts[graph];
   l.st.graph_execs.insert(exec);
@@ -247,6 +307,11 @@ bool live_node(State& st, CUgraphNode node) {
   return std::any_of(nodes.begin(), nodes.end(), [node](const auto& owned) { return owned.get() == node; });
 }
 
+CUresult node_of_kind(Locked& l, CUgraphNode node, NodeKind kind) {
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  return live_node(l.st, node) && node->kind == kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 // The nodes `pick` selects, as the cuGraphGet*Nodes calls return them: with a null array the count,
 // else up to *count of them and *count set to how many were written.
 template <typename Pick>
@@ -290,13 +355,39 @@ CUDASIM_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode* phGraphNode, CUgraph hG
                   [](State&, Operation*) { return CUDA_SUCCESS; });
 }
 
+namespace {
+CUresult host_node(const CUDA_HOST_NODE_PARAMS* params, Operation* op) {
+  if (params == nullptr || params->fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *op = [fn = params->fn, data = params->userData] { fn(data); };
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
 CUDASIM_EXPORT CUresult cuGraphAddHostNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
                                            size_t numDependencies, const CUDA_HOST_NODE_PARAMS* nodeParams) {
-  return add_node(phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Host, [&](State&, Operation* op) {
-    if (nodeParams == nullptr || nodeParams->fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    *op = [fn = nodeParams->fn, data = nodeParams->userData] { fn(data); };
-    return CUDA_SUCCESS;
-  });
+  return add_node(
+      phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Host,
+      [&](State&, Operation* op) { return host_node(nodeParams, op); },
+      [&](CUgraphNode_st* node) { node->host = *nodeParams; });
+}
+
+CUDASIM_EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS* nodeParams) {
+  if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = node_of_kind(l, hNode, NodeKind::Host); rc != CUDA_SUCCESS) return rc;
+  *nodeParams = hNode->host;
+  return CUDA_SUCCESS;
+}
+
+// The node's work changes for later instantiations; existing ones keep what they took.
+CUDASIM_EXPORT CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS* nodeParams) {
+  Locked l;
+  if (CUresult rc = node_of_kind(l, hNode, NodeKind::Host); rc != CUDA_SUCCESS) return rc;
+  Operation op;
+  if (CUresult rc = host_node(nodeParams, &op); rc != CUDA_SUCCESS) return rc;
+  hNode->host = *nodeParams;
+  hNode->op = std::move(op);
+  return CUDA_SUCCESS;
 }
 
 CUDASIM_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
@@ -322,6 +413,71 @@ CUDASIM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode* phGraphNode, CUgrap
                                                 const CUDA_KERNEL_NODE_PARAMS* nodeParams) {
   return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams,
                          nodeParams != nullptr ? nodeParams->kern : nullptr);
+}
+
+namespace {
+// An allocation node's parameters (cuda.h, CUDA_MEM_ALLOC_NODE_PARAMS): pinned device memory of a
+// device that exists, no IPC handle types, a size, access descriptors as a pool takes them.
+CUresult check_alloc_params(const State& st, const CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  if (p == nullptr || p->bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  const CUmemPoolProps& props = p->poolProps;
+  if (props.allocType != CU_MEM_ALLOCATION_TYPE_PINNED || props.handleTypes != CU_MEM_HANDLE_TYPE_NONE ||
+      props.location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(st, props.location.id))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (p->accessDescCount > st.devices.size()) return CUDA_ERROR_INVALID_VALUE;  // "must not exceed the number of GPUs"
+  return check_access_descs(st, props.location.id, p->accessDescs, p->accessDescCount);
+}
+
+// A node of `kind` the program holds: the node of a live graph, of that kind.
+CUresult node_of_kind(Locked& l, CUgraphNode node, NodeKind kind);
+}  // namespace
+
+// The memory is the graph's as soon as the node exists, as for a captured cuMemAllocAsync: it is
+// mapped now and lives until the graph and every instantiation of it are gone.
+CUDASIM_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
+                                               size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams) {
+  CUdeviceptr dptr = 0;
+  return add_node(
+      phGraphNode, hGraph, dependencies, numDependencies, NodeKind::MemAlloc,
+      [&](State& st, Operation*) {
+        if (hGraph->owner != nullptr) return CUDA_ERROR_INVALID_VALUE;  // a child graph takes no memory nodes
+        if (CUresult rc = check_alloc_params(st, nodeParams); rc != CUDA_SUCCESS) return rc;
+        return allocate_graph_memory(st, hGraph, nodeParams->poolProps.location.id, nodeParams->bytesize, &dptr);
+      },
+      [&](CUgraphNode_st* node) {
+        nodeParams->dptr = dptr;
+        node->alloc = *nodeParams;
+        node->access.assign(nodeParams->accessDescs, nodeParams->accessDescs + nodeParams->accessDescCount);
+      });
+}
+
+CUDASIM_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
+                                              size_t numDependencies, CUdeviceptr dptr) {
+  return add_node(
+      phGraphNode, hGraph, dependencies, numDependencies, NodeKind::MemFree,
+      [&](State& st, Operation*) {
+        return hGraph->owner != nullptr ? CUDA_ERROR_INVALID_VALUE : free_graph_memory(st, hGraph, dptr);
+      },
+      [&](CUgraphNode_st* node) { node->freed = dptr; });
+}
+
+CUDASIM_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS* params_out) {
+  if (params_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = node_of_kind(l, hNode, NodeKind::MemAlloc); rc != CUDA_SUCCESS) return rc;
+  *params_out = hNode->alloc;
+  // Owned by the node, valid until it is destroyed.
+  params_out->accessDescs = hNode->access.empty() ? nullptr : hNode->access.data();
+  params_out->accessDescCount = hNode->access.size();
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr* dptr_out) {
+  if (dptr_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = node_of_kind(l, hNode, NodeKind::MemFree); rc != CUDA_SUCCESS) return rc;
+  *dptr_out = hNode->freed;
+  return CUDA_SUCCESS;
 }
 
 CUDASIM_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode* nodes, size_t* numNodes) {
@@ -394,10 +550,11 @@ CUresult instantiate_with_params(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_IN
                                  bool per_thread_default) {
   if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
   params->hErrNode_out = nullptr;
-  CUresult rc = instantiate(exec, graph, params->flags);
+  CUgraphInstantiateResult structure = CUDA_GRAPH_INSTANTIATE_ERROR;
+  CUresult rc = instantiate(exec, graph, params->flags, &structure);
   if (rc == CUDA_SUCCESS && (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0)
     rc = launch(*exec, params->hUploadStream, per_thread_default, true);
-  params->result_out = rc == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+  params->result_out = rc == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : structure;
   return rc;
 }
 }  // namespace
@@ -434,5 +591,171 @@ CUDASIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
     l.st.graph_exec_counts.erase(graph);
     release_unowned_graph(l.st, graph);  // a graph destroyed while instantiated goes now
   }
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// Edge data the simulator's edges carry: none (zeroed), the default dependency. Other edges
+// (ports, programmatic dependencies) belong to device-side launch ordering, which is not simulated.
+bool default_edges(const CUgraphEdgeData* edges, size_t count) {
+  static constexpr CUgraphEdgeData kDefault{};
+  for (size_t i = 0; edges != nullptr && i < count; ++i) {
+    if (std::memcmp(&edges[i], &kDefault, sizeof kDefault) != 0) return false;
+  }
+  return true;
+}
+
+// cuGraphAddDependencies / cuGraphRemoveDependencies: every pair checked before any is changed.
+CUresult edit_dependencies(CUgraph graph, const CUgraphNode* from, const CUgraphNode* to, const CUgraphEdgeData* edges,
+                           size_t count, bool add) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
+  if (count == 0) return CUDA_SUCCESS;  // from and to are ignored
+  if (from == nullptr || to == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!default_edges(edges, count)) return add ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+  // "Dependencies cannot be removed from graphs which contain allocation or free nodes."
+  if (!add && has_memory_nodes(graph)) return CUDA_ERROR_INVALID_VALUE;
+  std::set<std::pair<CUgraphNode_st*, CUgraphNode_st*>> pairs;
+  for (size_t i = 0; i < count; ++i) {
+    if (!owns(graph, from[i]) || !owns(graph, to[i]) || from[i] == to[i]) return CUDA_ERROR_INVALID_VALUE;
+    const auto& deps = to[i]->dependencies;
+    const bool exists = std::find(deps.begin(), deps.end(), from[i]) != deps.end();
+    // Adding an edge that exists, or removing one that does not, is an error; so is naming one twice.
+    if (exists == add || !pairs.emplace(from[i], to[i]).second) return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (const auto& [before, after] : pairs) {
+    if (add) after->dependencies.push_back(before);
+    else std::erase(after->dependencies, before);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult graph_edges(CUgraph graph, CUgraphNode* from, CUgraphNode* to, CUgraphEdgeData* edges, size_t* count) {
+  if (count == nullptr || (from == nullptr) != (to == nullptr) || (edges != nullptr && from == nullptr))
+    return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
+  std::vector<std::pair<CUgraphNode, CUgraphNode>> found;
+  for (const auto& node : graph->nodes) {
+    for (CUgraphNode_st* dep : node->dependencies) found.emplace_back(dep, node.get());
+  }
+  if (from == nullptr) {
+    *count = found.size();
+    return CUDA_SUCCESS;
+  }
+  // Entries past the edges there are become NULL.
+  for (size_t i = 0; i < *count; ++i) {
+    from[i] = i < found.size() ? found[i].first : nullptr;
+    to[i] = i < found.size() ? found[i].second : nullptr;
+    if (edges != nullptr) edges[i] = CUgraphEdgeData{};
+  }
+  *count = std::min(*count, found.size());
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode* from, const CUgraphNode* to,
+                                                  const CUgraphEdgeData* edgeData, size_t numDependencies) {
+  return edit_dependencies(hGraph, from, to, edgeData, numDependencies, true);
+}
+CUDASIM_EXPORT CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode* from, const CUgraphNode* to,
+                                                     const CUgraphEdgeData* edgeData, size_t numDependencies) {
+  return edit_dependencies(hGraph, from, to, edgeData, numDependencies, false);
+}
+// The v1 forms name default edges only, as the _v2 forms do with NULL edge data.
+CUDASIM_EXPORT CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode* from, const CUgraphNode* to, size_t count) {
+  return cuGraphAddDependencies_v2(hGraph, from, to, nullptr, count);
+}
+CUDASIM_EXPORT CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode* from, const CUgraphNode* to, size_t count) {
+  return cuGraphRemoveDependencies_v2(hGraph, from, to, nullptr, count);
+}
+
+CUDASIM_EXPORT CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode* from, CUgraphNode* to, size_t* numEdges) {
+  return graph_edges(hGraph, from, to, nullptr, numEdges);
+}
+CUDASIM_EXPORT CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode* from, CUgraphNode* to,
+                                           CUgraphEdgeData* edgeData, size_t* numEdges) {
+  return graph_edges(hGraph, from, to, edgeData, numEdges);
+}
+
+// The node goes with every edge to or from it. Not in graphs with memory nodes, whose nodes cannot
+// be deleted (cuda.h).
+CUDASIM_EXPORT CUresult cuGraphDestroyNode(CUgraphNode hNode) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (!live_node(l.st, hNode) || has_memory_nodes(hNode->graph)) return CUDA_ERROR_INVALID_VALUE;
+  destroy_child_graph(l.st, *hNode);
+  auto& nodes = hNode->graph->nodes;
+  for (const auto& node : nodes) std::erase(node->dependencies, hNode);
+  std::erase_if(nodes, [hNode](const auto& owned) { return owned.get() == hNode; });
+  return CUDA_SUCCESS;
+}
+
+namespace {
+// A copy of every node (its operation, parameters and embedded graph) and edge, held by the program.
+CUgraph_st* clone_graph(State& st, const CUgraph_st& original) {
+  auto* clone = new CUgraph_st();
+  clone->ctx = original.ctx;
+  std::unordered_map<const CUgraphNode_st*, CUgraphNode_st*> copies;
+  for (const auto& node : original.nodes) {
+    clone->nodes.push_back(std::make_unique<CUgraphNode_st>(*node));
+    CUgraphNode_st* copy = clone->nodes.back().get();
+    copy->graph = clone;
+    if (node->child != nullptr) {
+      copy->child = clone_graph(st, *node->child);
+      copy->child->owner = copy;
+    }
+    copies[node.get()] = copy;
+  }
+  for (const auto& node : clone->nodes) {
+    for (CUgraphNode_st*& dep : node->dependencies) dep = copies.at(dep);
+  }
+  st.graphs.insert(clone);
+  return clone;
+}
+}  // namespace
+
+// Graphs with memory nodes cannot be cloned (cuda.h): CUDA_ERROR_NOT_SUPPORTED.
+CUDASIM_EXPORT CUresult cuGraphClone(CUgraph* phGraphClone, CUgraph originalGraph) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (phGraphClone == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_graph(l.st, originalGraph); rc != CUDA_SUCCESS) return rc;
+  if (has_memory_nodes(originalGraph)) return CUDA_ERROR_NOT_SUPPORTED;
+  *phGraphClone = clone_graph(l.st, *originalGraph);
+  return CUDA_SUCCESS;
+}
+
+// The node embeds a clone of childGraph, made now; a graph with memory nodes cannot be embedded.
+CUDASIM_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode* phGraphNode, CUgraph hGraph,
+                                                 const CUgraphNode* dependencies, size_t numDependencies,
+                                                 CUgraph childGraph) {
+  CUgraph_st* embedded = nullptr;
+  return add_node(
+      phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Graph,
+      [&](State& st, Operation*) {
+        if (CUresult rc = check_graph(st, childGraph); rc != CUDA_SUCCESS) return rc;
+        if (has_memory_nodes(childGraph)) return CUDA_ERROR_INVALID_VALUE;
+        embedded = clone_graph(st, *childGraph);
+        return CUDA_SUCCESS;
+      },
+      [&](CUgraphNode_st* node) {
+        node->child = embedded;
+        embedded->owner = node;
+      });
+}
+
+// The embedded graph itself, not a copy: what is done to it changes what the node runs.
+CUDASIM_EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph* phGraph) {
+  if (phGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = node_of_kind(l, hNode, NodeKind::Graph); rc != CUDA_SUCCESS) return rc;
+  // A captured graph launch keeps only the launch's work, no graph to hand out.
+  if (hNode->child == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  *phGraph = hNode->child;
   return CUDA_SUCCESS;
 }

@@ -66,9 +66,17 @@ void release_graph_allocation(State& st, CUdeviceptr dptr) {
   st.allocations.erase(it);
 }
 
+void destroy_graph(State& st, CUgraph_st* graph);
+
+// Graphs embedded in the nodes go with them (their own instantiations may keep them a while).
+void destroy_children(State& st, CUgraph_st* graph) {
+  for (const auto& node : graph->nodes) destroy_child_graph(st, *node);
+}
+
 // The program's handle goes at once; the graph and its memory once no instantiation of it remains.
 void destroy_graph(State& st, CUgraph_st* graph) {
   st.graphs.erase(graph);
+  destroy_children(st, graph);
   if (st.graph_exec_counts.contains(graph)) return;
   for (CUdeviceptr dptr : graph->allocations) release_graph_allocation(st, dptr);
   for (const FreedGraphAllocation& freed : graph->freed) {
@@ -168,6 +176,12 @@ namespace cudasim {
 
 void invalidate(Capture& capture) { capture.invalidated = true; }
 
+void destroy_child_graph(State& st, CUgraphNode_st& node) {
+  if (node.child == nullptr) return;
+  node.child->owner = nullptr;
+  destroy_graph(st, std::exchange(node.child, nullptr));
+}
+
 CUgraphNode_st* append_node(CUgraph_st* graph, NodeKind kind, std::vector<CUgraphNode_st*> dependencies, Operation op) {
   auto node = std::make_unique<CUgraphNode_st>();
   node->kind = kind;
@@ -179,11 +193,12 @@ CUgraphNode_st* append_node(CUgraph_st* graph, NodeKind kind, std::vector<CUgrap
 }
 
 CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured,
-                      Operation op) {
+                      Operation op, CUgraphNode_st** node) {
   *captured = false;
   if (stream->capture) {
     if (stream->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    add_node(*stream->capture, stream.get(), kind, std::move(op));
+    CUgraphNode_st* made = add_node(*stream->capture, stream.get(), kind, std::move(op));
+    if (node != nullptr) *node = made;
     *captured = true;
     return CUDA_SUCCESS;
   }
@@ -252,17 +267,14 @@ CUresult check_event_not_captured(State&, CUevent_st& event) {
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
-CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t bytes, CUdeviceptr* dptr) {
-  Capture& capture = *stream->capture;
-  if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+CUresult allocate_graph_memory(State& st, CUgraph_st* graph, int device, std::size_t bytes, CUdeviceptr* dptr) {
   Mapping mapping = map_device_memory(bytes);
   if (mapping.addr == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   auto base = reinterpret_cast<std::uintptr_t>(mapping.addr);
   st.allocations[base] = Allocation{base, bytes, mapping.length, device, nullptr, AllocKind::Graph, nullptr,
                                     ++st.last_buffer_id};
   st.mappings[base] = mapping;
-  capture.graph->allocations.push_back(base);
-  add_node(capture, stream, NodeKind::MemAlloc);
+  graph->allocations.push_back(base);
   DeviceStats& stats = st.device(device).stats;
   stats.graph_allocs++;
   stats.graph_bytes += mapping.length;
@@ -274,27 +286,41 @@ CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t 
   return CUDA_SUCCESS;
 }
 
-CUresult graph_free(State& st, CUstream_st* stream, CUdeviceptr dptr) {
-  Capture& capture = *stream->capture;
-  if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+CUresult free_graph_memory(State& st, CUgraph_st* graph, CUdeviceptr dptr) {
   auto it = st.allocations.find(dptr);
   if (it == st.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
   const Allocation& a = it->second;
-  auto& owned = capture.graph->allocations;
-  if (a.kind == AllocKind::Graph) {
-    auto mine = std::find(owned.begin(), owned.end(), dptr);
-    if (mine == owned.end()) return CUDA_ERROR_INVALID_VALUE;  // another graph's memory
-    owned.erase(mine);
-    st.device(a.device).stats.graph_frees++;
-    // Gone for the program at once; the memory stays with the graph, whose launches use it.
-    capture.graph->freed.push_back(FreedGraphAllocation{dptr, a.device, a.accounted});
-    st.allocations.erase(it);
-  } else {
-    // A captured free makes a free node, which takes graph allocations only (cuMemFreeAsync, and
-    // cuGraphAddMemFreeNode: "an address that was not returned by an allocation node").
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  add_node(capture, stream, NodeKind::MemFree);
+  // A free node takes graph allocations only (cuMemFreeAsync, and cuGraphAddMemFreeNode: "an
+  // address that was not returned by an allocation node"), of its own graph, once.
+  if (a.kind != AllocKind::Graph) return CUDA_ERROR_INVALID_VALUE;
+  auto& owned = graph->allocations;
+  auto mine = std::find(owned.begin(), owned.end(), dptr);
+  if (mine == owned.end()) return CUDA_ERROR_INVALID_VALUE;  // another graph's memory, or freed already
+  owned.erase(mine);
+  st.device(a.device).stats.graph_frees++;
+  // Gone for the program at once; the memory stays with the graph, whose launches use it.
+  graph->freed.push_back(FreedGraphAllocation{dptr, a.device, a.accounted});
+  st.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t bytes, CUdeviceptr* dptr) {
+  Capture& capture = *stream->capture;
+  if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (CUresult rc = allocate_graph_memory(st, capture.graph, device, bytes, dptr); rc != CUDA_SUCCESS) return rc;
+  CUgraphNode_st* node = add_node(capture, stream, NodeKind::MemAlloc);
+  node->alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  node->alloc.poolProps.location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device};
+  node->alloc.bytesize = bytes;
+  node->alloc.dptr = *dptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult graph_free(State& st, CUstream_st* stream, CUdeviceptr dptr) {
+  Capture& capture = *stream->capture;
+  if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (CUresult rc = free_graph_memory(st, capture.graph, dptr); rc != CUDA_SUCCESS) return rc;
+  add_node(capture, stream, NodeKind::MemFree)->freed = dptr;
   return CUDA_SUCCESS;
 }
 
@@ -424,6 +450,7 @@ CUDASIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   // Only graphs handed out by cuStreamEndCapture or cuGraphCreate: one still being captured into cannot be destroyed.
   if (hGraph == nullptr || l.st.graphs.count(hGraph) == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (hGraph->owner != nullptr) return CUDA_ERROR_INVALID_VALUE;  // a child-graph node's: the node owns it
   destroy_graph(l.st, hGraph);
   return CUDA_SUCCESS;
 }

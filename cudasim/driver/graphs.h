@@ -25,6 +25,15 @@ struct CUgraphNode_st {
   // What a launch of the graph does for this node, on the launching stream (empty: nothing, as for
   // kernels, which run no device code, and memory nodes, whose memory the graph holds throughout).
   std::function<void()> op;
+  // What the node was made with, for the *GetParams calls. MemAlloc: the parameters given (or, when
+  // captured, the device and size), with dptr set; accessDescs is answered from `access`.
+  CUDA_MEM_ALLOC_NODE_PARAMS alloc{};
+  std::vector<CUmemAccessDesc> access;
+  CUdeviceptr freed = 0;  // MemFree: the allocation it frees
+  CUDA_HOST_NODE_PARAMS host{};  // Host: the function and data (a captured stream callback's: none)
+  // A child-graph node added by cuGraphAddChildGraphNode: its own copy of the graph, which
+  // instantiation runs (a captured graph launch has none: its op does the work).
+  CUgraph_st* child = nullptr;
 };
 
 // An instantiated graph: the operations of its graph's nodes, in an order that respects every
@@ -49,6 +58,9 @@ struct FreedGraphAllocation {
 };
 struct CUgraph_st {
   CUctx_st* ctx = nullptr;
+  // The child-graph node that embeds this graph: the node owns it (cuGraphDestroy refuses it), and
+  // it takes no memory nodes.
+  CUgraphNode_st* owner = nullptr;
   std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
   std::vector<CUdeviceptr> allocations;
   std::vector<FreedGraphAllocation> freed;

@@ -386,25 +386,34 @@ CUDASIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attri
 // Peer access to a pool's memory. Every descriptor is checked before any applies: a device location
 // of a valid device, flags none, read or read-write; a device that cannot access the pool's device
 // (cuDeviceCanAccessPeer) only with none; the pool's own device only with read-write (it always has it).
-CUDASIM_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
-  Locked l;
-  if (CUresult rc = check_pool_call(l, pool); rc != CUDA_SUCCESS) return rc;
+namespace cudasim {
+
+CUresult check_access_descs(const State& st, int device, const CUmemAccessDesc* map, size_t count) {
   if (map == nullptr && count != 0) return CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0; i < count; ++i) {
     const CUmemAccessDesc& desc = map[i];
-    if (desc.location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(l.st, desc.location.id)) {
+    if (desc.location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(st, desc.location.id)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     if (desc.flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && desc.flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
         desc.flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
       return CUDA_ERROR_INVALID_VALUE;
     }
-    if (desc.location.id == pool->device) {
+    if (desc.location.id == device) {
       if (desc.flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return CUDA_ERROR_INVALID_VALUE;
-    } else if (desc.flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && !l.st.config.peer_access) {
+    } else if (desc.flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && !st.config.peer_access) {
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace cudasim
+
+CUDASIM_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+  Locked l;
+  if (CUresult rc = check_pool_call(l, pool); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = check_access_descs(l.st, pool->device, map, count); rc != CUDA_SUCCESS) return rc;
   for (size_t i = 0; i < count; ++i) {
     const CUmemAccessDesc& desc = map[i];
     if (desc.location.id == pool->device) continue;

@@ -67,6 +67,11 @@ struct CUmemPoolHandle_st {
 
 namespace cudasim {
 
+// --- pools.cpp ---
+// Access descriptors for memory of `device` (cuMemPoolSetAccess, graph allocation nodes): devices
+// that exist, known flags, the owner read-write, peers only where peer access is simulated.
+CUresult check_access_descs(const State& st, int device, const CUmemAccessDesc* map, size_t count);
+
 // --- pool_ipc.cpp ---
 // Gives the pool its file (cuMemPoolCreate with a POSIX descriptor handle type); false when no
 // memfd can be had.

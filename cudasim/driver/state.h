@@ -283,8 +283,9 @@ void release_pools_above_threshold(State& st, int device);
 // *captured (the caller must not submit the work); CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when its
 // capture was invalidated; CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (invalidating them) for the legacy
 // stream while a blocking stream of its context captures. Otherwise CUDA_SUCCESS, *captured false.
+// `node`, when given, receives the node recorded (for the caller to keep its parameters).
 CUresult capture_work(State& st, const std::shared_ptr<CUstream_st>& stream, NodeKind kind, bool* captured,
-                      Operation op = {});
+                      Operation op = {}, CUgraphNode_st** node = nullptr);
 // A node of `kind` doing `op`, following `dependencies`, appended to `graph` (graph_exec.cpp builds
 // graphs with it; capture too).
 CUgraphNode_st* append_node(CUgraph_st* graph, NodeKind kind, std::vector<CUgraphNode_st*> dependencies, Operation op);
@@ -301,6 +302,11 @@ CUresult check_context_not_capturing(State& st, CUctx_st* ctx);
 // Querying or synchronising an event last recorded into an ongoing capture: UNSUPPORTED (invalidates).
 CUresult check_event_not_captured(State& st, CUevent_st& event);
 void invalidate(Capture& capture);
+// New memory owned by `graph` (not from any pool), for an allocation node made next.
+CUresult allocate_graph_memory(State& st, CUgraph_st* graph, int device, std::size_t bytes, CUdeviceptr* dptr);
+// What a free node of `graph` does at once: its own graph allocation becomes unknown to the program
+// (kept for the graph's launches); anything else is INVALID_VALUE.
+CUresult free_graph_memory(State& st, CUgraph_st* graph, CUdeviceptr dptr);
 // A memory-allocation node on a capturing stream: new graph-owned memory (not from any pool).
 CUresult graph_allocate(State& st, CUstream_st* stream, int device, std::size_t bytes, CUdeviceptr* dptr);
 // A memory-free node: graph memory of this capture is released; pool memory is only recorded (it
@@ -315,6 +321,8 @@ CUresult capture_event_wait(State& st, const std::shared_ptr<CUstream_st>& strea
 // Destroys a graph the program no longer holds (not in State::graphs) once no instantiation of it
 // remains: its memory goes with it.
 void release_unowned_graph(State& st, CUgraph_st* graph);
+// Destroys the graph a child-graph node embeds, if any (the node or its graph is going).
+void destroy_child_graph(State& st, CUgraphNode_st& node);
 // Ends every capture of the context's streams (context destruction), destroying their graphs.
 void abandon_captures(State& st, CUctx_st* ctx);
 void abandon_capture(State& st, CUstream_st* stream);

@@ -216,7 +216,12 @@ CUresult launch_host_func(CUstream handle, CUhostFn fn, void* data, bool per_thr
   return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
     bool captured = false;
     Operation op = [fn, data] { fn(data); };
-    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured, op); rc != CUDA_SUCCESS || captured) return rc;
+    CUgraphNode_st* node = nullptr;  // captured: a host node, whose parameters are the function and data
+    if (CUresult rc = capture_work(st, stream, NodeKind::Host, &captured, op, &node); rc != CUDA_SUCCESS) return rc;
+    if (captured) {
+      node->host = CUDA_HOST_NODE_PARAMS{fn, data};
+      return CUDA_SUCCESS;
+    }
     submit(st, stream, std::move(op));
     return CUDA_SUCCESS;
   });

@@ -64,7 +64,12 @@ namespace cudasim::runtime {
   X(cuMemPoolExportToShareableHandle, 11020) X(cuMemPoolImportFromShareableHandle, 11020)         \
   X(cuMemPoolExportPointer, 11020) X(cuMemPoolImportPointer, 11020)                              \
   X(cuDeviceGetGraphMemAttribute, 11040) X(cuDeviceSetGraphMemAttribute, 11040)                  \
-  X(cuDeviceGraphMemTrim, 11040)
+  X(cuDeviceGraphMemTrim, 11040) X(cuGraphAddMemAllocNode, 11040) X(cuGraphAddMemFreeNode, 11040)      \
+  X(cuGraphMemAllocNodeGetParams, 11040) X(cuGraphMemFreeNodeGetParams, 11040)                     \
+  X(cuGraphClone, 10000) X(cuGraphDestroyNode, 10000) X(cuGraphAddDependencies, 12030)                \
+  X(cuGraphRemoveDependencies, 12030) X(cuGraphGetEdges, 12030) X(cuGraphAddChildGraphNode, 10000)     \
+  X(cuGraphChildGraphNodeGetGraph, 10000) X(cuGraphHostNodeGetParams, 10000)                          \
+  X(cuGraphHostNodeSetParams, 10000)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

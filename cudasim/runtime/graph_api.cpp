@@ -11,6 +11,8 @@ namespace {
 
 static_assert(sizeof(cudaGraphInstantiateParams) == sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS));
 static_assert(sizeof(cudaHostNodeParams) == sizeof(CUDA_HOST_NODE_PARAMS));
+static_assert(sizeof(cudaMemAccessDesc) == sizeof(CUmemAccessDesc));  // same fields, same values
+static_assert(sizeof(cudaGraphEdgeData) == sizeof(CUgraphEdgeData));
 
 // The current context, which the driver's memset and copy nodes name.
 CUcontext current_context_handle() {
@@ -77,6 +79,40 @@ cudaError_t add_memcpy_node_1d(cudaGraphNode_t* node, cudaGraph_t graph, const c
   copy.Depth = 1;
   return call_driver<&DriverTable::cuGraphAddMemcpyNode>(node, graph, dependencies, count, &copy,
                                                          current_context_handle());
+}
+
+cudaError_t add_mem_alloc_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                               size_t count, cudaMemAllocNodeParams* params) {
+  if (params == nullptr) return cudaErrorInvalidValue;
+  CUDA_MEM_ALLOC_NODE_PARAMS driver{};
+  driver.poolProps = driver_pool_properties(params->poolProps);
+  driver.accessDescs = reinterpret_cast<const CUmemAccessDesc*>(params->accessDescs);
+  driver.accessDescCount = params->accessDescCount;
+  driver.bytesize = params->bytesize;
+  const cudaError_t status = call_driver<&DriverTable::cuGraphAddMemAllocNode>(node, graph, dependencies, count, &driver);
+  if (status == cudaSuccess) params->dptr = reinterpret_cast<void*>(driver.dptr);
+  return status;
+}
+
+cudaError_t mem_alloc_node_params(cudaGraphNode_t node, cudaMemAllocNodeParams* params) {
+  if (params == nullptr) return cudaErrorInvalidValue;
+  CUDA_MEM_ALLOC_NODE_PARAMS driver{};
+  const cudaError_t status = call_driver<&DriverTable::cuGraphMemAllocNodeGetParams>(node, &driver);
+  if (status != cudaSuccess) return status;
+  *params = cudaMemAllocNodeParams{};
+  const CUmemPoolProps& props = driver.poolProps;
+  params->poolProps.allocType = static_cast<cudaMemAllocationType>(props.allocType);
+  params->poolProps.handleTypes = static_cast<cudaMemAllocationHandleType>(props.handleTypes);
+  params->poolProps.location.type = static_cast<cudaMemLocationType>(props.location.type);
+  params->poolProps.location.id = props.location.id;
+  params->poolProps.win32SecurityAttributes = props.win32SecurityAttributes;
+  params->poolProps.maxSize = props.maxSize;
+  params->poolProps.usage = props.usage;
+  params->accessDescs = reinterpret_cast<const cudaMemAccessDesc*>(driver.accessDescs);  // the node's own
+  params->accessDescCount = driver.accessDescCount;
+  params->bytesize = driver.bytesize;
+  params->dptr = reinterpret_cast<void*>(driver.dptr);
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -216,6 +252,94 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
   return api_call([&] { return call_driver<&DriverTable::cuGraphExecDestroy>(graphExec); });
+}
+
+cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+                                     size_t numDependencies, struct cudaMemAllocNodeParams* nodeParams) {
+  return api_call([&] {
+    return with_context([&] { return add_mem_alloc_node(pGraphNode, graph, pDependencies, numDependencies, nodeParams); });
+  });
+}
+
+cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+                                    size_t numDependencies, void* dptr) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuGraphAddMemFreeNode>(pGraphNode, graph, pDependencies, numDependencies,
+                                                              reinterpret_cast<CUdeviceptr>(dptr));
+    });
+  });
+}
+
+cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct cudaMemAllocNodeParams* params_out) {
+  return api_call([&] { return mem_alloc_node_params(node, params_out); });
+}
+
+// dptr_out points to a void*, which the driver's CUdeviceptr fills.
+cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void* dptr_out) {
+  static_assert(sizeof(void*) == sizeof(CUdeviceptr));
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphMemFreeNodeGetParams>(node, static_cast<CUdeviceptr*>(dptr_out));
+  });
+}
+
+cudaError_t cudaGraphClone(cudaGraph_t* pGraphClone, cudaGraph_t originalGraph) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphClone>(pGraphClone, originalGraph); });
+}
+
+cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+                                       size_t numDependencies, cudaGraph_t childGraph) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphAddChildGraphNode>(pGraphNode, graph, pDependencies, numDependencies,
+                                                               childGraph);
+  });
+}
+
+cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t* pGraph) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphChildGraphNodeGetGraph>(node, pGraph); });
+}
+
+// cudaHostNodeParams is the driver's CUDA_HOST_NODE_PARAMS (checked above).
+cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams* pNodeParams) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphHostNodeGetParams>(node, reinterpret_cast<CUDA_HOST_NODE_PARAMS*>(pNodeParams));
+  });
+}
+
+cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams* pNodeParams) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphHostNodeSetParams>(
+        node, reinterpret_cast<const CUDA_HOST_NODE_PARAMS*>(pNodeParams));
+  });
+}
+
+cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphDestroyNode>(node); });
+}
+
+// cudaGraphEdgeData is the driver's CUgraphEdgeData, field for field.
+cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t* from, const cudaGraphNode_t* to,
+                                     const cudaGraphEdgeData* edgeData, size_t numDependencies) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphAddDependencies>(
+        graph, from, to, reinterpret_cast<const CUgraphEdgeData*>(edgeData), numDependencies);
+  });
+}
+
+cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t* from, const cudaGraphNode_t* to,
+                                        const cudaGraphEdgeData* edgeData, size_t numDependencies) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphRemoveDependencies>(
+        graph, from, to, reinterpret_cast<const CUgraphEdgeData*>(edgeData), numDependencies);
+  });
+}
+
+cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* edgeData,
+                              size_t* numEdges) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphGetEdges>(graph, from, to, reinterpret_cast<CUgraphEdgeData*>(edgeData),
+                                                      numEdges);
+  });
 }
 
 cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value) {

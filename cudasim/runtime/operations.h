@@ -49,6 +49,9 @@ cudaError_t graph_upload(cudaGraphExec_t exec, CUstream stream);
 cudaError_t graph_instantiate_with_params(cudaGraphExec_t* exec, cudaGraph_t graph, cudaGraphInstantiateParams* params,
                                           bool per_thread);
 
+// The driver's form of a pool's properties (pool_api.cpp; graph allocation nodes take them too).
+CUmemPoolProps driver_pool_properties(const cudaMemPoolProps& props);
+
 cudaError_t malloc_async(void** ptr, size_t size, CUstream stream);
 cudaError_t free_async(void* ptr, CUstream stream);
 cudaError_t malloc_from_pool_async(void** ptr, size_t size, cudaMemPool_t pool, CUstream stream);

@@ -6,7 +6,6 @@
 #include "operations.h"
 
 namespace cudasim::runtime {
-namespace {
 
 CUmemPoolProps driver_pool_properties(const cudaMemPoolProps& props) {
   CUmemPoolProps converted{};
@@ -19,6 +18,8 @@ CUmemPoolProps driver_pool_properties(const cudaMemPoolProps& props) {
   converted.usage = props.usage;
   return converted;
 }
+
+namespace {
 
 cudaError_t create_pool(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
   if (pool == nullptr || props == nullptr) return cudaErrorInvalidValue;

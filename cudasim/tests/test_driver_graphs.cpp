@@ -416,6 +416,25 @@ TEST_CASE("an invalidated capture discards its graph memory; destroying the stre
   CHECK(cuMemFree(p) == CUDA_SUCCESS);
 }
 
+namespace {
+// Instantiates the graph, launches it once on `stream`, waits for it and destroys the instantiation.
+void launch_once(CUgraph graph, CUstream stream) {
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+}
+
+CUDA_MEM_ALLOC_NODE_PARAMS alloc_params(int device, size_t bytes) {
+  CUDA_MEM_ALLOC_NODE_PARAMS params{};
+  params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params.poolProps.location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device};
+  params.bytesize = bytes;
+  return params;
+}
+}  // namespace
+
 TEST_CASE("the report counts graph memory apart from the pool", "[driver][graphs][report]") {
   const std::string path = "/tmp/cudasim-report-graphs-" + std::to_string(getpid()) + ".json";
   int rc = in_child([&] {
@@ -431,6 +450,13 @@ TEST_CASE("the report counts graph memory apart from the pool", "[driver][graphs
     CUgraph graph = nullptr;
     CHILD_CHECK(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
     CHILD_CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+    // Memory nodes built by hand, on the device their parameters name.
+    CHILD_CHECK(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+    CUDA_MEM_ALLOC_NODE_PARAMS params = alloc_params(1, 3 * kMiB);
+    CUgraphNode alloc = nullptr, release = nullptr;
+    CHILD_CHECK(cuGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &params) == CUDA_SUCCESS);
+    CHILD_CHECK(cuGraphAddMemFreeNode(&release, graph, &alloc, 1, params.dptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
     std::exit(0);
   });
   REQUIRE(rc == 0);
@@ -444,6 +470,11 @@ TEST_CASE("the report counts graph memory apart from the pool", "[driver][graphs
   CHECK(dev["pool"]["peak_bytes_reserved"] == 0);
   CHECK(dev["driver_allocs"] == 0);
   CHECK(dev["bytes_reserved"] == 0);
+  const nlohmann::json& second = report["devices"][1];
+  CHECK(second["graph"]["allocs"] == 1);
+  CHECK(second["graph"]["frees"] == 1);
+  CHECK(second["graph"]["bytes"] == 0);
+  CHECK(second["graph"]["peak_bytes"] == 4 * kMiB);
 }
 
 TEST_CASE("a multi-stream capture: streams fork from and join back into the capturing stream", "[driver][graphs]") {
@@ -871,5 +902,409 @@ TEST_CASE("graph memory attributes: what graphs use and reserve, high watermarks
   CHECK(cuDeviceGetGraphMemAttribute(device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, nullptr) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuDeviceGetGraphMemAttribute(99, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &value) == CUDA_ERROR_INVALID_DEVICE);
   CHECK(cuDeviceGraphMemTrim(99) == CUDA_ERROR_INVALID_DEVICE);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+
+TEST_CASE("memory nodes built by hand: graph-owned memory, used between its allocation and free nodes",
+          "[driver][graphs]") {
+  primary_context();
+  CUcontext ctx = nullptr;
+  REQUIRE(cuCtxGetCurrent(&ctx) == CUDA_SUCCESS);
+  CUstream stream = new_stream();
+  const cuuint64_t used_before = graph_memory(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT);
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUDA_MEM_ALLOC_NODE_PARAMS params = alloc_params(0, 4096);
+  const CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  params.accessDescs = &access;
+  params.accessDescCount = 1;
+  CUgraphNode alloc = nullptr, set = nullptr, copy = nullptr, release = nullptr;
+  REQUIRE(cuGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &params) == CUDA_SUCCESS);
+  REQUIRE(params.dptr != 0);
+  // The graph's memory from the moment the node exists: known to address queries, not charged.
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CHECK(cuMemGetAddressRange(&base, &size, params.dptr + 100) == CUDA_SUCCESS);
+  CHECK(base == params.dptr);
+  CHECK(size == 4096);
+  CHECK(graph_memory(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) >= used_before + 4096);
+  CHECK(cuMemFree(params.dptr) == CUDA_ERROR_INVALID_VALUE);  // only a free node of its graph frees it
+
+  const CUDA_MEMSET_NODE_PARAMS fill{params.dptr, 0, 0x5a, 1, 4096, 1};  // dst, pitch, value, size, width, height
+  REQUIRE(cuGraphAddMemsetNode(&set, graph, &alloc, 1, &fill, ctx) == CUDA_SUCCESS);
+  std::vector<unsigned char> out(4096, 0);
+  CUDA_MEMCPY3D back = copy_1d(0, nullptr, 4096);
+  back.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  back.srcDevice = params.dptr;
+  back.srcHost = nullptr;
+  back.dstMemoryType = CU_MEMORYTYPE_HOST;
+  back.dstHost = out.data();
+  back.dstDevice = 0;
+  REQUIRE(cuGraphAddMemcpyNode(&copy, graph, &set, 1, &back, ctx) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddMemFreeNode(&release, graph, &copy, 1, params.dptr) == CUDA_SUCCESS);
+  CHECK(cuMemGetAddressRange(&base, &size, params.dptr) == CUDA_ERROR_NOT_FOUND);  // freed, for the program
+
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CHECK(cuGraphNodeGetType(alloc, &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+  CHECK(cuGraphNodeGetType(release, &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_MEM_FREE);
+  CUDA_MEM_ALLOC_NODE_PARAMS got{};
+  REQUIRE(cuGraphMemAllocNodeGetParams(alloc, &got) == CUDA_SUCCESS);
+  CHECK(got.dptr == params.dptr);
+  CHECK(got.bytesize == 4096);
+  CHECK(got.poolProps.location.id == 0);
+  REQUIRE(got.accessDescCount == 1);
+  CHECK(got.accessDescs != &access);  // the node's own copy
+  CHECK(got.accessDescs[0].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  CUdeviceptr freed = 0;
+  REQUIRE(cuGraphMemFreeNodeGetParams(release, &freed) == CUDA_SUCCESS);
+  CHECK(freed == params.dptr);
+  // The getters take their own kind of node only.
+  CHECK(cuGraphMemAllocNodeGetParams(release, &got) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphMemFreeNodeGetParams(alloc, &freed) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphMemAllocNodeGetParams(alloc, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphMemFreeNodeGetParams(nullptr, &freed) == CUDA_ERROR_INVALID_VALUE);
+
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
+  for (int launch = 0; launch < 2; ++launch) {
+    std::fill(out.begin(), out.end(), 0);
+    REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+    REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+    CHECK(out[0] == 0x5a);
+    CHECK(out[4095] == 0x5a);
+  }
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(graph_memory(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == used_before);  // back with the graph
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("memory nodes built by hand: the documented refusals", "[driver][graphs]") {
+  primary_context();
+  CUgraph graph = nullptr, other = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphCreate(&other, 0) == CUDA_SUCCESS);
+  CUgraphNode node = nullptr;
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS empty = alloc_params(0, 0);
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &empty) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS nowhere = alloc_params(7, 4096);  // no such device
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &nowhere) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS host = alloc_params(0, 4096);
+  host.poolProps.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &host) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS ipc = alloc_params(0, 4096);  // "IPC is not supported"
+  ipc.poolProps.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &ipc) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS read_only = alloc_params(0, 4096);
+  const CUmemAccessDesc owner_read{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READ};
+  read_only.accessDescs = &owner_read;
+  read_only.accessDescCount = 1;
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &read_only) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS too_many = alloc_params(0, 4096);
+  const CUmemAccessDesc three[3] = {};
+  too_many.accessDescs = three;
+  too_many.accessDescCount = 3;  // more than the two devices
+  CHECK(cuGraphAddMemAllocNode(&node, graph, nullptr, 0, &too_many) == CUDA_ERROR_INVALID_VALUE);
+  size_t count = 1;
+  REQUIRE(cuGraphGetNodes(graph, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 0);  // nothing was added
+  CHECK(cuGraphAddMemAllocNode(&node, nullptr, nullptr, 0, &host) == CUDA_ERROR_INVALID_VALUE);
+
+  CUDA_MEM_ALLOC_NODE_PARAMS params = alloc_params(1, 8192);  // the second device's memory
+  CUgraphNode alloc = nullptr;
+  REQUIRE(cuGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &params) == CUDA_SUCCESS);
+  CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL;
+  int ordinal = -1;
+  CHECK(cuPointerGetAttribute(&ordinal, attr, params.dptr) == CUDA_SUCCESS);
+  CHECK(ordinal == 1);
+  // Free nodes: an address no allocation node returned, another graph's allocation, twice.
+  CUdeviceptr plain = 0;
+  REQUIRE(cuMemAlloc(&plain, 4096) == CUDA_SUCCESS);
+  CHECK(cuGraphAddMemFreeNode(&node, graph, nullptr, 0, plain) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddMemFreeNode(&node, graph, nullptr, 0, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddMemFreeNode(&node, other, nullptr, 0, params.dptr) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuGraphAddMemFreeNode(&node, graph, &alloc, 1, params.dptr) == CUDA_SUCCESS);
+  CHECK(cuGraphAddMemFreeNode(&node, graph, &alloc, 1, params.dptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemFree(plain) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(other) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+}
+
+TEST_CASE("a captured allocation node answers its parameters", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  CUdeviceptr scratch = 0;
+  REQUIRE(cuMemAllocAsync(&scratch, 1000, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(scratch, stream) == CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  CUgraphNode nodes[2] = {};
+  size_t count = 2;
+  REQUIRE(cuGraphGetNodes(graph, nodes, &count) == CUDA_SUCCESS);
+  REQUIRE(count == 2);
+  CUDA_MEM_ALLOC_NODE_PARAMS got{};
+  REQUIRE(cuGraphMemAllocNodeGetParams(nodes[0], &got) == CUDA_SUCCESS);
+  CHECK(got.dptr == scratch);
+  CHECK(got.bytesize == 1000);
+  CHECK(got.poolProps.allocType == CU_MEM_ALLOCATION_TYPE_PINNED);
+  CHECK(got.accessDescCount == 0);
+  CUdeviceptr freed = 0;
+  REQUIRE(cuGraphMemFreeNodeGetParams(nodes[1], &freed) == CUDA_SUCCESS);
+  CHECK(freed == scratch);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("edges added and removed by hand order a launch; edges are listed; a cycle does not instantiate",
+          "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  std::string log;
+  Step a{&log, 'a'}, b{&log, 'b'}, c{&log, 'c'};
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUgraphNode na = nullptr, nb = nullptr, nc = nullptr;
+  CUDA_HOST_NODE_PARAMS pa{Step::run, &a}, pb{Step::run, &b}, pc{Step::run, &c};
+  REQUIRE(cuGraphAddHostNode(&na, graph, nullptr, 0, &pa) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&nb, graph, nullptr, 0, &pb) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&nc, graph, nullptr, 0, &pc) == CUDA_SUCCESS);
+  // c before b before a: the reverse of the order they were added.
+  const CUgraphNode from[] = {nc, nb};
+  const CUgraphNode to[] = {nb, na};
+  REQUIRE(cuGraphAddDependencies(graph, from, to, nullptr, 2) == CUDA_SUCCESS);
+  size_t count = 0;
+  REQUIRE(cuGraphGetEdges(graph, nullptr, nullptr, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);
+  CUgraphNode edge_from[3] = {}, edge_to[3] = {};
+  CUgraphEdgeData data[3];
+  std::memset(data, 0xff, sizeof data);
+  count = 3;
+  REQUIRE(cuGraphGetEdges(graph, edge_from, edge_to, data, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);
+  CHECK(((edge_from[0] == nb && edge_to[0] == na) && (edge_from[1] == nc && edge_to[1] == nb)));
+  CHECK((edge_from[2] == nullptr && edge_to[2] == nullptr));  // past the edges there are
+  CHECK(data[0].type == CU_GRAPH_DEPENDENCY_TYPE_DEFAULT);
+  CHECK(data[1].from_port == 0);
+  CHECK(cuGraphGetEdges(graph, edge_from, nullptr, nullptr, &count) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphGetEdges(graph, nullptr, nullptr, data, &count) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphGetEdges(graph, nullptr, nullptr, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
+
+  launch_once(graph, stream);
+  CHECK(log == "cba");
+
+  // Misuse: an edge that exists, one named twice, a self edge, another graph's node, edge data the
+  // simulator does not model, removing an edge that is not there. Nothing changes.
+  CUgraph other = nullptr;
+  REQUIRE(cuGraphCreate(&other, 0) == CUDA_SUCCESS);
+  CUgraphNode foreign = nullptr;
+  REQUIRE(cuGraphAddEmptyNode(&foreign, other, nullptr, 0) == CUDA_SUCCESS);
+  CHECK(cuGraphAddDependencies(graph, &nc, &nb, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  const CUgraphNode twice_from[] = {na, na}, twice_to[] = {nc, nc};
+  CHECK(cuGraphAddDependencies(graph, twice_from, twice_to, nullptr, 2) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddDependencies(graph, &na, &na, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddDependencies(graph, &foreign, &na, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddDependencies(graph, nullptr, &na, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddDependencies(graph, nullptr, nullptr, nullptr, 0) == CUDA_SUCCESS);  // nothing to add
+  CUgraphEdgeData programmatic{};
+  programmatic.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  CHECK(cuGraphAddDependencies(graph, &na, &nc, &programmatic, 1) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuGraphRemoveDependencies(graph, &na, &nc, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphRemoveDependencies(graph, &nb, &na, &programmatic, 1) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuGraphGetEdges(graph, nullptr, nullptr, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);
+
+  // a -> c closes a cycle: accepted, but the graph no longer instantiates.
+  REQUIRE(cuGraphAddDependencies(graph, &na, &nc, nullptr, 1) == CUDA_SUCCESS);
+  CUDA_GRAPH_INSTANTIATE_PARAMS params{};
+  CUgraphExec exec = nullptr;
+  CHECK(cuGraphInstantiateWithParams(&exec, graph, &params) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(params.result_out == CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE);
+  // Removing b -> a opens it again: a, then c, then b.
+  REQUIRE(cuGraphRemoveDependencies(graph, &nb, &na, nullptr, 1) == CUDA_SUCCESS);
+  CUgraphNode deps[2] = {};
+  count = 2;
+  REQUIRE(cuGraphNodeGetDependencies(na, deps, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 0);
+  log.clear();
+  launch_once(graph, stream);
+  CHECK(log == "acb");
+  CHECK(cuGraphDestroy(other) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("destroying a node severs its edges; clones are independent; graphs with memory nodes refuse both",
+          "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  std::string log;
+  Step a{&log, 'a'}, b{&log, 'b'};
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUgraphNode na = nullptr, middle = nullptr, nb = nullptr;
+  CUDA_HOST_NODE_PARAMS pa{Step::run, &a}, pb{Step::run, &b};
+  REQUIRE(cuGraphAddHostNode(&na, graph, nullptr, 0, &pa) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddEmptyNode(&middle, graph, &na, 1) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&nb, graph, &middle, 1, &pb) == CUDA_SUCCESS);
+
+  CUgraph clone = nullptr;
+  REQUIRE(cuGraphClone(&clone, graph) == CUDA_SUCCESS);
+  CHECK(clone != graph);
+  CHECK(cuGraphClone(nullptr, graph) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphClone(&clone, nullptr) == CUDA_ERROR_INVALID_VALUE);
+
+  REQUIRE(cuGraphDestroyNode(middle) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroyNode(middle) == CUDA_ERROR_INVALID_VALUE);  // gone
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_HOST;
+  CHECK(cuGraphNodeGetType(middle, &type) == CUDA_ERROR_INVALID_VALUE);
+  size_t count = 0;
+  REQUIRE(cuGraphGetNodes(graph, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);
+  REQUIRE(cuGraphGetRootNodes(graph, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 2);  // b lost its only dependency
+  REQUIRE(cuGraphGetEdges(graph, nullptr, nullptr, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 0);
+
+  // The clone kept all three nodes, both edges and the host nodes' work.
+  REQUIRE(cuGraphGetNodes(clone, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 3);
+  CUgraphNode from[2] = {}, to[2] = {};
+  count = 2;
+  REQUIRE(cuGraphGetEdges(clone, from, to, nullptr, &count) == CUDA_SUCCESS);
+  REQUIRE(count == 2);
+  CHECK(from[0] != na);  // the clone's own nodes
+  CHECK(to[0] == from[1]);
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, clone, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(clone) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "ab");
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+
+  // With an allocation node: no clone, no node destroyed, no edge removed.
+  CUDA_MEM_ALLOC_NODE_PARAMS params = alloc_params(0, 4096);
+  CUgraphNode alloc = nullptr;
+  REQUIRE(cuGraphAddMemAllocNode(&alloc, graph, &na, 1, &params) == CUDA_SUCCESS);
+  CHECK(cuGraphClone(&clone, graph) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuGraphDestroyNode(nb) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphRemoveDependencies(graph, &na, &alloc, nullptr, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddDependencies(graph, &alloc, &nb, nullptr, 1) == CUDA_SUCCESS);  // adding is allowed
+  REQUIRE(cuGraphGetNodes(graph, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 3);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("child graph nodes embed a copy of a graph, which the node owns and launches run in place",
+          "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  std::string log;
+  Step before{&log, 'b'}, inner{&log, 'i'}, added{&log, 'x'}, after{&log, 'a'};
+  CUgraph child = nullptr, parent = nullptr;
+  REQUIRE(cuGraphCreate(&child, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphCreate(&parent, 0) == CUDA_SUCCESS);
+  CUgraphNode node = nullptr, first = nullptr, embed = nullptr, last = nullptr;
+  CUDA_HOST_NODE_PARAMS inner_params{Step::run, &inner}, before_params{Step::run, &before};
+  CUDA_HOST_NODE_PARAMS after_params{Step::run, &after}, added_params{Step::run, &added};
+  REQUIRE(cuGraphAddHostNode(&node, child, nullptr, 0, &inner_params) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&first, parent, nullptr, 0, &before_params) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddChildGraphNode(&embed, parent, &first, 1, child) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&last, parent, &embed, 1, &after_params) == CUDA_SUCCESS);
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CHECK(cuGraphNodeGetType(embed, &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_GRAPH);
+
+  // The node holds a copy: the original can change or go without affecting it.
+  REQUIRE(cuGraphAddEmptyNode(&node, child, nullptr, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(child) == CUDA_SUCCESS);
+  CUgraph embedded = nullptr;
+  REQUIRE(cuGraphChildGraphNodeGetGraph(embed, &embedded) == CUDA_SUCCESS);
+  CHECK(embedded != child);
+  size_t count = 0;
+  REQUIRE(cuGraphGetNodes(embedded, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 1);
+  // The embedded graph itself: work added to it is the node's; the node owns it.
+  CUgraphNode extra = nullptr;
+  CUgraphNode embedded_nodes[1] = {};
+  count = 1;
+  REQUIRE(cuGraphGetNodes(embedded, embedded_nodes, &count) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddHostNode(&extra, embedded, embedded_nodes, 1, &added_params) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(embedded) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEM_ALLOC_NODE_PARAMS alloc = alloc_params(0, 256);
+  CHECK(cuGraphAddMemAllocNode(&node, embedded, nullptr, 0, &alloc) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphChildGraphNodeGetGraph(first, &embedded) == CUDA_ERROR_INVALID_VALUE);  // not a child-graph node
+  CHECK(cuGraphChildGraphNodeGetGraph(embed, nullptr) == CUDA_ERROR_INVALID_VALUE);
+
+  launch_once(parent, stream);
+  CHECK(log == "bixa");
+
+  // A clone of the parent embeds its own copy; destroying the node destroys its graph.
+  CUgraph clone = nullptr;
+  REQUIRE(cuGraphClone(&clone, parent) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroyNode(embed) == CUDA_SUCCESS);
+  CHECK(cuGraphGetNodes(embedded, nullptr, &count) == CUDA_ERROR_INVALID_VALUE);
+  log.clear();
+  launch_once(clone, stream);
+  CHECK(log == "bixa");
+
+  // A graph with memory nodes cannot be embedded, nor a null graph.
+  CUgraph with_memory = nullptr;
+  REQUIRE(cuGraphCreate(&with_memory, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddMemAllocNode(&node, with_memory, nullptr, 0, &alloc) == CUDA_SUCCESS);
+  CHECK(cuGraphAddChildGraphNode(&node, parent, nullptr, 0, with_memory) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphAddChildGraphNode(&node, parent, nullptr, 0, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  for (CUgraph g : {with_memory, clone, parent}) CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("host node parameters read back and replaced; instantiations keep what they took", "[driver][graphs]") {
+  primary_context();
+  CUstream stream = new_stream();
+  std::string log;
+  Step one{&log, '1'}, two{&log, '2'};
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUgraphNode host = nullptr, empty = nullptr;
+  CUDA_HOST_NODE_PARAMS first{Step::run, &one}, second{Step::run, &two};
+  REQUIRE(cuGraphAddHostNode(&host, graph, nullptr, 0, &first) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddEmptyNode(&empty, graph, nullptr, 0) == CUDA_SUCCESS);
+  CUDA_HOST_NODE_PARAMS got{};
+  REQUIRE(cuGraphHostNodeGetParams(host, &got) == CUDA_SUCCESS);
+  CHECK((got.fn == first.fn && got.userData == &one));
+  CUgraphExec before = nullptr;
+  REQUIRE(cuGraphInstantiate(&before, graph, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphHostNodeSetParams(host, &second) == CUDA_SUCCESS);
+  REQUIRE(cuGraphHostNodeGetParams(host, &got) == CUDA_SUCCESS);
+  CHECK(got.userData == &two);
+  REQUIRE(cuGraphLaunch(before, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(log == "1");
+  launch_once(graph, stream);
+  CHECK(log == "12");
+  REQUIRE(cuGraphExecDestroy(before) == CUDA_SUCCESS);
+  const CUDA_HOST_NODE_PARAMS no_function{nullptr, &two};
+  CHECK(cuGraphHostNodeSetParams(host, &no_function) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphHostNodeSetParams(host, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphHostNodeGetParams(empty, &got) == CUDA_ERROR_INVALID_VALUE);  // not a host node
+  CHECK(cuGraphHostNodeGetParams(host, nullptr) == CUDA_ERROR_INVALID_VALUE);
+
+  // A captured cuLaunchHostFunc is a host node with the function and data.
+  CUgraph captured = nullptr;
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuLaunchHostFunc(stream, Step::run, &one) == CUDA_SUCCESS);
+  REQUIRE(cuStreamEndCapture(stream, &captured) == CUDA_SUCCESS);
+  CUgraphNode node = nullptr;
+  size_t count = 1;
+  REQUIRE(cuGraphGetNodes(captured, &node, &count) == CUDA_SUCCESS);
+  REQUIRE(cuGraphHostNodeGetParams(node, &got) == CUDA_SUCCESS);
+  CHECK((got.fn == first.fn && got.userData == &one));
+  for (CUgraph g : {captured, graph}) CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <string>
 
 using namespace driver_test;
 
@@ -156,6 +157,25 @@ TEST_CASE("stream capture and graph entry points", "[driver][proc][graphs]") {
   CHECK(answer("cuThreadExchangeStreamCaptureMode", 10010) == exported("cuThreadExchangeStreamCaptureMode"));
   CHECK(answer("cuGraphDestroy", 10000) == exported("cuGraphDestroy"));
   CHECK(ask("cuGraphDestroy", 9020).status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  // Graph memory nodes appeared in 11.4.
+  for (const char* name : {"cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode", "cuGraphMemAllocNodeGetParams",
+                           "cuGraphMemFreeNodeGetParams"}) {
+    INFO(name);
+    CHECK(answer(name, 11040) == exported(name));
+    CHECK(ask(name, 11030).status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+  }
+  CHECK(answer("cuGraphClone", 10000) == exported("cuGraphClone"));
+  CHECK(answer("cuGraphDestroyNode", 10000) == exported("cuGraphDestroyNode"));
+  CHECK(answer("cuGraphAddChildGraphNode", 10000) == exported("cuGraphAddChildGraphNode"));
+  CHECK(answer("cuGraphChildGraphNodeGetGraph", 10000) == exported("cuGraphChildGraphNodeGetGraph"));
+  CHECK(answer("cuGraphHostNodeGetParams", 10000) == exported("cuGraphHostNodeGetParams"));
+  CHECK(answer("cuGraphHostNodeSetParams", 10000) == exported("cuGraphHostNodeSetParams"));
+  // The edge calls take edge data from 12.3.
+  for (const std::string name : {"cuGraphAddDependencies", "cuGraphRemoveDependencies", "cuGraphGetEdges"}) {
+    INFO(name);
+    CHECK(answer(name.c_str(), 12020) == exported(name.c_str()));
+    CHECK(answer(name.c_str(), 12030) == exported((name + "_v2").c_str()));
+  }
 }
 
 TEST_CASE("CUDASIM_DRIVER_VERSION makes an older driver", "[driver][proc][config]") {

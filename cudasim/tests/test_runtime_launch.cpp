@@ -349,3 +349,145 @@ TEST_CASE("runtime: graph memory attributes and trim reach the driver's device",
   CHECK(cudaGetLastError() == cudaErrorInvalidValue);
   REQUIRE_CUDA(cudaStreamDestroy(stream));
 }
+
+TEST_CASE("runtime: memory nodes built by hand", "[runtime][graph]") {
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreate(&stream));
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaMemAllocNodeParams params{};
+  params.poolProps.allocType = cudaMemAllocationTypePinned;
+  params.poolProps.location = {cudaMemLocationTypeDevice, 0};
+  params.bytesize = 2048;
+  cudaGraphNode_t alloc = nullptr, set = nullptr, copy = nullptr, release = nullptr;
+  REQUIRE_CUDA(cudaGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &params));
+  REQUIRE(params.dptr != nullptr);
+  cudaPointerAttributes attributes{};
+  REQUIRE_CUDA(cudaPointerGetAttributes(&attributes, params.dptr));
+  CHECK(attributes.type == cudaMemoryTypeDevice);
+  cudaMemsetParams memset{};
+  memset.dst = params.dptr;
+  memset.value = 0x3c;
+  memset.elementSize = 1;
+  memset.width = 2048;
+  memset.height = 1;
+  REQUIRE_CUDA(cudaGraphAddMemsetNode(&set, graph, &alloc, 1, &memset));
+  std::vector<unsigned char> host(2048, 0);
+  REQUIRE_CUDA(cudaGraphAddMemcpyNode1D(&copy, graph, &set, 1, host.data(), params.dptr, 2048, cudaMemcpyDeviceToHost));
+  REQUIRE_CUDA(cudaGraphAddMemFreeNode(&release, graph, &copy, 1, params.dptr));
+  CHECK(cudaGraphAddMemFreeNode(&release, graph, &copy, 1, params.dptr) == cudaErrorInvalidValue);  // twice
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  cudaMemAllocNodeParams got{};
+  REQUIRE_CUDA(cudaGraphMemAllocNodeGetParams(alloc, &got));
+  CHECK(got.dptr == params.dptr);
+  CHECK(got.bytesize == 2048);
+  CHECK(got.poolProps.allocType == cudaMemAllocationTypePinned);
+  CHECK(got.poolProps.location.type == cudaMemLocationTypeDevice);
+  void* freed = nullptr;
+  REQUIRE_CUDA(cudaGraphMemFreeNodeGetParams(release, &freed));
+  CHECK(freed == params.dptr);
+  CHECK(cudaGraphMemFreeNodeGetParams(alloc, &freed) == cudaErrorInvalidValue);
+  cudaMemAllocNodeParams no_size = params;
+  no_size.bytesize = 0;
+  CHECK(cudaGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &no_size) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(host[0] == 0x3c);
+  CHECK(host[2047] == 0x3c);
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("runtime: edges, node removal and clones", "[runtime][graph]") {
+  cudaGraph_t graph = nullptr, clone = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaGraphNode_t first = nullptr, second = nullptr;
+  REQUIRE_CUDA(cudaGraphAddEmptyNode(&first, graph, nullptr, 0));
+  REQUIRE_CUDA(cudaGraphAddEmptyNode(&second, graph, nullptr, 0));
+  REQUIRE_CUDA(cudaGraphAddDependencies(graph, &first, &second, nullptr, 1));
+  CHECK(cudaGraphAddDependencies(graph, &first, &second, nullptr, 1) == cudaErrorInvalidValue);  // exists
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  cudaGraphNode_t from = nullptr, to = nullptr;
+  cudaGraphEdgeData data{};
+  size_t count = 1;
+  REQUIRE_CUDA(cudaGraphGetEdges(graph, &from, &to, &data, &count));
+  CHECK(count == 1);
+  CHECK((from == first && to == second));
+  REQUIRE_CUDA(cudaGraphClone(&clone, graph));
+  REQUIRE_CUDA(cudaGraphRemoveDependencies(graph, &first, &second, nullptr, 1));
+  REQUIRE_CUDA(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
+  CHECK(count == 0);
+  REQUIRE_CUDA(cudaGraphGetEdges(clone, nullptr, nullptr, nullptr, &count));
+  CHECK(count == 1);  // the clone keeps its own
+  REQUIRE_CUDA(cudaGraphDestroyNode(second));
+  REQUIRE_CUDA(cudaGraphGetNodes(graph, nullptr, &count));
+  CHECK(count == 1);
+  CHECK(cudaGraphDestroyNode(second) == cudaErrorInvalidValue);
+  cudaMemAllocNodeParams params{};
+  params.poolProps.allocType = cudaMemAllocationTypePinned;
+  params.poolProps.location = {cudaMemLocationTypeDevice, 0};
+  params.bytesize = 256;
+  cudaGraphNode_t alloc = nullptr;
+  REQUIRE_CUDA(cudaGraphAddMemAllocNode(&alloc, graph, &first, 1, &params));
+  CHECK(cudaGraphClone(&clone, graph) == cudaErrorNotSupported);
+  CHECK(cudaGetLastError() == cudaErrorNotSupported);
+  REQUIRE_CUDA(cudaGraphDestroy(clone));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+}
+
+TEST_CASE("runtime: child graph nodes", "[runtime][graph]") {
+  cudaGraph_t child = nullptr, parent = nullptr, embedded = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&child, 0));
+  REQUIRE_CUDA(cudaGraphCreate(&parent, 0));
+  cudaGraphNode_t node = nullptr, embed = nullptr;
+  REQUIRE_CUDA(cudaGraphAddEmptyNode(&node, child, nullptr, 0));
+  REQUIRE_CUDA(cudaGraphAddChildGraphNode(&embed, parent, nullptr, 0, child));
+  REQUIRE_CUDA(cudaGraphChildGraphNodeGetGraph(embed, &embedded));
+  CHECK(embedded != child);  // a copy, owned by the node
+  size_t count = 0;
+  REQUIRE_CUDA(cudaGraphGetNodes(embedded, nullptr, &count));
+  CHECK(count == 1);
+  CHECK(cudaGraphDestroy(embedded) == cudaErrorInvalidValue);
+  CHECK(cudaGraphChildGraphNodeGetGraph(node, &embedded) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, parent, 0));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, 0));
+  REQUIRE_CUDA(cudaStreamSynchronize(0));
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(child));
+  REQUIRE_CUDA(cudaGraphDestroy(parent));
+}
+
+namespace {
+void count_host_call(void* counter) { ++*static_cast<int*>(counter); }
+}  // namespace
+
+TEST_CASE("runtime: host node parameters", "[runtime][graph]") {
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  int first = 0, second = 0;
+  cudaHostNodeParams params{count_host_call, &first};
+  cudaGraphNode_t host = nullptr;
+  REQUIRE_CUDA(cudaGraphAddHostNode(&host, graph, nullptr, 0, &params));
+  cudaHostNodeParams got{};
+  REQUIRE_CUDA(cudaGraphHostNodeGetParams(host, &got));
+  CHECK(got.userData == &first);
+  params.userData = &second;
+  REQUIRE_CUDA(cudaGraphHostNodeSetParams(host, &params));
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, 0));
+  REQUIRE_CUDA(cudaStreamSynchronize(0));
+  CHECK(first == 0);
+  CHECK(second == 1);
+  params.fn = nullptr;
+  CHECK(cudaGraphHostNodeSetParams(host, &params) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+}
