@@ -153,7 +153,7 @@ share::Member* join_ledger(CUdevice device) noexcept {
   } else {
     std::memcpy(request.uuid, uuid.bytes, sizeof request.uuid);
     request.device_total = total;
-    request.device_free = device_free(device);
+    request.read_device_free = [](int reading_device) { return device_free(reading_device); };
     request.dir = policy.share_dir;
     request.weight_milli = policy.share_weight_milli;
     request.min_bytes = policy.share_min_bytes;
@@ -314,7 +314,10 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
   };
   // What the driver says is free, at every reservation: a process starting beside the members needs
   // the room kept for its context to be known at once.
-  share::Reservation reservation = member.reserve(bytes, device_free(device));
+  const std::uint64_t generation = member.generation();  // before the reading: tells a quiet one
+  std::optional<share::FreeReading> reading;
+  if (const std::optional<std::size_t> free = device_free(device)) reading = share::FreeReading(*free, generation);
+  share::Reservation reservation = member.reserve(bytes, reading);
   if (granted(reservation)) return true;
   if (reservation.outcome != share::Outcome::unavailable && trim_pools(device) > 0) {  // pools' unused memory
     reservation = member.reserve(bytes, std::nullopt);
@@ -407,6 +410,10 @@ void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept {
     member->give_back(bytes);
     budget->update_limit(member->terms().allowance);
   }
+}
+
+void answered(CUdevice device, std::size_t bytes) noexcept {
+  if (share::Member* member = shared(device)) member->answered(bytes);
 }
 
 std::uint64_t last_share_wait_ms() noexcept { return t_last_share_wait_ms; }

@@ -45,6 +45,10 @@ DeviceBudget* slot(CUdevice device) noexcept;
 // when the shim has no budget for the device: nothing to enforce).
 bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept;
 void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept;
+// The driver answered (either way) the call that a charge of `bytes` was made for. On a shared device
+// the ledger counts a charge as not yet on the device until then (docs/sharing.md); every charge()
+// that returned true is followed by this once its driver call returns.
+void answered(CUdevice device, std::size_t bytes) noexcept;
 
 // Every path pays before it asks the driver: charges `bytes` to `path` on `device`, runs `allocate`
 // (the driver call, returning a CUresult), and refunds the charge if it failed. A refused charge
@@ -53,6 +57,7 @@ template <typename Allocate>
 CUresult charged(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call, Allocate&& allocate) {
   if (!charge(device, path, bytes, call)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult result = allocate();
+  answered(device, bytes);
   if (result != CUDA_SUCCESS) refund(device, path, bytes);
   return result;
 }

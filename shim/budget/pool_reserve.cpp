@@ -140,6 +140,7 @@ std::optional<std::size_t> charge_pool_block(CUdevice device, CUmemoryPool /*poo
 
 void pool_block_allocated(CUdevice device, CUmemoryPool pool, BudgetPath path, std::size_t bytes, std::size_t charged,
                           bool allocated) noexcept {
+  answered(device, charged);
   const std::size_t step_rest = charged > bytes ? charged - bytes : 0;  // charged beyond the block's bytes
   if (!allocated) {
     refund(device, path, charged);

@@ -26,6 +26,7 @@ CUresult PlatformManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch
     real_driver().cuMemFree_v2(*out);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  budget::answered(device(), *pitch * height);  // on the device already
   count_path(result, AllocationPath::driver, *pitch * height);
   return track_alloc(result, *out, *pitch * height);
 }

@@ -72,12 +72,15 @@ CUresult create_array_charged(Handle* handle, CUdevice device, std::size_t estim
   if (handle == nullptr || device < 0 || budget::of_device(device) == nullptr) return create();
   if (!budget::charge(device, BudgetPath::arrays, estimate, call)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult created = create();
+  budget::answered(device, estimate);
   if (created != CUDA_SUCCESS) {
     budget::refund(device, BudgetPath::arrays, estimate);
     return created;
   }
   const std::size_t bytes = exact_bytes(*handle);
-  if (bytes > estimate && !budget::charge(device, BudgetPath::arrays, bytes - estimate, call)) {
+  const bool padding_charged = bytes <= estimate || budget::charge(device, BudgetPath::arrays, bytes - estimate, call);
+  if (bytes > estimate && padding_charged) budget::answered(device, bytes - estimate);  // on the device already
+  if (!padding_charged) {
     destroy(*handle);
     *handle = nullptr;
     budget::refund(device, BudgetPath::arrays, estimate);

@@ -199,6 +199,7 @@ bool Member::locked(std::uint64_t deadline_ns, Change&& change) noexcept {
     if (!lock_until(fd_, deadline_ns)) return false;
     ledger_updates_.fetch_add(1, std::memory_order_relaxed);
     std::uint64_t generation = word(header_->generation).load(std::memory_order_acquire);
+    generation_at_visit_ = generation;
     if ((generation & 1) != 0) ++generation;  // a member died inside an update: what it left is clamped as read
     word(header_->generation).store(generation + 1, std::memory_order_release);
     if (const std::uint64_t pending = pending_give_back_.exchange(0, std::memory_order_relaxed)) {
@@ -213,13 +214,61 @@ bool Member::locked(std::uint64_t deadline_ns, Change&& change) noexcept {
   }
 }
 
-void Member::note_device_free(std::uint64_t device_free) noexcept {
-  // What the device lacks beyond what the members hold is someone else's: contexts, other programs.
+void Member::note_device_free(const FreeReading& reading, std::uint64_t now_ns) noexcept {
+  // What the device lacks beyond what the members have on it is someone else's: contexts, other
+  // programs. Bytes a member reserved whose driver call has not answered may or may not be on the
+  // device yet, so one reading bounds that memory from both sides.
   std::uint64_t held = 0;
-  for (const LedgerSlot& slot : std::span(slots_, kLedgerSlots)) {
-    if (slot.state == kSlotLive) held += std::min(slot.held, device_total_);
+  std::uint64_t reserving = 0;
+  bool others_idle = true;  // no other member reserved or waited lately
+  for (LedgerSlot& slot : std::span(slots_, kLedgerSlots)) {
+    if (slot.state != kSlotLive) continue;
+    const std::uint64_t own = std::min(slot.held, device_total_);
+    held += own;
+    reserving += std::min(word(slot.reserving).load(std::memory_order_relaxed), own);
+    if (&slot != own_slot_ && (slot.active_until_ns > now_ns || slot.waiting_bytes != 0)) others_idle = false;
   }
-  header_->outside_bytes = clamp_sub(clamp_sub(device_total_, std::min(device_free, device_total_)), held);
+  const std::uint64_t missing = clamp_sub(device_total_, std::min(reading.free, device_total_));
+  const std::uint64_t at_least = clamp_sub(missing, held);
+  const std::uint64_t at_most = std::min(clamp_sub(missing, clamp_sub(held, reserving)), device_total_);
+  // Coherent: no member changed the ledger between the reading and this visit, so `held` is what it
+  // was when the driver answered (a holding given back meanwhile would make the reading look high).
+  const bool coherent = reading.generation == generation_at_visit_;
+  std::uint64_t& outside = header_->outside_bytes;
+  const auto settle_at = [&](std::uint64_t value) {
+    outside = std::min(value, device_total_);
+    header_->lower_since_ns = 0;
+    header_->lower_max = 0;
+  };
+  if (outside <= at_most) {
+    // Raised at once by a coherent reading (a process came: the room for its context is needed now);
+    // kept while readings agree. An incoherent one may look high (memory given back since), and a
+    // raise would stay.
+    settle_at(coherent ? std::max(outside, at_least) : outside);
+    return;
+  }
+  // Lowered at once by a quiet reading: coherent, nothing reserving, and no other member active (one
+  // that frees memory gives it back after the driver has it). Otherwise only when every reading for
+  // outside_settle_ns_ said less, and then to the highest of them: one can read low while a member's
+  // memory is between the driver and the ledger (freed, not yet given back), or was taken after the
+  // free memory was read.
+  if (coherent && reserving == 0 && others_idle) {
+    settle_at(at_most);
+    return;
+  }
+  if (header_->lower_since_ns == 0 || header_->lower_since_ns > now_ns) {
+    header_->lower_since_ns = now_ns;
+    header_->lower_max = at_most;
+  }
+  header_->lower_max = std::max(header_->lower_max, at_most);
+  if (now_ns - header_->lower_since_ns >= outside_settle_ns_) settle_at(header_->lower_max);
+}
+
+void Member::answered(std::uint64_t bytes) noexcept {
+  auto reserving = word(own_slot_->reserving);
+  std::uint64_t now = reserving.load(std::memory_order_relaxed);
+  while (!reserving.compare_exchange_weak(now, clamp_sub(now, bytes), std::memory_order_relaxed)) {
+  }
 }
 
 Outcome Member::try_take(View& view, std::uint64_t now_ns, std::uint64_t bytes) noexcept {
@@ -228,17 +277,18 @@ Outcome Member::try_take(View& view, std::uint64_t now_ns, std::uint64_t bytes) 
   const Share& share = view.shares[view.self];
   if (own.held + bytes <= share.allowance && view.summary.held + bytes <= view.capacity) {
     own_slot_->held += bytes;
+    word(own_slot_->reserving).fetch_add(bytes, std::memory_order_relaxed);  // until answered()
     return Outcome::reserved;
   }
   return own.held + bytes <= share.guarantee ? Outcome::within_guarantee : Outcome::refused;
 }
 
-Reservation Member::reserve(std::uint64_t bytes, std::optional<std::uint64_t> device_free) noexcept {
+Reservation Member::reserve(std::uint64_t bytes, std::optional<FreeReading> device_free) noexcept {
   Reservation result{Outcome::unavailable, terms()};
   locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
     const std::uint64_t now = monotonic_ns();
     own_slot_->active_until_ns = now + kGrowingWindowNs;
-    if (device_free) note_device_free(*device_free);
+    if (device_free) note_device_free(*device_free, now);
     result.outcome = try_take(view, now, bytes);
     // A refusal looks for the dead first.
     if (result.outcome != Outcome::reserved && sweep_dead() > 0) result.outcome = try_take(view, now, bytes);
@@ -305,6 +355,12 @@ void Member::give_back(std::uint64_t bytes) noexcept {
   const bool done = locked(monotonic_ns() + kGiveBackPatienceNs, [&](View& view) {
     held_before = own_slot_->held;
     own_slot_->held = clamp_sub(own_slot_->held, bytes);
+    // What goes back was on the device: never more reserving than held (answered() may race this).
+    auto reserving = word(own_slot_->reserving);
+    std::uint64_t now = reserving.load(std::memory_order_relaxed);
+    while (now > own_slot_->held &&
+           !reserving.compare_exchange_weak(now, own_slot_->held, std::memory_order_relaxed)) {
+    }
     compute(view, monotonic_ns());
     publish(view);
   });
@@ -429,6 +485,7 @@ Member* Member::join(const JoinRequest& request, std::string& error) noexcept {
     member->device_ = request.device;
     member->fd_ = fd;
     member->device_total_ = request.device_total;
+    member->outside_settle_ns_ = request.outside_settle_ns;
     member->path_ = path;
     const auto fail = [&](std::string line) -> Member* {
       error = std::move(line);
@@ -437,6 +494,22 @@ Member* Member::join(const JoinRequest& request, std::string& error) noexcept {
       delete member;
       return nullptr;
     };
+    // The driver's free memory, read before the locks (never a driver call under them), after the
+    // ledger's generation: the visit below tells whether anyone changed the ledger in between.
+    std::optional<FreeReading> reading;
+    if (request.read_device_free != nullptr) {
+      LedgerHeader before{};
+      std::uint64_t generation = FreeReading::kNoGeneration;
+      if (pread(fd, &before, sizeof before, 0) == static_cast<ssize_t>(sizeof before) &&
+          std::memcmp(before.magic, kLedgerMagic, sizeof kLedgerMagic) == 0) {
+        generation = before.generation;
+      }
+      if (const std::optional<std::uint64_t> free = request.read_device_free(request.device)) {
+        reading = FreeReading(*free, generation);
+      }
+    } else if (request.device_free) {
+      reading = FreeReading(*request.device_free);
+    }
     const auto process_lock = lock_fork_safely(ProcessLock::share_ledger);
     if (!lock_until(fd, started + kLockPatienceNs)) {
       return fail(fmt::format("the ledger \"{}\" stayed locked by another process for {} s", path,
@@ -477,6 +550,11 @@ Member* Member::join(const JoinRequest& request, std::string& error) noexcept {
       initialise_header(*member->header_, request.device_total, request.uuid);
     }
     std::uint64_t generation = word(member->header_->generation).load(std::memory_order_acquire);
+    // A ledger made afresh here has no member whose holding could have moved since the reading: it is
+    // coherent whatever generation it was read with.
+    member->generation_at_visit_ = check == HeaderCheck::valid ? generation
+                                   : reading                   ? reading->generation
+                                                               : FreeReading::kNoGeneration;
     if ((generation & 1) != 0) ++generation;
     word(member->header_->generation).store(generation + 1, std::memory_order_release);
     member->sweep_dead();
@@ -503,7 +581,7 @@ Member* Member::join(const JoinRequest& request, std::string& error) noexcept {
     slot.state = kSlotLive;
     member->own_slot_ = &slot;
     View& view = *view_storage();
-    if (request.device_free) member->note_device_free(*request.device_free);
+    if (reading) member->note_device_free(*reading, monotonic_ns());
     member->compute(view, monotonic_ns());
     member->publish(view);
     member->members_at_join_ = view.count;

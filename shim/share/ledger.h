@@ -33,18 +33,37 @@ inline constexpr std::uint64_t kHeadroomDivisor = 32;
 inline constexpr std::uint64_t kWaitPollNs = 1'000'000;
 // How long a request to give back holds without the waiter renewing it (it renews at every look).
 inline constexpr std::uint64_t kReclaimRequestNs = 50'000'000;
+// How long every estimate of the memory outside the ledger must read lower before the ledger lowers
+// it: one estimate can read low while a member's driver call is under way (docs/sharing.md).
+inline constexpr std::uint64_t kOutsideSettleNs = 500'000'000;
 
 std::uint64_t monotonic_ns() noexcept;
+
+// The driver's free memory, read just before a visit to the ledger, with the ledger's generation
+// read just before it (generation(): no change was made between the two if it is the same at the
+// visit). A reading without a generation is never taken as quiet.
+struct FreeReading {
+  static constexpr std::uint64_t kNoGeneration = ~std::uint64_t{0};
+  FreeReading(std::uint64_t free_bytes, std::uint64_t generation_before = kNoGeneration) noexcept  // NOLINT: a plain figure reads as one
+      : free(free_bytes), generation(generation_before) {}
+  std::uint64_t free;
+  std::uint64_t generation;
+};
 
 struct JoinRequest {
   int device = 0;
   std::uint8_t uuid[16] = {};
   std::uint64_t device_total = 0;
-  std::optional<std::uint64_t> device_free;  // for the estimate of memory outside the ledger
+  // The driver's free memory now (nullopt: unknown), read by join() itself after the ledger's
+  // generation, so that the reading can be told coherent (FreeReading).
+  std::optional<std::uint64_t> (*read_device_free)(int device) = nullptr;
+  // Else a reading taken before (never coherent: it can only lower the estimate, after the window).
+  std::optional<std::uint64_t> device_free;
   std::string dir;                           // GPUMEM_SHARE_DIR (empty: the default)
   std::uint32_t weight_milli = 1000;
   std::uint64_t min_bytes = 0;
   std::uint64_t cap_bytes = 0;  // GPUMEM_LIMIT or a cluster's bound, else 0: the device's total
+  std::uint64_t outside_settle_ns = kOutsideSettleNs;
 };
 
 // What this member may have, as of its last visit.
@@ -87,10 +106,17 @@ class Member {
   int device() const noexcept { return device_; }
   // Reserves `bytes`; `device_free` (the driver's free memory now, if known) refreshes the estimate of
   // memory outside the ledger.
-  Reservation reserve(std::uint64_t bytes, std::optional<std::uint64_t> device_free) noexcept;
+  Reservation reserve(std::uint64_t bytes, std::optional<FreeReading> device_free) noexcept;
+  // The ledger's generation now (one load of a mapped word), for a FreeReading.
+  std::uint64_t generation() const noexcept {
+    return std::atomic_ref<std::uint64_t>(header_->generation).load(std::memory_order_acquire);
+  }
   // Waits, at most `wait_ns`, for `bytes` inside the guarantee: asks borrowers to give back and looks
   // again every kWaitPollNs. Reserved, or refused (in time, or because the guarantee no longer holds it).
   Reservation wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns) noexcept;
+  // The driver answered (either way) the call a reservation of `bytes` was made for: they no longer
+  // count as reserved but not yet on the device. One atomic update of a mapped word, no lock.
+  void answered(std::uint64_t bytes) noexcept;
   // Memory the process holds whatever the shares say (a free that failed: the block is still there).
   void force_reserve(std::uint64_t bytes) noexcept;
   // The memory went back to the driver. Never below zero (a mismatch is logged once).
@@ -136,7 +162,7 @@ class Member {
   // inside the guarantee.
   Outcome try_take(View& view, std::uint64_t now_ns, std::uint64_t bytes) noexcept;
   // The driver's free memory now: refreshes the estimate of what lies outside the ledger.
-  void note_device_free(std::uint64_t device_free) noexcept;
+  void note_device_free(const FreeReading& reading, std::uint64_t now_ns) noexcept;
   std::size_t sweep_dead() noexcept;
   void publish(View& view) noexcept;
 
@@ -148,6 +174,8 @@ class Member {
   LedgerSlot* own_slot_ = nullptr;
   std::uint32_t own_index_ = 0;
   std::uint64_t device_total_ = 0;
+  std::uint64_t outside_settle_ns_ = kOutsideSettleNs;
+  std::uint64_t generation_at_visit_ = 0;  // the generation the current visit found (under the lock)
   std::string path_;
   std::atomic<std::uint64_t> guarantee_{0};
   std::atomic<std::uint64_t> allowance_{0};

@@ -40,12 +40,15 @@ struct LedgerHeader {
   std::uint64_t members;        // live slots after the last change (for readers)
   std::uint64_t capacity;       // what the members share at the last change: the total less outside_bytes
                                 // and the room kept for one more process's context
-  std::uint64_t spare[6];
+  std::uint64_t lower_since_ns; // CLOCK_MONOTONIC: estimates have read below outside_bytes since then (0: not)
+  std::uint64_t lower_max;      // the highest of those lower estimates
+  std::uint64_t spare[4];
 };
 static_assert(sizeof(LedgerHeader) == 128);
 
 // One member. Written by its owner under the ledger lock, except reclaim_request (any member, under the
-// lock; the owner reads it without) and in_use (its owner alone, without the lock: informational).
+// lock; the owner reads it without), in_use (its owner alone, without the lock: informational) and
+// reserving (its owner alone: raised under the lock with held, lowered without it when the driver answers).
 struct LedgerSlot {
   std::int32_t pid;
   std::uint32_t state;            // SlotState
@@ -67,7 +70,9 @@ struct LedgerSlot {
   std::uint64_t active_until_ns;  // CLOCK_MONOTONIC: growing (demand unbounded) until then
   char comm[16];                  // its command name, NUL-padded
   std::uint64_t reclaim_until_ns; // CLOCK_MONOTONIC: the request holds until then (a waiter renews it)
-  std::uint64_t spare[13];
+  std::uint64_t reserving;        // of held, bytes whose driver call has not answered yet: not on the device
+                                  // yet (its owner, without the lock)
+  std::uint64_t spare[12];
 };
 static_assert(sizeof(LedgerSlot) == 256);
 

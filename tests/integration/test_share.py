@@ -260,7 +260,8 @@ class GreedyProcess(ShareTestCase):
                 time.sleep(0.6)  # it has taken what the others leave idle
                 machine.touch("grow")
                 for i, victim in enumerate(victims):
-                    self.assertTrue(machine.wait_for(f"grown-{i}", victim))
+                    if not machine.wait_for(f"grown-{i}", victim):
+                        self.fail(f"victim {i} ended before it grew: {machine.finish(victim).describe()}")
                 time.sleep(0.2)  # it keeps trying beside the grown victims
                 machine.touch("stop")
                 machine.wait_for("stopped", greedy)

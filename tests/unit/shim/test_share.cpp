@@ -10,10 +10,13 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "policy/share_values.h"
@@ -76,6 +79,9 @@ JoinRequest request_in(const std::string& dir, std::uint64_t total = 16 * GiB) {
   request.dir = dir;
   return request;
 }
+
+// The driver's free memory as the shim reads it: the ledger's generation first.
+FreeReading read_free(const Member* member, std::uint64_t free) { return FreeReading(free, member->generation()); }
 
 }  // namespace
 
@@ -320,6 +326,7 @@ TEST_CASE("ledger: join, reserve within the allowance, give back", "[share][ledg
   CHECK(member->terms().guarantee == 16 * GiB);
   CHECK(member->figures().members_at_join == 1);
   CHECK(member->reserve(4 * GiB, std::nullopt).outcome == Outcome::reserved);
+  member->answered(4 * GiB);  // the driver served it
   CHECK(member->terms().held == 4 * GiB);
   CHECK(member->reserve(13 * GiB, std::nullopt).outcome == Outcome::refused);  // beyond the device
   member->give_back(4 * GiB);
@@ -328,11 +335,12 @@ TEST_CASE("ledger: join, reserve within the allowance, give back", "[share][ledg
   CHECK(member->terms().held == 0);
   // What the driver says is free bounds the capacity: 0.5 GiB used outside the ledger (a context,
   // say), and as much again kept for one more process's context.
-  CHECK(member->reserve(1 * GiB, 15 * GiB + GiB / 2).outcome == Outcome::reserved);
+  CHECK(member->reserve(1 * GiB, read_free(member, 15 * GiB + GiB / 2)).outcome == Outcome::reserved);
+  member->answered(1 * GiB);
   CHECK(member->terms().capacity == 15 * GiB);
   CHECK(member->reserve(14 * GiB + 1, std::nullopt).outcome == Outcome::refused);
   // The room kept is at most 1/32 of the device, whatever others outside the ledger use (7 GiB here).
-  CHECK(member->reserve(1 * GiB, 8 * GiB).outcome == Outcome::reserved);
+  CHECK(member->reserve(1 * GiB, read_free(member, 8 * GiB)).outcome == Outcome::reserved);
   CHECK(member->terms().capacity == 16 * GiB - 7 * GiB - GiB / 2);
   struct stat st {};
   REQUIRE(stat(member->path().c_str(), &st) == 0);
@@ -341,6 +349,162 @@ TEST_CASE("ledger: join, reserve within the allowance, give back", "[share][ledg
   const std::uint64_t updates = member->figures().ledger_updates;
   CHECK(member->reclaim_requested() == 0);  // a read of the mapped word: no update
   CHECK(member->figures().ledger_updates == updates);
+}
+
+TEST_CASE("ledger: memory reserved but not yet from the driver leaves the estimate of the rest alone",
+          "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  std::string error;
+  Member* first = join(request_in(dir), error);
+  REQUIRE(first != nullptr);
+  // Half a GiB outside the ledger (a context), and as much again kept for one more.
+  REQUIRE(first->reserve(1 * GiB, read_free(first, 15 * GiB + GiB / 2)).outcome == Outcome::reserved);
+  first->answered(1 * GiB);
+  CHECK(first->terms().capacity == 15 * GiB);
+  // 8 GiB reserved; the driver has not served them yet, so it still says 14.5 GiB are free.
+  REQUIRE(first->reserve(8 * GiB, read_free(first, 14 * GiB + GiB / 2)).outcome == Outcome::reserved);
+  JoinRequest second_request = request_in(dir);
+  second_request.device_free = 14 * GiB + GiB / 2;
+  second_request.outside_settle_ns = 0;  // a lower reading is believed at once
+  Member* second = join(second_request, error);
+  INFO(error);
+  REQUIRE(second != nullptr);
+  // Read as if the 8 GiB were on the device, nothing would lie outside and the members would share
+  // the whole device; they share it less the context and the room for one more (half of it each).
+  CHECK(second->terms().capacity == 16 * GiB - GiB / 2 - GiB / 4);
+  // The driver served them: the same figure.
+  first->answered(8 * GiB);
+  CHECK(second->reserve(GiB, read_free(second, 6 * GiB + GiB / 2)).outcome == Outcome::reserved);
+  second->answered(GiB);
+  CHECK(second->terms().capacity == 16 * GiB - GiB / 2 - GiB / 4);
+}
+
+TEST_CASE("ledger: one low reading does not lower the estimate; readings low for long enough do",
+          "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  JoinRequest request = request_in(dir);
+  request.outside_settle_ns = 200'000'000;
+  std::string error;
+  Member* member = join(request, error);
+  REQUIRE(member != nullptr);
+  REQUIRE(member->reserve(0, read_free(member, 14 * GiB)).outcome == Outcome::reserved);  // 2 GiB outside
+  CHECK(member->terms().capacity == 14 * GiB - GiB / 2);  // the room kept: at most 1/32 of the device
+  REQUIRE(member->reserve(4 * GiB, 14 * GiB).outcome == Outcome::reserved);
+  member->answered(4 * GiB);
+  // 4 GiB freed by the driver and not yet given back: one reading says nothing lies outside.
+  REQUIRE(member->reserve(GiB, 14 * GiB).outcome == Outcome::reserved);
+  member->answered(GiB);
+  CHECK(member->terms().capacity == 14 * GiB - GiB / 2);
+  // Readings that agree, 1 GiB outside, for longer than outside_settle_ns: lowered to the highest.
+  member->give_back(5 * GiB);
+  const std::uint64_t started = monotonic_ns();
+  while (monotonic_ns() - started < 300'000'000) {
+    REQUIRE(member->reserve(GiB, 15 * GiB).outcome == Outcome::reserved);
+    member->answered(GiB);
+    member->give_back(GiB);
+    sleep_for_ns(20'000'000);
+  }
+  CHECK(member->reserve(GiB, 15 * GiB).outcome == Outcome::reserved);
+  CHECK(member->terms().capacity == 15 * GiB - GiB / 2);
+}
+
+namespace {
+std::atomic<std::uint64_t> g_free_for_join{0};
+std::optional<std::uint64_t> free_for_join(int /*device*/) { return g_free_for_join.load(); }
+}  // namespace
+
+TEST_CASE("ledger: a joiner's own reading counts its context at once", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  std::string error;
+  Member* first = join(request_in(dir), error);
+  REQUIRE(first != nullptr);
+  REQUIRE(first->reserve(GiB, read_free(first, 15 * GiB)).outcome == Outcome::reserved);  // 1 GiB outside
+  first->answered(GiB);
+  // A second process, whose context took another GiB: join() reads the driver after the generation.
+  JoinRequest request = request_in(dir);
+  request.read_device_free = free_for_join;
+  g_free_for_join = 13 * GiB;
+  Member* second = join(request, error);
+  REQUIRE(second != nullptr);
+  CHECK(second->terms().capacity == 14 * GiB - GiB / 2);
+  // A reading handed in from before is not coherent: a third context is not counted yet.
+  JoinRequest late = request_in(dir);
+  late.device_free = 12 * GiB;
+  Member* third = join(late, error);
+  REQUIRE(third != nullptr);
+  CHECK(third->terms().capacity == 14 * GiB - GiB / 2);
+}
+
+TEST_CASE("ledger: a quiet reading lowers the estimate at once", "[share][ledger]") {
+  // Processes that used the device have gone (their contexts with them): a member alone, with nothing
+  // reserving and no change to the ledger since its reading, believes a lower reading at once.
+  const std::string dir = temporary_dir();
+  std::string error;
+  Member* member = join(request_in(dir), error);
+  REQUIRE(member != nullptr);
+  REQUIRE(member->reserve(0, read_free(member, 12 * GiB)).outcome == Outcome::reserved);  // 4 GiB outside
+  CHECK(member->terms().capacity == 12 * GiB - GiB / 2);
+  // A reading without the generation read before it is not coherent: kept.
+  REQUIRE(member->reserve(GiB, 15 * GiB).outcome == Outcome::reserved);
+  member->answered(GiB);
+  CHECK(member->terms().capacity == 12 * GiB - GiB / 2);
+  // A quiet one: 16 - 14 - 1 = 1 GiB outside.
+  REQUIRE(member->reserve(GiB, read_free(member, 14 * GiB)).outcome == Outcome::reserved);
+  CHECK(member->terms().capacity == 15 * GiB - GiB / 2);
+  // With a reservation not yet answered, a reading is not quiet.
+  REQUIRE(member->reserve(GiB, read_free(member, 14 * GiB)).outcome == Outcome::reserved);
+  CHECK(member->terms().capacity == 15 * GiB - GiB / 2);
+}
+
+TEST_CASE("ledger: reservations racing the estimate never make the device look larger", "[share][ledger]") {
+  // Two members (threads) reserve, take from a simulated driver, free and give back, each reading the
+  // driver's free memory before it reserves, as the shim does. 1 GiB lies outside the ledger.
+  const std::string dir = temporary_dir();
+  constexpr std::uint64_t kTotal = 16 * GiB;
+  constexpr std::uint64_t kOutside = 1 * GiB;
+  constexpr std::uint64_t kBlock = 256 * MiB;
+  std::atomic<std::uint64_t> device_used{kOutside};
+  std::atomic<std::uint64_t> largest_capacity{0};
+  std::string error;
+  std::array<Member*, 2> members{};
+  for (Member*& member : members) {
+    JoinRequest request = request_in(dir, kTotal);
+    request.device_free = kTotal - device_used.load();
+    member = join(request, error);
+    REQUIRE(member != nullptr);
+  }
+  // A joiner's own reading is not coherent (taken before it could read the generation): the first
+  // reservation's reading is what tells the members how much lies outside.
+  REQUIRE(members[0]->reserve(0, read_free(members[0], kTotal - device_used.load())).outcome == Outcome::reserved);
+  const auto run = [&](Member* member) {
+    std::vector<std::uint64_t> blocks;
+    const std::uint64_t until = monotonic_ns() + 1'000'000'000;
+    for (unsigned step = 0; monotonic_ns() < until; ++step) {
+      if (blocks.size() < 12 && step % 3 != 2) {
+        const Reservation reservation = member->reserve(kBlock, read_free(member, kTotal - device_used.load()));
+        std::uint64_t seen = largest_capacity.load();
+        while (seen < reservation.terms.capacity && !largest_capacity.compare_exchange_weak(seen, reservation.terms.capacity)) {
+        }
+        if (reservation.outcome != Outcome::reserved) continue;
+        device_used += kBlock;  // the driver's allocation
+        member->answered(kBlock);
+        blocks.push_back(kBlock);
+      } else if (!blocks.empty()) {
+        device_used -= kBlock;  // the driver's free, then the ledger
+        member->give_back(kBlock);
+        blocks.pop_back();
+      }
+    }
+    for (std::uint64_t block : blocks) {
+      device_used -= block;
+      member->give_back(block);
+    }
+  };
+  std::thread other(run, members[1]);
+  run(members[0]);
+  other.join();
+  CHECK(largest_capacity.load() > 0);
+  CHECK(largest_capacity.load() <= kTotal - kOutside);
 }
 
 namespace {
