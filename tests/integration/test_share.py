@@ -275,9 +275,13 @@ class GreedyProcess(ShareTestCase):
                 # It borrowed what the others left idle (more than its own guarantee)...
                 self.assertGreater(taker.share["peak_borrowed"], 0, taker.describe())
                 self.assertGreater(int(taker.values["greedy_most"]), share * MiB, taker.describe())
-                # ...and in the end holds no more than what the victims' grown blocks leave.
+                # ...and in the end holds no more than what the victims' grown blocks leave, give or take the
+                # block each victim churns: freed, it is free for a moment and may be borrowed (the victim then
+                # waits for it as the greedy process lets blocks go).
                 grown = (count - 1) * (first * n + later * m) * MiB
-                self.assertLessEqual(int(taker.values["held"]), capacity_mib(count) * MiB - grown, taker.describe())
+                churned = (count - 1) * max(first, later) * MiB
+                self.assertLessEqual(int(taker.values["held"]), capacity_mib(count) * MiB - grown + churned,
+                                     taker.describe())
 
 
 class BorrowAndGiveBack(ShareTestCase):
