@@ -4,7 +4,7 @@
 //
 // Replacing a node's parameters checks them as adding the node does and changes what later
 // instantiations take; executable graphs keep what they took (graph_update.cpp changes those).
-// Nodes recorded by stream capture answer zeroed parameters: capture keeps only their work.
+// Nodes recorded by stream capture answer the captured call's parameters (copies.cpp, kernels.cpp).
 #include "state.h"
 
 using namespace cudasim;

@@ -33,7 +33,7 @@ struct CUgraphNode_st {
   std::vector<CUmemAccessDesc> access;
   CUdeviceptr freed = 0;  // MemFree: the allocation it frees
   CUDA_HOST_NODE_PARAMS host{};  // Host: the function and data (a captured stream callback's: none)
-  // Memset, Memcpy, Kernel nodes made by cuGraphAdd*Node: their parameters (captured ones: zero).
+  // Memset, Memcpy, Kernel nodes: their parameters (captured ones: the captured call's).
   CUDA_MEMSET_NODE_PARAMS memset{};
   CUDA_MEMCPY3D copy{};
   CUDA_KERNEL_NODE_PARAMS kernel{};  // the argument array as given: no device code reads it

@@ -592,3 +592,61 @@ TEST_CASE("a graph with memory nodes has one executable graph at a time and cann
   CHECK(cuGraphDestroy(plain) == CUDA_SUCCESS);
   CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
 }
+
+TEST_CASE("captured sets, copies and kernel launches answer their parameters", "[driver][graphs]") {
+  primary_context();
+  const CUdeviceptr dev = zeroed(4096);
+  CUlibrary library = nullptr;
+  CUkernel kernel = nullptr;
+  REQUIRE(cuLibraryLoadData(&library, kPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
+  REQUIRE(cuLibraryGetKernel(&kernel, library, "step") == CUDA_SUCCESS);
+  CUstream stream = new_stream();
+  std::vector<unsigned char> host(64, 0x7f);
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD32Async(dev, 0xabcdef01u, 16, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyHtoDAsync(dev + 1024, host.data(), host.size(), stream) == CUDA_SUCCESS);
+  REQUIRE(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), 3, 2, 1, 64, 1, 1, 128, stream, nullptr, nullptr) ==
+          CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  CUgraphNode nodes[3] = {};
+  size_t count = 3;
+  REQUIRE(cuGraphGetNodes(graph, nodes, &count) == CUDA_SUCCESS);
+  REQUIRE(count == 3);
+  CUDA_MEMSET_NODE_PARAMS set{};
+  REQUIRE(cuGraphMemsetNodeGetParams(nodes[0], &set) == CUDA_SUCCESS);
+  CHECK(set.dst == dev);
+  CHECK(set.value == 0xabcdef01u);
+  CHECK(set.elementSize == 4);
+  CHECK(set.width == 16);
+  CHECK(set.height == 1);
+  CUDA_MEMCPY3D copy{};
+  REQUIRE(cuGraphMemcpyNodeGetParams(nodes[1], &copy) == CUDA_SUCCESS);
+  CHECK(copy.srcMemoryType == CU_MEMORYTYPE_HOST);
+  CHECK(copy.srcHost == host.data());
+  CHECK(copy.dstMemoryType == CU_MEMORYTYPE_DEVICE);
+  CHECK(copy.dstDevice == dev + 1024);
+  CHECK(copy.WidthInBytes == 64);
+  CUDA_KERNEL_NODE_PARAMS launch{};
+  REQUIRE(cuGraphKernelNodeGetParams_v2(nodes[2], &launch) == CUDA_SUCCESS);
+  CHECK(launch.func == reinterpret_cast<CUfunction>(kernel));
+  CHECK(launch.gridDimX == 3);
+  CHECK(launch.gridDimY == 2);
+  CHECK(launch.blockDimX == 64);
+  CHECK(launch.sharedMemBytes == 128);
+
+  // The captured copy's parameters, replaced, take effect in the next instantiation.
+  std::vector<unsigned char> other(64, 0x15);
+  copy.srcHost = other.data();
+  REQUIRE(cuGraphMemcpyNodeSetParams(nodes[1], &copy) == CUDA_SUCCESS);
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+  launch_and_wait(exec, stream);
+  CHECK(byte_at(dev + 1024 + 63) == 0x15);
+  CHECK(byte_at(dev + 3) == 0xab);
+  CHECK(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuLibraryUnload(library) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+}
