@@ -246,7 +246,12 @@ bool dependency_order(const CUgraph_st& graph, std::vector<const CUgraphNode_st*
 
 }  // namespace
 
-bool cudasim::build_exec_graph(const CUgraph_st& graph, ExecGraph* out) {
+CUctx_st* cudasim::kernel_context(State& st, const CUDA_KERNEL_NODE_PARAMS& p) {
+  auto* function = reinterpret_cast<CUfunc_st*>(p.func);
+  return p.func != nullptr && kernels(st).functions.contains(function) ? function->module->ctx : nullptr;
+}
+
+bool cudasim::build_exec_graph(State& st, const CUgraph_st& graph, ExecGraph* out) {
   std::vector<const CUgraphNode_st*> order;
   if (!dependency_order(graph, &order)) return false;
   std::map<const CUgraphNode_st*, std::size_t> index;
@@ -260,10 +265,11 @@ bool cudasim::build_exec_graph(const CUgraph_st& graph, ExecGraph* out) {
     made.event = node->event;
     made.memset = node->memset;
     made.copy = node->copy;
+    if (node->kind == NodeKind::Kernel) made.kernel_ctx = kernel_context(st, node->kernel);
     // A child graph as it is now: changes made through cuGraphChildGraphNodeGetGraph count.
     if (node->child != nullptr) {
       made.child = std::make_unique<ExecGraph>();
-      if (!build_exec_graph(*node->child, made.child.get())) return false;
+      if (!build_exec_graph(st, *node->child, made.child.get())) return false;
     }
   }
   for (const CUgraphNode_st* node : order) out->order.push_back(index.at(node));
@@ -293,7 +299,7 @@ CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags,
   // existence for that graph at a time" (cuGraphInstantiateWithParams, whose only error is this one).
   if (has_memory_nodes(graph) && l.st.graph_exec_counts.contains(graph)) return CUDA_ERROR_INVALID_VALUE;
   auto exec = std::make_unique<CUgraphExec_st>();
-  if (!build_exec_graph(*graph, &exec->nodes)) {
+  if (!build_exec_graph(l.st, *graph, &exec->nodes)) {
     if (result != nullptr) *result = CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE;
     return CUDA_ERROR_INVALID_VALUE;
   }

@@ -82,6 +82,9 @@ bool same_shape(State& st, const ExecGraph& was, const ExecGraph& now, CUgraphEx
     const bool changed = (after.kind == NodeKind::Memset && !memset_updatable(st, before.memset, after.memset)) ||
                          (after.kind == NodeKind::Memcpy && !copy_updatable(st, before.copy, after.copy));
     if (changed) return fail(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED, after.node, nullptr);
+    // "The owning context of the function cannot change."
+    if (after.kind == NodeKind::Kernel && after.kernel_ctx != before.kernel_ctx)
+      return fail(CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE, after.node, nullptr);
     if (static_cast<bool>(before.child) != static_cast<bool>(after.child))
       return fail(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, after.node, nullptr);
     if (before.child && !same_shape(st, *before.child, *after.child, info)) return false;
@@ -98,6 +101,7 @@ void take_work(ExecGraph& into, ExecGraph& from) {
     target.event = source.event;
     target.memset = source.memset;
     target.copy = source.copy;
+    target.kernel_ctx = source.kernel_ctx;
     if (target.child) take_work(*target.child, *source.child);
   }
 }
@@ -110,7 +114,7 @@ CUresult exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInf
   if (exec == nullptr || !l.st.graph_execs.contains(exec)) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
   ExecGraph now;
-  if (!build_exec_graph(*graph, &now)) return CUDA_ERROR_INVALID_VALUE;  // a cycle
+  if (!build_exec_graph(l.st, *graph, &now)) return CUDA_ERROR_INVALID_VALUE;  // a cycle
   if (!same_shape(l.st, exec->nodes, now, info)) return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
   take_work(exec->nodes, now);
   info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
@@ -146,9 +150,14 @@ CUresult set_exec_operation(CUgraphExec exec, CUgraphNode node, NodeKind kind, c
       [&](ExecNode& n) { n.*field = *params; });
 }
 
+// A kernel node's new function must belong to the context the old one did (a library kernel: any).
 CUresult set_exec_kernel(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* params) {
   return set_exec_node(
-      exec, node, NodeKind::Kernel, [&](State& st, const ExecNode&, Operation*) { return kernel_node(st, params); },
+      exec, node, NodeKind::Kernel,
+      [&](State& st, const ExecNode& n, Operation*) {
+        if (CUresult rc = kernel_node(st, params); rc != CUDA_SUCCESS) return rc;
+        return kernel_context(st, *params) == n.kernel_ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+      },
       [](ExecNode&) {});
 }
 
@@ -212,7 +221,7 @@ CUDASIM_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExe
   if (!target->child || has_memory_nodes(childGraph)) return CUDA_ERROR_INVALID_VALUE;
   ExecGraph now;
   CUgraphExecUpdateResultInfo info{};
-  if (!build_exec_graph(*childGraph, &now) || !same_shape(l.st, *target->child, now, &info))
+  if (!build_exec_graph(l.st, *childGraph, &now) || !same_shape(l.st, *target->child, now, &info))
     return CUDA_ERROR_INVALID_VALUE;
   take_work(*target->child, now);
   return CUDA_SUCCESS;

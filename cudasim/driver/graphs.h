@@ -56,6 +56,7 @@ struct ExecNode {
   CUevent event = nullptr;  // EventRecord, EventWait: recorded or waited for at each launch
   CUDA_MEMSET_NODE_PARAMS memset{};  // what the update rules compare
   CUDA_MEMCPY3D copy{};
+  CUctx_st* kernel_ctx = nullptr;  // the context owning a kernel node's function (null: any)
   std::unique_ptr<ExecGraph> child;  // a child-graph node's graph
 };
 // Invariant: `nodes` are in the graph's insertion order; `order` lists every index once, each after

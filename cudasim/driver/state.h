@@ -363,9 +363,12 @@ To kernel_params_as(const From& p) {
   out.extra = p.extra;
   return out;
 }
+// The context owning a kernel node's function (a module's), null for a library kernel, which is
+// loaded in every context.
+CUctx_st* kernel_context(State& st, const CUDA_KERNEL_NODE_PARAMS& p);
 // What an executable graph takes from `graph` now (child graphs included); false when its edges
 // make a cycle.
-bool build_exec_graph(const CUgraph_st& graph, ExecGraph* out);
+bool build_exec_graph(State& st, const CUgraph_st& graph, ExecGraph* out);
 
 // --- events.cpp, streams.cpp --- (need State::mu held)
 // An event recorded / waited for on `stream` at this point of its queue, as cuEventRecord and

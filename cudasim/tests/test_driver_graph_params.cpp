@@ -650,3 +650,54 @@ TEST_CASE("captured sets, copies and kernel launches answer their parameters", "
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
   CHECK(cuMemFree(dev) == CUDA_SUCCESS);
 }
+
+TEST_CASE("a kernel node's function may not change its owning context in an executable graph", "[driver][graphs]") {
+  CUcontext primary = primary_context();
+  CUmodule here = nullptr, again = nullptr, there = nullptr;
+  CUfunction mine = nullptr, mine_too = nullptr, theirs = nullptr;
+  REQUIRE(cuModuleLoadData(&here, kPtx) == CUDA_SUCCESS);
+  REQUIRE(cuModuleGetFunction(&mine, here, "step") == CUDA_SUCCESS);
+  REQUIRE(cuModuleLoadData(&again, kPtx) == CUDA_SUCCESS);
+  REQUIRE(cuModuleGetFunction(&mine_too, again, "step") == CUDA_SUCCESS);
+  CUcontext other = nullptr;
+  REQUIRE(cuCtxCreate(&other, nullptr, 0, 0) == CUDA_SUCCESS);  // made current
+  REQUIRE(cuModuleLoadData(&there, kPtx) == CUDA_SUCCESS);
+  REQUIRE(cuModuleGetFunction(&theirs, there, "step") == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(primary) == CUDA_SUCCESS);
+
+  auto kernel_graph = [](CUfunction f, CUgraphNode* node) {
+    CUgraph graph = nullptr;
+    REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = f;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = p.blockDimY = p.blockDimZ = 1;
+    REQUIRE(cuGraphAddKernelNode(node, graph, nullptr, 0, &p) == CUDA_SUCCESS);
+    return graph;
+  };
+  CUgraphNode node = nullptr, same_node = nullptr, moved_node = nullptr;
+  CUgraph graph = kernel_graph(mine, &node);
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+  CUDA_KERNEL_NODE_PARAMS params{};
+  REQUIRE(cuGraphKernelNodeGetParams_v2(node, &params) == CUDA_SUCCESS);
+  params.func = mine_too;  // another function of the same context
+  CHECK(cuGraphExecKernelNodeSetParams_v2(exec, node, &params) == CUDA_SUCCESS);
+  params.func = theirs;
+  CHECK(cuGraphExecKernelNodeSetParams_v2(exec, node, &params) == CUDA_ERROR_INVALID_VALUE);
+
+  CUgraph same = kernel_graph(mine_too, &same_node);
+  CUgraphExecUpdateResultInfo info{};
+  CHECK(cuGraphExecUpdate_v2(exec, same, &info) == CUDA_SUCCESS);
+  CUgraph moved = kernel_graph(theirs, &moved_node);
+  CHECK(cuGraphExecUpdate_v2(exec, moved, &info) == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+  CHECK(info.result == CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE);
+  CHECK(info.errorNode == moved_node);
+
+  CHECK(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  for (CUgraph g : {graph, same, moved}) CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
+  CHECK(cuModuleUnload(here) == CUDA_SUCCESS);
+  CHECK(cuModuleUnload(again) == CUDA_SUCCESS);
+  CHECK(cuCtxDestroy(other) == CUDA_SUCCESS);
+  primary_context();
+}
