@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
+#include <optional>
 
 using namespace cudasim;
 
@@ -57,7 +59,28 @@ struct cudasim::ManagedPages {
     CUmemLocation prefetched{};     // type CU_MEM_LOCATION_TYPE_INVALID: never prefetched
   };
   std::uint64_t buffer_id = 0;  // the allocation's
-  std::vector<Page> pages;  // one per page of the allocation
+  std::size_t count = 0;        // its pages
+  // Runs of pages alike, by first page; a run ends where the next begins, the last at `count`, so
+  // advice on a huge range costs no more than on a page. Invariant: page 0 starts a run.
+  std::map<std::size_t, Page> runs{{0, Page{}}};
+
+  // Calls f(page) for each run holding any of the pages [first, last).
+  template <typename F>
+  void each(std::size_t first, std::size_t last, F f) {
+    for (auto it = std::prev(runs.upper_bound(first)); it != runs.end() && it->first < last; ++it) f(it->second);
+  }
+  // The same, for a change: the runs are split first so that only those pages change.
+  template <typename F>
+  void change(std::size_t first, std::size_t last, F f) {
+    split(first);
+    split(last);
+    each(first, last, f);
+  }
+  void split(std::size_t at) {
+    if (at >= count) return;
+    auto it = std::prev(runs.upper_bound(at));
+    if (it->first != at) runs.emplace_hint(std::next(it), at, it->second);
+  }
 };
 
 namespace {
@@ -65,10 +88,10 @@ namespace {
 constexpr std::size_t kPage = 4096;
 constexpr int kHostBit = 63;
 
-// The pages [first, last) of the managed allocation holding [ptr, ptr + count), its page records
-// made on first use; INVALID_VALUE for an empty range or one that is not managed memory.
-CUresult managed_pages(State& st, CUdeviceptr ptr, size_t count, std::vector<ManagedPages::Page>** pages,
-                       std::size_t* first, std::size_t* last) {
+// The pages [first, last) of the managed allocation holding [ptr, ptr + count), its record made on
+// first use; INVALID_VALUE for an empty range or one that is not managed memory.
+CUresult managed_pages(State& st, CUdeviceptr ptr, size_t count, ManagedPages** pages, std::size_t* first,
+                       std::size_t* last) {
   if (count == 0) return CUDA_ERROR_INVALID_VALUE;
   auto it = st.allocations.upper_bound(ptr);
   if (it == st.allocations.begin()) return CUDA_ERROR_INVALID_VALUE;
@@ -79,9 +102,9 @@ CUresult managed_pages(State& st, CUdeviceptr ptr, size_t count, std::vector<Man
   if (!record || record->buffer_id != a.buffer_id) {
     record = std::make_shared<ManagedPages>();
     record->buffer_id = a.buffer_id;
-    record->pages.resize(round_up(a.size, kPage) / kPage);
+    record->count = round_up(a.size, kPage) / kPage;
   }
-  *pages = &record->pages;
+  *pages = record.get();
   *first = (ptr - a.base) / kPage;
   *last = round_up(ptr - a.base + count, kPage) / kPage;
   return CUDA_SUCCESS;
@@ -114,7 +137,7 @@ CUmemLocation location_of(CUdevice device) {
 CUresult advise(CUdeviceptr ptr, size_t count, CUmem_advise advice, CUmemLocation location) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  std::vector<ManagedPages::Page>* pages = nullptr;
+  ManagedPages* pages = nullptr;
   std::size_t first = 0, last = 0;
   if (CUresult rc = managed_pages(l.st, ptr, count, &pages, &first, &last); rc != CUDA_SUCCESS) return rc;
   CUmemLocation where{};
@@ -137,8 +160,7 @@ CUresult advise(CUdeviceptr ptr, size_t count, CUmem_advise advice, CUmemLocatio
       return CUDA_ERROR_INVALID_VALUE;
   }
   const std::uint64_t bit = std::uint64_t{1} << (where.type == CU_MEM_LOCATION_TYPE_DEVICE ? where.id : kHostBit);
-  for (std::size_t i = first; i < last; ++i) {
-    ManagedPages::Page& page = (*pages)[i];
+  pages->change(first, last, [&](ManagedPages::Page& page) {
     switch (advice) {
       case CU_MEM_ADVISE_SET_READ_MOSTLY: page.read_mostly = true; break;
       case CU_MEM_ADVISE_UNSET_READ_MOSTLY: page.read_mostly = false; break;
@@ -147,7 +169,7 @@ CUresult advise(CUdeviceptr ptr, size_t count, CUmem_advise advice, CUmemLocatio
       case CU_MEM_ADVISE_SET_ACCESSED_BY: page.accessed_by |= bit; break;
       default: page.accessed_by &= ~bit; break;
     }
-  }
+  });
   return CUDA_SUCCESS;
 }
 
@@ -157,12 +179,12 @@ CUresult prefetch(CUdeviceptr ptr, size_t count, CUmemLocation location, unsigne
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;  // "for future use, must be zero"
     CUmemLocation where{};
     if (CUresult rc = host_or_device(st, location, &where); rc != CUDA_SUCCESS) return rc;
-    std::vector<ManagedPages::Page>* pages = nullptr;
+    ManagedPages* pages = nullptr;
     std::size_t first = 0, last = 0;
     if (CUresult rc = managed_pages(st, ptr, count, &pages, &first, &last); rc != CUDA_SUCCESS) return rc;
     // No graph node stands for a prefetch: one on a capturing stream is refused (and invalidates).
     if (CUresult rc = check_stream_not_capturing(st, stream); rc != CUDA_SUCCESS) return rc;
-    for (std::size_t i = first; i < last; ++i) (*pages)[i].prefetched = where;
+    pages->change(first, last, [&](ManagedPages::Page& page) { page.prefetched = where; });
     submit(st, stream, [] {});  // nothing moves: the memory is everywhere already
     return CUDA_SUCCESS;
   });
@@ -172,12 +194,14 @@ bool operator==(const CUmemLocation& a, const CUmemLocation& b) { return a.type 
 
 // What every page of [first, last) has in common through `get`, else `mixed`.
 template <typename T, typename Get>
-T common(const std::vector<ManagedPages::Page>& pages, std::size_t first, std::size_t last, T mixed, Get get) {
-  const T value = get(pages[first]);
-  for (std::size_t i = first + 1; i < last; ++i) {
-    if (!(get(pages[i]) == value)) return mixed;
-  }
-  return value;
+T common(ManagedPages& pages, std::size_t first, std::size_t last, T mixed, Get get) {
+  std::optional<T> value;
+  bool alike = true;
+  pages.each(first, last, [&](const ManagedPages::Page& page) {
+    if (!value) value = get(page);
+    else alike = alike && get(page) == *value;
+  });
+  return alike ? *value : mixed;
 }
 
 // A location as the legacy attributes answer it: a device ordinal, CU_DEVICE_CPU for the host (any
@@ -199,7 +223,7 @@ CUresult range_attribute(State& st, void* data, size_t size, CUmem_range_attribu
   if (list ? size == 0 || size % 4 != 0 : size != 4) return CUDA_ERROR_INVALID_VALUE;
   if (attribute < CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY || attribute > CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID)
     return CUDA_ERROR_INVALID_VALUE;
-  std::vector<ManagedPages::Page>* pages = nullptr;
+  ManagedPages* pages = nullptr;
   std::size_t first = 0, last = 0;
   if (CUresult rc = managed_pages(st, ptr, count, &pages, &first, &last); rc != CUDA_SUCCESS) return rc;
   const CUmemLocation mixed{};  // CU_MEM_LOCATION_TYPE_INVALID
@@ -219,7 +243,7 @@ CUresult range_attribute(State& st, void* data, size_t size, CUmem_range_attribu
     default: {
       // The processors advised for every page of the range, devices first, CU_DEVICE_INVALID after.
       std::uint64_t all = ~std::uint64_t{0};
-      for (std::size_t i = first; i < last; ++i) all &= (*pages)[i].accessed_by;
+      pages->each(first, last, [&](const ManagedPages::Page& page) { all &= page.accessed_by; });
       const std::size_t slots = size / 4;
       std::size_t n = 0;
       for (int d = 0; d < static_cast<int>(st.devices.size()) && n < slots; ++d) {

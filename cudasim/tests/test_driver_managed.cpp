@@ -66,6 +66,19 @@ TEST_CASE("cuMemAdvise advice is remembered per page and answered by the range a
   REQUIRE(cuMemAdvise_v2(managed, kPage, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, numa_current) == CUDA_SUCCESS);
   CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, managed, kPage) == CU_MEM_LOCATION_TYPE_HOST_NUMA);
   CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, managed, kPage) == 0);
+  // Pages advised one by one, each its own location, then the middle two the same again.
+  for (int page = 0; page < 4; ++page) {
+    REQUIRE(cuMemAdvise_v2(managed + page * kPage, 1, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                           device_location(page % 2)) == CUDA_SUCCESS);
+  }
+  for (int page = 0; page < 4; ++page) {
+    CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, managed + page * kPage + 7, 1) == page % 2);
+  }
+  CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, managed + kPage, 2 * kPage) == CU_DEVICE_INVALID);
+  REQUIRE(cuMemAdvise_v2(managed + kPage, 2 * kPage, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, device_location(1)) ==
+          CUDA_SUCCESS);
+  CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, managed + kPage, 3 * kPage) == 1);
+  CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, managed, 2 * kPage) == CU_DEVICE_INVALID);
   REQUIRE(cuMemAdvise_v2(managed, 4 * kPage, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, kHost) == CUDA_SUCCESS);
   CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, managed, 4 * kPage) == CU_MEM_LOCATION_TYPE_INVALID);
 
