@@ -43,10 +43,36 @@ bool valid_range(State& st, const Range& r) {
   return false;
 }
 
+CUmemorytype memory_type(Side side) {
+  switch (side) {
+    case Side::Device: return CU_MEMORYTYPE_DEVICE;
+    case Side::Host: return CU_MEMORYTYPE_HOST;
+    case Side::Unified: break;
+  }
+  return CU_MEMORYTYPE_UNIFIED;
+}
+
+// A captured copy's node parameters, as cuGraphMemcpyNodeGetParams answers them: one row.
+CUDA_MEMCPY3D copy_node_params(const Range& dst, const Range& src) {
+  CUDA_MEMCPY3D p{};
+  p.srcMemoryType = memory_type(src.side);
+  p.srcHost = reinterpret_cast<const void*>(src.ptr);
+  p.srcDevice = src.ptr;
+  p.dstMemoryType = memory_type(dst.side);
+  p.dstHost = reinterpret_cast<void*>(dst.ptr);
+  p.dstDevice = dst.ptr;
+  p.WidthInBytes = src.bytes;
+  p.Height = 1;
+  p.Depth = 1;
+  return p;
+}
+
 // Validates the ranges, then queues the operation `plan` returns (under State::mu) in stream order;
-// `plan` also says whether the call waits for it (the host-synchronous forms).
+// `plan` also says whether the call waits for it (the host-synchronous forms). Captured, the node
+// made keeps `memset` as its parameters (a set), or the copy's.
 template <typename Plan>
-CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<Range> ranges, Plan plan) {
+CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<Range> ranges, Plan plan,
+               const CUDA_MEMSET_NODE_PARAMS& memset = {}) {
   std::shared_ptr<CUstream_st> stream;
   std::uint64_t seq = 0;
   bool wait = false;
@@ -67,7 +93,13 @@ CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<R
     }
     bool captured = false;
     const NodeKind kind = ranges.size() == 2 ? NodeKind::Memcpy : NodeKind::Memset;
-    if (CUresult rc = capture_work(l.st, stream, kind, &captured, op); rc != CUDA_SUCCESS || captured) return rc;
+    CUgraphNode_st* node = nullptr;
+    if (CUresult rc = capture_work(l.st, stream, kind, &captured, op, &node); rc != CUDA_SUCCESS) return rc;
+    if (captured) {
+      if (kind == NodeKind::Memcpy) node->copy = copy_node_params(ranges.begin()[0], ranges.begin()[1]);
+      else node->memset = memset;
+      return CUDA_SUCCESS;
+    }
     seq = submit(l.st, stream, std::move(op));
   }
   if (wait) stream->wait_until(seq);
@@ -115,12 +147,21 @@ CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd) 
     Locked l;
     return l.init_status() != CUDA_SUCCESS ? l.init_status() : CUDA_ERROR_INVALID_VALUE;
   }
-  return issue(s, ptd, {{dst, bytes, Side::Device}}, [=](State&, bool*, bool) -> Operation {
-    return [dst, value, count] {
-      T* p = static_cast<T*>(host(dst));
-      for (std::size_t i = 0; i < count; ++i) p[i] = value;
-    };
-  });
+  CUDA_MEMSET_NODE_PARAMS node{};  // as captured: one row of `count` elements
+  node.dst = dst;
+  node.value = value;
+  node.elementSize = sizeof(T);
+  node.width = count;
+  node.height = 1;
+  return issue(
+      s, ptd, {{dst, bytes, Side::Device}},
+      [=](State&, bool*, bool) -> Operation {
+        return [dst, value, count] {
+          T* p = static_cast<T*>(host(dst));
+          for (std::size_t i = 0; i < count; ++i) p[i] = value;
+        };
+      },
+      node);
 }
 
 constexpr bool kSync = true;

@@ -36,21 +36,35 @@ CUresult event_record(CUevent handle, CUstream stream_handle, unsigned flags, bo
   // CU_EVENT_RECORD_EXTERNAL, it is an event-record node of the graph.
   if (stream->capture && flags == CU_EVENT_RECORD_DEFAULT) return capture_event_record(l.st, stream, *ev);
   bool captured = false;
-  if (CUresult rc = capture_work(l.st, stream, NodeKind::EventRecord, &captured); rc != CUDA_SUCCESS) return rc;
-  if (captured) return CUDA_SUCCESS;
+  CUgraphNode_st* node = nullptr;
+  if (CUresult rc = capture_work(l.st, stream, NodeKind::EventRecord, &captured, {}, &node); rc != CUDA_SUCCESS)
+    return rc;
+  if (captured) {
+    node->event = handle;  // the graph's launches record it
+    return CUDA_SUCCESS;
+  }
+  record_event_on(l.st, stream, ev);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+void cudasim::record_event_on(State& st, const std::shared_ptr<CUstream_st>& stream,
+                              const std::shared_ptr<CUevent_st>& ev) {
   ev->captured_in.reset();
   ev->captured_tail.clear();
   ev->stream = stream;
   const std::uint64_t generation = ++ev->generation;
   std::shared_ptr<IpcEventPage> page = ev->ipc;
   const std::uint64_t shared_generation = page ? begin_ipc_record(*page) : 0;
-  ev->recorded_seq = submit(l.st, stream, [ev, generation, page, shared_generation] {
+  ev->recorded_seq = submit(st, stream, [ev, generation, page, shared_generation] {
     if (page) complete_ipc_record(*page, shared_generation);
     Locked timed;
     if (ev->generation == generation) ev->time = std::chrono::steady_clock::now();
   });
-  return CUDA_SUCCESS;
 }
+
+namespace {
 
 CUresult event_destroy(CUevent handle) {
   Locked l;

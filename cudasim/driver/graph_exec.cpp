@@ -23,20 +23,26 @@
 
 using namespace cudasim;
 
-namespace {
-
-CUresult check_graph(State& st, CUgraph graph) {
+CUresult cudasim::check_graph(State& st, CUgraph graph) {
   return graph != nullptr && st.graphs.contains(graph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-bool owns(const CUgraph_st* graph, const CUgraphNode_st* node) {
-  return std::any_of(graph->nodes.begin(), graph->nodes.end(), [node](const auto& owned) { return owned.get() == node; });
-}
-
-bool has_memory_nodes(const CUgraph_st* graph) {
+bool cudasim::has_memory_nodes(const CUgraph_st* graph) {
   return std::any_of(graph->nodes.begin(), graph->nodes.end(), [](const auto& node) {
     return node->kind == NodeKind::MemAlloc || node->kind == NodeKind::MemFree;
   });
+}
+
+bool cudasim::live_node(State& st, CUgraphNode node) {
+  if (node == nullptr || !st.graphs.contains(node->graph)) return false;
+  const auto& nodes = node->graph->nodes;
+  return std::any_of(nodes.begin(), nodes.end(), [node](const auto& owned) { return owned.get() == node; });
+}
+
+namespace {
+
+bool owns(const CUgraph_st* graph, const CUgraphNode_st* node) {
+  return std::any_of(graph->nodes.begin(), graph->nodes.end(), [node](const auto& owned) { return owned.get() == node; });
 }
 
 // The dependencies a new node of `graph` may have: nodes of that graph, listed once each.
@@ -51,12 +57,11 @@ CUresult node_dependencies(CUgraph graph, const CUgraphNode* dependencies, size_
   return CUDA_SUCCESS;
 }
 
-// Locks, checks cuInit, the graph, the output and the dependencies, then appends the node that
-// make(state, &op) describes (make returns its kind's validation result); keep(node) records, under
-// the same lock, what the node was made with.
-template <typename Make, typename Keep = void (*)(CUgraphNode_st*)>
-CUresult add_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependencies, size_t count, NodeKind kind,
-                  Make make, Keep keep = [](CUgraphNode_st*) {}) {
+}  // namespace
+
+CUresult cudasim::add_graph_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependencies, size_t count,
+                                 NodeKind kind, const std::function<CUresult(State&, Operation*)>& make,
+                                 const std::function<void(CUgraphNode_st*)>& keep) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -66,8 +71,16 @@ CUresult add_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependenci
   Operation op;
   if (CUresult rc = make(l.st, &op); rc != CUDA_SUCCESS) return rc;
   *out = append_node(graph, kind, std::move(after), std::move(op));
-  keep(*out);
+  if (keep) keep(*out);
   return CUDA_SUCCESS;
+}
+
+namespace {
+
+template <typename Make, typename Keep = std::nullptr_t>
+CUresult add_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependencies, size_t count, NodeKind kind,
+                  Make make, Keep keep = nullptr) {
+  return add_graph_node(out, graph, dependencies, count, kind, make, keep);
 }
 
 // Device memory (or mapped page-locked memory) for a node to write or read.
@@ -105,7 +118,9 @@ CUresult copy_side(State& st, CUmemorytype type, const void* host, CUdeviceptr d
   return CUDA_SUCCESS;
 }
 
-CUresult memcpy_node(State& st, const CUDA_MEMCPY3D* p, Operation* op) {
+}  // namespace
+
+CUresult cudasim::memcpy_node(State& st, const CUDA_MEMCPY3D* p, Operation* op) {
   if (p == nullptr || p->reserved0 != nullptr || p->reserved1 != nullptr || p->srcLOD != 0 || p->dstLOD != 0)
     return CUDA_ERROR_INVALID_VALUE;
   if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -132,6 +147,7 @@ CUresult memcpy_node(State& st, const CUDA_MEMCPY3D* p, Operation* op) {
   return CUDA_SUCCESS;
 }
 
+namespace {
 template <typename T>
 Operation fill(std::uintptr_t dst, std::size_t pitch, std::size_t width, std::size_t height, T value) {
   return [=] {
@@ -142,7 +158,9 @@ Operation fill(std::uintptr_t dst, std::size_t pitch, std::size_t width, std::si
   };
 }
 
-CUresult memset_node(State& st, const CUDA_MEMSET_NODE_PARAMS* p, Operation* op) {
+}  // namespace
+
+CUresult cudasim::memset_node(State& st, const CUDA_MEMSET_NODE_PARAMS* p, Operation* op) {
   if (p == nullptr || p->width == 0 || p->height == 0) return CUDA_ERROR_INVALID_VALUE;
   const unsigned size = p->elementSize;
   if (size != 1 && size != 2 && size != 4) return CUDA_ERROR_INVALID_VALUE;
@@ -160,18 +178,21 @@ CUresult memset_node(State& st, const CUDA_MEMSET_NODE_PARAMS* p, Operation* op)
   return CUDA_SUCCESS;
 }
 
-// A kernel node: a live function or library kernel and a launch shape the device takes. Like a
-// launch, it runs no device code.
-CUresult kernel_node(State& st, CUfunction func, CUkernel kern, const unsigned grid[3], const unsigned block[3],
-                     unsigned shared, void** params, void** extra) {
+// A kernel node: a live function or library kernel (func, which may name a kernel, else kern) and a
+// launch shape the device takes. Like a launch, it runs no device code.
+CUresult cudasim::kernel_node(State& st, const CUDA_KERNEL_NODE_PARAMS* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
   KernelState& ks = kernels(st);
   const FunctionSettings* settings = nullptr;
-  auto* function = reinterpret_cast<CUfunc_st*>(func);
-  CUkern_st* kernel = func != nullptr ? reinterpret_cast<CUkern_st*>(func) : kern;
-  if (func != nullptr && ks.functions.contains(function)) settings = &function->settings;
+  auto* function = reinterpret_cast<CUfunc_st*>(p->func);
+  CUkern_st* kernel = p->func != nullptr ? reinterpret_cast<CUkern_st*>(p->func) : p->kern;
+  if (p->func != nullptr && ks.functions.contains(function)) settings = &function->settings;
   else if (ks.kernels.contains(kernel)) settings = &kernel->settings;
   else return CUDA_ERROR_INVALID_VALUE;
-  if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (p->kernelParams != nullptr && p->extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
+  const unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
+  const unsigned shared = p->sharedMemBytes;
   std::uint64_t threads = 1;
   for (int i = 0; i < 3; ++i) {
     if (grid[i] == 0 || block[i] == 0 || grid[i] > kMaxGridDim[i] || block[i] > kMaxBlockDim[i])
@@ -183,15 +204,13 @@ CUresult kernel_node(State& st, CUfunction func, CUkernel kern, const unsigned g
   return CUDA_SUCCESS;
 }
 
-template <typename Params>
+namespace {
+
 CUresult add_kernel_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependencies, size_t count,
-                         const Params* p, CUkernel kern) {
-  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
-  const unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-  return add_node(out, graph, dependencies, count, NodeKind::Kernel, [&](State& st, Operation*) {
-    return kernel_node(st, p->func, kern, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
-  });
+                         const CUDA_KERNEL_NODE_PARAMS* p) {
+  return add_node(
+      out, graph, dependencies, count, NodeKind::Kernel, [&](State& st, Operation*) { return kernel_node(st, p); },
+      [&](CUgraphNode_st* node) { node->kernel = *p; });
 }
 
 constexpr unsigned long long kInstantiateFlags =
@@ -225,20 +244,47 @@ bool dependency_order(const CUgraph_st& graph, std::vector<const CUgraphNode_st*
   return order->size() == graph.nodes.size();
 }
 
-// The operations of the graph's nodes in dependency order into `exec`, a child graph's in place of
-// its node (as they are now: changes made through cuGraphChildGraphNodeGetGraph count); false on a cycle.
-bool collect_ops(const CUgraph_st& graph, CUgraphExec_st* exec) {
+}  // namespace
+
+CUctx_st* cudasim::kernel_context(State& st, const CUDA_KERNEL_NODE_PARAMS& p) {
+  auto* function = reinterpret_cast<CUfunc_st*>(p.func);
+  return p.func != nullptr && kernels(st).functions.contains(function) ? function->module->ctx : nullptr;
+}
+
+bool cudasim::build_exec_graph(State& st, const CUgraph_st& graph, ExecGraph* out) {
   std::vector<const CUgraphNode_st*> order;
   if (!dependency_order(graph, &order)) return false;
-  for (const CUgraphNode_st* node : order) {
+  std::map<const CUgraphNode_st*, std::size_t> index;
+  for (const auto& node : graph.nodes) index.emplace(node.get(), index.size());
+  for (const auto& node : graph.nodes) {
+    ExecNode& made = out->nodes.emplace_back();
+    made.node = node.get();
+    made.kind = node->kind;
+    for (const CUgraphNode_st* dep : node->dependencies) made.dependencies.push_back(index.at(dep));
+    made.op = node->op;
+    made.event = node->event;
+    made.memset = node->memset;
+    made.copy = node->copy;
+    if (node->kind == NodeKind::Kernel) made.kernel_ctx = kernel_context(st, node->kernel);
+    // A child graph as it is now: changes made through cuGraphChildGraphNodeGetGraph count.
     if (node->child != nullptr) {
-      if (!collect_ops(*node->child, exec)) return false;
-      continue;
+      made.child = std::make_unique<ExecGraph>();
+      if (!build_exec_graph(st, *node->child, made.child.get())) return false;
     }
-    if (node->kind == NodeKind::Kernel) ++exec->kernels;
-    if (node->op) exec->ops.push_back(node->op);
   }
+  for (const CUgraphNode_st* node : order) out->order.push_back(index.at(node));
   return true;
+}
+
+namespace {
+
+// The nodes a launch runs, in order, child graphs' in place of their nodes.
+void launch_steps(const ExecGraph& graph, std::vector<const ExecNode*>* steps) {
+  for (std::size_t i : graph.order) {
+    const ExecNode& node = graph.nodes[i];
+    if (node.child) launch_steps(*node.child, steps);
+    else steps->push_back(&node);
+  }
 }
 
 CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags,
@@ -249,21 +295,28 @@ CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags,
   if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
   if (out == nullptr || (flags & ~kInstantiateFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
-  auto* exec = new CUgraphExec_st();
-  if (!collect_ops(*graph, exec)) {
-    delete exec;
+  // "If hGraph contains any allocation or free nodes, there can be at most one executable graph in
+  // existence for that graph at a time" (cuGraphInstantiateWithParams, whose only error is this one).
+  if (has_memory_nodes(graph) && l.st.graph_exec_counts.contains(graph)) return CUDA_ERROR_INVALID_VALUE;
+  auto exec = std::make_unique<CUgraphExec_st>();
+  if (!build_exec_graph(l.st, *graph, &exec->nodes)) {
     if (result != nullptr) *result = CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE;
     return CUDA_ERROR_INVALID_VALUE;
   }
   exec->ctx = ctx;
   exec->device = ctx->device;
   exec->graph = graph;
+  exec->flags = flags;
   ++l.st.graph_exec_counts[graph];
-  l.st.graph_execs.insert(exec);
-  *out = exec;
+  *out = exec.release();
+  l.st.graph_execs.insert(*out);
   return CUDA_SUCCESS;
 }
 
+// A launch queues the nodes' work on the stream in order, as few operations as the event nodes
+// allow: each event-record or event-wait node is recorded or waited for between them, on that
+// stream, as cuEventRecord and cuStreamWaitEvent would at that point (an event destroyed since is
+// skipped). Queued launches keep their own copies of the operations.
 CUresult launch(CUgraphExec exec, CUstream handle, bool per_thread_default, bool upload_only) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
@@ -271,16 +324,36 @@ CUresult launch(CUgraphExec exec, CUstream handle, bool per_thread_default, bool
   std::shared_ptr<CUstream_st> stream;
   if (CUresult rc = resolve_stream(l.st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
   if (upload_only) return CUDA_SUCCESS;  // nothing to upload: the graph is ready as instantiated
-  std::vector<Operation> ops = exec->ops;
-  Operation run = [ops = std::move(ops)] {
-    for (const Operation& op : ops) op();
+  std::vector<const ExecNode*> steps;
+  launch_steps(exec->nodes, &steps);
+  std::vector<Operation> batch;
+  auto run = [&batch] {
+    return [ops = std::exchange(batch, {})] {
+      for (const Operation& op : ops) op();
+    };
   };
+  std::uint64_t kernel_nodes = 0;
+  for (const ExecNode* step : steps) {
+    if (step->op) batch.push_back(step->op);
+    kernel_nodes += step->kind == NodeKind::Kernel ? 1 : 0;
+  }
   bool captured = false;  // launched into a capture: one child-graph node doing the same work
-  if (CUresult rc = capture_work(l.st, stream, NodeKind::Graph, &captured, run); rc != CUDA_SUCCESS || captured)
+  if (CUresult rc = capture_work(l.st, stream, NodeKind::Graph, &captured, run()); rc != CUDA_SUCCESS || captured)
     return rc;
-  l.st.device(exec->device).stats.kernel_launches += exec->kernels;
-  if (exec->kernels > 0) warn_kernels_do_not_run(l.st);
-  submit(l.st, stream, std::move(run));
+  l.st.device(exec->device).stats.kernel_launches += kernel_nodes;
+  if (kernel_nodes > 0) warn_kernels_do_not_run(l.st);
+  for (const ExecNode* step : steps) {
+    const bool event_node = step->kind == NodeKind::EventRecord || step->kind == NodeKind::EventWait;
+    auto event = event_node ? l.st.events.find(step->event) : l.st.events.end();
+    if (event == l.st.events.end()) {
+      if (step->op) batch.push_back(step->op);
+      continue;
+    }
+    if (!batch.empty()) submit(l.st, stream, run());
+    if (step->kind == NodeKind::EventRecord) record_event_on(l.st, stream, event->second);
+    else wait_event_on(l.st, stream, *event->second);
+  }
+  submit(l.st, stream, run());
   return CUDA_SUCCESS;
 }
 
@@ -300,17 +373,14 @@ CUgraphNodeType node_type(NodeKind kind) {
   return CU_GRAPH_NODE_TYPE_EMPTY;
 }
 
-// A live node: one of a graph the program holds (created, or returned by cuStreamEndCapture).
-bool live_node(State& st, CUgraphNode node) {
-  if (node == nullptr || !st.graphs.contains(node->graph)) return false;
-  const auto& nodes = node->graph->nodes;
-  return std::any_of(nodes.begin(), nodes.end(), [node](const auto& owned) { return owned.get() == node; });
-}
+}  // namespace
 
-CUresult node_of_kind(Locked& l, CUgraphNode node, NodeKind kind) {
+CUresult cudasim::node_of_kind(Locked& l, CUgraphNode node, NodeKind kind) {
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   return live_node(l.st, node) && node->kind == kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
+
+namespace {
 
 // The nodes `pick` selects, as the cuGraphGet*Nodes calls return them: with a null array the count,
 // else up to *count of them and *count set to how many were written.
@@ -355,13 +425,11 @@ CUDASIM_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode* phGraphNode, CUgraph hG
                   [](State&, Operation*) { return CUDA_SUCCESS; });
 }
 
-namespace {
-CUresult host_node(const CUDA_HOST_NODE_PARAMS* params, Operation* op) {
+CUresult cudasim::host_node(const CUDA_HOST_NODE_PARAMS* params, Operation* op) {
   if (params == nullptr || params->fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *op = [fn = params->fn, data = params->userData] { fn(data); };
   return CUDA_SUCCESS;
 }
-}  // namespace
 
 CUDASIM_EXPORT CUresult cuGraphAddHostNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
                                            size_t numDependencies, const CUDA_HOST_NODE_PARAMS* nodeParams) {
@@ -393,26 +461,31 @@ CUDASIM_EXPORT CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_H
 CUDASIM_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
                                              size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS* memsetParams,
                                              CUcontext) {
-  return add_node(phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Memset,
-                  [&](State& st, Operation* op) { return memset_node(st, memsetParams, op); });
+  return add_node(
+      phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Memset,
+      [&](State& st, Operation* op) { return memset_node(st, memsetParams, op); },
+      [&](CUgraphNode_st* node) { node->memset = *memsetParams; });
 }
 
 CUDASIM_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
                                              size_t numDependencies, const CUDA_MEMCPY3D* copyParams, CUcontext) {
-  return add_node(phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Memcpy,
-                  [&](State& st, Operation* op) { return memcpy_node(st, copyParams, op); });
+  return add_node(
+      phGraphNode, hGraph, dependencies, numDependencies, NodeKind::Memcpy,
+      [&](State& st, Operation* op) { return memcpy_node(st, copyParams, op); },
+      [&](CUgraphNode_st* node) { node->copy = *copyParams; });
 }
 
 CUDASIM_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
                                              size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1* nodeParams) {
-  return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams, nullptr);
+  if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUDA_KERNEL_NODE_PARAMS params = kernel_params_as<CUDA_KERNEL_NODE_PARAMS>(*nodeParams);
+  return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, &params);
 }
 
 CUDASIM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode* phGraphNode, CUgraph hGraph,
                                                 const CUgraphNode* dependencies, size_t numDependencies,
                                                 const CUDA_KERNEL_NODE_PARAMS* nodeParams) {
-  return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams,
-                         nodeParams != nullptr ? nodeParams->kern : nullptr);
+  return add_kernel_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
 namespace {
@@ -427,9 +500,6 @@ CUresult check_alloc_params(const State& st, const CUDA_MEM_ALLOC_NODE_PARAMS* p
   if (p->accessDescCount > st.devices.size()) return CUDA_ERROR_INVALID_VALUE;  // "must not exceed the number of GPUs"
   return check_access_descs(st, props.location.id, p->accessDescs, p->accessDescCount);
 }
-
-// A node of `kind` the program holds: the node of a live graph, of that kind.
-CUresult node_of_kind(Locked& l, CUgraphNode node, NodeKind kind);
 }  // namespace
 
 // The memory is the graph's as soon as the node exists, as for a captured cuMemAllocAsync: it is

@@ -1,9 +1,11 @@
 // Stream capture and graphs (graphs.cpp), graphs built node by node, instantiated and launched
-// (graph_exec.cpp). A capturing stream records its work as nodes of a graph instead of running it;
+// (graph_exec.cpp), node parameters read and changed (graph_params.cpp), executable graphs changed
+// in place (graph_update.cpp). A capturing stream records its work as nodes of a graph instead of running it;
 // each node keeps the operation that does its work, which a launch of the instantiated graph runs.
 #pragma once
 
 #include "cuda_api.h"
+#include "streams.h"
 
 #include <cstdint>
 #include <functional>
@@ -31,17 +33,47 @@ struct CUgraphNode_st {
   std::vector<CUmemAccessDesc> access;
   CUdeviceptr freed = 0;  // MemFree: the allocation it frees
   CUDA_HOST_NODE_PARAMS host{};  // Host: the function and data (a captured stream callback's: none)
+  // Memset, Memcpy, Kernel nodes: their parameters (captured ones: the captured call's).
+  CUDA_MEMSET_NODE_PARAMS memset{};
+  CUDA_MEMCPY3D copy{};
+  CUDA_KERNEL_NODE_PARAMS kernel{};  // the argument array as given: no device code reads it
+  CUevent event = nullptr;  // EventRecord, EventWait: the event (a captured internal wait: none)
   // A child-graph node added by cuGraphAddChildGraphNode: its own copy of the graph, which
   // instantiation runs (a captured graph launch has none: its op does the work).
   CUgraph_st* child = nullptr;
 };
 
-// An instantiated graph: the operations of its graph's nodes, in an order that respects every
-// dependency (the nodes' own), as the graph was when instantiated.
+namespace cudasim {
+
+// One node of an executable graph: what it does, taken from the graph's node when instantiated (or
+// updated), and the node it came from, as a key only (that node may have gone since).
+struct ExecGraph;
+struct ExecNode {
+  const CUgraphNode_st* node = nullptr;
+  NodeKind kind = NodeKind::Empty;
+  std::vector<std::size_t> dependencies;  // indices of the nodes of the same ExecGraph it follows
+  Operation op;
+  CUevent event = nullptr;  // EventRecord, EventWait: recorded or waited for at each launch
+  CUDA_MEMSET_NODE_PARAMS memset{};  // what the update rules compare
+  CUDA_MEMCPY3D copy{};
+  CUctx_st* kernel_ctx = nullptr;  // the context owning a kernel node's function (null: any)
+  std::unique_ptr<ExecGraph> child;  // a child-graph node's graph
+};
+// Invariant: `nodes` are in the graph's insertion order; `order` lists every index once, each after
+// those it depends on.
+struct ExecGraph {
+  std::vector<ExecNode> nodes;
+  std::vector<std::size_t> order;
+};
+
+}  // namespace cudasim
+
+// An instantiated graph: its graph's nodes as they were when instantiated, in an order that
+// respects every dependency.
 struct CUgraphExec_st {
   CUctx_st* ctx = nullptr;
-  std::vector<std::function<void()>> ops;
-  std::uint64_t kernels = 0;  // kernel nodes, counted in the report's kernel_launches per launch
+  cudasim::ExecGraph nodes;
+  std::uint64_t flags = 0;  // as instantiated
   int device = 0;
   CUgraph_st* graph = nullptr;  // kept (its memory with it) until its last instantiation goes
 };

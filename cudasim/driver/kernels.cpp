@@ -154,7 +154,18 @@ CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], u
   if (CUresult rc = resolve_stream(st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
   if (st.config.kernels == KernelLaunches::Fail) return CUDA_ERROR_NO_BINARY_FOR_GPU;
   bool captured = false;
-  if (CUresult rc = capture_work(st, stream, NodeKind::Kernel, &captured); rc != CUDA_SUCCESS || captured) return rc;
+  CUgraphNode_st* node = nullptr;  // captured: a kernel node, whose parameters are the launch's
+  if (CUresult rc = capture_work(st, stream, NodeKind::Kernel, &captured, {}, &node); rc != CUDA_SUCCESS) return rc;
+  if (captured) {
+    CUDA_KERNEL_NODE_PARAMS& p = node->kernel;
+    p.func = f;
+    p.gridDimX = grid[0], p.gridDimY = grid[1], p.gridDimZ = grid[2];
+    p.blockDimX = block[0], p.blockDimY = block[1], p.blockDimZ = block[2];
+    p.sharedMemBytes = shared_bytes;
+    p.kernelParams = params;
+    p.extra = extra;
+    return CUDA_SUCCESS;
+  }
   warn_kernels_do_not_run(st);
   st.device(ctx->device).stats.kernel_launches++;
   submit(st, stream, [] {});

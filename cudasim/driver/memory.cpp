@@ -194,7 +194,10 @@ void free_context_allocations(State& st, CUctx_st* ctx) {
       continue;
     }
     give_device_memory(st.device(it->second.device), it->second.accounted);
-    if (it->second.kind == AllocKind::Managed) st.device(it->second.device).stats.managed_bytes -= it->second.size;
+    if (it->second.kind == AllocKind::Managed) {
+      st.device(it->second.device).stats.managed_bytes -= it->second.size;
+      st.managed_pages.erase(it->first);
+    }
     auto mapping = st.mappings.extract(it->first);
     retire_mapping(st, mapping.mapped());
     it = st.allocations.erase(it);
@@ -262,6 +265,7 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (kind == AllocKind::Managed) {
     dev.stats.managed_frees++;
     dev.stats.managed_bytes -= it->second.size;
+    st.managed_pages.erase(dptr);  // its advice goes with it
   } else {
     dev.stats.driver_frees++;
   }

@@ -29,6 +29,7 @@ struct VmmState;  // vmm.cpp: reservations, physical allocations, handles and ma
 struct KernelState;  // kernels.cpp: loaded modules and libraries, their functions and kernels
 struct IpcState;  // ipc.cpp: this process's number and the handles it opened
 struct SharedDevice;  // shared_device.cpp: a device's memory shared with other processes
+struct ManagedPages;  // managed.cpp: the advice given and prefetches asked for, per page of managed memory
 }
 
 namespace cudasim {
@@ -144,6 +145,9 @@ struct State {
   std::unordered_map<std::uintptr_t, Mapping> mappings;                    // sync and graph allocations
   std::vector<std::shared_ptr<Capture>> captures;  // ongoing capture sequences (graphs.h)
   std::unordered_set<CUgraph_st*> graphs;          // graphs returned by cuStreamEndCapture or cuGraphCreate, not destroyed
+  // Managed allocations advised or prefetched, by base, with the buffer id they were made for
+  // (managed.cpp; an entry whose id is not the live allocation's is stale).
+  std::unordered_map<std::uintptr_t, std::shared_ptr<ManagedPages>> managed_pages;
   std::unordered_set<CUgraphExec_st*> graph_execs;  // instantiated graphs not destroyed (graph_exec.cpp)
   std::unordered_map<CUgraph_st*, int> graph_exec_counts;  // instantiations per graph: they keep its memory
   std::uint64_t last_capture_id = 0;
@@ -326,6 +330,51 @@ void destroy_child_graph(State& st, CUgraphNode_st& node);
 // Ends every capture of the context's streams (context destruction), destroying their graphs.
 void abandon_captures(State& st, CUctx_st* ctx);
 void abandon_capture(State& st, CUstream_st* stream);
+
+// --- graph_exec.cpp --- (all need State::mu held)
+// CUDA_SUCCESS for a graph the program holds, else CUDA_ERROR_INVALID_VALUE.
+CUresult check_graph(State& st, CUgraph graph);
+bool has_memory_nodes(const CUgraph_st* graph);
+// A live node: one of a graph the program holds (created, or returned by cuStreamEndCapture).
+bool live_node(State& st, CUgraphNode node);
+// cuInit's status, then INVALID_VALUE unless `node` is a live node of `kind`.
+CUresult node_of_kind(Locked& l, CUgraphNode node, NodeKind kind);
+// Locks, checks cuInit, the graph, the output and the dependencies, then appends the node that
+// make(state, &op) describes (make returns its kind's validation result); keep(node), when given,
+// records under the same lock what the node was made with.
+CUresult add_graph_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependencies, size_t count, NodeKind kind,
+                        const std::function<CUresult(State&, Operation*)>& make,
+                        const std::function<void(CUgraphNode_st*)>& keep = {});
+// The work of a host, memset, copy or kernel node with these parameters, checked as cuGraphAdd*Node
+// checks them (a kernel node does nothing: no device code runs).
+CUresult host_node(const CUDA_HOST_NODE_PARAMS* p, Operation* op);
+CUresult memset_node(State& st, const CUDA_MEMSET_NODE_PARAMS* p, Operation* op);
+CUresult memcpy_node(State& st, const CUDA_MEMCPY3D* p, Operation* op);
+CUresult kernel_node(State& st, const CUDA_KERNEL_NODE_PARAMS* p);
+// Kernel node parameters in the other form (v1 has no kern and no ctx; v2's come out null).
+template <typename To, typename From>
+To kernel_params_as(const From& p) {
+  To out{};
+  out.func = p.func;
+  out.gridDimX = p.gridDimX, out.gridDimY = p.gridDimY, out.gridDimZ = p.gridDimZ;
+  out.blockDimX = p.blockDimX, out.blockDimY = p.blockDimY, out.blockDimZ = p.blockDimZ;
+  out.sharedMemBytes = p.sharedMemBytes;
+  out.kernelParams = p.kernelParams;
+  out.extra = p.extra;
+  return out;
+}
+// The context owning a kernel node's function (a module's), null for a library kernel, which is
+// loaded in every context.
+CUctx_st* kernel_context(State& st, const CUDA_KERNEL_NODE_PARAMS& p);
+// What an executable graph takes from `graph` now (child graphs included); false when its edges
+// make a cycle.
+bool build_exec_graph(State& st, const CUgraph_st& graph, ExecGraph* out);
+
+// --- events.cpp, streams.cpp --- (need State::mu held)
+// An event recorded / waited for on `stream` at this point of its queue, as cuEventRecord and
+// cuStreamWaitEvent do outside a capture (the event-record and event-wait nodes of a graph launch).
+void record_event_on(State& st, const std::shared_ptr<CUstream_st>& stream, const std::shared_ptr<CUevent_st>& event);
+void wait_event_on(State& st, const std::shared_ptr<CUstream_st>& stream, const CUevent_st& event);
 
 // --- ipc_events.cpp ---
 // The counters of a new interprocess event, in a memfd another process can open through its

@@ -110,6 +110,17 @@ std::uint64_t submit(State&, const std::shared_ptr<CUstream_st>& stream, Operati
   return stream->enqueue(std::move(op));
 }
 
+void wait_event_on(State& st, const std::shared_ptr<CUstream_st>& stream, const CUevent_st& event) {
+  if (const std::shared_ptr<IpcEventPage>& page = event.ipc) {
+    // Its latest record, made by any process sharing it, as of now.
+    const std::uint64_t generation = latest_ipc_record(*page);
+    if (generation != 0) submit(st, stream, [page, generation] { wait_ipc_record(*page, generation); });
+    return;
+  }
+  if (event.recorded_seq == 0) return;  // never recorded: nothing to wait for
+  submit(st, stream, [other = event.stream, seq = event.recorded_seq] { other->wait_until(seq); });
+}
+
 }  // namespace cudasim
 
 // --- entry points ---
@@ -175,13 +186,11 @@ CUresult stream_wait_event(CUstream handle, CUevent event, unsigned flags, bool 
     if (ev == st.events.end()) return CUDA_ERROR_INVALID_HANDLE;
     const auto& event_capture = ev->second->captured_in;
     if (event_capture && !event_capture->ended) return capture_event_wait(st, stream, *ev->second);
-    if (const std::shared_ptr<IpcEventPage>& page = ev->second->ipc; page && !stream->capture) {
-      // Its latest record, made by any process sharing it, as of now.
-      const std::uint64_t generation = latest_ipc_record(*page);
-      if (generation == 0) return CUDA_SUCCESS;
+    if (ev->second->ipc && !stream->capture) {
+      if (latest_ipc_record(*ev->second->ipc) == 0) return CUDA_SUCCESS;  // never recorded anywhere
       bool captured = false;
       if (CUresult rc = capture_work(st, stream, NodeKind::EventWait, &captured); rc != CUDA_SUCCESS) return rc;
-      submit(st, stream, [page, generation] { wait_ipc_record(*page, generation); });
+      wait_event_on(st, stream, *ev->second);
       return CUDA_SUCCESS;
     }
     if (ev->second->recorded_seq == 0) return CUDA_SUCCESS;  // never recorded: nothing to wait for
@@ -193,13 +202,15 @@ CUresult stream_wait_event(CUstream handle, CUevent event, unsigned flags, bool 
         return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
       }
       bool captured = false;
-      return capture_work(st, stream, NodeKind::EventWait, &captured);
+      CUgraphNode_st* node = nullptr;
+      if (CUresult rc = capture_work(st, stream, NodeKind::EventWait, &captured, {}, &node); rc != CUDA_SUCCESS)
+        return rc;
+      node->event = event;  // the graph's launches wait for it
+      return CUDA_SUCCESS;
     }
     bool captured = false;
     if (CUresult rc = capture_work(st, stream, NodeKind::EventWait, &captured); rc != CUDA_SUCCESS) return rc;
-    auto other = ev->second->stream;
-    std::uint64_t seq = ev->second->recorded_seq;
-    submit(st, stream, [other, seq] { other->wait_until(seq); });
+    wait_event_on(st, stream, *ev->second);
     return CUDA_SUCCESS;
   });
 }

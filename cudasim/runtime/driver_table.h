@@ -69,7 +69,18 @@ namespace cudasim::runtime {
   X(cuGraphClone, 10000) X(cuGraphDestroyNode, 10000) X(cuGraphAddDependencies, 12030)                \
   X(cuGraphRemoveDependencies, 12030) X(cuGraphGetEdges, 12030) X(cuGraphAddChildGraphNode, 10000)     \
   X(cuGraphChildGraphNodeGetGraph, 10000) X(cuGraphHostNodeGetParams, 10000)                          \
-  X(cuGraphHostNodeSetParams, 10000)
+  X(cuGraphHostNodeSetParams, 10000) X(cuGraphAddEventRecordNode, 11010)                            \
+  X(cuGraphAddEventWaitNode, 11010) X(cuGraphEventRecordNodeGetEvent, 11010)                         \
+  X(cuGraphEventRecordNodeSetEvent, 11010) X(cuGraphEventWaitNodeGetEvent, 11010)                    \
+  X(cuGraphEventWaitNodeSetEvent, 11010) X(cuGraphMemsetNodeGetParams, 10000)                        \
+  X(cuGraphMemsetNodeSetParams, 10000) X(cuGraphMemcpyNodeGetParams, 10000)                          \
+  X(cuGraphMemcpyNodeSetParams, 10000) X(cuGraphKernelNodeGetParams, 12000)                          \
+  X(cuGraphKernelNodeSetParams, 12000) X(cuGraphExecKernelNodeSetParams, 12000)                      \
+  X(cuGraphExecMemcpyNodeSetParams, 10020) X(cuGraphExecMemsetNodeSetParams, 10020)                  \
+  X(cuGraphExecHostNodeSetParams, 10020) X(cuGraphExecChildGraphNodeSetParams, 11010)                \
+  X(cuGraphExecEventRecordNodeSetEvent, 11010) X(cuGraphExecEventWaitNodeSetEvent, 11010)            \
+  X(cuGraphExecUpdate, 12000) X(cuGraphExecGetFlags, 12000) X(cuMemAdvise, 12020)                    \
+  X(cuMemPrefetchAsync, 12020) X(cuMemRangeGetAttribute, 8000) X(cuMemRangeGetAttributes, 8000)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

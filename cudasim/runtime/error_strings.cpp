@@ -62,6 +62,7 @@ constexpr std::array kErrorDescriptions{
     CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work"),
     CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream"),
     CUDASIM_RUNTIME_ERROR(cudaErrorStreamCaptureWrongThread, "attempt to terminate a thread-local capture sequence from another thread"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorGraphExecUpdateFailure, "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"),
     CUDASIM_RUNTIME_ERROR(cudaErrorMissingConfiguration, "__global__ function call is not configured"),
     CUDASIM_RUNTIME_ERROR(cudaErrorInvalidDeviceFunction, "invalid device function"),
     CUDASIM_RUNTIME_ERROR(cudaErrorInvalidKernelImage, "device kernel image is invalid"),

@@ -4,57 +4,51 @@
 #include "context.h"
 #include "driver_table.h"
 #include "error_state.h"
+#include "graph_nodes.h"
 #include "operations.h"
 
 namespace cudasim::runtime {
-namespace {
 
 static_assert(sizeof(cudaGraphInstantiateParams) == sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS));
 static_assert(sizeof(cudaHostNodeParams) == sizeof(CUDA_HOST_NODE_PARAMS));
 static_assert(sizeof(cudaMemAccessDesc) == sizeof(CUmemAccessDesc));  // same fields, same values
 static_assert(sizeof(cudaGraphEdgeData) == sizeof(CUgraphEdgeData));
 
-// The current context, which the driver's memset and copy nodes name.
 CUcontext current_context_handle() {
   CUcontext ctx = nullptr;
   return call_driver<&DriverTable::cuCtxGetCurrent>(&ctx) == cudaSuccess ? ctx : nullptr;
 }
 
-cudaError_t add_kernel_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
-                            size_t count, const cudaKernelNodeParams* params) {
+cudaError_t driver_kernel_params(const cudaKernelNodeParams* params, CUDA_KERNEL_NODE_PARAMS* driver) {
   if (params == nullptr) return cudaErrorInvalidValue;
   CUkernel kernel = nullptr;
   if (params->func == nullptr) return cudaErrorInvalidDeviceFunction;
   if (cudaError_t status = kernel_of(params->func, &kernel); status != cudaSuccess) return status;
-  CUDA_KERNEL_NODE_PARAMS driver{};
-  driver.func = reinterpret_cast<CUfunction>(kernel);
-  driver.gridDimX = params->gridDim.x;
-  driver.gridDimY = params->gridDim.y;
-  driver.gridDimZ = params->gridDim.z;
-  driver.blockDimX = params->blockDim.x;
-  driver.blockDimY = params->blockDim.y;
-  driver.blockDimZ = params->blockDim.z;
-  driver.sharedMemBytes = params->sharedMemBytes;
-  driver.kernelParams = params->kernelParams;
-  driver.extra = params->extra;
-  return call_driver<&DriverTable::cuGraphAddKernelNode>(node, graph, dependencies, count, &driver);
+  *driver = CUDA_KERNEL_NODE_PARAMS{};
+  driver->func = reinterpret_cast<CUfunction>(kernel);
+  driver->gridDimX = params->gridDim.x;
+  driver->gridDimY = params->gridDim.y;
+  driver->gridDimZ = params->gridDim.z;
+  driver->blockDimX = params->blockDim.x;
+  driver->blockDimY = params->blockDim.y;
+  driver->blockDimZ = params->blockDim.z;
+  driver->sharedMemBytes = params->sharedMemBytes;
+  driver->kernelParams = params->kernelParams;
+  driver->extra = params->extra;
+  return cudaSuccess;
 }
 
-cudaError_t add_memset_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
-                            size_t count, const cudaMemsetParams* params) {
-  if (params == nullptr) return cudaErrorInvalidValue;
+CUDA_MEMSET_NODE_PARAMS driver_memset_params(const cudaMemsetParams& params) {
   CUDA_MEMSET_NODE_PARAMS driver{};
-  driver.dst = reinterpret_cast<CUdeviceptr>(params->dst);
-  driver.pitch = params->pitch;
-  driver.value = params->value;
-  driver.elementSize = params->elementSize;
-  driver.width = params->width;
-  driver.height = params->height;
-  return call_driver<&DriverTable::cuGraphAddMemsetNode>(node, graph, dependencies, count, &driver,
-                                                         current_context_handle());
+  driver.dst = reinterpret_cast<CUdeviceptr>(params.dst);
+  driver.pitch = params.pitch;
+  driver.value = params.value;
+  driver.elementSize = params.elementSize;
+  driver.width = params.width;
+  driver.height = params.height;
+  return driver;
 }
 
-// The memory types of a copy's two sides for a cudaMemcpyKind; false for a kind that is none.
 bool memory_types(cudaMemcpyKind kind, CUmemorytype* src, CUmemorytype* dst) {
   switch (kind) {
     case cudaMemcpyHostToHost: *src = *dst = CU_MEMORYTYPE_HOST; return true;
@@ -66,17 +60,40 @@ bool memory_types(cudaMemcpyKind kind, CUmemorytype* src, CUmemorytype* dst) {
   return false;
 }
 
+cudaError_t driver_copy_1d(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, CUDA_MEMCPY3D* copy) {
+  *copy = CUDA_MEMCPY3D{};
+  if (!memory_types(kind, &copy->srcMemoryType, &copy->dstMemoryType)) return cudaErrorInvalidMemcpyDirection;
+  copy->srcHost = src;
+  copy->srcDevice = reinterpret_cast<CUdeviceptr>(src);
+  copy->dstHost = dst;
+  copy->dstDevice = reinterpret_cast<CUdeviceptr>(dst);
+  copy->WidthInBytes = bytes;
+  copy->Height = 1;
+  copy->Depth = 1;
+  return cudaSuccess;
+}
+
+namespace {
+
+cudaError_t add_kernel_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                            size_t count, const cudaKernelNodeParams* params) {
+  CUDA_KERNEL_NODE_PARAMS driver{};
+  if (cudaError_t status = driver_kernel_params(params, &driver); status != cudaSuccess) return status;
+  return call_driver<&DriverTable::cuGraphAddKernelNode>(node, graph, dependencies, count, &driver);
+}
+
+cudaError_t add_memset_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                            size_t count, const cudaMemsetParams* params) {
+  if (params == nullptr) return cudaErrorInvalidValue;
+  const CUDA_MEMSET_NODE_PARAMS driver = driver_memset_params(*params);
+  return call_driver<&DriverTable::cuGraphAddMemsetNode>(node, graph, dependencies, count, &driver,
+                                                         current_context_handle());
+}
+
 cudaError_t add_memcpy_node_1d(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
                                size_t count, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   CUDA_MEMCPY3D copy{};
-  if (!memory_types(kind, &copy.srcMemoryType, &copy.dstMemoryType)) return cudaErrorInvalidMemcpyDirection;
-  copy.srcHost = src;
-  copy.srcDevice = reinterpret_cast<CUdeviceptr>(src);
-  copy.dstHost = dst;
-  copy.dstDevice = reinterpret_cast<CUdeviceptr>(dst);
-  copy.WidthInBytes = bytes;
-  copy.Height = 1;
-  copy.Depth = 1;
+  if (cudaError_t status = driver_copy_1d(dst, src, bytes, kind, &copy); status != cudaSuccess) return status;
   return call_driver<&DriverTable::cuGraphAddMemcpyNode>(node, graph, dependencies, count, &copy,
                                                          current_context_handle());
 }

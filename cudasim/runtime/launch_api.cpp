@@ -101,6 +101,15 @@ cudaError_t kernel_of(const void* host_function, CUkernel* kernel) {
   return cudaSuccess;
 }
 
+const void* host_function_of(CUkernel kernel) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (const auto& [stub, function] : r.functions) {
+    if (function.kernel == kernel) return stub;
+  }
+  return kernel;
+}
+
 namespace {
 
 // Launch limits every simulated device reports (cudaDevAttrMaxBlockDimX, ...): a launch beyond

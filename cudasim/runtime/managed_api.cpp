@@ -1,8 +1,11 @@
 // Managed memory: cudaMallocManaged (freed by cudaFree, which calls cuMemFree_v2). The driver's
-// cuMemAllocManaged checks the flags and the size, as the runtime documents them.
+// cuMemAllocManaged checks the flags and the size, as the runtime documents them. Its hints
+// (cudaMemAdvise, cudaMemPrefetchAsync, cudaMemRangeGetAttribute(s)) are the driver's: the
+// runtime's advice, location types and range attributes have the driver's values.
 #include "context.h"
 #include "driver_table.h"
 #include "error_state.h"
+#include "operations.h"
 
 namespace cudasim::runtime {
 namespace {
@@ -17,7 +20,20 @@ cudaError_t allocate_managed(void** ptr, size_t size, unsigned int flags) {
   });
 }
 
+CUmemLocation driver_location(const cudaMemLocation& location) {
+  return CUmemLocation{static_cast<CUmemLocationType>(location.type), location.id};
+}
+
 }  // namespace
+
+cudaError_t prefetch_async(const void* ptr, size_t count, cudaMemLocation location, unsigned int flags,
+                           CUstream stream) {
+  return with_context([&] {
+    return call_driver<&DriverTable::cuMemPrefetchAsync>(reinterpret_cast<CUdeviceptr>(ptr), count,
+                                                         driver_location(location), flags, stream);
+  });
+}
+
 }  // namespace cudasim::runtime
 
 using namespace cudasim::runtime;
@@ -26,6 +42,44 @@ extern "C" {
 
 cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
   return api_call([&] { return allocate_managed(devPtr, size, flags); });
+}
+
+cudaError_t cudaMemAdvise(const void* devPtr, size_t count, enum cudaMemoryAdvise advice,
+                          struct cudaMemLocation location) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuMemAdvise>(reinterpret_cast<CUdeviceptr>(devPtr), count,
+                                                    static_cast<CUmem_advise>(advice), driver_location(location));
+    });
+  });
+}
+
+cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMemLocation location, unsigned int flags,
+                                 cudaStream_t stream) {
+  return api_call([&] { return prefetch_async(devPtr, count, location, flags, stream); });
+}
+
+cudaError_t cudaMemRangeGetAttribute(void* data, size_t dataSize, enum cudaMemRangeAttribute attribute,
+                                     const void* devPtr, size_t count) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuMemRangeGetAttribute>(data, dataSize,
+                                                               static_cast<CUmem_range_attribute>(attribute),
+                                                               reinterpret_cast<CUdeviceptr>(devPtr), count);
+    });
+  });
+}
+
+cudaError_t cudaMemRangeGetAttributes(void** data, size_t* dataSizes, enum cudaMemRangeAttribute* attributes,
+                                      size_t numAttributes, const void* devPtr, size_t count) {
+  static_assert(sizeof(cudaMemRangeAttribute) == sizeof(CUmem_range_attribute));
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuMemRangeGetAttributes>(
+          data, dataSizes, reinterpret_cast<CUmem_range_attribute*>(attributes), numAttributes,
+          reinterpret_cast<CUdeviceptr>(devPtr), count);
+    });
+  });
 }
 
 }  // extern "C"

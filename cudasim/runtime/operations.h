@@ -37,6 +37,8 @@ cudaError_t stream_get_flags(CUstream stream, unsigned int* flags);
 // The library kernel nvcc's host code registered for a host stub, loading its fat binary on first
 // use (launch_api.cpp); cudaErrorInvalidDeviceFunction for an address that is no registered stub.
 cudaError_t kernel_of(const void* host_function, CUkernel* kernel);
+// The host stub registered for a kernel kernel_of has answered; else the kernel handle itself.
+const void* host_function_of(CUkernel kernel);
 
 // Kernel launches (launch_api.cpp): of a library kernel, or of the kernel registered for a host stub.
 cudaError_t launch_kernel(CUkernel kernel, dim3 grid, dim3 block, void** args, size_t shared_bytes, CUstream stream);
@@ -51,6 +53,10 @@ cudaError_t graph_instantiate_with_params(cudaGraphExec_t* exec, cudaGraph_t gra
 
 // The driver's form of a pool's properties (pool_api.cpp; graph allocation nodes take them too).
 CUmemPoolProps driver_pool_properties(const cudaMemPoolProps& props);
+
+// cudaMemPrefetchAsync (managed_api.cpp).
+cudaError_t prefetch_async(const void* ptr, size_t count, cudaMemLocation location, unsigned int flags,
+                           CUstream stream);
 
 cudaError_t malloc_async(void** ptr, size_t size, CUstream stream);
 cudaError_t free_async(void* ptr, CUstream stream);

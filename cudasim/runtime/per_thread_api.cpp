@@ -63,6 +63,11 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   return api_call([&] { return launch_host_func(per_thread_stream(stream), fn, userData); });
 }
+cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMemLocation location, unsigned int flags,
+                                 cudaStream_t stream) {
+  return api_call([&] { return prefetch_async(devPtr, count, location, flags, per_thread_stream(stream)); });
+}
+
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   return api_call([&] { return graph_launch(graphExec, per_thread_stream(stream)); });
 }

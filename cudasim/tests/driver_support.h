@@ -79,6 +79,19 @@ inline int in_child(const std::function<int()>& body) {
     }                                                                                   \
   } while (0)
 
+// A 1D copy node's parameters: `bytes` from host memory to device memory.
+inline CUDA_MEMCPY3D copy_1d(CUdeviceptr dst, const void* src_host, size_t bytes) {
+  CUDA_MEMCPY3D p{};
+  p.srcMemoryType = CU_MEMORYTYPE_HOST;
+  p.srcHost = src_host;
+  p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.dstDevice = dst;
+  p.WidthInBytes = bytes;
+  p.Height = 1;
+  p.Depth = 1;
+  return p;
+}
+
 // Appends `value` to a shared log from a stream, to observe execution order.
 struct Step {
   std::string* log;

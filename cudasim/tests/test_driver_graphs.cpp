@@ -573,18 +573,6 @@ namespace {
 
 const char kGraphPtx[] = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry step()\n{\n\tret;\n}\n";
 
-CUDA_MEMCPY3D copy_1d(CUdeviceptr dst, const void* src_host, size_t bytes) {
-  CUDA_MEMCPY3D p{};
-  p.srcMemoryType = CU_MEMORYTYPE_HOST;
-  p.srcHost = src_host;
-  p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  p.dstDevice = dst;
-  p.WidthInBytes = bytes;
-  p.Height = 1;
-  p.Depth = 1;
-  return p;
-}
-
 }  // namespace
 
 TEST_CASE("a captured graph runs its work at every launch of its instantiation, in stream order",

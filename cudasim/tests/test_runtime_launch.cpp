@@ -491,3 +491,165 @@ TEST_CASE("runtime: host node parameters", "[runtime][graph]") {
   REQUIRE_CUDA(cudaGraphExecDestroy(exec));
   REQUIRE_CUDA(cudaGraphDestroy(graph));
 }
+
+namespace {
+void other_graph_stub() {}
+void CUDART_CB add_ten(void* counter) { *static_cast<int*>(counter) += 10; }
+}  // namespace
+
+TEST_CASE("runtime: graph node parameters read back and replaced, in graphs and executable graphs",
+          "[runtime][graph]") {
+  register_kernel(reinterpret_cast<const void*>(&graph_stub), "_Z9graphstepv");
+  register_kernel(reinterpret_cast<const void*>(&other_graph_stub), "_Z10otherstepv");
+  void* dev = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&dev, 8192));
+  REQUIRE_CUDA(cudaMemset(dev, 0, 8192));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  auto* bytes = static_cast<unsigned char*>(dev);
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaGraphNode_t set = nullptr, copy = nullptr, kernel = nullptr, host = nullptr, record = nullptr, wait = nullptr;
+  cudaMemsetParams memset{};
+  memset.dst = dev;
+  memset.value = 0x11;
+  memset.elementSize = 1;
+  memset.width = 64;
+  memset.height = 1;
+  REQUIRE_CUDA(cudaGraphAddMemsetNode(&set, graph, nullptr, 0, &memset));
+  // A 2D copy inside device memory: 2 rows of 16 bytes, 256 apart, to 1024 on (rows 512 apart).
+  cudaMemcpy3DParms rows{};
+  rows.srcPtr = make_cudaPitchedPtr(dev, 256, 16, 2);
+  rows.dstPtr = make_cudaPitchedPtr(bytes + 1024, 512, 16, 2);
+  rows.extent = make_cudaExtent(16, 2, 1);
+  rows.kind = cudaMemcpyDeviceToDevice;
+  REQUIRE_CUDA(cudaGraphAddMemcpyNode(&copy, graph, &set, 1, &rows));
+  cudaKernelNodeParams launch{};
+  launch.func = reinterpret_cast<void*>(&graph_stub);
+  launch.gridDim = dim3(2);
+  launch.blockDim = dim3(32);
+  REQUIRE_CUDA(cudaGraphAddKernelNode(&kernel, graph, &copy, 1, &launch));
+  int calls = 0;
+  const cudaHostNodeParams counter{count_host_node, &calls};
+  REQUIRE_CUDA(cudaGraphAddHostNode(&host, graph, &kernel, 1, &counter));
+  cudaEvent_t event = nullptr, other = nullptr;
+  REQUIRE_CUDA(cudaEventCreate(&event));
+  REQUIRE_CUDA(cudaEventCreate(&other));
+  REQUIRE_CUDA(cudaGraphAddEventRecordNode(&record, graph, &host, 1, event));
+  REQUIRE_CUDA(cudaGraphAddEventWaitNode(&wait, graph, nullptr, 0, other));
+
+  // Read back as given: the kernel as its host stub, the copy with its kind and pitched pointers.
+  cudaMemsetParams memset_back{};
+  REQUIRE_CUDA(cudaGraphMemsetNodeGetParams(set, &memset_back));
+  CHECK(memset_back.dst == dev);
+  CHECK(memset_back.value == 0x11);
+  CHECK(memset_back.width == 64);
+  cudaMemcpy3DParms copy_back{};
+  REQUIRE_CUDA(cudaGraphMemcpyNodeGetParams(copy, &copy_back));
+  CHECK(copy_back.kind == cudaMemcpyDeviceToDevice);
+  CHECK(copy_back.srcPtr.ptr == dev);
+  CHECK(copy_back.srcPtr.pitch == 256);
+  CHECK(copy_back.dstPtr.ptr == bytes + 1024);
+  CHECK(copy_back.extent.height == 2);
+  cudaKernelNodeParams kernel_back{};
+  REQUIRE_CUDA(cudaGraphKernelNodeGetParams(kernel, &kernel_back));
+  CHECK(kernel_back.func == reinterpret_cast<void*>(&graph_stub));
+  CHECK(kernel_back.gridDim.x == 2);
+  CHECK(kernel_back.blockDim.x == 32);
+  cudaEvent_t got = nullptr;
+  REQUIRE_CUDA(cudaGraphEventRecordNodeGetEvent(record, &got));
+  CHECK(got == event);
+  REQUIRE_CUDA(cudaGraphEventWaitNodeGetEvent(wait, &got));
+  CHECK(got == other);
+  REQUIRE_CUDA(cudaGraphEventWaitNodeSetEvent(wait, event));
+  REQUIRE_CUDA(cudaGraphEventWaitNodeGetEvent(wait, &got));
+  CHECK(got == event);
+  REQUIRE_CUDA(cudaGraphEventRecordNodeSetEvent(record, other));
+
+  // Replaced in the graph.
+  memset.value = 0x22;
+  REQUIRE_CUDA(cudaGraphMemsetNodeSetParams(set, &memset));
+  launch.func = reinterpret_cast<void*>(&other_graph_stub);
+  REQUIRE_CUDA(cudaGraphKernelNodeSetParams(kernel, &launch));
+  REQUIRE_CUDA(cudaGraphKernelNodeGetParams(kernel, &kernel_back));
+  CHECK(kernel_back.func == reinterpret_cast<void*>(&other_graph_stub));
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+  unsigned long long flags = 0;
+  REQUIRE_CUDA(cudaGraphExecGetFlags(exec, &flags));
+  CHECK(flags == cudaGraphInstantiateFlagAutoFreeOnLaunch);
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  unsigned char back[1024 + 512 + 16] = {};
+  REQUIRE_CUDA(cudaMemcpy(back, dev, sizeof back, cudaMemcpyDeviceToHost));
+  CHECK(back[63] == 0x22);
+  CHECK(back[1024 + 15] == 0x22);         // first row copied
+  CHECK(back[1024 + 512 + 15] == 0);      // second row: from 256 on, beyond the memset
+  CHECK(calls == 1);
+  CHECK_CUDA(cudaEventQuery(other));
+
+  // Replaced in the executable graph only.
+  memset.value = 0x33;
+  memset.width = 128;
+  REQUIRE_CUDA(cudaGraphExecMemsetNodeSetParams(exec, set, &memset));
+  const cudaHostNodeParams ten{add_ten, &calls};
+  REQUIRE_CUDA(cudaGraphExecHostNodeSetParams(exec, host, &ten));
+  REQUIRE_CUDA(cudaGraphExecKernelNodeSetParams(exec, kernel, &launch));
+  REQUIRE_CUDA(cudaGraphExecEventRecordNodeSetEvent(exec, record, event));
+  REQUIRE_CUDA(cudaGraphExecEventWaitNodeSetEvent(exec, wait, other));
+  cudaMemcpy3DParms row_to_host{};
+  row_to_host.srcPtr = make_cudaPitchedPtr(dev, 256, 16, 2);
+  row_to_host.dstPtr = make_cudaPitchedPtr(back, 16, 16, 2);
+  row_to_host.extent = make_cudaExtent(16, 2, 1);
+  row_to_host.kind = cudaMemcpyDeviceToHost;
+  CHECK(name(cudaGraphExecMemcpyNodeSetParams(exec, copy, &row_to_host)) == "cudaErrorInvalidValue");  // types
+  REQUIRE_CUDA(cudaGraphExecMemcpyNodeSetParams1D(exec, copy, bytes + 4096, dev, 100, cudaMemcpyDeviceToDevice));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  REQUIRE_CUDA(cudaMemcpy(back, bytes + 4096, 128, cudaMemcpyDeviceToHost));
+  CHECK(back[99] == 0x33);
+  CHECK(back[100] == 0);
+  CHECK(calls == 11);
+  REQUIRE_CUDA(cudaGraphMemsetNodeGetParams(set, &memset_back));
+  CHECK(memset_back.value == 0x22);  // the graph's own parameters stay
+
+  // cudaGraphExecUpdate from a graph of another shape fails and says why.
+  cudaGraph_t smaller = nullptr;
+  cudaGraphNode_t lone = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&smaller, 0));
+  REQUIRE_CUDA(cudaGraphAddMemsetNode(&lone, smaller, nullptr, 0, &memset));
+  cudaGraphExecUpdateResultInfo info{};
+  CHECK(name(cudaGraphExecUpdate(exec, smaller, &info)) == "cudaErrorGraphExecUpdateFailure");
+  CHECK(info.result == cudaGraphExecUpdateErrorTopologyChanged);
+  CHECK(info.errorNode == nullptr);
+  // ... and from a clone succeeds.
+  cudaGraph_t clone = nullptr;
+  REQUIRE_CUDA(cudaGraphClone(&clone, graph));
+  REQUIRE_CUDA(cudaGraphExecUpdate(exec, clone, &info));
+  CHECK(info.result == cudaGraphExecUpdateSuccess);
+  REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(calls == 12);  // the counting host node again
+
+  // Refusals.
+  CHECK(name(cudaGraphMemsetNodeGetParams(copy, &memset_back)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaGraphKernelNodeGetParams(set, &kernel_back)) == "cudaErrorInvalidValue");
+  cudaKernelNodeParams unregistered = launch;
+  unregistered.func = reinterpret_cast<void*>(&unregistered_stub);
+  CHECK(name(cudaGraphKernelNodeSetParams(kernel, &unregistered)) == "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaGraphExecKernelNodeSetParams(exec, kernel, &unregistered)) == "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaGraphMemcpyNodeSetParams1D(copy, dev, dev, 16, static_cast<cudaMemcpyKind>(7))) ==
+        "cudaErrorInvalidMemcpyDirection");
+  CHECK(name(cudaGraphAddEventRecordNode(&lone, smaller, nullptr, 0, nullptr)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaGraphExecChildGraphNodeSetParams(exec, set, smaller)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaGraphExecGetFlags(exec, nullptr)) == "cudaErrorInvalidValue");
+  (void)cudaGetLastError();
+
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  for (cudaGraph_t g : {graph, smaller, clone}) REQUIRE_CUDA(cudaGraphDestroy(g));
+  REQUIRE_CUDA(cudaEventDestroy(event));
+  REQUIRE_CUDA(cudaEventDestroy(other));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  REQUIRE_CUDA(cudaFree(dev));
+}

@@ -138,3 +138,72 @@ TEST_CASE("runtime: cudaGetDriverEntryPointByVersion", "[runtime][entry-point]")
         cudaErrorInvalidValue);
   CHECK(cudaGetLastError() == cudaErrorInvalidValue);
 }
+
+// The per-thread-default-stream form, declared by the header only under
+// CUDA_API_PER_THREAD_DEFAULT_STREAM.
+extern "C" cudaError_t cudaMemPrefetchAsync_ptsz(const void* devPtr, size_t count, cudaMemLocation location,
+                                                 unsigned int flags, cudaStream_t stream);
+
+TEST_CASE("runtime: managed-memory advice and prefetches, answered by the range attributes", "[runtime][managed]") {
+  constexpr size_t kPage = 4096;
+  void* managed = nullptr;
+  REQUIRE_CUDA(cudaMallocManaged(&managed, 2 * kPage));
+  auto* bytes = static_cast<unsigned char*>(managed);
+  const cudaMemLocation device1{cudaMemLocationTypeDevice, 1};
+  const cudaMemLocation host{cudaMemLocationTypeHost, 0};
+  REQUIRE_CUDA(cudaMemAdvise(managed, 2 * kPage, cudaMemAdviseSetReadMostly, host));
+  REQUIRE_CUDA(cudaMemAdvise(bytes + kPage, kPage, cudaMemAdviseSetPreferredLocation, device1));
+  REQUIRE_CUDA(cudaMemAdvise(managed, 2 * kPage, cudaMemAdviseSetAccessedBy, device1));
+  int value = -7;
+  REQUIRE_CUDA(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeReadMostly, managed, 2 * kPage));
+  CHECK(value == 1);
+  REQUIRE_CUDA(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributePreferredLocation, bytes + kPage, kPage));
+  CHECK(value == 1);
+  REQUIRE_CUDA(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributePreferredLocation, managed, 2 * kPage));
+  CHECK(value == cudaInvalidDeviceId);  // the first page has none
+  int accessed[2] = {};
+  REQUIRE_CUDA(cudaMemRangeGetAttribute(accessed, sizeof accessed, cudaMemRangeAttributeAccessedBy, managed, kPage));
+  CHECK(accessed[0] == 1);
+  CHECK(accessed[1] == cudaInvalidDeviceId);
+
+  // Prefetches are ordered on their stream; the last location is the one asked for.
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Gate gate;
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, Gate::wait, &gate));
+  REQUIRE_CUDA(cudaMemPrefetchAsync(managed, 2 * kPage, device1, 0, stream));
+  CHECK(name(cudaStreamQuery(stream)) == "cudaErrorNotReady");
+  gate.open();
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  REQUIRE_CUDA(cudaMemPrefetchAsync_ptsz(managed, kPage, host, 0, nullptr));
+  REQUIRE_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  int last = -7, last_type = -7;
+  void* data[] = {&last, &last_type};
+  size_t sizes[] = {4, 4};
+  cudaMemRangeAttribute attributes[] = {cudaMemRangeAttributeLastPrefetchLocation,
+                                        cudaMemRangeAttributeLastPrefetchLocationType};
+  REQUIRE_CUDA(cudaMemRangeGetAttributes(data, sizes, attributes, 2, bytes + kPage, kPage));
+  CHECK(last == 1);
+  CHECK(last_type == cudaMemLocationTypeDevice);
+  REQUIRE_CUDA(cudaMemRangeGetAttributes(data, sizes, attributes, 2, managed, kPage));
+  CHECK(last == cudaCpuDeviceId);
+  CHECK(last_type == cudaMemLocationTypeHost);
+
+  // The documented refusals.
+  void* device_memory = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&device_memory, kPage));
+  CHECK(name(cudaMemAdvise(device_memory, kPage, cudaMemAdviseSetReadMostly, host)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMemAdvise(managed, 3 * kPage, cudaMemAdviseSetReadMostly, host)) == "cudaErrorInvalidValue");
+  const cudaMemLocation nowhere{cudaMemLocationTypeDevice, 8};
+  CHECK(name(cudaMemAdvise(managed, kPage, cudaMemAdviseSetPreferredLocation, nowhere)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaMemPrefetchAsync(managed, kPage, nowhere, 0, stream)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaMemPrefetchAsync(managed, kPage, host, 1, stream)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMemPrefetchAsync(device_memory, kPage, host, 0, stream)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMemRangeGetAttribute(&value, 8, cudaMemRangeAttributeReadMostly, managed, kPage)) ==
+        "cudaErrorInvalidValue");
+  CHECK(name(cudaGetLastError()) == "cudaErrorInvalidValue");
+
+  REQUIRE_CUDA(cudaFree(device_memory));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  REQUIRE_CUDA(cudaFree(managed));
+}
