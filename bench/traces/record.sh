@@ -7,7 +7,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gcc -O2 -Wall -Wextra -shared -fPIC -o "$work/alloc_logger.so" "$here/alloc_logger.c" -ldl -lpthread
-[ $# -gt 0 ] || set -- transformer cnn inference
+[ $# -gt 0 ] || set -- transformer cnn inference serving
 for workload in "$@"; do
   ALLOC_LOG_FILE="$work/$workload.csv" LD_PRELOAD="$work/alloc_logger.so" /usr/bin/python3 "$here/workloads.py" "$workload"
   xz -9 -c "$work/$workload.csv" > "$here/$workload.csv.xz"

@@ -8,7 +8,7 @@ replay=${1:-build/tools/gpumem-replay}
 [ -x "$replay" ] || { echo "replay_table.sh: expected the built gpumem-replay, got \"$replay\"" >&2; exit 2; }
 echo "| trace | source | mode | split | peak reserved (MiB) | utilisation | driver calls | remaps / unmaps | min limit (MiB) | min limit / live peak | live granules / live peak |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
-for trace in transformer cnn inference; do
+for trace in transformer cnn inference serving xla_training; do
   for source in vmm classic; do
     for mode in growth preallocate; do
       for split in tight xla; do
