@@ -490,10 +490,37 @@ class VmmSource(MemTestCase):
         self.assertEqual(device["vmm"]["maps"], 19, result.describe())
         self.assertEqual(device["peak_bytes_reserved"], 40 * MIB, result.describe())
 
-    def test_classic_is_the_default(self):
+    def test_classic_is_the_default_and_auto_takes_virtual_memory(self):
         result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env={"GPUMEM_PREALLOCATE": "0"})
         self.assertEqual(result.device(0)["driver_allocs"], 1, result.describe())
         self.assertEqual(result.device(0)["vmm"]["maps"], 0, result.describe())
+        # The simulator supports virtual memory management: auto maps it.
+        result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env={"GPUMEM_PREALLOCATE": "0",
+                                                                   "GPUMEM_REGION_SOURCE": "auto"})
+        self.assertEqual(result.device(0)["driver_allocs"], 0, result.describe())
+        self.assertGreater(result.device(0)["vmm"]["maps"], 0, result.describe())
+
+    def test_auto_is_resolved_per_device(self):
+        # Two devices, virtual memory management on device 0 only: auto maps it on device 0 and takes
+        # classic regions on device 1, saying so in one info line.
+        for visible, vmm in (("0", True), ("1", False)):
+            with self.subTest(device=visible):
+                result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB,
+                                       env={"GPUMEM_REGION_SOURCE": "auto", "CUDASIM_DEVICES": "2", "CUDASIM_VMM": "0",
+                                            "CUDA_VISIBLE_DEVICES": visible, "GPUMEM_LOG_LEVEL": "info"})
+                device = result.device(0)
+                self.assertEqual(device["driver_allocs"] == 0, vmm, result.describe())
+                self.assertEqual(device["vmm"]["maps"] > 0, vmm, result.describe())
+                said = [line for line in gpumem_lines(result) if "virtual memory management" in line]
+                self.assertEqual(len(said), 0 if vmm else 1, result.describe())
+                if not vmm:
+                    self.assertIn("[info]", said[0], result.describe())
+                    self.assertIn("GPUMEM_REGION_SOURCE=auto", said[0], result.describe())
+        # Named vmm on a device without it: a warning, and classic regions all the same.
+        result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env={"GPUMEM_REGION_SOURCE": "vmm", "CUDASIM_VMM": "none"})
+        self.assertGreater(result.device(0)["driver_allocs"], 0, result.describe())
+        warned = [line for line in gpumem_lines(result) if "[warning]" in line and "virtual memory" in line]
+        self.assertEqual(len(warned), 1, result.describe())
 
 
 if __name__ == "__main__":
