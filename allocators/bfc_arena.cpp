@@ -604,7 +604,42 @@ void BfcArena::note_idle_candidate(ChunkHandle handle) noexcept {
   }
 }
 
+Region BfcArena::piece_at(std::uintptr_t at) const {
+  Region piece;
+  try {
+    piece = source_.piece_at(regions_.front().region, at);
+  } catch (...) {  // a source breaking its contract: the granule
+  }
+  if (piece.size == 0 || piece.base > at || at - piece.base >= piece.size || piece.base % resize_granule_ != 0 ||
+      piece.size % resize_granule_ != 0) {
+    return Region{at / resize_granule_ * resize_granule_, resize_granule_};
+  }
+  return piece;
+}
+
 bool BfcArena::unmap_granules(std::uintptr_t from, std::uintptr_t to, std::size_t& released) {
+  // Pieces reaching outside the range hold memory in use (or kept): they stay, and with them the
+  // idle granules they hold.
+  for (std::uintptr_t at = from; at < to;) {
+    const Region first = piece_at(at);
+    if (first.base < at) {
+      at = first.base + first.size;
+      continue;
+    }
+    std::uintptr_t end = at;
+    for (Region piece = first; piece.base == end && piece.size <= to - end;) {
+      end += piece.size;
+      if (end == to) break;
+      piece = piece_at(end);
+    }
+    if (end == at) return true;  // the piece reaches past the range: nothing more in it
+    if (!unmap_pieces(at, end, released)) return false;
+    at = end;
+  }
+  return true;
+}
+
+bool BfcArena::unmap_pieces(std::uintptr_t from, std::uintptr_t to, std::size_t& released) {
   if (from >= to) return true;
   try {
     unmapped_.reserve(unmapped_.size() + 1);
@@ -862,6 +897,23 @@ ArenaStats BfcArena::stats_locked() const {
   return stats;
 }
 
+bool BfcArena::holds_mapped_piece(std::uintptr_t begin, std::uintptr_t end) const {
+  for (std::uintptr_t at = begin; at < end;) {
+    const auto hole = std::upper_bound(unmapped_.begin(), unmapped_.end(), at,
+                                       [](std::uintptr_t address, const Region& range) {
+                                         return address < range.base + range.size;
+                                       });
+    if (hole != unmapped_.end() && hole->base <= at) {
+      at = hole->base + hole->size;
+      continue;
+    }
+    const Region piece = piece_at(at);
+    if (piece.base >= begin && piece.size <= end - piece.base) return true;
+    at = piece.base + piece.size;
+  }
+  return false;
+}
+
 bool BfcArena::idle_candidates_complete() const {
   if (idle_scan_all_ || regions_.empty()) return true;
   std::vector<std::uintptr_t> noted;
@@ -877,7 +929,7 @@ bool BfcArena::idle_candidates_complete() const {
     const Chunk& chunk = chunks_[node];
     const std::uintptr_t begin = round_up_to(chunk.base, granule);
     const std::uintptr_t end = (chunk.base + chunk.size) / granule * granule;
-    if (begin >= end || unmapped_within(begin, end) == end - begin) continue;  // nothing idle to unmap
+    if (!holds_mapped_piece(begin, end)) continue;  // nothing idle to unmap
     if (!std::binary_search(noted.begin(), noted.end(), chunk.base)) return false;
   }
   return true;

@@ -270,9 +270,17 @@ class BfcArena {
   bool map_under(std::uintptr_t base, std::size_t bytes) GPUMEM_REQUIRES(mutex_);
   // map_under() for the part of free chunk `handle` that carve() would hand out for `rounded` bytes.
   bool map_for_request(detail::ChunkHandle handle, std::size_t rounded) GPUMEM_REQUIRES(mutex_);
-  // Unmaps [from, to) (whole granules, all mapped, inside a free chunk) and records it; false if the
-  // source gave back less (what it gave back is recorded and added to `released`).
+  // Unmaps the source's pieces that lie wholly in [from, to) (whole granules, all mapped, inside a
+  // free chunk) and records them; false if the source gave back less than asked (what it gave back
+  // is recorded and added to `released`).
   bool unmap_granules(std::uintptr_t from, std::uintptr_t to, std::size_t& released) GPUMEM_REQUIRES(mutex_);
+  // Unmaps [from, to), whole pieces, in one call to the source; false as unmap_granules().
+  bool unmap_pieces(std::uintptr_t from, std::uintptr_t to, std::size_t& released) GPUMEM_REQUIRES(mutex_);
+  // The source's piece holding the mapped granule at `at`; the granule itself when the source's
+  // answer breaks its contract.
+  Region piece_at(std::uintptr_t at) const GPUMEM_REQUIRES(mutex_);
+  // Whether a mapped piece lies wholly in [begin, end) (granule boundaries).
+  bool holds_mapped_piece(std::uintptr_t begin, std::uintptr_t end) const GPUMEM_REQUIRES(mutex_);
   // Where unmap_idle() looks for idle granules.
   enum class IdleScan : std::uint8_t {
     candidates,  // the free chunks noted since the last scan (all chunks if the list overflowed)

@@ -8,7 +8,9 @@
 // under a reserved range). The arena then holds one region and grows it by the shortfall, so chunks
 // coalesce across growth steps. Inside the region it can give back the memory of whole granules
 // that lie in free chunks (unmap) and have them backed again when a block needs them (map): the
-// address range stays the arena's, only the memory behind it comes and goes.
+// address range stays the arena's, only the memory behind it comes and goes. Such a source may back
+// its memory in pieces larger than a granule (a few large physical allocations instead of one per
+// granule): each piece is given back only whole, and the arena asks piece_at() where they lie.
 #pragma once
 
 #include <cstddef>
@@ -62,6 +64,11 @@ class RegionSource {
   // Must not throw.
   Status map(const Region& region, std::uintptr_t at, std::size_t bytes) { return do_map(region, at, bytes); }
 
+  // Resizable sources only: the piece of backed memory holding `at` (a backed byte of `region`), the
+  // smallest stretch unmap() gives back: whole granules around `at`. {0, 0} when `at` is not backed.
+  // Default: the granule holding `at`. Must not throw.
+  Region piece_at(const Region& region, std::uintptr_t at) const { return do_piece_at(region, at); }
+
  private:
   virtual Status do_reserve(std::size_t bytes, Region& out) = 0;
   virtual bool do_release(const Region& region) = 0;
@@ -69,6 +76,10 @@ class RegionSource {
   virtual Status do_grow(Region&, std::size_t) { return Status::out_of_memory; }
   virtual std::size_t do_unmap(const Region&, std::uintptr_t, std::size_t) { return 0; }
   virtual Status do_map(const Region&, std::uintptr_t, std::size_t) { return Status::out_of_memory; }
+  virtual Region do_piece_at(const Region&, std::uintptr_t at) const {
+    const std::size_t granule = do_resize_granule();
+    return granule == 0 ? Region{} : Region{at / granule * granule, granule};
+  }
 };
 
 }  // namespace gpumem

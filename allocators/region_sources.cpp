@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "piece_layout.h"
 #include "size_class.h"
 
 namespace gpumem {
@@ -73,8 +74,9 @@ bool FakeRegionSource::do_release(const Region& region) {
 }
 
 ResizableRegionSource::ResizableRegionSource(std::size_t range_bytes, std::size_t granule,
-                                             RegionSourceLimits limits)
+                                             RegionSourceLimits limits, std::size_t largest_piece)
     : granule_(granule),
+      largest_piece_(largest_piece < granule ? granule : largest_piece),
       range_bytes_(range_bytes > std::numeric_limits<std::size_t>::max() - granule
                        ? 0
                        : (range_bytes + granule - 1) / granule * granule),
@@ -83,7 +85,7 @@ ResizableRegionSource::ResizableRegionSource(std::size_t range_bytes, std::size_
 Status ResizableRegionSource::do_reserve(std::size_t bytes, Region& out) {
   if (!admit(limits_, log_, bytes)) return Status::out_of_memory;
   if (range_base_ == 0 || held_bytes_ != 0 || bytes % granule_ != 0 || bytes > range_bytes_ ||
-      !commit(range_base_, bytes)) {
+      !back(range_base_, bytes, true)) {
     ++log_.refusals;
     return Status::out_of_memory;
   }
@@ -96,6 +98,7 @@ Status ResizableRegionSource::do_reserve(std::size_t bytes, Region& out) {
 bool ResizableRegionSource::do_release(const Region& region) {
   decommit(region.base, region.size);
   held_bytes_ = 0;
+  pieces_.clear();
   std::size_t unbacked = 0;
   for (std::size_t index = 0; index < unbacked_.size(); ++index) {
     if (unbacked_[index]) ++unbacked;
@@ -127,22 +130,58 @@ void ResizableRegionSource::mark(std::uintptr_t at, std::size_t bytes, bool unba
   for (std::size_t index = first; index < end; ++index) unbacked_[index] = unbacked;
 }
 
+bool ResizableRegionSource::back(std::uintptr_t at, std::size_t bytes, bool laid_out) {
+  std::map<std::uintptr_t, std::size_t> added;
+  try {
+    for (std::size_t done = 0; done < bytes;) {
+      const std::size_t piece = std::min(
+          bytes - done, laid_out ? piece_bytes_at(at + done - range_base_, granule_, largest_piece_) : granule_);
+      added.emplace(at + done, piece);
+      done += piece;
+    }
+  } catch (...) {  // no host memory for the records
+    return false;
+  }
+  if (!commit(at, bytes)) return false;
+  log_.pieces += added.size();
+  pieces_.merge(added);
+  return true;
+}
+
+Region ResizableRegionSource::do_piece_at(const Region& region, std::uintptr_t at) const {
+  if (held_bytes_ == 0 || region.base != range_base_) return Region{};
+  auto found = pieces_.upper_bound(at);
+  if (found == pieces_.begin()) return Region{};
+  --found;
+  return at - found->first < found->second ? Region{found->first, found->second} : Region{};
+}
+
 std::size_t ResizableRegionSource::do_unmap(const Region& region, std::uintptr_t at, std::size_t bytes) {
   if (!granules_are(region, at, bytes, false)) return 0;
+  // Whole pieces from `at` on: the first that reaches past the range stops it.
+  std::size_t given = 0;
+  for (auto piece = pieces_.find(at); piece != pieces_.end() && piece->first == at + given &&
+                                      piece->second <= bytes - given;) {
+    given += piece->second;
+    if (given == bytes) break;
+    piece = pieces_.find(at + given);
+  }
+  if (given == 0) return 0;
   try {
-    mark(at, bytes, true);
+    mark(at, given, true);
   } catch (...) {  // no host memory for the record: nothing given back
     return 0;
   }
-  decommit(at, bytes);
+  pieces_.erase(pieces_.lower_bound(at), pieces_.lower_bound(at + given));
+  decommit(at, given);
   ++log_.unmaps;
-  log_.live_bytes -= bytes;
-  return bytes;
+  log_.live_bytes -= given;
+  return given;
 }
 
 Status ResizableRegionSource::do_map(const Region& region, std::uintptr_t at, std::size_t bytes) {
   if (!admit(limits_, log_, bytes)) return Status::out_of_memory;
-  if (!granules_are(region, at, bytes, true) || !commit(at, bytes)) {
+  if (!granules_are(region, at, bytes, true) || !back(at, bytes, false)) {
     ++log_.refusals;
     return Status::out_of_memory;
   }
@@ -155,7 +194,7 @@ Status ResizableRegionSource::do_map(const Region& region, std::uintptr_t at, st
 Status ResizableRegionSource::do_grow(Region& region, std::size_t bytes) {
   if (!admit(limits_, log_, bytes)) return Status::out_of_memory;
   if (held_bytes_ == 0 || region.base != range_base_ || region.size != held_bytes_ || bytes % granule_ != 0 ||
-      bytes > range_bytes_ - held_bytes_ || !commit(range_base_ + held_bytes_, bytes)) {
+      bytes > range_bytes_ - held_bytes_ || !back(range_base_ + held_bytes_, bytes, false)) {
     ++log_.refusals;
     return Status::out_of_memory;
   }
@@ -167,8 +206,8 @@ Status ResizableRegionSource::do_grow(Region& region, std::size_t bytes) {
 }
 
 HostResizableRegionSource::HostResizableRegionSource(std::size_t range_bytes, std::size_t granule,
-                                                     RegionSourceLimits limits)
-    : ResizableRegionSource(range_bytes, granule, limits) {
+                                                     RegionSourceLimits limits, std::size_t largest_piece)
+    : ResizableRegionSource(range_bytes, granule, limits, largest_piece) {
   if (this->range_bytes() == 0) return;
   // Over-reserve by a granule so that the range can start on a granule boundary.
   void* range = ::mmap(nullptr, this->range_bytes() + granule, PROT_NONE,
@@ -193,8 +232,8 @@ void HostResizableRegionSource::decommit(std::uintptr_t base, std::size_t bytes)
 }
 
 FakeResizableRegionSource::FakeResizableRegionSource(std::size_t range_bytes, std::size_t granule,
-                                                     RegionSourceLimits limits)
-    : ResizableRegionSource(range_bytes, granule, limits) {
+                                                     RegionSourceLimits limits, std::size_t largest_piece)
+    : ResizableRegionSource(range_bytes, granule, limits, largest_piece) {
   set_range_base(FakeRegionSource::kBase);
 }
 

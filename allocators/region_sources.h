@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "region_source.h"
@@ -30,6 +31,7 @@ struct RegionSourceLog {
   std::uint64_t grows = 0;    // resizable sources: successful grow calls
   std::uint64_t unmaps = 0;   // resizable sources: unmap calls (memory given back inside the region)
   std::uint64_t maps = 0;     // resizable sources: successful map calls (memory back under it)
+  std::uint64_t pieces = 0;   // resizable sources: pieces backed (what a driver maps in one call each)
   std::size_t live_bytes = 0;
   std::size_t live_regions = 0;
 };
@@ -72,9 +74,11 @@ class FakeRegionSource final : public RegionSource {
 // the range's start, that grows at its end, and whose granules can be unbacked (unmap)
 // and backed again (map) inside it. Invariant: the region, when held, lies inside the range and its
 // size is a positive multiple of the granule; log().live_bytes is its size less its unbacked
-// granules. Derived classes make the bytes usable (commit) and give them back (decommit). Calls that
-// break the contract (unmapping what is unbacked, mapping what is backed, ranges outside the
-// region) are refused, so tests catch an arena that makes them.
+// granules. Memory is backed in pieces laid out as piece_layout.h says, at most `largest_piece` bytes
+// each (0: one granule each), and given back only in whole pieces. Derived classes make the bytes
+// usable (commit) and give them back (decommit). Calls that break the contract (unmapping what is
+// unbacked or part of a piece, mapping what is backed, ranges outside the region) are refused, so
+// tests catch an arena that makes them.
 class ResizableRegionSource : public RegionSource {
  public:
   std::size_t granule() const noexcept { return granule_; }
@@ -82,8 +86,9 @@ class ResizableRegionSource : public RegionSource {
   void set_limits(RegionSourceLimits limits) noexcept { limits_ = limits; }
 
  protected:
-  // `granule`: a power of two, a multiple of 256.
-  ResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits);
+  // `granule`: a power of two, a multiple of 256; `largest_piece`: 0 or a power of two.
+  ResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits,
+                        std::size_t largest_piece);
   // Sets the range's base (a multiple of the granule); 0 when the range could not be had.
   void set_range_base(std::uintptr_t base) noexcept { range_base_ = base; }
   std::size_t range_bytes() const noexcept { return range_bytes_; }
@@ -98,13 +103,19 @@ class ResizableRegionSource : public RegionSource {
   Status do_grow(Region& region, std::size_t bytes) override;
   std::size_t do_unmap(const Region& region, std::uintptr_t at, std::size_t bytes) override;
   Status do_map(const Region& region, std::uintptr_t at, std::size_t bytes) override;
+  Region do_piece_at(const Region& region, std::uintptr_t at) const override;
+  // Commits [at, at + bytes) and records its pieces, laid out (piece_layout.h) or one granule each;
+  // false (nothing changed) if refused.
+  bool back(std::uintptr_t at, std::size_t bytes, bool laid_out);
   // Whether [at, at + bytes) is whole granules of the held region, each unbacked (`unbacked`) or
   // each backed (!`unbacked`).
   bool granules_are(const Region& region, std::uintptr_t at, std::size_t bytes, bool unbacked) const;
   void mark(std::uintptr_t at, std::size_t bytes, bool unbacked);
 
   const std::size_t granule_;
+  const std::size_t largest_piece_;
   const std::size_t range_bytes_;
+  std::map<std::uintptr_t, std::size_t> pieces_;  // backed pieces: base -> size
   std::uintptr_t range_base_ = 0;
   std::size_t held_bytes_ = 0;  // the region's size; 0 when none is held
   std::vector<bool> unbacked_;  // per granule of the range, from its base; empty until the first unmap
@@ -116,7 +127,8 @@ class ResizableRegionSource : public RegionSource {
 // granules gives their pages back to the system.
 class HostResizableRegionSource final : public ResizableRegionSource {
  public:
-  HostResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits = {});
+  HostResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits = {},
+                            std::size_t largest_piece = 0);
   ~HostResizableRegionSource() override;
   HostResizableRegionSource(const HostResizableRegionSource&) = delete;
   HostResizableRegionSource& operator=(const HostResizableRegionSource&) = delete;
@@ -131,7 +143,8 @@ class HostResizableRegionSource final : public ResizableRegionSource {
 // Addresses in FakeRegionSource's non-canonical range: nothing behind them.
 class FakeResizableRegionSource final : public ResizableRegionSource {
  public:
-  FakeResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits = {});
+  FakeResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits = {},
+                            std::size_t largest_piece = 0);
 
  private:
   bool commit(std::uintptr_t, std::size_t) override { return true; }

@@ -6,7 +6,7 @@
 // FakeResizableRegionSource (vmm); cub calls the
 // stand-in runtime of cudart_stub.h. Both hand out addresses nobody touches, so the time measured is
 // the allocators' own; what each asks of the driver is counted instead:
-//   driver_calls   arena: regions reserved + growth steps + idle granules mapped again (vmm); cub:
+//   driver_calls   arena: regions reserved (classic) or pieces mapped (vmm, piece_layout.h); cub:
 //                  cudaMalloc calls
 //   peak_held      arena: peak bytes of its regions (mapped, vmm); cub: peak bytes cudaMalloc'd and
 //                  not freed
@@ -58,6 +58,7 @@
 
 #include "bfc_arena.h"
 #include "cudart_stub.h"
+#include "piece_layout.h"
 #include "region_sources.h"
 #include "replay.h"
 #include "trace_reader.h"
@@ -157,14 +158,17 @@ class ArenaOver {
   void start_counting() {}
   DriverFigures stop_counting() const {
     const gpumem::ArenaStats stats = arena_.stats();
-    return {stats.region_reservations + stats.region_grows + stats.region_maps, stats.region_releases,
-            stats.peak_bytes_reserved};
+    // A resizable source maps pieces, one driver call (cuMemCreate + cuMemMap) each.
+    const std::uint64_t pieces = source_.log().pieces;
+    return {pieces != 0 ? pieces : stats.region_reservations + stats.region_grows + stats.region_maps,
+            stats.region_releases, stats.peak_bytes_reserved};
   }
 
  private:
   static Source make_source(std::size_t limit) {
     if constexpr (std::is_same_v<Source, gpumem::FakeResizableRegionSource>) {
-      return Source(gpumem::replay::kVmmRangeLimits * limit, gpumem::replay::kVmmGranule);
+      return Source(gpumem::replay::kVmmRangeLimits * limit, gpumem::replay::kVmmGranule, {},
+                    gpumem::largest_piece_for(limit, gpumem::replay::kVmmGranule));
     } else {
       static_cast<void>(limit);
       return Source();

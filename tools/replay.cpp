@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "bfc_arena.h"
+#include "piece_layout.h"
 #include "region_sources.h"
 
 namespace gpumem::replay {
@@ -172,7 +173,8 @@ ReplayResult run_over(Source& source, std::span<const TraceRecord> rows, const R
                            ? 0.0
                            : static_cast<double>(result.peak_requested) / static_cast<double>(result.peak_reserved);
   const RegionSourceLog& log = source.log();
-  result.driver_calls = log.reservations + log.grows + log.maps;
+  // A resizable source's pieces are one physical allocation and one mapping each.
+  result.driver_calls = log.pieces != 0 ? log.pieces : log.reservations + log.grows + log.maps;
   result.region_grows = log.grows;
   result.region_maps = stats.region_maps;
   result.region_unmaps = stats.region_unmaps;
@@ -188,7 +190,9 @@ ReplayResult run_over(Source& source, std::span<const TraceRecord> rows, const R
 
 ReplayResult run_arena(std::span<const TraceRecord> rows, const ReplayOptions& options, bool stop_at_failure) {
   if (options.source == SourceKind::vmm) {
-    FakeResizableRegionSource source(kVmmRangeLimits * options.limit, options.vmm_granule);
+    // Pieces as the shim's VMM source maps them (piece_layout.h).
+    FakeResizableRegionSource source(kVmmRangeLimits * options.limit, options.vmm_granule, {},
+                                     largest_piece_for(options.limit, options.vmm_granule));
     return run_over(source, rows, options, stop_at_failure);
   }
   FakeRegionSource source;

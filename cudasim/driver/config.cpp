@@ -182,6 +182,27 @@ Config read_config() {
       config.valid = false;
     }
   }
+  if (const char* v = std::getenv("CUDASIM_VMM")) {
+    const std::string_view value(v);
+    if (value == "all") {
+      config.vmm_devices = ~std::uint64_t{0};
+    } else if (value == "none") {
+      config.vmm_devices = 0;
+    } else {  // the device numbers that support it, comma-separated
+      config.vmm_devices = 0;
+      for (std::size_t at = 0; at <= value.size();) {
+        const std::size_t comma = std::min(value.find(',', at), value.size());
+        const auto n = parse_count(value.substr(at, comma - at));
+        if (!n || *n >= static_cast<std::uint64_t>(config.device_count)) {
+          complain("CUDASIM_VMM", v, "all, none, or the device numbers that support virtual memory management (0,2)");
+          config.valid = false;
+          break;
+        }
+        config.vmm_devices |= std::uint64_t{1} << *n;
+        at = comma + 1;
+      }
+    }
+  }
   if (const char* v = std::getenv("CUDA_DEVICE_ORDER")) {
     // The simulated devices are equally fast, so FASTEST_FIRST (the default) ties everywhere and
     // enumerates them as PCI_BUS_ID does: by device number. The driver ignores other values.

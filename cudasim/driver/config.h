@@ -34,10 +34,17 @@ struct Config {
   std::optional<std::uint64_t> fail_alloc_after;  // allocations allowed before failing
   KernelLaunches kernels = KernelLaunches::Skip;   // CUDASIM_KERNELS
   bool peer_access = true;                         // CUDASIM_PEER_ACCESS: all device pairs are peers
+  // CUDASIM_VMM: bit N set when device N (physical number) supports virtual memory management.
+  std::uint64_t vmm_devices = ~std::uint64_t{0};
   std::string report_path;                         // empty: no report
   std::string shared_devices_dir;                  // CUDASIM_SHARED_DEVICES: empty, devices are this process's
   int driver_version = kDefaultDriverVersion;      // what cuDriverGetVersion reports (CUDASIM_DRIVER_VERSION)
 };
+
+// Whether physical device `physical` supports virtual memory management (CUDASIM_VMM).
+inline bool supports_vmm(const Config& config, int physical) {
+  return physical >= 0 && physical < 64 && (config.vmm_devices >> physical & 1) != 0;
+}
 
 // "16G", "512MiB", "300 MB", "4096" (bytes). Units are binary (K = 1024). nullopt when malformed.
 std::optional<std::uint64_t> parse_size(std::string_view text);

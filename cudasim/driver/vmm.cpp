@@ -435,6 +435,7 @@ CUresult create(CUmemGenericAllocationHandle* handle, std::size_t size, const CU
   if (prop->win32HandleMetaData != nullptr) return CUDA_ERROR_INVALID_VALUE;  // "required to be zero"
   if (size == 0 || !is_multiple(size, kGranularity)) return CUDA_ERROR_INVALID_VALUE;
   Device& dev = st.device(prop->location.id);
+  if (!supports_vmm(st.config, dev.physical)) return CUDA_ERROR_NOT_SUPPORTED;  // CUDASIM_VMM
   owe_latency(st.config.alloc_latency_us);
   if (!take_device_memory(st, dev, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   auto physical = std::make_shared<Physical>();

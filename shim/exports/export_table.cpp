@@ -29,7 +29,7 @@ namespace {
 constexpr std::uint32_t kSlots = 4096;
 // Names the slot layout too: processes of another gpumem version find no table they can read.
 constexpr std::array<char, 16> kTableMagic = {'g', 'p', 'u', 'm', 'e', 'm', '-', 'i',
-                                              'p', 'c', '-', 't', 'a', 'b', 'l', '4'};
+                                              'p', 'c', '-', 't', 'a', 'b', 'l', '5'};
 
 // Written by the exporter under ProcessLock::export_table, read by importers in other processes
 // without a lock: the sequence is odd while a write is under way, so a reader that saw it change
@@ -56,6 +56,7 @@ struct Exporter {
   int fd = -1;
   SharedTable* table = nullptr;
   std::unordered_map<std::uintptr_t, std::uint32_t> slot_of;  // block base -> slot
+  std::unordered_map<std::uint32_t, int> list_fd_of;          // slot -> its VMM piece list, if any
   std::vector<std::uint32_t> free_slots;
   std::uint32_t next_unused = 0;
 };
@@ -117,23 +118,38 @@ void write_slot(SharedSlot& slot, bool live, const ExportedBlock* block) {
 }  // namespace
 
 PublishResult publish(std::uintptr_t block_base, const ExportedBlock& block, Token& token) {
+  const int list_fd = block.vmm.piece_count > kInlineVmmPieces ? block.vmm.list_fd : -1;
+  // The list is this table's once published; otherwise it goes.
+  const auto drop_list = [&](PublishResult result) {
+    if (list_fd >= 0) close(list_fd);
+    return result;
+  };
   const auto lock = lock_fork_safely(ProcessLock::export_table);
   Exporter* exporter = exporter_for_this_process();
-  if (exporter == nullptr) return PublishResult::no_table;
+  if (exporter == nullptr) return drop_list(PublishResult::no_table);
   std::uint32_t index = 0;
   if (auto found = exporter->slot_of.find(block_base); found != exporter->slot_of.end()) {
     index = found->second;  // exported again: the same handle, as the driver gives
+    drop_list(PublishResult::published);
   } else {
+    if (list_fd >= 0) {
+      try {
+        exporter->list_fd_of.reserve(exporter->list_fd_of.size() + 1);
+      } catch (...) {
+        return drop_list(PublishResult::no_table);
+      }
+    }
     if (!exporter->free_slots.empty()) {
       index = exporter->free_slots.back();
       exporter->free_slots.pop_back();
     } else if (exporter->next_unused < kSlots) {
       index = exporter->next_unused++;
     } else {
-      return PublishResult::table_full;
+      return drop_list(PublishResult::table_full);
     }
     write_slot(exporter->table->slot[index], true, &block);
     exporter->slot_of.emplace(block_base, index);
+    if (list_fd >= 0) exporter->list_fd_of.emplace(index, list_fd);  // room reserved above
     g_published.fetch_add(1, std::memory_order_relaxed);
   }
   token = Token{};
@@ -152,6 +168,11 @@ std::unordered_map<std::uintptr_t, std::uint32_t>::iterator withdraw_entry(
     Exporter& exporter, std::unordered_map<std::uintptr_t, std::uint32_t>::iterator entry) {
   const std::uint32_t index = entry->second;
   write_slot(exporter.table->slot[index], false, nullptr);
+  // Dead first: an importer that fetched the list's descriptor number reads the slot again after.
+  if (const auto list = exporter.list_fd_of.find(index); list != exporter.list_fd_of.end()) {
+    close(list->second);
+    exporter.list_fd_of.erase(list);
+  }
   const auto next = exporter.slot_of.erase(entry);
   g_published.fetch_sub(1, std::memory_order_relaxed);
   exporter.free_slots.push_back(index);  // may throw: the slot is then never reused
@@ -268,16 +289,11 @@ bool plausible(const Token& token, const ExportedBlock& block, std::string& why)
   if (block.size == 0) return refuse("no size");
   if (block.vmm.piece_count > 0) {
     if (block.vmm.piece_count > kMaxVmmPieces) return refuse("too many mappings");
-    std::uint64_t total = 0;
-    for (std::uint32_t i = 0; i < block.vmm.piece_count; ++i) {
-      const VmmPiece& piece = block.vmm.pieces[i];
-      if (piece.fd < 0 || piece.size == 0 || piece.size > UINT64_MAX - total) return refuse("a bad mapping");
-      total += piece.size;
-    }
-    if (block.vmm.offset >= total || block.size > total - block.vmm.offset) {
-      return refuse(fmt::format("{} bytes at offset {} of {} bytes of mappings", block.size, block.vmm.offset, total));
-    }
-    return true;
+    // A list's pieces are checked once it is read (ipc/vmm_blocks.cpp).
+    if (block.vmm.piece_count > kInlineVmmPieces) return block.vmm.list_fd >= 0 || refuse("no list of mappings");
+    std::string what;
+    return plausible_pieces(std::span(block.vmm.pieces, block.vmm.piece_count), block.vmm.offset, block.size, what) ||
+           refuse(what);
   }
   if (block.pool_fd < -1) return refuse("a bad pool descriptor");
   if (block.pool_fd < 0 && block.offset > UINT64_MAX - block.size) return refuse("an offset past any region");

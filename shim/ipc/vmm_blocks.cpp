@@ -21,38 +21,28 @@ bool driver_can_import(const RealDriver& driver) {
          driver.cuMemRelease != nullptr && driver.cuMemSetAccess != nullptr && driver.cuCtxGetDevice != nullptr;
 }
 
-// The exporter's pieces as descriptors of this process, closed when this goes (the driver keeps what
-// it imported).
-struct FetchedPieces {
-  int fds[kMaxVmmPieces] = {};
-  std::uint32_t count = 0;
-  FetchedPieces() = default;
-  FetchedPieces(const FetchedPieces&) = delete;
-  FetchedPieces& operator=(const FetchedPieces&) = delete;
-  ~FetchedPieces() {
-    for (std::uint32_t i = 0; i < count; ++i) close(fds[i]);
-  }
-};
-
-// Fetches every piece of `block`; false (logged) when one cannot be had or the block was freed meanwhile.
-bool fetch_pieces(const Token& token, const ExportedBlock& block, FetchedPieces& fetched) {
+// The pieces `block` names: inline in its slot, or in the list the exporter keeps (fetched and read
+// here, then checked). False (logged) when they cannot be had or are impossible.
+bool pieces_of(const Token& token, const ExportedBlock& block, std::vector<VmmPiece>& pieces) {
   std::string why;
-  for (std::uint32_t i = 0; i < block.vmm.piece_count; ++i) {
-    const int fd = fetch_descriptor(token.pid, block.vmm.pieces[i].fd, why);
-    if (fd < 0) {
-      log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
-      return false;
-    }
-    fetched.fds[fetched.count++] = fd;
+  const std::uint32_t count = block.vmm.piece_count;
+  if (count <= kInlineVmmPieces) {
+    pieces.assign(block.vmm.pieces, block.vmm.pieces + count);
+    return true;  // checked with the slot (export_table.cpp)
   }
-  // Still exported now, so the descriptors fetched are the block's pieces: the exporter closes a
-  // piece's descriptor only after withdrawing its blocks, and may then reuse the number for other memory.
-  ExportedBlock again;
-  if (!read_exported(token, again, why)) {
+  const int fd = fetch_descriptor(token.pid, block.vmm.list_fd, why);
+  if (fd < 0) {
     log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
     return false;
   }
-  return true;
+  std::string what;
+  const bool read = read_piece_list(fd, count, pieces, what) && plausible_pieces(pieces, block.vmm.offset, block.size, what);
+  close(fd);
+  if (!read) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: process {}'s export table describes the block impossibly ({}): "
+            "a corrupt or forged handle", token.pid, what);
+  }
+  return read;
 }
 
 }  // namespace
@@ -72,28 +62,48 @@ CUresult import_vmm_block(const Token& token, const ExportedBlock& block, Import
   }
   CUdevice device = 0;
   if (driver.cuCtxGetDevice(&device) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_CONTEXT;
-  FetchedPieces fetched;
-  if (!fetch_pieces(token, block, fetched)) return CUDA_ERROR_INVALID_VALUE;
-
-  CUmemGenericAllocationHandle handles[kMaxVmmPieces] = {};
-  std::uint32_t imported = 0;  // handles [mapped, imported) are held; those before were released once mapped
-  std::uint32_t mapped = 0;
+  std::vector<VmmPiece> pieces;
+  std::vector<CUmemGenericAllocationHandle> handles;
+  try {
+    if (!pieces_of(token, block, pieces)) return CUDA_ERROR_INVALID_VALUE;
+    handles.reserve(count);
+    span.piece_sizes.reserve(count);
+  } catch (...) {  // no host memory for the records
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  std::uint32_t mapped = 0;  // handles [mapped, handles.size()) are held; those before were released once mapped
   std::uint64_t total = 0;
   CUdeviceptr base = 0;
   const auto undo = [&](CUresult error) {
-    for (std::uint64_t i = 0, at = 0; i < mapped; at += block.vmm.pieces[i].size, ++i) {
-      driver.cuMemUnmap(base + at, block.vmm.pieces[i].size);
-    }
-    for (std::uint32_t i = mapped; i < imported; ++i) driver.cuMemRelease(handles[i]);
+    for (std::uint64_t i = 0, at = 0; i < mapped; at += pieces[i].size, ++i) driver.cuMemUnmap(base + at, pieces[i].size);
+    for (std::size_t i = mapped; i < handles.size(); ++i) driver.cuMemRelease(handles[i]);
     if (base != 0) driver.cuMemAddressFree(base, total);
     return error;
   };
-  for (; imported < count; ++imported) {
+  // One descriptor at a time (a block may lie over more pieces than this process may hold
+  // descriptors); each imported, then closed.
+  std::string why;
+  for (const VmmPiece& piece : pieces) {
+    const int fd = fetch_descriptor(token.pid, piece.fd, why);
+    if (fd < 0) {
+      log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
+      return undo(CUDA_ERROR_INVALID_VALUE);
+    }
+    CUmemGenericAllocationHandle handle = 0;
     const CUresult result = driver.cuMemImportFromShareableHandle(
-        &handles[imported], reinterpret_cast<void*>(static_cast<std::intptr_t>(fetched.fds[imported])),
-        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        &handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);  // the driver keeps what it imported
     if (result != CUDA_SUCCESS) return undo(result);
-    total += block.vmm.pieces[imported].size;
+    handles.push_back(handle);  // room reserved above
+    total += piece.size;
+  }
+  // Still exported now, so the descriptors fetched were the block's pieces: the exporter closes a
+  // piece's descriptor (and the list's) only after withdrawing its blocks, and may then reuse the
+  // number for other memory.
+  ExportedBlock again;
+  if (!read_exported(token, again, why)) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
+    return undo(CUDA_ERROR_INVALID_VALUE);
   }
   if (const CUresult result = driver.cuMemAddressReserve(&base, total, 0, 0, 0); result != CUDA_SUCCESS) {
     base = 0;
@@ -107,8 +117,8 @@ CUresult import_vmm_block(const Token& token, const ExportedBlock& block, Import
   // the devices that can access this one, as the driver's own would be; each is opened to them too,
   // where the driver lets it (the current device's access is what the open needs).
   const std::vector<CUdevice> peers = peer_access::devices_able_to_access(device);
-  for (std::uint64_t at = 0; mapped < count; at += block.vmm.pieces[mapped].size, ++mapped) {
-    const std::uint64_t size = block.vmm.pieces[mapped].size;
+  for (std::uint64_t at = 0; mapped < count; at += pieces[mapped].size, ++mapped) {
+    const std::uint64_t size = pieces[mapped].size;
     CUresult result = driver.cuMemMap(base + at, size, 0, handles[mapped], 0);
     if (result != CUDA_SUCCESS) return undo(result);
     driver.cuMemRelease(handles[mapped]);  // the mapping keeps the memory until it is unmapped
@@ -124,8 +134,7 @@ CUresult import_vmm_block(const Token& token, const ExportedBlock& block, Import
     }
   }
   span.base = base;
-  span.piece_count = count;
-  for (std::uint32_t i = 0; i < count; ++i) span.piece_sizes[i] = block.vmm.pieces[i].size;
+  for (const VmmPiece& piece : pieces) span.piece_sizes.push_back(piece.size);  // room reserved above
   *ptr = base + block.vmm.offset;
   return CUDA_SUCCESS;
 }
@@ -134,10 +143,10 @@ CUresult unmap_vmm_block(const ImportedSpan& span) {
   const RealDriver& driver = real_driver();
   CUresult first_error = CUDA_SUCCESS;
   std::uint64_t total = 0;
-  for (std::uint32_t i = 0; i < span.piece_count; ++i) {
-    const CUresult result = driver.cuMemUnmap(span.base + total, span.piece_sizes[i]);
+  for (const std::uint64_t size : span.piece_sizes) {
+    const CUresult result = driver.cuMemUnmap(span.base + total, size);
     if (first_error == CUDA_SUCCESS) first_error = result;
-    total += span.piece_sizes[i];
+    total += size;
   }
   const CUresult freed = driver.cuMemAddressFree(span.base, total);
   return first_error != CUDA_SUCCESS ? first_error : freed;

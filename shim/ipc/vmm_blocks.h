@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "exports/export_table.h"
 #include "exports/ipc_token.h"
@@ -16,8 +17,7 @@ namespace gpumem::shim::ipc {
 // What an import mapped: the range reserved and the pieces mapped back to back from its start.
 struct ImportedSpan {
   CUdeviceptr base = 0;
-  std::uint32_t piece_count = 0;
-  std::uint64_t piece_sizes[kMaxVmmPieces] = {};
+  std::vector<std::uint64_t> piece_sizes;
 };
 
 // Maps the block `block` (read from the slot `token` names) into the current context's device and

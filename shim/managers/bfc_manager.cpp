@@ -29,26 +29,22 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
   return options;
 }
 
-// The VMM source when the policy allows it and the device supports it (GPUMEM_REGION_SOURCE=vmm on a
-// device without support says so once and uses classic regions).
+// The VMM source where the policy allows it and the device supports it: GPUMEM_REGION_SOURCE=auto
+// (the default) is resolved here, per device; classic regions where the driver has no virtual memory
+// management (said at info, or as a warning when vmm was asked for by name). A shared GPU's arena maps
+// a granule per piece: what it borrowed goes back as soon as it is idle.
 std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice device, std::size_t limit_bytes,
                                               bool shared) {
   // A shared GPU takes virtual memory where it can (unless classic regions were asked for by name):
   // its idle granules can go back to the other processes, a classic region only whole.
-  const bool automatic = shared && policy.region_source_origin.variable == "default";
+  const bool automatic = policy.region_source == RegionSourceChoice::automatic ||
+                         (shared && policy.region_source_origin.variable == "default");
   if (policy.region_source == RegionSourceChoice::classic && !automatic) return std::nullopt;
-  if (automatic && VmmRegionSource::granularity_for(device) != 0) {
-    log::at(LogLevel::info, "device {}: the GPU is shared: the arena maps virtual memory, so that its idle "
-            "granules can go back to the other processes", device);
-  }
   const std::size_t granularity = VmmRegionSource::granularity_for(device);
   if (granularity == 0) {
-    if (policy.region_source == RegionSourceChoice::vmm) {
-      log::at(LogLevel::warn,
-              "device {}: GPUMEM_REGION_SOURCE=vmm, but the driver does not support virtual memory management "
-              "there; the arena uses classic regions",
-              device);
-    }
+    log::at(automatic ? LogLevel::info : LogLevel::warn,
+            "device {}: GPUMEM_REGION_SOURCE={}, but the driver does not support virtual memory management "
+            "there; the arena uses classic regions", device, automatic ? "auto" : "vmm");
     return std::nullopt;
   }
   if (limit_bytes < granularity) {  // not one granule to map: classic regions serve such a limit
@@ -56,7 +52,7 @@ std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice dev
             "uses classic regions", device, limit_bytes, granularity);
     return std::nullopt;
   }
-  return std::optional<VmmRegionSource>(std::in_place, device, limit_bytes, granularity);
+  return std::optional<VmmRegionSource>(std::in_place, device, limit_bytes, granularity, shared);
 }
 
 // Attempts to synchronise away pending fences before giving up; more than one only when other threads
@@ -282,12 +278,9 @@ std::optional<BlockRange> BfcManager::do_block_range(CUdeviceptr ptr) const {
   if (!vmm_source_) return std::nullopt;
   const auto chunk = arena_.find(static_cast<std::uintptr_t>(ptr));
   if (!chunk || !chunk->in_use) return std::nullopt;  // not a live block: the driver's answer
-  // The driver calls mapped memory no legacy IPC memory; the shim exports the block through its
-  // pieces (one mapping per granule), up to ipc::kMaxVmmPieces of them (docs/ipc.md).
-  const std::size_t granule = vmm_source_->resize_granule();
-  const std::uintptr_t first_piece = chunk->base / granule * granule;
-  const std::size_t pieces = (chunk->base + chunk->size - first_piece + granule - 1) / granule;
-  return BlockRange{chunk->base, chunk->size, pieces <= ipc::kMaxVmmPieces};
+  // The driver calls mapped memory no legacy IPC memory; the shim exports any block through the
+  // pieces it lies over (docs/ipc.md).
+  return BlockRange{chunk->base, chunk->size, true};
 }
 
 void BfcManager::do_refresh_peer_access() {

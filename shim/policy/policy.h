@@ -27,10 +27,10 @@ enum class Mode : std::uint8_t { bfc, platform, cuda_async, off };
 enum class FreeSync : std::uint8_t { defer, sync, none };
 enum class FractionBasis : std::uint8_t { total, free };
 enum class LogLevel : std::uint8_t { trace, debug, info, warn, error, off };
-// Where a bfc arena's memory comes from: classic cuMemAlloc regions (the default: the driver's legacy
-// IPC handles exist only for such memory), or vmm (one reserved virtual range per device, memory
-// mapped under it as needed) where the driver supports it (auto) or asked for explicitly (vmm: a
-// device without it is left to classic regions, with a warning).
+// Where a bfc arena's memory comes from: classic cuMemAlloc regions (the default), or vmm (one
+// reserved virtual range per device, memory mapped under it as needed) where the driver supports it
+// (auto, resolved per device; classic on a device without it, said at info) or asked for explicitly
+// (vmm: a device without it is left to classic regions, with a warning).
 enum class RegionSourceChoice : std::uint8_t { automatic, vmm, classic };
 // The arena's split rule (ArenaOptions::max_internal_fragmentation): tight splits off any remainder;
 // xla hands out a chunk of up to twice the request whole, as XLA's BFC allocator does.

@@ -1,4 +1,4 @@
-// One arena region under a reserved virtual range, mapped granule by granule.
+// One arena region under a reserved virtual range, mapped in pieces (piece_layout.h).
 #include "regions/vmm_region_source.h"
 
 #include <fcntl.h>
@@ -10,6 +10,7 @@
 #include "driver/real_driver.h"
 #include "exports/export_table.h"
 #include "base/log.h"
+#include "piece_layout.h"
 
 namespace gpumem::shim {
 namespace {
@@ -58,8 +59,26 @@ std::size_t VmmRegionSource::granularity_for(CUdevice device) noexcept {
   return granularity >= 256 && (granularity & (granularity - 1)) == 0 ? granularity : 0;
 }
 
-VmmRegionSource::VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::size_t granularity)
-    : device_(device), granule_(granularity), range_bytes_(round_up_to(kRangeLimits * limit_bytes, granularity)) {}
+VmmRegionSource::VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::size_t granularity,
+                                 bool lends_granules)
+    : device_(device),
+      granule_(granularity),
+      largest_piece_(lends_granules ? granularity : largest_piece_for(limit_bytes, granularity)),
+      range_bytes_(round_up_to(kRangeLimits * limit_bytes, granularity)) {}
+
+std::size_t VmmRegionSource::index_containing(std::uintptr_t address) const noexcept {
+  auto found = std::upper_bound(mappings_.begin(), mappings_.end(), address,
+                                [](std::uintptr_t at, const Mapping& mapping) { return at < mapping.base; });
+  if (found == mappings_.begin()) return mappings_.size();
+  --found;
+  return address - found->base < found->size ? static_cast<std::size_t>(found - mappings_.begin()) : mappings_.size();
+}
+
+Region VmmRegionSource::do_piece_at(const Region& region, std::uintptr_t at) const {
+  if (!holds(region)) return Region{};
+  const std::size_t index = index_containing(at);  // mappings_ changes only under the arena's lock, held here
+  return index == mappings_.size() ? Region{} : Region{mappings_[index].base, mappings_[index].size};
+}
 
 std::size_t VmmRegionSource::index_of(std::uintptr_t base) const noexcept {
   const auto found = std::lower_bound(mappings_.begin(), mappings_.end(), base,
@@ -72,9 +91,8 @@ bool VmmRegionSource::holds(const Region& region) const noexcept {
   return extent_ != 0 && region.base == range_base_ && region.size == extent_;
 }
 
-bool VmmRegionSource::map_one(std::uintptr_t at) noexcept {
+bool VmmRegionSource::map_one(std::uintptr_t at, std::size_t bytes) noexcept {
   const RealDriver& driver = real_driver();
-  const std::size_t bytes = granule_;
   CUmemGenericAllocationHandle handle = 0;
   bool exportable = !exportable_refused_;
   const auto address = static_cast<CUdeviceptr>(at);
@@ -114,27 +132,37 @@ bool VmmRegionSource::map_one(std::uintptr_t at) noexcept {
   return true;
 }
 
-bool VmmRegionSource::map_range(std::uintptr_t at, std::size_t bytes) noexcept {
+bool VmmRegionSource::map_range(std::uintptr_t at, std::size_t bytes, bool laid_out) noexcept {
   if (bytes == 0 || bytes % granule_ != 0 || at % granule_ != 0 || at < range_base_ ||
       at - range_base_ > range_bytes_ || bytes > range_bytes_ - (at - range_base_)) {
     return false;
   }
+  // Nothing mapped there yet: the first mapping ending after `at` starts at or after the range's end.
+  const auto after = std::upper_bound(mappings_.begin(), mappings_.end(), at, [](std::uintptr_t address, const Mapping& mapping) {
+    return address < mapping.base + mapping.size;
+  });
+  if (after != mappings_.end() && after->base < at + bytes) return false;
+  const auto piece_at_offset = [&](std::size_t done) {
+    return std::min(bytes - done, laid_out ? piece_bytes_at(at + done - range_base_, granule_, largest_piece_) : granule_);
+  };
+  std::size_t pieces = 0;
+  for (std::size_t done = 0; done < bytes; ++pieces) done += piece_at_offset(done);
   try {
     const std::lock_guard lock(pieces_mutex_);  // an export may be reading the records
-    mappings_.reserve(mappings_.size() + bytes / granule_);
+    mappings_.reserve(mappings_.size() + pieces);
   } catch (...) {  // bad_alloc: no host memory for the records
     return false;
   }
-  for (std::size_t mapped = 0; mapped < bytes; mapped += granule_) {
-    if (index_of(at + mapped) != mappings_.size() || !map_one(at + mapped)) {
+  for (std::size_t mapped = 0; mapped < bytes;) {
+    const std::size_t piece = piece_at_offset(mapped);
+    if (!map_one(at + mapped, piece)) {
       // All or nothing: the pieces of this call go again (refused: kept, and forgotten all the same).
-      while (mapped > 0) {
-        mapped -= granule_;
-        const std::size_t index = index_of(at + mapped);
+      for (std::size_t index = index_of(at); index < mappings_.size() && mappings_[index].base < at + mapped;) {
         if (!unmap_at(index)) drop_at(index);
       }
       return false;
     }
+    mapped += piece;
   }
   return true;
 }
@@ -173,7 +201,7 @@ Status VmmRegionSource::do_reserve(std::size_t bytes, Region& out) {
     }
     range_base_ = static_cast<std::uintptr_t>(base);
   }
-  if (!map_range(range_base_, bytes)) return Status::out_of_memory;
+  if (!map_range(range_base_, bytes, true)) return Status::out_of_memory;
   extent_ = bytes;
   out = Region{range_base_, bytes};
   return Status::ok;
@@ -191,7 +219,7 @@ bool VmmRegionSource::do_release(const Region& region) {
 }
 
 Status VmmRegionSource::do_grow(Region& region, std::size_t bytes) {
-  if (!holds(region) || bytes > range_bytes_ - extent_ || !map_range(range_base_ + extent_, bytes)) {
+  if (!holds(region) || bytes > range_bytes_ - extent_ || !map_range(range_base_ + extent_, bytes, false)) {
     return Status::out_of_memory;
   }
   extent_ += bytes;
@@ -204,17 +232,22 @@ std::size_t VmmRegionSource::do_unmap(const Region& region, std::uintptr_t at, s
       at - range_base_ > extent_ || bytes > extent_ - (at - range_base_)) {
     return 0;
   }
+  // Whole mappings from `at` on; one not mapped there, reaching past the range (a broken contract)
+  // or refused stops it.
   std::size_t given = 0;
-  for (; given < bytes; given += granule_) {
+  while (given < bytes) {
     const std::size_t index = index_of(at + given);
-    if (index == mappings_.size() || !unmap_at(index)) break;  // not mapped (a broken contract), or refused
+    if (index == mappings_.size() || mappings_[index].size > bytes - given) break;
+    const std::size_t size = mappings_[index].size;
+    if (!unmap_at(index)) break;
+    given += size;
   }
   return given;
 }
 
 Status VmmRegionSource::do_map(const Region& region, std::uintptr_t at, std::size_t bytes) {
   if (!holds(region) || at < range_base_ || at - range_base_ > extent_ || bytes > extent_ - (at - range_base_) ||
-      !map_range(at, bytes)) {
+      !map_range(at, bytes, false)) {
     return Status::out_of_memory;
   }
   return Status::ok;
@@ -327,38 +360,52 @@ CUresult VmmRegionSource::export_span(std::uintptr_t block_base, std::size_t blo
   const std::uintptr_t block_end = block_base + block_size;
   span = ipc::VmmSpan{};
   try {
+    std::vector<ipc::VmmPiece> pieces;
     const std::lock_guard lock(pieces_mutex_);
-    for (const Mapping& mapping : mappings_) {
-      if (mapping.base + mapping.size <= block_base || mapping.base >= block_end) continue;
-      if (!mapping.exportable || driver.cuMemExportToShareableHandle == nullptr) {
+    // The mappings the block overlaps: from the one holding its first byte on.
+    auto mapping = std::upper_bound(mappings_.begin(), mappings_.end(), block_base,
+                                    [](std::uintptr_t at, const Mapping& piece) { return at < piece.base + piece.size; });
+    for (; mapping != mappings_.end() && mapping->base < block_end; ++mapping) {
+      if (!mapping->exportable || driver.cuMemExportToShareableHandle == nullptr) {
         log::at(LogLevel::error, "cuIpcGetMemHandle: {:#x} lies in arena memory the driver could not make "
                 "exportable; it cannot be shared", block_base);
         return CUDA_ERROR_INVALID_VALUE;
       }
-      if (span.piece_count == ipc::kMaxVmmPieces) {
+      if (pieces.size() == ipc::kMaxVmmPieces) {
         log::at(LogLevel::error, "cuIpcGetMemHandle: the {}-byte block at {:#x} lies over more than {} of the "
                 "arena's mappings; it cannot be shared", block_size, block_base, ipc::kMaxVmmPieces);
         return CUDA_ERROR_INVALID_VALUE;
       }
-      if (mapping.exported_fd < 0) {  // exported once, kept for later exports while the mapping lives
+      if (mapping->exported_fd < 0) {  // exported once, kept for later exports while the mapping lives
         int fd = -1;
         const CUresult exported =
-            driver.cuMemExportToShareableHandle(&fd, mapping.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+            driver.cuMemExportToShareableHandle(&fd, mapping->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
         if (exported != CUDA_SUCCESS) {
           log::at(LogLevel::error, "cuIpcGetMemHandle: the driver refused to export the memory under {:#x} "
                   "(error {})", block_base, static_cast<int>(exported));
           return exported;
         }
         fcntl(fd, F_SETFD, FD_CLOEXEC);  // the program's children get none of the arena's memory
-        mapping.exported_fd = fd;
+        mapping->exported_fd = fd;
       }
-      if (span.piece_count == 0) span.offset = block_base - mapping.base;
-      span.pieces[span.piece_count++] = ipc::VmmPiece{mapping.exported_fd, 0, mapping.size};
+      if (pieces.empty()) span.offset = block_base - mapping->base;
+      pieces.push_back(ipc::VmmPiece{mapping->exported_fd, 0, mapping->size});
     }
-  } catch (...) {  // the lock failed
+    if (pieces.empty()) return CUDA_ERROR_INVALID_VALUE;
+    span.piece_count = static_cast<std::uint32_t>(pieces.size());
+    if (pieces.size() <= ipc::kInlineVmmPieces) {
+      std::copy(pieces.begin(), pieces.end(), span.pieces);
+    } else if ((span.list_fd = ipc::make_piece_list(pieces)) < 0) {
+      log::at(LogLevel::error, "cuIpcGetMemHandle: cannot record the {} mappings of the {}-byte block at {:#x} "
+              "(no memfd or memory); it cannot be shared", pieces.size(), block_size, block_base);
+      span = ipc::VmmSpan{};
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  } catch (...) {  // the lock failed, or no host memory for the list
+    span = ipc::VmmSpan{};
     return CUDA_ERROR_UNKNOWN;
   }
-  return span.piece_count > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
 }
 
 }  // namespace gpumem::shim

@@ -1,11 +1,13 @@
 // Regions for an arena from CUDA's virtual memory management: one virtual range of twice the arena's
 // limit is reserved (cuMemAddressReserve) at the first reservation, and physical memory (cuMemCreate,
-// one piece per granule of the device's recommended granularity) is mapped under the arena's one
-// region as it grows, readable and writable by the owning device and by the devices the program gave
+// in pieces as piece_layout.h says: the first reservation, a preallocated limit, from one granule
+// of the device's recommended granularity at the range's start, doubling, up to a 32nd of the limit;
+// growth and memory mapped again one granule each) is mapped under the arena's one region, one
+// cuMemMap per piece, readable and writable by the owning device and by the devices the program gave
 // peer access to the context (cuMemSetAccess; cuCtxEnablePeerAccess opens cuMemAlloc memory only). The
 // address space stays contiguous, so the arena's chunks coalesce across growth steps; the arena unmaps idle
-// granules anywhere in the region (their memory is released) and has them mapped again when a block
-// needs them, so the limit bounds the memory mapped, and holes cost addresses only.
+// pieces anywhere in the region (their memory is released) and has the granules a block needs mapped
+// again (in pieces of their own), so the limit bounds the memory mapped, and holes cost addresses only.
 #pragma once
 
 #include <cuda.h>
@@ -22,10 +24,11 @@
 namespace gpumem::shim {
 
 // Each mapping is charged to the device's budget (BudgetPath::arena) before its memory is created
-// and refunded once it is unmapped and released. Invariants: mappings_ are one granule each, in
-// address order, inside [range_base_, range_base_ + extent_) (the region; unmapped granules are
-// holes); their total is bytes_reserved(). One piece per granule is what lets any idle granule go:
-// CUDA unmaps whole mappings only. Preallocating N GiB therefore makes N x 512 pieces at 2 MiB.
+// and refunded once it is unmapped and released. Invariants: mappings_ are whole granules each, in
+// address order, apart, inside [range_base_, range_base_ + extent_) (the region; unmapped granules
+// are holes); their total is bytes_reserved(). CUDA unmaps whole mappings only, so an idle stretch
+// goes back only in whole pieces (piece_at() tells the arena where they lie): the trade-off of
+// preallocating a limit in few calls (192 GiB in 44 pieces at 2 MiB granules).
 // Mappings are created exportable as POSIX descriptors where the driver allows it, so their blocks
 // can be shared with legacy IPC (docs/ipc.md); a mapping's descriptor is exported at its first
 // export, kept open (close-on-exec) and closed when the mapping goes.
@@ -39,14 +42,17 @@ class VmmRegionSource final : public RegionSource {
   static constexpr std::size_t kRangeLimits = 2;
 
   // `granularity`: from granularity_for() (not 0). `limit_bytes`: the arena's limit; the range
-  // reserved is kRangeLimits times it, rounded up to the granularity.
-  VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::size_t granularity);
+  // reserved is kRangeLimits times it, rounded up to the granularity. `lends_granules`: every piece
+  // one granule, the preallocation included, so that any idle granule can go back to the other
+  // processes of a shared GPU (GPUMEM_SHARE=auto) at once.
+  VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::size_t granularity, bool lends_granules);
 
   std::size_t bytes_reserved() const noexcept { return bytes_reserved_.load(std::memory_order_relaxed); }
   // The context went: unmaps and releases what it can, gives the range back, and refunds every
   // charge (the arena keeps its records, so its figures stay readable).
   void abandon() noexcept;
-  // The mappings [block_base, + block_size) overlaps, each exported as a descriptor, into `span`.
+  // The mappings [block_base, + block_size) overlaps, each exported as a descriptor, into `span`
+  // (inline, or past ipc::kInlineVmmPieces a list whose descriptor publish() takes over).
   // CUDA_SUCCESS, or a refusal already logged in one line (memory not created exportable, a block
   // over more than ipc::kMaxVmmPieces mappings, a driver error).
   CUresult export_span(std::uintptr_t block_base, std::size_t block_size, ipc::VmmSpan& span) const noexcept;
@@ -77,15 +83,21 @@ class VmmRegionSource final : public RegionSource {
 
   // Whether `region` is the one region held now.
   bool holds(const Region& region) const noexcept;
-  // Maps [at, at + bytes), one piece per granule; all or nothing.
-  bool map_range(std::uintptr_t at, std::size_t bytes) noexcept;
-  bool map_one(std::uintptr_t at) noexcept;
+  Region do_piece_at(const Region& region, std::uintptr_t at) const override;
+
+  // Maps [at, at + bytes) (nothing mapped there yet) in pieces, laid out (piece_layout.h) or one
+  // granule each; all or nothing.
+  bool map_range(std::uintptr_t at, std::size_t bytes, bool laid_out) noexcept;
+  // Creates and maps one piece of `bytes` at `at`.
+  bool map_one(std::uintptr_t at, std::size_t bytes) noexcept;
   // Unmaps and releases mappings_[index]; false (and the mapping kept) if the driver refuses.
   bool unmap_at(std::size_t index) noexcept;
   // Forgets mappings_[index] (unmapped or not), closing its descriptor and refunding its charge.
   void drop_at(std::size_t index) noexcept;
   // The index of the mapping at `base`, or mappings_.size().
   std::size_t index_of(std::uintptr_t base) const noexcept;
+  // The index of the mapping holding `address`, or mappings_.size().
+  std::size_t index_containing(std::uintptr_t address) const noexcept;
   // What a new mapping is opened to: read-write for the owning device (first) and each peer accessor.
   // Called with access_mutex_ held.
   std::vector<CUmemAccessDesc> access_descs() const;
@@ -94,6 +106,7 @@ class VmmRegionSource final : public RegionSource {
 
   const CUdevice device_;
   const std::size_t granule_;
+  const std::size_t largest_piece_;  // piece_layout.h
   const std::size_t range_bytes_;
   std::uintptr_t range_base_ = 0;  // 0 until the range is reserved
   std::size_t extent_ = 0;         // the region's size (mapped or not); 0 while none is held

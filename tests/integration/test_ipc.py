@@ -3,6 +3,7 @@ the simulator without gpumem and with it in every mode: PyTorch's tensor at an o
 segment (ipc_tensor_share), vLLM's custom all-reduce across N ranks (ipc_all_reduce), NCCL's legacy
 IPC probe (ipc_p2p_probe). Child processes inherit the environment, LD_PRELOAD included."""
 
+import fcntl
 import os
 import re
 import struct
@@ -47,17 +48,19 @@ SEGMENT_BYTES = 4 * 1024 * 1024  # ipc_tensor_share.cpp's segment, the largest b
 # The layout an importer reads (shim/exports/ipc_token.h, export_table.cpp, export_table.h and
 # vmm_span.h), to forge handles and tables as a hostile or broken process of the same user would.
 TOKEN = struct.Struct("<16sQQiiII")  # magic, process number, generation, pid, table descriptor, slot, unused
-TABLE_MAGIC = b"gpumem-ipc-tabl4"
+TABLE_MAGIC = b"gpumem-ipc-tabl5"
 TABLE_HEADER = struct.Struct("<16sQII")  # magic, process number, slots, unused
 SLOT_HEADER = struct.Struct("<QQQ")  # sequence, generation, live
 SLOT_BYTES = SLOT_HEADER.size + 8360  # then the ExportedBlock
 TABLE_SLOTS = 4096
 TABLE_BYTES = TABLE_HEADER.size + TABLE_SLOTS * SLOT_BYTES
 # In an ExportedBlock: the region's handle (64 bytes), offset, size, pool descriptor, unused, the pool
-# pointer's data (64 bytes), then the VMM span: offset, piece count, unused, and its pieces (fd, unused, size).
+# pointer's data (64 bytes), then the VMM span: offset, piece count, the list's descriptor (past 512
+# pieces; else -1), and 512 inline pieces (fd, unused, size).
 REGION_BLOCK = struct.Struct("<64sQQiI")
 POOL_DATA = 64
-VMM_SPAN = struct.Struct("<QII")
+VMM_SPAN = struct.Struct("<QIi")
+INLINE_PIECES = 512
 VMM_PIECE = struct.Struct("<iIQ")
 
 
@@ -147,6 +150,20 @@ class TensorShare(IpcTestCase):
                     self.assertEqual(exports.count((segment_bytes, segment_mappings)), 2, result.describe())
                     self.assertGreaterEqual(segment_bytes, SEGMENT_BYTES, result.describe())
                     self.assertGreaterEqual(segment_mappings, 2, result.describe())
+
+    def test_a_segment_over_more_mappings_than_a_slot_holds(self):
+        # Growth maps a granule per piece: a 1.1 GiB segment lies over more than 512 of them, which
+        # the slot names through a list of its own; the consumer opens it as any other.
+        env = {**SIM, **CONFIGURATIONS["bfc vmm growth"][1], "GPUMEM_LIMIT": "2GiB",
+               "IPC_SEGMENT_BYTES": str(1100 * 2**20), "GPUMEM_LOG_LEVEL": "debug"}
+        result = run([TENSOR, "producer"], env=env)
+        self.assertSucceeded(result)
+        self.assertEqual(key_values(result.stdout), {
+            "export": "cudaSuccess", "own_open": "cudaErrorDeviceUninitialized", "tensor": "ok",
+            "same_pointer": "1", "block": "ok", "consumer_exit": "0", "reply": "ok",
+            "open": "cudaErrorInvalidValue", "stale_exit": "0"}, result.describe())
+        exports = [(int(size), int(mappings)) for size, mappings in VMM_EXPORT.findall(result.stderr)]
+        self.assertGreater(max(mappings for _, mappings in exports), INLINE_PIECES, result.describe())
 
     def test_vmm_memory_the_driver_cannot_make_exportable_is_refused_cleanly(self):
         # The first cuMemCreate (asking for POSIX descriptors) is refused as unsupported: the arena
@@ -279,7 +296,7 @@ class ForgedHandles(IpcTestCase):
                     write_live_slot(table, 3, 5, pool_block)
                     result = self.open_forged(forged_handle(77, 5, os.getpid(), table, 3))
                     self.assertRefusedInOneLine(result, f"descriptor {fifo_fd} is a FIFO")
-                    vmm_block = (REGION_BLOCK.pack(b"", 0, 4096, -1, 0) + bytes(POOL_DATA) + VMM_SPAN.pack(0, 1, 0)
+                    vmm_block = (REGION_BLOCK.pack(b"", 0, 4096, -1, 0) + bytes(POOL_DATA) + VMM_SPAN.pack(0, 1, -1)
                                  + VMM_PIECE.pack(fifo_fd, 0, 2 << 20))
                     write_live_slot(table, 4, 6, vmm_block)
                     result = self.open_forged(forged_handle(77, 6, os.getpid(), table, 4))
@@ -358,9 +375,45 @@ class ForgedHandles(IpcTestCase):
     @staticmethod
     def vmm_offset_past_the_end(table: bytearray, block_at: int):
         span_at = block_at + REGION_BLOCK.size + POOL_DATA
-        _, count, unused = VMM_SPAN.unpack_from(table, span_at)
+        _, count, list_fd = VMM_SPAN.unpack_from(table, span_at)
         total = sum(VMM_PIECE.unpack_from(table, span_at + VMM_SPAN.size + i * VMM_PIECE.size)[2] for i in range(count))
-        VMM_SPAN.pack_into(table, span_at, total, count, unused)
+        VMM_SPAN.pack_into(table, span_at, total, count, list_fd)
+
+    def test_a_forged_list_of_mappings_is_refused(self):
+        # A block over more pieces than a slot holds names a list the exporter keeps: it must be a
+        # sealed memfd of exactly the pieces' size, and the pieces in it must hold the block.
+        count = INLINE_PIECES + 1
+        pieces = b"".join(VMM_PIECE.pack(0, 0, 2 << 20) for _ in range(count))
+        with tempfile.TemporaryDirectory(prefix="gpumem-ipc-") as tmp:
+            fifo = os.path.join(tmp, "fifo")
+            os.mkfifo(fifo)
+            fifo_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+            unsealed = os.memfd_create("gpumem-ipc-pieces", os.MFD_ALLOW_SEALING)
+            os.write(unsealed, pieces)
+            short = os.memfd_create("gpumem-ipc-pieces", os.MFD_ALLOW_SEALING)
+            os.write(short, pieces[:-VMM_PIECE.size])
+            past = os.memfd_create("gpumem-ipc-pieces", os.MFD_ALLOW_SEALING)
+            os.write(past, pieces)
+            seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL
+            for sealed in (short, past):
+                fcntl.fcntl(sealed, fcntl.F_ADD_SEALS, seals)
+            table = forged_table(78)
+            try:
+                for slot, (list_fd, offset, reason) in enumerate((
+                        (fifo_fd, 0, f"descriptor {fifo_fd} is a FIFO"),
+                        (unsealed, 0, "not a sealed memfd"),
+                        (short, 0, f"not {count} mappings"),
+                        (past, count * (2 << 20), "bytes at offset"),
+                        (-1, 0, "no list of mappings"))):
+                    with self.subTest(reason=reason):
+                        block = (REGION_BLOCK.pack(b"", 0, 4096, -1, 0) + bytes(POOL_DATA)
+                                 + VMM_SPAN.pack(offset, count, list_fd))
+                        write_live_slot(table, slot, 9, block)
+                        result = self.open_forged(forged_handle(78, 9, os.getpid(), table, slot))
+                        self.assertRefusedInOneLine(result, reason)
+            finally:
+                for fd in (table, fifo_fd, unsealed, short, past):
+                    os.close(fd)
 
 
 if __name__ == "__main__":

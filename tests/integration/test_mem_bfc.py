@@ -391,7 +391,8 @@ class HostMemoryPerReset(MemTestCase):
 
 class VmmSource(MemTestCase):
     """GPUMEM_REGION_SOURCE=vmm (or auto, on the simulator, which supports virtual memory management):
-    one reserved range of twice the limit, memory mapped under it one 2 MiB granule per piece."""
+    one reserved range of twice the limit, memory mapped under it in pieces: the first reservation
+    from 2 MiB doubling up to a 32nd of the limit, growth one 2 MiB granule per piece."""
 
     def test_preallocation_maps_the_whole_limit_in_one_range(self):
         for name in (RUNTIME_SHARED, DRIVER):
@@ -400,13 +401,30 @@ class VmmSource(MemTestCase):
                 device = result.device(0)
                 self.assertEqual(device["driver_allocs"], 0, result.describe())  # no cuMemAlloc region
                 self.assertEqual(device["vmm"]["peak_bytes"], LIMIT, result.describe())
-                pieces = LIMIT // (2 * MIB)  # one per granule, so that any idle granule can go back
-                self.assertEqual(device["vmm"]["maps"], pieces)
+                # 12 GiB: 2, 2, 4, ... 256 MiB, then pieces of 384 MiB (a 32nd of the limit).
+                pieces = 40
+                self.assertEqual(device["vmm"]["maps"], pieces, result.describe())
+                self.assertEqual(device["vmm"]["creates"], pieces, result.describe())
                 if name == DRIVER:  # it destroys its context: the mappings and the range go with it
                     self.assertEqual((device["vmm"]["unmaps"], device["vmm"]["releases"]), (pieces, pieces))
                     self.assertEqual((device["vmm"]["bytes"], device["vmm"]["reserved_va_bytes"]), (0, 0))
                 else:
                     self.assertEqual(device["vmm"]["reserved_va_bytes"], 2 * LIMIT)
+                self.assertEqual(gpumem_lines(result), [], result.describe())
+
+    def test_preallocating_192_gib_maps_it_in_a_bounded_number_of_pieces(self):
+        # At most 64 map calls for any limit up to 192 GiB: 44 for 192 GiB at 2 MiB granules, then
+        # nothing more while the blocks come and go; and the whole limit is the arena's.
+        for limit, pieces in ((192 * GIB, 44), (126 * MIB, 63), (GIB, 36)):
+            with self.subTest(limit=limit):
+                result = self.scenario(RUNTIME_SHARED, "hold", 40, MIB, 3,
+                                       env={"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_LIMIT": str(limit),
+                                            "CUDASIM_DEVICE_MEMORY": "256GiB"})
+                device = result.device(0)
+                self.assertEqual(device["driver_allocs"], 0, result.describe())
+                self.assertEqual((device["vmm"]["maps"], device["vmm"]["creates"]), (pieces, pieces), result.describe())
+                self.assertLessEqual(device["vmm"]["maps"], 64)
+                self.assertEqual(device["vmm"]["peak_bytes"], limit, result.describe())
                 self.assertEqual(gpumem_lines(result), [], result.describe())
 
     def test_growth_maps_only_what_is_missing(self):
@@ -415,10 +433,10 @@ class VmmSource(MemTestCase):
             with self.subTest(env=env):
                 result = self.scenario(RUNTIME_SHARED, "hold", 40, MIB, env=env)
                 device = result.device(0)
-                # 40 x 1 MiB held at once: five growth steps of the 8 MiB floor, in one address range,
-                # each mapped as four 2 MiB pieces.
+                # 40 x 1 MiB held at once: five steps of the 8 MiB floor, in one address range: the
+                # first reservation as pieces of 2, 2 and 4 MiB, each growth step as four 2 MiB pieces.
                 self.assertEqual(device["driver_allocs"], 0, result.describe())
-                self.assertEqual(device["vmm"]["maps"], 20, result.describe())
+                self.assertEqual(device["vmm"]["maps"], 19, result.describe())
                 self.assertEqual(device["vmm"]["peak_bytes"], 40 * MIB)
                 self.assertEqual(device["peak_bytes_reserved"], 40 * MIB)
 
@@ -465,17 +483,44 @@ class VmmSource(MemTestCase):
 
     def test_growth_unmaps_idle_granules_so_reserved_follows_the_live_blocks(self):
         # 40 blocks of 1 MiB held and freed, 3 rounds: the later rounds reuse the memory the first
-        # mapped (20 pieces of 2 MiB); nothing is unmapped and mapped again once the arena settles.
+        # mapped (19 pieces, as above); nothing is unmapped and mapped again once the arena settles.
         env = {"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_PREALLOCATE": "0"}
         result = self.scenario(RUNTIME_SHARED, "hold", 40, MIB, 3, env=env)
         device = result.device(0)
-        self.assertEqual(device["vmm"]["maps"], 20, result.describe())
+        self.assertEqual(device["vmm"]["maps"], 19, result.describe())
         self.assertEqual(device["peak_bytes_reserved"], 40 * MIB, result.describe())
 
-    def test_classic_is_the_default(self):
+    def test_classic_is_the_default_and_auto_takes_virtual_memory(self):
         result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env={"GPUMEM_PREALLOCATE": "0"})
         self.assertEqual(result.device(0)["driver_allocs"], 1, result.describe())
         self.assertEqual(result.device(0)["vmm"]["maps"], 0, result.describe())
+        # The simulator supports virtual memory management: auto maps it.
+        result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env={"GPUMEM_PREALLOCATE": "0",
+                                                                   "GPUMEM_REGION_SOURCE": "auto"})
+        self.assertEqual(result.device(0)["driver_allocs"], 0, result.describe())
+        self.assertGreater(result.device(0)["vmm"]["maps"], 0, result.describe())
+
+    def test_auto_is_resolved_per_device(self):
+        # Two devices, virtual memory management on device 0 only: auto maps it on device 0 and takes
+        # classic regions on device 1, saying so in one info line.
+        for visible, vmm in (("0", True), ("1", False)):
+            with self.subTest(device=visible):
+                result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB,
+                                       env={"GPUMEM_REGION_SOURCE": "auto", "CUDASIM_DEVICES": "2", "CUDASIM_VMM": "0",
+                                            "CUDA_VISIBLE_DEVICES": visible, "GPUMEM_LOG_LEVEL": "info"})
+                device = result.device(0)
+                self.assertEqual(device["driver_allocs"] == 0, vmm, result.describe())
+                self.assertEqual(device["vmm"]["maps"] > 0, vmm, result.describe())
+                said = [line for line in gpumem_lines(result) if "virtual memory management" in line]
+                self.assertEqual(len(said), 0 if vmm else 1, result.describe())
+                if not vmm:
+                    self.assertIn("[info]", said[0], result.describe())
+                    self.assertIn("GPUMEM_REGION_SOURCE=auto", said[0], result.describe())
+        # Named vmm on a device without it: a warning, and classic regions all the same.
+        result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env={"GPUMEM_REGION_SOURCE": "vmm", "CUDASIM_VMM": "none"})
+        self.assertGreater(result.device(0)["driver_allocs"], 0, result.describe())
+        warned = [line for line in gpumem_lines(result) if "[warning]" in line and "virtual memory" in line]
+        self.assertEqual(len(warned), 1, result.describe())
 
 
 if __name__ == "__main__":

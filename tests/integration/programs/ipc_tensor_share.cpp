@@ -17,10 +17,12 @@
 //                     process opens the handle
 //   hold HANDLE       opens a segment handle, checks the tensor, waits for its stdin to close (the
 //                     exporter may exit meanwhile), checks the tensor again, closes
+// IPC_SEGMENT_BYTES (bytes, at least the 4 MiB default) sets the size of the segment the producer exports.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -36,7 +38,7 @@ namespace {
 constexpr std::size_t kKiB = 1024;
 constexpr std::size_t kMiB = 1024 * kKiB;
 constexpr std::size_t kWorkspaceBytes = 256 * kKiB;  // allocated first, so the segment is not at a region's start
-constexpr std::size_t kSegmentBytes = 4 * kMiB;
+constexpr std::size_t kSegmentBytes = 4 * kMiB;  // IPC_SEGMENT_BYTES (bytes) makes it larger
 constexpr std::size_t kTensorOffset = kMiB + 768;
 constexpr std::size_t kTensorBytes = 64 * kKiB + 3;
 constexpr std::size_t kReplyOffset = 2 * kMiB + 4;
@@ -118,7 +120,10 @@ int open_handle(const std::string& hex, int times) {
 void* make_segment(cudaIpcMemHandle_t* handle, cudaError_t* exported) {
   void *workspace = nullptr, *segment = nullptr;
   CHECK_CUDA(cudaMalloc(&workspace, kWorkspaceBytes));
-  CHECK_CUDA(cudaMalloc(&segment, kSegmentBytes));
+  const char* bytes = std::getenv("IPC_SEGMENT_BYTES");
+  const std::size_t segment_bytes = bytes != nullptr ? std::max<std::size_t>(std::strtoull(bytes, nullptr, 10), kSegmentBytes)
+                                                     : kSegmentBytes;
+  CHECK_CUDA(cudaMalloc(&segment, segment_bytes));
   const auto tensor = pattern(kTensorBytes, 11);
   CHECK_CUDA(cudaMemcpy(offset(segment, kTensorOffset), tensor.data(), tensor.size(), cudaMemcpyHostToDevice));
   *exported = cudaIpcGetMemHandle(handle, segment);

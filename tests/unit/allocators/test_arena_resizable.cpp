@@ -5,6 +5,7 @@
 #include <random>
 
 #include "arena_test_support.h"
+#include "piece_layout.h"
 
 using namespace gpumem;
 using namespace gpumem::test;
@@ -12,6 +13,7 @@ using namespace gpumem::test;
 namespace {
 
 constexpr std::size_t kGranuleBytes = 2 * kMiB;  // CUDA's usual recommended granularity
+constexpr std::size_t kGiB = std::size_t{1} << 30;
 
 ArenaOptions growing_by(std::size_t limit, std::size_t min_growth) {
   ArenaOptions options = growing(limit);
@@ -28,6 +30,15 @@ std::uintptr_t hole_then_growth(BfcArena& arena) {
   must_free(arena, hole);
   must_allocate(arena, 6 * kMiB);
   return first;
+}
+
+// Frees one of the `live` blocks at random, fenced (the next fence) one time in `fenced_one_in`.
+void free_at_random(BfcArena& arena, std::vector<std::uintptr_t>& live, std::mt19937_64& rng, FenceId& fence,
+                    unsigned fenced_one_in) {
+  const std::size_t index = rng() % live.size();
+  must_free(arena, live[index], rng() % fenced_one_in == 0 ? Fence{++fence, 0} : Fence{});
+  live[index] = live.back();
+  live.pop_back();
 }
 
 }  // namespace
@@ -205,10 +216,7 @@ TEST_CASE("resizable: random allocations, frees, fences and releases keep every 
       if (status == Status::ok) live.push_back(ptr);
       if (status == Status::fences_pending) arena.resolve_fences_through(fence);
     } else if (roll < 95) {
-      const std::size_t index = rng() % live.size();
-      must_free(arena, live[index], rng() % 4 == 0 ? Fence{++fence, 0} : Fence{});
-      live[index] = live.back();
-      live.pop_back();
+      free_at_random(arena, live, rng, fence, 4);
     } else {
       arena.release_free_regions();
     }
@@ -433,4 +441,91 @@ TEST_CASE("resizable: a source refusing below the arena's limit gets idle granul
   const std::uintptr_t again = must_allocate(arena, 2 * kMiB);
   CHECK(arena.find(again).has_value());
   CHECK(arena.validate());
+}
+
+// Pieces (piece_layout.h): a source that backs its first reservation in pieces of up to a 32nd of
+// the limit, and growth and memory mapped again one granule each.
+
+TEST_CASE("resizable pieces: a whole limit up to 192 GiB is mapped in at most 64 pieces", "[resizable][pieces]") {
+  // The layout alone, for every limit in 2 MiB steps up to 4 GiB and in 1 GiB steps up to 192 GiB.
+  const auto pieces_for = [](std::size_t limit) {
+    const std::size_t largest = largest_piece_for(limit, kGranuleBytes);
+    std::size_t count = 0;
+    for (std::size_t offset = 0; offset < limit; ++count) {
+      offset += std::min(limit - offset, piece_bytes_at(offset, kGranuleBytes, largest));
+    }
+    return count;
+  };
+  std::size_t most = 0;
+  for (std::size_t limit = kGranuleBytes; limit <= 4 * kGiB; limit += kGranuleBytes) most = std::max(most, pieces_for(limit));
+  for (std::size_t limit = 4 * kGiB; limit <= 192 * kGiB; limit += kGiB) most = std::max(most, pieces_for(limit));
+  CHECK(most <= 64);
+  // And as the arena preallocates it: one reservation, 44 pieces, nothing more for the blocks.
+  const std::size_t limit = 192 * kGiB;
+  FakeResizableRegionSource source(2 * limit, kGranuleBytes, {}, largest_piece_for(limit, kGranuleBytes));
+  BfcArena arena(source, preallocated(limit));
+  for (int i = 0; i < 100; ++i) must_allocate(arena, kGiB + 4096);
+  CHECK(source.log().requests == std::vector<std::size_t>{limit});
+  CHECK(source.log().pieces == 44);
+  CHECK(arena.stats().bytes_reserved == limit);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable pieces: an idle piece goes back whole, one partly in use stays", "[resizable][pieces]") {
+  // 256 MiB: pieces of 2, 2, 4 MiB, then 8 MiB each (a 32nd of the limit).
+  FakeResizableRegionSource source(512 * kMiB, kGranuleBytes, {}, largest_piece_for(256 * kMiB, kGranuleBytes));
+  BfcArena arena(source, preallocated(256 * kMiB));
+  const std::uintptr_t a = must_allocate(arena, 9 * kMiB);  // [0, 9 MiB)
+  const std::uintptr_t b = must_allocate(arena, kMiB);      // [9, 10 MiB): in the piece [8, 16)
+  CHECK(source.log().pieces == 3 + 248 / 8);
+  must_free(arena, a);
+  // Idle: [0, 9) and [10, 256). The pieces wholly in them go: [0, 8) and [16, 256).
+  CHECK(arena.release_free_regions() == 248 * kMiB);
+  CHECK(arena.stats().bytes_reserved == 8 * kMiB);
+  CHECK(source.log().live_bytes == 8 * kMiB);
+  CHECK(arena.validate());
+  // Mapped again under a block, one granule per piece: 3 MiB at the start takes two granules.
+  const std::uintptr_t c = must_allocate(arena, 3 * kMiB);
+  CHECK(c == a);
+  CHECK(arena.stats().bytes_reserved == 12 * kMiB);
+  must_free(arena, b);
+  must_free(arena, c);
+  arena.release_free_regions();
+  CHECK(arena.stats().bytes_reserved == 0);
+  CHECK(source.log().live_bytes == 0);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("resizable pieces: random use at the limit keeps every invariant", "[resizable][pieces][random]") {
+  for (const bool preallocate : {true, false}) {
+    FakeResizableRegionSource source(128 * kMiB, kGranuleBytes, {}, largest_piece_for(64 * kMiB, kGranuleBytes));
+    BfcArena arena(source, preallocate ? preallocated(64 * kMiB) : growing_by(64 * kMiB, 8 * kMiB));
+    std::mt19937_64 rng(preallocate ? 31 : 37);
+    std::vector<std::uintptr_t> live;
+    FenceId fence = 0;
+    std::uint64_t served = 0;
+    for (int step = 0; step < 4000; ++step) {
+      const auto roll = rng() % 100;
+      if (roll < 55 || live.empty()) {
+        std::uintptr_t ptr = 0;
+        const Status status = arena.allocate(256 * (1 + rng() % (6 * kMiB / 256)), ptr);
+        if (status == Status::ok) {
+          live.push_back(ptr);
+          ++served;
+        }
+        if (status == Status::fences_pending) arena.resolve_fences_through(fence);
+      } else if (roll < 97) {
+        free_at_random(arena, live, rng, fence, 8);
+      } else {
+        arena.release_free_regions();
+      }
+      const ArenaStats stats = arena.stats();
+      REQUIRE(stats.bytes_reserved <= 64 * kMiB);
+      REQUIRE(stats.bytes_reserved == source.log().live_bytes);
+      if (step % 16 == 0) REQUIRE(arena.validate());
+    }
+    CHECK(served > 1000);
+    CHECK(arena.stats().region_unmaps > 0);
+    CHECK(arena.validate());
+  }
 }

@@ -457,6 +457,7 @@ TEST_CASE("enum names match the variables' spelling", "[policy]") {
 TEST_CASE("region source and split rule", "[policy][arena]") {
   const Policy defaults = policy_for({});
   CHECK(defaults.region_source == RegionSourceChoice::classic);
+  CHECK(defaults.region_source_origin.variable == "default");
   CHECK(defaults.split_rule == SplitRule::tight);
   const Policy chosen = policy_for({{"GPUMEM_REGION_SOURCE", " Classic "}, {"GPUMEM_SPLIT_RULE", "XLA"}});
   CHECK(chosen.region_source == RegionSourceChoice::classic);
