@@ -1,4 +1,5 @@
-// Managed memory (cuMemAllocManaged) and its hints (advice, prefetches, range attributes, below).
+// Managed memory (cuMemAllocManaged) and its hints (advice, prefetches, stream association, range
+// attributes, below).
 // Host memory here, as managed memory is valid on the host and
 // on every device; it belongs to the current context (freed with it, or by cuMemFree) and is a live
 // AllocKind::Managed allocation for copies, sets and pointer queries.
@@ -190,6 +191,27 @@ CUresult prefetch(CUdeviceptr ptr, size_t count, CUmemLocation location, unsigne
   });
 }
 
+// A stream association changes nothing either (every stream may touch managed memory, as on a
+// device with concurrent managed access); it is checked as cuda.h documents it and is an operation
+// of its stream, ordered with the rest of its work. Only whole managed allocations: pageable memory
+// needs CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, which the simulated devices do not report.
+CUresult attach(CUstream handle, CUdeviceptr ptr, size_t length, unsigned flags, bool per_thread_default) {
+  return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST && flags != CU_MEM_ATTACH_SINGLE)
+      return CUDA_ERROR_INVALID_VALUE;
+    // "It is illegal to attach singly to the NULL stream."
+    if (flags == CU_MEM_ATTACH_SINGLE && (handle == nullptr || handle == CU_STREAM_LEGACY) && !per_thread_default)
+      return CUDA_ERROR_INVALID_VALUE;
+    auto it = st.allocations.find(ptr);
+    if (it == st.allocations.end() || it->second.kind != AllocKind::Managed) return CUDA_ERROR_INVALID_VALUE;
+    // "length must be either zero or the entire allocation's size".
+    if (length != 0 && length != it->second.size) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult rc = check_stream_not_capturing(st, stream); rc != CUDA_SUCCESS) return rc;
+    submit(st, stream, [] {});
+    return CUDA_SUCCESS;
+  });
+}
+
 bool operator==(const CUmemLocation& a, const CUmemLocation& b) { return a.type == b.type && a.id == b.id; }
 
 // What every page of [first, last) has in common through `get`, else `mixed`.
@@ -280,6 +302,14 @@ CUDASIM_EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUd
 CUDASIM_EXPORT CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
                                                 CUstream hStream) {
   return prefetch(devPtr, count, location_of(dstDevice), 0, hStream, true);
+}
+
+CUDASIM_EXPORT CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags) {
+  return attach(hStream, dptr, length, flags, false);
+}
+CUDASIM_EXPORT CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr, size_t length,
+                                                    unsigned int flags) {
+  return attach(hStream, dptr, length, flags, true);
 }
 
 CUDASIM_EXPORT CUresult cuMemRangeGetAttribute(void* data, size_t dataSize, CUmem_range_attribute attribute,

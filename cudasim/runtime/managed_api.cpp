@@ -1,6 +1,7 @@
 // Managed memory: cudaMallocManaged (freed by cudaFree, which calls cuMemFree_v2). The driver's
 // cuMemAllocManaged checks the flags and the size, as the runtime documents them. Its hints
-// (cudaMemAdvise, cudaMemPrefetchAsync, cudaMemRangeGetAttribute(s)) are the driver's: the
+// (cudaMemAdvise, cudaMemPrefetchAsync, cudaStreamAttachMemAsync, cudaMemRangeGetAttribute(s)) are the
+// driver's: the
 // runtime's advice, location types and range attributes have the driver's values.
 #include "context.h"
 #include "driver_table.h"
@@ -34,6 +35,13 @@ cudaError_t prefetch_async(const void* ptr, size_t count, cudaMemLocation locati
   });
 }
 
+cudaError_t attach_mem_async(CUstream stream, void* ptr, size_t length, unsigned int flags) {
+  return with_context([&] {
+    return call_driver<&DriverTable::cuStreamAttachMemAsync>(stream, reinterpret_cast<CUdeviceptr>(ptr), length,
+                                                             flags);
+  });
+}
+
 }  // namespace cudasim::runtime
 
 using namespace cudasim::runtime;
@@ -57,6 +65,11 @@ cudaError_t cudaMemAdvise(const void* devPtr, size_t count, enum cudaMemoryAdvis
 cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMemLocation location, unsigned int flags,
                                  cudaStream_t stream) {
   return api_call([&] { return prefetch_async(devPtr, count, location, flags, stream); });
+}
+
+// cudaMemAttachGlobal, cudaMemAttachHost and cudaMemAttachSingle are the driver's flags.
+cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void* devPtr, size_t length, unsigned int flags) {
+  return api_call([&] { return attach_mem_async(stream, devPtr, length, flags); });
 }
 
 cudaError_t cudaMemRangeGetAttribute(void* data, size_t dataSize, enum cudaMemRangeAttribute attribute,

@@ -57,6 +57,8 @@ CUmemPoolProps driver_pool_properties(const cudaMemPoolProps& props);
 // cudaMemPrefetchAsync (managed_api.cpp).
 cudaError_t prefetch_async(const void* ptr, size_t count, cudaMemLocation location, unsigned int flags,
                            CUstream stream);
+// cudaStreamAttachMemAsync on a resolved stream (managed_api.cpp).
+cudaError_t attach_mem_async(CUstream stream, void* ptr, size_t length, unsigned int flags);
 
 cudaError_t malloc_async(void** ptr, size_t size, CUstream stream);
 cudaError_t free_async(void* ptr, CUstream stream);

@@ -67,6 +67,9 @@ cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMe
                                  cudaStream_t stream) {
   return api_call([&] { return prefetch_async(devPtr, count, location, flags, per_thread_stream(stream)); });
 }
+cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void* devPtr, size_t length, unsigned int flags) {
+  return api_call([&] { return attach_mem_async(per_thread_stream(stream), devPtr, length, flags); });
+}
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   return api_call([&] { return graph_launch(graphExec, per_thread_stream(stream)); });

@@ -1,5 +1,5 @@
 // Managed-memory hints through the driver API: cuMemAdvise, cuMemPrefetchAsync and the range
-// attributes that answer what they were given, with the documented refusals.
+// attributes that answer what they were given, cuStreamAttachMemAsync, with the documented refusals.
 #include "driver_support.h"
 
 #include <catch2/catch.hpp>
@@ -15,6 +15,7 @@ using namespace driver_test;
 extern "C" CUresult cuMemAdvise(CUdeviceptr, size_t, CUmem_advise, CUdevice);
 extern "C" CUresult cuMemPrefetchAsync(CUdeviceptr, size_t, CUdevice, CUstream);
 extern "C" CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream);
+extern "C" CUresult cuStreamAttachMemAsync_ptsz(CUstream, CUdeviceptr, size_t, unsigned int);
 
 namespace {
 
@@ -22,6 +23,14 @@ constexpr size_t kPage = 4096;
 
 CUmemLocation device_location(int device) { return CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device}; }
 constexpr CUmemLocation kHost{CU_MEM_LOCATION_TYPE_HOST, 0};
+
+// A new non-blocking stream whose work waits behind the gate until it opens.
+CUstream gated_stream(Gate* gate) {
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, gate) == CUDA_SUCCESS);
+  return stream;
+}
 
 int attribute(CUmem_range_attribute attr, CUdeviceptr ptr, size_t count) {
   int value = 12345;
@@ -142,10 +151,8 @@ TEST_CASE("cuMemPrefetchAsync is ordered on its stream and recorded as the last 
   primary_context();
   CUdeviceptr managed = 0;
   REQUIRE(cuMemAllocManaged(&managed, 2 * kPage, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
-  CUstream stream = nullptr;
-  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
   Gate gate;
-  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  CUstream stream = gated_stream(&gate);
   REQUIRE(cuMemPrefetchAsync_v2(managed, 2 * kPage, device_location(1), 0, stream) == CUDA_SUCCESS);
   // Recorded when asked for, whether or not it ran; the stream has work queued behind the gate.
   CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed, 2 * kPage) == 1);
@@ -205,6 +212,48 @@ TEST_CASE("cuMemPrefetchAsync is ordered on its stream and recorded as the last 
   // A prefetch on a capturing stream is refused and ends the capture's chances.
   REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
   CHECK(cuMemPrefetchAsync_v2(managed, kPage, kHost, 0, stream) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUgraph graph = nullptr;
+  CHECK(cuStreamEndCapture(stream, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  CHECK(cuMemFree(device_memory) == CUDA_SUCCESS);
+  CHECK(cuMemFree(managed) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("cuStreamAttachMemAsync checks its arguments and is ordered on its stream", "[driver][managed]") {
+  primary_context();
+  CUdeviceptr managed = 0;
+  REQUIRE(cuMemAllocManaged(&managed, 2 * kPage, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+  Gate gate;
+  CUstream stream = gated_stream(&gate);
+  // Queued behind the gate: the stream is not done until it is.
+  REQUIRE(cuStreamAttachMemAsync(stream, managed, 0, CU_MEM_ATTACH_SINGLE) == CUDA_SUCCESS);
+  CHECK(cuStreamQuery(stream) == CUDA_ERROR_NOT_READY);
+  gate.open();
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(cuStreamAttachMemAsync(stream, managed, 2 * kPage, CU_MEM_ATTACH_HOST) == CUDA_SUCCESS);
+  CHECK(cuStreamAttachMemAsync(nullptr, managed, 0, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+  CHECK(cuStreamAttachMemAsync_ptsz(nullptr, managed, 0, CU_MEM_ATTACH_SINGLE) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+
+  // Refusals: singly to the NULL stream, flags that are not one of CUmemAttach_flags, part of an
+  // allocation, memory that is not managed, a stream that does not exist.
+  CHECK(cuStreamAttachMemAsync(nullptr, managed, 0, CU_MEM_ATTACH_SINGLE) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(CU_STREAM_LEGACY, managed, 0, CU_MEM_ATTACH_SINGLE) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(stream, managed, 0, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(stream, managed, 0, CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST) ==
+        CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(stream, managed, kPage, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(stream, managed + kPage, 0, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr device_memory = 0;
+  REQUIRE(cuMemAlloc(&device_memory, kPage) == CUDA_SUCCESS);
+  CHECK(cuStreamAttachMemAsync(stream, device_memory, 0, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(reinterpret_cast<CUstream>(&gate), managed, 0, CU_MEM_ATTACH_GLOBAL) ==
+        CUDA_ERROR_INVALID_HANDLE);
+
+  // No graph node stands for it: refused on a capturing stream.
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+  CHECK(cuStreamAttachMemAsync(stream, managed, 0, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS);
   CUgraph graph = nullptr;
   CHECK(cuStreamEndCapture(stream, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 

@@ -207,3 +207,28 @@ TEST_CASE("runtime: managed-memory advice and prefetches, answered by the range 
   REQUIRE_CUDA(cudaStreamDestroy(stream));
   REQUIRE_CUDA(cudaFree(managed));
 }
+
+TEST_CASE("runtime: cudaStreamAttachMemAsync is ordered on its stream and checks its arguments", "[runtime][managed]") {
+  void* managed = nullptr;
+  REQUIRE_CUDA(cudaMallocManaged(&managed, 8192));
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Gate gate;
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, Gate::wait, &gate));
+  REQUIRE_CUDA(cudaStreamAttachMemAsync(stream, managed));  // the header's defaults: whole, single
+  CHECK(name(cudaStreamQuery(stream)) == "cudaErrorNotReady");
+  gate.open();
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  REQUIRE_CUDA(cudaStreamAttachMemAsync(stream, managed, 8192, cudaMemAttachHost));
+  REQUIRE_CUDA(cudaStreamAttachMemAsync(nullptr, managed, 0, cudaMemAttachGlobal));
+  CHECK(name(cudaStreamAttachMemAsync(nullptr, managed, 0, cudaMemAttachSingle)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaStreamAttachMemAsync(stream, managed, 4096, cudaMemAttachGlobal)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaStreamAttachMemAsync(stream, managed, 0, 8)) == "cudaErrorInvalidValue");
+  void* device = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&device, 4096));
+  CHECK(name(cudaStreamAttachMemAsync(stream, device, 0, cudaMemAttachGlobal)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  REQUIRE_CUDA(cudaFree(device));
+  REQUIRE_CUDA(cudaFree(managed));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
