@@ -1,7 +1,8 @@
 // Graph node parameters through the driver API: event-record and event-wait nodes, the parameters
 // of memset, copy and kernel nodes read back and replaced, executable graphs changed in place
 // (cuGraphExec*NodeSetParams, cuGraphExecUpdate), the one-instantiation rule of graphs with
-// memory nodes, nodes disabled in executable graphs and kernel node attributes.
+// memory nodes, nodes disabled in executable graphs, kernel node attributes and the generic node
+// calls (cuGraphAddNode, cuGraph*NodeSetParams).
 #include "driver_support.h"
 
 #include <catch2/catch.hpp>
@@ -18,10 +19,12 @@ using namespace driver_test;
 #undef cuGraphKernelNodeSetParams
 #undef cuGraphExecKernelNodeSetParams
 #undef cuGraphExecUpdate
+#undef cuGraphAddNode
 extern "C" CUresult cuGraphKernelNodeGetParams(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v1*);
 extern "C" CUresult cuGraphKernelNodeSetParams(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1*);
 extern "C" CUresult cuGraphExecKernelNodeSetParams(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1*);
 extern "C" CUresult cuGraphExecUpdate(CUgraphExec, CUgraph, CUgraphNode*, CUgraphExecUpdateResult*);
+extern "C" CUresult cuGraphAddNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUgraphNodeParams*);
 
 namespace {
 
@@ -862,4 +865,106 @@ TEST_CASE("kernel node attributes are kept per node, copied and cloned", "[drive
   CHECK(cuGraphDestroy(clone) == CUDA_SUCCESS);
   CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
   CHECK(cuLibraryUnload(library) == CUDA_SUCCESS);
+}
+
+TEST_CASE("the generic node calls add nodes and replace parameters by type", "[driver][graphs]") {
+  CUcontext ctx = primary_context();
+  const CUdeviceptr dev = zeroed(256);
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+
+  CUgraphNodeParams set{};
+  set.type = CU_GRAPH_NODE_TYPE_MEMSET;
+  set.memset = CUDA_MEMSET_NODE_PARAMS_v2{dev, 0, 0x5a, 1, 16, 1, ctx};
+  CUgraphNode set_node = nullptr, host_node = nullptr, empty_node = nullptr, alloc_node = nullptr;
+  REQUIRE(cuGraphAddNode_v2(&set_node, graph, nullptr, nullptr, 0, &set) == CUDA_SUCCESS);
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CHECK(cuGraphNodeGetType(set_node, &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_MEMSET);
+  std::atomic<int> ran{0};
+  CUgraphNodeParams host{};
+  host.type = CU_GRAPH_NODE_TYPE_HOST;
+  host.host = CUDA_HOST_NODE_PARAMS_v2{record, &ran};
+  const CUgraphEdgeData edge{};
+  REQUIRE(cuGraphAddNode_v2(&host_node, graph, &set_node, &edge, 1, &host) == CUDA_SUCCESS);
+  CUgraphNodeParams empty{};
+  empty.type = CU_GRAPH_NODE_TYPE_EMPTY;
+  REQUIRE(cuGraphAddNode(&empty_node, graph, &host_node, 1, &empty) == CUDA_SUCCESS);  // the 12.2 form
+  size_t count = 0;
+  CHECK(cuGraphNodeGetDependencies(empty_node, nullptr, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 1);
+
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+  CUstream stream = new_stream();
+  launch_and_wait(exec, stream);
+  CHECK(byte_at(dev) == 0x5a);
+  CHECK(ran.load() == 1);
+
+  // Replaced in the executable graph (the graph keeps its own), then in the graph.
+  set.memset.value = 0x6b;
+  CHECK(cuGraphExecNodeSetParams(exec, set_node, &set) == CUDA_SUCCESS);
+  launch_and_wait(exec, stream);
+  CHECK(byte_at(dev) == 0x6b);
+  CUDA_MEMSET_NODE_PARAMS back{};
+  REQUIRE(cuGraphMemsetNodeGetParams(set_node, &back) == CUDA_SUCCESS);
+  CHECK(back.value == 0x5a);
+  set.memset.value = 0x7c;
+  CHECK(cuGraphNodeSetParams(set_node, &set) == CUDA_SUCCESS);
+  REQUIRE(cuGraphMemsetNodeGetParams(set_node, &back) == CUDA_SUCCESS);
+  CHECK(back.value == 0x7c);
+  CHECK(cuGraphNodeSetParams(empty_node, &empty) == CUDA_SUCCESS);
+  CHECK(cuGraphExecNodeSetParams(exec, empty_node, &empty) == CUDA_SUCCESS);
+
+  // Refusals: the type of another node, reserved fields set, the documented checks of each type,
+  // non-default edge data, types not simulated, memory nodes' parameters.
+  CHECK(cuGraphNodeSetParams(host_node, &set) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphExecNodeSetParams(exec, host_node, &set) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphNodeSetParams(set_node, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeParams reserved = set;
+  reserved.reserved2 = 1;
+  CHECK(cuGraphNodeSetParams(set_node, &reserved) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphNode bad = nullptr;
+  CHECK(cuGraphAddNode_v2(&bad, graph, nullptr, nullptr, 0, &reserved) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeParams wide = set;
+  wide.memset.elementSize = 3;
+  CHECK(cuGraphAddNode_v2(&bad, graph, nullptr, nullptr, 0, &wide) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeParams no_host{};
+  no_host.type = CU_GRAPH_NODE_TYPE_HOST;
+  CHECK(cuGraphAddNode_v2(&bad, graph, nullptr, nullptr, 0, &no_host) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphEdgeData programmatic{};
+  programmatic.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  CHECK(cuGraphAddNode_v2(&bad, graph, &set_node, &programmatic, 1, &empty) == CUDA_ERROR_NOT_SUPPORTED);
+  CUgraphNodeParams conditional{};
+  conditional.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  CHECK(cuGraphAddNode_v2(&bad, graph, nullptr, nullptr, 0, &conditional) == CUDA_ERROR_NOT_SUPPORTED);
+  size_t nodes = 0;
+  CHECK(cuGraphGetNodes(graph, nullptr, &nodes) == CUDA_SUCCESS);
+  CHECK(nodes == 3);  // no refused call added one
+
+  CUgraph memory = nullptr;
+  REQUIRE(cuGraphCreate(&memory, 0) == CUDA_SUCCESS);
+  CUgraphNodeParams alloc{};
+  alloc.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+  alloc.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  alloc.alloc.poolProps.location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  alloc.alloc.bytesize = 4096;
+  REQUIRE(cuGraphAddNode_v2(&alloc_node, memory, nullptr, nullptr, 0, &alloc) == CUDA_SUCCESS);
+  CHECK(alloc.alloc.dptr != 0);  // written back
+  CUgraphNodeParams release{};
+  release.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+  release.free.dptr = alloc.alloc.dptr;
+  CUgraphNode free_node = nullptr;
+  REQUIRE(cuGraphAddNode_v2(&free_node, memory, &alloc_node, nullptr, 1, &release) == CUDA_SUCCESS);
+  CUdeviceptr freed = 0;
+  CHECK(cuGraphMemFreeNodeGetParams(free_node, &freed) == CUDA_SUCCESS);
+  CHECK(freed == alloc.alloc.dptr);
+  CHECK(cuGraphNodeSetParams(alloc_node, &alloc) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuGraphNodeSetParams(free_node, &release) == CUDA_ERROR_NOT_SUPPORTED);
+
+  CHECK(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(memory) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
 }
