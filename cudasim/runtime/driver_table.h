@@ -83,7 +83,8 @@ namespace cudasim::runtime {
   X(cuMemPrefetchAsync, 12020) X(cuMemRangeGetAttribute, 8000) X(cuMemRangeGetAttributes, 8000)    \
   X(cuStreamAttachMemAsync, 6000) X(cuGraphNodeSetEnabled, 11060) X(cuGraphNodeGetEnabled, 11060)    \
   X(cuGraphKernelNodeGetAttribute, 11000) X(cuGraphKernelNodeSetAttribute, 11000)                    \
-  X(cuGraphKernelNodeCopyAttributes, 11000)
+  X(cuGraphKernelNodeCopyAttributes, 11000) X(cuGraphAddNode, 12030) X(cuGraphNodeSetParams, 12020)   \
+  X(cuGraphExecNodeSetParams, 12020)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

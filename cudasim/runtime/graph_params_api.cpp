@@ -36,26 +36,6 @@ void copy_side(cudaArray_t array, const cudaPitchedPtr& ptr, const cudaPos& pos,
   *height = ptr.ysize;
 }
 
-// cudaMemcpy3DParms in the driver's form: each side an array or a pointer, not both.
-cudaError_t driver_copy_3d(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* copy) {
-  if (p == nullptr) return cudaErrorInvalidValue;
-  if ((p->srcArray != nullptr && p->srcPtr.ptr != nullptr) || (p->dstArray != nullptr && p->dstPtr.ptr != nullptr))
-    return cudaErrorInvalidValue;
-  CUmemorytype src = CU_MEMORYTYPE_HOST, dst = CU_MEMORYTYPE_HOST;
-  if (!memory_types(p->kind, &src, &dst)) return cudaErrorInvalidMemcpyDirection;
-  *copy = CUDA_MEMCPY3D{};
-  const void* dst_host = nullptr;
-  copy_side(p->srcArray, p->srcPtr, p->srcPos, src, &copy->srcArray, &copy->srcMemoryType, &copy->srcHost,
-            &copy->srcDevice, &copy->srcXInBytes, &copy->srcY, &copy->srcZ, &copy->srcPitch, &copy->srcHeight);
-  copy_side(p->dstArray, p->dstPtr, p->dstPos, dst, &copy->dstArray, &copy->dstMemoryType, &dst_host,
-            &copy->dstDevice, &copy->dstXInBytes, &copy->dstY, &copy->dstZ, &copy->dstPitch, &copy->dstHeight);
-  copy->dstHost = const_cast<void*>(dst_host);
-  copy->WidthInBytes = p->extent.width;
-  copy->Height = p->extent.height;
-  copy->Depth = p->extent.depth;
-  return cudaSuccess;
-}
-
 cudaMemcpyKind copy_kind(CUmemorytype src, CUmemorytype dst) {
   const bool src_host = src == CU_MEMORYTYPE_HOST, dst_host = dst == CU_MEMORYTYPE_HOST;
   const bool src_device = src == CU_MEMORYTYPE_DEVICE, dst_device = dst == CU_MEMORYTYPE_DEVICE;
@@ -100,6 +80,27 @@ cudaError_t kernel_node_params(cudaGraphNode_t node, cudaKernelNodeParams* param
 }
 
 }  // namespace
+
+// cudaMemcpy3DParms in the driver's form: each side an array or a pointer, not both.
+cudaError_t driver_copy_3d(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* copy) {
+  if (p == nullptr) return cudaErrorInvalidValue;
+  if ((p->srcArray != nullptr && p->srcPtr.ptr != nullptr) || (p->dstArray != nullptr && p->dstPtr.ptr != nullptr))
+    return cudaErrorInvalidValue;
+  CUmemorytype src = CU_MEMORYTYPE_HOST, dst = CU_MEMORYTYPE_HOST;
+  if (!memory_types(p->kind, &src, &dst)) return cudaErrorInvalidMemcpyDirection;
+  *copy = CUDA_MEMCPY3D{};
+  const void* dst_host = nullptr;
+  copy_side(p->srcArray, p->srcPtr, p->srcPos, src, &copy->srcArray, &copy->srcMemoryType, &copy->srcHost,
+            &copy->srcDevice, &copy->srcXInBytes, &copy->srcY, &copy->srcZ, &copy->srcPitch, &copy->srcHeight);
+  copy_side(p->dstArray, p->dstPtr, p->dstPos, dst, &copy->dstArray, &copy->dstMemoryType, &dst_host,
+            &copy->dstDevice, &copy->dstXInBytes, &copy->dstY, &copy->dstZ, &copy->dstPitch, &copy->dstHeight);
+  copy->dstHost = const_cast<void*>(dst_host);
+  copy->WidthInBytes = p->extent.width;
+  copy->Height = p->extent.height;
+  copy->Depth = p->extent.depth;
+  return cudaSuccess;
+}
+
 }  // namespace cudasim::runtime
 
 using namespace cudasim::runtime;
