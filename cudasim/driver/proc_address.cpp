@@ -101,6 +101,9 @@ const ProcEntry kEntries[] = {
   {"cuMemPrefetchAsync", 12020, fn(cuMemPrefetchAsync_v2), fn(cuMemPrefetchAsync_v2_ptsz)},
   {"cuMemRangeGetAttribute", 8000, fn(cuMemRangeGetAttribute), nullptr},
   {"cuMemRangeGetAttributes", 8000, fn(cuMemRangeGetAttributes), nullptr},
+  {"cuMemPrefetchBatchAsync", 13000, fn(cuMemPrefetchBatchAsync), fn(cuMemPrefetchBatchAsync_ptsz)},
+  {"cuMemDiscardBatchAsync", 13000, fn(cuMemDiscardBatchAsync), fn(cuMemDiscardBatchAsync_ptsz)},
+  {"cuMemDiscardAndPrefetchBatchAsync", 13000, fn(cuMemDiscardAndPrefetchBatchAsync), fn(cuMemDiscardAndPrefetchBatchAsync_ptsz)},
   {"cuStreamAttachMemAsync", 6000, fn(cuStreamAttachMemAsync), fn(cuStreamAttachMemAsync_ptsz)},
   // pinned host memory
   {"cuMemHostAlloc", 2020, fn(cuMemHostAlloc), nullptr},

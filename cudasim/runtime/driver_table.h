@@ -84,7 +84,8 @@ namespace cudasim::runtime {
   X(cuStreamAttachMemAsync, 6000) X(cuGraphNodeSetEnabled, 11060) X(cuGraphNodeGetEnabled, 11060)    \
   X(cuGraphKernelNodeGetAttribute, 11000) X(cuGraphKernelNodeSetAttribute, 11000)                    \
   X(cuGraphKernelNodeCopyAttributes, 11000) X(cuGraphAddNode, 12030) X(cuGraphNodeSetParams, 12020)   \
-  X(cuGraphExecNodeSetParams, 12020)
+  X(cuGraphExecNodeSetParams, 12020) X(cuMemPrefetchBatchAsync, 13000) X(cuMemDiscardBatchAsync, 13000)   \
+  X(cuMemDiscardAndPrefetchBatchAsync, 13000)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

@@ -232,3 +232,31 @@ TEST_CASE("runtime: cudaStreamAttachMemAsync is ordered on its stream and checks
   REQUIRE_CUDA(cudaFree(managed));
   REQUIRE_CUDA(cudaStreamDestroy(stream));
 }
+
+TEST_CASE("runtime: batch prefetches and discards reach the driver's", "[runtime][managed]") {
+  constexpr size_t kPage = 4096;
+  void* managed = nullptr;
+  REQUIRE_CUDA(cudaMallocManaged(&managed, 2 * kPage));
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  void* ranges[] = {managed, static_cast<unsigned char*>(managed) + kPage};
+  size_t sizes[] = {kPage, kPage};
+  cudaMemLocation locations[] = {{cudaMemLocationTypeDevice, 1}, {cudaMemLocationTypeHost, 0}};
+  size_t first_of[] = {0, 1};
+  REQUIRE_CUDA(cudaMemPrefetchBatchAsync(ranges, sizes, 2, locations, first_of, 2, 0, stream));
+  int value = -7;
+  REQUIRE_CUDA(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeLastPrefetchLocation, managed, kPage));
+  CHECK(value == 1);
+  REQUIRE_CUDA(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeLastPrefetchLocation, ranges[1], kPage));
+  CHECK(value == cudaCpuDeviceId);
+  REQUIRE_CUDA(cudaMemDiscardBatchAsync(ranges, sizes, 2, 0, stream));
+  REQUIRE_CUDA(cudaMemDiscardAndPrefetchBatchAsync(ranges, sizes, 2, locations + 1, first_of, 1, 0, stream));
+  REQUIRE_CUDA(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeLastPrefetchLocation, managed, 2 * kPage));
+  CHECK(value == cudaCpuDeviceId);
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(name(cudaMemDiscardBatchAsync(ranges, sizes, 2, 0, nullptr)) == "cudaErrorInvalidValue");  // legacy stream
+  CHECK(name(cudaMemPrefetchBatchAsync(ranges, sizes, 2, nullptr, first_of, 2, 0, stream)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMemPrefetchBatchAsync(ranges, sizes, 2, locations, first_of, 2, 1, stream)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaFree(managed));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
