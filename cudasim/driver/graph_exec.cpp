@@ -283,7 +283,7 @@ void launch_steps(const ExecGraph& graph, std::vector<const ExecNode*>* steps) {
   for (std::size_t i : graph.order) {
     const ExecNode& node = graph.nodes[i];
     if (node.child) launch_steps(*node.child, steps);
-    else steps->push_back(&node);
+    else if (node.enabled) steps->push_back(&node);  // a disabled node is an empty one
   }
 }
 

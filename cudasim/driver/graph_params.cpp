@@ -1,6 +1,7 @@
 // Node parameters of graphs built by hand: event-record and event-wait nodes (cuGraphAddEvent*Node,
 // their events read and replaced), and the parameters of memset, copy and kernel nodes read back and
-// replaced (cuGraph*NodeGetParams / SetParams).
+// replaced (cuGraph*NodeGetParams / SetParams), and the attributes of kernel nodes
+// (cuGraphKernelNode{Get,Set,Copy}Attribute*), kept per node and changing nothing a launch does.
 //
 // Replacing a node's parameters checks them as adding the node does and changes what later
 // instantiations take; executable graphs keep what they took (graph_update.cpp changes those).
@@ -125,4 +126,65 @@ CUDASIM_EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA
   if (nodeParams == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUDA_KERNEL_NODE_PARAMS params = kernel_params_as<CUDA_KERNEL_NODE_PARAMS>(*nodeParams);
   return set_kernel_params(hNode, &params);
+}
+
+namespace {
+
+// The attributes cuda.h marks "Valid for graph nodes", each value checked where cuda.h bounds it.
+CUresult check_kernel_attribute(CUkernelNodeAttrID attr, const CUkernelNodeAttrValue& value) {
+  switch (attr) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+      const CUaccessPolicyWindow& w = value.accessPolicyWindow;
+      const bool valid = w.hitRatio >= 0.0f && w.hitRatio <= 1.0f && w.hitProp >= CU_ACCESS_PROPERTY_NORMAL &&
+                         w.hitProp <= CU_ACCESS_PROPERTY_PERSISTING &&
+                         (w.missProp == CU_ACCESS_PROPERTY_NORMAL || w.missProp == CU_ACCESS_PROPERTY_STREAMING);
+      return valid ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    }
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+      return value.clusterSchedulingPolicyPreference <= CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING
+                 ? CUDA_SUCCESS
+                 : CUDA_ERROR_INVALID_VALUE;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+      return value.memSyncDomain <= CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+      return value.nvlinkUtilCentricScheduling <= 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+    case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE: return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;  // not an attribute of graph nodes
+  }
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+                                                      CUkernelNodeAttrValue* value_out) {
+  if (check_kernel_attribute(attr, CUkernelNodeAttrValue{}) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  return read_params(hNode, NodeKind::Kernel, value_out, [&](const CUgraphNode_st& n) {
+    const auto found = n.attributes.find(attr);
+    *value_out = found != n.attributes.end() ? found->second : CUkernelNodeAttrValue{};
+  });
+}
+
+CUDASIM_EXPORT CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+                                                      const CUkernelNodeAttrValue* value) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_kernel_attribute(attr, *value); rc != CUDA_SUCCESS) return rc;
+  Locked l;
+  if (CUresult rc = node_of_kind(l, hNode, NodeKind::Kernel); rc != CUDA_SUCCESS) return rc;
+  hNode->attributes[attr] = *value;
+  return CUDA_SUCCESS;
+}
+
+// Every attribute of src replaces dst's; both kernel nodes of graphs of the same context.
+CUDASIM_EXPORT CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src) {
+  Locked l;
+  if (CUresult rc = node_of_kind(l, dst, NodeKind::Kernel); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = node_of_kind(l, src, NodeKind::Kernel); rc != CUDA_SUCCESS) return rc;
+  if (dst->graph->ctx != src->graph->ctx) return CUDA_ERROR_INVALID_VALUE;
+  if (dst != src) dst->attributes = src->attributes;
+  return CUDA_SUCCESS;
 }

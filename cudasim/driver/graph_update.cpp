@@ -1,6 +1,7 @@
 // Executable graphs changed in place: one node's parameters (cuGraphExec*NodeSetParams,
 // cuGraphExecEvent*NodeSetEvent, cuGraphExecChildGraphNodeSetParams) or every node's from a graph of
-// the same shape (cuGraphExecUpdate), and the flags an executable graph was made with.
+// the same shape (cuGraphExecUpdate), nodes disabled and enabled again (cuGraphNodeSetEnabled), and
+// the flags an executable graph was made with.
 //
 // An executable graph keeps, per node of the graph it was instantiated from, what the node does
 // (graphs.h, ExecNode); these calls replace that and nothing else: the graph is not changed, and
@@ -25,12 +26,25 @@ ExecNode* find_exec_node(ExecGraph& graph, const CUgraphNode_st* node) {
   return nullptr;
 }
 
-// The executable node that `node` (of the graph `exec` was instantiated from) became, of `kind`.
-CUresult exec_node(Locked& l, CUgraphExec exec, CUgraphNode node, NodeKind kind, ExecNode** out) {
+// The executable node that `node` (of the graph `exec` was instantiated from) became, of a kind
+// `accepted` takes.
+template <typename Accepted>
+CUresult exec_node_if(Locked& l, CUgraphExec exec, CUgraphNode node, Accepted accepted, ExecNode** out) {
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (exec == nullptr || !l.st.graph_execs.contains(exec) || !live_node(l.st, node)) return CUDA_ERROR_INVALID_VALUE;
   *out = find_exec_node(exec->nodes, node);
-  return *out != nullptr && (*out)->kind == kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return *out != nullptr && accepted((*out)->kind) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult exec_node(Locked& l, CUgraphExec exec, CUgraphNode node, NodeKind kind, ExecNode** out) {
+  return exec_node_if(l, exec, node, [kind](NodeKind k) { return k == kind; }, out);
+}
+
+// "Currently only kernel, memset and memcpy nodes are supported" (cuGraphNodeSetEnabled).
+CUresult switchable_node(Locked& l, CUgraphExec exec, CUgraphNode node, ExecNode** out) {
+  return exec_node_if(
+      l, exec, node, [](NodeKind k) { return k == NodeKind::Kernel || k == NodeKind::Memset || k == NodeKind::Memcpy; },
+      out);
 }
 
 // The device an operand lives on (-1: host memory), which an update may not change.
@@ -249,5 +263,24 @@ CUDASIM_EXPORT CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t* 
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (hGraphExec == nullptr || !l.st.graph_execs.contains(hGraphExec)) return CUDA_ERROR_INVALID_VALUE;
   *flags = hGraphExec->flags;
+  return CUDA_SUCCESS;
+}
+
+// A disabled node is an empty node at later launches (launches already queued keep what they took);
+// its parameters stay, and cuGraphExecUpdate and cuGraphExec*NodeSetParams leave the setting as it is.
+CUDASIM_EXPORT CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled) {
+  Locked l;
+  ExecNode* target = nullptr;
+  if (CUresult rc = switchable_node(l, hGraphExec, hNode, &target); rc != CUDA_SUCCESS) return rc;
+  target->enabled = isEnabled != 0;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int* isEnabled) {
+  if (isEnabled == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  ExecNode* target = nullptr;
+  if (CUresult rc = switchable_node(l, hGraphExec, hNode, &target); rc != CUDA_SUCCESS) return rc;
+  *isEnabled = target->enabled ? 1 : 0;
   return CUDA_SUCCESS;
 }

@@ -37,6 +37,8 @@ struct CUgraphNode_st {
   CUDA_MEMSET_NODE_PARAMS memset{};
   CUDA_MEMCPY3D copy{};
   CUDA_KERNEL_NODE_PARAMS kernel{};  // the argument array as given: no device code reads it
+  // Kernel: the attributes set on it (cuGraphKernelNodeSetAttribute); one not set reads as zero.
+  std::map<CUlaunchAttributeID, CUlaunchAttributeValue> attributes;
   CUevent event = nullptr;  // EventRecord, EventWait: the event (a captured internal wait: none)
   // A child-graph node added by cuGraphAddChildGraphNode: its own copy of the graph, which
   // instantiation runs (a captured graph launch has none: its op does the work).
@@ -57,6 +59,7 @@ struct ExecNode {
   CUDA_MEMSET_NODE_PARAMS memset{};  // what the update rules compare
   CUDA_MEMCPY3D copy{};
   CUctx_st* kernel_ctx = nullptr;  // the context owning a kernel node's function (null: any)
+  bool enabled = true;  // a disabled node (cuGraphNodeSetEnabled) does nothing at launch
   std::unique_ptr<ExecGraph> child;  // a child-graph node's graph
 };
 // Invariant: `nodes` are in the graph's insertion order; `order` lists every index once, each after

@@ -1,4 +1,5 @@
-// Managed memory (cuMemAllocManaged) and its hints (advice, prefetches, range attributes, below).
+// Managed memory (cuMemAllocManaged) and its hints (advice, prefetches, stream association, range
+// attributes, below).
 // Host memory here, as managed memory is valid on the host and
 // on every device; it belongs to the current context (freed with it, or by cuMemFree) and is a live
 // AllocKind::Managed allocation for copies, sets and pointer queries.
@@ -15,6 +16,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <vector>
 
 using namespace cudasim;
 
@@ -190,6 +192,80 @@ CUresult prefetch(CUdeviceptr ptr, size_t count, CUmemLocation location, unsigne
   });
 }
 
+// A stream association changes nothing either (every stream may touch managed memory, as on a
+// device with concurrent managed access); it is checked as cuda.h documents it and is an operation
+// of its stream, ordered with the rest of its work. Only whole managed allocations: pageable memory
+// needs CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, which the simulated devices do not report.
+CUresult attach(CUstream handle, CUdeviceptr ptr, size_t length, unsigned flags, bool per_thread_default) {
+  return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST && flags != CU_MEM_ATTACH_SINGLE)
+      return CUDA_ERROR_INVALID_VALUE;
+    // "It is illegal to attach singly to the NULL stream."
+    if (flags == CU_MEM_ATTACH_SINGLE && (handle == nullptr || handle == CU_STREAM_LEGACY) && !per_thread_default)
+      return CUDA_ERROR_INVALID_VALUE;
+    auto it = st.allocations.find(ptr);
+    if (it == st.allocations.end() || it->second.kind != AllocKind::Managed) return CUDA_ERROR_INVALID_VALUE;
+    // "length must be either zero or the entire allocation's size".
+    if (length != 0 && length != it->second.size) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult rc = check_stream_not_capturing(st, stream); rc != CUDA_SUCCESS) return rc;
+    submit(st, stream, [] {});
+    return CUDA_SUCCESS;
+  });
+}
+
+// cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync and both at once: every range checked as a
+// prefetch's, and the locations as documented (prefetchLocIdxs starts at 0, increases, stays below
+// count; no more locations than ranges); then the batch is one operation of its stream (never the
+// legacy NULL stream), each prefetch recorded as cuMemPrefetchAsync records it. A discard changes
+// nothing: what a discarded range reads is indeterminate, and here it is what was there.
+struct Batch {
+  CUdeviceptr* dptrs;
+  size_t* sizes;
+  size_t count;
+  CUmemLocation* locations;  // null: a discard only
+  size_t* first_of;
+  size_t location_count;
+};
+
+CUresult batch(const Batch& b, unsigned long long flags, CUstream handle, bool per_thread_default) {
+  return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    if (flags != 0 || b.count == 0 || b.dptrs == nullptr || b.sizes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (handle == CU_STREAM_LEGACY || (handle == nullptr && !per_thread_default)) return CUDA_ERROR_INVALID_VALUE;
+    std::vector<CUmemLocation> where(b.count);
+    if (b.locations != nullptr) {
+      if (b.first_of == nullptr || b.location_count == 0 || b.location_count > b.count || b.first_of[0] != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+      for (size_t k = 0; k < b.location_count; ++k) {
+        if (k > 0 && b.first_of[k] <= b.first_of[k - 1]) return CUDA_ERROR_INVALID_VALUE;
+        if (b.first_of[k] >= b.count) return CUDA_ERROR_INVALID_VALUE;
+        CUmemLocation location{};
+        if (CUresult rc = host_or_device(st, b.locations[k], &location); rc != CUDA_SUCCESS) return rc;
+        const size_t end = k + 1 < b.location_count ? b.first_of[k + 1] : b.count;
+        std::fill(where.begin() + static_cast<std::ptrdiff_t>(b.first_of[k]),
+                  where.begin() + static_cast<std::ptrdiff_t>(end), location);
+      }
+    }
+    struct Range {
+      ManagedPages* pages;
+      std::size_t first, last;
+    };
+    std::vector<Range> ranges(b.count);
+    for (size_t i = 0; i < b.count; ++i) {
+      if (CUresult rc = managed_pages(st, b.dptrs[i], b.sizes[i], &ranges[i].pages, &ranges[i].first, &ranges[i].last);
+          rc != CUDA_SUCCESS)
+        return rc;
+    }
+    if (CUresult rc = check_stream_not_capturing(st, stream); rc != CUDA_SUCCESS) return rc;
+    for (size_t i = 0; b.locations != nullptr && i < b.count; ++i) {
+      const CUmemLocation location = where[i];
+      ranges[i].pages->change(ranges[i].first, ranges[i].last,
+                              [&](ManagedPages::Page& page) { page.prefetched = location; });
+    }
+    submit(st, stream, [] {});
+    return CUDA_SUCCESS;
+  });
+}
+
 bool operator==(const CUmemLocation& a, const CUmemLocation& b) { return a.type == b.type && a.id == b.id; }
 
 // What every page of [first, last) has in common through `get`, else `mixed`.
@@ -280,6 +356,50 @@ CUDASIM_EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUd
 CUDASIM_EXPORT CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
                                                 CUstream hStream) {
   return prefetch(devPtr, count, location_of(dstDevice), 0, hStream, true);
+}
+
+CUDASIM_EXPORT CUresult cuMemPrefetchBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                CUmemLocation* prefetchLocs, size_t* prefetchLocIdxs,
+                                                size_t numPrefetchLocs, unsigned long long flags, CUstream hStream) {
+  if (prefetchLocs == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return batch({dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs}, flags, hStream, false);
+}
+CUDASIM_EXPORT CUresult cuMemPrefetchBatchAsync_ptsz(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                     CUmemLocation* prefetchLocs, size_t* prefetchLocIdxs,
+                                                     size_t numPrefetchLocs, unsigned long long flags,
+                                                     CUstream hStream) {
+  if (prefetchLocs == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return batch({dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs}, flags, hStream, true);
+}
+CUDASIM_EXPORT CUresult cuMemDiscardBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                               unsigned long long flags, CUstream hStream) {
+  return batch({dptrs, sizes, count, nullptr, nullptr, 0}, flags, hStream, false);
+}
+CUDASIM_EXPORT CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                    unsigned long long flags, CUstream hStream) {
+  return batch({dptrs, sizes, count, nullptr, nullptr, 0}, flags, hStream, true);
+}
+// The same as a discard, then a prefetch, of every range.
+CUDASIM_EXPORT CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                          CUmemLocation* prefetchLocs, size_t* prefetchLocIdxs,
+                                                          size_t numPrefetchLocs, unsigned long long flags,
+                                                          CUstream hStream) {
+  return cuMemPrefetchBatchAsync(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream);
+}
+CUDASIM_EXPORT CUresult cuMemDiscardAndPrefetchBatchAsync_ptsz(CUdeviceptr* dptrs, size_t* sizes, size_t count,
+                                                               CUmemLocation* prefetchLocs, size_t* prefetchLocIdxs,
+                                                               size_t numPrefetchLocs, unsigned long long flags,
+                                                               CUstream hStream) {
+  return cuMemPrefetchBatchAsync_ptsz(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+                                      hStream);
+}
+
+CUDASIM_EXPORT CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags) {
+  return attach(hStream, dptr, length, flags, false);
+}
+CUDASIM_EXPORT CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr, size_t length,
+                                                    unsigned int flags) {
+  return attach(hStream, dptr, length, flags, true);
 }
 
 CUDASIM_EXPORT CUresult cuMemRangeGetAttribute(void* data, size_t dataSize, CUmem_range_attribute attribute,

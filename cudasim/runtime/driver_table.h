@@ -80,7 +80,12 @@ namespace cudasim::runtime {
   X(cuGraphExecHostNodeSetParams, 10020) X(cuGraphExecChildGraphNodeSetParams, 11010)                \
   X(cuGraphExecEventRecordNodeSetEvent, 11010) X(cuGraphExecEventWaitNodeSetEvent, 11010)            \
   X(cuGraphExecUpdate, 12000) X(cuGraphExecGetFlags, 12000) X(cuMemAdvise, 12020)                    \
-  X(cuMemPrefetchAsync, 12020) X(cuMemRangeGetAttribute, 8000) X(cuMemRangeGetAttributes, 8000)
+  X(cuMemPrefetchAsync, 12020) X(cuMemRangeGetAttribute, 8000) X(cuMemRangeGetAttributes, 8000)    \
+  X(cuStreamAttachMemAsync, 6000) X(cuGraphNodeSetEnabled, 11060) X(cuGraphNodeGetEnabled, 11060)    \
+  X(cuGraphKernelNodeGetAttribute, 11000) X(cuGraphKernelNodeSetAttribute, 11000)                    \
+  X(cuGraphKernelNodeCopyAttributes, 11000) X(cuGraphAddNode, 12030) X(cuGraphNodeSetParams, 12020)   \
+  X(cuGraphExecNodeSetParams, 12020) X(cuMemPrefetchBatchAsync, 13000) X(cuMemDiscardBatchAsync, 13000)   \
+  X(cuMemDiscardAndPrefetchBatchAsync, 13000)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

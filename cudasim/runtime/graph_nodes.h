@@ -13,7 +13,9 @@ cudaError_t driver_kernel_params(const cudaKernelNodeParams* params, CUDA_KERNEL
 CUDA_MEMSET_NODE_PARAMS driver_memset_params(const cudaMemsetParams& params);
 // The memory types of a copy's two sides for a cudaMemcpyKind; false for a kind that is none.
 bool memory_types(cudaMemcpyKind kind, CUmemorytype* src, CUmemorytype* dst);
-// A 1D copy of `bytes` as a 3D copy; cudaErrorInvalidMemcpyDirection for a kind that is none.
+// A 3D copy in the driver's form (each side an array or a pointer, not both; graph_params_api.cpp);
+// a 1D copy of `bytes` as a 3D copy; cudaErrorInvalidMemcpyDirection for a kind that is none.
+cudaError_t driver_copy_3d(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* copy);
 cudaError_t driver_copy_1d(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, CUDA_MEMCPY3D* copy);
 
 }  // namespace cudasim::runtime

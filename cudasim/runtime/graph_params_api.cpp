@@ -1,6 +1,7 @@
 // Graph node parameters through the runtime API: event nodes, 3D copy nodes, the parameters of
 // kernel, memset and copy nodes read back and replaced, and executable graphs changed in place
-// (cudaGraphExec*SetParams, cudaGraphExecUpdate), over the driver's (graph_update.cpp there).
+// (cudaGraphExec*SetParams, cudaGraphExecUpdate), nodes disabled and enabled again, and kernel node
+// attributes, over the driver's (graph_update.cpp and graph_params.cpp there).
 #include "context.h"
 #include "driver_table.h"
 #include "error_state.h"
@@ -11,6 +12,11 @@ namespace cudasim::runtime {
 namespace {
 
 static_assert(sizeof(cudaGraphExecUpdateResultInfo) == sizeof(CUgraphExecUpdateResultInfo));
+// The runtime's launch attributes are the driver's: the same identifiers, values of the same layout.
+static_assert(sizeof(cudaKernelNodeAttrValue) == sizeof(CUkernelNodeAttrValue));
+static_assert(static_cast<int>(cudaLaunchAttributePriority) == CU_LAUNCH_ATTRIBUTE_PRIORITY);
+static_assert(static_cast<int>(cudaLaunchAttributeNvlinkUtilCentricScheduling) ==
+              CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING);
 
 // One side of a 3D copy: an array (which the driver's copy nodes refuse: arrays are not copied
 // here), or a pitched pointer of the memory type the copy's kind gives.
@@ -28,26 +34,6 @@ void copy_side(cudaArray_t array, const cudaPitchedPtr& ptr, const cudaPos& pos,
   *device = reinterpret_cast<CUdeviceptr>(ptr.ptr);
   *pitch = ptr.pitch;
   *height = ptr.ysize;
-}
-
-// cudaMemcpy3DParms in the driver's form: each side an array or a pointer, not both.
-cudaError_t driver_copy_3d(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* copy) {
-  if (p == nullptr) return cudaErrorInvalidValue;
-  if ((p->srcArray != nullptr && p->srcPtr.ptr != nullptr) || (p->dstArray != nullptr && p->dstPtr.ptr != nullptr))
-    return cudaErrorInvalidValue;
-  CUmemorytype src = CU_MEMORYTYPE_HOST, dst = CU_MEMORYTYPE_HOST;
-  if (!memory_types(p->kind, &src, &dst)) return cudaErrorInvalidMemcpyDirection;
-  *copy = CUDA_MEMCPY3D{};
-  const void* dst_host = nullptr;
-  copy_side(p->srcArray, p->srcPtr, p->srcPos, src, &copy->srcArray, &copy->srcMemoryType, &copy->srcHost,
-            &copy->srcDevice, &copy->srcXInBytes, &copy->srcY, &copy->srcZ, &copy->srcPitch, &copy->srcHeight);
-  copy_side(p->dstArray, p->dstPtr, p->dstPos, dst, &copy->dstArray, &copy->dstMemoryType, &dst_host,
-            &copy->dstDevice, &copy->dstXInBytes, &copy->dstY, &copy->dstZ, &copy->dstPitch, &copy->dstHeight);
-  copy->dstHost = const_cast<void*>(dst_host);
-  copy->WidthInBytes = p->extent.width;
-  copy->Height = p->extent.height;
-  copy->Depth = p->extent.depth;
-  return cudaSuccess;
 }
 
 cudaMemcpyKind copy_kind(CUmemorytype src, CUmemorytype dst) {
@@ -94,6 +80,27 @@ cudaError_t kernel_node_params(cudaGraphNode_t node, cudaKernelNodeParams* param
 }
 
 }  // namespace
+
+// cudaMemcpy3DParms in the driver's form: each side an array or a pointer, not both.
+cudaError_t driver_copy_3d(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* copy) {
+  if (p == nullptr) return cudaErrorInvalidValue;
+  if ((p->srcArray != nullptr && p->srcPtr.ptr != nullptr) || (p->dstArray != nullptr && p->dstPtr.ptr != nullptr))
+    return cudaErrorInvalidValue;
+  CUmemorytype src = CU_MEMORYTYPE_HOST, dst = CU_MEMORYTYPE_HOST;
+  if (!memory_types(p->kind, &src, &dst)) return cudaErrorInvalidMemcpyDirection;
+  *copy = CUDA_MEMCPY3D{};
+  const void* dst_host = nullptr;
+  copy_side(p->srcArray, p->srcPtr, p->srcPos, src, &copy->srcArray, &copy->srcMemoryType, &copy->srcHost,
+            &copy->srcDevice, &copy->srcXInBytes, &copy->srcY, &copy->srcZ, &copy->srcPitch, &copy->srcHeight);
+  copy_side(p->dstArray, p->dstPtr, p->dstPos, dst, &copy->dstArray, &copy->dstMemoryType, &dst_host,
+            &copy->dstDevice, &copy->dstXInBytes, &copy->dstY, &copy->dstZ, &copy->dstPitch, &copy->dstHeight);
+  copy->dstHost = const_cast<void*>(dst_host);
+  copy->WidthInBytes = p->extent.width;
+  copy->Height = p->extent.height;
+  copy->Depth = p->extent.depth;
+  return cudaSuccess;
+}
+
 }  // namespace cudasim::runtime
 
 using namespace cudasim::runtime;
@@ -260,6 +267,31 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph,
     return call_driver<&DriverTable::cuGraphExecUpdate>(hGraphExec, hGraph,
                                                         reinterpret_cast<CUgraphExecUpdateResultInfo*>(resultInfo));
   });
+}
+
+cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int isEnabled) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphNodeSetEnabled>(hGraphExec, hNode, isEnabled); });
+}
+cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int* isEnabled) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphNodeGetEnabled>(hGraphExec, hNode, isEnabled); });
+}
+
+cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t hNode, cudaKernelNodeAttrID attr,
+                                            cudaKernelNodeAttrValue* value_out) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphKernelNodeGetAttribute>(
+        hNode, static_cast<CUkernelNodeAttrID>(attr), reinterpret_cast<CUkernelNodeAttrValue*>(value_out));
+  });
+}
+cudaError_t cudaGraphKernelNodeSetAttribute(cudaGraphNode_t hNode, cudaKernelNodeAttrID attr,
+                                            const cudaKernelNodeAttrValue* value) {
+  return api_call([&] {
+    return call_driver<&DriverTable::cuGraphKernelNodeSetAttribute>(
+        hNode, static_cast<CUkernelNodeAttrID>(attr), reinterpret_cast<const CUkernelNodeAttrValue*>(value));
+  });
+}
+cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hDst, cudaGraphNode_t hSrc) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphKernelNodeCopyAttributes>(hDst, hSrc); });
 }
 
 cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t graphExec, unsigned long long* flags) {

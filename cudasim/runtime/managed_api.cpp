@@ -1,6 +1,7 @@
 // Managed memory: cudaMallocManaged (freed by cudaFree, which calls cuMemFree_v2). The driver's
 // cuMemAllocManaged checks the flags and the size, as the runtime documents them. Its hints
-// (cudaMemAdvise, cudaMemPrefetchAsync, cudaMemRangeGetAttribute(s)) are the driver's: the
+// (cudaMemAdvise, cudaMemPrefetchAsync, cudaStreamAttachMemAsync, cudaMemRangeGetAttribute(s)) are the
+// driver's: the
 // runtime's advice, location types and range attributes have the driver's values.
 #include "context.h"
 #include "driver_table.h"
@@ -34,6 +35,32 @@ cudaError_t prefetch_async(const void* ptr, size_t count, cudaMemLocation locati
   });
 }
 
+// cudaMemLocation and a device pointer array are the driver's CUmemLocation and CUdeviceptr array.
+cudaError_t memory_batch_async(void** ptrs, size_t* sizes, size_t count, cudaMemLocation* locations,
+                               size_t* first_of, size_t location_count, Batch kind, unsigned long long flags,
+                               CUstream stream) {
+  static_assert(sizeof(cudaMemLocation) == sizeof(CUmemLocation) && sizeof(void*) == sizeof(CUdeviceptr));
+  auto* dptrs = reinterpret_cast<CUdeviceptr*>(ptrs);
+  auto* driver_locations = reinterpret_cast<CUmemLocation*>(locations);
+  return with_context([&] {
+    if (kind == Batch::kDiscard)
+      return call_driver<&DriverTable::cuMemDiscardBatchAsync>(dptrs, sizes, count, flags, stream);
+    if (locations == nullptr) return cudaErrorInvalidValue;
+    if (kind == Batch::kDiscardAndPrefetch)
+      return call_driver<&DriverTable::cuMemDiscardAndPrefetchBatchAsync>(dptrs, sizes, count, driver_locations,
+                                                                          first_of, location_count, flags, stream);
+    return call_driver<&DriverTable::cuMemPrefetchBatchAsync>(dptrs, sizes, count, driver_locations, first_of,
+                                                              location_count, flags, stream);
+  });
+}
+
+cudaError_t attach_mem_async(CUstream stream, void* ptr, size_t length, unsigned int flags) {
+  return with_context([&] {
+    return call_driver<&DriverTable::cuStreamAttachMemAsync>(stream, reinterpret_cast<CUdeviceptr>(ptr), length,
+                                                             flags);
+  });
+}
+
 }  // namespace cudasim::runtime
 
 using namespace cudasim::runtime;
@@ -57,6 +84,34 @@ cudaError_t cudaMemAdvise(const void* devPtr, size_t count, enum cudaMemoryAdvis
 cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMemLocation location, unsigned int flags,
                                  cudaStream_t stream) {
   return api_call([&] { return prefetch_async(devPtr, count, location, flags, stream); });
+}
+
+cudaError_t cudaMemPrefetchBatchAsync(void** dptrs, size_t* sizes, size_t count, struct cudaMemLocation* prefetchLocs,
+                                      size_t* prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags,
+                                      cudaStream_t stream) {
+  return api_call([&] {
+    return memory_batch_async(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, Batch::kPrefetch,
+                              flags, stream);
+  });
+}
+cudaError_t cudaMemDiscardBatchAsync(void** dptrs, size_t* sizes, size_t count, unsigned long long flags,
+                                     cudaStream_t stream) {
+  return api_call(
+      [&] { return memory_batch_async(dptrs, sizes, count, nullptr, nullptr, 0, Batch::kDiscard, flags, stream); });
+}
+cudaError_t cudaMemDiscardAndPrefetchBatchAsync(void** dptrs, size_t* sizes, size_t count,
+                                                struct cudaMemLocation* prefetchLocs, size_t* prefetchLocIdxs,
+                                                size_t numPrefetchLocs, unsigned long long flags,
+                                                cudaStream_t stream) {
+  return api_call([&] {
+    return memory_batch_async(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs,
+                              Batch::kDiscardAndPrefetch, flags, stream);
+  });
+}
+
+// cudaMemAttachGlobal, cudaMemAttachHost and cudaMemAttachSingle are the driver's flags.
+cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void* devPtr, size_t length, unsigned int flags) {
+  return api_call([&] { return attach_mem_async(stream, devPtr, length, flags); });
 }
 
 cudaError_t cudaMemRangeGetAttribute(void* data, size_t dataSize, enum cudaMemRangeAttribute attribute,

@@ -57,6 +57,14 @@ CUmemPoolProps driver_pool_properties(const cudaMemPoolProps& props);
 // cudaMemPrefetchAsync (managed_api.cpp).
 cudaError_t prefetch_async(const void* ptr, size_t count, cudaMemLocation location, unsigned int flags,
                            CUstream stream);
+// cudaMemPrefetchBatchAsync, cudaMemDiscardBatchAsync (no locations) and
+// cudaMemDiscardAndPrefetchBatchAsync on a resolved stream (managed_api.cpp).
+enum class Batch { kPrefetch, kDiscard, kDiscardAndPrefetch };
+cudaError_t memory_batch_async(void** ptrs, size_t* sizes, size_t count, cudaMemLocation* locations,
+                               size_t* first_of, size_t location_count, Batch kind, unsigned long long flags,
+                               CUstream stream);
+// cudaStreamAttachMemAsync on a resolved stream (managed_api.cpp).
+cudaError_t attach_mem_async(CUstream stream, void* ptr, size_t length, unsigned int flags);
 
 cudaError_t malloc_async(void** ptr, size_t size, CUstream stream);
 cudaError_t free_async(void* ptr, CUstream stream);

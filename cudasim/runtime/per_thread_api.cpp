@@ -67,6 +67,33 @@ cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMe
                                  cudaStream_t stream) {
   return api_call([&] { return prefetch_async(devPtr, count, location, flags, per_thread_stream(stream)); });
 }
+cudaError_t cudaMemPrefetchBatchAsync(void** dptrs, size_t* sizes, size_t count, struct cudaMemLocation* prefetchLocs,
+                                      size_t* prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags,
+                                      cudaStream_t stream) {
+  return api_call([&] {
+    return memory_batch_async(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, Batch::kPrefetch,
+                              flags, per_thread_stream(stream));
+  });
+}
+cudaError_t cudaMemDiscardBatchAsync(void** dptrs, size_t* sizes, size_t count, unsigned long long flags,
+                                     cudaStream_t stream) {
+  return api_call([&] {
+    return memory_batch_async(dptrs, sizes, count, nullptr, nullptr, 0, Batch::kDiscard, flags,
+                              per_thread_stream(stream));
+  });
+}
+cudaError_t cudaMemDiscardAndPrefetchBatchAsync(void** dptrs, size_t* sizes, size_t count,
+                                                struct cudaMemLocation* prefetchLocs, size_t* prefetchLocIdxs,
+                                                size_t numPrefetchLocs, unsigned long long flags,
+                                                cudaStream_t stream) {
+  return api_call([&] {
+    return memory_batch_async(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs,
+                              Batch::kDiscardAndPrefetch, flags, per_thread_stream(stream));
+  });
+}
+cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void* devPtr, size_t length, unsigned int flags) {
+  return api_call([&] { return attach_mem_async(per_thread_stream(stream), devPtr, length, flags); });
+}
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   return api_call([&] { return graph_launch(graphExec, per_thread_stream(stream)); });

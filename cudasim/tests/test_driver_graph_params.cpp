@@ -1,7 +1,8 @@
 // Graph node parameters through the driver API: event-record and event-wait nodes, the parameters
 // of memset, copy and kernel nodes read back and replaced, executable graphs changed in place
-// (cuGraphExec*NodeSetParams, cuGraphExecUpdate) and the one-instantiation rule of graphs with
-// memory nodes.
+// (cuGraphExec*NodeSetParams, cuGraphExecUpdate), the one-instantiation rule of graphs with
+// memory nodes, nodes disabled in executable graphs, kernel node attributes and the generic node
+// calls (cuGraphAddNode, cuGraph*NodeSetParams).
 #include "driver_support.h"
 
 #include <catch2/catch.hpp>
@@ -18,10 +19,12 @@ using namespace driver_test;
 #undef cuGraphKernelNodeSetParams
 #undef cuGraphExecKernelNodeSetParams
 #undef cuGraphExecUpdate
+#undef cuGraphAddNode
 extern "C" CUresult cuGraphKernelNodeGetParams(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v1*);
 extern "C" CUresult cuGraphKernelNodeSetParams(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1*);
 extern "C" CUresult cuGraphExecKernelNodeSetParams(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1*);
 extern "C" CUresult cuGraphExecUpdate(CUgraphExec, CUgraph, CUgraphNode*, CUgraphExecUpdateResult*);
+extern "C" CUresult cuGraphAddNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUgraphNodeParams*);
 
 namespace {
 
@@ -81,6 +84,14 @@ struct Observer {
     o->seen.store(o->counter->load());
   }
 };
+
+// The kernel "step" of kPtx, loaded as a library the caller unloads.
+CUkernel step_kernel(CUlibrary* library) {
+  CUkernel kernel = nullptr;
+  REQUIRE(cuLibraryLoadData(library, kPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
+  REQUIRE(cuLibraryGetKernel(&kernel, *library, "step") == CUDA_SUCCESS);
+  return kernel;
+}
 
 CUDA_KERNEL_NODE_PARAMS kernel_launch(CUkernel kernel, unsigned block) {
   CUDA_KERNEL_NODE_PARAMS p{};
@@ -226,9 +237,7 @@ TEST_CASE("memset, copy and kernel node parameters read back and replaced", "[dr
   const CUDA_MEMCPY3D copy_params = copy_1d(dev + 1024, source, sizeof source);
   REQUIRE(cuGraphAddMemcpyNode(&copy, graph, &set, 1, &copy_params, ctx) == CUDA_SUCCESS);
   CUlibrary library = nullptr;
-  CUkernel kernel = nullptr;
-  REQUIRE(cuLibraryLoadData(&library, kPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
-  REQUIRE(cuLibraryGetKernel(&kernel, library, "step") == CUDA_SUCCESS);
+  const CUkernel kernel = step_kernel(&library);
   int argument = 7;
   void* arguments[] = {&argument};
   CUDA_KERNEL_NODE_PARAMS launch = kernel_launch(kernel, 64);
@@ -339,9 +348,7 @@ TEST_CASE("executable graph nodes replaced in place, within the documented rules
   const CUDA_HOST_NODE_PARAMS count_first{record, &first};
   REQUIRE(cuGraphAddHostNode(&host, graph, &copy, 1, &count_first) == CUDA_SUCCESS);
   CUlibrary library = nullptr;
-  CUkernel kernel = nullptr;
-  REQUIRE(cuLibraryLoadData(&library, kPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
-  REQUIRE(cuLibraryGetKernel(&kernel, library, "step") == CUDA_SUCCESS);
+  const CUkernel kernel = step_kernel(&library);
   const CUDA_KERNEL_NODE_PARAMS launch = kernel_launch(kernel, 32);
   REQUIRE(cuGraphAddKernelNode(&kernel_node, graph, &host, 1, &launch) == CUDA_SUCCESS);
   CUgraphExec exec = nullptr;
@@ -597,9 +604,7 @@ TEST_CASE("captured sets, copies and kernel launches answer their parameters", "
   primary_context();
   const CUdeviceptr dev = zeroed(4096);
   CUlibrary library = nullptr;
-  CUkernel kernel = nullptr;
-  REQUIRE(cuLibraryLoadData(&library, kPtx, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
-  REQUIRE(cuLibraryGetKernel(&kernel, library, "step") == CUDA_SUCCESS);
+  const CUkernel kernel = step_kernel(&library);
   CUstream stream = new_stream();
   std::vector<unsigned char> host(64, 0x7f);
   REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
@@ -700,4 +705,266 @@ TEST_CASE("a kernel node's function may not change its owning context in an exec
   CHECK(cuModuleUnload(again) == CUDA_SUCCESS);
   CHECK(cuCtxDestroy(other) == CUDA_SUCCESS);
   primary_context();
+}
+
+TEST_CASE("a disabled node does nothing at launch until enabled again", "[driver][graphs]") {
+  CUcontext ctx = primary_context();
+  const CUdeviceptr dev = zeroed(256);
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUgraphNode set = nullptr, copy = nullptr, host = nullptr, kernel_node = nullptr;
+  const CUDA_MEMSET_NODE_PARAMS set_params = memset_1d(dev, 0x22, 16);
+  REQUIRE(cuGraphAddMemsetNode(&set, graph, nullptr, 0, &set_params, ctx) == CUDA_SUCCESS);
+  const unsigned char source[4] = {9, 8, 7, 6};
+  const CUDA_MEMCPY3D copy_params = copy_1d(dev + 128, source, sizeof source);
+  REQUIRE(cuGraphAddMemcpyNode(&copy, graph, &set, 1, &copy_params, ctx) == CUDA_SUCCESS);
+  std::atomic<int> ran{0};
+  const CUDA_HOST_NODE_PARAMS count{record, &ran};
+  REQUIRE(cuGraphAddHostNode(&host, graph, &copy, 1, &count) == CUDA_SUCCESS);
+  CUlibrary library = nullptr;
+  const CUkernel kernel = step_kernel(&library);
+  const CUDA_KERNEL_NODE_PARAMS launch = kernel_launch(kernel, 32);
+  REQUIRE(cuGraphAddKernelNode(&kernel_node, graph, &host, 1, &launch) == CUDA_SUCCESS);
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+  CUstream stream = new_stream();
+
+  unsigned enabled = 7;
+  CHECK(cuGraphNodeGetEnabled(exec, set, &enabled) == CUDA_SUCCESS);
+  CHECK(enabled == 1);
+  CHECK(cuGraphNodeSetEnabled(exec, set, 0) == CUDA_SUCCESS);
+  CHECK(cuGraphNodeSetEnabled(exec, copy, 0) == CUDA_SUCCESS);
+  CHECK(cuGraphNodeSetEnabled(exec, kernel_node, 0) == CUDA_SUCCESS);
+  CHECK(cuGraphNodeGetEnabled(exec, set, &enabled) == CUDA_SUCCESS);
+  CHECK(enabled == 0);
+  CHECK(cuGraphNodeGetEnabled(exec, kernel_node, &enabled) == CUDA_SUCCESS);
+  CHECK(enabled == 0);
+  launch_and_wait(exec, stream);
+  CHECK(byte_at(dev) == 0);  // neither the set nor the copy ran
+  CHECK(byte_at(dev + 128) == 0);
+  CHECK(ran.load() == 1);  // the nodes after them did
+  // The graph's nodes are not changed, nor are other instantiations.
+  CUgraphExec other = nullptr;
+  REQUIRE(cuGraphInstantiateWithFlags(&other, graph, 0) == CUDA_SUCCESS);
+  CHECK(cuGraphNodeGetEnabled(other, set, &enabled) == CUDA_SUCCESS);
+  CHECK(enabled == 1);
+  launch_and_wait(other, stream);
+  CHECK(byte_at(dev) == 0x22);
+  CHECK(byte_at(dev + 128) == 9);
+  REQUIRE(cuMemsetD8(dev, 0, 256) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+
+  // Enabled again, with parameters changed while disabled: the new ones run.
+  const CUDA_MEMSET_NODE_PARAMS changed = memset_1d(dev, 0x33, 16);
+  CHECK(cuGraphExecMemsetNodeSetParams(exec, set, &changed, ctx) == CUDA_SUCCESS);
+  CHECK(cuGraphNodeGetEnabled(exec, set, &enabled) == CUDA_SUCCESS);
+  CHECK(enabled == 0);  // replacing the parameters leaves the setting
+  CHECK(cuGraphNodeSetEnabled(exec, set, 5) == CUDA_SUCCESS);
+  CHECK(cuGraphNodeGetEnabled(exec, set, &enabled) == CUDA_SUCCESS);
+  CHECK(enabled == 1);
+  launch_and_wait(exec, stream);
+  CHECK(byte_at(dev) == 0x33);
+  CHECK(byte_at(dev + 128) == 0);  // the copy still disabled
+
+  // Only kernel, memset and copy nodes; nodes of the instantiated graph; an executable graph.
+  CHECK(cuGraphNodeSetEnabled(exec, host, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphNodeGetEnabled(exec, host, &enabled) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphNodeGetEnabled(exec, set, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphNodeSetEnabled(nullptr, set, 0) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphNode later = nullptr;
+  REQUIRE(cuGraphAddMemsetNode(&later, graph, nullptr, 0, &set_params, ctx) == CUDA_SUCCESS);
+  CHECK(cuGraphNodeSetEnabled(exec, later, 0) == CUDA_ERROR_INVALID_VALUE);
+
+  CHECK(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  CHECK(cuGraphExecDestroy(other) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  CHECK(cuLibraryUnload(library) == CUDA_SUCCESS);
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+}
+
+TEST_CASE("kernel node attributes are kept per node, copied and cloned", "[driver][graphs]") {
+  primary_context();
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUlibrary library = nullptr;
+  const CUkernel kernel = step_kernel(&library);
+  const CUDA_KERNEL_NODE_PARAMS launch = kernel_launch(kernel, 32);
+  CUgraphNode first = nullptr, second = nullptr, empty = nullptr;
+  REQUIRE(cuGraphAddKernelNode(&first, graph, nullptr, 0, &launch) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddKernelNode(&second, graph, nullptr, 0, &launch) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddEmptyNode(&empty, graph, nullptr, 0) == CUDA_SUCCESS);
+
+  // Never set: zero.
+  CUkernelNodeAttrValue value{};
+  value.priority = 9;
+  CHECK(cuGraphKernelNodeGetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &value) == CUDA_SUCCESS);
+  CHECK(value.priority == 0);
+
+  CUkernelNodeAttrValue priority{};
+  priority.priority = -1;
+  CHECK(cuGraphKernelNodeSetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &priority) == CUDA_SUCCESS);
+  CUkernelNodeAttrValue window{};
+  int target = 0;
+  window.accessPolicyWindow = CUaccessPolicyWindow{&target, 4096, 0.5f, CU_ACCESS_PROPERTY_PERSISTING,
+                                                   CU_ACCESS_PROPERTY_STREAMING};
+  CHECK(cuGraphKernelNodeSetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_ACCESS_POLICY_WINDOW, &window) == CUDA_SUCCESS);
+  CUkernelNodeAttrValue cooperative{};
+  cooperative.cooperative = 1;
+  CHECK(cuGraphKernelNodeSetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_COOPERATIVE, &cooperative) == CUDA_SUCCESS);
+  CHECK(cuGraphKernelNodeGetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &value) == CUDA_SUCCESS);
+  CHECK(value.priority == -1);
+  CHECK(cuGraphKernelNodeGetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_ACCESS_POLICY_WINDOW, &value) == CUDA_SUCCESS);
+  CHECK(value.accessPolicyWindow.base_ptr == &target);
+  CHECK(value.accessPolicyWindow.num_bytes == 4096);
+  CHECK(value.accessPolicyWindow.hitRatio == 0.5f);
+  CHECK(value.accessPolicyWindow.hitProp == CU_ACCESS_PROPERTY_PERSISTING);
+  CHECK(cuGraphKernelNodeGetAttribute(second, CU_KERNEL_NODE_ATTRIBUTE_COOPERATIVE, &value) == CUDA_SUCCESS);
+  CHECK(value.cooperative == 0);  // per node
+
+  // Copied: every attribute of the source replaces the destination's.
+  CUkernelNodeAttrValue domain{};
+  domain.memSyncDomain = CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE;
+  CHECK(cuGraphKernelNodeSetAttribute(second, CU_KERNEL_NODE_ATTRIBUTE_MEM_SYNC_DOMAIN, &domain) == CUDA_SUCCESS);
+  CHECK(cuGraphKernelNodeCopyAttributes(second, first) == CUDA_SUCCESS);
+  CHECK(cuGraphKernelNodeGetAttribute(second, CU_KERNEL_NODE_ATTRIBUTE_COOPERATIVE, &value) == CUDA_SUCCESS);
+  CHECK(value.cooperative == 1);
+  CHECK(cuGraphKernelNodeGetAttribute(second, CU_KERNEL_NODE_ATTRIBUTE_MEM_SYNC_DOMAIN, &value) == CUDA_SUCCESS);
+  CHECK(value.memSyncDomain == CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT);
+
+  // A clone's nodes carry them too.
+  CUgraph clone = nullptr;
+  REQUIRE(cuGraphClone(&clone, graph) == CUDA_SUCCESS);
+  size_t count = 3;
+  CUgraphNode cloned[3] = {};
+  REQUIRE(cuGraphGetNodes(clone, cloned, &count) == CUDA_SUCCESS);
+  CHECK(cuGraphKernelNodeGetAttribute(cloned[0], CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &value) == CUDA_SUCCESS);
+  CHECK(value.priority == -1);
+
+  // Refusals: a node of another kind, an attribute not of graph nodes, values out of range.
+  CHECK(cuGraphKernelNodeGetAttribute(empty, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &value) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphKernelNodeSetAttribute(empty, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &priority) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphKernelNodeCopyAttributes(empty, first) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphKernelNodeCopyAttributes(first, empty) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphKernelNodeGetAttribute(first, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, &value) ==
+        CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphKernelNodeSetAttribute(first, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT, &priority) ==
+        CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphKernelNodeGetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphKernelNodeSetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  window.accessPolicyWindow.hitRatio = 1.5f;
+  CHECK(cuGraphKernelNodeSetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_ACCESS_POLICY_WINDOW, &window) ==
+        CUDA_ERROR_INVALID_VALUE);
+  window.accessPolicyWindow.hitRatio = 0.5f;
+  window.accessPolicyWindow.missProp = CU_ACCESS_PROPERTY_PERSISTING;  // NORMAL or STREAMING only
+  CHECK(cuGraphKernelNodeSetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_ACCESS_POLICY_WINDOW, &window) ==
+        CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphKernelNodeGetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_ACCESS_POLICY_WINDOW, &value) == CUDA_SUCCESS);
+  CHECK(value.accessPolicyWindow.missProp == CU_ACCESS_PROPERTY_STREAMING);  // unchanged
+
+  CHECK(cuGraphDestroy(clone) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuLibraryUnload(library) == CUDA_SUCCESS);
+}
+
+TEST_CASE("the generic node calls add nodes and replace parameters by type", "[driver][graphs]") {
+  CUcontext ctx = primary_context();
+  const CUdeviceptr dev = zeroed(256);
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+
+  CUgraphNodeParams set{};
+  set.type = CU_GRAPH_NODE_TYPE_MEMSET;
+  set.memset = CUDA_MEMSET_NODE_PARAMS_v2{dev, 0, 0x5a, 1, 16, 1, ctx};
+  CUgraphNode set_node = nullptr, host_node = nullptr, empty_node = nullptr, alloc_node = nullptr;
+  REQUIRE(cuGraphAddNode_v2(&set_node, graph, nullptr, nullptr, 0, &set) == CUDA_SUCCESS);
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CHECK(cuGraphNodeGetType(set_node, &type) == CUDA_SUCCESS);
+  CHECK(type == CU_GRAPH_NODE_TYPE_MEMSET);
+  std::atomic<int> ran{0};
+  CUgraphNodeParams host{};
+  host.type = CU_GRAPH_NODE_TYPE_HOST;
+  host.host = CUDA_HOST_NODE_PARAMS_v2{record, &ran};
+  const CUgraphEdgeData edge{};
+  REQUIRE(cuGraphAddNode_v2(&host_node, graph, &set_node, &edge, 1, &host) == CUDA_SUCCESS);
+  CUgraphNodeParams empty{};
+  empty.type = CU_GRAPH_NODE_TYPE_EMPTY;
+  REQUIRE(cuGraphAddNode(&empty_node, graph, &host_node, 1, &empty) == CUDA_SUCCESS);  // the 12.2 form
+  size_t count = 0;
+  CHECK(cuGraphNodeGetDependencies(empty_node, nullptr, nullptr, &count) == CUDA_SUCCESS);
+  CHECK(count == 1);
+
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+  CUstream stream = new_stream();
+  launch_and_wait(exec, stream);
+  CHECK(byte_at(dev) == 0x5a);
+  CHECK(ran.load() == 1);
+
+  // Replaced in the executable graph (the graph keeps its own), then in the graph.
+  set.memset.value = 0x6b;
+  CHECK(cuGraphExecNodeSetParams(exec, set_node, &set) == CUDA_SUCCESS);
+  launch_and_wait(exec, stream);
+  CHECK(byte_at(dev) == 0x6b);
+  CUDA_MEMSET_NODE_PARAMS back{};
+  REQUIRE(cuGraphMemsetNodeGetParams(set_node, &back) == CUDA_SUCCESS);
+  CHECK(back.value == 0x5a);
+  set.memset.value = 0x7c;
+  CHECK(cuGraphNodeSetParams(set_node, &set) == CUDA_SUCCESS);
+  REQUIRE(cuGraphMemsetNodeGetParams(set_node, &back) == CUDA_SUCCESS);
+  CHECK(back.value == 0x7c);
+  CHECK(cuGraphNodeSetParams(empty_node, &empty) == CUDA_SUCCESS);
+  CHECK(cuGraphExecNodeSetParams(exec, empty_node, &empty) == CUDA_SUCCESS);
+
+  // Refusals: the type of another node, reserved fields set, the documented checks of each type,
+  // non-default edge data, types not simulated, memory nodes' parameters.
+  CHECK(cuGraphNodeSetParams(host_node, &set) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphExecNodeSetParams(exec, host_node, &set) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphNodeSetParams(set_node, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeParams reserved = set;
+  reserved.reserved2 = 1;
+  CHECK(cuGraphNodeSetParams(set_node, &reserved) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphNode bad = nullptr;
+  CHECK(cuGraphAddNode_v2(&bad, graph, nullptr, nullptr, 0, &reserved) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeParams wide = set;
+  wide.memset.elementSize = 3;
+  CHECK(cuGraphAddNode_v2(&bad, graph, nullptr, nullptr, 0, &wide) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeParams no_host{};
+  no_host.type = CU_GRAPH_NODE_TYPE_HOST;
+  CHECK(cuGraphAddNode_v2(&bad, graph, nullptr, nullptr, 0, &no_host) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphEdgeData programmatic{};
+  programmatic.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  CHECK(cuGraphAddNode_v2(&bad, graph, &set_node, &programmatic, 1, &empty) == CUDA_ERROR_NOT_SUPPORTED);
+  CUgraphNodeParams conditional{};
+  conditional.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  CHECK(cuGraphAddNode_v2(&bad, graph, nullptr, nullptr, 0, &conditional) == CUDA_ERROR_NOT_SUPPORTED);
+  size_t nodes = 0;
+  CHECK(cuGraphGetNodes(graph, nullptr, &nodes) == CUDA_SUCCESS);
+  CHECK(nodes == 3);  // no refused call added one
+
+  CUgraph memory = nullptr;
+  REQUIRE(cuGraphCreate(&memory, 0) == CUDA_SUCCESS);
+  CUgraphNodeParams alloc{};
+  alloc.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+  alloc.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  alloc.alloc.poolProps.location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  alloc.alloc.bytesize = 4096;
+  REQUIRE(cuGraphAddNode_v2(&alloc_node, memory, nullptr, nullptr, 0, &alloc) == CUDA_SUCCESS);
+  CHECK(alloc.alloc.dptr != 0);  // written back
+  CUgraphNodeParams release{};
+  release.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+  release.free.dptr = alloc.alloc.dptr;
+  CUgraphNode free_node = nullptr;
+  REQUIRE(cuGraphAddNode_v2(&free_node, memory, &alloc_node, nullptr, 1, &release) == CUDA_SUCCESS);
+  CUdeviceptr freed = 0;
+  CHECK(cuGraphMemFreeNodeGetParams(free_node, &freed) == CUDA_SUCCESS);
+  CHECK(freed == alloc.alloc.dptr);
+  CHECK(cuGraphNodeSetParams(alloc_node, &alloc) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuGraphNodeSetParams(free_node, &release) == CUDA_ERROR_NOT_SUPPORTED);
+
+  CHECK(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(memory) == CUDA_SUCCESS);
+  CHECK(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
 }

@@ -1,5 +1,5 @@
 // Managed-memory hints through the driver API: cuMemAdvise, cuMemPrefetchAsync and the range
-// attributes that answer what they were given, with the documented refusals.
+// attributes that answer what they were given, cuStreamAttachMemAsync, with the documented refusals.
 #include "driver_support.h"
 
 #include <catch2/catch.hpp>
@@ -15,6 +15,7 @@ using namespace driver_test;
 extern "C" CUresult cuMemAdvise(CUdeviceptr, size_t, CUmem_advise, CUdevice);
 extern "C" CUresult cuMemPrefetchAsync(CUdeviceptr, size_t, CUdevice, CUstream);
 extern "C" CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream);
+extern "C" CUresult cuStreamAttachMemAsync_ptsz(CUstream, CUdeviceptr, size_t, unsigned int);
 
 namespace {
 
@@ -22,6 +23,21 @@ constexpr size_t kPage = 4096;
 
 CUmemLocation device_location(int device) { return CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device}; }
 constexpr CUmemLocation kHost{CU_MEM_LOCATION_TYPE_HOST, 0};
+
+// Managed memory attached globally.
+CUdeviceptr managed_memory(size_t bytes) {
+  CUdeviceptr managed = 0;
+  REQUIRE(cuMemAllocManaged(&managed, bytes, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+  return managed;
+}
+
+// A new non-blocking stream whose work waits behind the gate until it opens.
+CUstream gated_stream(Gate* gate) {
+  CUstream stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, gate) == CUDA_SUCCESS);
+  return stream;
+}
 
 int attribute(CUmem_range_attribute attr, CUdeviceptr ptr, size_t count) {
   int value = 12345;
@@ -33,8 +49,7 @@ int attribute(CUmem_range_attribute attr, CUdeviceptr ptr, size_t count) {
 
 TEST_CASE("cuMemAdvise advice is remembered per page and answered by the range attributes", "[driver][managed]") {
   primary_context();
-  CUdeviceptr managed = 0;
-  REQUIRE(cuMemAllocManaged(&managed, 4 * kPage, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+  CUdeviceptr managed = managed_memory(4 * kPage);
 
   // Nothing advised yet.
   CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, managed, 4 * kPage) == 0);
@@ -140,12 +155,9 @@ TEST_CASE("cuMemAdvise advice is remembered per page and answered by the range a
 TEST_CASE("cuMemPrefetchAsync is ordered on its stream and recorded as the last prefetch location",
           "[driver][managed]") {
   primary_context();
-  CUdeviceptr managed = 0;
-  REQUIRE(cuMemAllocManaged(&managed, 2 * kPage, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
-  CUstream stream = nullptr;
-  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  CUdeviceptr managed = managed_memory(2 * kPage);
   Gate gate;
-  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  CUstream stream = gated_stream(&gate);
   REQUIRE(cuMemPrefetchAsync_v2(managed, 2 * kPage, device_location(1), 0, stream) == CUDA_SUCCESS);
   // Recorded when asked for, whether or not it ran; the stream has work queued behind the gate.
   CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed, 2 * kPage) == 1);
@@ -207,6 +219,98 @@ TEST_CASE("cuMemPrefetchAsync is ordered on its stream and recorded as the last 
   CHECK(cuMemPrefetchAsync_v2(managed, kPage, kHost, 0, stream) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   CUgraph graph = nullptr;
   CHECK(cuStreamEndCapture(stream, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  CHECK(cuMemFree(device_memory) == CUDA_SUCCESS);
+  CHECK(cuMemFree(managed) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("cuStreamAttachMemAsync checks its arguments and is ordered on its stream", "[driver][managed]") {
+  primary_context();
+  CUdeviceptr managed = managed_memory(2 * kPage);
+  Gate gate;
+  CUstream stream = gated_stream(&gate);
+  // Queued behind the gate: the stream is not done until it is.
+  REQUIRE(cuStreamAttachMemAsync(stream, managed, 0, CU_MEM_ATTACH_SINGLE) == CUDA_SUCCESS);
+  CHECK(cuStreamQuery(stream) == CUDA_ERROR_NOT_READY);
+  gate.open();
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(cuStreamAttachMemAsync(stream, managed, 2 * kPage, CU_MEM_ATTACH_HOST) == CUDA_SUCCESS);
+  CHECK(cuStreamAttachMemAsync(nullptr, managed, 0, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+  CHECK(cuStreamAttachMemAsync_ptsz(nullptr, managed, 0, CU_MEM_ATTACH_SINGLE) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+
+  // Refusals: singly to the NULL stream, flags that are not one of CUmemAttach_flags, part of an
+  // allocation, memory that is not managed, a stream that does not exist.
+  CHECK(cuStreamAttachMemAsync(nullptr, managed, 0, CU_MEM_ATTACH_SINGLE) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(CU_STREAM_LEGACY, managed, 0, CU_MEM_ATTACH_SINGLE) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(stream, managed, 0, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(stream, managed, 0, CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST) ==
+        CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(stream, managed, kPage, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(stream, managed + kPage, 0, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr device_memory = 0;
+  REQUIRE(cuMemAlloc(&device_memory, kPage) == CUDA_SUCCESS);
+  CHECK(cuStreamAttachMemAsync(stream, device_memory, 0, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamAttachMemAsync(reinterpret_cast<CUstream>(&gate), managed, 0, CU_MEM_ATTACH_GLOBAL) ==
+        CUDA_ERROR_INVALID_HANDLE);
+
+  // No graph node stands for it: refused on a capturing stream.
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+  CHECK(cuStreamAttachMemAsync(stream, managed, 0, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  CHECK(cuStreamEndCapture(stream, &graph) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  CHECK(cuMemFree(device_memory) == CUDA_SUCCESS);
+  CHECK(cuMemFree(managed) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("batch prefetches and discards check every range and record each prefetch", "[driver][managed]") {
+  primary_context();
+  CUdeviceptr managed = managed_memory(3 * kPage);
+  Gate gate;
+  CUstream stream = gated_stream(&gate);
+  CUdeviceptr ranges[] = {managed, managed + kPage, managed + 2 * kPage};
+  size_t sizes[] = {kPage, kPage, kPage};
+  CUmemLocation locations[] = {device_location(1), kHost};
+  size_t first_of[] = {0, 2};
+  REQUIRE(cuMemPrefetchBatchAsync(ranges, sizes, 3, locations, first_of, 2, 0, stream) == CUDA_SUCCESS);
+  CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed, 2 * kPage) == 1);
+  CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, ranges[2], kPage) == CU_DEVICE_CPU);
+  CHECK(cuStreamQuery(stream) == CUDA_ERROR_NOT_READY);  // ordered behind the gate
+  gate.open();
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+
+  // A discard keeps the recorded prefetches; discard and prefetch records the new location.
+  REQUIRE(cuMemDiscardBatchAsync(ranges, sizes, 3, 0, stream) == CUDA_SUCCESS);
+  CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed, kPage) == 1);
+  size_t from_zero[] = {0};
+  REQUIRE(cuMemDiscardAndPrefetchBatchAsync(ranges, sizes, 3, locations + 1, from_zero, 1, 0, stream) == CUDA_SUCCESS);
+  CHECK(attribute(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed, 3 * kPage) == CU_DEVICE_CPU);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+
+  // Refusals: the legacy NULL stream, flags, the location indices, a range not managed, nothing.
+  CHECK(cuMemDiscardBatchAsync(ranges, sizes, 3, 0, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemDiscardBatchAsync(ranges, sizes, 3, 0, CU_STREAM_LEGACY) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemDiscardBatchAsync(ranges, sizes, 3, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemDiscardBatchAsync(ranges, sizes, 0, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  size_t not_from_zero[] = {1, 2};
+  CHECK(cuMemPrefetchBatchAsync(ranges, sizes, 3, locations, not_from_zero, 2, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  size_t decreasing[] = {0, 0};
+  CHECK(cuMemPrefetchBatchAsync(ranges, sizes, 3, locations, decreasing, 2, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  size_t past_end[] = {0, 3};
+  CHECK(cuMemPrefetchBatchAsync(ranges, sizes, 3, locations, past_end, 2, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemPrefetchBatchAsync(ranges, sizes, 1, locations, first_of, 2, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemPrefetchBatchAsync(ranges, sizes, 3, nullptr, first_of, 2, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  CUmemLocation unknown[] = {device_location(5)};
+  CHECK(cuMemPrefetchBatchAsync(ranges, sizes, 3, unknown, from_zero, 1, 0, stream) == CUDA_ERROR_INVALID_DEVICE);
+  CUdeviceptr device_memory = 0;
+  REQUIRE(cuMemAlloc(&device_memory, kPage) == CUDA_SUCCESS);
+  CUdeviceptr mixed[] = {managed, device_memory};
+  CHECK(cuMemDiscardBatchAsync(mixed, sizes, 2, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  size_t too_long[] = {kPage, 3 * kPage};
+  CHECK(cuMemDiscardBatchAsync(ranges, too_long, 2, 0, stream) == CUDA_ERROR_INVALID_VALUE);
 
   CHECK(cuMemFree(device_memory) == CUDA_SUCCESS);
   CHECK(cuMemFree(managed) == CUDA_SUCCESS);

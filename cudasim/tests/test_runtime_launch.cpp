@@ -157,6 +157,24 @@ TEST_CASE("runtime: function attributes and occupancy of registered kernels", "[
 namespace {
 void graph_stub() {}
 void CUDART_CB count_host_node(void* counter) { ++*static_cast<int*>(counter); }
+// Device memory set to zero before anything else runs.
+void* zeroed_device(size_t bytes) {
+  void* dev = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&dev, bytes));
+  REQUIRE_CUDA(cudaMemset(dev, 0, bytes));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  return dev;
+}
+// A memset node's parameters: `width` bytes at dst set to value.
+cudaMemsetParams bytes_set(void* dst, int value, size_t width) {
+  cudaMemsetParams p{};
+  p.dst = dst;
+  p.value = value;
+  p.elementSize = 1;
+  p.width = width;
+  p.height = 1;
+  return p;
+}
 }  // namespace
 
 TEST_CASE("runtime: graphs built node by node and captured, instantiated and launched", "[runtime][graph]") {
@@ -168,12 +186,7 @@ TEST_CASE("runtime: graphs built node by node and captured, instantiated and lau
   cudaGraph_t graph = nullptr;
   REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
   cudaGraphNode_t set = nullptr, copy = nullptr, kernel = nullptr, after = nullptr;
-  cudaMemsetParams memset{};
-  memset.dst = dev;
-  memset.value = 0x5a;
-  memset.elementSize = 1;
-  memset.width = 4096;
-  memset.height = 1;
+  cudaMemsetParams memset = bytes_set(dev, 0x5a, 4096);
   REQUIRE_CUDA(cudaGraphAddMemsetNode(&set, graph, nullptr, 0, &memset));
   cudaKernelNodeParams launch{};
   launch.func = reinterpret_cast<void*>(&graph_stub);
@@ -365,12 +378,7 @@ TEST_CASE("runtime: memory nodes built by hand", "[runtime][graph]") {
   cudaPointerAttributes attributes{};
   REQUIRE_CUDA(cudaPointerGetAttributes(&attributes, params.dptr));
   CHECK(attributes.type == cudaMemoryTypeDevice);
-  cudaMemsetParams memset{};
-  memset.dst = params.dptr;
-  memset.value = 0x3c;
-  memset.elementSize = 1;
-  memset.width = 2048;
-  memset.height = 1;
+  cudaMemsetParams memset = bytes_set(params.dptr, 0x3c, 2048);
   REQUIRE_CUDA(cudaGraphAddMemsetNode(&set, graph, &alloc, 1, &memset));
   std::vector<unsigned char> host(2048, 0);
   REQUIRE_CUDA(cudaGraphAddMemcpyNode1D(&copy, graph, &set, 1, host.data(), params.dptr, 2048, cudaMemcpyDeviceToHost));
@@ -509,12 +517,7 @@ TEST_CASE("runtime: graph node parameters read back and replaced, in graphs and 
   cudaGraph_t graph = nullptr;
   REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
   cudaGraphNode_t set = nullptr, copy = nullptr, kernel = nullptr, host = nullptr, record = nullptr, wait = nullptr;
-  cudaMemsetParams memset{};
-  memset.dst = dev;
-  memset.value = 0x11;
-  memset.elementSize = 1;
-  memset.width = 64;
-  memset.height = 1;
+  cudaMemsetParams memset = bytes_set(dev, 0x11, 64);
   REQUIRE_CUDA(cudaGraphAddMemsetNode(&set, graph, nullptr, 0, &memset));
   // A 2D copy inside device memory: 2 rows of 16 bytes, 256 apart, to 1024 on (rows 512 apart).
   cudaMemcpy3DParms rows{};
@@ -651,5 +654,122 @@ TEST_CASE("runtime: graph node parameters read back and replaced, in graphs and 
   REQUIRE_CUDA(cudaEventDestroy(event));
   REQUIRE_CUDA(cudaEventDestroy(other));
   REQUIRE_CUDA(cudaStreamDestroy(stream));
+  REQUIRE_CUDA(cudaFree(dev));
+}
+
+TEST_CASE("runtime: nodes disabled in executable graphs, kernel node attributes", "[runtime][graph]") {
+  register_kernel(reinterpret_cast<const void*>(&graph_stub), "_Z9graphstepv");
+  void* dev = zeroed_device(256);
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaGraphNode_t set = nullptr, kernel = nullptr, empty = nullptr;
+  cudaMemsetParams memset = bytes_set(dev, 0x44, 16);
+  REQUIRE_CUDA(cudaGraphAddMemsetNode(&set, graph, nullptr, 0, &memset));
+  cudaKernelNodeParams launch{};
+  launch.func = reinterpret_cast<void*>(&graph_stub);
+  launch.gridDim = dim3(1);
+  launch.blockDim = dim3(32);
+  REQUIRE_CUDA(cudaGraphAddKernelNode(&kernel, graph, &set, 1, &launch));
+  REQUIRE_CUDA(cudaGraphAddEmptyNode(&empty, graph, &kernel, 1));
+
+  cudaKernelNodeAttrValue value{};
+  value.priority = 3;
+  REQUIRE_CUDA(cudaGraphKernelNodeSetAttribute(kernel, cudaKernelNodeAttributePriority, &value));
+  value = cudaKernelNodeAttrValue{};
+  REQUIRE_CUDA(cudaGraphKernelNodeGetAttribute(kernel, cudaKernelNodeAttributePriority, &value));
+  CHECK(value.priority == 3);
+  cudaGraphNode_t copied = nullptr;
+  REQUIRE_CUDA(cudaGraphAddKernelNode(&copied, graph, nullptr, 0, &launch));
+  REQUIRE_CUDA(cudaGraphKernelNodeCopyAttributes(copied, kernel));
+  value = cudaKernelNodeAttrValue{};
+  REQUIRE_CUDA(cudaGraphKernelNodeGetAttribute(copied, cudaKernelNodeAttributePriority, &value));
+  CHECK(value.priority == 3);
+  CHECK(name(cudaGraphKernelNodeGetAttribute(empty, cudaKernelNodeAttributePriority, &value)) ==
+        "cudaErrorInvalidValue");
+  CHECK(name(cudaGraphKernelNodeCopyAttributes(kernel, set)) == "cudaErrorInvalidValue");
+
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  REQUIRE_CUDA(cudaGraphNodeSetEnabled(exec, set, 0));
+  unsigned enabled = 1;
+  REQUIRE_CUDA(cudaGraphNodeGetEnabled(exec, set, &enabled));
+  CHECK(enabled == 0);
+  REQUIRE_CUDA(cudaGraphLaunch(exec, nullptr));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  unsigned char first = 0xff;
+  REQUIRE_CUDA(cudaMemcpy(&first, dev, 1, cudaMemcpyDeviceToHost));
+  CHECK(first == 0);
+  REQUIRE_CUDA(cudaGraphNodeSetEnabled(exec, set, 1));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, nullptr));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  REQUIRE_CUDA(cudaMemcpy(&first, dev, 1, cudaMemcpyDeviceToHost));
+  CHECK(first == 0x44);
+  CHECK(name(cudaGraphNodeSetEnabled(exec, empty, 0)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaGraphNodeGetEnabled(exec, set, nullptr)) == "cudaErrorInvalidValue");
+
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  REQUIRE_CUDA(cudaFree(dev));
+}
+
+TEST_CASE("runtime: the generic node calls", "[runtime][graph]") {
+  register_kernel(reinterpret_cast<const void*>(&graph_stub), "_Z9graphstepv");
+  void* dev = zeroed_device(256);
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaGraphNodeParams set{};
+  set.type = cudaGraphNodeTypeMemset;
+  set.memset = cudaMemsetParamsV2{dev, 0, 0x21, 1, 8, 1};
+  cudaGraphNode_t set_node = nullptr, kernel_node = nullptr, copy_node = nullptr;
+  REQUIRE_CUDA(cudaGraphAddNode(&set_node, graph, nullptr, nullptr, 0, &set));
+  cudaGraphNodeParams kernel{};
+  kernel.type = cudaGraphNodeTypeKernel;
+  kernel.kernel.func = reinterpret_cast<void*>(&graph_stub);
+  kernel.kernel.gridDim = dim3(1);
+  kernel.kernel.blockDim = dim3(32);
+  REQUIRE_CUDA(cudaGraphAddNode(&kernel_node, graph, &set_node, nullptr, 1, &kernel));
+  unsigned char host[8] = {};
+  cudaGraphNodeParams copy{};
+  copy.type = cudaGraphNodeTypeMemcpy;
+  copy.memcpy.copyParams.srcPtr = make_cudaPitchedPtr(dev, 8, 8, 1);
+  copy.memcpy.copyParams.dstPtr = make_cudaPitchedPtr(host, 8, 8, 1);
+  copy.memcpy.copyParams.extent = make_cudaExtent(8, 1, 1);
+  copy.memcpy.copyParams.kind = cudaMemcpyDeviceToHost;
+  REQUIRE_CUDA(cudaGraphAddNode(&copy_node, graph, &kernel_node, nullptr, 1, &copy));
+  cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+  REQUIRE_CUDA(cudaGraphNodeGetType(kernel_node, &type));
+  CHECK(type == cudaGraphNodeTypeKernel);
+
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, nullptr));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  CHECK(host[7] == 0x21);
+  set.memset.value = 0x32;
+  REQUIRE_CUDA(cudaGraphExecNodeSetParams(exec, set_node, &set));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, nullptr));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  CHECK(host[0] == 0x32);
+  set.memset.value = 0x43;
+  REQUIRE_CUDA(cudaGraphNodeSetParams(set_node, &set));
+  cudaMemsetParams back{};
+  REQUIRE_CUDA(cudaGraphMemsetNodeGetParams(set_node, &back));
+  CHECK(back.value == 0x43);
+
+  // Refusals: another node's type, the copy's reserved fields, an unregistered kernel, types not
+  // simulated.
+  CHECK(name(cudaGraphNodeSetParams(kernel_node, &set)) == "cudaErrorInvalidValue");
+  copy.memcpy.flags = 1;
+  cudaGraphNode_t bad = nullptr;
+  CHECK(name(cudaGraphAddNode(&bad, graph, nullptr, nullptr, 0, &copy)) == "cudaErrorInvalidValue");
+  kernel.kernel.func = reinterpret_cast<void*>(&unregistered_stub);
+  CHECK(name(cudaGraphAddNode(&bad, graph, nullptr, nullptr, 0, &kernel)) == "cudaErrorInvalidDeviceFunction");
+  cudaGraphNodeParams conditional{};
+  conditional.type = cudaGraphNodeTypeConditional;
+  CHECK(name(cudaGraphAddNode(&bad, graph, nullptr, nullptr, 0, &conditional)) == "cudaErrorNotSupported");
+  CHECK(name(cudaGraphAddNode(&bad, graph, nullptr, nullptr, 0, nullptr)) == "cudaErrorInvalidValue");
+
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
   REQUIRE_CUDA(cudaFree(dev));
 }

@@ -207,3 +207,56 @@ TEST_CASE("runtime: managed-memory advice and prefetches, answered by the range 
   REQUIRE_CUDA(cudaStreamDestroy(stream));
   REQUIRE_CUDA(cudaFree(managed));
 }
+
+TEST_CASE("runtime: cudaStreamAttachMemAsync is ordered on its stream and checks its arguments", "[runtime][managed]") {
+  void* managed = nullptr;
+  REQUIRE_CUDA(cudaMallocManaged(&managed, 8192));
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Gate gate;
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, Gate::wait, &gate));
+  REQUIRE_CUDA(cudaStreamAttachMemAsync(stream, managed));  // the header's defaults: whole, single
+  CHECK(name(cudaStreamQuery(stream)) == "cudaErrorNotReady");
+  gate.open();
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  REQUIRE_CUDA(cudaStreamAttachMemAsync(stream, managed, 8192, cudaMemAttachHost));
+  REQUIRE_CUDA(cudaStreamAttachMemAsync(nullptr, managed, 0, cudaMemAttachGlobal));
+  CHECK(name(cudaStreamAttachMemAsync(nullptr, managed, 0, cudaMemAttachSingle)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaStreamAttachMemAsync(stream, managed, 4096, cudaMemAttachGlobal)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaStreamAttachMemAsync(stream, managed, 0, 8)) == "cudaErrorInvalidValue");
+  void* device = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&device, 4096));
+  CHECK(name(cudaStreamAttachMemAsync(stream, device, 0, cudaMemAttachGlobal)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  REQUIRE_CUDA(cudaFree(device));
+  REQUIRE_CUDA(cudaFree(managed));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("runtime: batch prefetches and discards reach the driver's", "[runtime][managed]") {
+  constexpr size_t kPage = 4096;
+  void* managed = nullptr;
+  REQUIRE_CUDA(cudaMallocManaged(&managed, 2 * kPage));
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  void* ranges[] = {managed, static_cast<unsigned char*>(managed) + kPage};
+  size_t sizes[] = {kPage, kPage};
+  cudaMemLocation locations[] = {{cudaMemLocationTypeDevice, 1}, {cudaMemLocationTypeHost, 0}};
+  size_t first_of[] = {0, 1};
+  REQUIRE_CUDA(cudaMemPrefetchBatchAsync(ranges, sizes, 2, locations, first_of, 2, 0, stream));
+  int value = -7;
+  REQUIRE_CUDA(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeLastPrefetchLocation, managed, kPage));
+  CHECK(value == 1);
+  REQUIRE_CUDA(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeLastPrefetchLocation, ranges[1], kPage));
+  CHECK(value == cudaCpuDeviceId);
+  REQUIRE_CUDA(cudaMemDiscardBatchAsync(ranges, sizes, 2, 0, stream));
+  REQUIRE_CUDA(cudaMemDiscardAndPrefetchBatchAsync(ranges, sizes, 2, locations + 1, first_of, 1, 0, stream));
+  REQUIRE_CUDA(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeLastPrefetchLocation, managed, 2 * kPage));
+  CHECK(value == cudaCpuDeviceId);
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(name(cudaMemDiscardBatchAsync(ranges, sizes, 2, 0, nullptr)) == "cudaErrorInvalidValue");  // legacy stream
+  CHECK(name(cudaMemPrefetchBatchAsync(ranges, sizes, 2, nullptr, first_of, 2, 0, stream)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMemPrefetchBatchAsync(ranges, sizes, 2, locations, first_of, 2, 1, stream)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaFree(managed));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
