@@ -1,8 +1,11 @@
 // CUDA arrays and mipmapped arrays (cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate, ...).
 //
 // An array is opaque device memory: it has no device address, so it is never in
-// State::allocations and nothing here maps host memory for it (copies to and from arrays are not
-// simulated). What it has is a size charged to its device like cuMemAlloc memory:
+// State::allocations. A plain array's level 0 is kept in host memory of its own (rows without
+// padding, mapped MAP_NORESERVE so it costs no RAM until copied to), which the array copies
+// (copies_3d.cpp) read and write; mipmapped arrays hold no bytes (their levels are not reachable:
+// cuMipmappedArrayGetLevel is not simulated). What an array is charged is a size, like cuMemAlloc
+// memory:
 //
 //   level bytes = round_up(Width x element size, 512) x max(Height, 1) x max(Depth, 1)
 //   array bytes = round_up(sum of its levels' bytes, 2 MiB)
@@ -19,9 +22,13 @@
 #include "contexts.h"
 #include "state.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
+#include <type_traits>
 
 using namespace cudasim;
 
@@ -171,12 +178,32 @@ struct ArrayObject {
   unsigned levels = 1;
   std::uint64_t bytes = 0;
   bool deferred = false;  // CUDA_ARRAY3D_DEFERRED_MAPPING: no memory of its own
+  // A plain array's level-0 bytes (null for deferred and mipmapped arrays); queued copies share it,
+  // so destroying the array never frees bytes a copy still uses.
+  std::shared_ptr<unsigned char> storage;
 };
 }  // namespace cudasim
 struct CUarray_st : cudasim::ArrayObject {};
 struct CUmipmappedArray_st : cudasim::ArrayObject {};
 
 namespace {
+
+// Level 0 of an array as its copies see it: rows of Width elements, unpadded.
+ArrayLayout layout_of(const CUDA_ARRAY3D_DESCRIPTOR& d) {
+  ArrayLayout layout;
+  layout.element = *channel_bytes(d.Format) * d.NumChannels;
+  layout.row_bytes = d.Width * layout.element;
+  layout.rows = std::max<std::size_t>(d.Height, 1);
+  layout.slices = std::max<std::size_t>(d.Depth, 1);
+  return layout;
+}
+
+// Zeroed host memory for an array's bytes (no RAM until touched); null when none can be mapped.
+std::shared_ptr<unsigned char> map_storage(std::size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  return std::shared_ptr<unsigned char>(static_cast<unsigned char*>(p), [bytes](unsigned char* q) { munmap(q, bytes); });
+}
 
 // Creates an array of `levels` levels in the current context and charges its memory.
 template <typename Handle>
@@ -193,6 +220,13 @@ CUresult create_array(Handle** out, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigne
   auto bytes = array_bytes(*desc, levels);
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;  // beyond any extent a device supports
   const bool deferred = (desc->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING) != 0;
+  std::shared_ptr<unsigned char> storage;
+  if (!deferred && std::is_same_v<Handle, CUarray_st>) {
+    // Its level 0 never exceeds what it is charged, which array_bytes bounded.
+    const ArrayLayout layout = layout_of(*desc);
+    storage = map_storage(layout.row_bytes * layout.rows * layout.slices);
+    if (storage == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   Device& dev = st.device(ctx->device);
   if (!deferred) {
     owe_latency(st.config.alloc_latency_us);  // as every cuMemAlloc
@@ -208,6 +242,7 @@ CUresult create_array(Handle** out, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigne
   array->levels = levels;
   array->bytes = *bytes;
   array->deferred = deferred;
+  array->storage = std::move(storage);
   (st.*live).insert(array);
   *out = array;
   return CUDA_SUCCESS;
@@ -264,6 +299,13 @@ CUresult get_descriptor(CUDA_ARRAY3D_DESCRIPTOR* out, CUarray array) {
 }  // namespace
 
 namespace cudasim {
+
+bool array_layout(State& st, CUarray array, ArrayLayout* out) {
+  if (st.arrays.count(array) == 0 || array->storage == nullptr) return false;
+  *out = layout_of(array->desc);
+  out->storage = array->storage;
+  return true;
+}
 
 void free_context_arrays(State& st, CUctx_st* ctx) {
   for (auto it = st.arrays.begin(); it != st.arrays.end();) {

@@ -4,6 +4,7 @@
 #include "state.h"
 
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -43,6 +44,15 @@ bool valid_range(State& st, const Range& r) {
   return false;
 }
 
+}  // namespace
+
+bool cudasim::transfer_range_valid(State& st, CUmemorytype type, std::uintptr_t ptr, std::size_t bytes) {
+  const Side side = type == CU_MEMORYTYPE_DEVICE ? Side::Device : type == CU_MEMORYTYPE_HOST ? Side::Host : Side::Unified;
+  return bytes == 0 || valid_range(st, {ptr, bytes, side});
+}
+
+namespace {
+
 CUmemorytype memory_type(Side side) {
   switch (side) {
     case Side::Device: return CU_MEMORYTYPE_DEVICE;
@@ -73,6 +83,29 @@ CUDA_MEMCPY3D copy_node_params(const Range& dst, const Range& src) {
 template <typename Plan>
 CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<Range> ranges, Plan plan,
                const CUDA_MEMSET_NODE_PARAMS& memset = {}) {
+  const bool is_copy = ranges.size() == 2;
+  return enqueue_transfer(
+      handle, per_thread_default, is_copy ? NodeKind::Memcpy : NodeKind::Memset,
+      [&](State& st, bool capturing, bool* wait, Operation* op) {
+        for (const Range& r : ranges) {
+          if (r.bytes > 0 && !valid_range(st, r)) return CUDA_ERROR_INVALID_VALUE;
+        }
+        // The first range is the destination: read-only virtual memory (cuMemSetAccess) takes no writes.
+        if (!vmm_range_writable(st, ranges.begin()->ptr, ranges.begin()->bytes)) return CUDA_ERROR_INVALID_VALUE;
+        *op = plan(st, wait, capturing);
+        return CUDA_SUCCESS;
+      },
+      [&](CUgraphNode_st* node) {
+        if (is_copy) node->copy = copy_node_params(ranges.begin()[0], ranges.begin()[1]);
+        else node->memset = memset;
+      });
+}
+
+}  // namespace
+
+CUresult cudasim::enqueue_transfer(CUstream handle, bool per_thread_default, NodeKind kind,
+                                   const std::function<CUresult(State&, bool, bool*, Operation*)>& prepare,
+                                   const std::function<void(CUgraphNode_st*)>& keep) {
   std::shared_ptr<CUstream_st> stream;
   std::uint64_t seq = 0;
   bool wait = false;
@@ -80,24 +113,18 @@ CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<R
     Locked l;
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
     if (CUresult rc = resolve_stream(l.st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
-    for (const Range& r : ranges) {
-      if (r.bytes > 0 && !valid_range(l.st, r)) return CUDA_ERROR_INVALID_VALUE;
-    }
-    // The first range is the destination: read-only virtual memory (cuMemSetAccess) takes no writes.
-    if (!vmm_range_writable(l.st, ranges.begin()->ptr, ranges.begin()->bytes)) return CUDA_ERROR_INVALID_VALUE;
-    Operation op = plan(l.st, &wait, stream->capture != nullptr);
+    Operation op;
+    if (CUresult rc = prepare(l.st, stream->capture != nullptr, &wait, &op); rc != CUDA_SUCCESS) return rc;
     // A host-synchronous call cannot wait for a capturing stream; async work becomes a graph node.
     if (wait && stream->capture) {
       invalidate(*stream->capture);
       return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     bool captured = false;
-    const NodeKind kind = ranges.size() == 2 ? NodeKind::Memcpy : NodeKind::Memset;
     CUgraphNode_st* node = nullptr;
     if (CUresult rc = capture_work(l.st, stream, kind, &captured, op, &node); rc != CUDA_SUCCESS) return rc;
     if (captured) {
-      if (kind == NodeKind::Memcpy) node->copy = copy_node_params(ranges.begin()[0], ranges.begin()[1]);
-      else node->memset = memset;
+      if (keep) keep(node);
       return CUDA_SUCCESS;
     }
     seq = submit(l.st, stream, std::move(op));
@@ -105,6 +132,8 @@ CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<R
   if (wait) stream->wait_until(seq);
   return CUDA_SUCCESS;
 }
+
+namespace {
 
 void* host(std::uintptr_t p) { return reinterpret_cast<void*>(p); }
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
