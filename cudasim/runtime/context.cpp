@@ -6,6 +6,7 @@
 
 #include "driver_table.h"
 #include "error_state.h"
+#include "operations.h"
 
 namespace cudasim::runtime {
 namespace {
@@ -181,6 +182,7 @@ cudaError_t reset_current_device() {
   CUdevice handle = 0;
   status = device_handle(device, &handle);
   if (status != cudaSuccess) return status;
+  CUcontext reset = nullptr;
   {
     PrimaryContexts& all = primaries();
     Locked lock(all.mutex);
@@ -189,7 +191,9 @@ cudaError_t reset_current_device() {
     if (status != cudaSuccess) return status;
     if (primary.retained) primary.retire();
     primary.retained = false;
+    reset = primary.handle;
   }
+  forget_symbol_storage(reset);  // the reset freed the variables' memory with the context
   clear_sticky_error();
   // The reset context must not stay current here: the next call creates the primary context anew.
   CUcontext current = nullptr;
