@@ -10,6 +10,7 @@
 #include "state.h"
 
 #include <cstring>
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -275,6 +276,151 @@ CUresult set_2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, 
       [&](CUgraphNode_st* node) { node->memset = params; });
 }
 
+// --- batches ---
+
+constexpr std::size_t kNoCopy = SIZE_MAX;  // failIdx when an error concerns no copy in particular
+
+bool valid_access_order(CUmemcpySrcAccessOrder order) {
+  return order == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM || order == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL ||
+         order == CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
+}
+bool valid_copy_flags(unsigned flags) { return (flags & ~unsigned{CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE}) == 0; }
+
+// One copy of a batch, resolved: CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL sources are read at the
+// call (the documentation lets such a source be read out of stream order, and requires it to be
+// read before the call returns); the others when the batch runs.
+struct BatchCopy {
+  Side dst, src;
+  Extent extent;
+  bool read_now = false;
+};
+
+// Queues a batch as one operation in stream order (copies within a batch have no order). `resolve`
+// checks copy i under State::mu. The legacy stream is refused, as documented; so is a capture,
+// whose graph has no node for a batch here.
+template <typename Resolve>
+CUresult issue_batch(std::size_t count, std::size_t* fail_index, CUstream stream, bool ptd, Resolve resolve) {
+  if (fail_index != nullptr) *fail_index = kNoCopy;
+  if (stream == CU_STREAM_LEGACY || (stream == nullptr && !ptd)) {
+    Locked l;
+    return l.init_status() != CUDA_SUCCESS ? l.init_status() : CUDA_ERROR_INVALID_VALUE;
+  }
+  return enqueue_transfer(
+      stream, ptd, NodeKind::Memcpy,
+      [&](State& st, bool capturing, bool*, Operation* op) -> CUresult {
+        if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        auto copies = std::make_shared<std::vector<BatchCopy>>(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          if (CUresult rc = resolve(st, i, &(*copies)[i]); rc != CUDA_SUCCESS) {
+            if (fail_index != nullptr) *fail_index = i;
+            return rc;
+          }
+        }
+        std::vector<Operation> work;
+        std::vector<std::shared_ptr<std::vector<unsigned char>>> staged(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          BatchCopy& c = (*copies)[i];
+          const Side src = c.read_now ? stage(c.src, c.extent, &staged[i]) : c.src;
+          work.push_back(copy_rows(c.dst, src, c.extent));
+        }
+        *op = [work = std::move(work), staged = std::move(staged)] {
+          for (const Operation& copy : work) copy();
+        };
+        return CUDA_SUCCESS;
+      },
+      {});
+}
+
+CUresult batch_1d(CUdeviceptr* dsts, CUdeviceptr* srcs, std::size_t* sizes, std::size_t count,
+                  CUmemcpyAttributes* attrs, std::size_t* attrs_idxs, std::size_t num_attrs, std::size_t* fail_index,
+                  CUstream stream, bool ptd) {
+  // The attribute list: entries starting at copy 0, increasing, each naming a valid access order.
+  bool shape = count > 0 && dsts != nullptr && srcs != nullptr && sizes != nullptr && attrs != nullptr &&
+               attrs_idxs != nullptr && num_attrs > 0 && num_attrs <= count && attrs_idxs[0] == 0;
+  for (std::size_t k = 0; shape && k < num_attrs; ++k) {
+    shape = valid_access_order(attrs[k].srcAccessOrder) && valid_copy_flags(attrs[k].flags) &&
+            attrs_idxs[k] < count && (k == 0 || attrs_idxs[k] > attrs_idxs[k - 1]);
+  }
+  if (!shape) {
+    if (fail_index != nullptr) *fail_index = kNoCopy;
+    Locked l;
+    return l.init_status() != CUDA_SUCCESS ? l.init_status() : CUDA_ERROR_INVALID_VALUE;
+  }
+  return issue_batch(count, fail_index, stream, ptd, [&](State& st, std::size_t i, BatchCopy* out) -> CUresult {
+    std::size_t k = num_attrs - 1;
+    while (attrs_idxs[k] > i) --k;  // the attribute entry copy i falls under
+    const Extent e{sizes[i], 1, 1};
+    const Operand to{CU_MEMORYTYPE_UNIFIED, nullptr, dsts[i], nullptr, 0, 0, 0, 0, 0};
+    const Operand from{CU_MEMORYTYPE_UNIFIED, nullptr, srcs[i], nullptr, 0, 0, 0, 0, 0};
+    if (CUresult rc = resolve(st, from, e, &out->src); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = resolve(st, to, e, &out->dst); rc != CUDA_SUCCESS) return rc;
+    if (!vmm_range_writable(st, out->dst.first, e.width)) return CUDA_ERROR_INVALID_VALUE;
+    out->extent = e;
+    out->read_now = attrs[k].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+    return CUDA_SUCCESS;
+  });
+}
+
+// An operand of a 3D batch copy as a CUDA_MEMCPY3D side: a pointer's rows are rowLength elements
+// (0: the width) and its layers layerHeight rows (0: the height); an array's offset is in elements.
+Operand batch_operand(const CUmemcpy3DOperand& o, const CUextent3D& extent, std::size_t element) {
+  if (o.type == CU_MEMCPY_OPERAND_TYPE_ARRAY)
+    return {CU_MEMORYTYPE_ARRAY, nullptr, 0, o.op.array.array, o.op.array.offset.x * element, o.op.array.offset.y,
+            o.op.array.offset.z, 0, 0};
+  if (o.type != CU_MEMCPY_OPERAND_TYPE_POINTER) return {static_cast<CUmemorytype>(0), nullptr, 0, nullptr, 0, 0, 0, 0, 0};
+  const std::size_t row = o.op.ptr.rowLength != 0 ? o.op.ptr.rowLength : extent.width;
+  const std::size_t layer = o.op.ptr.layerHeight != 0 ? o.op.ptr.layerHeight : extent.height;
+  return {CU_MEMORYTYPE_UNIFIED, nullptr, o.op.ptr.ptr, nullptr, 0, 0, 0, row * element, layer};
+}
+
+// The element size of a 3D batch copy: an array's (both arrays' when both are, which must agree), else 1.
+CUresult batch_element(State& st, const CUDA_MEMCPY3D_BATCH_OP& op, std::size_t* element) {
+  *element = 1;
+  bool seen = false;
+  for (const CUmemcpy3DOperand* o : {&op.src, &op.dst}) {
+    if (o->type != CU_MEMCPY_OPERAND_TYPE_ARRAY) continue;
+    ArrayLayout a;
+    if (!array_layout(st, o->op.array.array, &a) || (seen && a.element != *element)) return CUDA_ERROR_INVALID_VALUE;
+    *element = a.element;
+    seen = true;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult batch_3d(std::size_t count, CUDA_MEMCPY3D_BATCH_OP* ops, std::size_t* fail_index, unsigned long long flags,
+                  CUstream stream, bool ptd) {
+  if (count == 0 || ops == nullptr || flags != 0) {
+    if (fail_index != nullptr) *fail_index = kNoCopy;
+    Locked l;
+    return l.init_status() != CUDA_SUCCESS ? l.init_status() : CUDA_ERROR_INVALID_VALUE;
+  }
+  return issue_batch(count, fail_index, stream, ptd, [&](State& st, std::size_t i, BatchCopy* out) -> CUresult {
+    const CUDA_MEMCPY3D_BATCH_OP& op = ops[i];
+    const CUextent3D& x = op.extent;
+    if (x.width == 0 || x.height == 0 || x.depth == 0 || !valid_access_order(op.srcAccessOrder) ||
+        !valid_copy_flags(op.flags))
+      return CUDA_ERROR_INVALID_VALUE;
+    std::size_t element = 1, width = 0;
+    if (CUresult rc = batch_element(st, op, &element); rc != CUDA_SUCCESS) return rc;
+    if (__builtin_mul_overflow(x.width, element, &width)) return CUDA_ERROR_INVALID_VALUE;
+    const Extent e{width, x.height, x.depth};
+    // A row length or layer height shorter than the copy is refused (zero means packed).
+    for (const CUmemcpy3DOperand* o : {&op.src, &op.dst}) {
+      if (o->type == CU_MEMCPY_OPERAND_TYPE_POINTER &&
+          ((o->op.ptr.rowLength != 0 && o->op.ptr.rowLength < x.width) ||
+           (o->op.ptr.layerHeight != 0 && o->op.ptr.layerHeight < x.height)))
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (CUresult rc = resolve(st, batch_operand(op.src, x, element), e, &out->src); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = resolve(st, batch_operand(op.dst, x, element), e, &out->dst); rc != CUDA_SUCCESS) return rc;
+    if (out->dst.array == nullptr && !vmm_range_writable(st, out->dst.first, reach(out->dst, e)))
+      return CUDA_ERROR_INVALID_VALUE;
+    out->extent = e;
+    out->read_now = op.srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+    return CUDA_SUCCESS;
+  });
+}
+
 }  // namespace
 
 // --- 2D and 3D copies ---
@@ -419,4 +565,42 @@ CUDASIM_EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitc
 CUDASIM_EXPORT CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
                                                 size_t Width, size_t Height, CUstream hStream) {
   return set_2d(dstDevice, dstPitch, ui, Width, Height, hStream, kPerThread);
+}
+
+// --- batches (12.8's forms report the failing copy's index; 13.0's _v2 forms do not) ---
+CUDASIM_EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                           CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                           size_t* failIdx, CUstream hStream) {
+  return batch_1d(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, kLegacy);
+}
+CUDASIM_EXPORT CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                                CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                                size_t* failIdx, CUstream hStream) {
+  return batch_1d(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, kPerThread);
+}
+CUDASIM_EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                              CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                              CUstream hStream) {
+  return batch_1d(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, nullptr, hStream, kLegacy);
+}
+CUDASIM_EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                                   CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                                   CUstream hStream) {
+  return batch_1d(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, nullptr, hStream, kPerThread);
+}
+CUDASIM_EXPORT CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* opList, size_t* failIdx,
+                                             unsigned long long flags, CUstream hStream) {
+  return batch_3d(numOps, opList, failIdx, flags, hStream, kLegacy);
+}
+CUDASIM_EXPORT CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* opList, size_t* failIdx,
+                                                  unsigned long long flags, CUstream hStream) {
+  return batch_3d(numOps, opList, failIdx, flags, hStream, kPerThread);
+}
+CUDASIM_EXPORT CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* opList,
+                                                unsigned long long flags, CUstream hStream) {
+  return batch_3d(numOps, opList, nullptr, flags, hStream, kLegacy);
+}
+CUDASIM_EXPORT CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* opList,
+                                                     unsigned long long flags, CUstream hStream) {
+  return batch_3d(numOps, opList, nullptr, flags, hStream, kPerThread);
 }

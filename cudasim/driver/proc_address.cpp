@@ -218,6 +218,10 @@ const ProcEntry kEntries[] = {
   {"cuMemsetD2D32Async", 3020, fn(cuMemsetD2D32Async), fn(cuMemsetD2D32Async_ptsz)},
   {"cuMemcpy3DPeer", 4000, fn(cuMemcpy3DPeer), fn(cuMemcpy3DPeer_ptds)},
   {"cuMemcpy3DPeerAsync", 4000, fn(cuMemcpy3DPeerAsync), fn(cuMemcpy3DPeerAsync_ptsz)},
+  {"cuMemcpyBatchAsync", 12080, fn(cuMemcpyBatchAsync), fn(cuMemcpyBatchAsync_ptsz)},
+  {"cuMemcpyBatchAsync", 13000, fn(cuMemcpyBatchAsync_v2), fn(cuMemcpyBatchAsync_v2_ptsz)},
+  {"cuMemcpy3DBatchAsync", 12080, fn(cuMemcpy3DBatchAsync), fn(cuMemcpy3DBatchAsync_ptsz)},
+  {"cuMemcpy3DBatchAsync", 13000, fn(cuMemcpy3DBatchAsync_v2), fn(cuMemcpy3DBatchAsync_v2_ptsz)},
   // streams
   {"cuStreamCreate", 2000, fn(cuStreamCreate), nullptr},
   {"cuStreamCreateWithPriority", 5050, fn(cuStreamCreateWithPriority), nullptr},

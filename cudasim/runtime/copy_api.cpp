@@ -9,6 +9,8 @@
 #include "graph_nodes.h"
 #include "operations.h"
 
+#include <cstddef>
+
 namespace cudasim::runtime {
 namespace {
 
@@ -197,6 +199,32 @@ cudaError_t set_3d_extent(cudaPitchedPtr ptr, int value, cudaExtent extent, CUst
   return with_context([&] { return set_3d(ptr, value, extent, stream, completion); });
 }
 
+// The batch structures are the driver's, member for member (driver_types.h mirrors cuda.h).
+static_assert(sizeof(cudaMemcpyAttributes) == sizeof(CUmemcpyAttributes));
+static_assert(offsetof(cudaMemcpyAttributes, flags) == offsetof(CUmemcpyAttributes, flags));
+static_assert(sizeof(cudaMemcpy3DBatchOp) == sizeof(CUDA_MEMCPY3D_BATCH_OP));
+static_assert(offsetof(cudaMemcpy3DBatchOp, extent) == offsetof(CUDA_MEMCPY3D_BATCH_OP, extent));
+static_assert(offsetof(cudaMemcpy3DBatchOp, flags) == offsetof(CUDA_MEMCPY3D_BATCH_OP, flags));
+static_assert(offsetof(cudaMemcpy3DOperand, op.ptr.layerHeight) == offsetof(CUmemcpy3DOperand, op.ptr.layerHeight));
+static_assert(offsetof(cudaMemcpy3DOperand, op.array.offset) == offsetof(CUmemcpy3DOperand, op.array.offset));
+
+cudaError_t copy_batch(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                       cudaMemcpyAttributes* attrs, size_t* attrs_idxs, size_t num_attrs, CUstream stream) {
+  return with_context([&] {
+    return call_driver<&DriverTable::cuMemcpyBatchAsync>(
+        reinterpret_cast<CUdeviceptr*>(const_cast<void**>(dsts)),
+        reinterpret_cast<CUdeviceptr*>(const_cast<void**>(srcs)), const_cast<size_t*>(sizes), count,
+        reinterpret_cast<CUmemcpyAttributes*>(attrs), attrs_idxs, num_attrs, stream);
+  });
+}
+
+cudaError_t copy_3d_batch(size_t count, cudaMemcpy3DBatchOp* ops, unsigned long long flags, CUstream stream) {
+  return with_context([&] {
+    return call_driver<&DriverTable::cuMemcpy3DBatchAsync>(count, reinterpret_cast<CUDA_MEMCPY3D_BATCH_OP*>(ops),
+                                                           flags, stream);
+  });
+}
+
 }  // namespace cudasim::runtime
 
 using namespace cudasim::runtime;
@@ -268,6 +296,20 @@ cudaError_t cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value, struct 
 cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent,
                               cudaStream_t stream) {
   return api_call([&] { return set_3d_extent(pitchedDevPtr, value, extent, stream, Completion::kAsynchronous); });
+}
+
+}  // extern "C"
+
+extern "C" {
+
+cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                                 struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                 cudaStream_t stream) {
+  return api_call([&] { return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream); });
+}
+cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp* opList, unsigned long long flags,
+                                   cudaStream_t stream) {
+  return api_call([&] { return copy_3d_batch(numOps, opList, flags, stream); });
 }
 
 }  // extern "C"

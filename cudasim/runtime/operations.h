@@ -34,6 +34,10 @@ cudaError_t copy_3d_peer(const cudaMemcpy3DPeerParms* p, CUstream stream, Comple
 cudaError_t set_2d(void* dst, size_t pitch, int value, size_t width, size_t height, CUstream stream,
                    Completion completion);
 cudaError_t set_3d_extent(cudaPitchedPtr ptr, int value, cudaExtent extent, CUstream stream, Completion completion);
+// Batches, over the driver's (the runtime's structures are the driver's).
+cudaError_t copy_batch(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                       cudaMemcpyAttributes* attrs, size_t* attrs_idxs, size_t num_attrs, CUstream stream);
+cudaError_t copy_3d_batch(size_t count, cudaMemcpy3DBatchOp* ops, unsigned long long flags, CUstream stream);
 
 // Copies to and from __device__ / __constant__ variables (symbol_api.cpp): `count` bytes at
 // `offset` of the variable's storage in the current context.

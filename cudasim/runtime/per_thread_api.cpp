@@ -131,6 +131,18 @@ cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t coun
   });
 }
 
+cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                                 struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                 cudaStream_t stream) {
+  return api_call([&] {
+    return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, per_thread_stream(stream));
+  });
+}
+cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp* opList, unsigned long long flags,
+                                   cudaStream_t stream) {
+  return api_call([&] { return copy_3d_batch(numOps, opList, flags, per_thread_stream(stream)); });
+}
+
 cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                              cudaStream_t stream) {
   return api_call([&] { return launch_host_function(func, gridDim, blockDim, args, sharedMem, per_thread_stream(stream)); });

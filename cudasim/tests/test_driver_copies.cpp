@@ -28,6 +28,16 @@ CUresult cuMemcpyAtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUarray srcArr
                               size_t ByteCount);
 CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height);
 CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height);
+CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                    CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, CUstream hStream);
+CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                                 CUmemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs, size_t* failIdx,
+                                 CUstream hStream);
+CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* opList, size_t* failIdx,
+                                   unsigned long long flags, CUstream hStream);
+// 12.8's form, whose name cuda.h maps to the 13.0 one.
+CUresult memcpy_3d_batch_v1(size_t numOps, CUDA_MEMCPY3D_BATCH_OP* opList, size_t* failIdx, unsigned long long flags,
+                            CUstream hStream) __asm__("cuMemcpy3DBatchAsync");
 }
 
 namespace {
@@ -475,6 +485,7 @@ TEST_CASE("driver copies: cuMemcpy3DPeer between two devices' contexts", "[drive
   REQUIRE(cuCtxSetCurrent(ctx1) == CUDA_SUCCESS);
   const CUdeviceptr far = allocate(512);
   REQUIRE(cuMemsetD8(far, 0, 512) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);  // sets only queue, and the copies below are another context's
   REQUIRE(cuCtxSetCurrent(ctx0) == CUDA_SUCCESS);
   const CUdeviceptr near = allocate(512);
   const auto src = pattern(512, 11);
@@ -570,4 +581,147 @@ TEST_CASE("driver copies: cuGetProcAddress answers the 2D/3D, array and 2D set e
   CHECK(fn == reinterpret_cast<void*>(&cuMemcpy3DPeer));
   // The 32-bit v1 form is not simulated: not found rather than a function of another signature.
   CHECK(cuGetProcAddress_v2("cuMemcpy2D", &fn, 3000, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_ERROR_NOT_FOUND);
+}
+
+namespace {
+
+CUmemcpyAttributes access(CUmemcpySrcAccessOrder order) {
+  CUmemcpyAttributes a{};
+  a.srcAccessOrder = order;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("driver copies: batches run in stream order, as one operation", "[driver][copies][batch]") {
+  primary_context();
+  const CUstream stream = new_stream();
+  const CUdeviceptr dev = allocate(1024);
+  REQUIRE(cuMemsetD8(dev, 0, 1024) == CUDA_SUCCESS);
+  auto first = pattern(64, 1), second = pattern(32, 100);
+  std::vector<unsigned char> back(64, 0);
+  CUdeviceptr dsts[3] = {dev, dev + 512, reinterpret_cast<CUdeviceptr>(back.data())};
+  CUdeviceptr srcs[3] = {reinterpret_cast<CUdeviceptr>(first.data()), reinterpret_cast<CUdeviceptr>(second.data()),
+                         dev + 256};
+  size_t sizes[3] = {64, 32, 64};
+  // Copies 0 and 1 read their sources in stream order, copy 2 (from device memory) at the call.
+  CUmemcpyAttributes attrs[2] = {access(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM),
+                                 access(CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL)};
+  size_t starts[2] = {0, 2};
+  REQUIRE(cuMemcpyHtoD(dev + 256, pattern(64, 200).data(), 64) == CUDA_SUCCESS);
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyBatchAsync(dsts, srcs, sizes, 3, attrs, starts, 2, stream) == CUDA_SUCCESS);
+  // What the stream-ordered sources hold when the batch runs is copied; the other was read already.
+  const auto sent = pattern(64, 50);
+  first = sent;
+  REQUIRE(cuMemsetD8(dev + 256, 0, 64) == CUDA_SUCCESS);
+  CHECK(back == std::vector<unsigned char>(64, 0));
+  gate.open();
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(read_back(dev, 64) == sent);
+  CHECK(read_back(dev + 512, 32) == second);
+  CHECK(back == pattern(64, 200));
+
+  // The per-thread form takes stream 0 as the thread's stream; the legacy stream is refused.
+  REQUIRE(cuMemcpyBatchAsync_v2_ptsz(dsts, srcs, sizes, 2, attrs, starts, 1, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(CU_STREAM_PER_THREAD) == CUDA_SUCCESS);
+  CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, starts, 1, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, starts, 1, CU_STREAM_LEGACY) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemFree(dev) == CUDA_SUCCESS);
+}
+
+TEST_CASE("driver copies: batch refusals and the failing copy's index", "[driver][copies][batch]") {
+  primary_context();
+  const CUstream stream = new_stream();
+  const CUdeviceptr dev = allocate(256);
+  std::vector<unsigned char> host(256);
+  CUdeviceptr dsts[2] = {dev, dev + 128};
+  CUdeviceptr srcs[2] = {reinterpret_cast<CUdeviceptr>(host.data()), reinterpret_cast<CUdeviceptr>(host.data())};
+  size_t sizes[2] = {128, 128};
+  CUmemcpyAttributes attrs[2] = {access(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM), access(CU_MEMCPY_SRC_ACCESS_ORDER_ANY)};
+  size_t starts[2] = {0, 1};
+  REQUIRE(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, starts, 2, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, 0, attrs, starts, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, starts, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, 1, attrs, starts, 2, stream) == CUDA_ERROR_INVALID_VALUE);  // more attrs
+  size_t late[2] = {1, 1};  // must start at 0
+  CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, late, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  size_t same[2] = {0, 0};  // must increase
+  CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, same, 2, stream) == CUDA_ERROR_INVALID_VALUE);
+  CUmemcpyAttributes invalid = access(CU_MEMCPY_SRC_ACCESS_ORDER_INVALID);
+  CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, &invalid, starts, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemcpyBatchAsync(nullptr, srcs, sizes, 2, attrs, starts, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  // 12.8's form names the copy that failed (SIZE_MAX when none in particular), and nothing runs.
+  REQUIRE(cuMemsetD8(dev, 0x11, 256) == CUDA_SUCCESS);
+  dsts[1] = dev + 200;  // 128 bytes from here overrun the allocation
+  size_t failed = 0;
+  CHECK(cuMemcpyBatchAsync_ptsz(dsts, srcs, sizes, 2, attrs, starts, 2, &failed, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(failed == 1);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(read_back(dev, 1) == std::vector<unsigned char>{0x11});
+  CHECK(cuMemcpyBatchAsync_ptsz(dsts, srcs, sizes, 2, attrs, late, 1, &failed, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(failed == SIZE_MAX);
+  // Captured batches are refused here (no graph node stands for one).
+  REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+  dsts[1] = dev + 128;
+  CHECK(cuMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, starts, 2, stream) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUgraph graph = nullptr;
+  REQUIRE(cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  REQUIRE(cuStreamDestroy(stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemFree(dev) == CUDA_SUCCESS);
+}
+
+TEST_CASE("driver copies: 3D batches between pointers and arrays, in elements", "[driver][copies][batch]") {
+  primary_context();
+  const CUstream stream = new_stream();
+  const CUarray plane = make_array(8, 4, 0, CU_AD_FORMAT_UNSIGNED_INT16, 2);  // 4-byte elements, rows of 32 bytes
+  const auto src = pattern(32 * 4, 5);
+  std::vector<unsigned char> back(3 * 2 * 4, 0);
+  CUDA_MEMCPY3D_BATCH_OP ops[2] = {};
+  // Host rows of 8 elements into the array; then 3 x 2 elements from (2, 1) to a packed host block.
+  ops[0].src.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+  ops[0].src.op.ptr.ptr = reinterpret_cast<CUdeviceptr>(src.data());
+  ops[0].dst.type = CU_MEMCPY_OPERAND_TYPE_ARRAY;
+  ops[0].dst.op.array.array = plane;
+  ops[0].extent = CUextent3D{8, 4, 1};
+  ops[0].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  REQUIRE(cuMemcpy3DBatchAsync(1, ops, 0, stream) == CUDA_SUCCESS);
+  ops[1].src.type = CU_MEMCPY_OPERAND_TYPE_ARRAY;
+  ops[1].src.op.array.array = plane;
+  ops[1].src.op.array.offset = CUoffset3D{2, 1, 0};
+  ops[1].dst.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+  ops[1].dst.op.ptr.ptr = reinterpret_cast<CUdeviceptr>(back.data());
+  ops[1].extent = CUextent3D{3, 2, 1};
+  ops[1].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  REQUIRE(cuMemcpy3DBatchAsync(1, &ops[1], 0, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  for (size_t y = 0; y < 2; ++y) CHECK(std::memcmp(back.data() + y * 12, src.data() + (1 + y) * 32 + 8, 12) == 0);
+
+  size_t failed = 0;
+  ops[1].extent = CUextent3D{7, 2, 1};  // past the row
+  CHECK(cuMemcpy3DBatchAsync_ptsz(2, ops, &failed, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(failed == 1);
+  ops[1].extent = CUextent3D{3, 2, 1};
+  ops[1].dst.op.ptr.rowLength = 2;  // shorter than the width
+  CHECK(memcpy_3d_batch_v1(2, ops, &failed, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  ops[1].dst.op.ptr.rowLength = 0;
+  ops[1].extent = CUextent3D{3, 0, 1};
+  CHECK(cuMemcpy3DBatchAsync_v2(2, ops, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  ops[1].extent = CUextent3D{3, 2, 1};
+  CHECK(cuMemcpy3DBatchAsync_v2(2, ops, 1, stream) == CUDA_ERROR_INVALID_VALUE);  // flags must be 0
+  CHECK(cuMemcpy3DBatchAsync_v2(0, ops, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemcpy3DBatchAsync_v2(2, ops, 0, nullptr) == CUDA_ERROR_INVALID_VALUE);  // the legacy stream
+  const CUarray narrow = make_array(8, 4, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1);
+  ops[1].dst.type = CU_MEMCPY_OPERAND_TYPE_ARRAY;  // array to array of another element size
+  ops[1].dst.op.array.array = narrow;
+  ops[1].dst.op.array.offset = CUoffset3D{0, 0, 0};
+  CHECK(memcpy_3d_batch_v1(2, ops, &failed, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(failed == 1);
+  REQUIRE(cuArrayDestroy(narrow) == CUDA_SUCCESS);
+  REQUIRE(cuArrayDestroy(plane) == CUDA_SUCCESS);
+  REQUIRE(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }

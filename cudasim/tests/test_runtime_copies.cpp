@@ -214,6 +214,7 @@ TEST_CASE("runtime copies: cudaMemcpy3DPeer between two devices", "[runtime][cop
   void* far = nullptr;
   REQUIRE_CUDA(cudaMalloc(&far, 256));
   REQUIRE_CUDA(cudaMemset(far, 0, 256));
+  REQUIRE_CUDA(cudaDeviceSynchronize());  // sets only queue, and the copies below are device 0's
   REQUIRE_CUDA(cudaSetDevice(0));
   void* near = nullptr;
   REQUIRE_CUDA(cudaMalloc(&near, 256));
@@ -367,4 +368,48 @@ TEST_CASE("runtime copies: cudaDeviceReset gives variables fresh storage", "[run
   int read[4] = {};
   REQUIRE_CUDA(cudaMemcpyFromSymbol(read, g_counter, sizeof read));
   CHECK(read[0] == g_counter[0]);  // initialised again from the shadow, not the freed storage
+}
+
+TEST_CASE("runtime copies: batches over the driver's", "[runtime][copies][batch]") {
+  REQUIRE_CUDA(cudaSetDevice(0));
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  void* dev = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&dev, 256));
+  const auto src = pattern(256, 33);
+  std::vector<unsigned char> back(128, 0);
+  void* dsts[2] = {dev, back.data()};
+  const void* srcs[2] = {src.data(), dev};
+  size_t sizes[2] = {256, 128};
+  cudaMemcpyAttributes attrs[2] = {};
+  attrs[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  attrs[1].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t starts[2] = {0, 1};
+  // Two batches: the second reads what the first wrote, in stream order.
+  REQUIRE_CUDA(cudaMemcpyBatchAsync(dsts, srcs, sizes, 1, attrs, starts, 1, stream));
+  REQUIRE_CUDA(cudaMemcpyBatchAsync(dsts + 1, srcs + 1, sizes + 1, 1, attrs + 1, starts, 1, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  CHECK(std::memcmp(back.data(), src.data(), 128) == 0);
+  CHECK(name(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, starts, 2, nullptr)) == "cudaErrorInvalidValue");
+
+  cudaArray_t array = nullptr;
+  const cudaChannelFormatDesc bytes = cudaCreateChannelDesc(8, 0, 0, 0, cudaChannelFormatKindUnsigned);
+  REQUIRE_CUDA(cudaMallocArray(&array, &bytes, 16, 4));
+  cudaMemcpy3DBatchOp op{};
+  op.src.type = cudaMemcpyOperandTypePointer;
+  op.src.op.ptr.ptr = const_cast<unsigned char*>(src.data());
+  op.src.op.ptr.rowLength = 32;  // rows of the source are 32 elements apart
+  op.dst.type = cudaMemcpyOperandTypeArray;
+  op.dst.op.array.array = array;
+  op.extent = make_cudaExtent(16, 4, 1);
+  op.srcAccessOrder = cudaMemcpySrcAccessOrderDuringApiCall;
+  REQUIRE_CUDA(cudaMemcpy3DBatchAsync(1, &op, 0, cudaStreamPerThread));
+  REQUIRE_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  std::vector<unsigned char> rows(16 * 4, 0);
+  REQUIRE_CUDA(cudaMemcpy2DFromArray(rows.data(), 16, array, 0, 0, 16, 4, cudaMemcpyDeviceToHost));
+  for (size_t y = 0; y < 4; ++y) CHECK(std::memcmp(rows.data() + y * 16, src.data() + y * 32, 16) == 0);
+  CHECK(name(cudaMemcpy3DBatchAsync(1, &op, 1, stream)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaFreeArray(array));
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
+  REQUIRE_CUDA(cudaFree(dev));
 }
