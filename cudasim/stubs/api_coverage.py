@@ -29,7 +29,7 @@ BOOKKEEPING = {
         "cudaSetDeviceFlags", "cudaGetDeviceFlags", "cudaDeviceSetLimit", "cudaDeviceGetLimit",
         "cudaDeviceSetCacheConfig", "cudaDeviceGetCacheConfig", "cudaDeviceGetStreamPriorityRange",
         "cudaStreamGetPriority", "cudaStreamGetPriority_ptsz", "cudaFuncSetCacheConfig",
-        "cudaProfilerStart", "cudaProfilerStop",
+        "cudaProfilerStart", "cudaProfilerStop", "cudaDeviceSetSharedMemConfig",
     },
 }
 
