@@ -9,7 +9,9 @@
 #include "graph_nodes.h"
 #include "operations.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <vector>
 
 namespace cudasim::runtime {
 namespace {
@@ -105,7 +107,93 @@ cudaError_t set_3d(cudaPitchedPtr ptr, int value, cudaExtent extent, CUstream st
   return cudaSuccess;
 }
 
+// The deprecated 1D array copies lay `count` bytes out row after row from byte `x` of row `y`.
+// An array's rows (`row` bytes each, `rows` of them in its first slice), and whether such a run fits.
+cudaError_t array_rows(cudaArray_const_t array, size_t* row, size_t* rows) {
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  size_t element = 0;
+  if (cudaError_t status = element_bytes(array, &element); status != cudaSuccess) return status;
+  call_driver<&DriverTable::cuArray3DGetDescriptor>(&desc, reinterpret_cast<CUarray>(const_cast<cudaArray_t>(array)));
+  *row = desc.Width * element;
+  *rows = desc.Height == 0 ? 1 : desc.Height;
+  return cudaSuccess;
+}
+bool run_fits(size_t x, size_t y, size_t count, size_t row, size_t rows) {
+  size_t start = 0, end = 0;
+  return x < row && y < rows && !__builtin_mul_overflow(y, row, &start) && !__builtin_add_overflow(start, x, &start) &&
+         !__builtin_add_overflow(start, count, &end) && end <= row * rows;
+}
+
+// Such a run as at most three rectangles: the rest of the first row, whole rows, the start of the last.
+struct Piece {
+  size_t x, y, offset, width, height;
+};
+std::vector<Piece> linear_pieces(size_t x, size_t y, size_t count, size_t row) {
+  std::vector<Piece> pieces;
+  size_t offset = 0;
+  if (x > 0 || count < row) {
+    const size_t first = std::min(count, row - x);
+    pieces.push_back({x, y++, 0, first, 1});
+    offset = first;
+  }
+  if (const size_t whole = (count - offset) / row; whole > 0) {
+    pieces.push_back({0, y, offset, row, whole});
+    y += whole, offset += whole * row;
+  }
+  if (offset < count) pieces.push_back({0, y, offset, count - offset, 1});
+  return pieces;
+}
+
 }  // namespace
+
+cudaError_t copy_linear_array(cudaArray_const_t array, size_t x, size_t y, const void* linear, size_t count,
+                              bool to_array, cudaMemcpyKind kind, CUstream stream, Completion completion) {
+  return with_context([&] {
+    CUDA_MEMCPY3D copy{};
+    if (cudaError_t status = driver_copy_1d(nullptr, nullptr, 0, kind, &copy); status != cudaSuccess) return status;
+    size_t row = 0, rows = 0;
+    if (cudaError_t status = array_rows(array, &row, &rows); status != cudaSuccess) return status;
+    if (count == 0) return cudaSuccess;
+    if (!run_fits(x, y, count, row, rows)) return cudaErrorInvalidValue;
+    for (const Piece& piece : linear_pieces(x, y, count, row)) {
+      void* at = const_cast<char*>(static_cast<const char*>(linear)) + piece.offset;
+      if (to_array) {
+        driver_copy_2d(nullptr, 0, at, row, piece.width, piece.height, kind, &copy);
+        array_side(array, piece.x, piece.y, &copy.dstMemoryType, &copy.dstArray, &copy.dstXInBytes, &copy.dstY);
+      } else {
+        driver_copy_2d(at, row, nullptr, 0, piece.width, piece.height, kind, &copy);
+        array_side(array, piece.x, piece.y, &copy.srcMemoryType, &copy.srcArray, &copy.srcXInBytes, &copy.srcY);
+      }
+      if (cudaError_t status = issue_3d(copy, stream, completion); status != cudaSuccess) return status;
+    }
+    return cudaSuccess;
+  });
+}
+
+cudaError_t copy_array_run(cudaArray_t dst, size_t dst_x, size_t dst_y, cudaArray_const_t src, size_t src_x,
+                           size_t src_y, size_t count, cudaMemcpyKind kind, CUstream stream) {
+  if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
+  return with_context([&] {
+    size_t dst_row = 0, dst_rows = 0, src_row = 0, src_rows = 0;
+    if (cudaError_t status = array_rows(dst, &dst_row, &dst_rows); status != cudaSuccess) return status;
+    if (cudaError_t status = array_rows(src, &src_row, &src_rows); status != cudaSuccess) return status;
+    if (count == 0) return cudaSuccess;
+    if (!run_fits(dst_x, dst_y, count, dst_row, dst_rows) || !run_fits(src_x, src_y, count, src_row, src_rows))
+      return cudaErrorInvalidValue;
+    // One copy per stretch that stays within a row of both arrays.
+    while (count > 0) {
+      const size_t bytes = std::min({count, dst_row - dst_x, src_row - src_x});
+      if (cudaError_t status = copy_2d_array_to_array(dst, dst_x, dst_y, src, src_x, src_y, bytes, 1, kind, stream);
+          status != cudaSuccess)
+        return status;
+      count -= bytes;
+      dst_x += bytes, src_x += bytes;
+      if (dst_x == dst_row) dst_x = 0, ++dst_y;
+      if (src_x == src_row) src_x = 0, ++src_y;
+    }
+    return cudaSuccess;
+  });
+}
 
 cudaError_t copy_3d(const cudaMemcpy3DParms* p, CUstream stream, Completion completion) {
   CUDA_MEMCPY3D copy{};
@@ -310,6 +398,38 @@ cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, con
 cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp* opList, unsigned long long flags,
                                    cudaStream_t stream) {
   return api_call([&] { return copy_3d_batch(numOps, opList, flags, stream); });
+}
+
+
+cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t count,
+                              enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_linear_array(dst, wOffset, hOffset, src, count, true, kind, nullptr, Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemcpyToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t count,
+                                   enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return api_call([&] {
+    return copy_linear_array(dst, wOffset, hOffset, src, count, true, kind, stream, Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemcpyFromArray(void* dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
+                                enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_linear_array(src, wOffset, hOffset, dst, count, false, kind, nullptr, Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemcpyFromArrayAsync(void* dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
+                                     enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return api_call([&] {
+    return copy_linear_array(src, wOffset, hOffset, dst, count, false, kind, stream, Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src,
+                                   size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_array_run(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind, nullptr);
+  });
 }
 
 }  // extern "C"

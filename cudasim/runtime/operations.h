@@ -29,6 +29,12 @@ cudaError_t copy_2d_from_array(void* dst, size_t dpitch, cudaArray_const_t src, 
                                size_t height, cudaMemcpyKind kind, CUstream stream, Completion completion);
 cudaError_t copy_2d_array_to_array(cudaArray_t dst, size_t dst_x, size_t dst_y, cudaArray_const_t src, size_t src_x,
                                    size_t src_y, size_t width, size_t height, cudaMemcpyKind kind, CUstream stream);
+// The deprecated 1D array copies: `count` bytes row after row from byte `x` of row `y` of the
+// array (its first slice), to the array from `linear` or from it to `linear`; between two arrays.
+cudaError_t copy_linear_array(cudaArray_const_t array, size_t x, size_t y, const void* linear, size_t count,
+                              bool to_array, cudaMemcpyKind kind, CUstream stream, Completion completion);
+cudaError_t copy_array_run(cudaArray_t dst, size_t dst_x, size_t dst_y, cudaArray_const_t src, size_t src_x,
+                           size_t src_y, size_t count, cudaMemcpyKind kind, CUstream stream);
 cudaError_t copy_3d(const cudaMemcpy3DParms* p, CUstream stream, Completion completion);
 cudaError_t copy_3d_peer(const cudaMemcpy3DPeerParms* p, CUstream stream, Completion completion);
 cudaError_t set_2d(void* dst, size_t pitch, int value, size_t width, size_t height, CUstream stream,

@@ -143,6 +143,42 @@ cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp* op
   return api_call([&] { return copy_3d_batch(numOps, opList, flags, per_thread_stream(stream)); });
 }
 
+cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t count,
+                              enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_linear_array(dst, wOffset, hOffset, src, count, true, kind, CU_STREAM_PER_THREAD,
+                             Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemcpyToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t count,
+                                   enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return api_call([&] {
+    return copy_linear_array(dst, wOffset, hOffset, src, count, true, kind, per_thread_stream(stream),
+                             Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemcpyFromArray(void* dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
+                                enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_linear_array(src, wOffset, hOffset, dst, count, false, kind, CU_STREAM_PER_THREAD,
+                             Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemcpyFromArrayAsync(void* dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
+                                     enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return api_call([&] {
+    return copy_linear_array(src, wOffset, hOffset, dst, count, false, kind, per_thread_stream(stream),
+                             Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src,
+                                   size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_array_run(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind,
+                          CU_STREAM_PER_THREAD);
+  });
+}
+
 cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                              cudaStream_t stream) {
   return api_call([&] { return launch_host_function(func, gridDim, blockDim, args, sharedMem, per_thread_stream(stream)); });

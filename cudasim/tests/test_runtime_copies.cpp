@@ -413,3 +413,50 @@ TEST_CASE("runtime copies: batches over the driver's", "[runtime][copies][batch]
   REQUIRE_CUDA(cudaStreamDestroy(stream));
   REQUIRE_CUDA(cudaFree(dev));
 }
+
+// Deprecated, still exported: tested as such.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_CASE("runtime copies: the deprecated 1D array copies run on from row to row", "[runtime][copies]") {
+  REQUIRE_CUDA(cudaSetDevice(0));
+  const cudaChannelFormatDesc word = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindUnsigned);
+  cudaArray_t array = nullptr, other = nullptr;
+  REQUIRE_CUDA(cudaMallocArray(&array, &word, 4, 5));  // rows of 16 bytes, 5 rows
+  REQUIRE_CUDA(cudaMallocArray(&other, &word, 3, 8));  // rows of 12 bytes, 8 rows
+  std::vector<unsigned char> zeros(80, 0);
+  REQUIRE_CUDA(cudaMemcpy2DToArray(array, 0, 0, zeros.data(), 16, 16, 5, cudaMemcpyHostToDevice));
+  // 40 bytes from byte 8 of row 1: the rest of row 1, rows 2 and 3, 8 bytes of row 4.
+  const auto src = pattern(40, 9);
+  REQUIRE_CUDA(cudaMemcpyToArray(array, 8, 1, src.data(), 40, cudaMemcpyHostToDevice));
+  std::vector<unsigned char> all(80, 0xff);
+  REQUIRE_CUDA(cudaMemcpy2DFromArray(all.data(), 16, array, 0, 0, 16, 5, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < 80; ++i) REQUIRE(all[i] == (i >= 24 && i < 64 ? src[i - 24] : 0));
+  // Back out the same way, asynchronously, from device memory and to it.
+  std::vector<unsigned char> back(40, 0);
+  REQUIRE_CUDA(cudaMemcpyFromArrayAsync(back.data(), array, 8, 1, 40, cudaMemcpyDeviceToHost, nullptr));
+  REQUIRE_CUDA(cudaStreamSynchronize(nullptr));
+  CHECK(back == src);
+  void* dev = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&dev, 40));
+  REQUIRE_CUDA(cudaMemcpyFromArray(dev, array, 8, 1, 40, cudaMemcpyDeviceToDevice));
+  REQUIRE_CUDA(cudaMemcpyToArrayAsync(other, 4, 0, dev, 40, cudaMemcpyDeviceToDevice, cudaStreamPerThread));
+  REQUIRE_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  // Array to array across rows of different widths.
+  REQUIRE_CUDA(cudaMemcpyArrayToArray(array, 0, 0, other, 4, 0, 40));
+  REQUIRE_CUDA(cudaMemcpyFromArray(back.data(), array, 0, 0, 40, cudaMemcpyDefault));
+  CHECK(back == src);
+  // The run must fit the array, offsets included.
+  CHECK(name(cudaMemcpyToArray(array, 8, 4, src.data(), 16, cudaMemcpyHostToDevice)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMemcpyToArray(array, 16, 0, src.data(), 4, cudaMemcpyHostToDevice)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMemcpyFromArray(back.data(), array, 0, 5, 4, cudaMemcpyDeviceToHost)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMemcpyArrayToArray(array, 0, 0, other, 0, 7, 16)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMemcpyArrayToArray(array, 0, 0, other, 0, 0, 4, cudaMemcpyHostToDevice)) ==
+        "cudaErrorInvalidMemcpyDirection");
+  CHECK(name(cudaMemcpyToArray(array, 0, 0, src.data(), 4, static_cast<cudaMemcpyKind>(8))) ==
+        "cudaErrorInvalidMemcpyDirection");
+  REQUIRE_CUDA(cudaFree(dev));
+  REQUIRE_CUDA(cudaFreeArray(other));
+  REQUIRE_CUDA(cudaFreeArray(array));
+  CHECK(name(cudaMemcpyToArray(array, 0, 0, src.data(), 4, cudaMemcpyHostToDevice)) == "cudaErrorInvalidValue");
+}
+#pragma GCC diagnostic pop
