@@ -7,9 +7,13 @@
 
 #include "driver_table.h"
 #include "error_state.h"
-#include "operations.h"
 
 namespace cudasim::runtime {
+
+// symbol_api.cpp's (operations.h), referenced weakly: a program that registers no variable, such
+// as a C program linked to the static archive, then pulls in neither it nor the C++ library it uses.
+void forget_symbol_storage(CUcontext context) __attribute__((weak));
+
 namespace {
 
 constexpr int kMaxDevices = 64;
@@ -211,7 +215,7 @@ cudaError_t reset_current_device() {
     primary.retained = false;
     reset = primary.handle;
   }
-  forget_symbol_storage(reset);  // the reset freed the variables' memory with the context
+  if (forget_symbol_storage != nullptr) forget_symbol_storage(reset);  // their memory went with the context
   clear_sticky_error();
   // The reset context must not stay current here: the next call creates the primary context anew.
   CUcontext current = nullptr;
