@@ -3,9 +3,9 @@
 // An array is opaque device memory: it has no device address, so it is never in
 // State::allocations. A plain array's level 0 is kept in host memory of its own (rows without
 // padding, mapped MAP_NORESERVE so it costs no RAM until copied to), which the array copies
-// (copies_3d.cpp) read and write; mipmapped arrays hold no bytes (their levels are not reachable:
-// cuMipmappedArrayGetLevel is not simulated). What an array is charged is a size, like cuMemAlloc
-// memory:
+// (copies_3d.cpp) read and write; a mipmapped array's levels become such arrays when
+// cuMipmappedArrayGetLevel first asks for them (owned by the mipmapped array, charged with it).
+// What an array is charged is a size, like cuMemAlloc memory:
 //
 //   level bytes = round_up(Width x element size, 512) x max(Height, 1) x max(Depth, 1)
 //   array bytes = round_up(sum of its levels' bytes, 2 MiB)
@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <type_traits>
+#include <vector>
 
 using namespace cudasim;
 
@@ -148,18 +149,24 @@ unsigned max_levels(const CUDA_ARRAY3D_DESCRIPTOR& d) {
   return levels;
 }
 
+// The extents of level `level` of a mipmapped array: Width, Height and a 3D array's Depth halved
+// `level` times (at least 1); layers and cubemap faces keep their count.
+CUDA_ARRAY3D_DESCRIPTOR level_descriptor(CUDA_ARRAY3D_DESCRIPTOR d, unsigned level) {
+  auto halve = [level](std::size_t extent) { return extent == 0 ? 0 : std::max<std::size_t>(extent >> level, 1); };
+  const bool depth_is_count = (d.Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+  d.Width = halve(d.Width);
+  d.Height = halve(d.Height);
+  if (!depth_is_count) d.Depth = halve(d.Depth);
+  return d;
+}
+
 // The device memory an array of `levels` levels takes; nullopt when it cannot be represented.
 std::optional<std::uint64_t> array_bytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned levels) {
   const std::uint64_t element = std::uint64_t{*channel_bytes(d.Format)} * d.NumChannels;
-  // Layers and cubemap faces keep their count at every level; a 3D array's depth halves.
-  const bool depth_is_count = (d.Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
-  auto halve = [](std::uint64_t extent, unsigned level) {
-    return extent == 0 ? 0 : std::max<std::uint64_t>(extent >> level, 1);
-  };
   std::uint64_t total = 0;
   for (unsigned level = 0; level < levels; ++level) {
-    auto bytes = level_bytes(halve(d.Width, level), halve(d.Height, level),
-                             depth_is_count ? d.Depth : halve(d.Depth, level), element);
+    const CUDA_ARRAY3D_DESCRIPTOR extents = level_descriptor(d, level);
+    auto bytes = level_bytes(extents.Width, extents.Height, extents.Depth, element);
     if (!bytes || __builtin_add_overflow(total, *bytes, &total)) return std::nullopt;
   }
   if (total > UINT64_MAX - kArrayAlignment) return std::nullopt;
@@ -181,6 +188,10 @@ struct ArrayObject {
   // A plain array's level-0 bytes (null for deferred and mipmapped arrays); queued copies share it,
   // so destroying the array never frees bytes a copy still uses.
   std::shared_ptr<unsigned char> storage;
+  // A level of a mipmapped array (cuMipmappedArrayGetLevel): charged and destroyed with it.
+  ArrayObject* owner = nullptr;
+  // A mipmapped array's levels handed out so far (null where none was asked for yet).
+  std::vector<CUarray_st*> level_arrays;
 };
 }  // namespace cudasim
 struct CUarray_st : cudasim::ArrayObject {};
@@ -248,10 +259,16 @@ CUresult create_array(Handle** out, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigne
   return CUDA_SUCCESS;
 }
 
-// Gives an array's memory back to its device and deletes it (it must be in its live set).
+// Gives an array's memory back to its device and deletes it (it must be in its live set), with the
+// level arrays handed out for it.
 template <typename Handle>
 void release_array(State& st, Handle* array, std::unordered_set<Handle*> State::*live) {
-  if (!array->deferred) {
+  for (CUarray_st* level : array->level_arrays) {
+    if (level == nullptr) continue;
+    st.arrays.erase(level);
+    delete level;
+  }
+  if (!array->deferred && array->owner == nullptr) {
     Device& dev = st.device(array->device);
     give_device_memory(dev, array->bytes);
     dev.stats.array_bytes -= array->bytes;
@@ -266,6 +283,7 @@ CUresult destroy_array(Handle* array, std::unordered_set<Handle*> State::*live) 
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if ((l.st.*live).count(array) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (array->owner != nullptr) return CUDA_ERROR_INVALID_VALUE;  // a level goes with its mipmapped array
   l.st.device(array->device).stats.array_destroys++;
   release_array(l.st, array, live);
   return CUDA_SUCCESS;
@@ -310,7 +328,7 @@ bool array_layout(State& st, CUarray array, ArrayLayout* out) {
 void free_context_arrays(State& st, CUctx_st* ctx) {
   for (auto it = st.arrays.begin(); it != st.arrays.end();) {
     CUarray_st* array = *it++;  // release_array erases it
-    if (array->ctx == ctx) release_array(st, array, &State::arrays);
+    if (array->ctx == ctx && array->owner == nullptr) release_array(st, array, &State::arrays);
   }
   for (auto it = st.mipmapped_arrays.begin(); it != st.mipmapped_arrays.end();) {
     CUmipmappedArray_st* array = *it++;
@@ -376,4 +394,40 @@ CUDASIM_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray
 CUDASIM_EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* memoryRequirements,
                                                               CUmipmappedArray mipmap, CUdevice device) {
   return memory_requirements(memoryRequirements, mipmap, device, &State::mipmapped_arrays);
+}
+
+// A level of a mipmapped array as an array of its own: made on first request (with bytes of its
+// own unless the mipmapped array defers its memory), the same handle afterwards; charged with the
+// mipmapped array and destroyed with it (cuArrayDestroy of it: CUDA_ERROR_INVALID_VALUE).
+CUDASIM_EXPORT CUresult cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray hMipmappedArray,
+                                                 unsigned int level) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (pLevelArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (l.st.mipmapped_arrays.count(hMipmappedArray) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (level >= hMipmappedArray->levels) return CUDA_ERROR_INVALID_VALUE;
+  auto& levels = hMipmappedArray->level_arrays;
+  levels.resize(hMipmappedArray->levels, nullptr);
+  if (levels[level] == nullptr) {
+    const CUDA_ARRAY3D_DESCRIPTOR desc = level_descriptor(hMipmappedArray->desc, level);
+    std::shared_ptr<unsigned char> storage;
+    if (!hMipmappedArray->deferred) {
+      const ArrayLayout layout = layout_of(desc);
+      storage = map_storage(layout.row_bytes * layout.rows * layout.slices);
+      if (storage == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    auto* array = new CUarray_st();
+    array->ctx = hMipmappedArray->ctx;
+    array->device = hMipmappedArray->device;
+    array->desc = desc;
+    array->deferred = hMipmappedArray->deferred;
+    array->storage = std::move(storage);
+    array->owner = hMipmappedArray;
+    l.st.arrays.insert(array);
+    levels[level] = array;
+  }
+  *pLevelArray = levels[level];
+  return CUDA_SUCCESS;
 }

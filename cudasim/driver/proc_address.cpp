@@ -164,6 +164,7 @@ const ProcEntry kEntries[] = {
   {"cuArrayGetMemoryRequirements", 11060, fn(cuArrayGetMemoryRequirements), nullptr},
   {"cuMipmappedArrayCreate", 5000, fn(cuMipmappedArrayCreate), nullptr},
   {"cuMipmappedArrayDestroy", 5000, fn(cuMipmappedArrayDestroy), nullptr},
+  {"cuMipmappedArrayGetLevel", 5000, fn(cuMipmappedArrayGetLevel), nullptr},
   {"cuMipmappedArrayGetMemoryRequirements", 11060, fn(cuMipmappedArrayGetMemoryRequirements), nullptr},
   // copies and sets
   {"cuMemcpy", 4000, fn(cuMemcpy), fn(cuMemcpy_ptds)},

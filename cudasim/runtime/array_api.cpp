@@ -250,4 +250,15 @@ cudaError_t cudaMipmappedArrayGetMemoryRequirements(struct cudaArrayMemoryRequir
   });
 }
 
+cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t* levelArray, cudaMipmappedArray_const_t mipmappedArray,
+                                       unsigned int level) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuMipmappedArrayGetLevel>(
+          reinterpret_cast<CUarray*>(levelArray),
+          reinterpret_cast<CUmipmappedArray>(const_cast<cudaMipmappedArray_t>(mipmappedArray)), level);
+    });
+  });
+}
+
 }  // extern "C"

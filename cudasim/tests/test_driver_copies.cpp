@@ -725,3 +725,59 @@ TEST_CASE("driver copies: 3D batches between pointers and arrays, in elements", 
   REQUIRE(cuArrayDestroy(plane) == CUDA_SUCCESS);
   REQUIRE(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }
+
+TEST_CASE("driver copies: the levels of a mipmapped array are arrays of their own", "[driver][copies][arrays]") {
+  primary_context();
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  d.Width = 16;
+  d.Height = 8;
+  d.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+  d.NumChannels = 1;
+  CUmipmappedArray mipmap = nullptr;
+  REQUIRE(cuMipmappedArrayCreate(&mipmap, &d, 3) == CUDA_SUCCESS);
+  CUarray levels[3] = {};
+  for (unsigned i = 0; i < 3; ++i) REQUIRE(cuMipmappedArrayGetLevel(&levels[i], mipmap, i) == CUDA_SUCCESS);
+  CUarray again = nullptr;
+  REQUIRE(cuMipmappedArrayGetLevel(&again, mipmap, 1) == CUDA_SUCCESS);
+  CHECK(again == levels[1]);
+  CUDA_ARRAY3D_DESCRIPTOR got{};
+  REQUIRE(cuArray3DGetDescriptor(&got, levels[2]) == CUDA_SUCCESS);
+  CHECK((got.Width == 4 && got.Height == 2 && got.Depth == 0));
+  // Each level holds its own bytes.
+  const auto one = pattern(16 * 8, 1), two = pattern(4 * 2, 200);
+  REQUIRE(cuMemcpyHtoA(levels[0], 0, one.data(), 16) == CUDA_SUCCESS);
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_HOST;
+  c.srcHost = two.data();
+  c.srcPitch = 4;
+  c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  c.dstArray = levels[2];
+  c.WidthInBytes = 4;
+  c.Height = 2;
+  REQUIRE(cuMemcpy2D(&c) == CUDA_SUCCESS);
+  c.Height = 3;  // level 2 has two rows
+  CHECK(cuMemcpy2D(&c) == CUDA_ERROR_INVALID_VALUE);
+  std::vector<unsigned char> back(16, 0);
+  REQUIRE(cuMemcpyAtoH(back.data(), levels[0], 0, 16) == CUDA_SUCCESS);
+  CHECK(std::memcmp(back.data(), one.data(), 16) == 0);
+  REQUIRE(cuMemcpyAtoH(back.data(), levels[2], 0, 4) == CUDA_SUCCESS);
+  CHECK(std::memcmp(back.data(), two.data(), 4) == 0);
+  CHECK(cuMemcpyAtoH(back.data(), levels[2], 4, 4) == CUDA_ERROR_INVALID_VALUE);  // the 1D copies: the first row
+
+  CHECK(cuMipmappedArrayGetLevel(&again, mipmap, 3) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMipmappedArrayGetLevel(nullptr, mipmap, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuArrayDestroy(levels[1]) == CUDA_ERROR_INVALID_VALUE);  // goes with its mipmapped array
+  REQUIRE(cuMipmappedArrayDestroy(mipmap) == CUDA_SUCCESS);
+  CHECK(cuMemcpyAtoH(back.data(), levels[0], 0, 4) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuArray3DGetDescriptor(&got, levels[2]) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuMipmappedArrayGetLevel(&again, mipmap, 0) == CUDA_ERROR_INVALID_HANDLE);
+
+  // Levels of a context's mipmapped array go with the context.
+  CUcontext ctx = nullptr;
+  REQUIRE(cuCtxCreate(&ctx, nullptr, 0, 0) == CUDA_SUCCESS);
+  REQUIRE(cuMipmappedArrayCreate(&mipmap, &d, 2) == CUDA_SUCCESS);
+  REQUIRE(cuMipmappedArrayGetLevel(&again, mipmap, 1) == CUDA_SUCCESS);
+  REQUIRE(cuCtxDestroy(ctx) == CUDA_SUCCESS);
+  primary_context();
+  CHECK(cuArray3DGetDescriptor(&got, again) == CUDA_ERROR_INVALID_HANDLE);
+}

@@ -176,3 +176,17 @@ TEST_CASE("runtime: array information and memory requirements", "[runtime][array
   REQUIRE_CUDA(cudaFreeArray(array));
   CHECK(name(cudaArrayGetInfo(&desc, &extent, &flags, array)) == "cudaErrorInvalidValue");
 }
+
+TEST_CASE("runtime: mipmapped array levels", "[runtime][array]") {
+  REQUIRE_CUDA(cudaSetDevice(0));
+  const cudaChannelFormatDesc byte = channels(8, 0, 0, 0, cudaChannelFormatKindUnsigned);
+  cudaMipmappedArray_t mipmap = nullptr;
+  REQUIRE_CUDA(cudaMallocMipmappedArray(&mipmap, &byte, extent_of(32, 16, 0), 4, 0));
+  cudaArray_t level = nullptr;
+  REQUIRE_CUDA(cudaGetMipmappedArrayLevel(&level, mipmap, 3));
+  cudaExtent extent{};
+  REQUIRE_CUDA(cudaArrayGetInfo(nullptr, &extent, nullptr, level));
+  CHECK((extent.width == 4 && extent.height == 2));
+  CHECK(name(cudaGetMipmappedArrayLevel(&level, mipmap, 4)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaFreeMipmappedArray(mipmap));
+}
