@@ -10,6 +10,8 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <memory>
 
 using namespace cudasim;
 
@@ -315,5 +317,44 @@ CUDASIM_EXPORT CUresult cuDeviceGetHostAtomicCapabilities(unsigned int* capabili
     if (operations[i] < 0 || operations[i] >= CU_ATOMIC_OPERATION_MAX) return CUDA_ERROR_INVALID_VALUE;
   }
   std::fill(capabilities, capabilities + count, 0u);
+  return CUDA_SUCCESS;
+}
+
+// --- async notifications ---
+// Registered and unregistered as documented; the simulated devices send none (no over-budget
+// notification exists without a budget), so no callback is ever called.
+struct CUasyncCallbackEntry_st {
+  CUdevice device;
+  CUasyncCallback function;
+  void* user_data;
+};
+
+namespace {
+
+// The live registrations, guarded by State::mu (a handle is looked up before it is used).
+std::map<CUasyncCallbackEntry_st*, std::unique_ptr<CUasyncCallbackEntry_st>>& async_callbacks() {
+  static auto* callbacks = new std::map<CUasyncCallbackEntry_st*, std::unique_ptr<CUasyncCallbackEntry_st>>;
+  return *callbacks;
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc,
+                                                          void* userData, CUasyncCallbackHandle* callback) {
+  Locked l;
+  if (CUresult rc = device_status(l, device); rc != CUDA_SUCCESS) return rc;
+  if (callbackFunc == nullptr || callback == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto entry = std::make_unique<CUasyncCallbackEntry_st>(CUasyncCallbackEntry_st{device, callbackFunc, userData});
+  *callback = entry.get();
+  async_callbacks().emplace(entry.get(), std::move(entry));
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHandle callback) {
+  Locked l;
+  if (CUresult rc = device_status(l, device); rc != CUDA_SUCCESS) return rc;
+  auto it = async_callbacks().find(callback);
+  if (it == async_callbacks().end() || it->second->device != device) return CUDA_ERROR_INVALID_VALUE;
+  async_callbacks().erase(it);
   return CUDA_SUCCESS;
 }

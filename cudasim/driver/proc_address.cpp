@@ -52,6 +52,8 @@ const ProcEntry kEntries[] = {
   {"cuDeviceGetByPCIBusId", 4010, fn(cuDeviceGetByPCIBusId), nullptr},
   {"cuDeviceGetExecAffinitySupport", 11040, fn(cuDeviceGetExecAffinitySupport), nullptr},
   {"cuDeviceGetHostAtomicCapabilities", 13000, fn(cuDeviceGetHostAtomicCapabilities), nullptr},
+  {"cuDeviceRegisterAsyncNotification", 12040, fn(cuDeviceRegisterAsyncNotification), nullptr},
+  {"cuDeviceUnregisterAsyncNotification", 12040, fn(cuDeviceUnregisterAsyncNotification), nullptr},
   // primary contexts
   {"cuDevicePrimaryCtxRetain", 7000, fn(cuDevicePrimaryCtxRetain), nullptr},
   {"cuDevicePrimaryCtxRelease", 7000, fn(cuDevicePrimaryCtxRelease), nullptr},

@@ -218,4 +218,24 @@ cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) {
 // Needs no working driver: reports 0 when none could be loaded.
 cudaError_t cudaDriverGetVersion(int* driverVersion) { return finish(get_driver_version(driverVersion)); }
 
+// The driver's registrations (the simulated devices send no notification).
+cudaError_t cudaDeviceRegisterAsyncNotification(int device, cudaAsyncCallback callbackFunc, void* userData,
+                                                cudaAsyncCallbackHandle_t* callback) {
+  return api_call([&] {
+    CUdevice handle = 0;
+    if (cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+    return call_driver<&DriverTable::cuDeviceRegisterAsyncNotification>(
+        handle, reinterpret_cast<CUasyncCallback>(callbackFunc), userData,
+        reinterpret_cast<CUasyncCallbackHandle*>(callback));
+  });
+}
+cudaError_t cudaDeviceUnregisterAsyncNotification(int device, cudaAsyncCallbackHandle_t callback) {
+  return api_call([&] {
+    CUdevice handle = 0;
+    if (cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+    return call_driver<&DriverTable::cuDeviceUnregisterAsyncNotification>(
+        handle, reinterpret_cast<CUasyncCallbackHandle>(callback));
+  });
+}
+
 }  // extern "C"

@@ -90,7 +90,8 @@ namespace cudasim::runtime {
   X(cuMemsetD2D8Async, 3020) X(cuArray3DGetDescriptor, 3020) X(cuMemcpyBatchAsync, 13000)          \
   X(cuMemcpy3DBatchAsync, 13000) X(cuDeviceGetPCIBusId, 4010) X(cuDeviceGetByPCIBusId, 4010)          \
   X(cuDeviceGetHostAtomicCapabilities, 13000) X(cuArrayGetMemoryRequirements, 11060)                \
-  X(cuMipmappedArrayGetMemoryRequirements, 11060) X(cuMipmappedArrayGetLevel, 5000)
+  X(cuMipmappedArrayGetMemoryRequirements, 11060) X(cuMipmappedArrayGetLevel, 5000)       \
+  X(cuDeviceRegisterAsyncNotification, 12040) X(cuDeviceUnregisterAsyncNotification, 12040)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

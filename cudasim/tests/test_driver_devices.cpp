@@ -543,3 +543,21 @@ TEST_CASE("older device queries agree with the attributes", "[driver][devices]")
   CHECK(fn == reinterpret_cast<void*>(&device_get_uuid_v1));
 }
 #pragma GCC diagnostic pop
+
+TEST_CASE("async notifications are registered and unregistered per device", "[driver][devices]") {
+  primary_context();
+  static bool called = false;
+  const CUasyncCallback callback = [](CUasyncNotificationInfo*, void*, CUasyncCallbackHandle) { called = true; };
+  CUasyncCallbackHandle first = nullptr, second = nullptr;
+  REQUIRE(cuDeviceRegisterAsyncNotification(0, callback, nullptr, &first) == CUDA_SUCCESS);
+  REQUIRE(cuDeviceRegisterAsyncNotification(1, callback, &called, &second) == CUDA_SUCCESS);
+  CHECK((first != nullptr && second != nullptr && first != second));
+  CHECK(cuDeviceUnregisterAsyncNotification(0, second) == CUDA_ERROR_INVALID_VALUE);  // device 1's
+  REQUIRE(cuDeviceUnregisterAsyncNotification(1, second) == CUDA_SUCCESS);
+  CHECK(cuDeviceUnregisterAsyncNotification(1, second) == CUDA_ERROR_INVALID_VALUE);  // already gone
+  REQUIRE(cuDeviceUnregisterAsyncNotification(0, first) == CUDA_SUCCESS);
+  CHECK(cuDeviceRegisterAsyncNotification(0, nullptr, nullptr, &first) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceRegisterAsyncNotification(0, callback, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceRegisterAsyncNotification(4, callback, nullptr, &first) == CUDA_ERROR_INVALID_DEVICE);
+  CHECK(!called);  // no notification is ever sent here
+}

@@ -283,3 +283,12 @@ TEST_CASE("runtime: cudaMalloc3D gives pitched rows for every slice", "[runtime]
   CHECK(name(cudaMalloc3D(nullptr, cudaExtent{1, 1, 1})) == "cudaErrorInvalidValue");
   CHECK(name(cudaMalloc3D(&p, cudaExtent{1, SIZE_MAX, 2})) == "cudaErrorMemoryAllocation");
 }
+
+TEST_CASE("runtime: async notifications go to the driver", "[runtime][device]") {
+  cudaAsyncCallbackHandle_t handle = nullptr;
+  const cudaAsyncCallback callback = [](cudaAsyncNotificationInfo_t*, void*, cudaAsyncCallbackHandle_t) {};
+  REQUIRE_CUDA(cudaDeviceRegisterAsyncNotification(1, callback, nullptr, &handle));
+  CHECK(name(cudaDeviceUnregisterAsyncNotification(0, handle)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaDeviceUnregisterAsyncNotification(1, handle));
+  CHECK(name(cudaDeviceRegisterAsyncNotification(2, callback, nullptr, &handle)) == "cudaErrorInvalidDevice");
+}
