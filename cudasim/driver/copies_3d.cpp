@@ -113,6 +113,21 @@ Side stage(const Side& src, const Extent& e, std::shared_ptr<std::vector<unsigne
   return staged;
 }
 
+// Both sides of a copy of a non-empty extent, checked, with the destination writable.
+CUresult resolve_copy(State& st, const CUDA_MEMCPY3D& p, const Extent& e, Side* dst, Side* src) {
+  if (p.reserved0 != nullptr || p.reserved1 != nullptr || p.srcLOD != 0 || p.dstLOD != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  const Operand from{p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, p.srcXInBytes, p.srcY, p.srcZ,
+                     p.srcPitch, p.srcHeight};
+  const Operand to{p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray, p.dstXInBytes, p.dstY, p.dstZ,
+                   p.dstPitch, p.dstHeight};
+  if (CUresult rc = resolve(st, from, e, src); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = resolve(st, to, e, dst); rc != CUDA_SUCCESS) return rc;
+  if (e.width > 0 && dst->array == nullptr && !vmm_range_writable(st, dst->first, reach(*dst, e)))
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
 constexpr bool kSync = true;
 constexpr bool kAsync = false;
 constexpr bool kLegacy = false;
@@ -130,23 +145,16 @@ CUresult copy_3d(const CUDA_MEMCPY3D* p, CUstream stream, bool ptd, bool sync) {
   return enqueue_transfer(
       stream, ptd, NodeKind::Memcpy,
       [&](State& st, bool capturing, bool* wait, Operation* op) -> CUresult {
-        if (params.reserved0 != nullptr || params.reserved1 != nullptr || params.srcLOD != 0 || params.dstLOD != 0)
-          return CUDA_ERROR_INVALID_VALUE;
         const Extent e{params.WidthInBytes, params.Height, params.Depth};
         const bool empty = e.width == 0 || e.height == 0 || e.depth == 0;
-        const Extent checked = empty ? Extent{0, 1, 1} : e;  // an empty copy's operands still must be valid
         Side src, dst;
-        const Operand from{params.srcMemoryType, params.srcHost, params.srcDevice, params.srcArray, params.srcXInBytes,
-                           params.srcY, params.srcZ, params.srcPitch, params.srcHeight};
-        const Operand to{params.dstMemoryType, params.dstHost, params.dstDevice, params.dstArray, params.dstXInBytes,
-                         params.dstY, params.dstZ, params.dstPitch, params.dstHeight};
-        if (CUresult rc = resolve(st, from, checked, &src); rc != CUDA_SUCCESS) return rc;
-        if (CUresult rc = resolve(st, to, checked, &dst); rc != CUDA_SUCCESS) return rc;
+        // An empty copy's operands must still be valid.
+        if (CUresult rc = resolve_copy(st, params, empty ? Extent{0, 1, 1} : e, &dst, &src); rc != CUDA_SUCCESS)
+          return rc;
         if (empty) {
           *op = [] {};
           return CUDA_SUCCESS;
         }
-        if (dst.array == nullptr && !vmm_range_writable(st, dst.first, reach(dst, e))) return CUDA_ERROR_INVALID_VALUE;
         *wait = sync ? !(dst.device && src.device) : !(dst.device || src.device);
         if (!sync && !capturing && dst.device && !src.device && !src.pinned) {
           std::shared_ptr<std::vector<unsigned char>> staged;
@@ -422,6 +430,14 @@ CUresult batch_3d(std::size_t count, CUDA_MEMCPY3D_BATCH_OP* ops, std::size_t* f
 }
 
 }  // namespace
+
+CUresult cudasim::copy_operation(State& st, const CUDA_MEMCPY3D& p, Operation* op) {
+  const Extent e{p.WidthInBytes, p.Height, p.Depth};
+  Side dst, src;
+  if (CUresult rc = resolve_copy(st, p, e, &dst, &src); rc != CUDA_SUCCESS) return rc;
+  *op = copy_rows(dst, src, e);
+  return CUDA_SUCCESS;
+}
 
 // --- 2D and 3D copies ---
 CUDASIM_EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* pCopy) { return copy_2d(pCopy, nullptr, kLegacy, kSync); }

@@ -422,6 +422,11 @@ CUresult enqueue_transfer(CUstream handle, bool per_thread_default, NodeKind kin
                           const std::function<CUresult(State&, bool, bool*, Operation*)>& prepare,
                           const std::function<void(CUgraphNode_st*)>& keep);
 
+// --- copies_3d.cpp ---
+// The work of a 3D copy between host, device or unified memory and arrays, its operands checked as
+// cuMemcpy3D checks them (a non-empty extent); sources are read when it runs. Needs State::mu held.
+CUresult copy_operation(State& st, const CUDA_MEMCPY3D& p, Operation* op);
+
 // --- arrays.cpp ---
 // Destroys every array and mipmapped array the context owns, giving their memory back (context
 // destruction). Needs State::mu held.

@@ -50,10 +50,9 @@ cudaError_t element_bytes(cudaArray_const_t array, size_t* bytes) {
   return cudaSuccess;
 }
 
-// cudaMemcpy3DParms in the driver's form. Where an array takes part, positions in arrays and the
-// width are in elements (cudaMemcpy3D's documentation), so they are scaled to bytes here.
-cudaError_t driver_copy(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* copy) {
-  if (cudaError_t status = driver_copy_3d(p, copy); status != cudaSuccess) return status;
+}  // namespace
+
+cudaError_t array_positions_in_bytes(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* copy) {
   if (p->srcArray == nullptr && p->dstArray == nullptr) return cudaSuccess;
   size_t element = 0;
   if (cudaError_t status = element_bytes(p->srcArray != nullptr ? p->srcArray : p->dstArray, &element);
@@ -65,6 +64,18 @@ cudaError_t driver_copy(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* copy) {
     return cudaErrorInvalidValue;
   return cudaSuccess;
 }
+
+void array_positions_in_elements(cudaMemcpy3DParms* p) {
+  size_t element = 0;
+  if ((p->srcArray == nullptr && p->dstArray == nullptr) ||
+      element_bytes(p->srcArray != nullptr ? p->srcArray : p->dstArray, &element) != cudaSuccess || element == 0)
+    return;
+  p->extent.width /= element;
+  if (p->srcArray != nullptr) p->srcPos.x /= element;
+  if (p->dstArray != nullptr) p->dstPos.x /= element;
+}
+
+namespace {
 
 // A 2D copy of `height` rows of `width` bytes between two pitched pointers; an array side is
 // filled in by the caller.
@@ -198,7 +209,7 @@ cudaError_t copy_array_run(cudaArray_t dst, size_t dst_x, size_t dst_y, cudaArra
 cudaError_t copy_3d(const cudaMemcpy3DParms* p, CUstream stream, Completion completion) {
   CUDA_MEMCPY3D copy{};
   return with_context([&] {
-    if (cudaError_t status = driver_copy(p, &copy); status != cudaSuccess) return status;
+    if (cudaError_t status = driver_copy_3d(p, &copy); status != cudaSuccess) return status;
     return issue_3d(copy, stream, completion);
   });
 }
@@ -216,7 +227,7 @@ cudaError_t copy_3d_peer(const cudaMemcpy3DPeerParms* p, CUstream stream, Comple
     const cudaMemcpy3DParms plain{p->srcArray, p->srcPos, p->srcPtr, p->dstArray, p->dstPos, p->dstPtr, p->extent,
                                   cudaMemcpyDefault};
     CUDA_MEMCPY3D c{};
-    if (cudaError_t status = driver_copy(&plain, &c); status != cudaSuccess) return status;
+    if (cudaError_t status = driver_copy_3d(&plain, &c); status != cudaSuccess) return status;
     CUDA_MEMCPY3D_PEER peer{};
     peer.srcXInBytes = c.srcXInBytes, peer.srcY = c.srcY, peer.srcZ = c.srcZ;
     peer.srcMemoryType = c.srcMemoryType, peer.srcHost = c.srcHost, peer.srcDevice = c.srcDevice;

@@ -90,6 +90,37 @@ CUarray make_array(size_t width, size_t height, size_t depth, CUarray_format for
   return a;
 }
 
+// A 3D copy between packed host rows (`pitch` bytes, `rows` per slice) and an array, from or to
+// its origin.
+CUDA_MEMCPY3D host_to_array_3d(const void* host, size_t pitch, size_t rows, CUarray array, size_t width,
+                               size_t height, size_t depth) {
+  CUDA_MEMCPY3D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_HOST;
+  c.srcHost = host;
+  c.srcPitch = pitch;
+  c.srcHeight = rows;
+  c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  c.dstArray = array;
+  c.WidthInBytes = width;
+  c.Height = height;
+  c.Depth = depth;
+  return c;
+}
+CUDA_MEMCPY3D array_to_host_3d(CUarray array, void* host, size_t pitch, size_t rows, size_t width, size_t height,
+                               size_t depth) {
+  CUDA_MEMCPY3D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+  c.srcArray = array;
+  c.dstMemoryType = CU_MEMORYTYPE_HOST;
+  c.dstHost = host;
+  c.dstPitch = pitch;
+  c.dstHeight = rows;
+  c.WidthInBytes = width;
+  c.Height = height;
+  c.Depth = depth;
+  return c;
+}
+
 CUstream new_stream() {
   CUstream s = nullptr;
   REQUIRE(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
@@ -396,30 +427,12 @@ TEST_CASE("driver copies: 2D and 3D copies to and from arrays", "[driver][copies
   // A 3D array of 4 x 3 x 5 bytes: slice 2..3, row 1..2 written, then the whole array read back.
   const CUarray volume = make_array(4, 3, 5, CU_AD_FORMAT_UNSIGNED_INT8, 1);
   const auto block = pattern(2 * 2 * 4, 100);
-  CUDA_MEMCPY3D t{};
-  t.srcMemoryType = CU_MEMORYTYPE_HOST;
-  t.srcHost = block.data();
-  t.srcPitch = 4;
-  t.srcHeight = 2;
-  t.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-  t.dstArray = volume;
+  CUDA_MEMCPY3D t = host_to_array_3d(block.data(), 4, 2, volume, 4, 2, 2);
   t.dstY = 1;
   t.dstZ = 2;
-  t.WidthInBytes = 4;
-  t.Height = 2;
-  t.Depth = 2;
   REQUIRE(cuMemcpy3D(&t) == CUDA_SUCCESS);
   std::vector<unsigned char> all(4 * 3 * 5, 0xff);
-  CUDA_MEMCPY3D r{};
-  r.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-  r.srcArray = volume;
-  r.dstMemoryType = CU_MEMORYTYPE_HOST;
-  r.dstHost = all.data();
-  r.dstPitch = 4;
-  r.dstHeight = 3;
-  r.WidthInBytes = 4;
-  r.Height = 3;
-  r.Depth = 5;
+  CUDA_MEMCPY3D r = array_to_host_3d(volume, all.data(), 4, 3, 4, 3, 5);
   REQUIRE(cuMemcpy3D_v2_ptds(&r) == CUDA_SUCCESS);
   for (size_t z = 0; z < 5; ++z) {
     for (size_t y = 0; y < 3; ++y) {
@@ -780,4 +793,30 @@ TEST_CASE("driver copies: the levels of a mipmapped array are arrays of their ow
   REQUIRE(cuCtxDestroy(ctx) == CUDA_SUCCESS);
   primary_context();
   CHECK(cuArray3DGetDescriptor(&got, again) == CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_CASE("driver copies: graph copy nodes to and from arrays", "[driver][copies][graphs]") {
+  CUcontext ctx = primary_context();
+  const CUarray plane = make_array(4, 3, 0, CU_AD_FORMAT_FLOAT, 1);  // rows of 16 bytes
+  const auto src = pattern(16 * 3, 30);
+  std::vector<unsigned char> back(16 * 3, 0);
+  const CUDA_MEMCPY3D in = host_to_array_3d(src.data(), 16, 0, plane, 16, 3, 1);
+  const CUDA_MEMCPY3D out = array_to_host_3d(plane, back.data(), 16, 0, 16, 3, 1);
+  CUgraph graph = nullptr;
+  REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUgraphNode first = nullptr, second = nullptr;
+  REQUIRE(cuGraphAddMemcpyNode(&first, graph, nullptr, 0, &in, ctx) == CUDA_SUCCESS);
+  REQUIRE(cuGraphAddMemcpyNode(&second, graph, &first, 1, &out, ctx) == CUDA_SUCCESS);
+  CUDA_MEMCPY3D past = in;
+  past.dstY = 1;  // three rows from row 1 of three
+  CUgraphNode bad = nullptr;
+  CHECK(cuGraphAddMemcpyNode(&bad, graph, nullptr, 0, &past, ctx) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphExec exec = nullptr;
+  REQUIRE(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS);
+  REQUIRE(cuGraphLaunch(exec, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
+  CHECK(back == src);
+  REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
+  REQUIRE(cuArrayDestroy(plane) == CUDA_SUCCESS);
 }

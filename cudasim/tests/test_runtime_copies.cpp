@@ -460,3 +460,36 @@ TEST_CASE("runtime copies: the deprecated 1D array copies run on from row to row
   CHECK(name(cudaMemcpyToArray(array, 0, 0, src.data(), 4, cudaMemcpyHostToDevice)) == "cudaErrorInvalidValue");
 }
 #pragma GCC diagnostic pop
+
+TEST_CASE("runtime copies: graph copy nodes with arrays take elements", "[runtime][copies][graphs]") {
+  REQUIRE_CUDA(cudaSetDevice(0));
+  const cudaChannelFormatDesc word = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
+  cudaArray_t array = nullptr;
+  REQUIRE_CUDA(cudaMallocArray(&array, &word, 8, 2));  // rows of 32 bytes
+  const auto src = pattern(12, 77);
+  cudaMemcpy3DParms in{};
+  in.srcPtr = make_cudaPitchedPtr(const_cast<unsigned char*>(src.data()), 12, 3, 1);
+  in.dstArray = array;
+  in.dstPos = make_cudaPos(5, 1, 0);  // element 5 of row 1
+  in.extent = make_cudaExtent(3, 1, 1);  // three elements
+  in.kind = cudaMemcpyHostToDevice;
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaGraphNode_t node = nullptr;
+  REQUIRE_CUDA(cudaGraphAddMemcpyNode(&node, graph, nullptr, 0, &in));
+  cudaMemcpy3DParms read{};
+  REQUIRE_CUDA(cudaGraphMemcpyNodeGetParams(node, &read));
+  CHECK((read.dstArray == array && read.dstPos.x == 5 && read.extent.width == 3));
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, nullptr));
+  REQUIRE_CUDA(cudaStreamSynchronize(nullptr));
+  std::vector<unsigned char> row(32, 0);
+  REQUIRE_CUDA(cudaMemcpy2DFromArray(row.data(), 32, array, 0, 1, 32, 1, cudaMemcpyDeviceToHost));
+  CHECK(std::memcmp(row.data() + 20, src.data(), 12) == 0);
+  in.dstPos = make_cudaPos(6, 1, 0);  // three elements from element 6 of 8
+  CHECK(name(cudaGraphMemcpyNodeSetParams(node, &in)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  REQUIRE_CUDA(cudaFreeArray(array));
+}
