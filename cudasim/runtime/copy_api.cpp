@@ -88,8 +88,8 @@ cudaError_t driver_copy_2d(void* dst, size_t dpitch, const void* src, size_t spi
   return cudaSuccess;
 }
 
-// Rows of `width` bytes cannot be `pitch` apart when the pitch is narrower (cudaMemcpy2D's rule).
-bool pitch_holds(size_t pitch, size_t width, size_t height) { return height <= 1 || pitch >= width; }
+// "width must not exceed either dpitch or spitch" (cudaMemcpy2D's documentation), whatever the height.
+bool pitch_holds(size_t pitch, size_t width) { return pitch >= width; }
 
 void array_side(cudaArray_const_t array, size_t x, size_t y, CUmemorytype* type, CUarray* out, size_t* out_x,
                 size_t* out_y) {
@@ -244,7 +244,7 @@ cudaError_t copy_3d_peer(const cudaMemcpy3DPeerParms* p, CUstream stream, Comple
 
 cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                     cudaMemcpyKind kind, CUstream stream, Completion completion) {
-  if (!pitch_holds(dpitch, width, height) || !pitch_holds(spitch, width, height)) return cudaErrorInvalidPitchValue;
+  if (!pitch_holds(dpitch, width) || !pitch_holds(spitch, width)) return cudaErrorInvalidPitchValue;
   CUDA_MEMCPY3D copy{};
   if (cudaError_t status = driver_copy_2d(dst, dpitch, src, spitch, width, height, kind, &copy); status != cudaSuccess)
     return status;
@@ -253,7 +253,7 @@ cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, si
 
 cudaError_t copy_2d_to_array(cudaArray_t dst, size_t x, size_t y, const void* src, size_t spitch, size_t width,
                              size_t height, cudaMemcpyKind kind, CUstream stream, Completion completion) {
-  if (!pitch_holds(spitch, width, height)) return cudaErrorInvalidPitchValue;
+  if (!pitch_holds(spitch, width)) return cudaErrorInvalidPitchValue;
   CUDA_MEMCPY3D copy{};
   if (cudaError_t status = driver_copy_2d(nullptr, 0, src, spitch, width, height, kind, &copy); status != cudaSuccess)
     return status;
@@ -263,7 +263,7 @@ cudaError_t copy_2d_to_array(cudaArray_t dst, size_t x, size_t y, const void* sr
 
 cudaError_t copy_2d_from_array(void* dst, size_t dpitch, cudaArray_const_t src, size_t x, size_t y, size_t width,
                                size_t height, cudaMemcpyKind kind, CUstream stream, Completion completion) {
-  if (!pitch_holds(dpitch, width, height)) return cudaErrorInvalidPitchValue;
+  if (!pitch_holds(dpitch, width)) return cudaErrorInvalidPitchValue;
   CUDA_MEMCPY3D copy{};
   if (cudaError_t status = driver_copy_2d(dst, dpitch, nullptr, 0, width, height, kind, &copy); status != cudaSuccess)
     return status;

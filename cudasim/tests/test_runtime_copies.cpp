@@ -69,6 +69,7 @@ TEST_CASE("runtime copies: cudaMemcpy2D between pitched memory, and its errors",
     }
   }
   CHECK(name(cudaMemcpy2D(back.data(), 50, dev, pitch, 100, 2, cudaMemcpyDeviceToHost)) == "cudaErrorInvalidPitchValue");
+  CHECK(name(cudaMemcpy2D(back.data(), 50, dev, pitch, 100, 1, cudaMemcpyDeviceToHost)) == "cudaErrorInvalidPitchValue");
   CHECK(name(cudaMemcpy2D(back.data(), 100, dev, pitch, 100, 2, static_cast<cudaMemcpyKind>(9))) ==
         "cudaErrorInvalidMemcpyDirection");
   CHECK(name(cudaMemcpy2D(back.data(), 100, dev, pitch, 100, 7, cudaMemcpyDeviceToHost)) == "cudaErrorInvalidValue");
