@@ -9,8 +9,8 @@
 // and must be whole elements, as cuda.h says; the region must lie inside the array.
 #include "state.h"
 
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -113,7 +113,7 @@ Side stage(const Side& src, const Extent& e, std::shared_ptr<std::vector<unsigne
   return staged;
 }
 
-// Both sides of a copy of a non-empty extent, checked, with the destination writable.
+// Both sides of a copy, checked, with the destination writable (of an empty extent: the operands only).
 CUresult resolve_copy(State& st, const CUDA_MEMCPY3D& p, const Extent& e, Side* dst, Side* src) {
   if (p.reserved0 != nullptr || p.reserved1 != nullptr || p.srcLOD != 0 || p.dstLOD != 0)
     return CUDA_ERROR_INVALID_VALUE;
