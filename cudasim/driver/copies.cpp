@@ -153,7 +153,8 @@ CUresult copy(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, st
   return issue(s, ptd, {{dst, n, dst_side}, {src, n, src_side}}, [=](State& st, bool* wait, bool capturing) -> Operation {
     const bool dst_device = on_device(st, dst, dst_side);
     const bool src_device = on_device(st, src, src_side);
-    *wait = sync ? !(dst_device && src_device) : !(dst_device || src_device);
+    *wait = sync ? !(dst_device && src_device) || sync_memops(st, dst) || sync_memops(st, src)
+                 : !(dst_device || src_device);
     // Only pageable memory is staged; a pinned source is read when the copy runs, and so is any
     // source of a captured copy, which runs each time its graph is launched.
     if (!sync && !capturing && dst_device && !src_device && n > 0 && !host_range_pinned(st, src, n)) {
@@ -166,9 +167,9 @@ CUresult copy(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, st
 }
 
 // Sets never block the host: device memory is the only target, and even the synchronous forms
-// are only queued on their default stream.
+// are only queued on their default stream, unless the memory has CU_POINTER_ATTRIBUTE_SYNC_MEMOPS.
 template <typename T>
-CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd) {
+CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd, bool sync) {
   // A count whose size in bytes does not fit a size_t fits no allocation either (never wrapped to
   // a small range that would pass the check while the worker writes `count` elements).
   std::size_t bytes = 0;
@@ -184,7 +185,8 @@ CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd) 
   node.height = 1;
   return issue(
       s, ptd, {{dst, bytes, Side::Device}},
-      [=](State&, bool*, bool) -> Operation {
+      [=](State& st, bool* wait, bool) -> Operation {
+        *wait = sync && sync_memops(st, dst);
         return [dst, value, count] {
           T* p = static_cast<T*>(host(dst));
           for (std::size_t i = 0; i < count; ++i) p[i] = value;
@@ -292,41 +294,41 @@ CUDASIM_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdevic
 
 // --- sets ---
 CUDASIM_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return set(dstDevice, uc, N, nullptr, kLegacy);
+  return set(dstDevice, uc, N, nullptr, kLegacy, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return set(dstDevice, uc, N, nullptr, kPerThread);
+  return set(dstDevice, uc, N, nullptr, kPerThread, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N) {
-  return set(dstDevice, us, N, nullptr, kLegacy);
+  return set(dstDevice, us, N, nullptr, kLegacy, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N) {
-  return set(dstDevice, us, N, nullptr, kPerThread);
+  return set(dstDevice, us, N, nullptr, kPerThread, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-  return set(dstDevice, ui, N, nullptr, kLegacy);
+  return set(dstDevice, ui, N, nullptr, kLegacy, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-  return set(dstDevice, ui, N, nullptr, kPerThread);
+  return set(dstDevice, ui, N, nullptr, kPerThread, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
-  return set(dstDevice, uc, N, hStream, kLegacy);
+  return set(dstDevice, uc, N, hStream, kLegacy, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
                                              CUstream hStream) {
-  return set(dstDevice, uc, N, hStream, kPerThread);
+  return set(dstDevice, uc, N, hStream, kPerThread, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream) {
-  return set(dstDevice, us, N, hStream, kLegacy);
+  return set(dstDevice, us, N, hStream, kLegacy, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N,
                                               CUstream hStream) {
-  return set(dstDevice, us, N, hStream, kPerThread);
+  return set(dstDevice, us, N, hStream, kPerThread, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
-  return set(dstDevice, ui, N, hStream, kLegacy);
+  return set(dstDevice, ui, N, hStream, kLegacy, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
                                               CUstream hStream) {
-  return set(dstDevice, ui, N, hStream, kPerThread);
+  return set(dstDevice, ui, N, hStream, kPerThread, kAsync);
 }

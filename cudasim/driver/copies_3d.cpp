@@ -155,7 +155,8 @@ CUresult copy_3d(const CUDA_MEMCPY3D* p, CUstream stream, bool ptd, bool sync) {
           *op = [] {};
           return CUDA_SUCCESS;
         }
-        *wait = sync ? !(dst.device && src.device) : !(dst.device || src.device);
+        *wait = sync ? !(dst.device && src.device) || sync_memops(st, dst.first) || sync_memops(st, src.first)
+                     : !(dst.device || src.device);
         if (!sync && !capturing && dst.device && !src.device && !src.pinned) {
           std::shared_ptr<std::vector<unsigned char>> staged;
           Side from_stage = stage(src, e, &staged);
@@ -258,10 +259,11 @@ CUresult array_to_array(CUarray dst, std::size_t dst_offset, CUarray src, std::s
 }
 
 // A 2D set: `height` rows of `width` elements, `pitch` bytes apart, checked as a memset node is;
-// queued without waiting, like every set. Setting nothing checks cuInit and the stream only.
+// queued without waiting, like every set, unless synchronous on CU_POINTER_ATTRIBUTE_SYNC_MEMOPS
+// memory. Setting nothing checks cuInit and the stream only.
 template <typename T>
 CUresult set_2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, std::size_t height, CUstream s,
-                bool ptd) {
+                bool ptd, bool sync) {
   CUDA_MEMSET_NODE_PARAMS params{};
   params.dst = dst;
   params.pitch = pitch;
@@ -271,7 +273,8 @@ CUresult set_2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, 
   params.height = height;
   return enqueue_transfer(
       s, ptd, NodeKind::Memset,
-      [&](State& st, bool, bool*, Operation* op) -> CUresult {
+      [&](State& st, bool, bool* wait, Operation* op) -> CUresult {
+        *wait = sync && sync_memops(st, dst);
         if (width == 0 || height == 0) {
           *op = [] {};
           return CUDA_SUCCESS;
@@ -536,51 +539,51 @@ CUDASIM_EXPORT CUresult cuMemcpyAtoA_v2_ptds(CUarray dstArray, size_t dstOffset,
 // --- 2D sets ---
 CUDASIM_EXPORT CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
                                         size_t Height) {
-  return set_2d(dstDevice, dstPitch, uc, Width, Height, nullptr, kLegacy);
+  return set_2d(dstDevice, dstPitch, uc, Width, Height, nullptr, kLegacy, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
                                              size_t Height) {
-  return set_2d(dstDevice, dstPitch, uc, Width, Height, nullptr, kPerThread);
+  return set_2d(dstDevice, dstPitch, uc, Width, Height, nullptr, kPerThread, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
                                          size_t Height) {
-  return set_2d(dstDevice, dstPitch, us, Width, Height, nullptr, kLegacy);
+  return set_2d(dstDevice, dstPitch, us, Width, Height, nullptr, kLegacy, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
                                               size_t Width, size_t Height) {
-  return set_2d(dstDevice, dstPitch, us, Width, Height, nullptr, kPerThread);
+  return set_2d(dstDevice, dstPitch, us, Width, Height, nullptr, kPerThread, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
                                          size_t Height) {
-  return set_2d(dstDevice, dstPitch, ui, Width, Height, nullptr, kLegacy);
+  return set_2d(dstDevice, dstPitch, ui, Width, Height, nullptr, kLegacy, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
                                               size_t Height) {
-  return set_2d(dstDevice, dstPitch, ui, Width, Height, nullptr, kPerThread);
+  return set_2d(dstDevice, dstPitch, ui, Width, Height, nullptr, kPerThread, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
                                           size_t Height, CUstream hStream) {
-  return set_2d(dstDevice, dstPitch, uc, Width, Height, hStream, kLegacy);
+  return set_2d(dstDevice, dstPitch, uc, Width, Height, hStream, kLegacy, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
                                                size_t Width, size_t Height, CUstream hStream) {
-  return set_2d(dstDevice, dstPitch, uc, Width, Height, hStream, kPerThread);
+  return set_2d(dstDevice, dstPitch, uc, Width, Height, hStream, kPerThread, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
                                            size_t Height, CUstream hStream) {
-  return set_2d(dstDevice, dstPitch, us, Width, Height, hStream, kLegacy);
+  return set_2d(dstDevice, dstPitch, us, Width, Height, hStream, kLegacy, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
                                                 size_t Width, size_t Height, CUstream hStream) {
-  return set_2d(dstDevice, dstPitch, us, Width, Height, hStream, kPerThread);
+  return set_2d(dstDevice, dstPitch, us, Width, Height, hStream, kPerThread, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
                                            size_t Height, CUstream hStream) {
-  return set_2d(dstDevice, dstPitch, ui, Width, Height, hStream, kLegacy);
+  return set_2d(dstDevice, dstPitch, ui, Width, Height, hStream, kLegacy, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
                                                 size_t Width, size_t Height, CUstream hStream) {
-  return set_2d(dstDevice, dstPitch, ui, Width, Height, hStream, kPerThread);
+  return set_2d(dstDevice, dstPitch, ui, Width, Height, hStream, kPerThread, kAsync);
 }
 
 // --- batches (12.8's forms report the failing copy's index; 13.0's _v2 forms do not) ---

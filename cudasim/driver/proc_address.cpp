@@ -96,6 +96,7 @@ const ProcEntry kEntries[] = {
   {"cuMemGetAddressRange", 3020, fn(cuMemGetAddressRange_v2), nullptr},
   {"cuPointerGetAttribute", 4000, fn(cuPointerGetAttribute), nullptr},
   {"cuPointerGetAttributes", 7000, fn(cuPointerGetAttributes), nullptr},
+  {"cuPointerSetAttribute", 6000, fn(cuPointerSetAttribute), nullptr},
   {"cuIpcGetMemHandle", 4010, fn(cuIpcGetMemHandle), nullptr},
   {"cuIpcOpenMemHandle", 4010, nullptr, nullptr},  // the pre-11.0 form is not simulated
   {"cuIpcOpenMemHandle", 11000, fn(cuIpcOpenMemHandle_v2), nullptr},

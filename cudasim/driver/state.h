@@ -117,6 +117,7 @@ struct Allocation {
   AllocKind kind = AllocKind::Sync;
   CUmemPoolHandle_st* pool = nullptr;
   std::uint64_t buffer_id = 0;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused, even for an address
+  bool sync_memops = false;     // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: its synchronous copies and sets wait
 };
 
 // A range of host address space standing in for device memory.
@@ -241,6 +242,9 @@ CUresult with_stream(CUstream handle, bool per_thread_default, Body body) {
 // --- memory.cpp ---
 // Finds the live allocation holding [ptr, ptr + bytes); null when none does. Needs State::mu.
 const Allocation* find_allocation(State& st, std::uintptr_t ptr, std::size_t bytes);
+// Whether `ptr` lies in an allocation with CU_POINTER_ATTRIBUTE_SYNC_MEMOPS set (cuPointerSetAttribute):
+// its synchronous copies and sets return once done.
+bool sync_memops(State& st, std::uintptr_t ptr);
 // Maps `bytes` of simulated device memory, 2 MiB aligned from 2 MiB up, else page aligned.
 Mapping map_device_memory(std::size_t bytes);
 // ftruncate of a memfd that backs simulated device memory. A real device's memory is no file: a

@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <chrono>
+#include <functional>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 using namespace driver_test;
@@ -819,4 +822,51 @@ TEST_CASE("driver copies: graph copy nodes to and from arrays", "[driver][copies
   REQUIRE(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
   REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
   REQUIRE(cuArrayDestroy(plane) == CUDA_SUCCESS);
+}
+
+TEST_CASE("driver copies: CU_POINTER_ATTRIBUTE_SYNC_MEMOPS makes synchronous sets and copies wait",
+          "[driver][copies][memory]") {
+  primary_context();
+  const CUdeviceptr plain = allocate(4096), synced = allocate(4096);
+  int value = -1;
+  REQUIRE(cuPointerGetAttribute(&value, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, synced) == CUDA_SUCCESS);
+  CHECK(value == 0);
+  const unsigned int on = 1;
+  REQUIRE(cuPointerSetAttribute(&on, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, synced + 100) == CUDA_SUCCESS);
+  REQUIRE(cuPointerGetAttribute(&value, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, synced + 4000) == CUDA_SUCCESS);
+  CHECK(value == 1);
+
+  // The legacy stream waits for a blocking stream held by a gate, opened a little later.
+  CUstream blocker = nullptr;
+  REQUIRE(cuStreamCreate(&blocker, CU_STREAM_DEFAULT) == CUDA_SUCCESS);
+  auto held = [&](const std::function<CUresult()>& call) {
+    Gate gate;
+    REQUIRE(cuLaunchHostFunc(blocker, Gate::wait, &gate) == CUDA_SUCCESS);
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      gate.open();
+    });
+    REQUIRE(call() == CUDA_SUCCESS);
+    const bool waited = gate.ran();
+    opener.join();
+    REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+    return waited;
+  };
+  CHECK(!held([&] { return cuMemsetD8(plain, 1, 4096); }));  // a set is only queued
+  CHECK(held([&] { return cuMemsetD8(synced, 1, 4096); }));  // unless the memory says otherwise
+  CHECK(held([&] { return cuMemsetD2D32(synced, 64, 2, 16, 4); }));
+  CHECK(held([&] { return cuMemcpyDtoD(synced, plain, 1024); }));
+  CHECK(!held([&] { return cuMemsetD8Async(synced, 1, 16, nullptr); }));  // async forms stay async
+  const unsigned int off = 0;
+  REQUIRE(cuPointerSetAttribute(&off, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, synced) == CUDA_SUCCESS);
+  CHECK(!held([&] { return cuMemsetD8(synced, 1, 4096); }));
+
+  CHECK(cuPointerSetAttribute(nullptr, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, synced) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuPointerSetAttribute(&on, CU_POINTER_ATTRIBUTE_BUFFER_ID, synced) == CUDA_ERROR_INVALID_VALUE);
+  std::vector<unsigned char> host(64);
+  CHECK(cuPointerSetAttribute(&on, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, reinterpret_cast<CUdeviceptr>(host.data())) ==
+        CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuStreamDestroy(blocker) == CUDA_SUCCESS);
+  REQUIRE(cuMemFree(plain) == CUDA_SUCCESS);
+  REQUIRE(cuMemFree(synced) == CUDA_SUCCESS);
 }
