@@ -85,7 +85,13 @@ namespace cudasim::runtime {
   X(cuGraphKernelNodeGetAttribute, 11000) X(cuGraphKernelNodeSetAttribute, 11000)                    \
   X(cuGraphKernelNodeCopyAttributes, 11000) X(cuGraphAddNode, 12030) X(cuGraphNodeSetParams, 12020)   \
   X(cuGraphExecNodeSetParams, 12020) X(cuMemPrefetchBatchAsync, 13000) X(cuMemDiscardBatchAsync, 13000)   \
-  X(cuMemDiscardAndPrefetchBatchAsync, 13000)
+  X(cuMemDiscardAndPrefetchBatchAsync, 13000) X(cuMemcpy3D, 3020) X(cuMemcpy3DAsync, 3020)        \
+  X(cuMemcpy3DPeer, 4000) X(cuMemcpy3DPeerAsync, 4000) X(cuMemsetD2D8, 3020)                      \
+  X(cuMemsetD2D8Async, 3020) X(cuArray3DGetDescriptor, 3020) X(cuMemcpyBatchAsync, 13000)          \
+  X(cuMemcpy3DBatchAsync, 13000) X(cuDeviceGetPCIBusId, 4010) X(cuDeviceGetByPCIBusId, 4010)          \
+  X(cuDeviceGetHostAtomicCapabilities, 13000) X(cuArrayGetMemoryRequirements, 11060)                \
+  X(cuMipmappedArrayGetMemoryRequirements, 11060) X(cuMipmappedArrayGetLevel, 5000)       \
+  X(cuDeviceRegisterAsyncNotification, 12040) X(cuDeviceUnregisterAsyncNotification, 12040)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.
