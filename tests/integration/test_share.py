@@ -241,7 +241,8 @@ class FrameworksSideBySide(ShareTestCase):
                     self.assertEqual(values["nvml_total"], values["total"], outcome.describe())
                     self.assertLessEqual(int(values["total"]), DEVICE_MIB * MiB)
                     self.assertLessEqual(int(values["free"]), int(values["total"]))
-                    self.assertLessEqual(outcome.share["guarantee"], view["capacity"], outcome.describe())
+                    # At its last visit (the others may have left by then): within the device.
+                    self.assertLessEqual(outcome.share["guarantee"], DEVICE_MIB * MiB, outcome.describe())
 
 
 class GreedyProcess(ShareTestCase):
