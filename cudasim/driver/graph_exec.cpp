@@ -265,6 +265,8 @@ bool cudasim::build_exec_graph(State& st, const CUgraph_st& graph, ExecGraph* ou
     made.event = node->event;
     made.memset = node->memset;
     made.copy = node->copy;
+    made.memops = node->memops;
+    made.memop_ctx = node->memop_ctx;
     if (node->kind == NodeKind::Kernel) made.kernel_ctx = kernel_context(st, node->kernel);
     // A child graph as it is now: changes made through cuGraphChildGraphNodeGetGraph count.
     if (node->child != nullptr) {
@@ -369,6 +371,7 @@ CUgraphNodeType node_type(NodeKind kind) {
     case NodeKind::Kernel: return CU_GRAPH_NODE_TYPE_KERNEL;
     case NodeKind::Empty: return CU_GRAPH_NODE_TYPE_EMPTY;
     case NodeKind::Graph: return CU_GRAPH_NODE_TYPE_GRAPH;
+    case NodeKind::BatchMemOp: return CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
   }
   return CU_GRAPH_NODE_TYPE_EMPTY;
 }

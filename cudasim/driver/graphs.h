@@ -16,7 +16,7 @@
 
 namespace cudasim {
 
-enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree, Kernel, Empty, Graph };
+enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree, Kernel, Empty, Graph, BatchMemOp };
 
 }  // namespace cudasim
 
@@ -43,6 +43,9 @@ struct CUgraphNode_st {
   // A child-graph node added by cuGraphAddChildGraphNode: its own copy of the graph, which
   // instantiation runs (a captured graph launch has none: its op does the work).
   CUgraph_st* child = nullptr;
+  // BatchMemOp: the operations (cuGraphBatchMemOpNodeGetParams hands out this array) and their context.
+  std::vector<CUstreamBatchMemOpParams> memops;
+  CUcontext memop_ctx = nullptr;
 };
 
 namespace cudasim {
@@ -59,6 +62,8 @@ struct ExecNode {
   CUDA_MEMSET_NODE_PARAMS memset{};  // what the update rules compare
   CUDA_MEMCPY3D copy{};
   CUctx_st* kernel_ctx = nullptr;  // the context owning a kernel node's function (null: any)
+  std::vector<CUstreamBatchMemOpParams> memops;  // BatchMemOp: what the update rules compare
+  CUcontext memop_ctx = nullptr;
   bool enabled = true;  // a disabled node (cuGraphNodeSetEnabled) does nothing at launch
   std::unique_ptr<ExecGraph> child;  // a child-graph node's graph
 };

@@ -370,6 +370,15 @@ CUctx_st* kernel_context(State& st, const CUDA_KERNEL_NODE_PARAMS& p);
 // make a cycle.
 bool build_exec_graph(State& st, const CUgraph_st& graph, ExecGraph* out);
 
+// --- stream_memops.cpp --- (need State::mu held)
+// The work of `count` stream memory operations run in order, each checked as cuStreamBatchMemOp
+// checks it (`v2`: the _v2 forms' rules).
+CUresult batch_memops_work(State& st, const CUstreamBatchMemOpParams* ops, unsigned count, bool v2, Operation* op);
+// ... of a batch memory-operation node's parameters (the _v2 rules, a live context or none).
+CUresult batch_memop_node_work(State& st, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p, Operation* op);
+// Records what a batch memory-operation node was made with (a copy of the array).
+void keep_batch_memop_params(CUgraphNode_st* node, const CUDA_BATCH_MEM_OP_NODE_PARAMS& p);
+
 // --- events.cpp, streams.cpp --- (need State::mu held)
 // An event recorded / waited for on `stream` at this point of its queue, as cuEventRecord and
 // cuStreamWaitEvent do outside a capture (the event-record and event-wait nodes of a graph launch).

@@ -59,6 +59,10 @@ TEST_CASE("base names resolve to the versioned entry point for the version asked
   CHECK(answer("cuEventElapsedTime", 12080) == exported("cuEventElapsedTime_v2"));
   CHECK(answer("cuMemAllocAsync", 11020) == exported("cuMemAllocAsync"));
   CHECK(answer("cuInit", 2000) == exported("cuInit"));
+  CHECK(answer("cuStreamWaitValue32", 11000) == exported("cuStreamWaitValue32"));
+  CHECK(answer("cuStreamWaitValue32", 12000) == exported("cuStreamWaitValue32_v2"));
+  CHECK(answer("cuStreamBatchMemOp", 11070) == exported("cuStreamBatchMemOp_v2"));
+  CHECK(answer("cuGraphAddBatchMemOpNode", 12000) == exported("cuGraphAddBatchMemOpNode"));
 }
 
 TEST_CASE("cuGetProcAddress answers for itself", "[driver][proc]") {
