@@ -3,7 +3,7 @@
 // The table follows the toolkit's cudaTypedefs.h: each PFN_<name>_v<version> is one row, giving
 // the exported function that answers requests with cudaVersion >= version (the highest such row
 // wins). A row with no function marks an ABI the real driver has but the simulator does not
-// (the 32-bit v1 forms, cuStreamGetCtx_v2): asking for it reports the symbol as not found rather
+// (the 32-bit v1 forms): asking for it reports the symbol as not found rather
 // than handing out a function with the wrong signature. Rows newer than the simulated driver
 // (CUDASIM_DRIVER_VERSION) are never answered: the request is served as if for that version.
 #include "state.h"
@@ -195,7 +195,13 @@ const ProcEntry kEntries[] = {
   {"cuStreamAddCallback", 5000, fn(cuStreamAddCallback), fn(cuStreamAddCallback_ptsz)},
   {"cuStreamGetFlags", 5050, fn(cuStreamGetFlags), fn(cuStreamGetFlags_ptsz)},
   {"cuStreamGetCtx", 9020, fn(cuStreamGetCtx), fn(cuStreamGetCtx_ptsz)},
-  {"cuStreamGetCtx", 12050, nullptr, nullptr},
+  {"cuStreamGetCtx", 12050, fn(cuStreamGetCtx_v2), fn(cuStreamGetCtx_v2_ptsz)},
+  // stream attributes, numbers and devices (stream_attributes.cpp)
+  {"cuStreamGetAttribute", 11000, fn(cuStreamGetAttribute), fn(cuStreamGetAttribute_ptsz)},
+  {"cuStreamSetAttribute", 11000, fn(cuStreamSetAttribute), fn(cuStreamSetAttribute_ptsz)},
+  {"cuStreamCopyAttributes", 11000, fn(cuStreamCopyAttributes), fn(cuStreamCopyAttributes_ptsz)},
+  {"cuStreamGetId", 12000, fn(cuStreamGetId), fn(cuStreamGetId_ptsz)},
+  {"cuStreamGetDevice", 12080, fn(cuStreamGetDevice), fn(cuStreamGetDevice_ptsz)},
   {"cuLaunchHostFunc", 10000, fn(cuLaunchHostFunc), fn(cuLaunchHostFunc_ptsz)},
   {"cuStreamGetPriority", 5050, fn(cuStreamGetPriority), fn(cuStreamGetPriority_ptsz)},
   // stream memory operations (stream_memops.cpp): the v1 forms, then the _v2 forms of 11.7

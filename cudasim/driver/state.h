@@ -151,6 +151,7 @@ struct State {
   std::unordered_set<CUgraphExec_st*> graph_execs;  // instantiated graphs not destroyed (graph_exec.cpp)
   std::unordered_map<CUgraph_st*, int> graph_exec_counts;  // instantiations per graph: they keep its memory
   std::uint64_t last_capture_id = 0;
+  unsigned long long last_stream_id = 0;  // cuStreamGetId numbers handed out (stream_attributes.cpp)
   std::deque<Mapping> quarantine;  // freed ranges kept PROT_NONE so late use faults
   std::uint64_t device_allocations = 0;  // attempts counted against CUDASIM_FAIL_ALLOC_AFTER
   std::uint64_t last_buffer_id = 0;      // the last CU_POINTER_ATTRIBUTE_BUFFER_ID handed out
@@ -378,6 +379,11 @@ CUresult batch_memops_work(State& st, const CUstreamBatchMemOpParams* ops, unsig
 CUresult batch_memop_node_work(State& st, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p, Operation* op);
 // Records what a batch memory-operation node was made with (a copy of the array).
 void keep_batch_memop_params(CUgraphNode_st* node, const CUDA_BATCH_MEM_OP_NODE_PARAMS& p);
+
+// --- graph_params.cpp ---
+// Whether a launch attribute's value lies where cuda.h bounds it (an access policy window's hit
+// ratio and properties, known policies and domains); attributes with no bounds are valid.
+bool launch_attribute_value_valid(CUlaunchAttributeID attr, const CUlaunchAttributeValue& value);
 
 // --- events.cpp, streams.cpp --- (need State::mu held)
 // An event recorded / waited for on `stream` at this point of its queue, as cuEventRecord and

@@ -85,7 +85,9 @@ namespace cudasim::runtime {
   X(cuGraphKernelNodeGetAttribute, 11000) X(cuGraphKernelNodeSetAttribute, 11000)                    \
   X(cuGraphKernelNodeCopyAttributes, 11000) X(cuGraphAddNode, 12030) X(cuGraphNodeSetParams, 12020)   \
   X(cuGraphExecNodeSetParams, 12020) X(cuMemPrefetchBatchAsync, 13000) X(cuMemDiscardBatchAsync, 13000)   \
-  X(cuMemDiscardAndPrefetchBatchAsync, 13000)
+  X(cuMemDiscardAndPrefetchBatchAsync, 13000)                                                     \
+  X(cuStreamGetAttribute, 11000) X(cuStreamSetAttribute, 11000) X(cuStreamCopyAttributes, 11000)  \
+  X(cuStreamGetId, 12000) X(cuStreamGetDevice, 12080) X(cuEventRecordWithFlags, 11010)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.
