@@ -46,6 +46,8 @@ struct CUgraphNode_st {
   // BatchMemOp: the operations (cuGraphBatchMemOpNodeGetParams hands out this array) and their context.
   std::vector<CUstreamBatchMemOpParams> memops;
   CUcontext memop_ctx = nullptr;
+  // In a graph made by cuGraphClone: the node it copies, as a key only (cuGraphNodeFindInClone).
+  const CUgraphNode_st* cloned_from = nullptr;
 };
 
 namespace cudasim {
@@ -80,6 +82,10 @@ struct ExecGraph {
 // respects every dependency.
 struct CUgraphExec_st {
   CUctx_st* ctx = nullptr;
+  // The user-object references taken from the graph (and its child graphs) when instantiated; each
+  // queued launch holds this too, so they are released once the executable graph is destroyed and
+  // its launches have run.
+  std::shared_ptr<void> user_refs;
   cudasim::ExecGraph nodes;
   std::uint64_t flags = 0;  // as instantiated
   int device = 0;
@@ -104,6 +110,8 @@ struct CUgraph_st {
   std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
   std::vector<CUdeviceptr> allocations;
   std::vector<FreedGraphAllocation> freed;
+  // The user-object references the graph owns (user_objects.cpp), released when it is destroyed.
+  std::map<CUuserObject_st*, unsigned> user_refs;
 };
 
 namespace cudasim {
@@ -121,6 +129,8 @@ struct Capture {
   CUgraph_st* graph = nullptr;
   bool invalidated = false;
   bool ended = false;
+  // cuStreamBeginCaptureToGraph: `graph` is the program's own, which it keeps whatever the outcome.
+  bool into_existing = false;
   // Per stream of the sequence, the nodes its next captured work depends on.
   std::map<CUstream_st*, std::vector<CUgraphNode_st*>> tails;
   std::vector<CUgraphNode> dependencies;  // handed out by cuStreamGetCaptureInfo

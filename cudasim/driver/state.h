@@ -331,9 +331,16 @@ void destroy_child_graph(State& st, CUgraphNode_st& node);
 // Ends every capture of the context's streams (context destruction), destroying their graphs.
 void abandon_captures(State& st, CUctx_st* ctx);
 void abandon_capture(State& st, CUstream_st* stream);
+// Whether a stream captures into `graph` now (cuStreamBeginCaptureToGraph): it can be neither
+// instantiated nor destroyed until the capture ends.
+bool graph_being_captured(const State& st, const CUgraph_st* graph);
 
-// --- graph_exec.cpp --- (all need State::mu held)
-// CUDA_SUCCESS for a graph the program holds, else CUDA_ERROR_INVALID_VALUE.
+// --- graph_exec.cpp ---
+// Whether the edge data is all the default (zeroed, or none given): the only edges simulated. Other
+// edges (ports, programmatic dependencies) belong to device-side launch ordering.
+bool default_edges(const CUgraphEdgeData* edges, size_t count);
+// (the rest need State::mu held)
+// CUDA_SUCCESS for a graph the program holds or a stream captures into, else CUDA_ERROR_INVALID_VALUE.
 CUresult check_graph(State& st, CUgraph graph);
 bool has_memory_nodes(const CUgraph_st* graph);
 // A live node: one of a graph the program holds (created, or returned by cuStreamEndCapture).
@@ -379,6 +386,14 @@ CUresult batch_memops_work(State& st, const CUstreamBatchMemOpParams* ops, unsig
 CUresult batch_memop_node_work(State& st, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p, Operation* op);
 // Records what a batch memory-operation node was made with (a copy of the array).
 void keep_batch_memop_params(CUgraphNode_st* node, const CUDA_BATCH_MEM_OP_NODE_PARAMS& p);
+
+// --- user_objects.cpp ---
+// The graph's user-object references go (cuGraphDestroy): objects left with none are destroyed.
+void release_graph_user_objects(CUgraph_st* graph);
+// A clone owns references of its own to the objects the original owns.
+void copy_graph_user_objects(const CUgraph_st& from, CUgraph_st* to);
+// New references to every object `graph` and its child graphs own, released with the result.
+std::shared_ptr<void> hold_graph_user_objects(const CUgraph_st& graph);
 
 // --- graph_params.cpp ---
 // Whether a launch attribute's value lies where cuda.h bounds it (an access policy window's hit

@@ -30,12 +30,6 @@ namespace {
 
 const char kPtx[] = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry step()\n{\n\tret;\n}\n";
 
-CUstream new_stream() {
-  CUstream stream = nullptr;
-  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
-  return stream;
-}
-
 CUevent new_event() {
   CUevent event = nullptr;
   REQUIRE(cuEventCreate(&event, CU_EVENT_DEFAULT) == CUDA_SUCCESS);

@@ -17,12 +17,6 @@ extern "C" CUresult cuStreamGetAttribute_ptsz(CUstream, CUstreamAttrID, CUstream
 
 namespace {
 
-CUstream new_stream(int priority = 0) {
-  CUstream stream = nullptr;
-  REQUIRE(cuStreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, priority) == CUDA_SUCCESS);
-  return stream;
-}
-
 unsigned long long id_of(CUstream stream) {
   unsigned long long id = 0;
   REQUIRE(cuStreamGetId(stream, &id) == CUDA_SUCCESS);

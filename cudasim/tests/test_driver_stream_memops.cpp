@@ -24,12 +24,6 @@ extern "C" CUresult cuStreamBatchMemOp(CUstream, unsigned int, CUstreamBatchMemO
 
 namespace {
 
-CUstream new_stream() {
-  CUstream stream = nullptr;
-  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
-  return stream;
-}
-
 // Page-locked host words the test writes directly, zeroed.
 template <typename T>
 T* host_word() {
