@@ -87,7 +87,11 @@ namespace cudasim::runtime {
   X(cuGraphExecNodeSetParams, 12020) X(cuMemPrefetchBatchAsync, 13000) X(cuMemDiscardBatchAsync, 13000)   \
   X(cuMemDiscardAndPrefetchBatchAsync, 13000)                                                     \
   X(cuStreamGetAttribute, 11000) X(cuStreamSetAttribute, 11000) X(cuStreamCopyAttributes, 11000)  \
-  X(cuStreamGetId, 12000) X(cuStreamGetDevice, 12080) X(cuEventRecordWithFlags, 11010)
+  X(cuStreamGetId, 12000) X(cuStreamGetDevice, 12080) X(cuEventRecordWithFlags, 11010)          \
+  X(cuGraphNodeGetDependentNodes, 12030) X(cuGraphNodeFindInClone, 10000)                          \
+  X(cuUserObjectCreate, 11030) X(cuUserObjectRetain, 11030) X(cuUserObjectRelease, 11030)          \
+  X(cuGraphRetainUserObject, 11030) X(cuGraphReleaseUserObject, 11030)                             \
+  X(cuStreamBeginCaptureToGraph, 12030) X(cuStreamUpdateCaptureDependencies, 12030)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

@@ -25,6 +25,11 @@ cudaError_t stream_wait_event(CUstream stream, CUevent event, unsigned int flags
 cudaError_t stream_is_capturing(CUstream stream, cudaStreamCaptureStatus* status);
 cudaError_t stream_begin_capture(CUstream stream, cudaStreamCaptureMode mode);
 cudaError_t stream_end_capture(CUstream stream, cudaGraph_t* graph);
+// graph_objects_api.cpp
+cudaError_t stream_begin_capture_to_graph(CUstream stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                                          const cudaGraphEdgeData* edges, size_t count, cudaStreamCaptureMode mode);
+cudaError_t stream_update_capture_dependencies(CUstream stream, cudaGraphNode_t* dependencies,
+                                               const cudaGraphEdgeData* edges, size_t count, unsigned int flags);
 cudaError_t stream_get_capture_info(CUstream stream, cudaStreamCaptureStatus* status, unsigned long long* id,
                                     cudaGraph_t* graph, const cudaGraphNode_t** dependencies,
                                     const cudaGraphEdgeData** edges, size_t* count);

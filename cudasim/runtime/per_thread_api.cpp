@@ -48,6 +48,22 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
   return api_call([&] { return stream_end_capture(per_thread_stream(stream), pGraph); });
 }
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                                          const cudaGraphEdgeData* dependencyData, size_t numDependencies,
+                                          enum cudaStreamCaptureMode mode) {
+  return api_call([&] {
+    return stream_begin_capture_to_graph(per_thread_stream(stream), graph, dependencies, dependencyData,
+                                         numDependencies, mode);
+  });
+}
+cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t* dependencies,
+                                                const cudaGraphEdgeData* dependencyData, size_t numDependencies,
+                                                unsigned int flags) {
+  return api_call([&] {
+    return stream_update_capture_dependencies(per_thread_stream(stream), dependencies, dependencyData,
+                                              numDependencies, flags);
+  });
+}
 cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
                                      unsigned long long* id_out, cudaGraph_t* graph_out,
                                      const cudaGraphNode_t** dependencies_out,
