@@ -271,6 +271,8 @@ bool cudasim::build_exec_graph(State& st, const CUgraph_st& graph, ExecGraph* ou
     made.memops = node->memops;
     made.memop_ctx = node->memop_ctx;
     if (node->kind == NodeKind::Kernel) made.kernel_ctx = kernel_context(st, node->kernel);
+    // A conditional node's body, chosen by its handle's value, is its work.
+    if (node->kind == NodeKind::Conditional && !conditional_work(st, *node, &made.op)) return false;
     // A child graph as it is now: changes made through cuGraphChildGraphNodeGetGraph count.
     if (node->child != nullptr) {
       made.child = std::make_unique<ExecGraph>();
@@ -291,6 +293,22 @@ void launch_steps(const ExecGraph& graph, std::vector<const ExecNode*>* steps) {
     else if (node.enabled) steps->push_back(&node);  // a disabled node is an empty one
   }
 }
+
+}  // namespace
+
+Operation cudasim::graph_work(const ExecGraph& graph) {
+  std::vector<const ExecNode*> steps;
+  launch_steps(graph, &steps);
+  std::vector<Operation> ops;
+  for (const ExecNode* step : steps) {
+    if (step->op) ops.push_back(step->op);
+  }
+  return [ops = std::move(ops)] {
+    for (const Operation& op : ops) op();
+  };
+}
+
+namespace {
 
 CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags,
                      CUgraphInstantiateResult* result = nullptr) {
@@ -379,6 +397,7 @@ CUgraphNodeType node_type(NodeKind kind) {
     case NodeKind::Empty: return CU_GRAPH_NODE_TYPE_EMPTY;
     case NodeKind::Graph: return CU_GRAPH_NODE_TYPE_GRAPH;
     case NodeKind::BatchMemOp: return CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+    case NodeKind::Conditional: return CU_GRAPH_NODE_TYPE_CONDITIONAL;
   }
   return CU_GRAPH_NODE_TYPE_EMPTY;
 }
@@ -836,7 +855,8 @@ CUDASIM_EXPORT CUresult cuGraphClone(CUgraph* phGraphClone, CUgraph originalGrap
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (phGraphClone == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_graph(l.st, originalGraph); rc != CUDA_SUCCESS) return rc;
-  if (has_memory_nodes(originalGraph)) return CUDA_ERROR_NOT_SUPPORTED;
+  // Nor graphs with conditional nodes (cuda.h).
+  if (has_memory_nodes(originalGraph) || has_conditional_nodes(*originalGraph)) return CUDA_ERROR_NOT_SUPPORTED;
   *phGraphClone = clone_graph(l.st, *originalGraph);
   return CUDA_SUCCESS;
 }
@@ -864,6 +884,7 @@ CUDASIM_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode* phGraphNode, CUgra
       [&](State& st, Operation*) {
         if (CUresult rc = check_graph(st, childGraph); rc != CUDA_SUCCESS) return rc;
         if (has_memory_nodes(childGraph)) return CUDA_ERROR_INVALID_VALUE;
+        if (has_conditional_nodes(*childGraph)) return CUDA_ERROR_NOT_SUPPORTED;  // it would be cloned
         embedded = clone_graph(st, *childGraph);
         return CUDA_SUCCESS;
       },

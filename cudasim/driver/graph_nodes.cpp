@@ -2,7 +2,7 @@
 // cuGraphExecNodeSetParams. A CUgraphNodeParams names a node type and holds that type's parameters;
 // each type simulated is served by the call of its own (graph_exec.cpp, graph_params.cpp,
 // graph_update.cpp, stream_memops.cpp), so its checks, codes and effects are the same. Types not
-// simulated (external-semaphore nodes) and the changes cuda.h
+// simulated (external-semaphore nodes), the parameters of conditional nodes changed, and the changes cuda.h
 // documents as unsupported (memory nodes' parameters) answer CUDA_ERROR_NOT_SUPPORTED.
 #include "state.h"
 
@@ -77,6 +77,7 @@ CUresult add_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependenci
       const CUDA_BATCH_MEM_OP_NODE_PARAMS batch = batch_params(p->memOp);
       return cuGraphAddBatchMemOpNode(out, graph, dependencies, count, &batch);
     }
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: return add_conditional_node(out, graph, dependencies, count, &p->conditional);
     default: return CUDA_ERROR_NOT_SUPPORTED;
   }
 }

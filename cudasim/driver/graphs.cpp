@@ -77,6 +77,7 @@ void destroy_children(State& st, CUgraph_st* graph) {
 void destroy_graph(State& st, CUgraph_st* graph) {
   st.graphs.erase(graph);
   release_graph_user_objects(graph);  // instantiations hold references of their own
+  forget_conditional_handles(st, graph);
   destroy_children(st, graph);
   if (st.graph_exec_counts.contains(graph)) return;
   for (CUdeviceptr dptr : graph->allocations) release_graph_allocation(st, dptr);
@@ -229,6 +230,10 @@ namespace cudasim {
 void invalidate(Capture& capture) { capture.invalidated = true; }
 
 void destroy_child_graph(State& st, CUgraphNode_st& node) {
+  for (CUgraph_st* body : std::exchange(node.bodies, {})) {  // a conditional node's
+    body->owner = nullptr;
+    destroy_graph(st, body);
+  }
   if (node.child == nullptr) return;
   node.child->owner = nullptr;
   destroy_graph(st, std::exchange(node.child, nullptr));

@@ -16,7 +16,8 @@
 
 namespace cudasim {
 
-enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree, Kernel, Empty, Graph, BatchMemOp };
+enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree, Kernel, Empty, Graph, BatchMemOp,
+                      Conditional };
 
 }  // namespace cudasim
 
@@ -48,6 +49,11 @@ struct CUgraphNode_st {
   CUcontext memop_ctx = nullptr;
   // In a graph made by cuGraphClone: the node it copies, as a key only (cuGraphNodeFindInClone).
   const CUgraphNode_st* cloned_from = nullptr;
+  // Conditional (graph_conditional.cpp): its handle, type, and body graphs, which it owns (as a
+  // child-graph node owns its graph) and hands out through CUDA_CONDITIONAL_NODE_PARAMS::phGraph_out.
+  CUgraphConditionalHandle condition = 0;
+  CUgraphConditionalNodeType condition_type = CU_GRAPH_COND_TYPE_IF;
+  std::vector<CUgraph_st*> bodies;
 };
 
 namespace cudasim {
@@ -115,6 +121,15 @@ struct CUgraph_st {
 };
 
 namespace cudasim {
+
+// A conditional handle (cuGraphConditionalHandleCreate): the graph whose conditional nodes (or its
+// child graphs') may use it, the context, and the value each launch starts with.
+struct ConditionalHandle {
+  CUgraph_st* graph = nullptr;
+  CUcontext ctx = nullptr;
+  unsigned default_value = 0;
+  unsigned flags = 0;
+};
 
 // One capture sequence, from cuStreamBeginCapture to cuStreamEndCapture on `origin`. Other streams
 // join it by waiting for an event recorded in it (the fork of a multi-stream capture) and must be

@@ -152,6 +152,9 @@ struct State {
   std::unordered_map<CUgraph_st*, int> graph_exec_counts;  // instantiations per graph: they keep its memory
   std::uint64_t last_capture_id = 0;
   unsigned long long last_stream_id = 0;  // cuStreamGetId numbers handed out (stream_attributes.cpp)
+  // Conditional handles by number, while their graph lives (graph_conditional.cpp).
+  std::map<CUgraphConditionalHandle, ConditionalHandle> conditional_handles;
+  CUgraphConditionalHandle last_conditional_handle = 0;
   std::deque<Mapping> quarantine;  // freed ranges kept PROT_NONE so late use faults
   std::uint64_t device_allocations = 0;  // attempts counted against CUDASIM_FAIL_ALLOC_AFTER
   std::uint64_t last_buffer_id = 0;      // the last CU_POINTER_ATTRIBUTE_BUFFER_ID handed out
@@ -377,6 +380,8 @@ CUctx_st* kernel_context(State& st, const CUDA_KERNEL_NODE_PARAMS& p);
 // What an executable graph takes from `graph` now (child graphs included); false when its edges
 // make a cycle.
 bool build_exec_graph(State& st, const CUgraph_st& graph, ExecGraph* out);
+// The work of a whole executable graph (of nodes other than event nodes) run in order, as one operation.
+Operation graph_work(const ExecGraph& graph);
 
 // --- stream_memops.cpp --- (need State::mu held)
 // The work of `count` stream memory operations run in order, each checked as cuStreamBatchMemOp
@@ -386,6 +391,20 @@ CUresult batch_memops_work(State& st, const CUstreamBatchMemOpParams* ops, unsig
 CUresult batch_memop_node_work(State& st, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p, Operation* op);
 // Records what a batch memory-operation node was made with (a copy of the array).
 void keep_batch_memop_params(CUgraphNode_st* node, const CUDA_BATCH_MEM_OP_NODE_PARAMS& p);
+
+// --- graph_conditional.cpp --- (need State::mu held, except add_conditional_node, which locks)
+// cuGraphAddNode for CU_GRAPH_NODE_TYPE_CONDITIONAL: the node and its empty body graphs, handed
+// out through p->phGraph_out.
+CUresult add_conditional_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependencies, size_t count,
+                              CUDA_CONDITIONAL_NODE_PARAMS* p);
+// Whether `graph` (or a graph embedded in it) holds a conditional node: such graphs are not cloned.
+bool has_conditional_nodes(const CUgraph_st& graph);
+// What a launch of the conditional node does: the body its handle's value selects, run once (if,
+// switch) or while the value is non-zero (while: for ever, since no device code runs to change it).
+// False when a body holds a node of a type bodies may not hold.
+bool conditional_work(State& st, const CUgraphNode_st& node, Operation* op);
+// The handles of a graph that goes.
+void forget_conditional_handles(State& st, const CUgraph_st* graph);
 
 // --- user_objects.cpp ---
 // The graph's user-object references go (cuGraphDestroy): objects left with none are destroyed.

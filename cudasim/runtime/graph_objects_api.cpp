@@ -1,10 +1,11 @@
 // Graph queries, user objects and captures into existing graphs through the runtime API
 // (cudaGraphNodeGetDependentNodes, cudaGraphNodeFindInClone, cudaUserObject*, cudaGraph*UserObject,
-// cudaStreamBeginCaptureToGraph, cudaStreamUpdateCaptureDependencies), over the driver's
+// cudaGraphConditionalHandleCreate, cudaStreamBeginCaptureToGraph, cudaStreamUpdateCaptureDependencies), over the driver's
 // (graph_exec.cpp, user_objects.cpp and graphs.cpp there); the _ptsz forms are in per_thread_api.cpp.
 #include "context.h"
 #include "driver_table.h"
 #include "error_state.h"
+#include "graph_nodes.h"
 #include "operations.h"
 
 namespace cudasim::runtime {
@@ -14,6 +15,7 @@ static_assert(static_cast<int>(cudaUserObjectNoDestructorSync) == CU_USER_OBJECT
 static_assert(static_cast<int>(cudaGraphUserObjectMove) == CU_GRAPH_USER_OBJECT_MOVE);
 static_assert(static_cast<int>(cudaStreamSetCaptureDependencies) == CU_STREAM_SET_CAPTURE_DEPENDENCIES);
 static_assert(sizeof(cudaGraphEdgeData) == sizeof(CUgraphEdgeData));
+static_assert(static_cast<int>(cudaGraphCondAssignDefault) == CU_GRAPH_COND_ASSIGN_DEFAULT);
 
 cudaError_t stream_begin_capture_to_graph(CUstream stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
                                           const cudaGraphEdgeData* edges, size_t count, cudaStreamCaptureMode mode) {
@@ -67,6 +69,21 @@ cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object
 }
 cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count) {
   return api_call([&] { return call_driver<&DriverTable::cuGraphReleaseUserObject>(graph, object, count); });
+}
+
+// The handle belongs to the current context (the device's primary one), where the runtime's
+// conditional nodes run.
+cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle* pHandle_out, cudaGraph_t graph,
+                                             unsigned int defaultLaunchValue, unsigned int flags) {
+  return api_call([&] {
+    return with_context([&] {
+      // The same 64-bit value, spelt unsigned long long here and cuuint64_t there.
+      static_assert(sizeof(cudaGraphConditionalHandle) == sizeof(CUgraphConditionalHandle));
+      return call_driver<&DriverTable::cuGraphConditionalHandleCreate>(
+          reinterpret_cast<CUgraphConditionalHandle*>(pHandle_out), graph, current_context_handle(), defaultLaunchValue,
+          flags);
+    });
+  });
 }
 
 cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,

@@ -96,3 +96,43 @@ TEST_CASE("runtime: captures into an existing graph, with their dependencies upd
   REQUIRE_CUDA(cudaGraphDestroy(graph));
   REQUIRE_CUDA(cudaStreamDestroy(stream));
 }
+
+TEST_CASE("runtime: a conditional node runs the body its handle's default value selects", "[runtime][graph]") {
+  void* marks = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&marks, 2));
+  REQUIRE_CUDA(cudaMemset(marks, 0, 2));
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaGraphConditionalHandle handle = 0;
+  REQUIRE_CUDA(cudaGraphConditionalHandleCreate(&handle, graph, 0, cudaGraphCondAssignDefault));
+  cudaGraphNodeParams params{};
+  params.type = cudaGraphNodeTypeConditional;
+  params.conditional.handle = handle;
+  params.conditional.type = cudaGraphCondTypeIf;
+  params.conditional.size = 2;
+  cudaGraphNode_t node = nullptr;
+  REQUIRE_CUDA(cudaGraphAddNode(&node, graph, nullptr, nullptr, 0, &params));
+  REQUIRE(params.conditional.phGraph_out != nullptr);
+  for (int body = 0; body < 2; ++body) {
+    cudaMemsetParams set{};
+    set.dst = static_cast<char*>(marks) + body;
+    set.value = 1;
+    set.elementSize = 1;
+    set.width = 1;
+    set.height = 1;
+    cudaGraphNode_t mark = nullptr;
+    REQUIRE_CUDA(cudaGraphAddMemsetNode(&mark, params.conditional.phGraph_out[body], nullptr, 0, &set));
+  }
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  REQUIRE_CUDA(cudaGraphLaunch(exec, nullptr));
+  unsigned char ran[2] = {9, 9};
+  REQUIRE_CUDA(cudaMemcpy(ran, marks, 2, cudaMemcpyDeviceToHost));
+  CHECK(ran[0] == 0);  // the value is 0: the else body ran
+  CHECK(ran[1] == 1);
+  CHECK(name(cudaGraphConditionalHandleCreate(&handle, graph, 0, 4)) == "cudaErrorInvalidValue");
+  cudaGetLastError();
+  REQUIRE_CUDA(cudaGraphExecDestroy(exec));
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
+  REQUIRE_CUDA(cudaFree(marks));
+}
