@@ -123,6 +123,7 @@ CUresult cudasim::add_conditional_node(CUgraphNode* out, CUgraph graph, const CU
 CUDASIM_EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle* pHandle_out, CUgraph hGraph,
                                                        CUcontext ctx, unsigned int defaultLaunchValue,
                                                        unsigned int flags) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;  // an entry point of 12.3
   if (pHandle_out == nullptr || (flags != 0 && flags != CU_GRAPH_COND_ASSIGN_DEFAULT)) return CUDA_ERROR_INVALID_VALUE;
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;

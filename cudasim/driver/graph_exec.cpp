@@ -633,6 +633,7 @@ CUDASIM_EXPORT CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraph
 }
 CUDASIM_EXPORT CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode* dependentNodes,
                                                         CUgraphEdgeData* edgeData, size_t* numDependentNodes) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;  // an entry point of 12.3
   return related_nodes(hNode, true, dependentNodes, edgeData, numDependentNodes);
 }
 // The v1 forms: the same without edge data.
@@ -641,7 +642,7 @@ CUDASIM_EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNod
 }
 CUDASIM_EXPORT CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode* dependentNodes,
                                                      size_t* numDependentNodes) {
-  return cuGraphNodeGetDependentNodes_v2(hNode, dependentNodes, nullptr, numDependentNodes);
+  return related_nodes(hNode, true, dependentNodes, nullptr, numDependentNodes);
 }
 
 CUDASIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,

@@ -462,6 +462,7 @@ CUDASIM_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
 CUDASIM_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
                                                     const CUgraphEdgeData* dependencyData, size_t numDependencies,
                                                     CUstreamCaptureMode mode) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;  // an entry point of 12.3
   if (hGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return begin_capture(hStream, mode, false, hGraph, dependencies, dependencyData, numDependencies);
 }
@@ -469,6 +470,7 @@ CUDASIM_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgra
                                                          const CUgraphNode* dependencies,
                                                          const CUgraphEdgeData* dependencyData,
                                                          size_t numDependencies, CUstreamCaptureMode mode) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;
   if (hGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return begin_capture(hStream, mode, true, hGraph, dependencies, dependencyData, numDependencies);
 }
@@ -483,11 +485,13 @@ CUDASIM_EXPORT CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream,
 CUDASIM_EXPORT CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode* dependencies,
                                                              const CUgraphEdgeData* dependencyData,
                                                              size_t numDependencies, unsigned int flags) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;  // an entry point of 12.3
   return update_capture_dependencies(hStream, dependencies, dependencyData, numDependencies, flags, false);
 }
 CUDASIM_EXPORT CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode* dependencies,
                                                                   const CUgraphEdgeData* dependencyData,
                                                                   size_t numDependencies, unsigned int flags) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;
   return update_capture_dependencies(hStream, dependencies, dependencyData, numDependencies, flags, true);
 }
 CUDASIM_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {

@@ -83,7 +83,10 @@ CUresult get_id(CUstream handle, unsigned long long* id, bool per_thread_default
   });
 }
 
+// Entry points of 12.8 (cuStreamGetDevice) and 12.5 (cuStreamGetCtx_v2): an older simulated driver
+// (CUDASIM_DRIVER_VERSION) does not have them.
 CUresult get_device(CUstream handle, CUdevice* device, bool per_thread_default) {
+  if (driver_version() < 12080) return CUDA_ERROR_NOT_SUPPORTED;
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return with_stream(handle, per_thread_default, [&](State&, const std::shared_ptr<CUstream_st>& stream) {
     *device = stream->ctx->device;
@@ -93,6 +96,7 @@ CUresult get_device(CUstream handle, CUdevice* device, bool per_thread_default) 
 
 // No green contexts are simulated: the stream's regular context, and NULL for the green one.
 CUresult get_contexts(CUstream handle, CUcontext* ctx, CUgreenCtx* green, bool per_thread_default) {
+  if (driver_version() < 12050) return CUDA_ERROR_NOT_SUPPORTED;
   if (ctx == nullptr || green == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return with_stream(handle, per_thread_default, [&](State&, const std::shared_ptr<CUstream_st>& stream) {
     *ctx = stream->ctx;

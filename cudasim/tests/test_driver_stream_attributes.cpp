@@ -163,3 +163,27 @@ TEST_CASE("stream ids are unique and stable; devices and contexts of streams", "
   cuStreamDestroy(a);
   cuStreamDestroy(c);
 }
+
+TEST_CASE("an older simulated driver has none of the newer stream and graph entry points", "[driver][streams][config]") {
+  const int status = in_child([] {
+    setenv("CUDASIM_DRIVER_VERSION", "12020", 1);
+    CHILD_CHECK(start_primary_context());
+    CUdevice device = 0;
+    CUcontext ctx = nullptr;
+    CUgreenCtx green = nullptr;
+    CHILD_CHECK(cuStreamGetDevice(nullptr, &device) == CUDA_ERROR_NOT_SUPPORTED);
+    CHILD_CHECK(cuStreamGetCtx_v2(nullptr, &ctx, &green) == CUDA_ERROR_NOT_SUPPORTED);
+    CUgraph graph = nullptr;
+    CHILD_CHECK(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxGetCurrent(&ctx) == CUDA_SUCCESS);
+    CUgraphConditionalHandle handle = 0;
+    CHILD_CHECK(cuGraphConditionalHandleCreate(&handle, graph, ctx, 0, 0) == CUDA_ERROR_NOT_SUPPORTED);
+    CUstream stream = new_stream();
+    CHILD_CHECK(cuStreamBeginCaptureToGraph(stream, graph, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL) ==
+                CUDA_ERROR_NOT_SUPPORTED);
+    unsigned long long id = 0;
+    CHILD_CHECK(cuStreamGetId(stream, &id) == CUDA_SUCCESS);  // 12.0
+    return 0;
+  });
+  CHECK(status == 0);
+}
