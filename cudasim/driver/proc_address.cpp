@@ -340,6 +340,8 @@ const ProcEntry kEntries[] = {
   {"cuDeviceGraphMemTrim", 11040, fn(cuDeviceGraphMemTrim), nullptr},
   // events
   {"cuEventCreate", 2000, fn(cuEventCreate), nullptr},
+  {"cuCtxRecordEvent", 12050, fn(cuCtxRecordEvent), nullptr},
+  {"cuCtxWaitEvent", 12050, fn(cuCtxWaitEvent), nullptr},
   {"cuEventRecord", 2000, fn(cuEventRecord), fn(cuEventRecord_ptsz)},
   {"cuEventRecordWithFlags", 11010, fn(cuEventRecordWithFlags), fn(cuEventRecordWithFlags_ptsz)},
   {"cuEventQuery", 2000, fn(cuEventQuery), nullptr},

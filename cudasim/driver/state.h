@@ -383,6 +383,10 @@ bool build_exec_graph(State& st, const CUgraph_st& graph, ExecGraph* out);
 // The work of a whole executable graph (of nodes other than event nodes) run in order, as one operation.
 Operation graph_work(const ExecGraph& graph);
 
+// --- context_events.cpp --- (need State::mu held)
+// A new stream of a context that cuCtxWaitEvent made wait: its work waits too.
+void follow_context_waits(const std::shared_ptr<CUstream_st>& stream);
+
 // --- stream_memops.cpp --- (need State::mu held)
 // The work of `count` stream memory operations run in order, each checked as cuStreamBatchMemOp
 // checks it (`v2`: the _v2 forms' rules).

@@ -35,7 +35,7 @@ inline CUcontext primary_context() {
 }
 
 // A new non-blocking stream of the current context (one that does not wait for the legacy stream).
-inline CUstream new_stream() {
+inline CUstream non_blocking_stream() {
   CUstream stream = nullptr;
   if (cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
     std::fprintf(stderr, "cuStreamCreate failed\n");

@@ -74,7 +74,7 @@ std::vector<std::uint8_t> bodies_run(CUgraphConditionalNodeType type, unsigned s
   for (unsigned i = 0; i < size; ++i) marks.mark_in(p.conditional.phGraph_out[i], i);
   CUgraphExec exec = nullptr;
   REQUIRE(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
   REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
   cuStreamDestroy(stream);
@@ -119,7 +119,7 @@ TEST_CASE("conditional nodes nest and use their graph's handles from child graph
   CHECK(type == CU_GRAPH_NODE_TYPE_CONDITIONAL);
   CUgraphExec exec = nullptr;
   REQUIRE(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
   REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
   CHECK(marks.read() == Bytes{1, 0, 0, 1});

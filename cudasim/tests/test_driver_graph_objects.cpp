@@ -152,7 +152,7 @@ TEST_CASE("user objects live while the caller, a graph or an executable graph ho
     REQUIRE(cuGraphAddHostNode(&node, graph, nullptr, 0, &host) == CUDA_SUCCESS);
     CUgraphExec exec = nullptr;
     REQUIRE(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
-    CUstream stream = new_stream();
+    CUstream stream = non_blocking_stream();
     REQUIRE(cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
     REQUIRE(cuGraphDestroy(graph) == CUDA_SUCCESS);
     REQUIRE(cuGraphDestroy(clone) == CUDA_SUCCESS);
@@ -175,7 +175,7 @@ TEST_CASE("user objects live while the caller, a graph or an executable graph ho
     cuGraphDestroy(graph);
   }
   SECTION("given to a graph being captured") {
-    CUstream stream = new_stream();
+    CUstream stream = non_blocking_stream();
     REQUIRE(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
     CUstreamCaptureStatus status{};
     CUgraph capturing = nullptr;
@@ -214,7 +214,7 @@ TEST_CASE("user objects live while the caller, a graph or an executable graph ho
 
 TEST_CASE("the CUDA 10.0 cuStreamBeginCapture captures in global mode", "[driver][graphs][capture]") {
   primary_context();
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   REQUIRE(cuStreamBeginCapture(stream) == CUDA_SUCCESS);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   REQUIRE(cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS);
@@ -236,7 +236,7 @@ TEST_CASE("a capture into an existing graph adds nodes after the dependencies gi
   CUDA_HOST_NODE_PARAMS host{Logged::run, &before};
   CUgraphNode first = nullptr;
   REQUIRE(cuGraphAddHostNode(&first, graph, nullptr, 0, &host) == CUDA_SUCCESS);
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   REQUIRE(cuStreamBeginCaptureToGraph(stream, graph, &first, nullptr, 1, CU_STREAM_CAPTURE_MODE_RELAXED) ==
           CUDA_SUCCESS);
   REQUIRE(cuLaunchHostFunc(stream, Logged::run, &captured) == CUDA_SUCCESS);
@@ -293,7 +293,7 @@ TEST_CASE("a capturing stream's dependency set is added to and replaced", "[driv
   primary_context();
   std::vector<int> log;
   Logged one{&log, 1}, two{&log, 2}, three{&log, 3};
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   CHECK(cuStreamUpdateCaptureDependencies(stream, nullptr, 0, CU_STREAM_ADD_CAPTURE_DEPENDENCIES) ==
         CUDA_ERROR_ILLEGAL_STATE);  // not capturing
   REQUIRE(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);

@@ -27,7 +27,7 @@ unsigned long long id_of(CUstream stream) {
 
 TEST_CASE("stream attributes are stored, checked and answered back", "[driver][streams][attributes]") {
   primary_context();
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   CUstreamAttrValue value{};
   SECTION("defaults") {
     REQUIRE(cuStreamGetAttribute(stream, CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY, &value) == CUDA_SUCCESS);
@@ -65,7 +65,7 @@ TEST_CASE("stream attributes are stored, checked and answered back", "[driver][s
     CHECK(read.syncPolicy == CU_SYNC_POLICY_BLOCKING_SYNC);
 
     // Copied to another stream of the context, priority included.
-    CUstream other = new_stream();
+    CUstream other = non_blocking_stream();
     REQUIRE(cuStreamCopyAttributes(other, stream) == CUDA_SUCCESS);
     REQUIRE(cuStreamGetAttribute(other, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &read) == CUDA_SUCCESS);
     CHECK(read.accessPolicyWindow.num_bytes == 4096);
@@ -99,7 +99,7 @@ TEST_CASE("stream attributes are stored, checked and answered back", "[driver][s
     CUcontext second = nullptr;
     REQUIRE(cuDevicePrimaryCtxRetain(&second, 1) == CUDA_SUCCESS);
     REQUIRE(cuCtxSetCurrent(second) == CUDA_SUCCESS);
-    CUstream elsewhere = new_stream();
+    CUstream elsewhere = non_blocking_stream();
     CHECK(cuStreamCopyAttributes(stream, elsewhere) == CUDA_ERROR_INVALID_VALUE);
     cuStreamDestroy(elsewhere);
     primary_context();
@@ -110,7 +110,7 @@ TEST_CASE("stream attributes are stored, checked and answered back", "[driver][s
 
 TEST_CASE("stream ids are unique and stable; devices and contexts of streams", "[driver][streams]") {
   CUcontext ctx = primary_context();
-  CUstream a = new_stream(), b = new_stream();
+  CUstream a = non_blocking_stream(), b = non_blocking_stream();
   const unsigned long long id_a = id_of(a);
   CHECK(id_of(a) == id_a);
   std::set<unsigned long long> ids = {id_a, id_of(b), id_of(nullptr), id_of(CU_STREAM_PER_THREAD)};
@@ -128,7 +128,7 @@ TEST_CASE("stream ids are unique and stable; devices and contexts of streams", "
   CHECK(other_thread != per_thread);
   // A destroyed stream's number is not handed out again.
   cuStreamDestroy(b);
-  CUstream c = new_stream();
+  CUstream c = non_blocking_stream();
   CHECK(ids.count(id_of(c)) == 0);
   CHECK(cuStreamGetId(a, nullptr) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuStreamGetId(reinterpret_cast<CUstream>(&ids), &per_thread) == CUDA_ERROR_INVALID_HANDLE);
@@ -140,7 +140,7 @@ TEST_CASE("stream ids are unique and stable; devices and contexts of streams", "
   CUcontext second = nullptr;
   REQUIRE(cuDevicePrimaryCtxRetain(&second, 1) == CUDA_SUCCESS);
   REQUIRE(cuCtxSetCurrent(second) == CUDA_SUCCESS);
-  CUstream on_second = new_stream();
+  CUstream on_second = non_blocking_stream();
   REQUIRE(cuStreamGetDevice(on_second, &device) == CUDA_SUCCESS);
   CHECK(device == 1);
   REQUIRE(cuStreamGetDevice(nullptr, &device) == CUDA_SUCCESS);  // the current context's
@@ -178,7 +178,7 @@ TEST_CASE("an older simulated driver has none of the newer stream and graph entr
     CHILD_CHECK(cuCtxGetCurrent(&ctx) == CUDA_SUCCESS);
     CUgraphConditionalHandle handle = 0;
     CHILD_CHECK(cuGraphConditionalHandleCreate(&handle, graph, ctx, 0, 0) == CUDA_ERROR_NOT_SUPPORTED);
-    CUstream stream = new_stream();
+    CUstream stream = non_blocking_stream();
     CHILD_CHECK(cuStreamBeginCaptureToGraph(stream, graph, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL) ==
                 CUDA_ERROR_NOT_SUPPORTED);
     unsigned long long id = 0;

@@ -58,7 +58,7 @@ template <typename T>
 bool wait_releases(T before, T after, T value, unsigned flags) {
   T* word = host_word<T>();
   *word = before;
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   std::atomic<bool> ran{false};
   const CUresult queued = sizeof(T) == 8 ? cuStreamWaitValue64(stream, device_of(word), value, flags)
                                          : cuStreamWaitValue32(stream, device_of(word), static_cast<cuuint32_t>(value), flags);
@@ -110,7 +110,7 @@ TEST_CASE("a wait-value holds back later work on its stream until another stream
   REQUIRE(cuMemAlloc(&word, 8) == CUDA_SUCCESS);
   REQUIRE(cuMemsetD32(word, 0, 2) == CUDA_SUCCESS);
   REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
-  CUstream waiter = new_stream(), writer = new_stream();
+  CUstream waiter = non_blocking_stream(), writer = non_blocking_stream();
   std::atomic<bool> ran{false};
   REQUIRE(cuStreamWaitValue32(waiter, word, 7, CU_STREAM_WAIT_VALUE_EQ) == CUDA_SUCCESS);
   REQUIRE(cuLaunchHostFunc(waiter, raise_flag, &ran) == CUDA_SUCCESS);
@@ -149,7 +149,7 @@ TEST_CASE("wait-value conditions: cyclic greater-or-equal, equal, and, nor; 32 a
   // A condition that already holds does not wait.
   auto* word = host_word<cuuint32_t>();
   *word = 10;
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   REQUIRE(cuStreamWaitValue32(stream, device_of(word), 3, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS);
   CHECK(finishes_within(stream, kLimit) == CUDA_SUCCESS);
   cuStreamDestroy(stream);
@@ -159,7 +159,7 @@ TEST_CASE("wait-value conditions: cyclic greater-or-equal, equal, and, nor; 32 a
 TEST_CASE("write-value writes in stream order, after the work queued before it", "[driver][memops]") {
   primary_context();
   auto* words = host_word<cuuint64_t>();
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   Gate gate;
   REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
   REQUIRE(cuStreamWriteValue64(stream, device_of(&words[0]), 0x123456789abull, 0) == CUDA_SUCCESS);
@@ -179,7 +179,7 @@ TEST_CASE("write-value writes in stream order, after the work queued before it",
 TEST_CASE("a batch runs its operations in array order", "[driver][memops]") {
   primary_context();
   auto* words = host_word<cuuint32_t>();
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   // Write 1, wait for the host's 2, then write 3: the last write waits for the host.
   CUstreamBatchMemOpParams ops[4] = {write_op(device_of(&words[0]), 1), wait_op(device_of(&words[1]), 2),
                                      write_op(device_of(&words[2]), 3), {}};
@@ -198,7 +198,7 @@ TEST_CASE("a batch runs its operations in array order", "[driver][memops]") {
 
 TEST_CASE("stream memory operations refuse what the documentation refuses", "[driver][memops]") {
   primary_context();
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   auto* words = host_word<cuuint64_t>();
   const CUdeviceptr word = device_of(words);
   SECTION("addresses: misaligned, not device or page-locked memory, managed memory") {
@@ -272,7 +272,7 @@ TEST_CASE("the devices report 64-bit operations and NOR waits, and no remote-wri
 TEST_CASE("captured memory operations become a batch node that runs at each launch", "[driver][memops]") {
   primary_context();
   auto* words = host_word<cuuint32_t>();
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
   REQUIRE(cuStreamWaitValue32(stream, device_of(&words[0]), 1, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS);
   REQUIRE(cuStreamWriteValue32(stream, device_of(&words[1]), 9, 0) == CUDA_SUCCESS);
@@ -306,7 +306,7 @@ TEST_CASE("batch memory-operation nodes: added, read back, replaced and updated 
           "[driver][memops][graphs]") {
   CUcontext ctx = primary_context();
   auto* words = host_word<cuuint32_t>();
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   CUgraph graph = nullptr;
   REQUIRE(cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
   std::vector<CUstreamBatchMemOpParams> ops = {wait_op(device_of(&words[0]), 1), write_op(device_of(&words[1]), 5)};
