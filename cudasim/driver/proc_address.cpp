@@ -323,6 +323,7 @@ const ProcEntry kEntries[] = {
   {"cuGraphKernelNodeCopyAttributes", 11000, fn(cuGraphKernelNodeCopyAttributes), nullptr},
   {"cuGraphDestroy", 10000, fn(cuGraphDestroy), nullptr},
   {"cuGraphConditionalHandleCreate", 12030, fn(cuGraphConditionalHandleCreate), nullptr},
+  {"cuGraphDebugDotPrint", 11030, fn(cuGraphDebugDotPrint), nullptr},
   {"cuGraphNodeFindInClone", 10000, fn(cuGraphNodeFindInClone), nullptr},
   {"cuGraphNodeGetDependentNodes", 10000, fn(cuGraphNodeGetDependentNodes), nullptr},
   {"cuGraphNodeGetDependentNodes", 12030, fn(cuGraphNodeGetDependentNodes_v2), nullptr},

@@ -86,6 +86,11 @@ cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle* pHandle
   });
 }
 
+// The runtime's flags are the driver's (cudaGraphDebugDotFlags* = CU_GRAPH_DEBUG_DOT_FLAGS_*).
+cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char* path, unsigned int flags) {
+  return api_call([&] { return call_driver<&DriverTable::cuGraphDebugDotPrint>(graph, path, flags); });
+}
+
 cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
                                           const cudaGraphEdgeData* dependencyData, size_t numDependencies,
                                           enum cudaStreamCaptureMode mode) {

@@ -1,13 +1,15 @@
 // Graph queries, user objects and captures into existing graphs through the driver API:
 // cuGraphNodeGetDependentNodes, cuGraphNodeFindInClone, cuUserObject* and the references graphs and
 // executable graphs own, cuStreamBeginCapture (the 10.0 form), cuStreamBeginCaptureToGraph and
-// cuStreamUpdateCaptureDependencies.
+// cuStreamUpdateCaptureDependencies, and graphs written as DOT files (cuGraphDebugDotPrint).
 #include "driver_support.h"
 
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -337,4 +339,37 @@ TEST_CASE("a capturing stream's dependency set is added to and replaced", "[driv
   cuGraphDestroy(captured);
   cuGraphDestroy(other);
   cuStreamDestroy(stream);
+}
+
+TEST_CASE("a graph is written as a DOT file", "[driver][graphs]") {
+  primary_context();
+  CUgraph child = new_graph();
+  empty_node(child);
+  CUgraph graph = new_graph();
+  CUgraphNode first = empty_node(graph);
+  CUgraphNode embedding = nullptr;
+  REQUIRE(cuGraphAddChildGraphNode(&embedding, graph, &first, 1, child) == CUDA_SUCCESS);
+  char path[] = "/tmp/cudasim_dot_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  REQUIRE(cuGraphDebugDotPrint(graph, path, CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE) == CUDA_SUCCESS);
+  std::FILE* file = std::fopen(path, "r");
+  REQUIRE(file != nullptr);
+  std::string text;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) text.append(buffer, n);
+  std::fclose(file);
+  unlink(path);
+  CHECK(text.rfind("digraph", 0) == 0);
+  CHECK(text.find("\"graph_1_node_0\" -> \"graph_1_node_1\"") != std::string::npos);
+  CHECK(text.find("EMPTY") != std::string::npos);
+  CHECK(text.find("GRAPH") != std::string::npos);
+  CHECK(text.find("cluster_graph_1_node_1_graph_0") != std::string::npos);  // the embedded graph
+  CHECK(cuGraphDebugDotPrint(graph, "/nonexistent-dir/graph.dot", 0) == CUDA_ERROR_OPERATING_SYSTEM);
+  CHECK(cuGraphDebugDotPrint(graph, nullptr, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphDebugDotPrint(graph, path, 1u << 20) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuGraphDebugDotPrint(reinterpret_cast<CUgraph>(&text), path, 0) == CUDA_ERROR_INVALID_VALUE);
+  cuGraphDestroy(graph);
+  cuGraphDestroy(child);
 }

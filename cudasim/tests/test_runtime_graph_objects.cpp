@@ -1,14 +1,20 @@
 // Graph queries, user objects and captures into existing graphs through the simulated runtime:
 // cudaGraphNodeGetDependentNodes, cudaGraphNodeFindInClone, cudaUserObject*, cudaGraph*UserObject,
-// cudaStreamBeginCaptureToGraph, cudaStreamUpdateCaptureDependencies.
+// cudaStreamBeginCaptureToGraph, cudaStreamUpdateCaptureDependencies, conditional nodes,
+// cudaGraphDebugDotPrint.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "runtime_support.h"
+
+#include <unistd.h>
 
 using namespace runtime_test;
 
@@ -135,4 +141,26 @@ TEST_CASE("runtime: a conditional node runs the body its handle's default value 
   REQUIRE_CUDA(cudaGraphExecDestroy(exec));
   REQUIRE_CUDA(cudaGraphDestroy(graph));
   REQUIRE_CUDA(cudaFree(marks));
+}
+
+TEST_CASE("runtime: a graph is written as a DOT file", "[runtime][graph]") {
+  cudaGraph_t graph = nullptr;
+  REQUIRE_CUDA(cudaGraphCreate(&graph, 0));
+  cudaGraphNode_t node = nullptr;
+  REQUIRE_CUDA(cudaGraphAddEmptyNode(&node, graph, nullptr, 0));
+  char path[] = "/tmp/cudasim_runtime_dot_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  REQUIRE_CUDA(cudaGraphDebugDotPrint(graph, path, cudaGraphDebugDotFlagsVerbose));
+  std::FILE* file = std::fopen(path, "r");
+  REQUIRE(file != nullptr);
+  char head[8] = {};
+  CHECK(std::fread(head, 1, 7, file) == 7);
+  std::fclose(file);
+  unlink(path);
+  CHECK(std::string(head) == "digraph");
+  CHECK(name(cudaGraphDebugDotPrint(graph, nullptr, 0)) == "cudaErrorInvalidValue");
+  cudaGetLastError();
+  REQUIRE_CUDA(cudaGraphDestroy(graph));
 }
