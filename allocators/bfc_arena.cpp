@@ -916,13 +916,8 @@ bool BfcArena::holds_mapped_piece(std::uintptr_t begin, std::uintptr_t end) cons
 
 bool BfcArena::idle_candidates_complete() const {
   if (idle_scan_all_ || regions_.empty()) return true;
-  std::vector<std::uintptr_t> noted;
-  try {
-    noted = idle_candidates_;
-  } catch (...) {  // bad_alloc: not checked this time
-    return true;
-  }
-  std::sort(noted.begin(), noted.end());
+  // A linear search, not a sorted copy: the check runs on the hot path of debug builds, which makes
+  // no heap allocation there (and it runs only on arenas of few chunks).
   const std::size_t granule = resize_granule_;
   for (ChunkHandle node = regions_.front().first; node != kNoChunk; node = chunks_[node].next) {
     if (chunks_.state(node) != ChunkState::free) continue;
@@ -930,7 +925,7 @@ bool BfcArena::idle_candidates_complete() const {
     const std::uintptr_t begin = round_up_to(chunk.base, granule);
     const std::uintptr_t end = (chunk.base + chunk.size) / granule * granule;
     if (!holds_mapped_piece(begin, end)) continue;  // nothing idle to unmap
-    if (!std::binary_search(noted.begin(), noted.end(), chunk.base)) return false;
+    if (std::find(idle_candidates_.begin(), idle_candidates_.end(), chunk.base) == idle_candidates_.end()) return false;
   }
   return true;
 }

@@ -80,7 +80,8 @@ Options:
                         driver allocation per region) or vmm (one reserved address range of twice
                         the limit, memory mapped under it in granules as blocks need it, idle
                         granules unmapped; the limit bounds the memory mapped);
-                        default: as GPUMEM_REGION_SOURCE (classic unless set to vmm or auto)
+                        default: as GPUMEM_REGION_SOURCE (vmm unless set to classic, as the shim on
+                        a device with virtual memory management)
   --granule SIZE        vmm: the unit memory is mapped and unmapped in, a power of two of at least
                         2MiB (default 2MiB, CUDA's granularity on current GPUs)
   --keep-idle           vmm, growth mode: do not unmap idle granules before mapping more

@@ -1,8 +1,11 @@
 // CUDA arrays and mipmapped arrays (cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate, ...).
 //
 // An array is opaque device memory: it has no device address, so it is never in
-// State::allocations and nothing here maps host memory for it (copies to and from arrays are not
-// simulated). What it has is a size charged to its device like cuMemAlloc memory:
+// State::allocations. A plain array's level 0 is kept in host memory of its own (rows without
+// padding, mapped MAP_NORESERVE so it costs no RAM until copied to), which the array copies
+// (copies_3d.cpp) read and write; a mipmapped array's levels become such arrays when
+// cuMipmappedArrayGetLevel first asks for them (owned by the mipmapped array, charged with it).
+// What an array is charged is a size, like cuMemAlloc memory:
 //
 //   level bytes = round_up(Width x element size, 512) x max(Height, 1) x max(Depth, 1)
 //   array bytes = round_up(sum of its levels' bytes, 2 MiB)
@@ -19,9 +22,14 @@
 #include "contexts.h"
 #include "state.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
+#include <type_traits>
+#include <vector>
 
 using namespace cudasim;
 
@@ -141,18 +149,24 @@ unsigned max_levels(const CUDA_ARRAY3D_DESCRIPTOR& d) {
   return levels;
 }
 
+// The extents of level `level` of a mipmapped array: Width, Height and a 3D array's Depth halved
+// `level` times (at least 1); layers and cubemap faces keep their count.
+CUDA_ARRAY3D_DESCRIPTOR level_descriptor(CUDA_ARRAY3D_DESCRIPTOR d, unsigned level) {
+  auto halve = [level](std::size_t extent) { return extent == 0 ? 0 : std::max<std::size_t>(extent >> level, 1); };
+  const bool depth_is_count = (d.Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+  d.Width = halve(d.Width);
+  d.Height = halve(d.Height);
+  if (!depth_is_count) d.Depth = halve(d.Depth);
+  return d;
+}
+
 // The device memory an array of `levels` levels takes; nullopt when it cannot be represented.
 std::optional<std::uint64_t> array_bytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned levels) {
   const std::uint64_t element = std::uint64_t{*channel_bytes(d.Format)} * d.NumChannels;
-  // Layers and cubemap faces keep their count at every level; a 3D array's depth halves.
-  const bool depth_is_count = (d.Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
-  auto halve = [](std::uint64_t extent, unsigned level) {
-    return extent == 0 ? 0 : std::max<std::uint64_t>(extent >> level, 1);
-  };
   std::uint64_t total = 0;
   for (unsigned level = 0; level < levels; ++level) {
-    auto bytes = level_bytes(halve(d.Width, level), halve(d.Height, level),
-                             depth_is_count ? d.Depth : halve(d.Depth, level), element);
+    const CUDA_ARRAY3D_DESCRIPTOR extents = level_descriptor(d, level);
+    auto bytes = level_bytes(extents.Width, extents.Height, extents.Depth, element);
     if (!bytes || __builtin_add_overflow(total, *bytes, &total)) return std::nullopt;
   }
   if (total > UINT64_MAX - kArrayAlignment) return std::nullopt;
@@ -171,12 +185,36 @@ struct ArrayObject {
   unsigned levels = 1;
   std::uint64_t bytes = 0;
   bool deferred = false;  // CUDA_ARRAY3D_DEFERRED_MAPPING: no memory of its own
+  // A plain array's level-0 bytes (null for deferred and mipmapped arrays); queued copies share it,
+  // so destroying the array never frees bytes a copy still uses.
+  std::shared_ptr<unsigned char> storage;
+  // A level of a mipmapped array (cuMipmappedArrayGetLevel): charged and destroyed with it.
+  ArrayObject* owner = nullptr;
+  // A mipmapped array's levels handed out so far (null where none was asked for yet).
+  std::vector<CUarray_st*> level_arrays;
 };
 }  // namespace cudasim
 struct CUarray_st : cudasim::ArrayObject {};
 struct CUmipmappedArray_st : cudasim::ArrayObject {};
 
 namespace {
+
+// Level 0 of an array as its copies see it: rows of Width elements, unpadded.
+ArrayLayout layout_of(const CUDA_ARRAY3D_DESCRIPTOR& d) {
+  ArrayLayout layout;
+  layout.element = *channel_bytes(d.Format) * d.NumChannels;
+  layout.row_bytes = d.Width * layout.element;
+  layout.rows = std::max<std::size_t>(d.Height, 1);
+  layout.slices = std::max<std::size_t>(d.Depth, 1);
+  return layout;
+}
+
+// Zeroed host memory for an array's bytes (no RAM until touched); null when none can be mapped.
+std::shared_ptr<unsigned char> map_storage(std::size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  return std::shared_ptr<unsigned char>(static_cast<unsigned char*>(p), [bytes](unsigned char* q) { munmap(q, bytes); });
+}
 
 // Creates an array of `levels` levels in the current context and charges its memory.
 template <typename Handle>
@@ -193,6 +231,13 @@ CUresult create_array(Handle** out, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigne
   auto bytes = array_bytes(*desc, levels);
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;  // beyond any extent a device supports
   const bool deferred = (desc->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING) != 0;
+  std::shared_ptr<unsigned char> storage;
+  if (!deferred && std::is_same_v<Handle, CUarray_st>) {
+    // Its level 0 never exceeds what it is charged, which array_bytes bounded.
+    const ArrayLayout layout = layout_of(*desc);
+    storage = map_storage(layout.row_bytes * layout.rows * layout.slices);
+    if (storage == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   Device& dev = st.device(ctx->device);
   if (!deferred) {
     owe_latency(st.config.alloc_latency_us);  // as every cuMemAlloc
@@ -208,15 +253,22 @@ CUresult create_array(Handle** out, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigne
   array->levels = levels;
   array->bytes = *bytes;
   array->deferred = deferred;
+  array->storage = std::move(storage);
   (st.*live).insert(array);
   *out = array;
   return CUDA_SUCCESS;
 }
 
-// Gives an array's memory back to its device and deletes it (it must be in its live set).
+// Gives an array's memory back to its device and deletes it (it must be in its live set), with the
+// level arrays handed out for it.
 template <typename Handle>
 void release_array(State& st, Handle* array, std::unordered_set<Handle*> State::*live) {
-  if (!array->deferred) {
+  for (CUarray_st* level : array->level_arrays) {
+    if (level == nullptr) continue;
+    st.arrays.erase(level);
+    delete level;
+  }
+  if (!array->deferred && array->owner == nullptr) {
     Device& dev = st.device(array->device);
     give_device_memory(dev, array->bytes);
     dev.stats.array_bytes -= array->bytes;
@@ -231,6 +283,7 @@ CUresult destroy_array(Handle* array, std::unordered_set<Handle*> State::*live) 
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if ((l.st.*live).count(array) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (array->owner != nullptr) return CUDA_ERROR_INVALID_VALUE;  // a level goes with its mipmapped array
   l.st.device(array->device).stats.array_destroys++;
   release_array(l.st, array, live);
   return CUDA_SUCCESS;
@@ -265,10 +318,17 @@ CUresult get_descriptor(CUDA_ARRAY3D_DESCRIPTOR* out, CUarray array) {
 
 namespace cudasim {
 
+bool array_layout(State& st, CUarray array, ArrayLayout* out) {
+  if (st.arrays.count(array) == 0 || array->storage == nullptr) return false;
+  *out = layout_of(array->desc);
+  out->storage = array->storage;
+  return true;
+}
+
 void free_context_arrays(State& st, CUctx_st* ctx) {
   for (auto it = st.arrays.begin(); it != st.arrays.end();) {
     CUarray_st* array = *it++;  // release_array erases it
-    if (array->ctx == ctx) release_array(st, array, &State::arrays);
+    if (array->ctx == ctx && array->owner == nullptr) release_array(st, array, &State::arrays);
   }
   for (auto it = st.mipmapped_arrays.begin(); it != st.mipmapped_arrays.end();) {
     CUmipmappedArray_st* array = *it++;
@@ -334,4 +394,40 @@ CUDASIM_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray
 CUDASIM_EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* memoryRequirements,
                                                               CUmipmappedArray mipmap, CUdevice device) {
   return memory_requirements(memoryRequirements, mipmap, device, &State::mipmapped_arrays);
+}
+
+// A level of a mipmapped array as an array of its own: made on first request (with bytes of its
+// own unless the mipmapped array defers its memory), the same handle afterwards; charged with the
+// mipmapped array and destroyed with it (cuArrayDestroy of it: CUDA_ERROR_INVALID_VALUE).
+CUDASIM_EXPORT CUresult cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray hMipmappedArray,
+                                                 unsigned int level) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (pLevelArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (l.st.mipmapped_arrays.count(hMipmappedArray) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (level >= hMipmappedArray->levels) return CUDA_ERROR_INVALID_VALUE;
+  auto& levels = hMipmappedArray->level_arrays;
+  levels.resize(hMipmappedArray->levels, nullptr);
+  if (levels[level] == nullptr) {
+    const CUDA_ARRAY3D_DESCRIPTOR desc = level_descriptor(hMipmappedArray->desc, level);
+    std::shared_ptr<unsigned char> storage;
+    if (!hMipmappedArray->deferred) {
+      const ArrayLayout layout = layout_of(desc);
+      storage = map_storage(layout.row_bytes * layout.rows * layout.slices);
+      if (storage == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    auto* array = new CUarray_st();
+    array->ctx = hMipmappedArray->ctx;
+    array->device = hMipmappedArray->device;
+    array->desc = desc;
+    array->deferred = hMipmappedArray->deferred;
+    array->storage = std::move(storage);
+    array->owner = hMipmappedArray;
+    l.st.arrays.insert(array);
+    levels[level] = array;
+  }
+  *pLevelArray = levels[level];
+  return CUDA_SUCCESS;
 }

@@ -4,6 +4,7 @@
 #include "state.h"
 
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -43,6 +44,15 @@ bool valid_range(State& st, const Range& r) {
   return false;
 }
 
+}  // namespace
+
+bool cudasim::transfer_range_valid(State& st, CUmemorytype type, std::uintptr_t ptr, std::size_t bytes) {
+  const Side side = type == CU_MEMORYTYPE_DEVICE ? Side::Device : type == CU_MEMORYTYPE_HOST ? Side::Host : Side::Unified;
+  return bytes == 0 || valid_range(st, {ptr, bytes, side});
+}
+
+namespace {
+
 CUmemorytype memory_type(Side side) {
   switch (side) {
     case Side::Device: return CU_MEMORYTYPE_DEVICE;
@@ -73,6 +83,29 @@ CUDA_MEMCPY3D copy_node_params(const Range& dst, const Range& src) {
 template <typename Plan>
 CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<Range> ranges, Plan plan,
                const CUDA_MEMSET_NODE_PARAMS& memset = {}) {
+  const bool is_copy = ranges.size() == 2;
+  return enqueue_transfer(
+      handle, per_thread_default, is_copy ? NodeKind::Memcpy : NodeKind::Memset,
+      [&](State& st, bool capturing, bool* wait, Operation* op) {
+        for (const Range& r : ranges) {
+          if (r.bytes > 0 && !valid_range(st, r)) return CUDA_ERROR_INVALID_VALUE;
+        }
+        // The first range is the destination: read-only virtual memory (cuMemSetAccess) takes no writes.
+        if (!vmm_range_writable(st, ranges.begin()->ptr, ranges.begin()->bytes)) return CUDA_ERROR_INVALID_VALUE;
+        *op = plan(st, wait, capturing);
+        return CUDA_SUCCESS;
+      },
+      [&](CUgraphNode_st* node) {
+        if (is_copy) node->copy = copy_node_params(ranges.begin()[0], ranges.begin()[1]);
+        else node->memset = memset;
+      });
+}
+
+}  // namespace
+
+CUresult cudasim::enqueue_transfer(CUstream handle, bool per_thread_default, NodeKind kind,
+                                   const std::function<CUresult(State&, bool, bool*, Operation*)>& prepare,
+                                   const std::function<void(CUgraphNode_st*)>& keep) {
   std::shared_ptr<CUstream_st> stream;
   std::uint64_t seq = 0;
   bool wait = false;
@@ -80,24 +113,18 @@ CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<R
     Locked l;
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
     if (CUresult rc = resolve_stream(l.st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
-    for (const Range& r : ranges) {
-      if (r.bytes > 0 && !valid_range(l.st, r)) return CUDA_ERROR_INVALID_VALUE;
-    }
-    // The first range is the destination: read-only virtual memory (cuMemSetAccess) takes no writes.
-    if (!vmm_range_writable(l.st, ranges.begin()->ptr, ranges.begin()->bytes)) return CUDA_ERROR_INVALID_VALUE;
-    Operation op = plan(l.st, &wait, stream->capture != nullptr);
+    Operation op;
+    if (CUresult rc = prepare(l.st, stream->capture != nullptr, &wait, &op); rc != CUDA_SUCCESS) return rc;
     // A host-synchronous call cannot wait for a capturing stream; async work becomes a graph node.
     if (wait && stream->capture) {
       invalidate(*stream->capture);
       return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     bool captured = false;
-    const NodeKind kind = ranges.size() == 2 ? NodeKind::Memcpy : NodeKind::Memset;
     CUgraphNode_st* node = nullptr;
     if (CUresult rc = capture_work(l.st, stream, kind, &captured, op, &node); rc != CUDA_SUCCESS) return rc;
     if (captured) {
-      if (kind == NodeKind::Memcpy) node->copy = copy_node_params(ranges.begin()[0], ranges.begin()[1]);
-      else node->memset = memset;
+      if (keep) keep(node);
       return CUDA_SUCCESS;
     }
     seq = submit(l.st, stream, std::move(op));
@@ -105,6 +132,8 @@ CUresult issue(CUstream handle, bool per_thread_default, std::initializer_list<R
   if (wait) stream->wait_until(seq);
   return CUDA_SUCCESS;
 }
+
+namespace {
 
 void* host(std::uintptr_t p) { return reinterpret_cast<void*>(p); }
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
@@ -124,7 +153,8 @@ CUresult copy(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, st
   return issue(s, ptd, {{dst, n, dst_side}, {src, n, src_side}}, [=](State& st, bool* wait, bool capturing) -> Operation {
     const bool dst_device = on_device(st, dst, dst_side);
     const bool src_device = on_device(st, src, src_side);
-    *wait = sync ? !(dst_device && src_device) : !(dst_device || src_device);
+    *wait = sync ? !(dst_device && src_device) || sync_memops(st, dst) || sync_memops(st, src)
+                 : !(dst_device || src_device);
     // Only pageable memory is staged; a pinned source is read when the copy runs, and so is any
     // source of a captured copy, which runs each time its graph is launched.
     if (!sync && !capturing && dst_device && !src_device && n > 0 && !host_range_pinned(st, src, n)) {
@@ -137,9 +167,9 @@ CUresult copy(CUdeviceptr dst, Side dst_side, CUdeviceptr src, Side src_side, st
 }
 
 // Sets never block the host: device memory is the only target, and even the synchronous forms
-// are only queued on their default stream.
+// are only queued on their default stream, unless the memory has CU_POINTER_ATTRIBUTE_SYNC_MEMOPS.
 template <typename T>
-CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd) {
+CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd, bool sync) {
   // A count whose size in bytes does not fit a size_t fits no allocation either (never wrapped to
   // a small range that would pass the check while the worker writes `count` elements).
   std::size_t bytes = 0;
@@ -155,7 +185,8 @@ CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd) 
   node.height = 1;
   return issue(
       s, ptd, {{dst, bytes, Side::Device}},
-      [=](State&, bool*, bool) -> Operation {
+      [=](State& st, bool* wait, bool) -> Operation {
+        *wait = sync && sync_memops(st, dst);
         return [dst, value, count] {
           T* p = static_cast<T*>(host(dst));
           for (std::size_t i = 0; i < count; ++i) p[i] = value;
@@ -263,41 +294,41 @@ CUDASIM_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdevic
 
 // --- sets ---
 CUDASIM_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return set(dstDevice, uc, N, nullptr, kLegacy);
+  return set(dstDevice, uc, N, nullptr, kLegacy, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
-  return set(dstDevice, uc, N, nullptr, kPerThread);
+  return set(dstDevice, uc, N, nullptr, kPerThread, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N) {
-  return set(dstDevice, us, N, nullptr, kLegacy);
+  return set(dstDevice, us, N, nullptr, kLegacy, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N) {
-  return set(dstDevice, us, N, nullptr, kPerThread);
+  return set(dstDevice, us, N, nullptr, kPerThread, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-  return set(dstDevice, ui, N, nullptr, kLegacy);
+  return set(dstDevice, ui, N, nullptr, kLegacy, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
-  return set(dstDevice, ui, N, nullptr, kPerThread);
+  return set(dstDevice, ui, N, nullptr, kPerThread, kSync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
-  return set(dstDevice, uc, N, hStream, kLegacy);
+  return set(dstDevice, uc, N, hStream, kLegacy, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
                                              CUstream hStream) {
-  return set(dstDevice, uc, N, hStream, kPerThread);
+  return set(dstDevice, uc, N, hStream, kPerThread, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream) {
-  return set(dstDevice, us, N, hStream, kLegacy);
+  return set(dstDevice, us, N, hStream, kLegacy, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N,
                                               CUstream hStream) {
-  return set(dstDevice, us, N, hStream, kPerThread);
+  return set(dstDevice, us, N, hStream, kPerThread, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
-  return set(dstDevice, ui, N, hStream, kLegacy);
+  return set(dstDevice, ui, N, hStream, kLegacy, kAsync);
 }
 CUDASIM_EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
                                               CUstream hStream) {
-  return set(dstDevice, ui, N, hStream, kPerThread);
+  return set(dstDevice, ui, N, hStream, kPerThread, kAsync);
 }

@@ -1,12 +1,17 @@
 // cuInit, the driver version and the device queries.
+#include "cuda_api.h"  // first: cuda.h with every versioned name declared (v1 cuDeviceGetUuid too)
 #include "cudasim_private.h"
 #include "device_limits.h"
 #include "report.h"
 #include "shared_device.h"
 #include "state.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <memory>
 
 using namespace cudasim;
 
@@ -184,5 +189,175 @@ CUDASIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
   unsigned char bytes[16];
   cudasim_device_uuid(l.st.device(dev).physical, bytes);
   std::memcpy(uuid->bytes, bytes, sizeof bytes);
+  return CUDA_SUCCESS;
+}
+
+// --- identities and older queries ---
+
+namespace {
+
+// A device's PCI address: domain 0, bus = device number + 1 (CU_DEVICE_ATTRIBUTE_PCI_BUS_ID), device 0,
+// function 0.
+constexpr int kPciDomain = 0;
+constexpr int kPciDevice = 0;
+
+// Parses one hexadecimal field of a PCI bus id up to `end` (a character or the string's end).
+bool hex_field(const char*& p, char end, unsigned* value) {
+  const char* start = p;
+  unsigned v = 0;
+  for (; std::isxdigit(static_cast<unsigned char>(*p)) && p - start < 8; ++p) {
+    v = v * 16 + static_cast<unsigned>(std::isdigit(static_cast<unsigned char>(*p)) ? *p - '0'
+                                                                                     : std::tolower(*p) - 'a' + 10);
+  }
+  if (p == start || *p != end) return false;
+  if (end != '\0') ++p;
+  *value = v;
+  return true;
+}
+
+// [domain]:[bus]:[device].[function], [domain]:[bus]:[device] or [bus]:[device].[function], hexadecimal.
+bool parse_pci_bus_id(const char* text, unsigned* domain, unsigned* bus, unsigned* device) {
+  const int colons = static_cast<int>(std::count(text, text + std::strlen(text), ':'));
+  const bool has_function = std::strchr(text, '.') != nullptr;
+  unsigned function = 0;
+  const char* p = text;
+  *domain = 0;
+  if (colons == 2) {
+    if (!hex_field(p, ':', domain) || !hex_field(p, ':', bus)) return false;
+    return has_function ? hex_field(p, '.', device) && hex_field(p, '\0', &function) : hex_field(p, '\0', device);
+  }
+  return colons == 1 && has_function && hex_field(p, ':', bus) && hex_field(p, '.', device) &&
+         hex_field(p, '\0', &function);
+}
+
+}  // namespace
+
+// The pre-11.4 form: the same identity as cuDeviceGetUuid_v2 (no MIG instances are simulated).
+CUDASIM_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
+
+CUDASIM_EXPORT CUresult cuDeviceComputeCapability(int* major, int* minor, CUdevice dev) {
+  if (major == nullptr || minor == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  const int physical = l.st.device(dev).physical;
+  *major = attribute_value(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, physical);
+  *minor = attribute_value(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, physical);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceGetProperties(CUdevprop* prop, CUdevice dev) {
+  if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  const int physical = l.st.device(dev).physical;
+  auto value = [physical](CUdevice_attribute a) { return attribute_value(a, physical); };
+  *prop = CUdevprop{};
+  prop->maxThreadsPerBlock = value(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  prop->maxThreadsDim[0] = value(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
+  prop->maxThreadsDim[1] = value(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
+  prop->maxThreadsDim[2] = value(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
+  prop->maxGridSize[0] = value(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+  prop->maxGridSize[1] = value(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+  prop->maxGridSize[2] = value(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+  prop->sharedMemPerBlock = value(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+  prop->totalConstantMemory = value(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY);
+  prop->SIMDWidth = value(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  prop->memPitch = value(CU_DEVICE_ATTRIBUTE_MAX_PITCH);
+  prop->regsPerBlock = value(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+  prop->clockRate = value(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+  prop->textureAlign = value(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT);
+  return CUDA_SUCCESS;
+}
+
+// "domain:bus:device.function" in hexadecimal, shortened to `len` bytes (NUL included) as the
+// name is; 13 bytes hold all of it.
+CUDASIM_EXPORT CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
+  if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  const int bus = attribute_value(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, l.st.device(dev).physical);
+  std::snprintf(pciBusId, static_cast<std::size_t>(len), "%04x:%02x:%02x.0", kPciDomain, bus, kPciDevice);
+  return CUDA_SUCCESS;
+}
+
+// The visible device at that address; a well-formed address no visible device has:
+// CUDA_ERROR_INVALID_DEVICE; a malformed one: CUDA_ERROR_INVALID_VALUE.
+CUDASIM_EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice* dev, const char* pciBusId) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  unsigned domain = 0, bus = 0, device = 0;
+  if (dev == nullptr || pciBusId == nullptr || !parse_pci_bus_id(pciBusId, &domain, &bus, &device))
+    return CUDA_ERROR_INVALID_VALUE;
+  for (const Device& d : l.st.devices) {
+    if (domain == kPciDomain && device == kPciDevice &&
+        bus == static_cast<unsigned>(attribute_value(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d.physical))) {
+      *dev = d.ordinal;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_DEVICE;
+}
+
+// Contexts with execution affinity are not simulated (cuCtxCreate_v3 checks only their shape), so
+// the device reports no support for any affinity type.
+CUDASIM_EXPORT CUresult cuDeviceGetExecAffinitySupport(int* pi, CUexecAffinityType type, CUdevice dev) {
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  if (pi == nullptr || type < 0 || type >= CU_EXEC_AFFINITY_TYPE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  *pi = 0;
+  return CUDA_SUCCESS;
+}
+
+// The link to the host supports no atomic operation natively (CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED
+// reads 0): every capability mask is 0.
+CUDASIM_EXPORT CUresult cuDeviceGetHostAtomicCapabilities(unsigned int* capabilities,
+                                                          const CUatomicOperation* operations, unsigned int count,
+                                                          CUdevice dev) {
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  if (capabilities == nullptr || operations == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < count; ++i) {
+    if (operations[i] < 0 || operations[i] >= CU_ATOMIC_OPERATION_MAX) return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::fill(capabilities, capabilities + count, 0u);
+  return CUDA_SUCCESS;
+}
+
+// --- async notifications ---
+// Registered and unregistered as documented; the simulated devices send none (no over-budget
+// notification exists without a budget), so no callback is ever called.
+struct CUasyncCallbackEntry_st {
+  CUdevice device;
+  CUasyncCallback function;
+  void* user_data;
+};
+
+namespace {
+
+// The live registrations, guarded by State::mu (a handle is looked up before it is used).
+std::map<CUasyncCallbackEntry_st*, std::unique_ptr<CUasyncCallbackEntry_st>>& async_callbacks() {
+  static auto* callbacks = new std::map<CUasyncCallbackEntry_st*, std::unique_ptr<CUasyncCallbackEntry_st>>;
+  return *callbacks;
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc,
+                                                          void* userData, CUasyncCallbackHandle* callback) {
+  Locked l;
+  if (CUresult rc = device_status(l, device); rc != CUDA_SUCCESS) return rc;
+  if (callbackFunc == nullptr || callback == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto entry = std::make_unique<CUasyncCallbackEntry_st>(CUasyncCallbackEntry_st{device, callbackFunc, userData});
+  *callback = entry.get();
+  async_callbacks().emplace(entry.get(), std::move(entry));
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHandle callback) {
+  Locked l;
+  if (CUresult rc = device_status(l, device); rc != CUDA_SUCCESS) return rc;
+  auto it = async_callbacks().find(callback);
+  if (it == async_callbacks().end() || it->second->device != device) return CUDA_ERROR_INVALID_VALUE;
+  async_callbacks().erase(it);
   return CUDA_SUCCESS;
 }

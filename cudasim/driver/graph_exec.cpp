@@ -92,62 +92,12 @@ bool device_range(State& st, CUdeviceptr ptr, std::size_t bytes) {
   return find_allocation(st, ptr, bytes) != nullptr || host_range_pinned(st, ptr, bytes);
 }
 
-// One side of a 3D copy: the address of its first byte and how far it reaches, for the device side
-// also checked to be device memory. Arrays have no address here (not simulated).
-CUresult copy_side(State& st, CUmemorytype type, const void* host, CUdeviceptr device, size_t x, size_t y, size_t z,
-                   size_t pitch, size_t height, const CUDA_MEMCPY3D& p, std::uintptr_t* base) {
-  if (type == CU_MEMORYTYPE_ARRAY) return CUDA_ERROR_NOT_SUPPORTED;
-  if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
-    return CUDA_ERROR_INVALID_VALUE;
-  const std::uintptr_t start = type == CU_MEMORYTYPE_HOST ? reinterpret_cast<std::uintptr_t>(host) : device;
-  if (start == 0) return CUDA_ERROR_INVALID_VALUE;
-  const bool rows = p.Height > 1 || p.Depth > 1;
-  if (rows && (pitch < p.WidthInBytes + x || (p.Depth > 1 && height < p.Height + y))) return CUDA_ERROR_INVALID_VALUE;
-  // The first byte copied and one past the last, without wrapping.
-  std::size_t first = 0, last = 0;
-  if (__builtin_mul_overflow(z, height, &first) || __builtin_add_overflow(first, y, &first) ||
-      __builtin_mul_overflow(first, pitch, &first) || __builtin_add_overflow(first, x, &first))
-    return CUDA_ERROR_INVALID_VALUE;
-  std::size_t span = 0;  // from the first byte to the end of the last row
-  if (__builtin_mul_overflow(p.Depth - 1, height, &span) || __builtin_add_overflow(span, p.Height - 1, &span) ||
-      __builtin_mul_overflow(span, pitch, &span) || __builtin_add_overflow(span, p.WidthInBytes, &span) ||
-      __builtin_add_overflow(first, span, &last) || start > UINTPTR_MAX - last)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (type == CU_MEMORYTYPE_DEVICE && !device_range(st, start + first, span)) return CUDA_ERROR_INVALID_VALUE;
-  if (type == CU_MEMORYTYPE_UNIFIED && find_allocation(st, start + first, 1) != nullptr &&
-      !device_range(st, start + first, span))
-    return CUDA_ERROR_INVALID_VALUE;
-  *base = start + first;
-  return CUDA_SUCCESS;
-}
-
 }  // namespace
 
+// Copy nodes take what cuMemcpy3D takes (arrays included, copies_3d.cpp), with a non-empty extent.
 CUresult cudasim::memcpy_node(State& st, const CUDA_MEMCPY3D* p, Operation* op) {
-  if (p == nullptr || p->reserved0 != nullptr || p->reserved1 != nullptr || p->srcLOD != 0 || p->dstLOD != 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0) return CUDA_ERROR_INVALID_VALUE;
-  std::uintptr_t src = 0, dst = 0;
-  if (CUresult rc = copy_side(st, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ,
-                              p->srcPitch, p->srcHeight, *p, &src);
-      rc != CUDA_SUCCESS)
-    return rc;
-  if (CUresult rc = copy_side(st, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ,
-                              p->dstPitch, p->dstHeight, *p, &dst);
-      rc != CUDA_SUCCESS)
-    return rc;
-  const std::size_t width = p->WidthInBytes, height = p->Height, depth = p->Depth;
-  const std::size_t src_row = p->srcPitch, dst_row = p->dstPitch;
-  const std::size_t src_slice = p->srcPitch * p->srcHeight, dst_slice = p->dstPitch * p->dstHeight;
-  *op = [=] {
-    for (std::size_t z = 0; z < depth; ++z) {
-      for (std::size_t y = 0; y < height; ++y) {
-        std::memmove(reinterpret_cast<void*>(dst + z * dst_slice + y * dst_row),
-                     reinterpret_cast<const void*>(src + z * src_slice + y * src_row), width);
-      }
-    }
-  };
-  return CUDA_SUCCESS;
+  if (p == nullptr || p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0) return CUDA_ERROR_INVALID_VALUE;
+  return copy_operation(st, *p, op);
 }
 
 namespace {

@@ -90,6 +90,11 @@ const Allocation* find_allocation(State& st, std::uintptr_t ptr, std::size_t byt
   return &a;
 }
 
+bool sync_memops(State& st, std::uintptr_t ptr) {
+  const Allocation* a = find_allocation(st, ptr, 1);
+  return a != nullptr && a->sync_memops;
+}
+
 bool size_memory_file(int fd, std::uint64_t bytes) {
   if (bytes > static_cast<std::uint64_t>(INT64_MAX)) {
     errno = EFBIG;
@@ -353,6 +358,10 @@ CUresult pointer_attribute(State& st, void* data, CUpointer_attribute attribute,
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
       *static_cast<unsigned long long*>(data) = a->buffer_id;
       return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+      if (a->kind == AllocKind::Vmm) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<int*>(data) = a->sync_memops ? 1 : 0;
+      return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
@@ -388,6 +397,26 @@ CUDASIM_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute at
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return pointer_attribute(l.st, data, attribute, ptr);
+}
+
+// CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, the one attribute documented as settable, on memory the driver
+// allocated (not virtual memory, whose attributes vmm.cpp answers, nor page-locked host memory here);
+// anything else: CUDA_ERROR_INVALID_VALUE. Setting it waits for the work already queued, as
+// documented for synchronous operations still pending.
+CUDASIM_EXPORT CUresult cuPointerSetAttribute(const void* value, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    if (value == nullptr || attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS) return CUDA_ERROR_INVALID_VALUE;
+    auto it = l.st.allocations.upper_bound(ptr);
+    if (it == l.st.allocations.begin()) return CUDA_ERROR_INVALID_VALUE;
+    Allocation& a = std::prev(it)->second;
+    if (ptr - a.base >= a.size || a.kind == AllocKind::Vmm) return CUDA_ERROR_INVALID_VALUE;
+    a.sync_memops = *static_cast<const unsigned int*>(value) != 0;
+    if (!a.sync_memops) return CUDA_SUCCESS;
+  }
+  wait_for_all_queued_work();
+  return CUDA_SUCCESS;
 }
 
 // As documented: the attributes cuPointerGetAttributes lists, each answered as cuPointerGetAttribute

@@ -117,6 +117,7 @@ struct Allocation {
   AllocKind kind = AllocKind::Sync;
   CUmemPoolHandle_st* pool = nullptr;
   std::uint64_t buffer_id = 0;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused, even for an address
+  bool sync_memops = false;     // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: its synchronous copies and sets wait
 };
 
 // A range of host address space standing in for device memory.
@@ -245,6 +246,9 @@ CUresult with_stream(CUstream handle, bool per_thread_default, Body body) {
 // --- memory.cpp ---
 // Finds the live allocation holding [ptr, ptr + bytes); null when none does. Needs State::mu.
 const Allocation* find_allocation(State& st, std::uintptr_t ptr, std::size_t bytes);
+// Whether `ptr` lies in an allocation with CU_POINTER_ATTRIBUTE_SYNC_MEMOPS set (cuPointerSetAttribute):
+// its synchronous copies and sets return once done.
+bool sync_memops(State& st, std::uintptr_t ptr);
 // Maps `bytes` of simulated device memory, 2 MiB aligned from 2 MiB up, else page aligned.
 Mapping map_device_memory(std::size_t bytes);
 // ftruncate of a memfd that backs simulated device memory. A real device's memory is no file: a
@@ -461,10 +465,39 @@ bool pinned_range_of(const State& st, std::uintptr_t ptr, std::uintptr_t* base, 
 // cuPointerGetAttribute for pinned host memory: false when `ptr` is not pinned, else true with *rc.
 bool host_pointer_attribute(State& st, void* data, CUpointer_attribute attribute, CUdeviceptr ptr, CUresult* rc);
 
+// --- copies.cpp ---
+// Queues one copy or set on the stream `handle` names (stream 0: the legacy default stream, or the
+// calling thread's with `per_thread_default`), after cuInit and the stream are checked:
+// prepare(st, capturing, &wait, &op) validates under State::mu and gives the work and whether the
+// call waits for it. On a capturing stream the work becomes a node of `kind` (keep(node) records
+// its parameters) and a call that would wait is CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
+// Whether [ptr, ptr + bytes) may be one side of a copy as memory of `type` (DEVICE: inside one
+// allocation or pinned range; HOST: not freed device memory nor inaccessible reserved space;
+// UNIFIED: whichever it points into). Needs State::mu held.
+bool transfer_range_valid(State& st, CUmemorytype type, std::uintptr_t ptr, std::size_t bytes);
+CUresult enqueue_transfer(CUstream handle, bool per_thread_default, NodeKind kind,
+                          const std::function<CUresult(State&, bool, bool*, Operation*)>& prepare,
+                          const std::function<void(CUgraphNode_st*)>& keep);
+
+// --- copies_3d.cpp ---
+// The work of a 3D copy between host, device or unified memory and arrays, its operands checked as
+// cuMemcpy3D checks them (a non-empty extent); sources are read when it runs. Needs State::mu held.
+CUresult copy_operation(State& st, const CUDA_MEMCPY3D& p, Operation* op);
+
 // --- arrays.cpp ---
 // Destroys every array and mipmapped array the context owns, giving their memory back (context
 // destruction). Needs State::mu held.
 void free_context_arrays(State& st, CUctx_st* ctx);
+// The bytes of a live CUDA array (level 0 of a plain array, rows of row_bytes without padding,
+// `rows` rows per slice, `slices` slices: layers, cubemap faces or depth), kept alive by `storage`
+// for as long as queued work holds it. False for an unknown handle or an array without memory
+// (deferred mapping). Needs State::mu held.
+struct ArrayLayout {
+  std::shared_ptr<unsigned char> storage;
+  std::size_t row_bytes = 0, rows = 0, slices = 0;
+  unsigned element = 0;  // bytes per element: format bytes x channels
+};
+bool array_layout(State& st, CUarray array, ArrayLayout* out);
 
 // --- vmm.cpp --- (all need State::mu held)
 // False when [ptr, ptr + bytes) overlaps a VMM mapping no device may write (read-only access).

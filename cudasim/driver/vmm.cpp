@@ -10,6 +10,10 @@
 // device may access a mapping it is a live AllocKind::Vmm allocation for every other call (copies,
 // sets, pointer queries); unmapped or inaccessible address space is not.
 //
+// A process under a file-size limit (ulimit -f) would see a memfd's growth refused, which no real
+// driver's memory is subject to: there a device's backing is shared anonymous memory instead (the
+// same sparse pages, not counted as file size; a range is mapped by duplicating it with mremap).
+//
 // Exporting (cuMemExportToShareableHandle) needs a file that is that allocation alone, so that
 // another process can map it without trusting any offset: the first export moves the allocation
 // into a memfd of its own (its bytes copied, every mapping of it remapped in place, once no stream
@@ -26,6 +30,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,13 +49,21 @@ namespace cudasim {
 
 // A memfd holding physical memory: a device's backing file (ranges handed out by VmmState), or a
 // file that is one allocation (exported or imported). Closed with its last user.
+// Invariant: exactly one of `fd` (a memfd) and `anonymous` (a shared anonymous region of
+// `anonymous_bytes`, a device's backing under a file-size limit) is set.
 struct BackingFile {
   int fd = -1;
   bool shared = false;  // a device's backing file, holding many allocations
+  char* anonymous = nullptr;
+  std::uint64_t anonymous_bytes = 0;
   BackingFile(int descriptor, bool is_shared) : fd(descriptor), shared(is_shared) {}
+  BackingFile(char* region, std::uint64_t bytes) : shared(true), anonymous(region), anonymous_bytes(bytes) {}
   BackingFile(const BackingFile&) = delete;
   BackingFile& operator=(const BackingFile&) = delete;
-  ~BackingFile() { close(fd); }
+  ~BackingFile() {
+    if (anonymous != nullptr) munmap(anonymous, anonymous_bytes);
+    if (fd >= 0) close(fd);
+  }
 };
 
 // A device's backing file and the ranges of it not in use (by offset; adjacent ones merged).
@@ -184,6 +197,41 @@ CUresult check_properties(const State& st, const CUmemAllocationProp& prop, CUre
   return check_device_location(st, prop.location, bad_device);
 }
 
+// Anonymous backing spans this many times the device's memory: address space only, so that freed
+// ranges scattered through it still leave room for any allocation the device's memory admits.
+constexpr std::uint64_t kAnonymousBackingSpan = 4;
+
+// A device's backing: a memfd, or shared anonymous memory when a file-size limit would refuse a
+// memfd's growth. Null when neither can be had.
+std::shared_ptr<BackingFile> new_backing(State& st, int device) {
+  rlimit file_size{};
+  if (getrlimit(RLIMIT_FSIZE, &file_size) == 0 && file_size.rlim_cur == RLIM_INFINITY) {
+    const int fd = memfd_create((kBackingPrefix + std::to_string(device)).c_str(), MFD_CLOEXEC);
+    return fd < 0 ? nullptr : std::make_shared<BackingFile>(fd, true);
+  }
+  const std::uint64_t total = st.device(device).total;
+  const std::uint64_t bytes = total > UINT64_MAX / kAnonymousBackingSpan ? total : total * kAnonymousBackingSpan;
+  void* region = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (region == MAP_FAILED) return nullptr;
+  madvise(region, bytes, MADV_DONTFORK);  // a forked child does not share its parent's device memory
+  return std::make_shared<BackingFile>(static_cast<char*>(region), bytes);
+}
+
+// Maps bytes [offset, offset + size) of `file` at `at` (MAP_FIXED), with protection `protection`.
+bool map_backing(const BackingFile& file, std::uint64_t offset, std::uintptr_t at, std::size_t size,
+                 int protection) {
+  void* placed = nullptr;
+  if (file.anonymous != nullptr) {
+    // Duplicates the pages (old size 0 on a shared mapping), over whatever `at` held.
+    placed = mremap(file.anonymous + offset, 0, size, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(at));
+    if (placed != MAP_FAILED && mprotect(placed, size, protection) != 0) return false;
+  } else {
+    placed = mmap(reinterpret_cast<void*>(at), size, protection, MAP_SHARED | MAP_FIXED, file.fd,
+                  static_cast<off_t>(offset));
+  }
+  return placed != MAP_FAILED;
+}
+
 // Takes `bytes` (a multiple of the granularity) of the device's backing file: a free range, else
 // the file grows. False when no descriptor or file space can be had.
 bool take_backing_range(State& st, int device, std::uint64_t bytes, std::shared_ptr<BackingFile>* file,
@@ -192,9 +240,8 @@ bool take_backing_range(State& st, int device, std::uint64_t bytes, std::shared_
   if (v.backings.size() < st.devices.size()) v.backings.resize(st.devices.size());
   DeviceBacking& b = v.backings[static_cast<std::size_t>(device)];
   if (!b.file) {
-    const int fd = memfd_create((kBackingPrefix + std::to_string(device)).c_str(), MFD_CLOEXEC);
-    if (fd < 0) return false;
-    b.file = std::make_shared<BackingFile>(fd, true);
+    b.file = new_backing(st, device);
+    if (!b.file) return false;
     b.length = 0;
   }
   for (auto it = b.free_ranges.begin(); it != b.free_ranges.end(); ++it) {  // first fit
@@ -205,8 +252,9 @@ bool take_backing_range(State& st, int device, std::uint64_t bytes, std::shared_
     *file = b.file;
     return true;
   }
-  // size_memory_file: a file-size limit (ulimit -f) refuses the growth instead of ending the process.
-  if (b.length > static_cast<std::uint64_t>(INT64_MAX) - bytes || !size_memory_file(b.file->fd, b.length + bytes)) {
+  if (b.length > static_cast<std::uint64_t>(INT64_MAX) - bytes) return false;
+  if (b.file->anonymous != nullptr ? b.length + bytes > b.file->anonymous_bytes
+                                   : !size_memory_file(b.file->fd, b.length + bytes)) {
     return false;
   }
   *offset = b.length;
@@ -218,8 +266,12 @@ bool take_backing_range(State& st, int device, std::uint64_t bytes, std::shared_
 // Empties a range of the device's backing file (its RAM goes back to the host) for reuse.
 void give_backing_range(State& st, int device, std::uint64_t offset, std::uint64_t bytes) {
   DeviceBacking& b = vmm(st).backings[static_cast<std::size_t>(device)];
-  fallocate(b.file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-            static_cast<off_t>(bytes));
+  if (b.file->anonymous != nullptr) {
+    madvise(b.file->anonymous + offset, bytes, MADV_REMOVE);
+  } else {
+    fallocate(b.file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+              static_cast<off_t>(bytes));
+  }
   auto next = b.free_ranges.lower_bound(offset);
   if (next != b.free_ranges.end() && next->first == offset + bytes) {  // merge with the range after
     bytes += next->second;
@@ -316,12 +368,10 @@ bool copy_data(int src, std::uint64_t from, std::uint64_t bytes, char* to) {
   return true;
 }
 
-// Maps bytes [offset, offset + m.size) of `fd` over the mapping `m`, with its protection.
-bool map_over(const VaMapping& m, int fd, std::uint64_t offset) {
-  void* at = mmap(reinterpret_cast<void*>(m.base), m.size, host_protection(m), MAP_SHARED | MAP_FIXED, fd,
-                  static_cast<off_t>(offset));
-  if (at == MAP_FAILED) return false;
-  madvise(at, m.size, MADV_DONTFORK);  // as cuMemMap made it
+// Maps bytes [offset, offset + m.size) of `file` over the mapping `m`, with its protection.
+bool map_over(const VaMapping& m, const BackingFile& file, std::uint64_t offset) {
+  if (!map_backing(file, offset, m.base, m.size, host_protection(m))) return false;
+  madvise(reinterpret_cast<void*>(m.base), m.size, MADV_DONTFORK);  // as cuMemMap made it
   return true;
 }
 
@@ -340,16 +390,19 @@ bool move_to_own_file(State& st, const std::shared_ptr<Physical>& physical) {
   if (!size_memory_file(fd, p.size) || fstat(fd, &info) != 0) return false;
   void* copy = mmap(nullptr, p.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (copy == MAP_FAILED) return false;
-  const bool copied = copy_data(p.file->fd, p.offset, p.size, static_cast<char*>(copy));
+  // Anonymous backing has no holes to find: all of it is copied (RAM for the whole allocation).
+  const bool copied = p.file->anonymous != nullptr
+                          ? (std::memcpy(copy, p.file->anonymous + p.offset, p.size), true)
+                          : copy_data(p.file->fd, p.offset, p.size, static_cast<char*>(copy));
   munmap(copy, p.size);
   if (!copied || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return false;
   VmmState& v = vmm(st);
   std::vector<VaMapping*> moved;
   for (auto& [base, m] : v.mappings) {
     if (m.physical != physical) continue;
-    if (!map_over(m, fd, m.offset)) {  // put back what moved (a failed MAP_FIXED may have unmapped `m`)
-      map_over(m, p.file->fd, p.offset + m.offset);
-      for (VaMapping* back : moved) map_over(*back, p.file->fd, p.offset + back->offset);
+    if (!map_over(m, *own, m.offset)) {  // put back what moved (a failed MAP_FIXED may have unmapped `m`)
+      map_over(m, *p.file, p.offset + m.offset);
+      for (VaMapping* back : moved) map_over(*back, *p.file, p.offset + back->offset);
       return false;
     }
     moved.push_back(&m);
@@ -631,14 +684,12 @@ CUDASIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CU
   auto next = v.mappings.lower_bound(ptr);
   if (next != v.mappings.end() && next->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;  // mapped
   if (find_mapping(v, ptr) != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  void* at = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, physical->file->fd,
-                  static_cast<off_t>(physical->offset + offset));
-  if (at == MAP_FAILED) {
+  if (!map_backing(*physical->file, physical->offset + offset, ptr, size, PROT_NONE)) {
     restore_reservation(ptr, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   // A forked child does not inherit the mapping: the parent's device memory is not the child's.
-  madvise(at, size, MADV_DONTFORK);
+  madvise(reinterpret_cast<void*>(ptr), size, MADV_DONTFORK);
   VaMapping m;
   m.base = ptr;
   m.size = size;

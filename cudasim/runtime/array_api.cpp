@@ -148,6 +148,56 @@ cudaError_t free_mipmapped_array(cudaMipmappedArray_t array) {
   });
 }
 
+// The runtime's channel description of a driver format and channel count (the inverse of
+// driver_descriptor): channels x, y, z, w in that order, all of the format's width.
+cudaChannelFormatDesc channel_desc(CUarray_format format, unsigned channels) {
+  int bits = 32;
+  cudaChannelFormatKind kind = cudaChannelFormatKindUnsigned;
+  switch (format) {
+    case CU_AD_FORMAT_SIGNED_INT8: bits = 8, kind = cudaChannelFormatKindSigned; break;
+    case CU_AD_FORMAT_UNSIGNED_INT8: bits = 8; break;
+    case CU_AD_FORMAT_SIGNED_INT16: bits = 16, kind = cudaChannelFormatKindSigned; break;
+    case CU_AD_FORMAT_UNSIGNED_INT16: bits = 16; break;
+    case CU_AD_FORMAT_HALF: bits = 16, kind = cudaChannelFormatKindFloat; break;
+    case CU_AD_FORMAT_SIGNED_INT32: kind = cudaChannelFormatKindSigned; break;
+    case CU_AD_FORMAT_FLOAT: kind = cudaChannelFormatKindFloat; break;
+    default: break;  // CU_AD_FORMAT_UNSIGNED_INT32: the only other format an array is created with here
+  }
+  const int width[4] = {bits, channels >= 2 ? bits : 0, channels == 4 ? bits : 0, channels == 4 ? bits : 0};
+  return cudaChannelFormatDesc{width[0], width[1], width[2], width[3], kind};
+}
+
+// cudaArrayGetInfo: any of the outputs may be NULL; a handle that is no live array is
+// cudaErrorInvalidValue (the only error documented).
+cudaError_t array_info(cudaChannelFormatDesc* desc, cudaExtent* extent, unsigned* flags, cudaArray_const_t array) {
+  return with_context([&] {
+    CUDA_ARRAY3D_DESCRIPTOR d{};
+    const cudaError_t status = call_driver<&DriverTable::cuArray3DGetDescriptor>(
+        &d, reinterpret_cast<CUarray>(const_cast<cudaArray_t>(array)));
+    if (status != cudaSuccess) return invalid_value_for_bad_handle(status);
+    if (desc != nullptr) *desc = channel_desc(d.Format, d.NumChannels);
+    if (extent != nullptr) *extent = cudaExtent{d.Width, d.Height, d.Depth};
+    if (flags != nullptr) *flags = d.Flags;
+    return cudaSuccess;
+  });
+}
+
+// The driver's requirements of a deferred-mapping array (cudaArrayDeferredMapping), as it answers them.
+template <auto Entry, typename Handle>
+cudaError_t memory_requirements(cudaArrayMemoryRequirements* out, Handle array, int device) {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  return with_context([&] {
+    CUdevice handle = 0;
+    if (cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+    CUDA_ARRAY_MEMORY_REQUIREMENTS driver{};
+    if (cudaError_t status = call_driver<Entry>(&driver, array, handle); status != cudaSuccess) return status;
+    *out = cudaArrayMemoryRequirements{};
+    out->size = driver.size;
+    out->alignment = driver.alignment;
+    return cudaSuccess;
+  });
+}
+
 }  // namespace
 }  // namespace cudasim::runtime
 
@@ -176,6 +226,39 @@ cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t* mipmappedArray, const
 cudaError_t cudaFreeArray(cudaArray_t array) { return api_call([&] { return free_array(array); }); }
 cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray) {
   return api_call([&] { return free_mipmapped_array(mipmappedArray); });
+}
+
+cudaError_t cudaArrayGetInfo(struct cudaChannelFormatDesc* desc, struct cudaExtent* extent, unsigned int* flags,
+                             cudaArray_t array) {
+  return api_call([&] { return array_info(desc, extent, flags, array); });
+}
+cudaError_t cudaGetChannelDesc(struct cudaChannelFormatDesc* desc, cudaArray_const_t array) {
+  return api_call([&] { return desc == nullptr ? cudaErrorInvalidValue : array_info(desc, nullptr, nullptr, array); });
+}
+cudaError_t cudaArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements* memoryRequirements, cudaArray_t array,
+                                           int device) {
+  return api_call([&] {
+    return memory_requirements<&DriverTable::cuArrayGetMemoryRequirements>(
+        memoryRequirements, reinterpret_cast<CUarray>(array), device);
+  });
+}
+cudaError_t cudaMipmappedArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements* memoryRequirements,
+                                                    cudaMipmappedArray_t mipmap, int device) {
+  return api_call([&] {
+    return memory_requirements<&DriverTable::cuMipmappedArrayGetMemoryRequirements>(
+        memoryRequirements, reinterpret_cast<CUmipmappedArray>(mipmap), device);
+  });
+}
+
+cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t* levelArray, cudaMipmappedArray_const_t mipmappedArray,
+                                       unsigned int level) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuMipmappedArrayGetLevel>(
+          reinterpret_cast<CUarray*>(levelArray),
+          reinterpret_cast<CUmipmappedArray>(const_cast<cudaMipmappedArray_t>(mipmappedArray)), level);
+    });
+  });
 }
 
 }  // extern "C"

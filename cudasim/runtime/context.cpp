@@ -3,11 +3,17 @@
 #include <pthread.h>
 
 #include <array>
+#include <atomic>
 
 #include "driver_table.h"
 #include "error_state.h"
 
 namespace cudasim::runtime {
+
+// symbol_api.cpp's (operations.h), referenced weakly: a program that registers no variable, such
+// as a C program linked to the static archive, then pulls in neither it nor the C++ library it uses.
+void forget_symbol_storage(CUcontext context) __attribute__((weak));
+
 namespace {
 
 constexpr int kMaxDevices = 64;
@@ -60,8 +66,13 @@ class Locked {
   pthread_mutex_t& mutex_;
 };
 
-// The device the thread selected with cudaSetDevice, or -1 (device 0) when it never did.
+// The device the thread selected with cudaSetDevice, or -1 (the default device) when it never did.
 thread_local int selected_device = -1;
+// The device a thread that selected none works on: the first of cudaSetValidDevices' list (every
+// simulated device works), else 0.
+constinit std::atomic<int> default_device{0};
+
+int thread_device() { return selected_device < 0 ? default_device.load() : selected_device; }
 
 // Whether `context` is a primary context this runtime has reset and not yet retained again.
 bool is_retired(CUcontext context) {
@@ -136,7 +147,7 @@ cudaError_t ensure_context() {
   CUcontext current = nullptr;
   status = usable_current_context(&current);
   if (status != cudaSuccess || current != nullptr) return status;
-  return activate_primary_context(selected_device < 0 ? 0 : selected_device);
+  return activate_primary_context(thread_device());
 }
 
 cudaError_t current_device(int* device) {
@@ -146,7 +157,7 @@ cudaError_t current_device(int* device) {
   status = usable_current_context(&current);
   if (status != cudaSuccess) return status;
   if (current == nullptr) {
-    *device = selected_device < 0 ? 0 : selected_device;
+    *device = thread_device();
     return cudaSuccess;
   }
   CUdevice handle = 0;
@@ -166,6 +177,18 @@ cudaError_t current_device(int* device) {
   return cudaErrorInvalidDevice;
 }
 
+cudaError_t set_valid_devices(const int* devices, int count) {
+  int available = 0;
+  if (cudaError_t status = device_count(&available); status != cudaSuccess) return status;
+  if (count < 0 || count > available || (count > 0 && devices == nullptr)) return cudaErrorInvalidValue;
+  for (int i = 0; i < count; ++i) {
+    CUdevice handle = 0;
+    if (cudaError_t status = device_handle(devices[i], &handle); status != cudaSuccess) return status;
+  }
+  default_device.store(count > 0 ? devices[0] : 0);
+  return cudaSuccess;
+}
+
 cudaError_t select_device(int device) {
   CUdevice handle = 0;
   const cudaError_t status = device_handle(device, &handle);
@@ -181,6 +204,7 @@ cudaError_t reset_current_device() {
   CUdevice handle = 0;
   status = device_handle(device, &handle);
   if (status != cudaSuccess) return status;
+  CUcontext reset = nullptr;
   {
     PrimaryContexts& all = primaries();
     Locked lock(all.mutex);
@@ -189,7 +213,9 @@ cudaError_t reset_current_device() {
     if (status != cudaSuccess) return status;
     if (primary.retained) primary.retire();
     primary.retained = false;
+    reset = primary.handle;
   }
+  if (forget_symbol_storage != nullptr) forget_symbol_storage(reset);  // their memory went with the context
   clear_sticky_error();
   // The reset context must not stay current here: the next call creates the primary context anew.
   CUcontext current = nullptr;

@@ -28,6 +28,10 @@ cudaError_t current_device(int* device);
 // since CUDA 12.0) initialises and makes current its primary context.
 cudaError_t select_device(int device);
 
+// cudaSetValidDevices: the device threads that select none work on becomes the list's first (every
+// simulated device works); an empty list restores device 0. Validates the list as documented.
+cudaError_t set_valid_devices(const int* devices, int count);
+
 // cudaDeviceReset: resets the primary context of the thread's device; the next call that needs it
 // creates it afresh.
 cudaError_t reset_current_device();

@@ -111,9 +111,89 @@ cudaError_t get_driver_version(int* version) {
   return cudaSuccess;
 }
 
+cudaError_t get_pci_bus_id(char* bus_id, int len, int device) {
+  CUdevice handle = 0;
+  if (cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+  return call_driver<&DriverTable::cuDeviceGetPCIBusId>(bus_id, len, handle);
+}
+
+cudaError_t get_device_by_pci_bus_id(int* device, const char* bus_id) {
+  if (cudaError_t status = driver_status(); status != cudaSuccess) return status;
+  CUdevice handle = 0;
+  const cudaError_t status = call_driver<&DriverTable::cuDeviceGetByPCIBusId>(&handle, bus_id);
+  if (status == cudaSuccess) *device = handle;  // the runtime's ordinals are the driver's
+  return status;
+}
+
+// The device that meets the most of the properties a caller asks for that differ between simulated
+// devices (total memory, then compute capability; every other property is the same on all of them);
+// the lowest ordinal among equals.
+cudaError_t choose_device(int* device, const cudaDeviceProp* prop) {
+  if (device == nullptr || prop == nullptr) return cudaErrorInvalidValue;
+  int count = 0;
+  if (cudaError_t status = device_count(&count); status != cudaSuccess) return status;
+  int best = 0, best_score = -1;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    cudaDeviceProp have{};
+    if (cudaError_t status = get_device_properties(&have, ordinal); status != cudaSuccess) return status;
+    const int score = (have.totalGlobalMem >= prop->totalGlobalMem ? 2 : 0) +
+                      (have.major > prop->major || (have.major == prop->major && have.minor >= prop->minor) ? 1 : 0);
+    if (score > best_score) best = ordinal, best_score = score;
+  }
+  *device = best;
+  return cudaSuccess;
+}
+
+cudaError_t get_host_atomic_capabilities(unsigned* capabilities, const cudaAtomicOperation* operations,
+                                         unsigned count, int device) {
+  CUdevice handle = 0;
+  if (cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+  // cudaAtomicOperation and CUatomicOperation share their values.
+  return call_driver<&DriverTable::cuDeviceGetHostAtomicCapabilities>(
+      capabilities, reinterpret_cast<const CUatomicOperation*>(operations), count, handle);
+}
+
 }  // namespace
 
 extern "C" {
+
+cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
+  return api_call([&] { return get_pci_bus_id(pciBusId, len, device); });
+}
+cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pciBusId) {
+  return api_call([&] {
+    if (device == nullptr) return cudaErrorInvalidValue;
+    return get_device_by_pci_bus_id(device, pciBusId);
+  });
+}
+cudaError_t cudaChooseDevice(int* device, const struct cudaDeviceProp* prop) {
+  return api_call([&] { return choose_device(device, prop); });
+}
+cudaError_t cudaSetValidDevices(int* device_arr, int len) {
+  return api_call([&] { return set_valid_devices(device_arr, len); });
+}
+cudaError_t cudaDeviceGetHostAtomicCapabilities(unsigned int* capabilities, const enum cudaAtomicOperation* operations,
+                                                unsigned int count, int device) {
+  return api_call([&] { return get_host_atomic_capabilities(capabilities, operations, count, device); });
+}
+// Shared memory banks are four bytes wide on every simulated device and cannot be changed: as
+// documented for such devices, the setting is accepted and has no effect.
+cudaError_t cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig* pConfig) {
+  return api_call([&] {
+    if (pConfig == nullptr) return cudaErrorInvalidValue;
+    if (cudaError_t status = driver_status(); status != cudaSuccess) return status;
+    *pConfig = cudaSharedMemBankSizeFourByte;
+    return cudaSuccess;
+  });
+}
+cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config) {
+  return api_call([&] {
+    if (config != cudaSharedMemBankSizeDefault && config != cudaSharedMemBankSizeFourByte &&
+        config != cudaSharedMemBankSizeEightByte)
+      return cudaErrorInvalidValue;
+    return ensure_context();
+  });
+}
 
 cudaError_t cudaGetDeviceCount(int* count) { return api_call([&] { return get_device_count(count); }); }
 cudaError_t cudaGetDevice(int* device) { return api_call([&] { return get_device(device); }); }
@@ -137,5 +217,25 @@ cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) {
 }
 // Needs no working driver: reports 0 when none could be loaded.
 cudaError_t cudaDriverGetVersion(int* driverVersion) { return finish(get_driver_version(driverVersion)); }
+
+// The driver's registrations (the simulated devices send no notification).
+cudaError_t cudaDeviceRegisterAsyncNotification(int device, cudaAsyncCallback callbackFunc, void* userData,
+                                                cudaAsyncCallbackHandle_t* callback) {
+  return api_call([&] {
+    CUdevice handle = 0;
+    if (cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+    return call_driver<&DriverTable::cuDeviceRegisterAsyncNotification>(
+        handle, reinterpret_cast<CUasyncCallback>(callbackFunc), userData,
+        reinterpret_cast<CUasyncCallbackHandle*>(callback));
+  });
+}
+cudaError_t cudaDeviceUnregisterAsyncNotification(int device, cudaAsyncCallbackHandle_t callback) {
+  return api_call([&] {
+    CUdevice handle = 0;
+    if (cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+    return call_driver<&DriverTable::cuDeviceUnregisterAsyncNotification>(
+        handle, reinterpret_cast<CUasyncCallbackHandle>(callback));
+  });
+}
 
 }  // extern "C"

@@ -46,9 +46,29 @@ cudaError_t get_device_flags(unsigned* flags) {
   return cudaSuccess;
 }
 
+// cudaInitDevice: the device's primary context initialised (not made current), with deviceFlags
+// when flags says they are valid; any other flag is cudaErrorInvalidValue.
+cudaError_t init_device(int device, unsigned device_flags, unsigned flags) {
+  CUdevice handle = 0;
+  if (cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+  if ((flags & ~unsigned{cudaInitDeviceFlagsAreValid}) != 0) return cudaErrorInvalidValue;
+  if ((flags & cudaInitDeviceFlagsAreValid) != 0) {
+    if (!valid_device_flags(device_flags)) return cudaErrorInvalidValue;
+    if (cudaError_t status = call_driver<&DriverTable::cuDevicePrimaryCtxSetFlags>(handle, device_flags);
+        status != cudaSuccess)
+      return status;
+  }
+  CUcontext context = nullptr;
+  return primary_context(device, &context);
+}
+
 }  // namespace
 
 extern "C" {
+
+cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags) {
+  return api_call([&] { return init_device(device, deviceFlags, flags); });
+}
 
 cudaError_t cudaSetDeviceFlags(unsigned int flags) { return api_call([&] { return set_device_flags(flags); }); }
 cudaError_t cudaGetDeviceFlags(unsigned int* flags) { return api_call([&] { return get_device_flags(flags); }); }

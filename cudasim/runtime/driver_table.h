@@ -85,7 +85,13 @@ namespace cudasim::runtime {
   X(cuGraphKernelNodeGetAttribute, 11000) X(cuGraphKernelNodeSetAttribute, 11000)                    \
   X(cuGraphKernelNodeCopyAttributes, 11000) X(cuGraphAddNode, 12030) X(cuGraphNodeSetParams, 12020)   \
   X(cuGraphExecNodeSetParams, 12020) X(cuMemPrefetchBatchAsync, 13000) X(cuMemDiscardBatchAsync, 13000)   \
-  X(cuMemDiscardAndPrefetchBatchAsync, 13000)                                                     \
+  X(cuMemDiscardAndPrefetchBatchAsync, 13000) X(cuMemcpy3D, 3020) X(cuMemcpy3DAsync, 3020)        \
+  X(cuMemcpy3DPeer, 4000) X(cuMemcpy3DPeerAsync, 4000) X(cuMemsetD2D8, 3020)                      \
+  X(cuMemsetD2D8Async, 3020) X(cuArray3DGetDescriptor, 3020) X(cuMemcpyBatchAsync, 13000)          \
+  X(cuMemcpy3DBatchAsync, 13000) X(cuDeviceGetPCIBusId, 4010) X(cuDeviceGetByPCIBusId, 4010)          \
+  X(cuDeviceGetHostAtomicCapabilities, 13000) X(cuArrayGetMemoryRequirements, 11060)                \
+  X(cuMipmappedArrayGetMemoryRequirements, 11060) X(cuMipmappedArrayGetLevel, 5000)       \
+  X(cuDeviceRegisterAsyncNotification, 12040) X(cuDeviceUnregisterAsyncNotification, 12040)  \
   X(cuStreamGetAttribute, 11000) X(cuStreamSetAttribute, 11000) X(cuStreamCopyAttributes, 11000)  \
   X(cuStreamGetId, 12000) X(cuStreamGetDevice, 12080) X(cuEventRecordWithFlags, 11010)          \
   X(cuGraphNodeGetDependentNodes, 12030) X(cuGraphNodeFindInClone, 10000)                          \

@@ -22,6 +22,7 @@ constexpr std::array kErrorDescriptions{
     CUDASIM_RUNTIME_ERROR(cudaErrorCudartUnloading, "driver shutting down"),
     CUDASIM_RUNTIME_ERROR(cudaErrorInvalidConfiguration, "invalid configuration argument"),
     CUDASIM_RUNTIME_ERROR(cudaErrorInvalidPitchValue, "invalid pitch argument"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInvalidSymbol, "invalid device symbol"),
     CUDASIM_RUNTIME_ERROR(cudaErrorInvalidDevicePointer, "invalid device pointer"),
     CUDASIM_RUNTIME_ERROR(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy"),
     CUDASIM_RUNTIME_ERROR(cudaErrorStubLibrary, "CUDA driver is a stub library"),

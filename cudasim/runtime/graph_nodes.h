@@ -16,6 +16,11 @@ bool memory_types(cudaMemcpyKind kind, CUmemorytype* src, CUmemorytype* dst);
 // A 3D copy in the driver's form (each side an array or a pointer, not both; graph_params_api.cpp);
 // a 1D copy of `bytes` as a 3D copy; cudaErrorInvalidMemcpyDirection for a kind that is none.
 cudaError_t driver_copy_3d(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* copy);
+// Where an array takes part in `p`, its positions and the width are in elements (cudaMemcpy3D's
+// documentation): scales `copy`'s to bytes (copy_api.cpp; driver_copy_3d does it).
+cudaError_t array_positions_in_bytes(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* copy);
+// The other way, for parameters read back (an array no longer live is left in bytes).
+void array_positions_in_elements(cudaMemcpy3DParms* p);
 cudaError_t driver_copy_1d(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, CUDA_MEMCPY3D* copy);
 
 }  // namespace cudasim::runtime

@@ -18,8 +18,7 @@ static_assert(static_cast<int>(cudaLaunchAttributePriority) == CU_LAUNCH_ATTRIBU
 static_assert(static_cast<int>(cudaLaunchAttributeNvlinkUtilCentricScheduling) ==
               CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING);
 
-// One side of a 3D copy: an array (which the driver's copy nodes refuse: arrays are not copied
-// here), or a pitched pointer of the memory type the copy's kind gives.
+// One side of a 3D copy: an array, or a pitched pointer of the memory type the copy's kind gives.
 void copy_side(cudaArray_t array, const cudaPitchedPtr& ptr, const cudaPos& pos, CUmemorytype type, CUarray* array_out,
                CUmemorytype* type_out, const void** host, CUdeviceptr* device, size_t* x, size_t* y, size_t* z,
                size_t* pitch, size_t* height) {
@@ -46,7 +45,8 @@ cudaMemcpyKind copy_kind(CUmemorytype src, CUmemorytype dst) {
   return cudaMemcpyDefault;
 }
 
-// The driver's copy back in the runtime's form (the pitched pointers' xsize: the width copied).
+// The driver's copy back in the runtime's form (the pitched pointers' xsize: the width copied; an
+// array's positions and the width in elements).
 cudaMemcpy3DParms runtime_copy_3d(const CUDA_MEMCPY3D& c) {
   cudaMemcpy3DParms p{};
   p.srcArray = reinterpret_cast<cudaArray_t>(c.srcArray);
@@ -59,6 +59,7 @@ cudaMemcpy3DParms runtime_copy_3d(const CUDA_MEMCPY3D& c) {
   if (c.dstMemoryType != CU_MEMORYTYPE_ARRAY) p.dstPtr = cudaPitchedPtr{dst, c.dstPitch, c.WidthInBytes, c.dstHeight};
   p.extent = cudaExtent{c.WidthInBytes, c.Height, c.Depth};
   p.kind = copy_kind(c.srcMemoryType, c.dstMemoryType);
+  array_positions_in_elements(&p);
   return p;
 }
 
@@ -98,7 +99,7 @@ cudaError_t driver_copy_3d(const cudaMemcpy3DParms* p, CUDA_MEMCPY3D* copy) {
   copy->WidthInBytes = p->extent.width;
   copy->Height = p->extent.height;
   copy->Depth = p->extent.depth;
-  return cudaSuccess;
+  return array_positions_in_bytes(p, copy);
 }
 
 }  // namespace cudasim::runtime

@@ -192,6 +192,7 @@ CUDASIM_RUNTIME_EXPORT void __cudaUnregisterFatBinary(void** fatCubinHandle) {
   std::lock_guard lock(r.mutex);
   std::erase_if(r.functions, [binary](const auto& entry) { return entry.second.binary == binary; });
   std::erase_if(r.managed, [binary](const ManagedVariable& v) { return v.binary == binary; });
+  forget_binary_variables(fatCubinHandle);
 }
 
 CUDASIM_RUNTIME_EXPORT void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* /*deviceFun*/,
@@ -203,11 +204,7 @@ CUDASIM_RUNTIME_EXPORT void __cudaRegisterFunction(void** fatCubinHandle, const 
   r.functions[hostFun] = Function{reinterpret_cast<FatBinary*>(fatCubinHandle), deviceName, nullptr};
 }
 
-// __device__ and __constant__ variables are registered but get no device storage: symbol copies
-// (cudaMemcpyToSymbol) are not simulated.
-CUDASIM_RUNTIME_EXPORT void __cudaRegisterVar(void** /*fatCubinHandle*/, char* /*hostVar*/, char* /*deviceAddress*/,
-                                              const char* /*deviceName*/, int /*ext*/, size_t /*size*/,
-                                              int /*constant*/, int /*global*/) {}
+// __device__ and __constant__ variables: __cudaRegisterVar is in symbol_api.cpp.
 
 CUDASIM_RUNTIME_EXPORT void __cudaRegisterManagedVar(void** fatCubinHandle, void** hostVarPtrAddress,
                                                      char* /*deviceAddress*/, const char* /*deviceName*/,

@@ -44,6 +44,18 @@ cudaError_t allocate_pitch(void** ptr, size_t* pitch, size_t width, size_t heigh
   return result;
 }
 
+// cudaMalloc3D: a pitched allocation of height x depth rows of `width` bytes.
+cudaError_t allocate_3d(cudaPitchedPtr* out, cudaExtent extent) {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  size_t rows = 0;
+  if (__builtin_mul_overflow(extent.height, extent.depth, &rows)) return cudaErrorMemoryAllocation;
+  void* ptr = nullptr;
+  size_t pitch = 0;
+  if (cudaError_t status = allocate_pitch(&ptr, &pitch, extent.width, rows); status != cudaSuccess) return status;
+  *out = cudaPitchedPtr{ptr, pitch, extent.width, extent.height};
+  return cudaSuccess;
+}
+
 cudaError_t memory_info(size_t* free, size_t* total) {
   const cudaError_t status = ensure_context();
   if (status != cudaSuccess) return status;
@@ -151,6 +163,9 @@ cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t h
   return api_call([&] { return allocate_pitch(devPtr, pitch, width, height); });
 }
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) { return api_call([&] { return memory_info(free, total); }); }
+cudaError_t cudaMalloc3D(struct cudaPitchedPtr* pitchedDevPtr, struct cudaExtent extent) {
+  return api_call([&] { return allocate_3d(pitchedDevPtr, extent); });
+}
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   return api_call([&] { return copy(dst, src, count, kind, nullptr, Completion::kSynchronous); });

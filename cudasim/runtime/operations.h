@@ -19,6 +19,44 @@ cudaError_t copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, 
                  Completion completion);
 cudaError_t set(void* dst, int value, size_t count, CUstream stream, Completion completion);
 
+// Copies with rows and slices, to and from arrays, and 2D/3D sets (copy_api.cpp). Widths and
+// offsets are in bytes, except where cudaMemcpy3D's parameters name an array (elements).
+cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                    cudaMemcpyKind kind, CUstream stream, Completion completion);
+cudaError_t copy_2d_to_array(cudaArray_t dst, size_t x, size_t y, const void* src, size_t spitch, size_t width,
+                             size_t height, cudaMemcpyKind kind, CUstream stream, Completion completion);
+cudaError_t copy_2d_from_array(void* dst, size_t dpitch, cudaArray_const_t src, size_t x, size_t y, size_t width,
+                               size_t height, cudaMemcpyKind kind, CUstream stream, Completion completion);
+cudaError_t copy_2d_array_to_array(cudaArray_t dst, size_t dst_x, size_t dst_y, cudaArray_const_t src, size_t src_x,
+                                   size_t src_y, size_t width, size_t height, cudaMemcpyKind kind, CUstream stream);
+// The deprecated 1D array copies: `count` bytes row after row from byte `x` of row `y` of the
+// array (its first slice), to the array from `linear` or from it to `linear`; between two arrays.
+cudaError_t copy_linear_array(cudaArray_const_t array, size_t x, size_t y, const void* linear, size_t count,
+                              bool to_array, cudaMemcpyKind kind, CUstream stream, Completion completion);
+cudaError_t copy_array_run(cudaArray_t dst, size_t dst_x, size_t dst_y, cudaArray_const_t src, size_t src_x,
+                           size_t src_y, size_t count, cudaMemcpyKind kind, CUstream stream);
+cudaError_t copy_3d(const cudaMemcpy3DParms* p, CUstream stream, Completion completion);
+cudaError_t copy_3d_peer(const cudaMemcpy3DPeerParms* p, CUstream stream, Completion completion);
+cudaError_t set_2d(void* dst, size_t pitch, int value, size_t width, size_t height, CUstream stream,
+                   Completion completion);
+cudaError_t set_3d_extent(cudaPitchedPtr ptr, int value, cudaExtent extent, CUstream stream, Completion completion);
+// Batches, over the driver's (the runtime's structures are the driver's).
+cudaError_t copy_batch(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                       cudaMemcpyAttributes* attrs, size_t* attrs_idxs, size_t num_attrs, CUstream stream);
+cudaError_t copy_3d_batch(size_t count, cudaMemcpy3DBatchOp* ops, unsigned long long flags, CUstream stream);
+
+// Copies to and from __device__ / __constant__ variables (symbol_api.cpp): `count` bytes at
+// `offset` of the variable's storage in the current context.
+cudaError_t copy_to_symbol(const void* symbol, const void* src, size_t count, size_t offset, cudaMemcpyKind kind,
+                           CUstream stream, Completion completion);
+cudaError_t copy_from_symbol(void* dst, const void* symbol, size_t count, size_t offset, cudaMemcpyKind kind,
+                             CUstream stream, Completion completion);
+
+// Forgets the variables a fat binary registered (__cudaUnregisterFatBinary), and the storage of
+// every variable in a context that is gone (cudaDeviceReset).
+void forget_binary_variables(void** binary);
+void forget_symbol_storage(CUcontext context);
+
 cudaError_t stream_synchronize(CUstream stream);
 cudaError_t stream_query(CUstream stream);
 cudaError_t stream_wait_event(CUstream stream, CUevent event, unsigned int flags);

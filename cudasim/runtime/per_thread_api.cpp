@@ -27,6 +27,158 @@ cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t 
   return api_call([&] { return set(devPtr, value, count, per_thread_stream(stream), Completion::kAsynchronous); });
 }
 
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_2d(dst, dpitch, src, spitch, width, height, kind, CU_STREAM_PER_THREAD, Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return api_call([&] {
+    return copy_2d(dst, dpitch, src, spitch, width, height, kind, per_thread_stream(stream), Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t spitch,
+                                size_t width, size_t height, enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_2d_to_array(dst, wOffset, hOffset, src, spitch, width, height, kind, CU_STREAM_PER_THREAD,
+                            Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t spitch,
+                                     size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return api_call([&] {
+    return copy_2d_to_array(dst, wOffset, hOffset, src, spitch, width, height, kind, per_thread_stream(stream),
+                            Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemcpy2DFromArray(void* dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset,
+                                  size_t width, size_t height, enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_2d_from_array(dst, dpitch, src, wOffset, hOffset, width, height, kind, CU_STREAM_PER_THREAD,
+                              Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemcpy2DFromArrayAsync(void* dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset,
+                                       size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return api_call([&] {
+    return copy_2d_from_array(dst, dpitch, src, wOffset, hOffset, width, height, kind, per_thread_stream(stream),
+                              Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemcpy2DArrayToArray(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src,
+                                     size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height,
+                                     enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_2d_array_to_array(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind,
+                                  CU_STREAM_PER_THREAD);
+  });
+}
+cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms* p) {
+  return api_call([&] { return copy_3d(p, CU_STREAM_PER_THREAD, Completion::kSynchronous); });
+}
+cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p, cudaStream_t stream) {
+  return api_call([&] { return copy_3d(p, per_thread_stream(stream), Completion::kAsynchronous); });
+}
+cudaError_t cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms* p) {
+  return api_call([&] { return copy_3d_peer(p, CU_STREAM_PER_THREAD, Completion::kSynchronous); });
+}
+cudaError_t cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms* p, cudaStream_t stream) {
+  return api_call([&] { return copy_3d_peer(p, per_thread_stream(stream), Completion::kAsynchronous); });
+}
+cudaError_t cudaMemset2D(void* devPtr, size_t pitch, int value, size_t width, size_t height) {
+  return api_call([&] { return set_2d(devPtr, pitch, value, width, height, CU_STREAM_PER_THREAD, Completion::kSynchronous); });
+}
+cudaError_t cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream) {
+  return api_call([&] {
+    return set_2d(devPtr, pitch, value, width, height, per_thread_stream(stream), Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent) {
+  return api_call([&] {
+    return set_3d_extent(pitchedDevPtr, value, extent, CU_STREAM_PER_THREAD, Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent,
+                              cudaStream_t stream) {
+  return api_call([&] {
+    return set_3d_extent(pitchedDevPtr, value, extent, per_thread_stream(stream), Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                               enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_to_symbol(symbol, src, count, offset, kind, CU_STREAM_PER_THREAD, Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
+                                 enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_from_symbol(dst, symbol, count, offset, kind, CU_STREAM_PER_THREAD, Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count, size_t offset,
+                                    enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return api_call([&] {
+    return copy_to_symbol(symbol, src, count, offset, kind, per_thread_stream(stream), Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return api_call([&] {
+    return copy_from_symbol(dst, symbol, count, offset, kind, per_thread_stream(stream), Completion::kAsynchronous);
+  });
+}
+
+cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                                 struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                 cudaStream_t stream) {
+  return api_call([&] {
+    return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, per_thread_stream(stream));
+  });
+}
+cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp* opList, unsigned long long flags,
+                                   cudaStream_t stream) {
+  return api_call([&] { return copy_3d_batch(numOps, opList, flags, per_thread_stream(stream)); });
+}
+
+cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t count,
+                              enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_linear_array(dst, wOffset, hOffset, src, count, true, kind, CU_STREAM_PER_THREAD,
+                             Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemcpyToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t count,
+                                   enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return api_call([&] {
+    return copy_linear_array(dst, wOffset, hOffset, src, count, true, kind, per_thread_stream(stream),
+                             Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemcpyFromArray(void* dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
+                                enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_linear_array(src, wOffset, hOffset, dst, count, false, kind, CU_STREAM_PER_THREAD,
+                             Completion::kSynchronous);
+  });
+}
+cudaError_t cudaMemcpyFromArrayAsync(void* dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
+                                     enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return api_call([&] {
+    return copy_linear_array(src, wOffset, hOffset, dst, count, false, kind, per_thread_stream(stream),
+                             Completion::kAsynchronous);
+  });
+}
+cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src,
+                                   size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind) {
+  return api_call([&] {
+    return copy_array_run(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind,
+                          CU_STREAM_PER_THREAD);
+  });
+}
+
 cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                              cudaStream_t stream) {
   return api_call([&] { return launch_host_function(func, gridDim, blockDim, args, sharedMem, per_thread_stream(stream)); });

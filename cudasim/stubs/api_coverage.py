@@ -24,12 +24,14 @@ BOOKKEEPING = {
         "cuCtxGetStreamPriorityRange", "cuStreamGetPriority", "cuStreamGetPriority_ptsz",
         "cuFuncSetCacheConfig", "cuKernelSetCacheConfig", "cuProfilerStart", "cuProfilerStop",
         "cuDevicePrimaryCtxSetFlags", "cuDevicePrimaryCtxSetFlags_v2",
+        "cuDeviceRegisterAsyncNotification", "cuDeviceUnregisterAsyncNotification",
     },
     "runtime": {
         "cudaSetDeviceFlags", "cudaGetDeviceFlags", "cudaDeviceSetLimit", "cudaDeviceGetLimit",
         "cudaDeviceSetCacheConfig", "cudaDeviceGetCacheConfig", "cudaDeviceGetStreamPriorityRange",
         "cudaStreamGetPriority", "cudaStreamGetPriority_ptsz", "cudaFuncSetCacheConfig",
-        "cudaProfilerStart", "cudaProfilerStop",
+        "cudaProfilerStart", "cudaProfilerStop", "cudaDeviceSetSharedMemConfig",
+        "cudaDeviceRegisterAsyncNotification", "cudaDeviceUnregisterAsyncNotification",
     },
 }
 

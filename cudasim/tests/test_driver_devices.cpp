@@ -442,3 +442,122 @@ TEST_CASE("peer copies between two contexts' memory", "[driver][peers]") {
   CHECK(cuMemFree(b) == CUDA_SUCCESS);
   CHECK(cuDevicePrimaryCtxRelease(1) == CUDA_SUCCESS);
 }
+
+// 12.x's names, which cuda.h maps to newer forms or declares only as deprecated.
+extern "C" CUresult device_get_uuid_v1(CUuuid* uuid, CUdevice dev) __asm__("cuDeviceGetUuid");
+
+TEST_CASE("PCI bus ids name the visible devices both ways", "[driver][devices]") {
+  CHECK(in_child([] {
+          setenv("CUDASIM_DEVICES", "3", 1);
+          setenv("CUDASIM_DEVICE_MEMORY", "1GiB", 1);
+          setenv("CUDA_VISIBLE_DEVICES", "2,0", 1);
+          CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+          char id[32] = {};
+          CHILD_CHECK(cuDeviceGetPCIBusId(id, sizeof id, 0) == CUDA_SUCCESS);
+          CHILD_CHECK(std::string(id) == "0000:03:00.0");  // device 2: bus 3
+          CHILD_CHECK(cuDeviceGetPCIBusId(id, sizeof id, 1) == CUDA_SUCCESS);
+          CHILD_CHECK(std::string(id) == "0000:01:00.0");
+          char short_id[8] = {};
+          CHILD_CHECK(cuDeviceGetPCIBusId(short_id, sizeof short_id, 1) == CUDA_SUCCESS);
+          CHILD_CHECK(std::string(short_id) == "0000:01");  // shortened to the length given
+          CUdevice dev = -1;
+          CHILD_CHECK(cuDeviceGetByPCIBusId(&dev, "0000:03:00.0") == CUDA_SUCCESS && dev == 0);
+          CHILD_CHECK(cuDeviceGetByPCIBusId(&dev, "0000:01:00") == CUDA_SUCCESS && dev == 1);
+          CHILD_CHECK(cuDeviceGetByPCIBusId(&dev, "01:00.0") == CUDA_SUCCESS && dev == 1);
+          CHILD_CHECK(cuDeviceGetByPCIBusId(&dev, "00000000:03:00.0") == CUDA_SUCCESS && dev == 0);
+          // Device 1 is hidden, device 9 does not exist: well-formed, but no visible device.
+          CHILD_CHECK(cuDeviceGetByPCIBusId(&dev, "0000:02:00.0") == CUDA_ERROR_INVALID_DEVICE);
+          CHILD_CHECK(cuDeviceGetByPCIBusId(&dev, "0000:0a:00.0") == CUDA_ERROR_INVALID_DEVICE);
+          CHILD_CHECK(cuDeviceGetByPCIBusId(&dev, "0001:03:00.0") == CUDA_ERROR_INVALID_DEVICE);
+          for (const char* bad : {"", "03", "0000:03", "0000:03:00.", "zz:00.0", "0000:03:00.0x", "0:0:0:0.0"})
+            CHILD_CHECK(cuDeviceGetByPCIBusId(&dev, bad) == CUDA_ERROR_INVALID_VALUE);
+          CHILD_CHECK(cuDeviceGetByPCIBusId(nullptr, "01:00.0") == CUDA_ERROR_INVALID_VALUE);
+          CHILD_CHECK(cuDeviceGetByPCIBusId(&dev, nullptr) == CUDA_ERROR_INVALID_VALUE);
+          CHILD_CHECK(cuDeviceGetPCIBusId(id, 0, 0) == CUDA_ERROR_INVALID_VALUE);
+          CHILD_CHECK(cuDeviceGetPCIBusId(id, sizeof id, 2) == CUDA_ERROR_INVALID_DEVICE);
+          return 0;
+        }) == 0);
+  CHECK(in_child([] {
+          char id[32] = {};
+          CUdevice dev = 0;
+          CHILD_CHECK(cuDeviceGetPCIBusId(id, sizeof id, 0) == CUDA_ERROR_NOT_INITIALIZED);
+          CHILD_CHECK(cuDeviceGetByPCIBusId(&dev, "01:00.0") == CUDA_ERROR_NOT_INITIALIZED);
+          return 0;
+        }) == 0);
+}
+
+// cuDeviceComputeCapability and cuDeviceGetProperties are deprecated, and still exported: tested as such.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_CASE("older device queries agree with the attributes", "[driver][devices]") {
+  primary_context();
+  int major = 0, minor = -1, attr_major = 0, attr_minor = -1;
+  REQUIRE(cuDeviceComputeCapability(&major, &minor, 0) == CUDA_SUCCESS);
+  REQUIRE(cuDeviceGetAttribute(&attr_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0) == CUDA_SUCCESS);
+  REQUIRE(cuDeviceGetAttribute(&attr_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0) == CUDA_SUCCESS);
+  CHECK((major == attr_major && minor == attr_minor));
+  CHECK(cuDeviceComputeCapability(&major, nullptr, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceComputeCapability(&major, &minor, 5) == CUDA_ERROR_INVALID_DEVICE);
+
+  CUdevprop prop{};
+  REQUIRE(cuDeviceGetProperties(&prop, 1) == CUDA_SUCCESS);
+  int value = 0;
+  REQUIRE(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1) == CUDA_SUCCESS);
+  CHECK(prop.maxThreadsPerBlock == value);
+  REQUIRE(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 1) == CUDA_SUCCESS);
+  CHECK(prop.maxGridSize[1] == value);
+  REQUIRE(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 1) == CUDA_SUCCESS);
+  CHECK(prop.SIMDWidth == value);
+  REQUIRE(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 1) == CUDA_SUCCESS);
+  CHECK(prop.textureAlign == value);
+  CHECK(cuDeviceGetProperties(nullptr, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetProperties(&prop, -1) == CUDA_ERROR_INVALID_DEVICE);
+
+  CUuuid v1{}, v2{};
+  REQUIRE(device_get_uuid_v1(&v1, 1) == CUDA_SUCCESS);
+  REQUIRE(cuDeviceGetUuid_v2(&v2, 1) == CUDA_SUCCESS);
+  CHECK(std::memcmp(v1.bytes, v2.bytes, sizeof v1.bytes) == 0);
+
+  int supported = -1;
+  REQUIRE(cuDeviceGetExecAffinitySupport(&supported, CU_EXEC_AFFINITY_TYPE_SM_COUNT, 0) == CUDA_SUCCESS);
+  CHECK(supported == 0);
+  CHECK(cuDeviceGetExecAffinitySupport(&supported, CU_EXEC_AFFINITY_TYPE_MAX, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetExecAffinitySupport(nullptr, CU_EXEC_AFFINITY_TYPE_SM_COUNT, 0) == CUDA_ERROR_INVALID_VALUE);
+
+  const CUatomicOperation ops[2] = {CU_ATOMIC_OPERATION_INTEGER_ADD, CU_ATOMIC_OPERATION_FLOAT_MAX};
+  unsigned caps[2] = {7, 7};
+  REQUIRE(cuDeviceGetHostAtomicCapabilities(caps, ops, 2, 0) == CUDA_SUCCESS);
+  CHECK((caps[0] == 0 && caps[1] == 0));
+  REQUIRE(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, 0) == CUDA_SUCCESS);
+  CHECK(value == 0);  // the same answer
+  const CUatomicOperation bad = CU_ATOMIC_OPERATION_MAX;
+  CHECK(cuDeviceGetHostAtomicCapabilities(caps, &bad, 1, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetHostAtomicCapabilities(caps, ops, 0, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetHostAtomicCapabilities(caps, ops, 2, 7) == CUDA_ERROR_INVALID_DEVICE);
+
+  void* fn = nullptr;
+  REQUIRE(cuGetProcAddress_v2("cuDeviceGetPCIBusId", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr) ==
+          CUDA_SUCCESS);
+  CHECK(fn == reinterpret_cast<void*>(&cuDeviceGetPCIBusId));
+  REQUIRE(cuGetProcAddress_v2("cuDeviceGetUuid", &fn, 11000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr) == CUDA_SUCCESS);
+  CHECK(fn == reinterpret_cast<void*>(&device_get_uuid_v1));
+}
+#pragma GCC diagnostic pop
+
+TEST_CASE("async notifications are registered and unregistered per device", "[driver][devices]") {
+  primary_context();
+  static bool called = false;
+  const CUasyncCallback callback = [](CUasyncNotificationInfo*, void*, CUasyncCallbackHandle) { called = true; };
+  CUasyncCallbackHandle first = nullptr, second = nullptr;
+  REQUIRE(cuDeviceRegisterAsyncNotification(0, callback, nullptr, &first) == CUDA_SUCCESS);
+  REQUIRE(cuDeviceRegisterAsyncNotification(1, callback, &called, &second) == CUDA_SUCCESS);
+  CHECK((first != nullptr && second != nullptr && first != second));
+  CHECK(cuDeviceUnregisterAsyncNotification(0, second) == CUDA_ERROR_INVALID_VALUE);  // device 1's
+  REQUIRE(cuDeviceUnregisterAsyncNotification(1, second) == CUDA_SUCCESS);
+  CHECK(cuDeviceUnregisterAsyncNotification(1, second) == CUDA_ERROR_INVALID_VALUE);  // already gone
+  REQUIRE(cuDeviceUnregisterAsyncNotification(0, first) == CUDA_SUCCESS);
+  CHECK(cuDeviceRegisterAsyncNotification(0, nullptr, nullptr, &first) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceRegisterAsyncNotification(0, callback, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceRegisterAsyncNotification(4, callback, nullptr, &first) == CUDA_ERROR_INVALID_DEVICE);
+  CHECK(!called);  // no notification is ever sent here
+}

@@ -716,8 +716,8 @@ TEST_CASE("graphs built node by node: dependencies, queries, launches", "[driver
   beyond.height = 1000;  // past the allocation
   CHECK(cuGraphAddMemsetNode(&bad, other, nullptr, 0, &beyond, ctx) == CUDA_ERROR_INVALID_VALUE);
   CUDA_MEMCPY3D to_array = copy;
-  to_array.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-  CHECK(cuGraphAddMemcpyNode(&bad, other, nullptr, 0, &to_array, ctx) == CUDA_ERROR_NOT_SUPPORTED);
+  to_array.dstMemoryType = CU_MEMORYTYPE_ARRAY;  // and no array named
+  CHECK(cuGraphAddMemcpyNode(&bad, other, nullptr, 0, &to_array, ctx) == CUDA_ERROR_INVALID_VALUE);
   CUDA_HOST_NODE_PARAMS no_function{nullptr, nullptr};
   CHECK(cuGraphAddHostNode(&bad, other, nullptr, 0, &no_function) == CUDA_ERROR_INVALID_VALUE);
   CUDA_KERNEL_NODE_PARAMS too_big = launch;

@@ -689,6 +689,39 @@ TEST_CASE("vmm: a 12 GiB arena of 2 MiB pieces holds a few descriptors, under a 
   CHECK(rc == 0);
 }
 
+TEST_CASE("vmm: a file-size limit does not limit device memory", "[driver][vmm]") {
+  // ulimit -f bounds files, which a real driver's memory is not: 64 MiB of VMM memory under a 1 MiB
+  // limit, mapped twice, written and read through both, released and created again.
+  const int rc = in_child([] {
+    const rlimit limit{kMiB, kMiB};
+    CHILD_CHECK(setrlimit(RLIMIT_FSIZE, &limit) == 0);
+    CHILD_CHECK(start_primary_context());
+    constexpr size_t kBytes = 64 * kMiB;
+    for (int round = 0; round < 2; ++round) {
+      CUdeviceptr va = 0;
+      CHILD_CHECK(cuMemAddressReserve(&va, 2 * kBytes, 0, 0, 0) == CUDA_SUCCESS);
+      const CUmemAllocationProp prop = device_prop(0, CU_MEM_HANDLE_TYPE_NONE);
+      CUmemGenericAllocationHandle handle = 0;
+      CHILD_CHECK(cuMemCreate(&handle, kBytes, &prop, 0) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemMap(va, kBytes, 0, handle, 0) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemMap(va + kBytes, kBytes, 0, handle, 0) == CUDA_SUCCESS);
+      CHILD_CHECK(set_access(va, 2 * kBytes, CU_MEM_ACCESS_FLAGS_PROT_READWRITE) == CUDA_SUCCESS);
+      auto* first = reinterpret_cast<unsigned char*>(va);
+      const auto* second = reinterpret_cast<const unsigned char*>(va + kBytes);
+      CHILD_CHECK(first[kBytes - 1] == 0 && second[5] == 0);  // new memory is empty, also the second time
+      CHILD_CHECK(cuMemsetD8(va + kBytes - 1, 0x6b, 1) == CUDA_SUCCESS);
+      CHILD_CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+      first[5] = 0x3c;
+      CHILD_CHECK(second[kBytes - 1] == 0x6b && second[5] == 0x3c);  // one memory, two mappings
+      CHILD_CHECK(cuMemUnmap(va, 2 * kBytes) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemRelease(handle) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemAddressFree(va, 2 * kBytes) == CUDA_SUCCESS);
+    }
+    return 0;
+  });
+  CHECK(rc == 0);
+}
+
 TEST_CASE("vmm: released memory comes back empty; the device's backing file cannot be imported", "[driver][vmm]") {
   primary_context();
   const CUdeviceptr va = reserve(4 * kMiB);

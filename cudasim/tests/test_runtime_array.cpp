@@ -133,3 +133,60 @@ TEST_CASE("runtime: arrays that do not fit are cudaErrorMemoryAllocation", "[run
   CHECK(name(cudaGetLastError()) == "cudaErrorMemoryAllocation");
   REQUIRE_CUDA(cudaSetDevice(0));
 }
+
+TEST_CASE("runtime: array information and memory requirements", "[runtime][array]") {
+  REQUIRE_CUDA(cudaSetDevice(0));
+  const cudaChannelFormatDesc half2 = channels(16, 16, 0, 0, cudaChannelFormatKindFloat);
+  cudaArray_t array = nullptr;
+  REQUIRE_CUDA(cudaMalloc3DArray(&array, &half2, extent_of(8, 4, 3), cudaArraySurfaceLoadStore));
+  cudaChannelFormatDesc desc{};
+  cudaExtent extent{};
+  unsigned flags = 0;
+  REQUIRE_CUDA(cudaArrayGetInfo(&desc, &extent, &flags, array));
+  CHECK((desc.x == 16 && desc.y == 16 && desc.z == 0 && desc.w == 0 && desc.f == cudaChannelFormatKindFloat));
+  CHECK((extent.width == 8 && extent.height == 4 && extent.depth == 3));
+  CHECK(flags == cudaArraySurfaceLoadStore);
+  REQUIRE_CUDA(cudaArrayGetInfo(nullptr, &extent, nullptr, array));  // any output may be NULL
+  const cudaChannelFormatDesc int4 = channels(32, 32, 32, 32, cudaChannelFormatKindSigned);
+  cudaArray_t plane = nullptr;
+  REQUIRE_CUDA(cudaMallocArray(&plane, &int4, 16, 2));
+  REQUIRE_CUDA(cudaGetChannelDesc(&desc, plane));
+  CHECK((desc.x == 32 && desc.w == 32 && desc.f == cudaChannelFormatKindSigned));
+  REQUIRE_CUDA(cudaArrayGetInfo(nullptr, &extent, nullptr, plane));
+  CHECK(extent.depth == 0);  // a 2D array
+  CHECK(name(cudaGetChannelDesc(nullptr, plane)) == "cudaErrorInvalidValue");
+
+  // Requirements: deferred-mapping arrays only, as the driver answers.
+  cudaArrayMemoryRequirements needs{};
+  CHECK(name(cudaArrayGetMemoryRequirements(&needs, array, 0)) == "cudaErrorInvalidValue");
+  cudaArray_t deferred = nullptr;
+  REQUIRE_CUDA(cudaMalloc3DArray(&deferred, &half2, extent_of(8, 4, 3), cudaArrayDeferredMapping));
+  REQUIRE_CUDA(cudaArrayGetMemoryRequirements(&needs, deferred, 0));
+  CHECK((needs.size == 2 * kMiB && needs.alignment == 2 * kMiB));
+  CHECK(name(cudaArrayGetMemoryRequirements(&needs, deferred, 9)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaArrayGetMemoryRequirements(nullptr, deferred, 0)) == "cudaErrorInvalidValue");
+  cudaMipmappedArray_t mipmap = nullptr;
+  REQUIRE_CUDA(cudaMallocMipmappedArray(&mipmap, &half2, extent_of(64, 64, 0), 3, cudaArrayDeferredMapping));
+  REQUIRE_CUDA(cudaMipmappedArrayGetMemoryRequirements(&needs, mipmap, 0));
+  CHECK((needs.size == 2 * kMiB && needs.alignment == 2 * kMiB));
+
+  REQUIRE_CUDA(cudaFreeMipmappedArray(mipmap));
+  REQUIRE_CUDA(cudaFreeArray(deferred));
+  REQUIRE_CUDA(cudaFreeArray(plane));
+  REQUIRE_CUDA(cudaFreeArray(array));
+  CHECK(name(cudaArrayGetInfo(&desc, &extent, &flags, array)) == "cudaErrorInvalidValue");
+}
+
+TEST_CASE("runtime: mipmapped array levels", "[runtime][array]") {
+  REQUIRE_CUDA(cudaSetDevice(0));
+  const cudaChannelFormatDesc byte = channels(8, 0, 0, 0, cudaChannelFormatKindUnsigned);
+  cudaMipmappedArray_t mipmap = nullptr;
+  REQUIRE_CUDA(cudaMallocMipmappedArray(&mipmap, &byte, extent_of(32, 16, 0), 4, 0));
+  cudaArray_t level = nullptr;
+  REQUIRE_CUDA(cudaGetMipmappedArrayLevel(&level, mipmap, 3));
+  cudaExtent extent{};
+  REQUIRE_CUDA(cudaArrayGetInfo(nullptr, &extent, nullptr, level));
+  CHECK((extent.width == 4 && extent.height == 2));
+  CHECK(name(cudaGetMipmappedArrayLevel(&level, mipmap, 4)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaFreeMipmappedArray(mipmap));
+}

@@ -192,3 +192,103 @@ TEST_CASE("runtime: device flags, limits, cache configuration, priorities, profi
   CHECK(value == 8 * kMiB);
   REQUIRE_CUDA(cudaSetDevice(0));
 }
+
+TEST_CASE("runtime: PCI bus ids, device choice, valid devices, device initialisation", "[runtime][device]") {
+  char id[16] = {};
+  REQUIRE_CUDA(cudaDeviceGetPCIBusId(id, sizeof id, 1));
+  CHECK(std::string(id) == "0000:02:00.0");
+  int device = -1;
+  REQUIRE_CUDA(cudaDeviceGetByPCIBusId(&device, "0000:02:00.0"));
+  CHECK(device == 1);
+  REQUIRE_CUDA(cudaDeviceGetByPCIBusId(&device, "01:00.0"));
+  CHECK(device == 0);
+  CHECK(name(cudaDeviceGetByPCIBusId(&device, "0000:07:00.0")) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaDeviceGetByPCIBusId(&device, "not a bus id")) == "cudaErrorInvalidValue");
+  CHECK(name(cudaDeviceGetByPCIBusId(nullptr, "01:00.0")) == "cudaErrorInvalidValue");
+  CHECK(name(cudaDeviceGetPCIBusId(id, sizeof id, 2)) == "cudaErrorInvalidDevice");
+
+  // Device 1 has less memory: asking for more than it has chooses device 0; no more than device 1
+  // has: the lowest ordinal that fits.
+  cudaDeviceProp want{};
+  want.major = 9;
+  want.totalGlobalMem = kDevice1Memory + 1;
+  REQUIRE_CUDA(cudaChooseDevice(&device, &want));
+  CHECK(device == 0);
+  want.totalGlobalMem = kDevice1Memory;
+  REQUIRE_CUDA(cudaChooseDevice(&device, &want));
+  CHECK(device == 0);
+  CHECK(name(cudaChooseDevice(&device, nullptr)) == "cudaErrorInvalidValue");
+
+  // A thread that selects no device works on the first valid one.
+  int valid[2] = {1, 0};
+  REQUIRE_CUDA(cudaSetValidDevices(valid, 2));
+  int seen = -1;
+  std::thread([&] { seen = cudaGetDevice(&seen) == cudaSuccess ? seen : -2; }).join();
+  CHECK(seen == 1);
+  REQUIRE_CUDA(cudaSetValidDevices(nullptr, 0));
+  std::thread([&] { seen = cudaGetDevice(&seen) == cudaSuccess ? seen : -2; }).join();
+  CHECK(seen == 0);
+  int bad[1] = {5};
+  CHECK(name(cudaSetValidDevices(bad, 1)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaSetValidDevices(nullptr, 1)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaSetValidDevices(valid, 3)) == "cudaErrorInvalidValue");  // more than there are devices
+
+  // cudaInitDevice initialises without making the device current, with its flags when valid.
+  std::thread([&] {
+    seen = -1;
+    if (cudaInitDevice(1, cudaDeviceScheduleBlockingSync, cudaInitDeviceFlagsAreValid) != cudaSuccess) return;
+    int current = -1;
+    unsigned flags = 0;
+    if (cudaGetDevice(&current) != cudaSuccess || cudaSetDevice(1) != cudaSuccess ||
+        cudaGetDeviceFlags(&flags) != cudaSuccess)
+      return;
+    seen = current == 0 && (flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync ? 1 : 0;
+  }).join();
+  CHECK(seen == 1);
+  REQUIRE_CUDA(cudaInitDevice(1, 0, cudaInitDeviceFlagsAreValid));  // back to the default flags
+  CHECK(name(cudaInitDevice(2, 0, 0)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaInitDevice(0, 0, 2)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaInitDevice(0, cudaDeviceScheduleSpin | cudaDeviceScheduleYield, cudaInitDeviceFlagsAreValid)) ==
+        "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaInitDevice(0, cudaDeviceScheduleSpin | cudaDeviceScheduleYield, 0));  // flags not applied
+}
+
+TEST_CASE("runtime: shared memory bank configuration and host atomics", "[runtime][device]") {
+  REQUIRE_CUDA(cudaSetDevice(0));
+  cudaSharedMemConfig config = cudaSharedMemBankSizeDefault;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // deprecated, still exported: tested as such
+  REQUIRE_CUDA(cudaDeviceSetSharedMemConfig(cudaSharedMemBankSizeEightByte));
+  REQUIRE_CUDA(cudaDeviceGetSharedMemConfig(&config));
+  CHECK(config == cudaSharedMemBankSizeFourByte);  // fixed on these devices: the setting has no effect
+  CHECK(name(cudaDeviceSetSharedMemConfig(static_cast<cudaSharedMemConfig>(3))) == "cudaErrorInvalidValue");
+  CHECK(name(cudaDeviceGetSharedMemConfig(nullptr)) == "cudaErrorInvalidValue");
+#pragma GCC diagnostic pop
+  const cudaAtomicOperation ops[2] = {cudaAtomicOperationIntegerAdd, cudaAtomicOperationCAS};
+  unsigned caps[2] = {9, 9};
+  REQUIRE_CUDA(cudaDeviceGetHostAtomicCapabilities(caps, ops, 2, 1));
+  CHECK((caps[0] == 0 && caps[1] == 0));
+  CHECK(name(cudaDeviceGetHostAtomicCapabilities(caps, ops, 2, 4)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaDeviceGetHostAtomicCapabilities(caps, ops, 0, 0)) == "cudaErrorInvalidValue");
+}
+
+TEST_CASE("runtime: cudaMalloc3D gives pitched rows for every slice", "[runtime][device][memory]") {
+  REQUIRE_CUDA(cudaSetDevice(0));
+  cudaPitchedPtr p{};
+  REQUIRE_CUDA(cudaMalloc3D(&p, cudaExtent{100, 3, 4}));
+  CHECK((p.ptr != nullptr && p.pitch >= 100 && p.xsize == 100 && p.ysize == 3));
+  // The last row of the last slice is inside the allocation.
+  REQUIRE_CUDA(cudaMemset(static_cast<char*>(p.ptr) + (3 * 4 - 1) * p.pitch, 0, 100));
+  REQUIRE_CUDA(cudaFree(p.ptr));
+  CHECK(name(cudaMalloc3D(nullptr, cudaExtent{1, 1, 1})) == "cudaErrorInvalidValue");
+  CHECK(name(cudaMalloc3D(&p, cudaExtent{1, SIZE_MAX, 2})) == "cudaErrorMemoryAllocation");
+}
+
+TEST_CASE("runtime: async notifications go to the driver", "[runtime][device]") {
+  cudaAsyncCallbackHandle_t handle = nullptr;
+  const cudaAsyncCallback callback = [](cudaAsyncNotificationInfo_t*, void*, cudaAsyncCallbackHandle_t) {};
+  REQUIRE_CUDA(cudaDeviceRegisterAsyncNotification(1, callback, nullptr, &handle));
+  CHECK(name(cudaDeviceUnregisterAsyncNotification(0, handle)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaDeviceUnregisterAsyncNotification(1, handle));
+  CHECK(name(cudaDeviceRegisterAsyncNotification(2, callback, nullptr, &handle)) == "cudaErrorInvalidDevice");
+}

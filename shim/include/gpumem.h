@@ -49,7 +49,8 @@ typedef struct gpumem_stats {
   unsigned long long bytes_fenced;         /* freed, waiting until the device is done with them */
   unsigned long long regions;
   unsigned long long driver_allocs;        /* device allocations made through the driver (bfc: one per
-                                              region, plus requests passed through) */
+                                              classic region, or per piece of virtual memory created
+                                              and mapped; plus requests passed through) */
 } gpumem_stats;
 
 /* Fills *out for the shim's manager of `device` (the device's first managed context). Returns 0 on

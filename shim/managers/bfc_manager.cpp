@@ -18,7 +18,12 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
                            std::size_t preallocation_bytes, bool shared) {
   ArenaOptions options;
   // Shared, memory beyond the preallocation is the other processes': freed memory is reused first.
-  if (shared) options.fences_before_growth_above = !preallocate ? 0 : preallocation_bytes > 0 ? preallocation_bytes : limit_bytes;
+  // Preallocated, freed memory is reused before idle memory moves (a VMM arena unmapping it to map it
+  // under a block elsewhere): another process could take it in between, and the preallocation
+  // would no longer be the process's.
+  if (shared || preallocate) {
+    options.fences_before_growth_above = !preallocate ? 0 : preallocation_bytes > 0 ? preallocation_bytes : limit_bytes;
+  }
   options.limit = limit_bytes;
   options.preallocate = preallocate;
   options.preallocation_bytes = preallocation_bytes;
@@ -35,11 +40,8 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
 // a granule per piece: what it borrowed goes back as soon as it is idle.
 std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice device, std::size_t limit_bytes,
                                               bool shared) {
-  // A shared GPU takes virtual memory where it can (unless classic regions were asked for by name):
-  // its idle granules can go back to the other processes, a classic region only whole.
-  const bool automatic = policy.region_source == RegionSourceChoice::automatic ||
-                         (shared && policy.region_source_origin.variable == "default");
-  if (policy.region_source == RegionSourceChoice::classic && !automatic) return std::nullopt;
+  const bool automatic = policy.region_source == RegionSourceChoice::automatic;
+  if (policy.region_source == RegionSourceChoice::classic) return std::nullopt;
   const std::size_t granularity = VmmRegionSource::granularity_for(device);
   if (granularity == 0) {
     log::at(automatic ? LogLevel::info : LogLevel::warn,
@@ -295,7 +297,8 @@ void BfcManager::do_refresh_peer_access() {
 
 namespace {
 
-void copy_arena_figures(const ArenaStats& arena, ManagerStats& stats) {
+// `vmm`: the VMM source whose pieces are the driver allocations; null for classic regions.
+void copy_arena_figures(const ArenaStats& arena, const VmmRegionSource* vmm, ManagerStats& stats) {
   stats.bytes_in_use = arena.bytes_in_use;
   stats.peak_bytes_in_use = arena.peak_bytes_in_use;
   stats.bytes_reserved = arena.bytes_reserved;
@@ -304,19 +307,21 @@ void copy_arena_figures(const ArenaStats& arena, ManagerStats& stats) {
   stats.bytes_fenced = arena.bytes_fenced;
   stats.regions = arena.regions;
   stats.fragmentation = arena.fragmentation;
-  // Every classic region is one cuMemAlloc; a VMM region's reservation, growth steps and the idle
-  // granules mapped again each map memory.
-  stats.counters.driver_allocs += arena.region_reservations + arena.region_grows + arena.region_maps;
+  // Every classic region is one cuMemAlloc; a VMM region's memory is mapped in pieces, each one
+  // cuMemCreate (as gpumem-replay counts them).
+  stats.counters.driver_allocs += vmm != nullptr ? vmm->pieces_mapped() : arena.region_reservations;
 }
 
 }  // namespace
 
-void BfcManager::do_fill_stats(ManagerStats& stats) const { copy_arena_figures(arena_.stats(), stats); }
+void BfcManager::do_fill_stats(ManagerStats& stats) const {
+  copy_arena_figures(arena_.stats(), vmm_source_ ? &*vmm_source_ : nullptr, stats);
+}
 
 bool BfcManager::do_try_fill_stats(ManagerStats& stats) const {
   ArenaStats arena;
   if (!arena_.try_stats(arena)) return false;
-  copy_arena_figures(arena, stats);
+  copy_arena_figures(arena, vmm_source_ ? &*vmm_source_ : nullptr, stats);
   return true;
 }
 

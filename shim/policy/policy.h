@@ -71,7 +71,7 @@ struct Policy {
   std::optional<std::int64_t> async_prealloc;     Origin async_prealloc_origin;  // bytes; -1 = release threshold
   FreeSync free_sync = FreeSync::defer;           Origin free_sync_origin;
   bool garbage_collection = true;                 Origin garbage_collection_origin;  // growth mode only
-  RegionSourceChoice region_source = RegionSourceChoice::classic; Origin region_source_origin;
+  RegionSourceChoice region_source = RegionSourceChoice::automatic; Origin region_source_origin;
   SplitRule split_rule = SplitRule::tight;        Origin split_rule_origin;
   LogLevel log_level = LogLevel::warn;            Origin log_level_origin;
   std::string log_file;                           Origin log_file_origin;  // empty: stderr

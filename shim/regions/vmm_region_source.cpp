@@ -129,6 +129,7 @@ bool VmmRegionSource::map_one(std::uintptr_t at, std::size_t bytes) noexcept {
     mappings_.insert(position, Mapping{at, bytes, handle, exportable});  // capacity secured by map_range
   }
   bytes_reserved_.fetch_add(bytes, std::memory_order_relaxed);
+  pieces_mapped_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 

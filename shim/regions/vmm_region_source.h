@@ -48,6 +48,8 @@ class VmmRegionSource final : public RegionSource {
   VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::size_t granularity, bool lends_granules);
 
   std::size_t bytes_reserved() const noexcept { return bytes_reserved_.load(std::memory_order_relaxed); }
+  // Pieces created and mapped so far: the driver allocations (cuMemCreate) the arena made.
+  std::uint64_t pieces_mapped() const noexcept { return pieces_mapped_.load(std::memory_order_relaxed); }
   // The context went: unmaps and releases what it can, gives the range back, and refunds every
   // charge (the arena keeps its records, so its figures stay readable).
   void abandon() noexcept;
@@ -119,6 +121,7 @@ class VmmRegionSource final : public RegionSource {
   mutable std::mutex access_mutex_;
   std::vector<CUdevice> peer_accessors_;  // under access_mutex_
   std::atomic<std::size_t> bytes_reserved_{0};
+  std::atomic<std::uint64_t> pieces_mapped_{0};
 };
 
 }  // namespace gpumem::shim

@@ -23,15 +23,16 @@ _LAUNCHER_NAMES = ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE")
 
 # A simulated machine of two devices, for peer access.
 TWO_DEVICES = {"CUDASIM_DEVICE_MEMORY": "4GiB,4GiB"}
-_VMM = {"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_LIMIT": "64MiB"}
+_CLASSIC = {"GPUMEM_REGION_SOURCE": "classic"}
 # The shim's ways of serving memory a program shaped like a framework is checked in, and the program
 # without it: name -> (preload the shim?, environment).
 MODE_CONFIGURATIONS = {
     "without gpumem": (False, {}),
-    "bfc preallocated": (True, {}),
-    "bfc growth": (True, {"GPUMEM_PREALLOCATE": "false"}),
-    "bfc vmm preallocated": (True, _VMM),
-    "bfc vmm growth": (True, {**_VMM, "GPUMEM_PREALLOCATE": "false"}),
+    # The default region source: virtual memory where the driver has it, as the simulator's devices do.
+    "bfc preallocated": (True, {"GPUMEM_LIMIT": "64MiB"}),
+    "bfc growth": (True, {"GPUMEM_LIMIT": "64MiB", "GPUMEM_PREALLOCATE": "false"}),
+    "bfc classic preallocated": (True, _CLASSIC),
+    "bfc classic growth": (True, {**_CLASSIC, "GPUMEM_PREALLOCATE": "false"}),
     "platform": (True, {"GPUMEM_MODE": "platform"}),
     "cuda_async": (True, {"GPUMEM_MODE": "cuda_async"}),
 }

@@ -22,23 +22,23 @@ SIM = {"CUDASIM_DEVICE_MEMORY": "4GiB"}
 # name -> (preload the shim?, environment)
 CONFIGURATIONS = {
     "without gpumem": (False, {}),
-    "bfc preallocated": (True, {}),
-    "bfc growth": (True, {"GPUMEM_PREALLOCATE": "false"}),
+    "bfc classic preallocated": (True, {"GPUMEM_REGION_SOURCE": "classic"}),
+    "bfc classic growth": (True, {"GPUMEM_REGION_SOURCE": "classic", "GPUMEM_PREALLOCATE": "false"}),
     "platform": (True, {"GPUMEM_MODE": "platform"}),
-    # A small limit makes small mappings (1/32 of the limit, 2 MiB on the simulator), so the
-    # 4 MiB segment lies over several of them.
-    "bfc vmm preallocated": (True, {"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_LIMIT": "64MiB"}),
-    "bfc vmm growth": (True, {"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_LIMIT": "64MiB", "GPUMEM_PREALLOCATE": "false"}),
+    # The default region source, virtual memory on the simulator's devices. A small limit makes small
+    # mappings (1/32 of the limit, 2 MiB on the simulator), so the 4 MiB segment lies over several.
+    "bfc preallocated": (True, {"GPUMEM_LIMIT": "64MiB"}),
+    "bfc growth": (True, {"GPUMEM_LIMIT": "64MiB", "GPUMEM_PREALLOCATE": "false"}),
     "cuda_async preallocated": (True, {"GPUMEM_MODE": "cuda_async"}),
     "cuda_async growth": (True, {"GPUMEM_MODE": "cuda_async", "GPUMEM_PREALLOCATE": "false"}),
     "off": (True, {"GPUMEM_MODE": "off"}),
 }
 # Configurations whose every cudaMalloc block gets gpumem's handle (cuda_async: pool blocks, shared
-# through the pool; bfc vmm: blocks of virtual memory, shared through its mappings), and those where
-# blocks inside regions do (bfc).
-VMM_CONFIGURATIONS = {"bfc vmm preallocated", "bfc vmm growth"}
+# through the pool; bfc: blocks of virtual memory, shared through its mappings), and those where
+# blocks inside regions do (bfc classic).
+VMM_CONFIGURATIONS = {"bfc preallocated", "bfc growth"}
 ALWAYS_TOKENS = {"cuda_async preallocated", "cuda_async growth"} | VMM_CONFIGURATIONS
-TOKEN_CONFIGURATIONS = {"bfc preallocated", "bfc growth"} | ALWAYS_TOKENS
+TOKEN_CONFIGURATIONS = {"bfc classic preallocated", "bfc classic growth"} | ALWAYS_TOKENS
 # How gpumem's own handles begin (shim/exports/ipc_token.h).
 TOKEN_MAGIC_HEX = b"gpumem-ipc-tokn1".hex()
 # The exporter's debug line for each VMM block it shares (shim/services/ipc_service.cpp).
@@ -154,7 +154,7 @@ class TensorShare(IpcTestCase):
     def test_a_segment_over_more_mappings_than_a_slot_holds(self):
         # Growth maps a granule per piece: a 1.1 GiB segment lies over more than 512 of them, which
         # the slot names through a list of its own; the consumer opens it as any other.
-        env = {**SIM, **CONFIGURATIONS["bfc vmm growth"][1], "GPUMEM_LIMIT": "2GiB",
+        env = {**SIM, **CONFIGURATIONS["bfc growth"][1], "GPUMEM_LIMIT": "2GiB",
                "IPC_SEGMENT_BYTES": str(1100 * 2**20), "GPUMEM_LOG_LEVEL": "debug"}
         result = run([TENSOR, "producer"], env=env)
         self.assertSucceeded(result)
@@ -168,7 +168,7 @@ class TensorShare(IpcTestCase):
     def test_vmm_memory_the_driver_cannot_make_exportable_is_refused_cleanly(self):
         # The first cuMemCreate (asking for POSIX descriptors) is refused as unsupported: the arena
         # takes plain memory instead, and its blocks are refused for export in one line each.
-        env = {**SIM, **CONFIGURATIONS["bfc vmm preallocated"][1], "CUDASIM_FAULTS": "cuMemCreate@1=801",
+        env = {**SIM, **CONFIGURATIONS["bfc preallocated"][1], "CUDASIM_FAULTS": "cuMemCreate@1=801",
                "GPUMEM_LOG_LEVEL": "info"}
         result = run([TENSOR, "producer"], env=env)
         self.assertSucceeded(result)
@@ -189,7 +189,7 @@ class TensorShare(IpcTestCase):
                 # A block inside a region has gpumem's handle, whose importer says why in one line; a
                 # block that starts a region (growth mode's first large one) has the driver's own.
                 is_token = handle.startswith(TOKEN_MAGIC_HEX)
-                if name == "bfc preallocated" or name in ALWAYS_TOKENS:
+                if name == "bfc classic preallocated" or name in ALWAYS_TOKENS:
                     self.assertTrue(is_token, handle)
                 self.assertEqual(opened.stderr.count("has exited"), 1 if is_token else 0, opened.describe())
 
@@ -224,7 +224,7 @@ class TensorShare(IpcTestCase):
     def test_an_importer_without_gpumem_gets_a_clean_error_for_a_pooled_block(self):
         # gpumem's handle of a block inside a region or of a pool is no driver handle: the driver
         # refuses it. An importer under gpumem opens it, whatever its own mode.
-        for name in ["bfc preallocated", "bfc vmm preallocated", "bfc vmm growth", "cuda_async preallocated",
+        for name in ["bfc classic preallocated", "bfc preallocated", "bfc growth", "cuda_async preallocated",
                      "cuda_async growth"]:
             with self.subTest(configuration=name):
                 env = environment(True, CONFIGURATIONS[name][1])
@@ -337,8 +337,8 @@ class ForgedHandles(IpcTestCase):
 
     def test_a_slot_placing_its_block_outside_its_memory_is_refused(self):
         # A genuine exporter's slot, copied into a forged table with the block moved past its memory.
-        for name, past_the_end in (("bfc preallocated", self.region_offset_past_the_end),
-                                   ("bfc vmm preallocated", self.vmm_offset_past_the_end)):
+        for name, past_the_end in (("bfc classic preallocated", self.region_offset_past_the_end),
+                                   ("bfc preallocated", self.vmm_offset_past_the_end)):
             with self.subTest(configuration=name):
                 exporter = start_waiting_exporter(environment(True, CONFIGURATIONS[name][1]))
                 try:
@@ -356,7 +356,7 @@ class ForgedHandles(IpcTestCase):
                         env = {**SIM, **CONFIGURATIONS[name][1]}
                         result = run([TENSOR, "open", forged], env=env, timeout=60)
                         self.assertSucceeded(result)
-                        self.assertRefusedInOneLine(result, "outside it" if "vmm" not in name else "impossibly")
+                        self.assertRefusedInOneLine(result, "outside it" if "classic" in name else "impossibly")
                         # The genuine handle still opens: only the forgery was refused.
                         self.assertEqual(key_values(run([TENSOR, "open", handle], env=env).stdout),
                                          {"open": "cudaSuccess"})

@@ -56,7 +56,7 @@ class ForkDuringAllocations(unittest.TestCase):
     # Growing, so that the other paths find room in the budget beside the arena or pool.
     MODES = {
         "bfc": {},
-        "bfc vmm": {"GPUMEM_REGION_SOURCE": "vmm"},
+        "bfc classic": {"GPUMEM_REGION_SOURCE": "classic"},
         "platform": {"GPUMEM_MODE": "platform"},
         "cuda_async": {"GPUMEM_MODE": "cuda_async"},
     }

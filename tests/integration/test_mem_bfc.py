@@ -6,14 +6,18 @@ import unittest
 
 import gpumem_testlib as lib
 
-from test_mem_common import (DRIVER, GIB, MIB, RUNTIME_PER_THREAD, RUNTIME_PROGRAMS, RUNTIME_SHARED,
-                             SIM_CONTEXT_OVERHEAD, SIM_TOTAL, MemTestCase, gpumem_lines, head_of, limit_of,
-                             preallocated_regions, program, values)
+from test_mem_common import (CLASSIC, DRIVER, GIB, MIB, RUNTIME_PER_THREAD, RUNTIME_PROGRAMS, RUNTIME_SHARED,
+                             SIM_CONTEXT_OVERHEAD, SIM_TOTAL, MemTestCase, arena_driver_allocations, gpumem_lines,
+                             head_of, limit_of, preallocated_regions, program, values)
 
 LIMIT = limit_of(0.75, SIM_TOTAL)
 
 
 class Preallocation(MemTestCase):
+    """The shape of a preallocated arena of classic regions (VmmSource: of virtual memory)."""
+
+    region_source = CLASSIC
+
     def test_three_quarters_preallocated_serve_10k_requests(self):
         # The limit in two regions: a head of 1/32 (small blocks go there first) and the rest.
         for name in RUNTIME_PROGRAMS + (DRIVER,):
@@ -62,6 +66,10 @@ class Preallocation(MemTestCase):
 
 
 class Growth(MemTestCase):
+    """How an arena of classic regions grows (VmmSource: of virtual memory)."""
+
+    region_source = CLASSIC
+
     def test_regions_of_the_growth_floor_as_the_arena_fills(self):
         for env in ({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, {"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
                     {"GPUMEM_PREALLOCATE": "0"}):
@@ -188,11 +196,11 @@ class WhatTheProgramSees(MemTestCase):
         shimmed = self.scenario(RUNTIME_SHARED, "pitch")
         self.assertEqual(values(shimmed)["pitch"], values(plain)["pitch"])
         self.assertOutput(shimmed, last_row_ok=1)
-        self.assertEqual(shimmed.device(0)["driver_allocs"], 2)
+        self.assertEqual(shimmed.device(0)["driver_allocs"], 0)  # the arena's, none from cuMemAllocPitch
 
     def test_ipc_of_a_sub_allocation_gets_a_handle(self):
         # A block inside a region gets gpumem's handle (docs/ipc.md, test_ipc.py opens it elsewhere).
-        result = self.scenario(DRIVER, "ipc")
+        result = self.scenario(DRIVER, "ipc", env=CLASSIC)
         got = values(result)
         self.assertEqual(got["ipc_second"], "CUDA_SUCCESS")
         self.assertEqual(got["ipc_first"], "CUDA_SUCCESS")
@@ -202,44 +210,54 @@ class WhatTheProgramSees(MemTestCase):
 
 
 class Contexts(MemTestCase):
+    """One arena per context, with either region source: an arena's driver allocations are counted
+    against those of one arena alone (one classic region or two, or the pieces of its virtual memory)."""
+
+    def one_arena(self, name, env=None) -> int:
+        """The physical allocations one preallocated arena of `name`'s context makes, with `env`."""
+        return arena_driver_allocations(self.scenario(name, "churn", 1, env=env).device(0))
+
     def test_two_devices_get_separate_arenas(self):
-        result = self.scenario(RUNTIME_SHARED, "two_devices", env={"CUDASIM_DEVICES": "2"})
-        self.assertOutput(result, devices=2, device0_total=limit_of(0.75, SIM_TOTAL),
-                          device1_total=limit_of(0.75, SIM_TOTAL))
-        for ordinal in (0, 1):
-            self.assertEqual(result.device(ordinal)["driver_allocs"], 2, result.describe())
-            self.assertEqual(result.device(ordinal)["bytes_reserved"], limit_of(0.75, SIM_TOTAL))
+        for source in ({}, CLASSIC):
+            with self.subTest(source=source):
+                result = self.scenario(RUNTIME_SHARED, "two_devices", env={**source, "CUDASIM_DEVICES": "2"})
+                self.assertOutput(result, devices=2, device0_total=limit_of(0.75, SIM_TOTAL),
+                                  device1_total=limit_of(0.75, SIM_TOTAL))
+                for ordinal in (0, 1):
+                    device = result.device(ordinal)
+                    self.assertEqual(arena_driver_allocations(device), self.one_arena(RUNTIME_SHARED, source),
+                                     result.describe())
+                    self.assertEqual(device["bytes_reserved"], limit_of(0.75, SIM_TOTAL))
+
+    def assertArenaPerContext(self, scenario, **expected):
+        # The simulator hands a destroyed context's handle out again: an arena kept for it would
+        # serve the new context from memory the driver already freed.
+        for source in ({}, CLASSIC):
+            with self.subTest(source=source):
+                result = self.scenario(DRIVER, scenario, env=source)
+                self.assertOutput(result, **expected)
+                device = result.device(0)
+                self.assertEqual(arena_driver_allocations(device), 2 * self.one_arena(DRIVER, source))
+                self.assertEqual(device["bytes_reserved"], 0)  # the driver freed both with their contexts
 
     def test_destroyed_context_forgets_its_arena(self):
-        result = self.scenario(DRIVER, "context_lifecycle")
-        # The simulator hands the destroyed context's handle out again: an arena kept for it would
-        # serve the new context from memory the driver already freed.
-        self.assertOutput(result, contexts=2, same_handle=1)
-        device = result.device(0)
-        self.assertEqual(device["driver_allocs"], 4)   # one arena (head and rest) per context
-        self.assertEqual(device["bytes_reserved"], 0)  # the driver freed both with their contexts
+        self.assertArenaPerContext("context_lifecycle", contexts=2, same_handle=1)
 
     def test_primary_context_reset_forgets_its_arena(self):
-        result = self.scenario(DRIVER, "primary_reset")
-        self.assertOutput(result, resets=2)
-        self.assertEqual(result.device(0)["driver_allocs"], 4)
-        self.assertEqual(result.device(0)["bytes_reserved"], 0)
+        self.assertArenaPerContext("primary_reset", resets=2)
 
     def test_primary_context_released_to_zero_forgets_its_arena(self):
-        result = self.scenario(DRIVER, "primary_release")
-        self.assertOutput(result, releases=2)
-        self.assertEqual(result.device(0)["driver_allocs"], 4)
-        self.assertEqual(result.device(0)["bytes_reserved"], 0)
+        self.assertArenaPerContext("primary_release", releases=2)
 
     def test_threads_share_the_context_arena(self):
         for name in RUNTIME_PROGRAMS:
             for scenario in ("threads", "async_threads"):
                 # 12 MiB: the threads' blocks (up to 8 x 16 x 64 KiB live) must reuse each other's.
-                for env, regions in (({}, 2), ({"GPUMEM_LIMIT": "12MiB"}, 1)):  # no head below 64 MiB
+                for env in ({}, {"GPUMEM_LIMIT": "12MiB"}, CLASSIC, {**CLASSIC, "GPUMEM_LIMIT": "12MiB"}):
                     with self.subTest(program=name, scenario=scenario, env=env):
                         result = self.scenario(name, scenario, 8, 1500, env=env)
                         self.assertOutput(result, thread_failures=0)
-                        self.assertEqual(result.device(0)["driver_allocs"], regions)
+                        self.assertEqual(arena_driver_allocations(result.device(0)), self.one_arena(name, env))
 
     def test_fork_child_starts_fresh_and_parent_is_unaffected(self):
         result = self.scenario(RUNTIME_SHARED, "fork")
@@ -300,16 +318,21 @@ class HotPath(MemTestCase):
 
 class StatsApi(MemTestCase):
     def test_gpumem_get_stats_reports_the_arena(self):
+        # Classic: a head and the rest, two cuMemAlloc calls; virtual memory: one region, mapped in
+        # pieces, each a cuMemCreate.
         for name in RUNTIME_PROGRAMS:
-            with self.subTest(program=name):
-                result = self.scenario(name, "stats", 1000)
-                got = values(result)
-                allocations = int(got["allocations"])
-                self.assertOutput(result, stats=0, other_device=-1, null_out=-1, regions=2,
-                                  allocs=allocations + 1, frees=allocations, bytes_in_use=MIB,
-                                  bytes_limit=limit_of(0.75, SIM_TOTAL),
-                                  bytes_reserved=limit_of(0.75, SIM_TOTAL), driver_allocs=2,
-                                  peak_bytes_reserved=limit_of(0.75, SIM_TOTAL))
+            for source, regions in (({}, 1), (CLASSIC, 2)):
+                with self.subTest(program=name, source=source):
+                    result = self.scenario(name, "stats", 1000, env=source)
+                    got = values(result)
+                    allocations = int(got["allocations"])
+                    self.assertOutput(result, stats=0, other_device=-1, null_out=-1, regions=regions,
+                                      allocs=allocations + 1, frees=allocations, bytes_in_use=MIB,
+                                      bytes_limit=limit_of(0.75, SIM_TOTAL),
+                                      bytes_reserved=limit_of(0.75, SIM_TOTAL),
+                                      driver_allocs=arena_driver_allocations(result.device(0)),
+                                      peak_bytes_reserved=limit_of(0.75, SIM_TOTAL))
+                    self.assertEqual(result.device(0)["vmm"]["creates"] > 0, not source, result.describe())
 
     def test_gpumem_get_stats_in_platform_mode_counts_what_the_driver_holds(self):
         # Every request reaches the driver; at the call the 1 MiB block is what the program holds.
@@ -334,13 +357,13 @@ class Pools(MemTestCase):
         result = self.scenario(DRIVER, "pools", env={"GPUMEM_PREALLOCATE": "0"})
         self.assertOutput(result, own_pool_data_ok=1)
         device = result.device(0)
-        self.assertEqual(device["driver_allocs"], 1)          # the arena's one region
+        self.assertGreater(arena_driver_allocations(device), 0, result.describe())  # the arena's
         self.assertEqual(device["pool"]["async_allocs"], 1)   # only the program's own pool
 
     def test_own_pools_share_the_budget_with_a_preallocated_arena(self):
         # The arena preallocated the whole limit, its block lives in the head: the wholly free rest
         # goes back to the driver so that the program's own pool gets its memory within the budget.
-        result = self.scenario(DRIVER, "pools")
+        result = self.scenario(DRIVER, "pools", env=CLASSIC)
         self.assertOutput(result, own_pool_data_ok=1)
         device = result.device(0)
         self.assertEqual(device["driver_allocs"], 2)         # head and rest
@@ -350,10 +373,22 @@ class Pools(MemTestCase):
     def test_own_pools_are_refused_when_a_single_region_holds_blocks(self):
         # Below 64 MiB the limit is one region (no head); a block lives in it, so nothing can go
         # back and the pool's request would pass the cap.
-        result = self.scenario(DRIVER, "pools", env={"GPUMEM_LIMIT": "48MiB"}, expect_ok=False)
+        result = self.scenario(DRIVER, "pools", env={**CLASSIC, "GPUMEM_LIMIT": "48MiB"}, expect_ok=False)
         self.assertEqual(result.returncode, 3, result.describe())
         self.assertIn("cuMemAllocFromPoolAsync of 1048576 bytes refused: over this process's budget",
                       result.stderr)
+
+    def test_idle_granules_of_virtual_memory_go_back_for_own_pools(self):
+        # The same 48 MiB limit with the default region source: the arena's idle granules go back to
+        # the driver, so the program's own pool gets its memory within the budget.
+        for limit in ("48MiB", "64MiB"):
+            with self.subTest(limit=limit):
+                result = self.scenario(DRIVER, "pools", env={"GPUMEM_LIMIT": limit})
+                self.assertOutput(result, own_pool_data_ok=1)
+                device = result.device(0)
+                self.assertGreater(device["vmm"]["releases"], 0, result.describe())
+                self.assertEqual(device["pool"]["async_allocs"], 1, result.describe())
+                self.assertLessEqual(device["peak_bytes_reserved"], {"48MiB": 48, "64MiB": 64}[limit] * MIB)
 
     def test_default_pool_through_the_entry_point_the_build_asks_for(self):
         # The per-thread build gets cuMemAllocFromPoolAsync_ptsz from cuGetProcAddress_v2.
@@ -490,15 +525,16 @@ class VmmSource(MemTestCase):
         self.assertEqual(device["vmm"]["maps"], 19, result.describe())
         self.assertEqual(device["peak_bytes_reserved"], 40 * MIB, result.describe())
 
-    def test_classic_is_the_default_and_auto_takes_virtual_memory(self):
-        result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env={"GPUMEM_PREALLOCATE": "0"})
+    def test_auto_is_the_default_and_classic_stays_selectable(self):
+        # The simulator supports virtual memory management: the default (auto) maps it.
+        for env in ({"GPUMEM_PREALLOCATE": "0"}, {"GPUMEM_PREALLOCATE": "0", "GPUMEM_REGION_SOURCE": "auto"}):
+            with self.subTest(env=env):
+                result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env=env)
+                self.assertEqual(result.device(0)["driver_allocs"], 0, result.describe())
+                self.assertGreater(result.device(0)["vmm"]["maps"], 0, result.describe())
+        result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env={"GPUMEM_PREALLOCATE": "0", **CLASSIC})
         self.assertEqual(result.device(0)["driver_allocs"], 1, result.describe())
         self.assertEqual(result.device(0)["vmm"]["maps"], 0, result.describe())
-        # The simulator supports virtual memory management: auto maps it.
-        result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env={"GPUMEM_PREALLOCATE": "0",
-                                                                   "GPUMEM_REGION_SOURCE": "auto"})
-        self.assertEqual(result.device(0)["driver_allocs"], 0, result.describe())
-        self.assertGreater(result.device(0)["vmm"]["maps"], 0, result.describe())
 
     def test_auto_is_resolved_per_device(self):
         # Two devices, virtual memory management on device 0 only: auto maps it on device 0 and takes

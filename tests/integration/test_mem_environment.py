@@ -8,8 +8,10 @@ import unittest
 
 import gpumem_testlib as lib
 
-from test_mem_common import (DRIVER, GIB, MIB, RUNTIME_PROGRAMS, RUNTIME_SHARED, SIM_TOTAL, MemTestCase,
+from test_mem_common import (CLASSIC, DRIVER, GIB, MIB, RUNTIME_PROGRAMS, RUNTIME_SHARED, SIM_TOTAL, MemTestCase,
                              gpumem_lines, head_of, limit_of, preallocated_regions, program, values)
+
+GRANULE = 2 * MIB  # the simulator's VMM granularity
 
 BAD_ENVIRONMENTS = [
     ({"GPUMEM_MODE": "turbo"}, "GPUMEM_MODE"),
@@ -38,7 +40,7 @@ class FrameworkAllocatorNames(MemTestCase):
         warnings = [line for line in gpumem_lines(result) if "memory_guard" in line]
         self.assertEqual(len(warnings), 1, result.describe())
         self.assertIn("serves it as bfc mode", warnings[0])
-        self.assertEqual(result.device(0)["driver_allocs"], 2, result.describe())  # the arena's head and rest
+        self.assertEqual(result.device(0)["bytes_reserved"], limit_of(0.75, SIM_TOTAL), result.describe())  # bfc's arena
         quiet = self.scenario(RUNTIME_SHARED, "churn", 300,
                               env={"TF_GPU_ALLOCATOR": "memory_guard", "GPUMEM_LOG_LEVEL": "error"})
         self.assertEqual(gpumem_lines(quiet), [], quiet.describe())
@@ -157,19 +159,29 @@ class GoodEnvironment(MemTestCase):
         ]
         for env, _, reserved in cases:
             with self.subTest(env=env):
-                result = self.scenario(RUNTIME_SHARED, "churn", 300, env=env)
-                # Preallocated as the head (1/32 of the limit) and the rest.
+                # Classic regions: preallocated as the head (1/32 of the limit) and the rest.
+                result = self.scenario(RUNTIME_SHARED, "churn", 300, env={**CLASSIC, **env})
                 self.assertEqual(result.device(0)["driver_allocs"], preallocated_regions(reserved), result.describe())
                 self.assertEqual(result.device(0)["largest_alloc"], reserved - head_of(reserved), result.describe())
+                self.assertEqual(gpumem_lines(result), [], result.describe())
+                # The default, virtual memory: the whole granules within the limit, no cuMemAlloc.
+                result = self.scenario(RUNTIME_SHARED, "churn", 300, env=env)
+                device = result.device(0)
+                self.assertEqual(device["driver_allocs"], 0, result.describe())
+                self.assertEqual(device["vmm"]["peak_bytes"], reserved // GRANULE * GRANULE, result.describe())
                 self.assertEqual(gpumem_lines(result), [], result.describe())
 
     def test_growth_variables(self):
         for env in ({"GPUMEM_PREALLOCATE": "off"}, {"XLA_PYTHON_CLIENT_PREALLOCATE": "0"},
                     {"TF_FORCE_GPU_ALLOW_GROWTH": "TRUE"}):
             with self.subTest(env=env):
-                result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env=env)
+                result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env={**CLASSIC, **env})
                 self.assertEqual(result.device(0)["driver_allocs"], 1, result.describe())  # the 8 MiB floor
                 self.assertEqual(result.device(0)["peak_bytes_reserved"], 8 * MIB)
+                # The default, virtual memory: the same floor, mapped, no cuMemAlloc.
+                result = self.scenario(RUNTIME_SHARED, "hold", 3, MIB, env=env)
+                self.assertEqual(result.device(0)["driver_allocs"], 0, result.describe())
+                self.assertEqual(result.device(0)["vmm"]["peak_bytes"], 8 * MIB, result.describe())
 
     def test_info_level_states_the_policy_once_per_context(self):
         result = self.scenario(RUNTIME_SHARED, "two_devices",

@@ -86,8 +86,9 @@ class ExitStatistics(ObserveTestCase):
         self.assertEqual(device["allocations"], int(out["allocs"]))
         self.assertEqual(device["frees"], int(out["frees"]))
         self.assertEqual(device["refusals"], 0)
-        # Every region is one driver allocation, and nothing else reached the driver.
-        self.assertEqual(device["driver_allocations"], sim["driver_allocs"], result.describe())
+        # Every region (or piece of virtual memory) is one driver allocation, and nothing else reached
+        # the driver.
+        self.assertEqual(device["driver_allocations"], sim["driver_allocs"] + sim["vmm"]["creates"], result.describe())
         self.assertEqual(device["peak_reserved"], sim["peak_bytes_reserved"])
         self.assertEqual(device["driver_allocations_avoided"],
                          device["allocations"] - device["driver_allocations"])
@@ -106,13 +107,25 @@ class ExitStatistics(ObserveTestCase):
         self.assertRegex(result.stderr, rf"allocations served\s+{device['allocations']}\n")
         self.assertRegex(result.stderr, rf"reserved at peak\s+{device['peak_reserved']} ")
 
-    def test_bfc_preallocation_is_one_driver_allocation(self):
-        result, stats = self.churn_with_stats({})
+    def test_classic_preallocation_is_two_driver_allocations(self):
+        # The head (1/32 of the limit) and the rest.
+        result, stats = self.churn_with_stats({"GPUMEM_REGION_SOURCE": "classic"})
         (device,) = stats["devices"]
-        self.assertEqual(device["driver_allocations"], 2)  # the head (1/32 of the limit) and the rest
+        self.assertEqual(device["driver_allocations"], 2)
         self.assertEqual(result.device(0)["driver_allocs"], 2)
         self.assertEqual(device["peak_reserved"], 2 << 30)
         self.assertEqual(device["regions"], 2)
+
+    def test_default_preallocation_is_a_few_pieces_of_virtual_memory(self):
+        # One region mapped in pieces (allocators/piece_layout.h), 2 MiB doubling up to 1/32 of the
+        # limit: 2 GiB in 37.
+        result, stats = self.churn_with_stats({})
+        (device,) = stats["devices"]
+        self.assertEqual(device["driver_allocations"], 37, result.describe())
+        self.assertEqual(result.device(0)["vmm"]["creates"], 37)
+        self.assertEqual(result.device(0)["driver_allocs"], 0)
+        self.assertEqual(device["peak_reserved"], 2 << 30)
+        self.assertEqual(device["regions"], 1)
 
     def test_platform_mode_counts_every_driver_allocation(self):
         result, stats = self.churn_with_stats({"GPUMEM_MODE": "platform"})

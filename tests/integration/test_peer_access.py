@@ -14,7 +14,7 @@ SIM = TWO_DEVICES
 CONFIGURATIONS = MODE_CONFIGURATIONS
 # Where the program's cudaMalloc memory is open only to the devices the shim names: VMM mappings, and
 # cuda_async mode's pool.
-VMM_CONFIGURATIONS = {"bfc vmm preallocated", "bfc vmm growth", "cuda_async"}
+VMM_CONFIGURATIONS = {"bfc preallocated", "bfc growth", "cuda_async"}
 
 
 def access(name: str, vmm_answer: str) -> str:

@@ -15,7 +15,7 @@ SIM = TWO_DEVICES
 CONFIGURATIONS = MODE_CONFIGURATIONS
 # A classic region is one driver allocation holding many blocks: its range holds the block, but starts
 # where the region does. Everywhere else the range is the block's own.
-REGION_CONFIGURATIONS = {"bfc preallocated", "bfc growth"}
+REGION_CONFIGURATIONS = {"bfc classic preallocated", "bfc classic growth"}
 POINTERS = ("block", "inside", "small", "other_device")
 
 

@@ -107,7 +107,7 @@ class ReplayTest(unittest.TestCase):
     # --- reports -------------------------------------------------------------------------------
 
     def test_text_report(self):
-        result = self.run_tool("--limit", "8MiB", "--preallocate", self.trace(SMALL_TRACE))
+        result = self.run_tool("--limit", "8MiB", "--preallocate", "--source", "classic", self.trace(SMALL_TRACE))
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(result.stderr, "")
         rows = {}
@@ -131,7 +131,7 @@ class ReplayTest(unittest.TestCase):
             self.assertTrue(len(line) > 18 and line[17] == " " and line[18] != " ", line)
 
     def test_json_report(self):
-        report = self.run_json("--limit", "8MiB", "--preallocate", self.trace(SMALL_TRACE))
+        report = self.run_json("--limit", "8MiB", "--preallocate", "--source", "classic", self.trace(SMALL_TRACE))
         self.assertTrue(REQUIRED_KEYS <= set(report), set(report))
         self.assertNotIn("min_limit", report)
         expected = {"peak_in_use": 4096, "peak_requested": 4000, "peak_reserved": 8 * MiB,
@@ -144,12 +144,13 @@ class ReplayTest(unittest.TestCase):
         self.assertGreater(report["ns_per_op"], 0)
 
     def test_growth_mode(self):
-        report = self.run_json("--limit", "1GiB", "--growth", self.trace(SMALL_TRACE))
+        report = self.run_json("--limit", "1GiB", "--growth", "--source", "classic", self.trace(SMALL_TRACE))
         self.assertEqual(report["mode"], "growth")
         self.assertEqual(report["peak_reserved"], 8 * MiB)  # one region of the growth floor
         self.assertEqual(report["driver_calls"], 1)
         self.assertAlmostEqual(report["utilisation"], 4000 / (8 * MiB))
-        report = self.run_json("--limit", "1GiB", "--growth", "--min-growth", "2MiB", self.trace(SMALL_TRACE))
+        report = self.run_json("--limit", "1GiB", "--growth", "--source", "classic", "--min-growth", "2MiB",
+                               self.trace(SMALL_TRACE))
         self.assertEqual((report["peak_reserved"], report["min_growth"]), (2 * MiB, 2 * MiB))
 
     def test_vmm_source(self):
@@ -173,7 +174,8 @@ class ReplayTest(unittest.TestCase):
         # The source follows GPUMEM_REGION_SOURCE as the shim does, unless --source says otherwise.
         self.assertEqual(self.run_json(*common, path, env={"GPUMEM_REGION_SOURCE": "vmm"})["source"], "vmm")
         self.assertEqual(self.run_json(*common, path, env={"GPUMEM_REGION_SOURCE": "auto"})["source"], "vmm")
-        self.assertEqual(self.run_json(*common, path)["source"], "classic")
+        self.assertEqual(self.run_json(*common, path, env={"GPUMEM_REGION_SOURCE": "classic"})["source"], "classic")
+        self.assertEqual(self.run_json(*common, path)["source"], "vmm")  # the default
 
     def test_split_rule_from_the_environment(self):
         # A 1.5 MiB request in a fresh 2 MiB region: tight splits off the 0.5 MiB rest, xla hands out
@@ -188,13 +190,13 @@ class ReplayTest(unittest.TestCase):
 
     def test_min_limit(self):
         path = self.trace(FRAGMENTING_TRACE)
-        report = self.run_json("--limit", "3MiB", "--preallocate", "--min-limit", path)
+        report = self.run_json("--limit", "3MiB", "--preallocate", "--source", "classic", "--min-limit", path)
         self.assertEqual(report["failed"], 1)  # at 3 MiB the 2 MiB block does not fit
         self.assertEqual(report["min_limit"], 4 * MiB)
         self.assertEqual(report["peak_requested"], 3 * MiB)
-        self.assertEqual(self.run_json("--limit", "4MiB", "--preallocate", path)["failed"], 0)
+        self.assertEqual(self.run_json("--limit", "4MiB", "--preallocate", "--source", "classic", path)["failed"], 0)
 
-        result = self.run_tool("--limit", "64MiB", "--preallocate", "--min-limit", path)
+        result = self.run_tool("--limit", "64MiB", "--preallocate", "--source", "classic", "--min-limit", path)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertRegex(result.stdout, r"(?m)^min limit +4194304 \(4\.00 MiB\)$")
 
@@ -240,10 +242,10 @@ class ReplayTest(unittest.TestCase):
                            "1,2,free,0x100000,0,0",
                            "1,3,allocate,0x200000,5242880,0"]) + "\n"
         path = self.trace(trace)
-        report = self.run_json("--growth", "--limit", "6MiB", "--min-growth", "2MiB", path)
+        classic = ("--growth", "--source", "classic", "--limit", "6MiB", "--min-growth", "2MiB")
+        report = self.run_json(*classic, path)
         self.assertEqual((report["failed"], report["driver_calls"], report["driver_releases"]), (0, 2, 1))
-        report = self.run_json("--growth", "--limit", "6MiB", "--min-growth", "2MiB", path,
-                               env={"GPUMEM_GARBAGE_COLLECTION": "off"})
+        report = self.run_json(*classic, path, env={"GPUMEM_GARBAGE_COLLECTION": "off"})
         self.assertEqual((report["failed"], report["driver_calls"], report["driver_releases"]), (1, 1, 0))
 
     def test_device_selection(self):

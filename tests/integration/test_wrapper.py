@@ -204,7 +204,7 @@ class OptionTest(WrapperTestCase):
             result.stdout.strip(),
             "mode=cuda_async(GPUMEM_MODE) preallocate=off(GPUMEM_PREALLOCATE) "
             "limit=0.5(GPUMEM_MEM_FRACTION) of free(GPUMEM_FRACTION_OF) free_sync=sync(GPUMEM_FREE_SYNC) "
-            "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) region_source=classic(default) "
+            "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) region_source=auto(default) "
             "split_rule=tight(default) async_prealloc=1GiB(GPUMEM_ASYNC_PREALLOC) "
             "log_level=info(GPUMEM_LOG_LEVEL) log_file=\"/tmp/g.log\"(GPUMEM_LOG_FILE) stats=on(GPUMEM_STATS) "
             "stats_file=\"/tmp/s-%p.json\"(GPUMEM_STATS_FILE) trace=\"/tmp/t.csv\"(GPUMEM_TRACE)")
@@ -413,7 +413,9 @@ class EndToEndTest(WrapperTestCase):
         result = self.run_alloc([])
         device = result.device(0)
         self.assertEqual(device["total_bytes"], GiB)
-        self.assertEqual(device["driver_allocs"], 2)  # the arena's head (1/32) and the rest
+        # The arena's, in pieces of virtual memory (the default region source): no cuMemAlloc.
+        self.assertEqual(device["driver_allocs"], 0)
+        self.assertEqual(device["vmm"]["peak_bytes"], 768 * MiB)
         self.assertEqual(device["peak_bytes_reserved"], 768 * MiB)
         self.assertIn(f"total={768 * MiB} ", result.stdout)
 
@@ -421,7 +423,8 @@ class EndToEndTest(WrapperTestCase):
         for args, reserved in ((["--fraction", "0.5"], 512 * MiB), (["--limit", "100MiB"], 100 * MiB)):
             with self.subTest(args=args):
                 device = self.run_alloc(args).device(0)
-                self.assertEqual(device["driver_allocs"], 2)
+                self.assertEqual(device["driver_allocs"], 0)
+                self.assertEqual(device["vmm"]["peak_bytes"], reserved)
                 self.assertEqual(device["peak_bytes_reserved"], reserved)
 
     def test_platform_and_off_pass_requests_through(self):

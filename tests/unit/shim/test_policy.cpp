@@ -412,7 +412,7 @@ TEST_CASE("limit_for_device: an explicit limit, capped by the device and rounded
 TEST_CASE("describe: defaults", "[policy][describe]") {
   CHECK(policy_for({}).describe() ==
         "mode=bfc(default) preallocate=on(default) limit=0.75 of total(default) free_sync=defer(default) "
-        "garbage_collection=on(default) region_source=classic(default) split_rule=tight(default) "
+        "garbage_collection=on(default) region_source=auto(default) split_rule=tight(default) "
         "async_prealloc=none(default) log_level=warn(default) "
         "log_file=stderr(default) stats=off(default) stats_file=none(default) trace=none(default)");
 }
@@ -430,7 +430,7 @@ TEST_CASE("describe: every value with its origin", "[policy][describe]") {
   CHECK(policy.describe() ==
         "mode=cuda_async(TF_GPU_ALLOCATOR) preallocate=off(XLA_PYTHON_CLIENT_PREALLOCATE) "
         "limit=0.5(XLA_CLIENT_MEM_FRACTION) of free(GPUMEM_FRACTION_OF) free_sync=sync(GPUMEM_FREE_SYNC) "
-        "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) region_source=classic(default) split_rule=tight(default) "
+        "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) region_source=auto(default) split_rule=tight(default) "
         "async_prealloc=release_threshold(TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC) "
         "log_level=info(GPUMEM_LOG_LEVEL) log_file=\"/tmp/g.log\"(GPUMEM_LOG_FILE) stats=off(default) "
         "stats_file=none(default) trace=none(default)");
@@ -456,7 +456,7 @@ TEST_CASE("enum names match the variables' spelling", "[policy]") {
 
 TEST_CASE("region source and split rule", "[policy][arena]") {
   const Policy defaults = policy_for({});
-  CHECK(defaults.region_source == RegionSourceChoice::classic);
+  CHECK(defaults.region_source == RegionSourceChoice::automatic);
   CHECK(defaults.region_source_origin.variable == "default");
   CHECK(defaults.split_rule == SplitRule::tight);
   const Policy chosen = policy_for({{"GPUMEM_REGION_SOURCE", " Classic "}, {"GPUMEM_SPLIT_RULE", "XLA"}});
