@@ -29,6 +29,9 @@ struct CUctx_st {
   // cuCtxSetLimit / cuCtxSetCacheConfig (context_settings.cpp): set afresh at each activation.
   std::array<std::size_t, CU_LIMIT_MAX> limits{};
   CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
+  // cuCtxWaitEvent (context_events.cpp): the stream points every stream of the context, including
+  // streams made later, waits for; guarded by State::mu, dropped once reached.
+  std::vector<std::pair<std::shared_ptr<CUstream_st>, std::uint64_t>> waits;
 };
 
 namespace cudasim {

@@ -23,8 +23,11 @@
 
 using namespace cudasim;
 
+// A stream's capture graph counts: cuStreamGetCaptureInfo hands it out for nodes to be added to it
+// (with cuStreamUpdateCaptureDependencies) and user objects given to it.
 CUresult cudasim::check_graph(State& st, CUgraph graph) {
-  return graph != nullptr && st.graphs.contains(graph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return st.graphs.contains(graph) || graph_being_captured(st, graph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 bool cudasim::has_memory_nodes(const CUgraph_st* graph) {
@@ -34,7 +37,7 @@ bool cudasim::has_memory_nodes(const CUgraph_st* graph) {
 }
 
 bool cudasim::live_node(State& st, CUgraphNode node) {
-  if (node == nullptr || !st.graphs.contains(node->graph)) return false;
+  if (node == nullptr || check_graph(st, node->graph) != CUDA_SUCCESS) return false;
   const auto& nodes = node->graph->nodes;
   return std::any_of(nodes.begin(), nodes.end(), [node](const auto& owned) { return owned.get() == node; });
 }
@@ -215,7 +218,11 @@ bool cudasim::build_exec_graph(State& st, const CUgraph_st& graph, ExecGraph* ou
     made.event = node->event;
     made.memset = node->memset;
     made.copy = node->copy;
+    made.memops = node->memops;
+    made.memop_ctx = node->memop_ctx;
     if (node->kind == NodeKind::Kernel) made.kernel_ctx = kernel_context(st, node->kernel);
+    // A conditional node's body, chosen by its handle's value, is its work.
+    if (node->kind == NodeKind::Conditional && !conditional_work(st, *node, &made.op)) return false;
     // A child graph as it is now: changes made through cuGraphChildGraphNodeGetGraph count.
     if (node->child != nullptr) {
       made.child = std::make_unique<ExecGraph>();
@@ -237,6 +244,22 @@ void launch_steps(const ExecGraph& graph, std::vector<const ExecNode*>* steps) {
   }
 }
 
+}  // namespace
+
+Operation cudasim::graph_work(const ExecGraph& graph) {
+  std::vector<const ExecNode*> steps;
+  launch_steps(graph, &steps);
+  std::vector<Operation> ops;
+  for (const ExecNode* step : steps) {
+    if (step->op) ops.push_back(step->op);
+  }
+  return [ops = std::move(ops)] {
+    for (const Operation& op : ops) op();
+  };
+}
+
+namespace {
+
 CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags,
                      CUgraphInstantiateResult* result = nullptr) {
   Locked l;
@@ -245,6 +268,8 @@ CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags,
   if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
   if (out == nullptr || (flags & ~kInstantiateFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_graph(l.st, graph); rc != CUDA_SUCCESS) return rc;
+  // "The graph will not be instantiable until the user calls cuStreamEndCapture."
+  if (graph_being_captured(l.st, graph)) return CUDA_ERROR_INVALID_VALUE;
   // "If hGraph contains any allocation or free nodes, there can be at most one executable graph in
   // existence for that graph at a time" (cuGraphInstantiateWithParams, whose only error is this one).
   if (has_memory_nodes(graph) && l.st.graph_exec_counts.contains(graph)) return CUDA_ERROR_INVALID_VALUE;
@@ -257,6 +282,7 @@ CUresult instantiate(CUgraphExec* out, CUgraph graph, unsigned long long flags,
   exec->device = ctx->device;
   exec->graph = graph;
   exec->flags = flags;
+  exec->user_refs = hold_graph_user_objects(*graph);
   ++l.st.graph_exec_counts[graph];
   *out = exec.release();
   l.st.graph_execs.insert(*out);
@@ -277,8 +303,9 @@ CUresult launch(CUgraphExec exec, CUstream handle, bool per_thread_default, bool
   std::vector<const ExecNode*> steps;
   launch_steps(exec->nodes, &steps);
   std::vector<Operation> batch;
-  auto run = [&batch] {
-    return [ops = std::exchange(batch, {})] {
+  // Each queued part keeps the executable graph's user objects alive until it has run.
+  auto run = [&batch, refs = exec->user_refs] {
+    return [ops = std::exchange(batch, {}), refs] {
       for (const Operation& op : ops) op();
     };
   };
@@ -319,6 +346,8 @@ CUgraphNodeType node_type(NodeKind kind) {
     case NodeKind::Kernel: return CU_GRAPH_NODE_TYPE_KERNEL;
     case NodeKind::Empty: return CU_GRAPH_NODE_TYPE_EMPTY;
     case NodeKind::Graph: return CU_GRAPH_NODE_TYPE_GRAPH;
+    case NodeKind::BatchMemOp: return CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+    case NodeKind::Conditional: return CU_GRAPH_NODE_TYPE_CONDITIONAL;
   }
   return CU_GRAPH_NODE_TYPE_EMPTY;
 }
@@ -518,31 +547,52 @@ CUDASIM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType* t
 }
 
 namespace {
-// A node's dependencies, as the cuGraphGet*Nodes calls return nodes; edges are all default (zero).
-CUresult node_dependencies_of(CUgraphNode node, CUgraphNode* dependencies, CUgraphEdgeData* edges, size_t* count) {
-  if (count == nullptr || (edges != nullptr && dependencies == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+// A node's dependencies (or the nodes that depend on it), as the cuGraphGet*Nodes calls return nodes;
+// edges are all default (zero).
+CUresult related_nodes(CUgraphNode node, bool dependents, CUgraphNode* nodes, CUgraphEdgeData* edges, size_t* count) {
+  if (count == nullptr || (edges != nullptr && nodes == nullptr)) return CUDA_ERROR_INVALID_VALUE;
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (!live_node(l.st, node)) return CUDA_ERROR_INVALID_VALUE;
-  if (dependencies == nullptr) {
-    *count = node->dependencies.size();
+  std::vector<CUgraphNode> related;
+  if (dependents) {
+    for (const auto& other : node->graph->nodes) {
+      const auto& deps = other->dependencies;
+      if (std::find(deps.begin(), deps.end(), node) != deps.end()) related.push_back(other.get());
+    }
+  } else {
+    related.assign(node->dependencies.begin(), node->dependencies.end());
+  }
+  if (nodes == nullptr) {
+    *count = related.size();
     return CUDA_SUCCESS;
   }
-  const size_t written = std::min(*count, node->dependencies.size());
-  std::copy_n(node->dependencies.begin(), written, dependencies);
-  if (edges != nullptr) std::fill_n(edges, written, CUgraphEdgeData{});
+  const size_t written = std::min(*count, related.size());
+  std::copy_n(related.begin(), written, nodes);
+  // "If numDependentNodes is higher than the actual number ..., the remaining entries will be set to NULL."
+  std::fill(nodes + written, nodes + *count, nullptr);
+  if (edges != nullptr) std::fill_n(edges, *count, CUgraphEdgeData{});
   *count = written;
   return CUDA_SUCCESS;
 }
 }  // namespace
 
-CUDASIM_EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode* dependencies,
-                                                   size_t* numDependencies) {
-  return node_dependencies_of(hNode, dependencies, nullptr, numDependencies);
-}
 CUDASIM_EXPORT CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode* dependencies,
                                                       CUgraphEdgeData* edgeData, size_t* numDependencies) {
-  return node_dependencies_of(hNode, dependencies, edgeData, numDependencies);
+  return related_nodes(hNode, false, dependencies, edgeData, numDependencies);
+}
+CUDASIM_EXPORT CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode* dependentNodes,
+                                                        CUgraphEdgeData* edgeData, size_t* numDependentNodes) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;  // an entry point of 12.3
+  return related_nodes(hNode, true, dependentNodes, edgeData, numDependentNodes);
+}
+// The v1 forms: the same without edge data.
+CUDASIM_EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode* dependencies, size_t* numDependencies) {
+  return cuGraphNodeGetDependencies_v2(hNode, dependencies, nullptr, numDependencies);
+}
+CUDASIM_EXPORT CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode* dependentNodes,
+                                                     size_t* numDependentNodes) {
+  return related_nodes(hNode, true, dependentNodes, nullptr, numDependentNodes);
 }
 
 CUDASIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
@@ -614,17 +664,15 @@ CUDASIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
   return CUDA_SUCCESS;
 }
 
-namespace {
-
-// Edge data the simulator's edges carry: none (zeroed), the default dependency. Other edges
-// (ports, programmatic dependencies) belong to device-side launch ordering, which is not simulated.
-bool default_edges(const CUgraphEdgeData* edges, size_t count) {
+bool cudasim::default_edges(const CUgraphEdgeData* edges, size_t count) {
   static constexpr CUgraphEdgeData kDefault{};
   for (size_t i = 0; edges != nullptr && i < count; ++i) {
     if (std::memcmp(&edges[i], &kDefault, sizeof kDefault) != 0) return false;
   }
   return true;
 }
+
+namespace {
 
 // cuGraphAddDependencies / cuGraphRemoveDependencies: every pair checked before any is changed.
 CUresult edit_dependencies(CUgraph graph, const CUgraphNode* from, const CUgraphNode* to, const CUgraphEdgeData* edges,
@@ -725,6 +773,7 @@ CUgraph_st* clone_graph(State& st, const CUgraph_st& original) {
     clone->nodes.push_back(std::make_unique<CUgraphNode_st>(*node));
     CUgraphNode_st* copy = clone->nodes.back().get();
     copy->graph = clone;
+    copy->cloned_from = node.get();
     if (node->child != nullptr) {
       copy->child = clone_graph(st, *node->child);
       copy->child->owner = copy;
@@ -734,8 +783,20 @@ CUgraph_st* clone_graph(State& st, const CUgraph_st& original) {
   for (const auto& node : clone->nodes) {
     for (CUgraphNode_st*& dep : node->dependencies) dep = copies.at(dep);
   }
+  copy_graph_user_objects(original, clone);
   st.graphs.insert(clone);
   return clone;
+}
+
+// The node of `clone` (or of a graph embedded in it) copied from `original`.
+CUgraphNode_st* find_in_clone(const CUgraph_st& clone, const CUgraphNode_st* original) {
+  for (const auto& node : clone.nodes) {
+    if (node->cloned_from == original) return node.get();
+    if (node->child != nullptr) {
+      if (CUgraphNode_st* found = find_in_clone(*node->child, original)) return found;
+    }
+  }
+  return nullptr;
 }
 }  // namespace
 
@@ -745,8 +806,22 @@ CUDASIM_EXPORT CUresult cuGraphClone(CUgraph* phGraphClone, CUgraph originalGrap
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (phGraphClone == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_graph(l.st, originalGraph); rc != CUDA_SUCCESS) return rc;
-  if (has_memory_nodes(originalGraph)) return CUDA_ERROR_NOT_SUPPORTED;
+  // Nor graphs with conditional nodes (cuda.h).
+  if (has_memory_nodes(originalGraph) || has_conditional_nodes(*originalGraph)) return CUDA_ERROR_NOT_SUPPORTED;
   *phGraphClone = clone_graph(l.st, *originalGraph);
+  return CUDA_SUCCESS;
+}
+
+// The original node must still be in its graph, and its copy in the clone.
+CUDASIM_EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode* phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph) {
+  if (phNode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = check_graph(l.st, hClonedGraph); rc != CUDA_SUCCESS) return rc;
+  if (!live_node(l.st, hOriginalNode)) return CUDA_ERROR_INVALID_VALUE;
+  CUgraphNode_st* found = find_in_clone(*hClonedGraph, hOriginalNode);
+  if (found == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *phNode = found;
   return CUDA_SUCCESS;
 }
 
@@ -760,6 +835,7 @@ CUDASIM_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode* phGraphNode, CUgra
       [&](State& st, Operation*) {
         if (CUresult rc = check_graph(st, childGraph); rc != CUDA_SUCCESS) return rc;
         if (has_memory_nodes(childGraph)) return CUDA_ERROR_INVALID_VALUE;
+        if (has_conditional_nodes(*childGraph)) return CUDA_ERROR_NOT_SUPPORTED;  // it would be cloned
         embedded = clone_graph(st, *childGraph);
         return CUDA_SUCCESS;
       },

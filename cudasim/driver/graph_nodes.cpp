@@ -1,8 +1,8 @@
 // The generic node calls: cuGraphAddNode (+ _v2 with edge data), cuGraphNodeSetParams and
 // cuGraphExecNodeSetParams. A CUgraphNodeParams names a node type and holds that type's parameters;
 // each type simulated is served by the call of its own (graph_exec.cpp, graph_params.cpp,
-// graph_update.cpp), so its checks, codes and effects are the same. Types not simulated
-// (conditional, batch memory-operation and external-semaphore nodes) and the changes cuda.h
+// graph_update.cpp, stream_memops.cpp), so its checks, codes and effects are the same. Types not
+// simulated (external-semaphore nodes), the parameters of conditional nodes changed, and the changes cuda.h
 // documents as unsupported (memory nodes' parameters) answer CUDA_ERROR_NOT_SUPPORTED.
 #include "state.h"
 
@@ -22,6 +22,11 @@ CUDA_KERNEL_NODE_PARAMS kernel_params(const CUDA_KERNEL_NODE_PARAMS_v3& p) {
   out.kern = p.kern;
   out.ctx = p.ctx;
   return out;
+}
+
+// The v2 layout is the v1 layout (cuda.h); the node calls take v1.
+CUDA_BATCH_MEM_OP_NODE_PARAMS batch_params(const CUDA_BATCH_MEM_OP_NODE_PARAMS_v2& p) {
+  return CUDA_BATCH_MEM_OP_NODE_PARAMS{p.ctx, p.count, p.paramArray, p.flags};
 }
 
 CUDA_MEMSET_NODE_PARAMS memset_params(const CUDA_MEMSET_NODE_PARAMS_v2& p) {
@@ -68,6 +73,11 @@ CUresult add_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependenci
       return rc;
     }
     case CU_GRAPH_NODE_TYPE_MEM_FREE: return cuGraphAddMemFreeNode(out, graph, dependencies, count, p->free.dptr);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+      const CUDA_BATCH_MEM_OP_NODE_PARAMS batch = batch_params(p->memOp);
+      return cuGraphAddBatchMemOpNode(out, graph, dependencies, count, &batch);
+    }
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: return add_conditional_node(out, graph, dependencies, count, &p->conditional);
     default: return CUDA_ERROR_NOT_SUPPORTED;
   }
 }
@@ -123,6 +133,10 @@ CUDASIM_EXPORT CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParam
     case CU_GRAPH_NODE_TYPE_EMPTY: return CUDA_SUCCESS;
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return cuGraphEventRecordNodeSetEvent(hNode, p.eventRecord.event);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return cuGraphEventWaitNodeSetEvent(hNode, p.eventWait.event);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+      const CUDA_BATCH_MEM_OP_NODE_PARAMS batch = batch_params(p.memOp);
+      return cuGraphBatchMemOpNodeSetParams(hNode, &batch);
+    }
     default: return CUDA_ERROR_NOT_SUPPORTED;
   }
 }
@@ -156,6 +170,10 @@ CUDASIM_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraph
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
       return cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, p.eventRecord.event);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return cuGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, p.eventWait.event);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+      const CUDA_BATCH_MEM_OP_NODE_PARAMS batch = batch_params(p.memOp);
+      return cuGraphExecBatchMemOpNodeSetParams(hGraphExec, hNode, &batch);
+    }
     default: return CUDA_ERROR_NOT_SUPPORTED;
   }
 }

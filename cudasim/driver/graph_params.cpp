@@ -128,32 +128,40 @@ CUDASIM_EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA
   return set_kernel_params(hNode, &params);
 }
 
+bool cudasim::launch_attribute_value_valid(CUlaunchAttributeID attr, const CUlaunchAttributeValue& value) {
+  switch (attr) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+      const CUaccessPolicyWindow& w = value.accessPolicyWindow;
+      return w.hitRatio >= 0.0f && w.hitRatio <= 1.0f && w.hitProp >= CU_ACCESS_PROPERTY_NORMAL &&
+             w.hitProp <= CU_ACCESS_PROPERTY_PERSISTING &&
+             (w.missProp == CU_ACCESS_PROPERTY_NORMAL || w.missProp == CU_ACCESS_PROPERTY_STREAMING);
+    }
+    case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+      return value.syncPolicy >= CU_SYNC_POLICY_AUTO && value.syncPolicy <= CU_SYNC_POLICY_BLOCKING_SYNC;
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+      return value.clusterSchedulingPolicyPreference <= CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: return value.memSyncDomain <= CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE;
+    case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING: return value.nvlinkUtilCentricScheduling <= 1;
+    default: return true;
+  }
+}
+
 namespace {
 
 // The attributes cuda.h marks "Valid for graph nodes", each value checked where cuda.h bounds it.
 CUresult check_kernel_attribute(CUkernelNodeAttrID attr, const CUkernelNodeAttrValue& value) {
   switch (attr) {
-    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
-      const CUaccessPolicyWindow& w = value.accessPolicyWindow;
-      const bool valid = w.hitRatio >= 0.0f && w.hitRatio <= 1.0f && w.hitProp >= CU_ACCESS_PROPERTY_NORMAL &&
-                         w.hitProp <= CU_ACCESS_PROPERTY_PERSISTING &&
-                         (w.missProp == CU_ACCESS_PROPERTY_NORMAL || w.missProp == CU_ACCESS_PROPERTY_STREAMING);
-      return valid ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    }
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
     case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-      return value.clusterSchedulingPolicyPreference <= CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING
-                 ? CUDA_SUCCESS
-                 : CUDA_ERROR_INVALID_VALUE;
     case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
-      return value.memSyncDomain <= CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
-      return value.nvlinkUtilCentricScheduling <= 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
     case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
     case CU_LAUNCH_ATTRIBUTE_PRIORITY:
     case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
     case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
-    case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE: return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+      return launch_attribute_value_valid(attr, value) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     default: return CUDA_ERROR_INVALID_VALUE;  // not an attribute of graph nodes
   }
 }

@@ -71,6 +71,24 @@ bool copy_updatable(State& st, const CUDA_MEMCPY3D& was, const CUDA_MEMCPY3D& no
          (!dst_device || operand_device(st, was.dstDevice) == operand_device(st, now.dstDevice));
 }
 
+// ... and for batch memory operations (cuGraphExecBatchMemOpNodeSetParams): the context, the count, each
+// operation's type, a wait's flush bit and a barrier's flags stay; addresses, values and wait kinds
+// may change.
+bool memops_updatable(const std::vector<CUstreamBatchMemOpParams>& was, CUcontext was_ctx,
+                      const CUstreamBatchMemOpParams* now, unsigned count, CUcontext now_ctx) {
+  if (was_ctx != now_ctx || was.size() != count) return false;
+  for (unsigned i = 0; i < count; ++i) {
+    const CUstreamBatchMemOpParams& before = was[i];
+    const CUstreamBatchMemOpParams& after = now[i];
+    if (before.operation != after.operation) return false;
+    const bool wait = after.operation == CU_STREAM_MEM_OP_WAIT_VALUE_32 || after.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+    if (wait && ((before.waitValue.flags ^ after.waitValue.flags) & CU_STREAM_WAIT_VALUE_FLUSH) != 0) return false;
+    if (after.operation == CU_STREAM_MEM_OP_BARRIER && before.memoryBarrier.flags != after.memoryBarrier.flags)
+      return false;
+  }
+  return true;
+}
+
 CUgraphNode handle(const CUgraphNode_st* node) { return const_cast<CUgraphNode>(node); }
 
 // Whether `now` (taken from a graph) can replace `was` node for node; if not, why, in *info.
@@ -94,7 +112,10 @@ bool same_shape(State& st, const ExecGraph& was, const ExecGraph& now, CUgraphEx
         return fail(CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, after.node, now.nodes[dep].node);
     }
     const bool changed = (after.kind == NodeKind::Memset && !memset_updatable(st, before.memset, after.memset)) ||
-                         (after.kind == NodeKind::Memcpy && !copy_updatable(st, before.copy, after.copy));
+                         (after.kind == NodeKind::Memcpy && !copy_updatable(st, before.copy, after.copy)) ||
+                         (after.kind == NodeKind::BatchMemOp &&
+                          !memops_updatable(before.memops, before.memop_ctx, after.memops.data(),
+                                            static_cast<unsigned>(after.memops.size()), after.memop_ctx));
     if (changed) return fail(CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED, after.node, nullptr);
     // "The owning context of the function cannot change."
     if (after.kind == NodeKind::Kernel && after.kernel_ctx != before.kernel_ctx)
@@ -115,6 +136,7 @@ void take_work(ExecGraph& into, ExecGraph& from) {
     target.event = source.event;
     target.memset = source.memset;
     target.copy = source.copy;
+    target.memops = source.memops;
     target.kernel_ctx = source.kernel_ctx;
     if (target.child) take_work(*target.child, *source.child);
   }
@@ -215,6 +237,20 @@ CUDASIM_EXPORT CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUg
   return set_exec_node(
       hGraphExec, hNode, NodeKind::Host,
       [&](State&, const ExecNode&, Operation* op) { return host_node(nodeParams, op); }, [](ExecNode&) {});
+}
+
+// The node of the graph keeps its own parameters; only later launches of hGraphExec change.
+CUDASIM_EXPORT CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                           const CUDA_BATCH_MEM_OP_NODE_PARAMS* nodeParams) {
+  return set_exec_node(
+      hGraphExec, hNode, NodeKind::BatchMemOp,
+      [&](State& st, const ExecNode& n, Operation* op) {
+        if (CUresult rc = batch_memop_node_work(st, nodeParams, op); rc != CUDA_SUCCESS) return rc;
+        return memops_updatable(n.memops, n.memop_ctx, nodeParams->paramArray, nodeParams->count, nodeParams->ctx)
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_VALUE;
+      },
+      [&](ExecNode& n) { n.memops.assign(nodeParams->paramArray, nodeParams->paramArray + nodeParams->count); });
 }
 
 CUDASIM_EXPORT CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event) {

@@ -76,6 +76,8 @@ void destroy_children(State& st, CUgraph_st* graph) {
 // The program's handle goes at once; the graph and its memory once no instantiation of it remains.
 void destroy_graph(State& st, CUgraph_st* graph) {
   st.graphs.erase(graph);
+  release_graph_user_objects(graph);  // instantiations hold references of their own
+  forget_conditional_handles(st, graph);
   destroy_children(st, graph);
   if (st.graph_exec_counts.contains(graph)) return;
   for (CUdeviceptr dptr : graph->allocations) release_graph_allocation(st, dptr);
@@ -95,20 +97,50 @@ std::shared_ptr<Capture> end_capture(State& st, CUstream_st* stream) {
   return capture;
 }
 
-CUresult begin_capture(CUstream handle, CUstreamCaptureMode mode, bool per_thread_default) {
+// Nodes of `graph`, each once, as a capture's dependency set takes them.
+bool nodes_of(const CUgraph_st* graph, const CUgraphNode* nodes, size_t count, std::vector<CUgraphNode_st*>* out) {
+  if (count > 0 && nodes == nullptr) return false;
+  for (size_t i = 0; i < count; ++i) {
+    const bool owned = nodes[i] != nullptr && nodes[i]->graph == graph &&
+                       std::any_of(graph->nodes.begin(), graph->nodes.end(),
+                                   [&](const auto& node) { return node.get() == nodes[i]; });
+    if (!owned) return false;
+    if (std::find(out->begin(), out->end(), nodes[i]) == out->end()) out->push_back(nodes[i]);
+  }
+  return true;
+}
+
+// A capture into a new graph, or (`into`: cuStreamBeginCaptureToGraph) into the program's graph,
+// its first captured node following `dependencies`.
+CUresult begin_capture(CUstream handle, CUstreamCaptureMode mode, bool per_thread_default, CUgraph into = nullptr,
+                       const CUgraphNode* dependencies = nullptr, const CUgraphEdgeData* edges = nullptr,
+                       size_t count = 0) {
   return with_stream(handle, per_thread_default, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
     if (!valid_mode(mode)) return CUDA_ERROR_INVALID_VALUE;
     // The legacy default stream cannot be captured (it synchronises with every blocking stream).
     if (stream->kind == StreamKind::Legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (stream->capture) return CUDA_ERROR_ILLEGAL_STATE;
+    std::vector<CUgraphNode_st*> first;
+    if (into != nullptr) {
+      // A graph the program holds, not embedded in a node, not captured into already.
+      if (check_graph(st, into) != CUDA_SUCCESS || into->owner != nullptr || graph_being_captured(st, into))
+        return CUDA_ERROR_INVALID_VALUE;
+      if (!nodes_of(into, dependencies, count, &first)) return CUDA_ERROR_INVALID_VALUE;
+      if (!default_edges(edges, count)) return CUDA_ERROR_NOT_SUPPORTED;
+    }
     auto capture = std::make_shared<Capture>();
     capture->id = ++st.last_capture_id;
     capture->mode = mode;
     capture->thread = std::this_thread::get_id();
     capture->origin = stream.get();
-    capture->graph = new CUgraph_st();  // owned by the capture, then by the caller of EndCapture
-    capture->graph->ctx = stream->ctx;
-    capture->tails[stream.get()];
+    capture->into_existing = into != nullptr;
+    if (into != nullptr) {
+      capture->graph = into;
+    } else {
+      capture->graph = new CUgraph_st();  // owned by the capture, then by the caller of EndCapture
+      capture->graph->ctx = stream->ctx;
+    }
+    capture->tails[stream.get()] = std::move(first);
     stream->capture = capture;
     st.captures.push_back(std::move(capture));
     return CUDA_SUCCESS;
@@ -129,7 +161,7 @@ CUresult end_capture_call(CUstream handle, CUgraph* graph_out, bool per_thread_d
     bool unjoined = false;
     for (const auto& [member, tail] : capture->tails) unjoined = unjoined || !joined_into(tail, ends);
     if (capture->invalidated || unjoined) {
-      destroy_graph(st, capture->graph);
+      if (!capture->into_existing) destroy_graph(st, capture->graph);
       *graph_out = nullptr;
       return capture->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
     }
@@ -170,6 +202,27 @@ CUresult capture_info(CUstream handle, CUstreamCaptureStatus* status, cuuint64_t
   });
 }
 
+// cuStreamUpdateCaptureDependencies: the nodes the stream's next captured work follows, added to
+// or replacing its set. Nodes dropped from the set no longer count for the join rule.
+CUresult update_capture_dependencies(CUstream handle, CUgraphNode* dependencies, const CUgraphEdgeData* edges,
+                                     size_t count, unsigned flags, bool per_thread_default) {
+  if (flags != CU_STREAM_ADD_CAPTURE_DEPENDENCIES && flags != CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+    return CUDA_ERROR_INVALID_VALUE;
+  return with_stream(handle, per_thread_default, [&](State&, const std::shared_ptr<CUstream_st>& stream) {
+    if (!stream->capture) return CUDA_ERROR_ILLEGAL_STATE;
+    Capture& capture = *stream->capture;
+    if (capture.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    std::vector<CUgraphNode_st*>& tail = capture.tails[stream.get()];
+    std::vector<CUgraphNode_st*> updated = flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES
+                                               ? std::vector<CUgraphNode_st*>{}
+                                               : tail;
+    if (!nodes_of(capture.graph, dependencies, count, &updated)) return CUDA_ERROR_INVALID_VALUE;
+    if (!default_edges(edges, count)) return CUDA_ERROR_NOT_SUPPORTED;
+    tail = std::move(updated);
+    return CUDA_SUCCESS;
+  });
+}
+
 }  // namespace
 
 namespace cudasim {
@@ -177,6 +230,10 @@ namespace cudasim {
 void invalidate(Capture& capture) { capture.invalidated = true; }
 
 void destroy_child_graph(State& st, CUgraphNode_st& node) {
+  for (CUgraph_st* body : std::exchange(node.bodies, {})) {  // a conditional node's
+    body->owner = nullptr;
+    destroy_graph(st, body);
+  }
   if (node.child == nullptr) return;
   node.child->owner = nullptr;
   destroy_graph(st, std::exchange(node.child, nullptr));
@@ -337,7 +394,12 @@ void abandon_capture(State& st, CUstream_st* stream) {
     return;
   }
   std::shared_ptr<Capture> capture = end_capture(st, stream);
-  destroy_graph(st, capture->graph);
+  if (!capture->into_existing) destroy_graph(st, capture->graph);
+}
+
+bool graph_being_captured(const State& st, const CUgraph_st* graph) {
+  return std::any_of(st.captures.begin(), st.captures.end(),
+                     [graph](const auto& capture) { return capture->graph == graph; });
 }
 
 CUresult capture_event_record(State&, const std::shared_ptr<CUstream_st>& stream, CUevent_st& event) {
@@ -388,6 +450,49 @@ CUDASIM_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptur
 }
 CUDASIM_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
   return begin_capture(hStream, mode, true);
+}
+// The CUDA 10.0 form, without a mode: the mode it had then, GLOBAL.
+CUDASIM_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
+  return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
+}
+CUDASIM_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
+  return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
+}
+// Edges carry default data only, as the graphs' do: other edge data is CUDA_ERROR_NOT_SUPPORTED.
+CUDASIM_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
+                                                    const CUgraphEdgeData* dependencyData, size_t numDependencies,
+                                                    CUstreamCaptureMode mode) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;  // an entry point of 12.3
+  if (hGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return begin_capture(hStream, mode, false, hGraph, dependencies, dependencyData, numDependencies);
+}
+CUDASIM_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                                         const CUgraphNode* dependencies,
+                                                         const CUgraphEdgeData* dependencyData,
+                                                         size_t numDependencies, CUstreamCaptureMode mode) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;
+  if (hGraph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return begin_capture(hStream, mode, true, hGraph, dependencies, dependencyData, numDependencies);
+}
+CUDASIM_EXPORT CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode* dependencies,
+                                                          size_t numDependencies, unsigned int flags) {
+  return update_capture_dependencies(hStream, dependencies, nullptr, numDependencies, flags, false);
+}
+CUDASIM_EXPORT CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream, CUgraphNode* dependencies,
+                                                               size_t numDependencies, unsigned int flags) {
+  return update_capture_dependencies(hStream, dependencies, nullptr, numDependencies, flags, true);
+}
+CUDASIM_EXPORT CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode* dependencies,
+                                                             const CUgraphEdgeData* dependencyData,
+                                                             size_t numDependencies, unsigned int flags) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;  // an entry point of 12.3
+  return update_capture_dependencies(hStream, dependencies, dependencyData, numDependencies, flags, false);
+}
+CUDASIM_EXPORT CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode* dependencies,
+                                                                  const CUgraphEdgeData* dependencyData,
+                                                                  size_t numDependencies, unsigned int flags) {
+  if (driver_version() < 12030) return CUDA_ERROR_NOT_SUPPORTED;
+  return update_capture_dependencies(hStream, dependencies, dependencyData, numDependencies, flags, true);
 }
 CUDASIM_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
   return end_capture_call(hStream, phGraph, false);
@@ -451,6 +556,7 @@ CUDASIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
   // Only graphs handed out by cuStreamEndCapture or cuGraphCreate: one still being captured into cannot be destroyed.
   if (hGraph == nullptr || l.st.graphs.count(hGraph) == 0) return CUDA_ERROR_INVALID_VALUE;
   if (hGraph->owner != nullptr) return CUDA_ERROR_INVALID_VALUE;  // a child-graph node's: the node owns it
+  if (graph_being_captured(l.st, hGraph)) return CUDA_ERROR_INVALID_VALUE;  // cuStreamBeginCaptureToGraph's
   destroy_graph(l.st, hGraph);
   return CUDA_SUCCESS;
 }

@@ -16,7 +16,8 @@
 
 namespace cudasim {
 
-enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree, Kernel, Empty, Graph };
+enum class NodeKind { Memcpy, Memset, Host, EventRecord, EventWait, MemAlloc, MemFree, Kernel, Empty, Graph, BatchMemOp,
+                      Conditional };
 
 }  // namespace cudasim
 
@@ -43,6 +44,16 @@ struct CUgraphNode_st {
   // A child-graph node added by cuGraphAddChildGraphNode: its own copy of the graph, which
   // instantiation runs (a captured graph launch has none: its op does the work).
   CUgraph_st* child = nullptr;
+  // BatchMemOp: the operations (cuGraphBatchMemOpNodeGetParams hands out this array) and their context.
+  std::vector<CUstreamBatchMemOpParams> memops;
+  CUcontext memop_ctx = nullptr;
+  // In a graph made by cuGraphClone: the node it copies, as a key only (cuGraphNodeFindInClone).
+  const CUgraphNode_st* cloned_from = nullptr;
+  // Conditional (graph_conditional.cpp): its handle, type, and body graphs, which it owns (as a
+  // child-graph node owns its graph) and hands out through CUDA_CONDITIONAL_NODE_PARAMS::phGraph_out.
+  CUgraphConditionalHandle condition = 0;
+  CUgraphConditionalNodeType condition_type = CU_GRAPH_COND_TYPE_IF;
+  std::vector<CUgraph_st*> bodies;
 };
 
 namespace cudasim {
@@ -59,6 +70,8 @@ struct ExecNode {
   CUDA_MEMSET_NODE_PARAMS memset{};  // what the update rules compare
   CUDA_MEMCPY3D copy{};
   CUctx_st* kernel_ctx = nullptr;  // the context owning a kernel node's function (null: any)
+  std::vector<CUstreamBatchMemOpParams> memops;  // BatchMemOp: what the update rules compare
+  CUcontext memop_ctx = nullptr;
   bool enabled = true;  // a disabled node (cuGraphNodeSetEnabled) does nothing at launch
   std::unique_ptr<ExecGraph> child;  // a child-graph node's graph
 };
@@ -75,6 +88,10 @@ struct ExecGraph {
 // respects every dependency.
 struct CUgraphExec_st {
   CUctx_st* ctx = nullptr;
+  // The user-object references taken from the graph (and its child graphs) when instantiated; each
+  // queued launch holds this too, so they are released once the executable graph is destroyed and
+  // its launches have run.
+  std::shared_ptr<void> user_refs;
   cudasim::ExecGraph nodes;
   std::uint64_t flags = 0;  // as instantiated
   int device = 0;
@@ -99,9 +116,20 @@ struct CUgraph_st {
   std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
   std::vector<CUdeviceptr> allocations;
   std::vector<FreedGraphAllocation> freed;
+  // The user-object references the graph owns (user_objects.cpp), released when it is destroyed.
+  std::map<CUuserObject_st*, unsigned> user_refs;
 };
 
 namespace cudasim {
+
+// A conditional handle (cuGraphConditionalHandleCreate): the graph whose conditional nodes (or its
+// child graphs') may use it, the context, and the value each launch starts with.
+struct ConditionalHandle {
+  CUgraph_st* graph = nullptr;
+  CUcontext ctx = nullptr;
+  unsigned default_value = 0;
+  unsigned flags = 0;
+};
 
 // One capture sequence, from cuStreamBeginCapture to cuStreamEndCapture on `origin`. Other streams
 // join it by waiting for an event recorded in it (the fork of a multi-stream capture) and must be
@@ -116,6 +144,8 @@ struct Capture {
   CUgraph_st* graph = nullptr;
   bool invalidated = false;
   bool ended = false;
+  // cuStreamBeginCaptureToGraph: `graph` is the program's own, which it keeps whatever the outcome.
+  bool into_existing = false;
   // Per stream of the sequence, the nodes its next captured work depends on.
   std::map<CUstream_st*, std::vector<CUgraphNode_st*>> tails;
   std::vector<CUgraphNode> dependencies;  // handed out by cuStreamGetCaptureInfo

@@ -3,7 +3,7 @@
 // The table follows the toolkit's cudaTypedefs.h: each PFN_<name>_v<version> is one row, giving
 // the exported function that answers requests with cudaVersion >= version (the highest such row
 // wins). A row with no function marks an ABI the real driver has but the simulator does not
-// (the 32-bit v1 forms, cuStreamGetCtx_v2): asking for it reports the symbol as not found rather
+// (the 32-bit v1 forms): asking for it reports the symbol as not found rather
 // than handing out a function with the wrong signature. Rows newer than the simulated driver
 // (CUDASIM_DRIVER_VERSION) are never answered: the request is served as if for that version.
 #include "state.h"
@@ -244,9 +244,26 @@ const ProcEntry kEntries[] = {
   {"cuStreamAddCallback", 5000, fn(cuStreamAddCallback), fn(cuStreamAddCallback_ptsz)},
   {"cuStreamGetFlags", 5050, fn(cuStreamGetFlags), fn(cuStreamGetFlags_ptsz)},
   {"cuStreamGetCtx", 9020, fn(cuStreamGetCtx), fn(cuStreamGetCtx_ptsz)},
-  {"cuStreamGetCtx", 12050, nullptr, nullptr},
+  {"cuStreamGetCtx", 12050, fn(cuStreamGetCtx_v2), fn(cuStreamGetCtx_v2_ptsz)},
+  // stream attributes, numbers and devices (stream_attributes.cpp)
+  {"cuStreamGetAttribute", 11000, fn(cuStreamGetAttribute), fn(cuStreamGetAttribute_ptsz)},
+  {"cuStreamSetAttribute", 11000, fn(cuStreamSetAttribute), fn(cuStreamSetAttribute_ptsz)},
+  {"cuStreamCopyAttributes", 11000, fn(cuStreamCopyAttributes), fn(cuStreamCopyAttributes_ptsz)},
+  {"cuStreamGetId", 12000, fn(cuStreamGetId), fn(cuStreamGetId_ptsz)},
+  {"cuStreamGetDevice", 12080, fn(cuStreamGetDevice), fn(cuStreamGetDevice_ptsz)},
   {"cuLaunchHostFunc", 10000, fn(cuLaunchHostFunc), fn(cuLaunchHostFunc_ptsz)},
   {"cuStreamGetPriority", 5050, fn(cuStreamGetPriority), fn(cuStreamGetPriority_ptsz)},
+  // stream memory operations (stream_memops.cpp): the v1 forms, then the _v2 forms of 11.7
+  {"cuStreamWaitValue32", 8000, fn(cuStreamWaitValue32), fn(cuStreamWaitValue32_ptsz)},
+  {"cuStreamWaitValue32", 11070, fn(cuStreamWaitValue32_v2), fn(cuStreamWaitValue32_v2_ptsz)},
+  {"cuStreamWaitValue64", 9000, fn(cuStreamWaitValue64), fn(cuStreamWaitValue64_ptsz)},
+  {"cuStreamWaitValue64", 11070, fn(cuStreamWaitValue64_v2), fn(cuStreamWaitValue64_v2_ptsz)},
+  {"cuStreamWriteValue32", 8000, fn(cuStreamWriteValue32), fn(cuStreamWriteValue32_ptsz)},
+  {"cuStreamWriteValue32", 11070, fn(cuStreamWriteValue32_v2), fn(cuStreamWriteValue32_v2_ptsz)},
+  {"cuStreamWriteValue64", 9000, fn(cuStreamWriteValue64), fn(cuStreamWriteValue64_ptsz)},
+  {"cuStreamWriteValue64", 11070, fn(cuStreamWriteValue64_v2), fn(cuStreamWriteValue64_v2_ptsz)},
+  {"cuStreamBatchMemOp", 8000, fn(cuStreamBatchMemOp), fn(cuStreamBatchMemOp_ptsz)},
+  {"cuStreamBatchMemOp", 11070, fn(cuStreamBatchMemOp_v2), fn(cuStreamBatchMemOp_v2_ptsz)},
   // context settings, profiler (context_settings.cpp)
   {"cuCtxSetLimit", 3010, fn(cuCtxSetLimit), nullptr},
   {"cuCtxGetLimit", 3010, fn(cuCtxGetLimit), nullptr},
@@ -307,7 +324,12 @@ const ProcEntry kEntries[] = {
   {"cuGraphRemoveDependencies", 12030, fn(cuGraphRemoveDependencies_v2), nullptr},
   {"cuGraphGetEdges", 10000, fn(cuGraphGetEdges), nullptr},
   {"cuGraphGetEdges", 12030, fn(cuGraphGetEdges_v2), nullptr},
-  {"cuStreamBeginCapture", 10000, nullptr, nullptr},  // the one-argument form of CUDA 10.0
+  {"cuStreamBeginCapture", 10000, fn(cuStreamBeginCapture), fn(cuStreamBeginCapture_ptsz)},  // CUDA 10.0's, no mode
+  {"cuStreamBeginCaptureToGraph", 12030, fn(cuStreamBeginCaptureToGraph), fn(cuStreamBeginCaptureToGraph_ptsz)},
+  {"cuStreamUpdateCaptureDependencies", 11030, fn(cuStreamUpdateCaptureDependencies),
+   fn(cuStreamUpdateCaptureDependencies_ptsz)},
+  {"cuStreamUpdateCaptureDependencies", 12030, fn(cuStreamUpdateCaptureDependencies_v2),
+   fn(cuStreamUpdateCaptureDependencies_v2_ptsz)},
   {"cuStreamBeginCapture", 10010, fn(cuStreamBeginCapture_v2), fn(cuStreamBeginCapture_v2_ptsz)},
   {"cuStreamEndCapture", 10000, fn(cuStreamEndCapture), fn(cuStreamEndCapture_ptsz)},
   {"cuStreamGetCaptureInfo", 10010, fn(cuStreamGetCaptureInfo), fn(cuStreamGetCaptureInfo_ptsz)},
@@ -349,11 +371,27 @@ const ProcEntry kEntries[] = {
   {"cuGraphKernelNodeSetAttribute", 11000, fn(cuGraphKernelNodeSetAttribute), nullptr},
   {"cuGraphKernelNodeCopyAttributes", 11000, fn(cuGraphKernelNodeCopyAttributes), nullptr},
   {"cuGraphDestroy", 10000, fn(cuGraphDestroy), nullptr},
+  {"cuGraphConditionalHandleCreate", 12030, fn(cuGraphConditionalHandleCreate), nullptr},
+  {"cuGraphDebugDotPrint", 11030, fn(cuGraphDebugDotPrint), nullptr},
+  {"cuGraphNodeFindInClone", 10000, fn(cuGraphNodeFindInClone), nullptr},
+  {"cuGraphNodeGetDependentNodes", 10000, fn(cuGraphNodeGetDependentNodes), nullptr},
+  {"cuGraphNodeGetDependentNodes", 12030, fn(cuGraphNodeGetDependentNodes_v2), nullptr},
+  {"cuUserObjectCreate", 11030, fn(cuUserObjectCreate), nullptr},
+  {"cuUserObjectRetain", 11030, fn(cuUserObjectRetain), nullptr},
+  {"cuUserObjectRelease", 11030, fn(cuUserObjectRelease), nullptr},
+  {"cuGraphRetainUserObject", 11030, fn(cuGraphRetainUserObject), nullptr},
+  {"cuGraphReleaseUserObject", 11030, fn(cuGraphReleaseUserObject), nullptr},
+  {"cuGraphAddBatchMemOpNode", 11070, fn(cuGraphAddBatchMemOpNode), nullptr},
+  {"cuGraphBatchMemOpNodeGetParams", 11070, fn(cuGraphBatchMemOpNodeGetParams), nullptr},
+  {"cuGraphBatchMemOpNodeSetParams", 11070, fn(cuGraphBatchMemOpNodeSetParams), nullptr},
+  {"cuGraphExecBatchMemOpNodeSetParams", 11070, fn(cuGraphExecBatchMemOpNodeSetParams), nullptr},
   {"cuDeviceGetGraphMemAttribute", 11040, fn(cuDeviceGetGraphMemAttribute), nullptr},
   {"cuDeviceSetGraphMemAttribute", 11040, fn(cuDeviceSetGraphMemAttribute), nullptr},
   {"cuDeviceGraphMemTrim", 11040, fn(cuDeviceGraphMemTrim), nullptr},
   // events
   {"cuEventCreate", 2000, fn(cuEventCreate), nullptr},
+  {"cuCtxRecordEvent", 12050, fn(cuCtxRecordEvent), nullptr},
+  {"cuCtxWaitEvent", 12050, fn(cuCtxWaitEvent), nullptr},
   {"cuEventRecord", 2000, fn(cuEventRecord), fn(cuEventRecord_ptsz)},
   {"cuEventRecordWithFlags", 11010, fn(cuEventRecordWithFlags), fn(cuEventRecordWithFlags_ptsz)},
   {"cuEventQuery", 2000, fn(cuEventQuery), nullptr},

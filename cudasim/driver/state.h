@@ -152,6 +152,10 @@ struct State {
   std::unordered_set<CUgraphExec_st*> graph_execs;  // instantiated graphs not destroyed (graph_exec.cpp)
   std::unordered_map<CUgraph_st*, int> graph_exec_counts;  // instantiations per graph: they keep its memory
   std::uint64_t last_capture_id = 0;
+  unsigned long long last_stream_id = 0;  // cuStreamGetId numbers handed out (stream_attributes.cpp)
+  // Conditional handles by number, while their graph lives (graph_conditional.cpp).
+  std::map<CUgraphConditionalHandle, ConditionalHandle> conditional_handles;
+  CUgraphConditionalHandle last_conditional_handle = 0;
   std::deque<Mapping> quarantine;  // freed ranges kept PROT_NONE so late use faults
   std::uint64_t device_allocations = 0;  // attempts counted against CUDASIM_FAIL_ALLOC_AFTER
   std::uint64_t last_buffer_id = 0;      // the last CU_POINTER_ATTRIBUTE_BUFFER_ID handed out
@@ -334,9 +338,16 @@ void destroy_child_graph(State& st, CUgraphNode_st& node);
 // Ends every capture of the context's streams (context destruction), destroying their graphs.
 void abandon_captures(State& st, CUctx_st* ctx);
 void abandon_capture(State& st, CUstream_st* stream);
+// Whether a stream captures into `graph` now (cuStreamBeginCaptureToGraph): it can be neither
+// instantiated nor destroyed until the capture ends.
+bool graph_being_captured(const State& st, const CUgraph_st* graph);
 
-// --- graph_exec.cpp --- (all need State::mu held)
-// CUDA_SUCCESS for a graph the program holds, else CUDA_ERROR_INVALID_VALUE.
+// --- graph_exec.cpp ---
+// Whether the edge data is all the default (zeroed, or none given): the only edges simulated. Other
+// edges (ports, programmatic dependencies) belong to device-side launch ordering.
+bool default_edges(const CUgraphEdgeData* edges, size_t count);
+// (the rest need State::mu held)
+// CUDA_SUCCESS for a graph the program holds or a stream captures into, else CUDA_ERROR_INVALID_VALUE.
 CUresult check_graph(State& st, CUgraph graph);
 bool has_memory_nodes(const CUgraph_st* graph);
 // A live node: one of a graph the program holds (created, or returned by cuStreamEndCapture).
@@ -373,6 +384,48 @@ CUctx_st* kernel_context(State& st, const CUDA_KERNEL_NODE_PARAMS& p);
 // What an executable graph takes from `graph` now (child graphs included); false when its edges
 // make a cycle.
 bool build_exec_graph(State& st, const CUgraph_st& graph, ExecGraph* out);
+// The work of a whole executable graph (of nodes other than event nodes) run in order, as one operation.
+Operation graph_work(const ExecGraph& graph);
+
+// --- context_events.cpp --- (need State::mu held)
+// A new stream of a context that cuCtxWaitEvent made wait: its work waits too.
+void follow_context_waits(const std::shared_ptr<CUstream_st>& stream);
+
+// --- stream_memops.cpp --- (need State::mu held)
+// The work of `count` stream memory operations run in order, each checked as cuStreamBatchMemOp
+// checks it (`v2`: the _v2 forms' rules).
+CUresult batch_memops_work(State& st, const CUstreamBatchMemOpParams* ops, unsigned count, bool v2, Operation* op);
+// ... of a batch memory-operation node's parameters (the _v2 rules, a live context or none).
+CUresult batch_memop_node_work(State& st, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p, Operation* op);
+// Records what a batch memory-operation node was made with (a copy of the array).
+void keep_batch_memop_params(CUgraphNode_st* node, const CUDA_BATCH_MEM_OP_NODE_PARAMS& p);
+
+// --- graph_conditional.cpp --- (need State::mu held, except add_conditional_node, which locks)
+// cuGraphAddNode for CU_GRAPH_NODE_TYPE_CONDITIONAL: the node and its empty body graphs, handed
+// out through p->phGraph_out.
+CUresult add_conditional_node(CUgraphNode* out, CUgraph graph, const CUgraphNode* dependencies, size_t count,
+                              CUDA_CONDITIONAL_NODE_PARAMS* p);
+// Whether `graph` (or a graph embedded in it) holds a conditional node: such graphs are not cloned.
+bool has_conditional_nodes(const CUgraph_st& graph);
+// What a launch of the conditional node does: the body its handle's value selects, run once (if,
+// switch) or while the value is non-zero (while: for ever, since no device code runs to change it).
+// False when a body holds a node of a type bodies may not hold.
+bool conditional_work(State& st, const CUgraphNode_st& node, Operation* op);
+// The handles of a graph that goes.
+void forget_conditional_handles(State& st, const CUgraph_st* graph);
+
+// --- user_objects.cpp ---
+// The graph's user-object references go (cuGraphDestroy): objects left with none are destroyed.
+void release_graph_user_objects(CUgraph_st* graph);
+// A clone owns references of its own to the objects the original owns.
+void copy_graph_user_objects(const CUgraph_st& from, CUgraph_st* to);
+// New references to every object `graph` and its child graphs own, released with the result.
+std::shared_ptr<void> hold_graph_user_objects(const CUgraph_st& graph);
+
+// --- graph_params.cpp ---
+// Whether a launch attribute's value lies where cuda.h bounds it (an access policy window's hit
+// ratio and properties, known policies and domains); attributes with no bounds are valid.
+bool launch_attribute_value_valid(CUlaunchAttributeID attr, const CUlaunchAttributeValue& value);
 
 // --- events.cpp, streams.cpp --- (need State::mu held)
 // An event recorded / waited for on `stream` at this point of its queue, as cuEventRecord and

@@ -86,6 +86,7 @@ CUresult resolve_stream(State& st, CUstream handle, bool per_thread_default,
     slot = std::make_shared<CUstream_st>();
     slot->ctx = ctx;
     slot->kind = StreamKind::PerThread;
+    follow_context_waits(slot);
   }
   *out = slot;
   return CUDA_SUCCESS;
@@ -140,6 +141,7 @@ CUresult stream_create(CUstream* out, unsigned flags, int priority) {
   stream->priority = clamp_stream_priority(priority);
   ctx->streams.push_back(stream);
   l.st.streams.emplace(stream.get(), stream);
+  follow_context_waits(stream);
   *out = stream.get();
   return CUDA_SUCCESS;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -31,6 +32,10 @@ struct CUstream_st : std::enable_shared_from_this<CUstream_st> {
   cudasim::StreamKind kind = cudasim::StreamKind::Created;
   unsigned flags = 0;  // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
   int priority = 0;
+  // Guarded by State::mu: cuStreamGetId's number (0 until first asked), and the attributes set with
+  // cuStreamSetAttribute other than the priority (stream_attributes.cpp).
+  unsigned long long id = 0;
+  std::map<CUlaunchAttributeID, CUlaunchAttributeValue> attributes;
   // The capture sequence this stream records into (graphs.h); guarded by State::mu.
   std::shared_ptr<cudasim::Capture> capture;
 

@@ -91,7 +91,14 @@ namespace cudasim::runtime {
   X(cuMemcpy3DBatchAsync, 13000) X(cuDeviceGetPCIBusId, 4010) X(cuDeviceGetByPCIBusId, 4010)          \
   X(cuDeviceGetHostAtomicCapabilities, 13000) X(cuArrayGetMemoryRequirements, 11060)                \
   X(cuMipmappedArrayGetMemoryRequirements, 11060) X(cuMipmappedArrayGetLevel, 5000)       \
-  X(cuDeviceRegisterAsyncNotification, 12040) X(cuDeviceUnregisterAsyncNotification, 12040)
+  X(cuDeviceRegisterAsyncNotification, 12040) X(cuDeviceUnregisterAsyncNotification, 12040)  \
+  X(cuStreamGetAttribute, 11000) X(cuStreamSetAttribute, 11000) X(cuStreamCopyAttributes, 11000)  \
+  X(cuStreamGetId, 12000) X(cuStreamGetDevice, 12080) X(cuEventRecordWithFlags, 11010)          \
+  X(cuGraphNodeGetDependentNodes, 12030) X(cuGraphNodeFindInClone, 10000)                          \
+  X(cuUserObjectCreate, 11030) X(cuUserObjectRetain, 11030) X(cuUserObjectRelease, 11030)          \
+  X(cuGraphRetainUserObject, 11030) X(cuGraphReleaseUserObject, 11030)                             \
+  X(cuStreamBeginCaptureToGraph, 12030) X(cuStreamUpdateCaptureDependencies, 12030)                \
+  X(cuGraphConditionalHandleCreate, 12030) X(cuGraphDebugDotPrint, 11030)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

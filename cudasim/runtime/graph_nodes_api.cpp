@@ -13,6 +13,7 @@ namespace {
 
 static_assert(static_cast<int>(cudaGraphNodeTypeConditional) == CU_GRAPH_NODE_TYPE_CONDITIONAL);
 static_assert(static_cast<int>(cudaGraphNodeTypeMemFree) == CU_GRAPH_NODE_TYPE_MEM_FREE);
+static_assert(static_cast<int>(cudaGraphCondTypeSwitch) == CU_GRAPH_COND_TYPE_SWITCH);
 static_assert(sizeof(cudaGraphEdgeData) == sizeof(CUgraphEdgeData));
 
 cudaError_t driver_node_params(const cudaGraphNodeParams* p, CUgraphNodeParams* out) {
@@ -64,6 +65,13 @@ cudaError_t driver_node_params(const cudaGraphNodeParams* p, CUgraphNodeParams* 
       return cudaSuccess;
     }
     case cudaGraphNodeTypeMemFree: out->free.dptr = reinterpret_cast<CUdeviceptr>(p->free.dptr); return cudaSuccess;
+    case cudaGraphNodeTypeConditional: {
+      // The runtime's node runs in the current context, the one its handle was created in.
+      const cudaConditionalNodeParams& c = p->conditional;
+      out->conditional = CUDA_CONDITIONAL_NODE_PARAMS{c.handle, static_cast<CUgraphConditionalNodeType>(c.type), c.size,
+                                                      nullptr, current_context_handle()};
+      return cudaSuccess;
+    }
     default: return cudaSuccess;  // the driver refuses the type
   }
 }
@@ -87,6 +95,8 @@ cudaError_t cudaGraphAddNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, con
           numDependencies, &driver);
       if (status == cudaSuccess && nodeParams->type == cudaGraphNodeTypeMemAlloc)
         nodeParams->alloc.dptr = reinterpret_cast<void*>(driver.alloc.dptr);
+      if (status == cudaSuccess && nodeParams->type == cudaGraphNodeTypeConditional)
+        nodeParams->conditional.phGraph_out = driver.conditional.phGraph_out;  // the node's bodies
       return status;
     });
   });

@@ -63,14 +63,25 @@ cudaError_t stream_wait_event(CUstream stream, CUevent event, unsigned int flags
 cudaError_t stream_is_capturing(CUstream stream, cudaStreamCaptureStatus* status);
 cudaError_t stream_begin_capture(CUstream stream, cudaStreamCaptureMode mode);
 cudaError_t stream_end_capture(CUstream stream, cudaGraph_t* graph);
+// graph_objects_api.cpp
+cudaError_t stream_begin_capture_to_graph(CUstream stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                                          const cudaGraphEdgeData* edges, size_t count, cudaStreamCaptureMode mode);
+cudaError_t stream_update_capture_dependencies(CUstream stream, cudaGraphNode_t* dependencies,
+                                               const cudaGraphEdgeData* edges, size_t count, unsigned int flags);
 cudaError_t stream_get_capture_info(CUstream stream, cudaStreamCaptureStatus* status, unsigned long long* id,
                                     cudaGraph_t* graph, const cudaGraphNode_t** dependencies,
                                     const cudaGraphEdgeData** edges, size_t* count);
-cudaError_t event_record(CUevent event, CUstream stream);
+cudaError_t event_record(CUevent event, CUstream stream, unsigned int flags = cudaEventRecordDefault);
 cudaError_t launch_host_func(CUstream stream, cudaHostFn_t fn, void* user_data);
 cudaError_t stream_add_callback(CUstream stream, cudaStreamCallback_t callback, void* user_data, unsigned int flags);
 cudaError_t stream_get_priority(CUstream stream, int* priority);
 cudaError_t stream_get_flags(CUstream stream, unsigned int* flags);
+// stream_attributes_api.cpp
+cudaError_t stream_get_attribute(CUstream stream, cudaStreamAttrID attr, cudaStreamAttrValue* value);
+cudaError_t stream_set_attribute(CUstream stream, cudaStreamAttrID attr, const cudaStreamAttrValue* value);
+cudaError_t stream_copy_attributes(CUstream dst, CUstream src);
+cudaError_t stream_get_id(CUstream stream, unsigned long long* id);
+cudaError_t stream_get_device(CUstream stream, int* device);
 
 // The library kernel nvcc's host code registered for a host stub, loading its fat binary on first
 // use (launch_api.cpp); cudaErrorInvalidDeviceFunction for an address that is no registered stub.

@@ -200,6 +200,22 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
   return api_call([&] { return stream_end_capture(per_thread_stream(stream), pGraph); });
 }
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                                          const cudaGraphEdgeData* dependencyData, size_t numDependencies,
+                                          enum cudaStreamCaptureMode mode) {
+  return api_call([&] {
+    return stream_begin_capture_to_graph(per_thread_stream(stream), graph, dependencies, dependencyData,
+                                         numDependencies, mode);
+  });
+}
+cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t* dependencies,
+                                                const cudaGraphEdgeData* dependencyData, size_t numDependencies,
+                                                unsigned int flags) {
+  return api_call([&] {
+    return stream_update_capture_dependencies(per_thread_stream(stream), dependencies, dependencyData,
+                                              numDependencies, flags);
+  });
+}
 cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
                                      unsigned long long* id_out, cudaGraph_t* graph_out,
                                      const cudaGraphNode_t** dependencies_out,
@@ -211,6 +227,9 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return api_call([&] { return event_record(event, per_thread_stream(stream)); });
+}
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  return api_call([&] { return event_record(event, per_thread_stream(stream), flags); });
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   return api_call([&] { return launch_host_func(per_thread_stream(stream), fn, userData); });
@@ -266,6 +285,21 @@ cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority) {
 }
 cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
   return api_call([&] { return stream_get_flags(per_thread_stream(hStream), flags); });
+}
+cudaError_t cudaStreamGetAttribute(cudaStream_t stream, cudaStreamAttrID attr, cudaStreamAttrValue* value) {
+  return api_call([&] { return stream_get_attribute(per_thread_stream(stream), attr, value); });
+}
+cudaError_t cudaStreamSetAttribute(cudaStream_t stream, cudaStreamAttrID attr, const cudaStreamAttrValue* param) {
+  return api_call([&] { return stream_set_attribute(per_thread_stream(stream), attr, param); });
+}
+cudaError_t cudaStreamCopyAttributes(cudaStream_t dstStream, cudaStream_t srcStream) {
+  return api_call([&] { return stream_copy_attributes(per_thread_stream(dstStream), per_thread_stream(srcStream)); });
+}
+cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long* streamId) {
+  return api_call([&] { return stream_get_id(per_thread_stream(hStream), streamId); });
+}
+cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int* device) {
+  return api_call([&] { return stream_get_device(per_thread_stream(hStream), device); });
 }
 
 cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {

@@ -94,8 +94,9 @@ cudaError_t stream_get_capture_info(CUstream stream, cudaStreamCaptureStatus* st
   });
 }
 
-cudaError_t event_record(CUevent event, CUstream stream) {
-  return with_context([&] { return call_driver<&DriverTable::cuEventRecord>(event, stream); });
+// cudaEventRecordDefault and cudaEventRecordExternal are CU_EVENT_RECORD_DEFAULT and _EXTERNAL.
+cudaError_t event_record(CUevent event, CUstream stream, unsigned int flags) {
+  return with_context([&] { return call_driver<&DriverTable::cuEventRecordWithFlags>(event, stream, flags); });
 }
 
 cudaError_t launch_host_func(CUstream stream, cudaHostFn_t fn, void* user_data) {
@@ -187,6 +188,9 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   return api_call([&] { return create_event(event, flags); });
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) { return api_call([&] { return event_record(event, stream); }); }
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  return api_call([&] { return event_record(event, stream, flags); });
+}
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   return api_call([&] { return with_context([&] { return call_driver<&DriverTable::cuEventQuery>(event); }); });
 }

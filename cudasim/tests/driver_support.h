@@ -34,6 +34,16 @@ inline CUcontext primary_context() {
   return ctx;
 }
 
+// A new non-blocking stream of the current context (one that does not wait for the legacy stream).
+inline CUstream non_blocking_stream() {
+  CUstream stream = nullptr;
+  if (cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuStreamCreate failed\n");
+    std::abort();
+  }
+  return stream;
+}
+
 // Initialises the driver and makes device 0's primary context current; false on any failure.
 // For forked children, which start with a fresh driver.
 inline bool start_primary_context() {

@@ -30,12 +30,6 @@ namespace {
 
 const char kPtx[] = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry step()\n{\n\tret;\n}\n";
 
-CUstream new_stream() {
-  CUstream stream = nullptr;
-  REQUIRE(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
-  return stream;
-}
-
 CUevent new_event() {
   CUevent event = nullptr;
   REQUIRE(cuEventCreate(&event, CU_EVENT_DEFAULT) == CUDA_SUCCESS);
@@ -163,7 +157,7 @@ TEST_CASE("event-record and event-wait nodes: their events, and what launches do
   CUgraphExec record_exec = nullptr, wait_exec = nullptr;
   REQUIRE(cuGraphInstantiateWithFlags(&record_exec, recorder, 0) == CUDA_SUCCESS);
   REQUIRE(cuGraphInstantiateWithFlags(&wait_exec, waiter, 0) == CUDA_SUCCESS);
-  CUstream first = new_stream(), second = new_stream();
+  CUstream first = non_blocking_stream(), second = non_blocking_stream();
   REQUIRE(cuGraphLaunch(record_exec, first) == CUDA_SUCCESS);
   REQUIRE(cuGraphLaunch(wait_exec, second) == CUDA_SUCCESS);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -197,7 +191,7 @@ TEST_CASE("event-record and event-wait nodes: their events, and what launches do
 
 TEST_CASE("an external event record captured is an event-record node that launches record", "[driver][graphs]") {
   primary_context();
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   CUevent event = new_event();
   REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
   REQUIRE(cuEventRecordWithFlags(event, stream, CU_EVENT_RECORD_EXTERNAL) == CUDA_SUCCESS);
@@ -285,7 +279,7 @@ TEST_CASE("memset, copy and kernel node parameters read back and replaced", "[dr
   CHECK(kernel_v1.gridDimX == 2);
   CHECK(kernel_v1.blockDimZ == 4);
   REQUIRE(cuGraphInstantiateWithFlags(&after, graph, 0) == CUDA_SUCCESS);
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   launch_and_wait(before, stream);
   CHECK(byte_at(dev + 255) == 0x11);
   CHECK(byte_at(dev + 256) == 0);
@@ -374,7 +368,7 @@ TEST_CASE("executable graph nodes replaced in place, within the documented rules
   launch_v1.gridDimX = launch_v1.gridDimY = launch_v1.gridDimZ = 1;
   launch_v1.blockDimX = launch_v1.blockDimY = launch_v1.blockDimZ = 8;
   CHECK(cuGraphExecKernelNodeSetParams(exec, kernel_node, &launch_v1) == CUDA_SUCCESS);
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   launch_and_wait(exec, stream);
   CHECK(byte_at(dev + 31) == 0x55);
   CHECK(byte_at(dev + 32) == 0);
@@ -441,7 +435,7 @@ TEST_CASE("a child graph node's executable graph replaced by a graph of the same
   REQUIRE(cuGraphInstantiateWithFlags(&exec, parent, 0) == CUDA_SUCCESS);
   CUgraph replacement = memset_graph(dev + 100, 0x20, 8, &other_inner);
   CHECK(cuGraphExecChildGraphNodeSetParams(exec, child_node, replacement) == CUDA_SUCCESS);
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   launch_and_wait(exec, stream);
   CHECK(byte_at(dev) == 0);
   CHECK(byte_at(dev + 107) == 0x20);
@@ -475,7 +469,7 @@ TEST_CASE("cuGraphExecUpdate takes a graph of the same topology and reports why 
   CUgraph original = build(0x01, &a, &b);
   CUgraphExec exec = nullptr;
   REQUIRE(cuGraphInstantiateWithFlags(&exec, original, 0) == CUDA_SUCCESS);
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
 
   CUgraphNode a2 = nullptr, b2 = nullptr;
   CUgraph same = build(0x02, &a2, &b2);
@@ -605,7 +599,7 @@ TEST_CASE("captured sets, copies and kernel launches answer their parameters", "
   const CUdeviceptr dev = zeroed(4096);
   CUlibrary library = nullptr;
   const CUkernel kernel = step_kernel(&library);
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   std::vector<unsigned char> host(64, 0x7f);
   REQUIRE(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
   REQUIRE(cuMemsetD32Async(dev, 0xabcdef01u, 16, stream) == CUDA_SUCCESS);
@@ -727,7 +721,7 @@ TEST_CASE("a disabled node does nothing at launch until enabled again", "[driver
   REQUIRE(cuGraphAddKernelNode(&kernel_node, graph, &host, 1, &launch) == CUDA_SUCCESS);
   CUgraphExec exec = nullptr;
   REQUIRE(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
 
   unsigned enabled = 7;
   CHECK(cuGraphNodeGetEnabled(exec, set, &enabled) == CUDA_SUCCESS);
@@ -896,7 +890,7 @@ TEST_CASE("the generic node calls add nodes and replace parameters by type", "[d
 
   CUgraphExec exec = nullptr;
   REQUIRE(cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
-  CUstream stream = new_stream();
+  CUstream stream = non_blocking_stream();
   launch_and_wait(exec, stream);
   CHECK(byte_at(dev) == 0x5a);
   CHECK(ran.load() == 1);
@@ -935,9 +929,12 @@ TEST_CASE("the generic node calls add nodes and replace parameters by type", "[d
   CUgraphEdgeData programmatic{};
   programmatic.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
   CHECK(cuGraphAddNode_v2(&bad, graph, &set_node, &programmatic, 1, &empty) == CUDA_ERROR_NOT_SUPPORTED);
-  CUgraphNodeParams conditional{};
+  CUgraphNodeParams conditional{};  // no handle
   conditional.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-  CHECK(cuGraphAddNode_v2(&bad, graph, nullptr, nullptr, 0, &conditional) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuGraphAddNode_v2(&bad, graph, nullptr, nullptr, 0, &conditional) == CUDA_ERROR_INVALID_VALUE);
+  CUgraphNodeParams semaphore{};  // a type not simulated
+  semaphore.type = CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL;
+  CHECK(cuGraphAddNode_v2(&bad, graph, nullptr, nullptr, 0, &semaphore) == CUDA_ERROR_NOT_SUPPORTED);
   size_t nodes = 0;
   CHECK(cuGraphGetNodes(graph, nullptr, &nodes) == CUDA_SUCCESS);
   CHECK(nodes == 3);  // no refused call added one

@@ -59,6 +59,10 @@ TEST_CASE("base names resolve to the versioned entry point for the version asked
   CHECK(answer("cuEventElapsedTime", 12080) == exported("cuEventElapsedTime_v2"));
   CHECK(answer("cuMemAllocAsync", 11020) == exported("cuMemAllocAsync"));
   CHECK(answer("cuInit", 2000) == exported("cuInit"));
+  CHECK(answer("cuStreamWaitValue32", 11000) == exported("cuStreamWaitValue32"));
+  CHECK(answer("cuStreamWaitValue32", 12000) == exported("cuStreamWaitValue32_v2"));
+  CHECK(answer("cuStreamBatchMemOp", 11070) == exported("cuStreamBatchMemOp_v2"));
+  CHECK(answer("cuGraphAddBatchMemOpNode", 12000) == exported("cuGraphAddBatchMemOpNode"));
 }
 
 TEST_CASE("cuGetProcAddress answers for itself", "[driver][proc]") {
@@ -142,11 +146,13 @@ TEST_CASE("stream capture and graph entry points", "[driver][proc][graphs]") {
   const cuuint64_t per_thread = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
   CHECK(answer("cuStreamBeginCapture", 10010) == exported("cuStreamBeginCapture_v2"));
   CHECK(answer("cuStreamBeginCapture", 13000, per_thread) == exported("cuStreamBeginCapture_v2_ptsz"));
-  // The one-argument form of CUDA 10.0 is not simulated: reported as not found, never mistyped.
-  Answer old = ask("cuStreamBeginCapture", 10000);
-  CHECK(old.rc == CUDA_ERROR_NOT_FOUND);
-  CHECK(old.fn == nullptr);
-  CHECK(old.status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  // The one-argument form of CUDA 10.0.
+  CHECK(answer("cuStreamBeginCapture", 10000) == exported("cuStreamBeginCapture"));
+  CHECK(answer("cuStreamBeginCaptureToGraph", 12030) == exported("cuStreamBeginCaptureToGraph"));
+  CHECK(answer("cuStreamUpdateCaptureDependencies", 12030, per_thread) ==
+        exported("cuStreamUpdateCaptureDependencies_v2_ptsz"));
+  CHECK(answer("cuGraphNodeGetDependentNodes", 12030) == exported("cuGraphNodeGetDependentNodes_v2"));
+  CHECK(answer("cuUserObjectCreate", 11030) == exported("cuUserObjectCreate"));
   CHECK(answer("cuStreamEndCapture", 10000) == exported("cuStreamEndCapture"));
   CHECK(answer("cuStreamEndCapture", 13000, per_thread) == exported("cuStreamEndCapture_ptsz"));
   CHECK(answer("cuStreamIsCapturing", 13000, per_thread) == exported("cuStreamIsCapturing_ptsz"));

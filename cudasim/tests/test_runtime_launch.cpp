@@ -764,9 +764,9 @@ TEST_CASE("runtime: the generic node calls", "[runtime][graph]") {
   CHECK(name(cudaGraphAddNode(&bad, graph, nullptr, nullptr, 0, &copy)) == "cudaErrorInvalidValue");
   kernel.kernel.func = reinterpret_cast<void*>(&unregistered_stub);
   CHECK(name(cudaGraphAddNode(&bad, graph, nullptr, nullptr, 0, &kernel)) == "cudaErrorInvalidDeviceFunction");
-  cudaGraphNodeParams conditional{};
-  conditional.type = cudaGraphNodeTypeConditional;
-  CHECK(name(cudaGraphAddNode(&bad, graph, nullptr, nullptr, 0, &conditional)) == "cudaErrorNotSupported");
+  cudaGraphNodeParams semaphore{};  // a type not simulated
+  semaphore.type = cudaGraphNodeTypeExtSemaphoreSignal;
+  CHECK(name(cudaGraphAddNode(&bad, graph, nullptr, nullptr, 0, &semaphore)) == "cudaErrorNotSupported");
   CHECK(name(cudaGraphAddNode(&bad, graph, nullptr, nullptr, 0, nullptr)) == "cudaErrorInvalidValue");
 
   REQUIRE_CUDA(cudaGraphExecDestroy(exec));

@@ -84,3 +84,28 @@ TEST_CASE("runtime: the per-thread default stream can be captured", "[runtime][p
   CHECK(graph != nullptr);
   REQUIRE_CUDA(cudaGraphDestroy(graph));
 }
+
+TEST_CASE("runtime: stream 0 names the thread's default stream in stream queries", "[runtime][per-thread]") {
+  unsigned long long zero = 0, per_thread = 0, legacy = 0;
+  REQUIRE_CUDA(cudaStreamGetId(0, &zero));                      // _ptsz
+  REQUIRE_CUDA(cudaStreamGetId(cudaStreamPerThread, &per_thread));
+  REQUIRE_CUDA(cudaStreamGetId(cudaStreamLegacy, &legacy));
+  CHECK(zero == per_thread);
+  CHECK(zero != legacy);
+  cudaStreamAttrValue value{};
+  value.syncPolicy = cudaSyncPolicySpin;
+  REQUIRE_CUDA(cudaStreamSetAttribute(0, cudaStreamAttributeSynchronizationPolicy, &value));  // _ptsz
+  cudaStreamAttrValue read{};
+  REQUIRE_CUDA(cudaStreamGetAttribute(cudaStreamPerThread, cudaStreamAttributeSynchronizationPolicy, &read));
+  CHECK(read.syncPolicy == cudaSyncPolicySpin);
+  REQUIRE_CUDA(cudaStreamGetAttribute(cudaStreamLegacy, cudaStreamAttributeSynchronizationPolicy, &read));
+  CHECK(read.syncPolicy == cudaSyncPolicyAuto);
+  int device = -1;
+  REQUIRE_CUDA(cudaStreamGetDevice(0, &device));
+  CHECK(device == 0);
+  cudaEvent_t event = nullptr;
+  REQUIRE_CUDA(cudaEventCreate(&event));
+  REQUIRE_CUDA(cudaEventRecordWithFlags(event, 0, cudaEventRecordDefault));  // _ptsz
+  REQUIRE_CUDA(cudaEventSynchronize(event));
+  REQUIRE_CUDA(cudaEventDestroy(event));
+}
