@@ -28,7 +28,8 @@ CUresult context_and_event(Locked& l, CUcontext ctx, CUevent event, std::shared_
 void cudasim::follow_context_waits(const std::shared_ptr<CUstream_st>& stream) {
   auto& waits = stream->ctx->waits;
   std::erase_if(waits, [](const auto& wait) { return wait.first->reached(wait.second); });
-  for (const auto& [other, seq] : waits) stream->enqueue([other, seq] { other->wait_until(seq); });
+  // Copies, not structured bindings, go into the lambda: clang before 16 cannot capture those.
+  for (const auto& wait : waits) stream->enqueue([other = wait.first, seq = wait.second] { other->wait_until(seq); });
 }
 
 // "hEvent and hCtx must be from the same CUDA context, otherwise CUDA_ERROR_INVALID_HANDLE"; a
