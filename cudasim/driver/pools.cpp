@@ -324,22 +324,24 @@ static CUresult check_pool_location(State& st, const CUmemLocation* location, CU
   }
 }
 
-CUDASIM_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool* pool_out, CUmemLocation* location, CUmemAllocationType type) {
+// The default (current = false) or current pool of a location and allocation type.
+static CUresult pool_of_location(CUmemoryPool* pool_out, CUmemLocation* location, CUmemAllocationType type,
+                                 bool current) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (pool_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_pool_location(l.st, location, type); rc != CUDA_SUCCESS) return rc;
-  *pool_out = l.st.device(location->id).default_pool;
+  const Device& device = l.st.device(location->id);
+  *pool_out = current ? device.current_pool : device.default_pool;
   return CUDA_SUCCESS;
 }
 
+CUDASIM_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool* pool_out, CUmemLocation* location, CUmemAllocationType type) {
+  return pool_of_location(pool_out, location, type, false);
+}
+
 CUDASIM_EXPORT CUresult cuMemGetMemPool(CUmemoryPool* pool, CUmemLocation* location, CUmemAllocationType type) {
-  Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult rc = check_pool_location(l.st, location, type); rc != CUDA_SUCCESS) return rc;
-  *pool = l.st.device(location->id).current_pool;
-  return CUDA_SUCCESS;
+  return pool_of_location(pool, location, type, true);
 }
 
 CUDASIM_EXPORT CUresult cuMemSetMemPool(CUmemLocation* location, CUmemAllocationType type, CUmemoryPool pool) {
