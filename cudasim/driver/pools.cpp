@@ -305,6 +305,55 @@ CUDASIM_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   return CUDA_SUCCESS;
 }
 
+// The pools of a location and allocation type (cuMemGetDefaultMemPool, cuMemGetMemPool,
+// cuMemSetMemPool, CUDA 13.0): pinned memory on a device is the device's pools, as the cuDevice*MemPool
+// calls have them. Host and managed pools are valid in CUDA but not simulated.
+static CUresult check_pool_location(State& st, const CUmemLocation* location, CUmemAllocationType type) {
+  if (location == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const bool host = location->type == CU_MEM_LOCATION_TYPE_HOST || location->type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  switch (type) {
+    case CU_MEM_ALLOCATION_TYPE_PINNED:
+      if (host) return CUDA_ERROR_NOT_SUPPORTED;
+      if (location->type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+      return valid_device(st, location->id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    case CU_MEM_ALLOCATION_TYPE_MANAGED:
+      if (host || location->type == CU_MEM_LOCATION_TYPE_DEVICE || location->type == CU_MEM_LOCATION_TYPE_NONE)
+        return CUDA_ERROR_NOT_SUPPORTED;
+      return CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+// The default (current = false) or current pool of a location and allocation type.
+static CUresult pool_of_location(CUmemoryPool* pool_out, CUmemLocation* location, CUmemAllocationType type,
+                                 bool current) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (pool_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_pool_location(l.st, location, type); rc != CUDA_SUCCESS) return rc;
+  const Device& device = l.st.device(location->id);
+  *pool_out = current ? device.current_pool : device.default_pool;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool* pool_out, CUmemLocation* location, CUmemAllocationType type) {
+  return pool_of_location(pool_out, location, type, false);
+}
+
+CUDASIM_EXPORT CUresult cuMemGetMemPool(CUmemoryPool* pool, CUmemLocation* location, CUmemAllocationType type) {
+  return pool_of_location(pool, location, type, true);
+}
+
+CUDASIM_EXPORT CUresult cuMemSetMemPool(CUmemLocation* location, CUmemAllocationType type, CUmemoryPool pool) {
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = check_pool_location(l.st, location, type); rc != CUDA_SUCCESS) return rc;
+  }
+  // The location and type must be the pool's: for pinned device memory, cuDeviceSetMemPool's rules.
+  return cuDeviceSetMemPool(location->id, pool);
+}
+
 CUDASIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;

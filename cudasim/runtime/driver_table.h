@@ -61,6 +61,7 @@ namespace cudasim::runtime {
   X(cuGraphInstantiateWithParams, 12000) X(cuGraphLaunch, 10000) X(cuGraphUpload, 11010)          \
   X(cuGraphExecDestroy, 10000) X(cuMemcpyPeer, 4000) X(cuMemcpyPeerAsync, 4000)                  \
   X(cuDeviceGetMemPool, 11020) X(cuDeviceSetMemPool, 11020)                                       \
+  X(cuMemGetDefaultMemPool, 13000) X(cuMemGetMemPool, 13000) X(cuMemSetMemPool, 13000)            \
   X(cuMemPoolExportToShareableHandle, 11020) X(cuMemPoolImportFromShareableHandle, 11020)         \
   X(cuMemPoolExportPointer, 11020) X(cuMemPoolImportPointer, 11020)                              \
   X(cuDeviceGetGraphMemAttribute, 11040) X(cuDeviceSetGraphMemAttribute, 11040)                  \

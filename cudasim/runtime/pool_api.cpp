@@ -48,6 +48,32 @@ cudaError_t device_pool(cudaMemPool_t* pool, int device, bool set) {
   });
 }
 
+// The pools of a location and allocation type (cudaMemGetDefaultMemPool, cudaMemGetMemPool,
+// cudaMemSetMemPool): a device location names a runtime device, the driver's ordinal once the device
+// is known; other locations go to the driver as they are (cudaMemLocation has CUmemLocation's layout).
+enum class LocationPool { default_pool, current, set_current };
+cudaError_t location_pool(cudaMemPool_t* pool, cudaMemLocation* location, cudaMemAllocationType type, LocationPool which) {
+  static_assert(sizeof(cudaMemLocation) == sizeof(CUmemLocation));
+  if (pool == nullptr || location == nullptr) return cudaErrorInvalidValue;
+  CUmemLocation converted{static_cast<CUmemLocationType>(location->type), location->id};
+  if (location->type == cudaMemLocationTypeDevice) {
+    CUdevice handle = 0;
+    if (const cudaError_t status = device_handle(location->id, &handle); status != cudaSuccess) return status;
+    converted.id = handle;
+  }
+  const auto driver_type = static_cast<CUmemAllocationType>(type);
+  return with_context([&] {
+    switch (which) {
+      case LocationPool::default_pool:
+        return call_driver<&DriverTable::cuMemGetDefaultMemPool>(pool, &converted, driver_type);
+      case LocationPool::current: return call_driver<&DriverTable::cuMemGetMemPool>(pool, &converted, driver_type);
+      case LocationPool::set_current:
+        break;
+    }
+    return call_driver<&DriverTable::cuMemSetMemPool>(&converted, driver_type, *pool);
+  });
+}
+
 static_assert(sizeof(cudaMemPoolPtrExportData) == sizeof(CUmemPoolPtrExportData));
 
 // cudaMemPoolAttr and CUmemPool_attribute share their numbering and value types.
@@ -135,6 +161,15 @@ cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* memPool, int device) {
 }
 cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
   return api_call([&] { return device_pool(&memPool, device, true); });
+}
+cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t* memPool, cudaMemLocation* location, cudaMemAllocationType type) {
+  return api_call([&] { return location_pool(memPool, location, type, LocationPool::default_pool); });
+}
+cudaError_t cudaMemGetMemPool(cudaMemPool_t* memPool, cudaMemLocation* location, cudaMemAllocationType type) {
+  return api_call([&] { return location_pool(memPool, location, type, LocationPool::current); });
+}
+cudaError_t cudaMemSetMemPool(cudaMemLocation* location, cudaMemAllocationType type, cudaMemPool_t memPool) {
+  return api_call([&] { return location_pool(&memPool, location, type, LocationPool::set_current); });
 }
 
 // Sharing pools between processes: the driver's calls (cudaMemAllocationHandleType and

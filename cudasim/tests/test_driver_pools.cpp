@@ -515,3 +515,45 @@ TEST_CASE("cuMemPoolSetAccess opens a pool to peer devices; its own device alway
   });
   CHECK(rc == 0);
 }
+
+TEST_CASE("the pools of a location and allocation type", "[driver][pools]") {
+  primary_context();
+  CUmemLocation device0{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  CUmemoryPool by_location = nullptr;
+  REQUIRE(cuMemGetDefaultMemPool(&by_location, &device0, CU_MEM_ALLOCATION_TYPE_PINNED) == CUDA_SUCCESS);
+  CHECK(by_location == default_pool());
+  CUmemoryPool current = nullptr;
+  REQUIRE(cuMemGetMemPool(&current, &device0, CU_MEM_ALLOCATION_TYPE_PINNED) == CUDA_SUCCESS);
+  CHECK(current == by_location);  // never set: the default pool
+  const CUmemPoolProps props = device0_pool_props(0);
+  CUmemoryPool own = nullptr;
+  REQUIRE(cuMemPoolCreate(&own, &props) == CUDA_SUCCESS);
+  REQUIRE(cuMemSetMemPool(&device0, CU_MEM_ALLOCATION_TYPE_PINNED, own) == CUDA_SUCCESS);
+  REQUIRE(cuMemGetMemPool(&current, &device0, CU_MEM_ALLOCATION_TYPE_PINNED) == CUDA_SUCCESS);
+  CHECK(current == own);
+  REQUIRE(cuDeviceGetMemPool(&current, 0) == CUDA_SUCCESS);
+  CHECK(current == own);  // one current pool, whichever call set it
+  CUdeviceptr ptr = 0;
+  REQUIRE(cuMemAllocAsync(&ptr, 4096, nullptr) == CUDA_SUCCESS);
+  CUmemoryPool holder = nullptr;
+  REQUIRE(cuPointerGetAttribute(&holder, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, ptr) == CUDA_SUCCESS);
+  CHECK(holder == own);
+  REQUIRE(cuMemFreeAsync(ptr, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  // The documented refusals.
+  CHECK(cuMemGetDefaultMemPool(nullptr, &device0, CU_MEM_ALLOCATION_TYPE_PINNED) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemGetMemPool(&current, nullptr, CU_MEM_ALLOCATION_TYPE_PINNED) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemGetMemPool(&current, &device0, CU_MEM_ALLOCATION_TYPE_INVALID) == CUDA_ERROR_INVALID_VALUE);
+  CUmemLocation nowhere{CU_MEM_LOCATION_TYPE_NONE, 0};
+  CHECK(cuMemGetMemPool(&current, &nowhere, CU_MEM_ALLOCATION_TYPE_PINNED) == CUDA_ERROR_INVALID_VALUE);
+  CUmemLocation device9{CU_MEM_LOCATION_TYPE_DEVICE, 9};
+  CHECK(cuMemGetDefaultMemPool(&current, &device9, CU_MEM_ALLOCATION_TYPE_PINNED) == CUDA_ERROR_INVALID_DEVICE);
+  CUmemLocation device1{CU_MEM_LOCATION_TYPE_DEVICE, 1};
+  CHECK(cuMemSetMemPool(&device1, CU_MEM_ALLOCATION_TYPE_PINNED, own) == CUDA_ERROR_INVALID_VALUE);  // not its pool
+  // Host and managed pools are valid in CUDA, not simulated.
+  CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
+  CHECK(cuMemGetDefaultMemPool(&current, &host, CU_MEM_ALLOCATION_TYPE_PINNED) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuMemGetMemPool(&current, &nowhere, CU_MEM_ALLOCATION_TYPE_MANAGED) == CUDA_ERROR_NOT_SUPPORTED);
+  REQUIRE(cuMemSetMemPool(&device0, CU_MEM_ALLOCATION_TYPE_PINNED, by_location) == CUDA_SUCCESS);
+  REQUIRE(cuMemPoolDestroy(own) == CUDA_SUCCESS);
+}

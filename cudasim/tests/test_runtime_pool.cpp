@@ -196,3 +196,40 @@ TEST_CASE("runtime: current pools, and pools and their pointers shared through t
   REQUIRE_CUDA(cudaMemPoolDestroy(shared));
   close(fd);
 }
+
+TEST_CASE("runtime: the pools of a location and allocation type", "[runtime][pool]") {
+  REQUIRE_CUDA(cudaSetDevice(0));
+  cudaMemLocation device0{cudaMemLocationTypeDevice, 0};
+  cudaMemPool_t by_location = nullptr, by_device = nullptr;
+  REQUIRE_CUDA(cudaMemGetDefaultMemPool(&by_location, &device0, cudaMemAllocationTypePinned));
+  REQUIRE_CUDA(cudaDeviceGetDefaultMemPool(&by_device, 0));
+  CHECK(by_location == by_device);
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location = device0;
+  cudaMemPool_t own = nullptr;
+  REQUIRE_CUDA(cudaMemPoolCreate(&own, &props));
+  // Setting by location is setting the device's current pool: cudaMallocAsync takes from it.
+  REQUIRE_CUDA(cudaMemSetMemPool(&device0, cudaMemAllocationTypePinned, own));
+  cudaMemPool_t current = nullptr;
+  REQUIRE_CUDA(cudaMemGetMemPool(&current, &device0, cudaMemAllocationTypePinned));
+  CHECK(current == own);
+  REQUIRE_CUDA(cudaDeviceGetMemPool(&current, 0));
+  CHECK(current == own);
+  void* ptr = nullptr;
+  REQUIRE_CUDA(cudaMallocAsync(&ptr, 4096, nullptr));
+  std::uint64_t used = 0;  // the attribute is a cuuint64_t
+  REQUIRE_CUDA(cudaMemPoolGetAttribute(own, cudaMemPoolAttrUsedMemCurrent, &used));
+  CHECK(used >= 4096);  // the block is the pool's
+  REQUIRE_CUDA(cudaFreeAsync(ptr, nullptr));
+  REQUIRE_CUDA(cudaStreamSynchronize(nullptr));
+  // The documented refusals: no location, a pool of another location, an unknown device.
+  CHECK(name(cudaMemGetMemPool(&current, nullptr, cudaMemAllocationTypePinned)) == "cudaErrorInvalidValue");
+  cudaMemLocation device1{cudaMemLocationTypeDevice, 1};
+  CHECK(name(cudaMemSetMemPool(&device1, cudaMemAllocationTypePinned, own)) == "cudaErrorInvalidValue");
+  cudaMemLocation device7{cudaMemLocationTypeDevice, 7};
+  CHECK(name(cudaMemGetDefaultMemPool(&current, &device7, cudaMemAllocationTypePinned)) == "cudaErrorInvalidDevice");
+  (void)cudaGetLastError();
+  REQUIRE_CUDA(cudaMemSetMemPool(&device0, cudaMemAllocationTypePinned, by_device));
+  REQUIRE_CUDA(cudaMemPoolDestroy(own));
+}
