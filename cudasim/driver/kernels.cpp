@@ -23,9 +23,7 @@ using namespace cudasim;
 
 namespace {
 
-constexpr std::uint32_t kFatbinMagic = 0xBA55ED50;         // a fat binary's own header
 constexpr std::uint32_t kFatbinWrapperMagic = 0x466243B1;  // __fatBinC_Wrapper_t (fatbinary_section.h)
-constexpr std::size_t kMaxImageBytes = std::size_t{1} << 31;
 constexpr std::size_t kMaxPtxBytes = std::size_t{64} << 20;
 
 template <typename T>
@@ -35,39 +33,52 @@ T read_at(const unsigned char* bytes, std::size_t offset) {
   return value;
 }
 
-// The bytes of a loadable image, or nullopt when `image` is none of the formats the driver takes.
-// Like the driver, it trusts the image's own headers for its length.
-std::optional<std::string> image_bytes(const void* image) {
+}  // namespace
+
+namespace cudasim {
+
+// Like the driver, it trusts the image's own headers for its length, but never past `limit` (the
+// bytes known to be there: a file's size, a linker input's size).
+std::optional<std::string> image_bytes(const void* image, std::size_t limit) {
   const auto* bytes = static_cast<const unsigned char*>(image);
-  const auto magic = read_at<std::uint32_t>(bytes, 0);
-  if (magic == kFatbinWrapperMagic) {
-    // { int magic; int version; const unsigned long long* data; void* filename_or_fatbins; }
-    const auto version = read_at<int>(bytes, 4);
-    const auto* data = read_at<const void*>(bytes, 8);
-    if (version != 1 || data == nullptr) return std::nullopt;
-    return image_bytes(data);
+  const bool bounded = limit != kUnboundedImage;
+  if (limit >= 16) {
+    const auto magic = read_at<std::uint32_t>(bytes, 0);
+    // The wrapper points at its fat binary: only meaningful in this process's memory, not in a file.
+    if (magic == kFatbinWrapperMagic && !bounded) {
+      // { int magic; int version; const unsigned long long* data; void* filename_or_fatbins; }
+      const auto version = read_at<int>(bytes, 4);
+      const auto* data = read_at<const void*>(bytes, 8);
+      if (version != 1 || data == nullptr) return std::nullopt;
+      return image_bytes(data, kUnboundedImage);
+    }
+    if (magic == kFatbinMagic) {
+      const auto header = read_at<std::uint16_t>(bytes, 6);
+      const auto body = read_at<std::uint64_t>(bytes, 8);
+      if (header < 16 || body > kMaxImageBytes || header + body > limit) return std::nullopt;
+      return std::string(reinterpret_cast<const char*>(bytes), header + body);
+    }
   }
-  if (magic == kFatbinMagic) {
-    const auto header = read_at<std::uint16_t>(bytes, 6);
-    const auto body = read_at<std::uint64_t>(bytes, 8);
-    if (header < 16 || body > kMaxImageBytes) return std::nullopt;
-    return std::string(reinterpret_cast<const char*>(bytes), header + body);
-  }
-  if (std::memcmp(bytes, ELFMAG, SELFMAG) == 0) {
+  if (limit >= sizeof(Elf64_Ehdr) && std::memcmp(bytes, ELFMAG, SELFMAG) == 0) {
     if (bytes[EI_CLASS] != ELFCLASS64) return std::nullopt;
     const auto elf = read_at<Elf64_Ehdr>(bytes, 0);
     const std::uint64_t sections = elf.e_shoff + std::uint64_t{elf.e_shnum} * elf.e_shentsize;
     const std::uint64_t segments = elf.e_phoff + std::uint64_t{elf.e_phnum} * elf.e_phentsize;
     const std::uint64_t length = std::max<std::uint64_t>({sizeof elf, sections, segments});
-    if (length > kMaxImageBytes) return std::nullopt;
+    if (length > kMaxImageBytes || length > limit) return std::nullopt;
     return std::string(reinterpret_cast<const char*>(bytes), length);
   }
-  // PTX: NUL-terminated text that declares its version.
-  const std::size_t length = strnlen(reinterpret_cast<const char*>(bytes), kMaxPtxBytes);
+  // PTX: text that declares its version, up to its NUL (or the end of what is known to be there).
+  const std::size_t most = std::min(limit, kMaxPtxBytes);
+  const std::size_t length = strnlen(reinterpret_cast<const char*>(bytes), most);
   std::string text(reinterpret_cast<const char*>(bytes), length);
   if (length == kMaxPtxBytes || text.find(".version") == std::string::npos) return std::nullopt;
   return text;
 }
+
+}  // namespace cudasim
+
+namespace {
 
 bool identifier_char(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$'; }
 
@@ -105,13 +116,14 @@ CUresult entry_point(KernelState& ks, Owner* owner, std::map<std::string, Entry*
   return CUDA_SUCCESS;
 }
 
-CUresult load_module(CUmodule* module, const void* image) {
+// `limit`: as for image_bytes.
+CUresult load_module(CUmodule* module, const void* image, std::size_t limit = kUnboundedImage) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   CUctx_st* ctx = nullptr;
   if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
   if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::optional<std::string> bytes = image_bytes(image);
+  std::optional<std::string> bytes = image_bytes(image, limit);
   if (!bytes) return CUDA_ERROR_INVALID_IMAGE;
   *module = kernels(l.st).keep(new CUmod_st{ctx, std::move(*bytes), {}});
   return CUDA_SUCCESS;
@@ -207,6 +219,18 @@ void unload_context_modules(State& st, CUctx_st* ctx) {
 }  // namespace cudasim
 
 // --- modules (per context) ---
+CUDASIM_EXPORT CUresult cuModuleLoad(CUmodule* module, const char* fname) {
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    CUctx_st* ctx = nullptr;
+    if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+    if (module == nullptr || fname == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::string file;
+  if (CUresult rc = read_image_file(fname, &file); rc != CUDA_SUCCESS) return rc;
+  return load_module(module, file.data(), file.size());
+}
 CUDASIM_EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) { return load_module(module, image); }
 CUDASIM_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions,
                                            CUjit_option* options, void** optionValues) {
@@ -246,7 +270,7 @@ CUDASIM_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, 
   if (numJitOptions > 0 && (jitOptions == nullptr || jitOptionsValues == nullptr)) return CUDA_ERROR_INVALID_VALUE;
   if (numLibraryOptions > 0 && (libraryOptions == nullptr || libraryOptionValues == nullptr))
     return CUDA_ERROR_INVALID_VALUE;
-  std::optional<std::string> bytes = image_bytes(code);
+  std::optional<std::string> bytes = image_bytes(code, kUnboundedImage);
   if (!bytes) return CUDA_ERROR_INVALID_IMAGE;
   *library = kernels(l.st).keep(new CUlib_st{std::move(*bytes), {}});
   return CUDA_SUCCESS;

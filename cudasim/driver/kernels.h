@@ -6,7 +6,11 @@
 #include "state.h"
 
 #include <map>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -47,6 +51,19 @@ struct CUfunc_st {
   std::string name;
   cudasim::FunctionSettings settings;
 };
+// A pending JIT link (linker.cpp): the inputs added so far, and the image cuLinkComplete made.
+struct CUlinkState_st {
+  std::string inputs;  // each accepted input's bytes, NUL-separated
+  int input_count = 0;
+  std::string output;  // empty until cuLinkComplete
+  // The caller's option slots the driver writes back into (valid while the link lives, as cuda.h
+  // requires of output options); null when not given.
+  char* info_log = nullptr;
+  char* error_log = nullptr;
+  void** info_log_size = nullptr;
+  void** error_log_size = nullptr;
+  void** wall_time = nullptr;
+};
 
 namespace cudasim {
 
@@ -58,10 +75,12 @@ struct KernelState {
   std::unordered_set<CUkern_st*> kernels;
   std::unordered_set<CUmod_st*> modules;
   std::unordered_set<CUfunc_st*> functions;
+  std::unordered_set<CUlinkState_st*> links;
   std::vector<std::unique_ptr<CUlib_st>> made_libraries;
   std::vector<std::unique_ptr<CUkern_st>> made_kernels;
   std::vector<std::unique_ptr<CUmod_st>> made_modules;
   std::vector<std::unique_ptr<CUfunc_st>> made_functions;
+  std::vector<std::unique_ptr<CUlinkState_st>> made_links;
   bool warned = false;
 
   // Takes ownership of a new object and adds it to `live`.
@@ -75,7 +94,20 @@ struct KernelState {
   CUkern_st* keep(CUkern_st* kernel) { return keep(made_kernels, kernels, kernel); }
   CUmod_st* keep(CUmod_st* module) { return keep(made_modules, modules, module); }
   CUfunc_st* keep(CUfunc_st* function) { return keep(made_functions, functions, function); }
+  CUlinkState_st* keep(CUlinkState_st* link) { return keep(made_links, links, link); }
 };
+
+inline constexpr std::uint32_t kFatbinMagic = 0xBA55ED50;  // a fat binary's own header
+inline constexpr std::size_t kMaxImageBytes = std::size_t{1} << 31;
+inline constexpr std::size_t kUnboundedImage = std::numeric_limits<std::size_t>::max();
+
+// The bytes of a loadable image (a fat binary, or nvcc's wrapper of one when unbounded; a 64-bit ELF
+// cubin; PTX text), at most `limit` of them (kUnboundedImage: an image in memory, whose headers give
+// its length); nullopt when it is none of those.
+std::optional<std::string> image_bytes(const void* image, std::size_t limit);
+// The whole file at `path` (CUDA_ERROR_FILE_NOT_FOUND when it cannot be read, CUDA_ERROR_INVALID_IMAGE
+// over kMaxImageBytes), NUL-terminated after its bytes. Takes no lock.
+CUresult read_image_file(const char* path, std::string* out);
 
 // The loaded modules and libraries of the process, created on first use. Needs State::mu.
 KernelState& kernels(State& st);
