@@ -13,10 +13,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 using namespace cudasim;
@@ -100,17 +102,43 @@ bool image_defines(const std::string& image, const char* name) {
   return false;
 }
 
+// The entry points the image names, in order, each once: PTX `.entry` directives, and the kernels
+// of ELF cubins (each has a `.nv.info.<name>` section, whose name is a whole string of the image).
+std::vector<std::string> image_entry_names(const std::string& image) {
+  std::vector<std::string> names;
+  auto add = [&names](std::string name) {
+    if (!name.empty() && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(std::move(name));
+  };
+  for (std::size_t at = image.find(".entry"); at != std::string::npos; at = image.find(".entry", at + 1)) {
+    std::size_t p = at + 6;
+    if (p < image.size() && identifier_char(image[p])) continue;  // a longer word
+    while (p < image.size() && (image[p] == ' ' || image[p] == '\t' || image[p] == '\n')) ++p;
+    std::size_t end = p;
+    while (end < image.size() && identifier_char(image[end])) ++end;
+    add(image.substr(p, end - p));
+  }
+  const std::string info("\0.nv.info.", 10);
+  for (std::size_t at = image.find(info); at != std::string::npos; at = image.find(info, at + 1)) {
+    const std::size_t p = at + info.size();
+    const std::size_t end = image.find('\0', p);
+    if (end != std::string::npos) add(image.substr(p, end - p));
+  }
+  return names;
+}
+
 // The entry point `name` of a loaded module or library: the handle given out before, else a new one
 // when the image defines that name. Needs State::mu.
+// `load`: whether a new handle starts loaded (CUfunc_st::loaded).
 template <typename Owner, typename Entry>
 CUresult entry_point(KernelState& ks, Owner* owner, std::map<std::string, Entry*>& entries, const char* name,
-                     Entry** out) {
+                     Entry** out, bool load = true) {
   if (auto it = entries.find(name); it != entries.end()) {
     *out = it->second;
     return CUDA_SUCCESS;
   }
   if (!image_defines(owner->image, name)) return CUDA_ERROR_NOT_FOUND;
   Entry* entry = ks.keep(new Entry{owner, name, {}});
+  if constexpr (std::is_same_v<Entry, CUfunc_st>) entry->loaded = load || ks.loading_mode == CU_MODULE_EAGER_LOADING;
   entries.emplace(name, entry);
   *out = entry;
   return CUDA_SUCCESS;
@@ -154,6 +182,7 @@ CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], u
   const FunctionSettings* settings = nullptr;
   if (ks.functions.contains(function)) {
     if (function->module->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    function->loaded = true;  // a launch finishes loading a lazily loaded function
     settings = &function->settings;
   } else if (ks.kernels.contains(kernel)) {
     settings = &kernel->settings;
@@ -205,7 +234,12 @@ void warn_kernels_do_not_run(State& st) {
 }
 
 KernelState& kernels(State& st) {
-  if (!st.kernels) st.kernels = std::make_shared<KernelState>();
+  if (!st.kernels) {
+    st.kernels = std::make_shared<KernelState>();
+    // As the driver: EAGER or LAZY (its default since CUDA 12.2); anything else is the default.
+    const char* mode = std::getenv("CUDA_MODULE_LOADING");
+    if (mode != nullptr && std::strcmp(mode, "EAGER") == 0) st.kernels->loading_mode = CU_MODULE_EAGER_LOADING;
+  }
   return *st.kernels;
 }
 
@@ -260,20 +294,67 @@ CUDASIM_EXPORT CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, co
 }
 
 // --- libraries (context-independent, CUDA 12.0) ---
-CUDASIM_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
-                                          void** jitOptionsValues, unsigned int numJitOptions,
-                                          CUlibraryOption* libraryOptions, void** libraryOptionValues,
-                                          unsigned int numLibraryOptions) {
+namespace {
+
+// `limit`: as for image_bytes.
+CUresult load_library(CUlibrary* library, const void* code, CUjit_option* jitOptions, void** jitOptionsValues,
+                      unsigned numJitOptions, CUlibraryOption* libraryOptions, void** libraryOptionValues,
+                      unsigned numLibraryOptions, std::size_t limit) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (library == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (numJitOptions > 0 && (jitOptions == nullptr || jitOptionsValues == nullptr)) return CUDA_ERROR_INVALID_VALUE;
   if (numLibraryOptions > 0 && (libraryOptions == nullptr || libraryOptionValues == nullptr))
     return CUDA_ERROR_INVALID_VALUE;
-  std::optional<std::string> bytes = image_bytes(code, kUnboundedImage);
+  std::optional<std::string> bytes = image_bytes(code, limit);
   if (!bytes) return CUDA_ERROR_INVALID_IMAGE;
-  *library = kernels(l.st).keep(new CUlib_st{std::move(*bytes), {}});
+  *library = kernels(l.st).keep(new CUlib_st{std::move(*bytes), {}, {}});
   return CUDA_SUCCESS;
+}
+
+// The live module function or library kernel `f` names, for the queries that take either.
+struct Entry {
+  CUfunc_st* function = nullptr;
+  CUkern_st* kernel = nullptr;
+};
+Entry entry_of(KernelState& ks, CUfunction f) {
+  if (auto* function = reinterpret_cast<CUfunc_st*>(f); ks.functions.contains(function)) return {function, nullptr};
+  if (auto* kernel = reinterpret_cast<CUkern_st*>(f); ks.kernels.contains(kernel)) return {nullptr, kernel};
+  return {};
+}
+
+// The module of `library` in context `ctx`, made on first request. Needs State::mu.
+CUmod_st* library_module(KernelState& ks, CUlib_st* library, CUctx_st* ctx) {
+  if (auto it = library->modules.find(ctx); it != library->modules.end() && ks.modules.contains(it->second))
+    return it->second;
+  CUmod_st* module = ks.keep(new CUmod_st{ctx, library->image, {}});
+  library->modules[ctx] = module;
+  return module;
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
+                                          void** jitOptionsValues, unsigned int numJitOptions,
+                                          CUlibraryOption* libraryOptions, void** libraryOptionValues,
+                                          unsigned int numLibraryOptions) {
+  return load_library(library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                      libraryOptionValues, numLibraryOptions, kUnboundedImage);
+}
+
+CUDASIM_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName, CUjit_option* jitOptions,
+                                              void** jitOptionsValues, unsigned int numJitOptions,
+                                              CUlibraryOption* libraryOptions, void** libraryOptionValues,
+                                              unsigned int numLibraryOptions) {
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    if (library == nullptr || fileName == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::string file;
+  if (CUresult rc = read_image_file(fileName, &file); rc != CUDA_SUCCESS) return rc;
+  return load_library(library, file.data(), jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                      libraryOptionValues, numLibraryOptions, file.size());
 }
 
 CUDASIM_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
@@ -282,6 +363,10 @@ CUDASIM_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
   KernelState& ks = kernels(l.st);
   if (!ks.libraries.erase(library)) return CUDA_ERROR_INVALID_HANDLE;
   std::erase_if(ks.kernels, [library](CUkern_st* k) { return k->library == library; });
+  for (const auto& [ctx, module] : library->modules) {
+    ks.modules.erase(module);
+    std::erase_if(ks.functions, [module](CUfunc_st* f) { return f->module == module; });
+  }
   return CUDA_SUCCESS;
 }
 
@@ -292,6 +377,118 @@ CUDASIM_EXPORT CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library,
   if (pKernel == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ks.libraries.contains(library)) return CUDA_ERROR_INVALID_HANDLE;
   return entry_point(ks, library, library->kernels, name, pKernel);
+}
+
+// --- queries of modules, libraries and their entry points ---
+CUDASIM_EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *mode = kernels(l.st).loading_mode;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!kernels(l.st).modules.contains(mod)) return CUDA_ERROR_INVALID_HANDLE;
+  *count = static_cast<unsigned>(image_entry_names(mod->image).size());
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuModuleEnumerateFunctions(CUfunction* functions, unsigned int numFunctions, CUmodule mod) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  KernelState& ks = kernels(l.st);
+  if (functions == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ks.modules.contains(mod)) return CUDA_ERROR_INVALID_HANDLE;
+  const std::vector<std::string> names = image_entry_names(mod->image);
+  for (std::size_t i = 0; i < names.size() && i < numFunctions; ++i)
+    if (CUresult rc = entry_point(ks, mod, mod->functions, names[i].c_str(), &functions[i], false); rc != CUDA_SUCCESS)
+      return rc;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuLibraryGetKernelCount(unsigned int* count, CUlibrary lib) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!kernels(l.st).libraries.contains(lib)) return CUDA_ERROR_INVALID_HANDLE;
+  *count = static_cast<unsigned>(image_entry_names(lib->image).size());
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuLibraryEnumerateKernels(CUkernel* kernels_out, unsigned int numKernels, CUlibrary lib) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  KernelState& ks = kernels(l.st);
+  if (kernels_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ks.libraries.contains(lib)) return CUDA_ERROR_INVALID_HANDLE;
+  const std::vector<std::string> names = image_entry_names(lib->image);
+  for (std::size_t i = 0; i < names.size() && i < numKernels; ++i)
+    if (CUresult rc = entry_point(ks, lib, lib->kernels, names[i].c_str(), &kernels_out[i]); rc != CUDA_SUCCESS)
+      return rc;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuLibraryGetModule(CUmodule* pMod, CUlibrary library) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  KernelState& ks = kernels(l.st);
+  if (pMod == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ks.libraries.contains(library)) return CUDA_ERROR_INVALID_HANDLE;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  *pMod = library_module(ks, library, ctx);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuKernelGetLibrary(CUlibrary* pLib, CUkernel kernel) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (pLib == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!kernels(l.st).kernels.contains(kernel)) return CUDA_ERROR_INVALID_HANDLE;
+  *pLib = kernel->library;
+  return CUDA_SUCCESS;
+}
+
+// A library kernel cast to CUfunction belongs to its library's module in the current context.
+CUDASIM_EXPORT CUresult cuFuncGetModule(CUmodule* hmod, CUfunction hfunc) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  KernelState& ks = kernels(l.st);
+  if (hmod == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const Entry entry = entry_of(ks, hfunc);
+  if (entry.function != nullptr) {
+    *hmod = entry.function->module;
+    return CUDA_SUCCESS;
+  }
+  if (entry.kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  *hmod = library_module(ks, entry.kernel->library, ctx);
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuFuncIsLoaded(CUfunctionLoadingState* state, CUfunction function) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (state == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const Entry entry = entry_of(kernels(l.st), function);
+  if (entry.function == nullptr && entry.kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  const bool loaded = entry.kernel != nullptr || entry.function->loaded;  // kernels load with their library
+  *state = loaded ? CU_FUNCTION_LOADING_STATE_LOADED : CU_FUNCTION_LOADING_STATE_UNLOADED;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuFuncLoad(CUfunction function) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  const Entry entry = entry_of(kernels(l.st), function);
+  if (entry.function == nullptr && entry.kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (entry.function != nullptr) entry.function->loaded = true;
+  return CUDA_SUCCESS;
 }
 
 // --- launches ---

@@ -34,6 +34,7 @@ struct FunctionSettings {
 struct CUlib_st {
   std::string image;
   std::map<std::string, CUkern_st*> kernels;
+  std::map<CUctx_st*, CUmod_st*> modules;  // cuLibraryGetModule's, per context (live while in KernelState)
 };
 struct CUkern_st {
   CUlib_st* library = nullptr;
@@ -50,6 +51,9 @@ struct CUfunc_st {
   CUmod_st* module = nullptr;
   std::string name;
   cudasim::FunctionSettings settings;
+  // Lazy loading (cuFuncIsLoaded): a handle from cuModuleEnumerateFunctions is loaded by cuFuncLoad
+  // or its first launch; one from cuModuleGetFunction, or any in eager mode, is loaded at once.
+  bool loaded = true;
 };
 // A pending JIT link (linker.cpp): the inputs added so far, and the image cuLinkComplete made.
 struct CUlinkState_st {
@@ -82,6 +86,8 @@ struct KernelState {
   std::vector<std::unique_ptr<CUfunc_st>> made_functions;
   std::vector<std::unique_ptr<CUlinkState_st>> made_links;
   bool warned = false;
+  // CUDA_MODULE_LOADING, read when the first module or library call creates this state.
+  CUmoduleLoadingMode loading_mode = CU_MODULE_LAZY_LOADING;
 
   // Takes ownership of a new object and adds it to `live`.
   template <typename T>

@@ -1,5 +1,5 @@
-// The simulated driver's JIT linker and modules loaded from files: inputs checked by type, the
-// linked image loadable as a module or library holding every input's entry points.
+// The simulated driver's JIT linker, modules and libraries loaded from files, and the queries of
+// modules, libraries and their entry points (counts, enumeration, lazy loading, owners).
 #include "driver_support.h"
 
 #include <catch2/catch.hpp>
@@ -36,7 +36,7 @@ CUresult add_ptx(CUlinkState link, const char* ptx, const char* name = "input.pt
 
 }  // namespace
 
-TEST_CASE("the linker joins PTX, fat binaries and files into one loadable image", "[driver][linker]") {
+TEST_CASE("the linker joins PTX, fat binaries and files into one loadable image", "[driver][modules]") {
   primary_context();
   char info[256] = {}, error[256] = {};
   CUjit_option options[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
@@ -93,7 +93,7 @@ TEST_CASE("the linker joins PTX, fat binaries and files into one loadable image"
   CHECK(add_ptx(link, kPtxA) == CUDA_ERROR_INVALID_HANDLE);
 }
 
-TEST_CASE("the linker refuses inputs that are not what their type says, with an error log", "[driver][linker]") {
+TEST_CASE("the linker refuses inputs that are not what their type says, with an error log", "[driver][modules]") {
   primary_context();
   char error[256] = {};
   CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
@@ -145,7 +145,7 @@ TEST_CASE("the linker refuses inputs that are not what their type says, with an 
   CHECK(cuLinkDestroy(nullptr) == CUDA_ERROR_INVALID_HANDLE);
 }
 
-TEST_CASE("the linker needs a current context", "[driver][linker]") {
+TEST_CASE("the linker needs a current context", "[driver][modules]") {
   int rc = in_child([] {
     CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
     CUlinkState link = nullptr;
@@ -161,7 +161,7 @@ TEST_CASE("the linker needs a current context", "[driver][linker]") {
   CHECK(before_init == 0);
 }
 
-TEST_CASE("cuModuleLoad loads a module from a file", "[driver][linker]") {
+TEST_CASE("cuModuleLoad loads a module from a file", "[driver][modules]") {
   primary_context();
   TempFile ptx_file("a.ptx", kPtxA, std::strlen(kPtxA));
   CUmodule module = nullptr;
@@ -185,4 +185,141 @@ TEST_CASE("cuModuleLoad loads a module from a file", "[driver][linker]") {
   CHECK(cuModuleLoad(&module, "/tmp") == CUDA_ERROR_FILE_NOT_FOUND);
   CHECK(cuModuleLoad(nullptr, ptx_file.path.c_str()) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuModuleLoad(&module, nullptr) == CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_CASE("modules and libraries count and enumerate their entry points", "[driver][modules]") {
+  primary_context();
+  const char ptx[] = ".version 8.0\n.target sm_80\n.visible .entry alpha(\n.param .u64 p\n)\n{ ret; }\n"
+                     ".visible .entry beta()\n{ ret; }\n.func helper()\n{ ret; }\n";
+  CUmodule module = nullptr;
+  REQUIRE(cuModuleLoadData(&module, ptx) == CUDA_SUCCESS);
+  unsigned count = 0;
+  CHECK(cuModuleGetFunctionCount(&count, module) == CUDA_SUCCESS);
+  CHECK(count == 2);  // entries only, not .func
+  CUfunction functions[3] = {};
+  CHECK(cuModuleEnumerateFunctions(functions, 3, module) == CUDA_SUCCESS);
+  CHECK(functions[2] == nullptr);  // only `count` written
+  CUfunction alpha = nullptr;
+  CHECK(cuModuleGetFunction(&alpha, module, "alpha") == CUDA_SUCCESS);
+  CHECK(functions[0] == alpha);  // the same handle for the same entry
+  const char* name = nullptr;
+  CHECK(cuFuncGetName(&name, functions[1]) == CUDA_SUCCESS);
+  CHECK(std::string(name) == "beta");
+  CUfunction one[1] = {};
+  CHECK(cuModuleEnumerateFunctions(one, 1, module) == CUDA_SUCCESS);
+  CHECK(one[0] == alpha);
+  CHECK(cuModuleGetFunctionCount(nullptr, module) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuModuleEnumerateFunctions(nullptr, 1, module) == CUDA_ERROR_INVALID_VALUE);
+
+  CUmodule owner = nullptr;
+  CHECK(cuFuncGetModule(&owner, functions[1]) == CUDA_SUCCESS);
+  CHECK(owner == module);
+  CHECK(cuFuncGetModule(nullptr, alpha) == CUDA_ERROR_INVALID_VALUE);
+
+  // A fat binary's kernels are the names of its .nv.info.<kernel> sections.
+  FakeFatbin fatbin(std::string(".nv.info._Z3fooPf\0_Z3fooPf", 26));
+  CUlibrary library = nullptr;
+  REQUIRE(cuLibraryLoadData(&library, &fatbin.wrapper, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
+  CHECK(cuLibraryGetKernelCount(&count, library) == CUDA_SUCCESS);
+  CHECK(count == 1);
+  CUkernel kernels[2] = {};
+  CHECK(cuLibraryEnumerateKernels(kernels, 2, library) == CUDA_SUCCESS);
+  CHECK(cuKernelGetName(&name, kernels[0]) == CUDA_SUCCESS);
+  CHECK(std::string(name) == "_Z3fooPf");
+  CUlibrary kernel_library = nullptr;
+  CHECK(cuKernelGetLibrary(&kernel_library, kernels[0]) == CUDA_SUCCESS);
+  CHECK(kernel_library == library);
+  CHECK(cuKernelGetLibrary(nullptr, kernels[0]) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLibraryGetKernelCount(nullptr, library) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLibraryEnumerateKernels(nullptr, 1, library) == CUDA_ERROR_INVALID_VALUE);
+
+  // The library's module in this context: one per context, the one its kernels belong to here.
+  CUmodule library_module = nullptr, again = nullptr;
+  CHECK(cuLibraryGetModule(&library_module, library) == CUDA_SUCCESS);
+  CHECK(cuLibraryGetModule(&again, library) == CUDA_SUCCESS);
+  CHECK(library_module == again);
+  CHECK(cuFuncGetModule(&owner, reinterpret_cast<CUfunction>(kernels[0])) == CUDA_SUCCESS);
+  CHECK(owner == library_module);
+  CUfunction from_module = nullptr;
+  CHECK(cuModuleGetFunction(&from_module, library_module, "_Z3fooPf") == CUDA_SUCCESS);
+  CHECK(cuLibraryGetModule(nullptr, library) == CUDA_ERROR_INVALID_VALUE);
+
+  CHECK(cuLibraryUnload(library) == CUDA_SUCCESS);  // its modules and handles go with it
+  CHECK(cuModuleGetFunctionCount(&count, library_module) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuFuncGetModule(&owner, from_module) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuKernelGetLibrary(&kernel_library, kernels[0]) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuLibraryGetKernelCount(&count, library) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuLibraryEnumerateKernels(kernels, 2, library) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuLibraryGetModule(&again, library) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuModuleUnload(module) == CUDA_SUCCESS);
+  CHECK(cuModuleGetFunctionCount(&count, module) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuModuleEnumerateFunctions(functions, 3, module) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuFuncGetModule(&owner, alpha) == CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_CASE("lazy loading: enumerated functions load on cuFuncLoad or their first launch", "[driver][modules]") {
+  for (const char* mode : {"LAZY", "EAGER", "unset"}) {
+    INFO(mode);
+    int rc = in_child([mode] {
+      if (std::strcmp(mode, "unset") != 0) setenv("CUDA_MODULE_LOADING", mode, 1);
+      const bool eager = std::strcmp(mode, "EAGER") == 0;
+      CHILD_CHECK(start_primary_context());
+      CUmoduleLoadingMode loading{};
+      CHILD_CHECK(cuModuleGetLoadingMode(&loading) == CUDA_SUCCESS);
+      CHILD_CHECK(loading == (eager ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING));
+      CHILD_CHECK(cuModuleGetLoadingMode(nullptr) == CUDA_ERROR_INVALID_VALUE);
+      const char ptx[] = ".version 8.0\n.target sm_80\n.entry a()\n{ ret; }\n.entry b()\n{ ret; }\n";
+      CUmodule module = nullptr;
+      CHILD_CHECK(cuModuleLoadData(&module, ptx) == CUDA_SUCCESS);
+      CUfunction f[2] = {};
+      CHILD_CHECK(cuModuleEnumerateFunctions(f, 2, module) == CUDA_SUCCESS);
+      const CUfunctionLoadingState before = eager ? CU_FUNCTION_LOADING_STATE_LOADED : CU_FUNCTION_LOADING_STATE_UNLOADED;
+      CUfunctionLoadingState state{};
+      for (CUfunction function : f) {
+        CHILD_CHECK(cuFuncIsLoaded(&state, function) == CUDA_SUCCESS);
+        CHILD_CHECK(state == before);
+      }
+      CHILD_CHECK(cuFuncLoad(f[0]) == CUDA_SUCCESS);
+      CHILD_CHECK(cuFuncLoad(f[0]) == CUDA_SUCCESS);  // loading a loaded function changes nothing
+      CHILD_CHECK(cuLaunchKernel(f[1], 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) == CUDA_SUCCESS);
+      for (CUfunction function : f) {
+        CHILD_CHECK(cuFuncIsLoaded(&state, function) == CUDA_SUCCESS);
+        CHILD_CHECK(state == CU_FUNCTION_LOADING_STATE_LOADED);
+      }
+      CUfunction got = nullptr;  // cuModuleGetFunction hands out loaded functions
+      CUmodule second = nullptr;
+      CHILD_CHECK(cuModuleLoadData(&second, ptx) == CUDA_SUCCESS);
+      CHILD_CHECK(cuModuleGetFunction(&got, second, "b") == CUDA_SUCCESS);
+      CHILD_CHECK(cuFuncIsLoaded(&state, got) == CUDA_SUCCESS && state == CU_FUNCTION_LOADING_STATE_LOADED);
+      CHILD_CHECK(cuFuncIsLoaded(nullptr, got) == CUDA_ERROR_INVALID_VALUE);
+      CHILD_CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+      CHILD_CHECK(cuModuleUnload(module) == CUDA_SUCCESS);
+      CHILD_CHECK(cuFuncIsLoaded(&state, f[0]) == CUDA_ERROR_INVALID_HANDLE);
+      CHILD_CHECK(cuFuncLoad(f[0]) == CUDA_ERROR_INVALID_HANDLE);
+      CHILD_CHECK(cuFuncLoad(nullptr) == CUDA_ERROR_INVALID_HANDLE);
+      return 0;
+    });
+    CHECK(rc == 0);
+  }
+}
+
+TEST_CASE("cuLibraryLoadFromFile loads a library from a file", "[driver][modules]") {
+  primary_context();
+  TempFile ptx_file("lib.ptx", kPtxB, std::strlen(kPtxB));
+  CUlibrary library = nullptr;
+  REQUIRE(cuLibraryLoadFromFile(&library, ptx_file.path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0) ==
+          CUDA_SUCCESS);
+  CUkernel kernel = nullptr;
+  CHECK(cuLibraryGetKernel(&kernel, library, "second_kernel") == CUDA_SUCCESS);
+  CHECK(cuLibraryUnload(library) == CUDA_SUCCESS);
+  CHECK(cuLibraryLoadFromFile(&library, "/nonexistent/cudasim.cubin", nullptr, nullptr, 0, nullptr, nullptr, 0) ==
+        CUDA_ERROR_FILE_NOT_FOUND);
+  const char garbage[] = "not an image";
+  TempFile bad_file("bad.bin", garbage, sizeof garbage);
+  CHECK(cuLibraryLoadFromFile(&library, bad_file.path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0) ==
+        CUDA_ERROR_INVALID_IMAGE);
+  CHECK(cuLibraryLoadFromFile(nullptr, ptx_file.path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0) ==
+        CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLibraryLoadFromFile(&library, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0) ==
+        CUDA_ERROR_INVALID_VALUE);
 }
