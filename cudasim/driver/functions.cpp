@@ -180,6 +180,14 @@ CUresult max_potential_block_size(int* min_grid, int* block_size, CUfunction fun
 
 }  // namespace
 
+namespace cudasim {
+
+int resident_blocks(const FunctionSettings& settings, int block_size, std::size_t dynamic_shared) {
+  return active_blocks(settings, block_size, dynamic_shared);
+}
+
+}  // namespace cudasim
+
 // --- attributes ---
 CUDASIM_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
   if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;

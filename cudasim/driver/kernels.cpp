@@ -168,8 +168,40 @@ bool launch_shape_valid(const unsigned grid[3], const unsigned block[3], unsigne
   return threads <= kMaxThreadsPerBlock && shared_bytes <= static_cast<unsigned>(settings.max_dynamic_shared);
 }
 
+// What a launch asks beyond its shape: cuLaunchCooperativeKernel, or cuLaunchKernelEx's attributes.
+struct LaunchOptions {
+  bool cooperative = false;
+  unsigned cluster[3] = {0, 0, 0};  // all 0: no cluster dimension given
+};
+
+constexpr unsigned kMaxPortableClusterBlocks = 8;
+constexpr unsigned kMaxClusterBlocks = 16;  // with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+
+// CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE when a cooperative grid cannot be resident all at once;
+// CUDA_ERROR_INVALID_CLUSTER_SIZE for clusters that do not tile the grid or exceed the limit.
+CUresult check_launch_options(const LaunchOptions& options, const unsigned grid[3], const unsigned block[3],
+                              unsigned shared_bytes, const FunctionSettings& settings) {
+  if (options.cooperative) {
+    const std::uint64_t blocks = std::uint64_t{grid[0]} * grid[1] * grid[2];
+    const int threads = static_cast<int>(block[0] * block[1] * block[2]);
+    const std::uint64_t resident =
+        std::uint64_t(resident_blocks(settings, threads, shared_bytes)) * static_cast<std::uint64_t>(kMultiprocessors);
+    if (blocks > resident) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+  }
+  const unsigned* cluster = options.cluster;
+  if (cluster[0] == 0 && cluster[1] == 0 && cluster[2] == 0) return CUDA_SUCCESS;
+  std::uint64_t cluster_blocks = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (cluster[i] == 0 || grid[i] % cluster[i] != 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    cluster_blocks *= cluster[i];
+  }
+  const unsigned limit = settings.non_portable_cluster_allowed ? kMaxClusterBlocks : kMaxPortableClusterBlocks;
+  return cluster_blocks <= limit ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CLUSTER_SIZE;
+}
+
 CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
-                CUstream handle, void** params, void** extra, bool per_thread_default) {
+                CUstream handle, void** params, void** extra, bool per_thread_default,
+                const LaunchOptions& options = {}) {
   Locked l;
   State& st = l.st;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
@@ -191,6 +223,8 @@ CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], u
   }
   if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!launch_shape_valid(grid, block, shared_bytes, *settings)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_launch_options(options, grid, block, shared_bytes, *settings); rc != CUDA_SUCCESS)
+    return rc;
   std::shared_ptr<CUstream_st> stream;
   if (CUresult rc = resolve_stream(st, handle, per_thread_default, &stream); rc != CUDA_SUCCESS) return rc;
   if (st.config.kernels == KernelLaunches::Fail) return CUDA_ERROR_NO_BINARY_FOR_GPU;
@@ -214,10 +248,44 @@ CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], u
 }
 
 CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                       unsigned shared_bytes, CUstream stream, void** params, void** extra, bool per_thread) {
+                       unsigned shared_bytes, CUstream stream, void** params, void** extra, bool per_thread,
+                       const LaunchOptions& options = {}) {
   const unsigned grid[3] = {gx, gy, gz};
   const unsigned block[3] = {bx, by, bz};
-  return launch(f, grid, block, shared_bytes, stream, params, extra, per_thread);
+  return launch(f, grid, block, shared_bytes, stream, params, extra, per_thread, options);
+}
+
+CUresult cooperative_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                            unsigned bz, unsigned shared_bytes, CUstream stream, void** params, bool per_thread) {
+  LaunchOptions options;
+  options.cooperative = true;
+  return launch_kernel(f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, nullptr, per_thread, options);
+}
+
+// cuLaunchKernelEx: the attributes that change what a launch may do are checked (cooperative, cluster
+// dimensions); the others are hints or orderings the simulated device has no use for, accepted when
+// their id is known. The last of a repeated attribute wins.
+CUresult launch_ex(const CUlaunchConfig* config, CUfunction f, void** params, void** extra, bool per_thread) {
+  if (config == nullptr) {
+    Locked l;  // initialisation errors come first
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (config->numAttrs > 0 && config->attrs == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  LaunchOptions options;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& attribute = config->attrs[i];
+    const int id = static_cast<int>(attribute.id);
+    if (id < 0 || id >= static_cast<int>(CU_LAUNCH_ATTRIBUTE_MAX)) return CUDA_ERROR_INVALID_VALUE;
+    if (attribute.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) options.cooperative = attribute.value.cooperative != 0;
+    if (attribute.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      options.cluster[0] = attribute.value.clusterDim.x;
+      options.cluster[1] = attribute.value.clusterDim.y;
+      options.cluster[2] = attribute.value.clusterDim.z;
+    }
+  }
+  return launch_kernel(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX, config->blockDimY,
+                       config->blockDimZ, config->sharedMemBytes, config->hStream, params, extra, per_thread, options);
 }
 
 }  // namespace
@@ -505,4 +573,28 @@ CUDASIM_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
                                             void** kernelParams, void** extra) {
   return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
                        kernelParams, extra, true);
+}
+CUDASIM_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
+                                         void** extra) {
+  return launch_ex(config, f, kernelParams, extra, false);
+}
+CUDASIM_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
+                                              void** extra) {
+  return launch_ex(config, f, kernelParams, extra, true);
+}
+CUDASIM_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                                  unsigned int gridDimZ, unsigned int blockDimX,
+                                                  unsigned int blockDimY, unsigned int blockDimZ,
+                                                  unsigned int sharedMemBytes, CUstream hStream,
+                                                  void** kernelParams) {
+  return cooperative_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                            kernelParams, false);
+}
+CUDASIM_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                                       unsigned int gridDimZ, unsigned int blockDimX,
+                                                       unsigned int blockDimY, unsigned int blockDimZ,
+                                                       unsigned int sharedMemBytes, CUstream hStream,
+                                                       void** kernelParams) {
+  return cooperative_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                            kernelParams, true);
 }

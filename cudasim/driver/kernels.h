@@ -115,6 +115,10 @@ std::optional<std::string> image_bytes(const void* image, std::size_t limit);
 // over kMaxImageBytes), NUL-terminated after its bytes. Takes no lock.
 CUresult read_image_file(const char* path, std::string* out);
 
+// Blocks of `block_size` threads, `dynamic_shared` bytes each, that one multiprocessor holds
+// (functions.cpp's occupancy model).
+int resident_blocks(const FunctionSettings& settings, int block_size, std::size_t dynamic_shared);
+
 // The loaded modules and libraries of the process, created on first use. Needs State::mu.
 KernelState& kernels(State& st);
 // Says once per process, on stderr, that kernels complete without running device code (a launch, or
