@@ -59,6 +59,7 @@ void registered_stub() {}
 void unregistered_stub() {}
 void misnamed_stub() {}
 void attribute_stub() {}
+void launch_ex_stub() {}
 
 }  // namespace
 
@@ -108,6 +109,67 @@ TEST_CASE("runtime: registered kernels launch through <<<>>> and cudaLaunchKerne
   REQUIRE_CUDA(cudaDeviceReset());
   CHECK_CUDA(__cudaLaunchKernel(kernel, dim3(1), dim3(1), args, 0, nullptr));
   CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+TEST_CASE("runtime: cudaLaunchKernelExC and cooperative launches", "[runtime][launch]") {
+  const void* stub = reinterpret_cast<const void*>(&launch_ex_stub);
+  register_kernel(stub, "_Z9launch_exv");
+  int device = 0, cooperative = 0;
+  REQUIRE_CUDA(cudaGetDevice(&device));
+  CHECK_CUDA(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
+  CHECK(cooperative == 1);
+  int per_sm = 0, sms = 0;
+  REQUIRE_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stub, 256, 0));
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const unsigned fits = static_cast<unsigned>(per_sm * sms);
+
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaLaunchAttribute attrs[2] = {};
+  attrs[0].id = cudaLaunchAttributePriority;
+  attrs[1].id = cudaLaunchAttributeCooperative;
+  attrs[1].val.cooperative = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(fits);
+  config.blockDim = dim3(256);
+  config.stream = stream;
+  config.attrs = attrs;
+  config.numAttrs = 2;
+  Gate gate;  // ordered on its stream like any launch
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, Gate::wait, &gate));
+  CHECK_CUDA(cudaLaunchKernelExC(&config, stub, nullptr));
+  CHECK(name(cudaStreamQuery(stream)) == "cudaErrorNotReady");
+  gate.open();
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  config.gridDim = dim3(fits + 1);
+  CHECK(name(cudaLaunchKernelExC(&config, stub, nullptr)) == "cudaErrorCooperativeLaunchTooLarge");
+  CHECK(name(cudaGetLastError()) == "cudaErrorCooperativeLaunchTooLarge");
+  attrs[1].id = cudaLaunchAttributeClusterDimension;
+  attrs[1].val.clusterDim.x = 3, attrs[1].val.clusterDim.y = 1, attrs[1].val.clusterDim.z = 1;
+  config.gridDim = dim3(8);
+  CHECK(name(cudaLaunchKernelExC(&config, stub, nullptr)) == "cudaErrorInvalidClusterSize");
+  config.gridDim = dim3(9);
+  CHECK_CUDA(cudaLaunchKernelExC(&config, stub, nullptr));
+  config.blockDim = dim3(2048);
+  CHECK(name(cudaLaunchKernelExC(&config, stub, nullptr)) == "cudaErrorInvalidConfiguration");
+  config.blockDim = dim3(256);
+  CHECK(name(cudaLaunchKernelExC(nullptr, stub, nullptr)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaLaunchKernelExC(&config, nullptr, nullptr)) == "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(&unregistered_stub), nullptr)) ==
+        "cudaErrorInvalidDeviceFunction");
+  config.attrs = nullptr;
+  CHECK(name(cudaLaunchKernelExC(&config, stub, nullptr)) == "cudaErrorInvalidValue");
+
+  CHECK_CUDA(cudaLaunchCooperativeKernel(stub, dim3(fits), dim3(256), nullptr, 0, stream));
+  CHECK(name(cudaLaunchCooperativeKernel(stub, dim3(fits + 1), dim3(256), nullptr, 0, stream)) ==
+        "cudaErrorCooperativeLaunchTooLarge");
+  CHECK(name(cudaLaunchCooperativeKernel(stub, dim3(1), dim3(0), nullptr, 0, stream)) ==
+        "cudaErrorInvalidConfiguration");
+  CHECK(name(cudaLaunchCooperativeKernel(nullptr, dim3(1), dim3(1), nullptr, 0, stream)) ==
+        "cudaErrorInvalidDeviceFunction");
+  cudaGetLastError();
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaStreamDestroy(stream));
 }
 
 TEST_CASE("runtime: function attributes and occupancy of registered kernels", "[runtime][launch]") {
