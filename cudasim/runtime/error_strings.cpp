@@ -68,6 +68,8 @@ constexpr std::array kErrorDescriptions{
     CUDASIM_RUNTIME_ERROR(cudaErrorInvalidDeviceFunction, "invalid device function"),
     CUDASIM_RUNTIME_ERROR(cudaErrorInvalidKernelImage, "device kernel image is invalid"),
     CUDASIM_RUNTIME_ERROR(cudaErrorNoKernelImageForDevice, "no kernel image is available for execution on the device"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorFileNotFound, "file not found"),
+    CUDASIM_RUNTIME_ERROR(cudaErrorInvalidPtx, "a PTX JIT compilation failed"),
     CUDASIM_RUNTIME_ERROR(cudaErrorCooperativeLaunchTooLarge, "too many blocks in cooperative launch"),
     CUDASIM_RUNTIME_ERROR(cudaErrorInvalidClusterSize, "a kernel launch error has occurred due to cluster misconfiguration"),
     CUDASIM_RUNTIME_ERROR(cudaErrorPeerAccessUnsupported, "peer access is not supported between these two devices"),

@@ -172,6 +172,46 @@ TEST_CASE("runtime: cudaLaunchKernelExC and cooperative launches", "[runtime][la
   CHECK_CUDA(cudaStreamDestroy(stream));
 }
 
+TEST_CASE("runtime: libraries, cudaGetKernel and cudaFuncGetName", "[runtime][launch]") {
+  const char ptx[] = ".version 8.0\n.target sm_80\n.entry lib_a()\n{ ret; }\n.entry lib_b()\n{ ret; }\n";
+  cudaLibrary_t library = nullptr;
+  REQUIRE_CUDA(cudaLibraryLoadData(&library, ptx, nullptr, nullptr, 0, nullptr, nullptr, 0));
+  unsigned count = 0;
+  CHECK_CUDA(cudaLibraryGetKernelCount(&count, library));
+  CHECK(count == 2);
+  cudaKernel_t kernels[2] = {};
+  CHECK_CUDA(cudaLibraryEnumerateKernels(kernels, 2, library));
+  cudaKernel_t b = nullptr;
+  CHECK_CUDA(cudaLibraryGetKernel(&b, library, "lib_b"));
+  CHECK(kernels[1] == b);
+  CHECK(name(cudaLibraryGetKernel(&b, library, "lib_c")) == "cudaErrorSymbolNotFound");
+  CHECK(name(cudaLibraryGetKernelCount(nullptr, library)) == "cudaErrorInvalidValue");
+  CHECK_CUDA(cudaLibraryUnload(library));
+  CHECK(name(cudaLibraryUnload(library)) == "cudaErrorInvalidResourceHandle");
+  CHECK(name(cudaLibraryEnumerateKernels(kernels, 2, library)) == "cudaErrorInvalidResourceHandle");
+  CHECK(name(cudaLibraryLoadFromFile(&library, "/nonexistent/cudasim.cubin", nullptr, nullptr, 0, nullptr, nullptr,
+                                     0)) == "cudaErrorFileNotFound");
+  const char garbage[] = "not an image";
+  CHECK(name(cudaLibraryLoadData(&library, garbage, nullptr, nullptr, 0, nullptr, nullptr, 0)) ==
+        "cudaErrorInvalidKernelImage");
+  cudaGetLastError();
+
+  const void* stub = reinterpret_cast<const void*>(&launch_ex_stub);
+  register_kernel(stub, "_Z9launch_exv");
+  cudaKernel_t kernel = nullptr;
+  CHECK_CUDA(cudaGetKernel(&kernel, stub));
+  CHECK(kernel != nullptr);
+  const char* device_name = nullptr;
+  CHECK_CUDA(cudaFuncGetName(&device_name, stub));
+  CHECK(std::string(device_name) == "_Z9launch_exv");
+  CHECK(name(cudaGetKernel(&kernel, reinterpret_cast<const void*>(&unregistered_stub))) ==
+        "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaGetKernel(nullptr, stub)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaFuncGetName(nullptr, stub)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaFuncGetName(&device_name, nullptr)) == "cudaErrorInvalidDeviceFunction");
+  cudaGetLastError();
+}
+
 TEST_CASE("runtime: function attributes and occupancy of registered kernels", "[runtime][launch]") {
   register_kernel(reinterpret_cast<const void*>(&attribute_stub), "_Z8attrworkv");
   const void* stub = reinterpret_cast<const void*>(&attribute_stub);
