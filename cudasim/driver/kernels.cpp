@@ -12,11 +12,13 @@
 #include <elf.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -124,6 +126,78 @@ std::vector<std::string> image_entry_names(const std::string& image) {
     if (end != std::string::npos) add(image.substr(p, end - p));
   }
   return names;
+}
+
+// The bytes of a PTX parameter type (.u8 .. .b64, .f16, .f32, .f64, ...): its width / 8; 0 if none.
+std::size_t ptx_type_bytes(std::string_view type) {
+  if (type.size() < 3 || type[0] != '.') return 0;
+  const std::string_view bits = type.substr(2);
+  if (bits != "8" && bits != "16" && bits != "32" && bits != "64") return 0;
+  return static_cast<std::size_t>(std::stoi(std::string(bits))) / 8;
+}
+
+// One parameter of a kernel in the device-side layout.
+struct ParamSlot {
+  std::size_t offset = 0;
+  std::size_t size = 0;
+};
+
+// The parameter layout of the PTX entry `name` (`.entry name(.param .u64 a, .param .align 8 .b8
+// b[16])`): each parameter at the next multiple of its alignment (`.align`, else its type's size).
+// Nullopt when the image has no PTX entry of that name or its list does not parse.
+std::optional<std::vector<ParamSlot>> ptx_parameters(const std::string& image, const std::string& name) {
+  for (std::size_t at = image.find(".entry"); at != std::string::npos; at = image.find(".entry", at + 1)) {
+    std::size_t p = at + 6;
+    while (p < image.size() && std::isspace(static_cast<unsigned char>(image[p]))) ++p;
+    if (image.compare(p, name.size(), name) != 0) continue;
+    p += name.size();
+    if (p < image.size() && identifier_char(image[p])) continue;
+    while (p < image.size() && std::isspace(static_cast<unsigned char>(image[p]))) ++p;
+    std::vector<ParamSlot> slots;
+    if (p >= image.size() || image[p] != '(') return slots;  // no parameter list
+    const std::size_t close = image.find(')', p);
+    if (close == std::string::npos) return std::nullopt;
+    std::size_t next = 0;
+    std::string list = image.substr(p + 1, close - p - 1);
+    for (std::size_t start = 0; start <= list.size();) {
+      std::size_t comma = list.find(',', start);
+      if (comma == std::string::npos) comma = list.size();
+      std::istringstream words(list.substr(start, comma - start));
+      start = comma + 1;
+      std::string word;
+      std::size_t align = 0, element = 0, count = 1;
+      bool any = false;
+      while (words >> word) {
+        any = true;
+        if (word == ".align") {
+          words >> align;
+        } else if (const std::size_t bytes = ptx_type_bytes(word); bytes > 0 && element == 0) {
+          element = bytes;
+        } else if (const std::size_t bracket = word.find('['); bracket != std::string::npos) {
+          count = std::strtoull(word.c_str() + bracket + 1, nullptr, 10);
+        }
+      }
+      if (!any) continue;
+      if (element == 0 || count == 0) return std::nullopt;
+      if (align == 0) align = element;
+      next = (next + align - 1) / align * align;
+      slots.push_back({next, element * count});
+      next += element * count;
+    }
+    return slots;
+  }
+  return std::nullopt;
+}
+
+CUresult param_info(const std::string& image, const std::string& name, std::size_t index, std::size_t* offset,
+                    std::size_t* size) {
+  if (offset == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const std::optional<std::vector<ParamSlot>> slots = ptx_parameters(image, name);
+  if (!slots) return CUDA_ERROR_NOT_SUPPORTED;  // only PTX declares its parameters readably
+  if (index >= slots->size()) return CUDA_ERROR_INVALID_VALUE;
+  *offset = (*slots)[index].offset;
+  if (size != nullptr) *size = (*slots)[index].size;
+  return CUDA_SUCCESS;
 }
 
 // The entry point `name` of a loaded module or library: the handle given out before, else a new one
@@ -557,6 +631,26 @@ CUDASIM_EXPORT CUresult cuFuncLoad(CUfunction function) {
   if (entry.function == nullptr && entry.kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (entry.function != nullptr) entry.function->loaded = true;
   return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t* paramOffset,
+                                           size_t* paramSize) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  const Entry entry = entry_of(kernels(l.st), func);
+  if (entry.function != nullptr)
+    return param_info(entry.function->module->image, entry.function->name, paramIndex, paramOffset, paramSize);
+  if (entry.kernel != nullptr)
+    return param_info(entry.kernel->library->image, entry.kernel->name, paramIndex, paramOffset, paramSize);
+  return CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUDASIM_EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t* paramOffset,
+                                             size_t* paramSize) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (!kernels(l.st).kernels.contains(kernel)) return CUDA_ERROR_INVALID_HANDLE;
+  return param_info(kernel->library->image, kernel->name, paramIndex, paramOffset, paramSize);
 }
 
 // --- launches ---

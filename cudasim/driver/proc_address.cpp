@@ -154,6 +154,8 @@ const ProcEntry kEntries[] = {
   {"cuFuncGetModule", 11000, fn(cuFuncGetModule), nullptr},
   {"cuFuncIsLoaded", 12040, fn(cuFuncIsLoaded), nullptr},
   {"cuFuncLoad", 12040, fn(cuFuncLoad), nullptr},
+  {"cuFuncGetParamInfo", 12040, fn(cuFuncGetParamInfo), nullptr},
+  {"cuKernelGetParamInfo", 12040, fn(cuKernelGetParamInfo), nullptr},
   // the JIT linker
   {"cuLinkCreate", 5050, fn(cuLinkCreate), nullptr},
   {"cuLinkCreate", 6050, fn(cuLinkCreate_v2), nullptr},

@@ -63,6 +63,15 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* f
 }
 
 // cudaFuncAttribute and CUfunction_attribute number the settable attributes alike.
+// The parameter layout the driver reads from the kernel's PTX.
+cudaError_t cudaFuncGetParamInfo(const void* func, size_t paramIndex, size_t* paramOffset, size_t* paramSize) {
+  return api_call([&] {
+    return with_kernel(func, [&](CUkernel kernel, CUdevice) {
+      return call_driver<&DriverTable::cuKernelGetParamInfo>(kernel, paramIndex, paramOffset, paramSize);
+    });
+  });
+}
+
 cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
   return api_call([&] {
     return with_kernel(func, [&](CUkernel kernel, CUdevice device) {

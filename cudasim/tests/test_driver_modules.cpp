@@ -323,3 +323,54 @@ TEST_CASE("cuLibraryLoadFromFile loads a library from a file", "[driver][modules
   CHECK(cuLibraryLoadFromFile(&library, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0) ==
         CUDA_ERROR_INVALID_VALUE);
 }
+
+TEST_CASE("parameter layouts come from the kernel's PTX declaration", "[driver][modules]") {
+  primary_context();
+  const char ptx[] =
+      ".version 8.0\n.target sm_80\n.address_size 64\n"
+      ".visible .entry mixed(\n\t.param .u8 mixed_param_0,\n\t.param .u64 .ptr .global .align 8 mixed_param_1,\n"
+      "\t.param .align 16 .b8 mixed_param_2[24],\n\t.param .f32 mixed_param_3\n)\n{\n\tret;\n}\n"
+      ".visible .entry none()\n{\n\tret;\n}\n";
+  CUmodule module = nullptr;
+  REQUIRE(cuModuleLoadData(&module, ptx) == CUDA_SUCCESS);
+  CUfunction mixed = nullptr, none = nullptr;
+  REQUIRE(cuModuleGetFunction(&mixed, module, "mixed") == CUDA_SUCCESS);
+  REQUIRE(cuModuleGetFunction(&none, module, "none") == CUDA_SUCCESS);
+  const size_t expected[][2] = {{0, 1}, {8, 8}, {16, 24}, {40, 4}};  // offset, size
+  for (size_t i = 0; i < 4; ++i) {
+    INFO(i);
+    size_t offset = 99, size = 99;
+    CHECK(cuFuncGetParamInfo(mixed, i, &offset, &size) == CUDA_SUCCESS);
+    CHECK(offset == expected[i][0]);
+    CHECK(size == expected[i][1]);
+  }
+  size_t offset = 0, size = 0;
+  CHECK(cuFuncGetParamInfo(mixed, 2, &offset, nullptr) == CUDA_SUCCESS);  // the size is optional
+  CHECK(offset == 16);
+  CHECK(cuFuncGetParamInfo(mixed, 4, &offset, &size) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncGetParamInfo(mixed, 0, nullptr, &size) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncGetParamInfo(none, 0, &offset, &size) == CUDA_ERROR_INVALID_VALUE);  // no parameters
+  CHECK(cuFuncGetParamInfo(nullptr, 0, &offset, &size) == CUDA_ERROR_INVALID_HANDLE);
+
+  CUlibrary library = nullptr;
+  REQUIRE(cuLibraryLoadData(&library, ptx, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
+  CUkernel kernel = nullptr;
+  REQUIRE(cuLibraryGetKernel(&kernel, library, "mixed") == CUDA_SUCCESS);
+  CHECK(cuKernelGetParamInfo(kernel, 3, &offset, &size) == CUDA_SUCCESS);
+  CHECK((offset == 40 && size == 4));
+  CHECK(cuFuncGetParamInfo(reinterpret_cast<CUfunction>(kernel), 1, &offset, &size) == CUDA_SUCCESS);
+  CHECK((offset == 8 && size == 8));
+  CHECK(cuKernelGetParamInfo(kernel, 4, &offset, &size) == CUDA_ERROR_INVALID_VALUE);
+
+  // A binary image declares no readable parameter list.
+  FakeFatbin fatbin("_Z1kv");
+  CUlibrary binary = nullptr;
+  REQUIRE(cuLibraryLoadData(&binary, &fatbin.wrapper, nullptr, nullptr, 0, nullptr, nullptr, 0) == CUDA_SUCCESS);
+  CUkernel binary_kernel = nullptr;
+  REQUIRE(cuLibraryGetKernel(&binary_kernel, binary, "_Z1kv") == CUDA_SUCCESS);
+  CHECK(cuKernelGetParamInfo(binary_kernel, 0, &offset, &size) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuLibraryUnload(binary) == CUDA_SUCCESS);
+  CHECK(cuKernelGetParamInfo(binary_kernel, 0, &offset, &size) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuLibraryUnload(library) == CUDA_SUCCESS);
+  CHECK(cuModuleUnload(module) == CUDA_SUCCESS);
+}

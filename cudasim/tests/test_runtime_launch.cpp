@@ -60,6 +60,7 @@ void unregistered_stub() {}
 void misnamed_stub() {}
 void attribute_stub() {}
 void launch_ex_stub() {}
+void ptx_stub() {}
 
 }  // namespace
 
@@ -209,6 +210,19 @@ TEST_CASE("runtime: libraries, cudaGetKernel and cudaFuncGetName", "[runtime][la
   CHECK(name(cudaGetKernel(nullptr, stub)) == "cudaErrorInvalidValue");
   CHECK(name(cudaFuncGetName(nullptr, stub)) == "cudaErrorInvalidValue");
   CHECK(name(cudaFuncGetName(&device_name, nullptr)) == "cudaErrorInvalidDeviceFunction");
+  // The fake fat binary holds no PTX: no parameter list to read.
+  size_t offset = 0, size = 0;
+  CHECK(name(cudaFuncGetParamInfo(stub, 0, &offset, &size)) == "cudaErrorNotSupported");
+  CHECK(name(cudaFuncGetParamInfo(reinterpret_cast<const void*>(&unregistered_stub), 0, &offset, &size)) ==
+        "cudaErrorInvalidDeviceFunction");
+  // A fat binary whose kernel is declared in PTX: its layout is read.
+  static FakeModule ptx_module(".entry _Z5ptx_kPfi(.param .u64 p0, .param .u32 p1)");
+  ptx_module.add(reinterpret_cast<const void*>(&ptx_stub), "_Z5ptx_kPfi");
+  __cudaRegisterFatBinaryEnd(ptx_module.handle);
+  CHECK_CUDA(cudaFuncGetParamInfo(reinterpret_cast<const void*>(&ptx_stub), 1, &offset, &size));
+  CHECK((offset == 8 && size == 4));
+  CHECK(name(cudaFuncGetParamInfo(reinterpret_cast<const void*>(&ptx_stub), 2, &offset, &size)) ==
+        "cudaErrorInvalidValue");
   cudaGetLastError();
 }
 
