@@ -586,6 +586,16 @@ CUDASIM_EXPORT CUresult cuLibraryGetModule(CUmodule* pMod, CUlibrary library) {
   return CUDA_SUCCESS;
 }
 
+// The simulated devices have no unified function pointers (CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS
+// reads 0), for which cuda.h allows CUDA_ERROR_NOT_FOUND for every symbol.
+CUDASIM_EXPORT CUresult cuLibraryGetUnifiedFunction(void** fptr, CUlibrary library, const char* symbol) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (fptr == nullptr || symbol == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!kernels(l.st).libraries.contains(library)) return CUDA_ERROR_INVALID_HANDLE;
+  return CUDA_ERROR_NOT_FOUND;
+}
+
 CUDASIM_EXPORT CUresult cuKernelGetLibrary(CUlibrary* pLib, CUkernel kernel) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;

@@ -151,6 +151,7 @@ const ProcEntry kEntries[] = {
   {"cuLibraryGetKernelCount", 12040, fn(cuLibraryGetKernelCount), nullptr},
   {"cuLibraryEnumerateKernels", 12040, fn(cuLibraryEnumerateKernels), nullptr},
   {"cuKernelGetLibrary", 12050, fn(cuKernelGetLibrary), nullptr},
+  {"cuLibraryGetUnifiedFunction", 12000, fn(cuLibraryGetUnifiedFunction), nullptr},
   {"cuFuncGetModule", 11000, fn(cuFuncGetModule), nullptr},
   {"cuFuncIsLoaded", 12040, fn(cuFuncIsLoaded), nullptr},
   {"cuFuncLoad", 12040, fn(cuFuncLoad), nullptr},

@@ -1,5 +1,5 @@
-// The runtime's library management (cudaLibraryLoadData, cudaLibraryGetKernel, ...), cudaGetKernel
-// and cudaFuncGetName, over the driver's context-independent libraries (kernels.cpp there): the
+// The runtime's library management (cudaLibraryLoadData, cudaLibraryGetKernel, ...), cudaGetKernel,
+// cudaGetFuncBySymbol, cudaKernelSetAttributeForDevice and cudaFuncGetName, over the driver's context-independent libraries (kernels.cpp there): the
 // runtime's library and kernel handles are the driver's, and its JIT and library options are the
 // driver's, value for value.
 #include "context.h"
@@ -60,6 +60,36 @@ cudaError_t cudaLibraryGetKernelCount(unsigned int* count, cudaLibrary_t lib) {
 cudaError_t cudaLibraryEnumerateKernels(cudaKernel_t* kernels, unsigned int numKernels, cudaLibrary_t lib) {
   return api_call([&] {
     return with_context([&] { return call_driver<&DriverTable::cuLibraryEnumerateKernels>(kernels, numKernels, lib); });
+  });
+}
+
+cudaError_t cudaLibraryGetUnifiedFunction(void** fptr, cudaLibrary_t library, const char* symbol) {
+  return api_call([&] {
+    return with_context([&] { return call_driver<&DriverTable::cuLibraryGetUnifiedFunction>(fptr, library, symbol); });
+  });
+}
+
+// cudaFuncAttribute and CUfunction_attribute number the settable attributes alike.
+cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel, cudaFuncAttribute attr, int value, int device) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuKernelSetAttribute>(static_cast<CUfunction_attribute>(attr), value, kernel,
+                                                             static_cast<CUdevice>(device));
+    });
+  });
+}
+
+// As cuKernelGetFunction: the kernel handle, taken wherever a function is, in every context.
+cudaError_t cudaGetFuncBySymbol(cudaFunction_t* functionPtr, const void* symbolPtr) {
+  return api_call([&] {
+    if (functionPtr == nullptr) return cudaErrorInvalidValue;
+    if (symbolPtr == nullptr) return cudaErrorInvalidDeviceFunction;
+    return with_context([&] {
+      CUkernel kernel = nullptr;
+      if (cudaError_t status = kernel_of(symbolPtr, &kernel); status != cudaSuccess) return status;
+      *functionPtr = reinterpret_cast<cudaFunction_t>(kernel);
+      return cudaSuccess;
+    });
   });
 }
 

@@ -243,6 +243,10 @@ TEST_CASE("modules and libraries count and enumerate their entry points", "[driv
   CUfunction from_module = nullptr;
   CHECK(cuModuleGetFunction(&from_module, library_module, "_Z3fooPf") == CUDA_SUCCESS);
   CHECK(cuLibraryGetModule(nullptr, library) == CUDA_ERROR_INVALID_VALUE);
+  void* unified = nullptr;  // no device has unified function pointers
+  CHECK(cuLibraryGetUnifiedFunction(&unified, library, "_Z3fooPf") == CUDA_ERROR_NOT_FOUND);
+  CHECK(cuLibraryGetUnifiedFunction(nullptr, library, "_Z3fooPf") == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLibraryGetUnifiedFunction(&unified, library, nullptr) == CUDA_ERROR_INVALID_VALUE);
 
   CHECK(cuLibraryUnload(library) == CUDA_SUCCESS);  // its modules and handles go with it
   CHECK(cuModuleGetFunctionCount(&count, library_module) == CUDA_ERROR_INVALID_HANDLE);
@@ -251,6 +255,7 @@ TEST_CASE("modules and libraries count and enumerate their entry points", "[driv
   CHECK(cuLibraryGetKernelCount(&count, library) == CUDA_ERROR_INVALID_HANDLE);
   CHECK(cuLibraryEnumerateKernels(kernels, 2, library) == CUDA_ERROR_INVALID_HANDLE);
   CHECK(cuLibraryGetModule(&again, library) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuLibraryGetUnifiedFunction(&unified, library, "_Z3fooPf") == CUDA_ERROR_INVALID_HANDLE);
   CHECK(cuModuleUnload(module) == CUDA_SUCCESS);
   CHECK(cuModuleGetFunctionCount(&count, module) == CUDA_ERROR_INVALID_HANDLE);
   CHECK(cuModuleEnumerateFunctions(functions, 3, module) == CUDA_ERROR_INVALID_HANDLE);

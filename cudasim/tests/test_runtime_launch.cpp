@@ -187,6 +187,8 @@ TEST_CASE("runtime: libraries, cudaGetKernel and cudaFuncGetName", "[runtime][la
   CHECK(kernels[1] == b);
   CHECK(name(cudaLibraryGetKernel(&b, library, "lib_c")) == "cudaErrorSymbolNotFound");
   CHECK(name(cudaLibraryGetKernelCount(nullptr, library)) == "cudaErrorInvalidValue");
+  void* unified = nullptr;
+  CHECK(name(cudaLibraryGetUnifiedFunction(&unified, library, "lib_a")) == "cudaErrorSymbolNotFound");
   CHECK_CUDA(cudaLibraryUnload(library));
   CHECK(name(cudaLibraryUnload(library)) == "cudaErrorInvalidResourceHandle");
   CHECK(name(cudaLibraryEnumerateKernels(kernels, 2, library)) == "cudaErrorInvalidResourceHandle");
@@ -208,6 +210,21 @@ TEST_CASE("runtime: libraries, cudaGetKernel and cudaFuncGetName", "[runtime][la
   CHECK(name(cudaGetKernel(&kernel, reinterpret_cast<const void*>(&unregistered_stub))) ==
         "cudaErrorInvalidDeviceFunction");
   CHECK(name(cudaGetKernel(nullptr, stub)) == "cudaErrorInvalidValue");
+  int device = 0;
+  REQUIRE_CUDA(cudaGetDevice(&device));
+  CHECK_CUDA(cudaKernelSetAttributeForDevice(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536, device));
+  cudaFuncAttributes attributes{};
+  CHECK_CUDA(cudaFuncGetAttributes(&attributes, stub));  // the stub's kernel is that kernel
+  CHECK(attributes.maxDynamicSharedSizeBytes == 65536);
+  CHECK(name(cudaKernelSetAttributeForDevice(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 1 << 30, device)) ==
+        "cudaErrorInvalidValue");
+  CHECK_CUDA(cudaKernelSetAttributeForDevice(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 49152, device));
+  cudaFunction_t function = nullptr;  // the kernel handle, launchable through the driver
+  CHECK_CUDA(cudaGetFuncBySymbol(&function, stub));
+  CHECK(reinterpret_cast<void*>(function) == reinterpret_cast<void*>(kernel));
+  CHECK(name(cudaGetFuncBySymbol(&function, reinterpret_cast<const void*>(&unregistered_stub))) ==
+        "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaGetFuncBySymbol(nullptr, stub)) == "cudaErrorInvalidValue");
   CHECK(name(cudaFuncGetName(nullptr, stub)) == "cudaErrorInvalidValue");
   CHECK(name(cudaFuncGetName(&device_name, nullptr)) == "cudaErrorInvalidDeviceFunction");
   // The fake fat binary holds no PTX: no parameter list to read.
