@@ -248,9 +248,6 @@ struct LaunchOptions {
   unsigned cluster[3] = {0, 0, 0};  // all 0: no cluster dimension given
 };
 
-constexpr unsigned kMaxPortableClusterBlocks = 8;
-constexpr unsigned kMaxClusterBlocks = 16;  // with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
-
 // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE when a cooperative grid cannot be resident all at once;
 // CUDA_ERROR_INVALID_CLUSTER_SIZE for clusters that do not tile the grid or exceed the limit.
 CUresult check_launch_options(const LaunchOptions& options, const unsigned grid[3], const unsigned block[3],

@@ -300,6 +300,8 @@ const ProcEntry kEntries[] = {
   {"cuProfilerStop", 4000, fn(cuProfilerStop), nullptr},
   // function attributes, occupancy (functions.cpp)
   {"cuFuncGetAttribute", 2020, fn(cuFuncGetAttribute), nullptr},
+  {"cuOccupancyMaxPotentialClusterSize", 11070, fn(cuOccupancyMaxPotentialClusterSize), nullptr},
+  {"cuOccupancyMaxActiveClusters", 11070, fn(cuOccupancyMaxActiveClusters), nullptr},
   {"cuFuncSetAttribute", 9000, fn(cuFuncSetAttribute), nullptr},
   {"cuFuncSetCacheConfig", 3000, fn(cuFuncSetCacheConfig), nullptr},
   {"cuFuncGetName", 12030, fn(cuFuncGetName), nullptr},

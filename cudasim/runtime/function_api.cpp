@@ -72,6 +72,29 @@ cudaError_t cudaFuncGetParamInfo(const void* func, size_t paramIndex, size_t* pa
   });
 }
 
+// Cluster occupancy of a registered kernel (the driver's model, functions.cpp there).
+cudaError_t cudaOccupancyMaxPotentialClusterSize(int* clusterSize, const void* func, const cudaLaunchConfig_t* config) {
+  return api_call([&] {
+    if (config == nullptr) return cudaErrorInvalidValue;
+    return with_kernel(func, [&](CUkernel kernel, CUdevice) {
+      const CUlaunchConfig driver_config = driver_launch_config(*config, config->stream);
+      return call_driver<&DriverTable::cuOccupancyMaxPotentialClusterSize>(
+          clusterSize, reinterpret_cast<CUfunction>(kernel), &driver_config);
+    });
+  });
+}
+
+cudaError_t cudaOccupancyMaxActiveClusters(int* numClusters, const void* func, const cudaLaunchConfig_t* config) {
+  return api_call([&] {
+    if (config == nullptr) return cudaErrorInvalidValue;
+    return with_kernel(func, [&](CUkernel kernel, CUdevice) {
+      const CUlaunchConfig driver_config = driver_launch_config(*config, config->stream);
+      return call_driver<&DriverTable::cuOccupancyMaxActiveClusters>(numClusters, reinterpret_cast<CUfunction>(kernel),
+                                                                      &driver_config);
+    });
+  });
+}
+
 cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
   return api_call([&] {
     return with_kernel(func, [&](CUkernel kernel, CUdevice device) {

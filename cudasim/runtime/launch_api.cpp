@@ -168,6 +168,17 @@ static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute) &&
               static_cast<int>(cudaLaunchAttributeClusterDimension) ==
                   static_cast<int>(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION));
 
+CUlaunchConfig driver_launch_config(const cudaLaunchConfig_t& config, CUstream stream) {
+  CUlaunchConfig out{};
+  out.gridDimX = config.gridDim.x, out.gridDimY = config.gridDim.y, out.gridDimZ = config.gridDim.z;
+  out.blockDimX = config.blockDim.x, out.blockDimY = config.blockDim.y, out.blockDimZ = config.blockDim.z;
+  out.sharedMemBytes = static_cast<unsigned>(config.dynamicSmemBytes);
+  out.hStream = stream;
+  out.attrs = reinterpret_cast<CUlaunchAttribute*>(config.attrs);
+  out.numAttrs = config.numAttrs;
+  return out;
+}
+
 cudaError_t launch_host_function_ex(const void* function, const cudaLaunchConfig_t* config, void** args,
                                     CUstream stream) {
   if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) return cudaErrorInvalidValue;
@@ -176,15 +187,7 @@ cudaError_t launch_host_function_ex(const void* function, const cudaLaunchConfig
   if (const cudaError_t status = kernel_of(function, &kernel); status != cudaSuccess) return status;
   if (!configuration_valid(config->gridDim, config->blockDim) || !shared_memory_valid(kernel, config->dynamicSmemBytes))
     return cudaErrorInvalidConfiguration;
-  CUlaunchConfig driver_config{};
-  driver_config.gridDimX = config->gridDim.x, driver_config.gridDimY = config->gridDim.y;
-  driver_config.gridDimZ = config->gridDim.z;
-  driver_config.blockDimX = config->blockDim.x, driver_config.blockDimY = config->blockDim.y;
-  driver_config.blockDimZ = config->blockDim.z;
-  driver_config.sharedMemBytes = static_cast<unsigned>(config->dynamicSmemBytes);
-  driver_config.hStream = stream;
-  driver_config.attrs = reinterpret_cast<CUlaunchAttribute*>(config->attrs);
-  driver_config.numAttrs = config->numAttrs;
+  const CUlaunchConfig driver_config = driver_launch_config(*config, stream);
   return with_context([&] {
     return call_driver<&DriverTable::cuLaunchKernelEx>(&driver_config, reinterpret_cast<CUfunction>(kernel), args,
                                                        nullptr);

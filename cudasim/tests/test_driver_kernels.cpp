@@ -427,3 +427,46 @@ TEST_CASE("cuLaunchKernelEx launches with attributes; cooperative grids must fit
   CHECK(cuStreamSynchronize(stream) == CUDA_SUCCESS);
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }
+
+TEST_CASE("cluster occupancy follows the launch limits and the occupancy model", "[driver][kernels]") {
+  primary_context();
+  const CUfunction f = add_one();
+  REQUIRE(f != nullptr);
+  CUlaunchAttribute cluster{};
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = 4, cluster.value.clusterDim.y = 1, cluster.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = 64, config.gridDimY = 1, config.gridDimZ = 1;
+  config.blockDimX = 256, config.blockDimY = 1, config.blockDimZ = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+
+  int size = 0;
+  CHECK(cuOccupancyMaxPotentialClusterSize(&size, f, &config) == CUDA_SUCCESS);
+  CHECK(size == 8);  // portable
+  int per_sm = 0;
+  REQUIRE(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 256, 0) == CUDA_SUCCESS);
+  int clusters = 0;
+  CHECK(cuOccupancyMaxActiveClusters(&clusters, f, &config) == CUDA_SUCCESS);
+  CHECK(clusters == per_sm * 132 / 4);
+  cluster.value.clusterDim.x = 16;
+  CHECK(cuOccupancyMaxActiveClusters(&clusters, f, &config) == CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  REQUIRE(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) == CUDA_SUCCESS);
+  CHECK(cuOccupancyMaxPotentialClusterSize(&size, f, &config) == CUDA_SUCCESS);
+  CHECK(size == 16);
+  CHECK(cuOccupancyMaxActiveClusters(&clusters, f, &config) == CUDA_SUCCESS);
+  CHECK(clusters == per_sm * 132 / 16);
+
+  config.numAttrs = 0;  // no cluster shape given, none required
+  CHECK(cuOccupancyMaxActiveClusters(&clusters, f, &config) == CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  config.blockDimX = 2048;  // no block fits: no cluster either
+  CHECK(cuOccupancyMaxPotentialClusterSize(&size, f, &config) == CUDA_SUCCESS);
+  CHECK(size == 0);
+  config.blockDimX = 0;
+  CHECK(cuOccupancyMaxPotentialClusterSize(&size, f, &config) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuOccupancyMaxPotentialClusterSize(nullptr, f, &config) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuOccupancyMaxPotentialClusterSize(&size, f, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuOccupancyMaxActiveClusters(nullptr, f, &config) == CUDA_ERROR_INVALID_VALUE);
+  config.blockDimX = 32;
+  CHECK(cuOccupancyMaxActiveClusters(&clusters, nullptr, &config) == CUDA_ERROR_INVALID_HANDLE);
+}

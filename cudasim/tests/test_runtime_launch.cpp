@@ -149,6 +149,14 @@ TEST_CASE("runtime: cudaLaunchKernelExC and cooperative launches", "[runtime][la
   attrs[1].val.clusterDim.x = 3, attrs[1].val.clusterDim.y = 1, attrs[1].val.clusterDim.z = 1;
   config.gridDim = dim3(8);
   CHECK(name(cudaLaunchKernelExC(&config, stub, nullptr)) == "cudaErrorInvalidClusterSize");
+  int clusters = 0, cluster_size = 0;  // clusters of 3 blocks of 256 threads resident at once
+  CHECK_CUDA(cudaOccupancyMaxActiveClusters(&clusters, stub, &config));
+  CHECK(clusters == static_cast<int>(fits) / 3);
+  CHECK_CUDA(cudaOccupancyMaxPotentialClusterSize(&cluster_size, stub, &config));
+  CHECK(cluster_size == 8);
+  CHECK(name(cudaOccupancyMaxActiveClusters(&clusters, stub, nullptr)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(&unregistered_stub), &config)) ==
+        "cudaErrorInvalidDeviceFunction");
   config.gridDim = dim3(9);
   CHECK_CUDA(cudaLaunchKernelExC(&config, stub, nullptr));
   config.blockDim = dim3(2048);
