@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 using namespace cudasim;
 
@@ -231,6 +232,55 @@ CUDASIM_EXPORT CUresult cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) 
   if (!kernels(l.st).kernels.contains(kernel)) return CUDA_ERROR_INVALID_HANDLE;
   *pFunc = reinterpret_cast<CUfunction>(kernel);
   return CUDA_SUCCESS;
+}
+
+// --- the deprecated execution control ---
+CUDASIM_EXPORT CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z) {
+  return with_settings(hfunc, [&](FunctionSettings& s) {
+    if (x <= 0 || y <= 0 || z <= 0) return CUDA_ERROR_INVALID_VALUE;
+    s.block_shape[0] = static_cast<unsigned>(x), s.block_shape[1] = static_cast<unsigned>(y);
+    s.block_shape[2] = static_cast<unsigned>(z);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUDASIM_EXPORT CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes) {
+  return with_settings(hfunc, [&](FunctionSettings& s) {
+    s.shared_size = bytes;  // checked against the function's limit at launch, as cuLaunchKernel's
+    return CUDA_SUCCESS;
+  });
+}
+
+CUDASIM_EXPORT CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes) {
+  return with_settings(hfunc, [&](FunctionSettings& s) {
+    if (numbytes > kMaxLegacyParamBytes) return CUDA_ERROR_INVALID_VALUE;
+    s.params.resize(numbytes);
+    return CUDA_SUCCESS;
+  });
+}
+
+namespace {
+
+// Copies `bytes` into the function's parameter buffer at `offset`, within its cuParamSetSize size.
+CUresult set_param(CUfunction hfunc, int offset, const void* value, std::size_t bytes) {
+  if (value == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
+  return with_settings(hfunc, [&](FunctionSettings& s) {
+    if (offset < 0 || static_cast<std::size_t>(offset) + bytes > s.params.size()) return CUDA_ERROR_INVALID_VALUE;
+    if (bytes > 0) std::memcpy(s.params.data() + offset, value, bytes);
+    return CUDA_SUCCESS;
+  });
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuParamSeti(CUfunction hfunc, int offset, unsigned int value) {
+  return set_param(hfunc, offset, &value, sizeof value);
+}
+CUDASIM_EXPORT CUresult cuParamSetf(CUfunction hfunc, int offset, float value) {
+  return set_param(hfunc, offset, &value, sizeof value);
+}
+CUDASIM_EXPORT CUresult cuParamSetv(CUfunction hfunc, int offset, void* ptr, unsigned int numbytes) {
+  return set_param(hfunc, offset, ptr, numbytes);
 }
 
 // --- occupancy ---

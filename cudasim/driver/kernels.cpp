@@ -699,3 +699,40 @@ CUDASIM_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned in
   return cooperative_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
                             kernelParams, true);
 }
+
+// --- the deprecated launches, with the shape, shared memory and parameters set beforehand ---
+namespace {
+
+CUresult legacy_launch(CUfunction f, int grid_width, int grid_height, CUstream stream) {
+  if (grid_width <= 0 || grid_height <= 0) {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  unsigned block[3] = {0, 0, 0};
+  unsigned shared = 0;
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    KernelState& ks = kernels(l.st);
+    const FunctionSettings* settings = nullptr;
+    if (auto* function = reinterpret_cast<CUfunc_st*>(f); ks.functions.contains(function)) settings = &function->settings;
+    else if (auto* kernel = reinterpret_cast<CUkern_st*>(f); ks.kernels.contains(kernel)) settings = &kernel->settings;
+    else return CUDA_ERROR_INVALID_HANDLE;
+    std::copy(settings->block_shape, settings->block_shape + 3, block);
+    shared = settings->shared_size;
+  }
+  // No block shape set: a block of 0 threads, refused by the launch as CUDA_ERROR_INVALID_VALUE.
+  const unsigned grid[3] = {static_cast<unsigned>(grid_width), static_cast<unsigned>(grid_height), 1};
+  return launch(f, grid, block, shared, stream, nullptr, nullptr, false);
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuLaunch(CUfunction f) { return legacy_launch(f, 1, 1, nullptr); }
+CUDASIM_EXPORT CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
+  return legacy_launch(f, grid_width, grid_height, nullptr);
+}
+CUDASIM_EXPORT CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream) {
+  return legacy_launch(f, grid_width, grid_height, hStream);
+}

@@ -26,7 +26,15 @@ struct FunctionSettings {
   int non_portable_cluster_allowed = 0;
   int cluster_scheduling_policy = 0;
   CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
+  // The deprecated execution control (cuFuncSetBlockShape, cuFuncSetSharedSize, cuParamSet*), which
+  // cuLaunch, cuLaunchGrid and cuLaunchGridAsync launch with.
+  unsigned block_shape[3] = {0, 0, 0};
+  unsigned shared_size = 0;
+  std::vector<unsigned char> params;  // cuParamSetSize bytes, written by cuParamSeti/f/v
 };
+
+// The most bytes of parameters the deprecated execution control takes (the driver's 4 KiB limit).
+inline constexpr std::size_t kMaxLegacyParamBytes = 4096;
 
 }  // namespace cudasim
 

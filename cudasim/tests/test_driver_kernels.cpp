@@ -470,3 +470,52 @@ TEST_CASE("cluster occupancy follows the launch limits and the occupancy model",
   config.blockDimX = 32;
   CHECK(cuOccupancyMaxActiveClusters(&clusters, nullptr, &config) == CUDA_ERROR_INVALID_HANDLE);
 }
+
+// The deprecated execution control is still exported by the driver: tested as such.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_CASE("the deprecated execution control launches with what was set beforehand", "[driver][kernels]") {
+  primary_context();
+  const CUfunction f = add_one();
+  REQUIRE(f != nullptr);
+  CHECK(cuLaunch(f) == CUDA_ERROR_INVALID_VALUE);  // no block shape yet
+  CHECK(cuFuncSetBlockShape(f, 128, 1, 1) == CUDA_SUCCESS);
+  CHECK(cuLaunch(f) == CUDA_SUCCESS);
+  CHECK(cuLaunchGrid(f, 4, 2) == CUDA_SUCCESS);
+  CUstream stream = non_blocking_stream();
+  Gate gate;  // ordered on its stream like any launch
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  CHECK(cuLaunchGridAsync(f, 4, 2, stream) == CUDA_SUCCESS);
+  CHECK(cuStreamQuery(stream) == CUDA_ERROR_NOT_READY);
+  gate.open();
+  CHECK(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(cuLaunchGrid(f, 0, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLaunchGrid(f, 65536 * 2, 65536) == CUDA_ERROR_INVALID_VALUE);  // height over the limit
+
+  CHECK(cuFuncSetSharedSize(f, 49153) == CUDA_SUCCESS);  // over the function's limit: refused at launch
+  CHECK(cuLaunch(f) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncSetSharedSize(f, 1024) == CUDA_SUCCESS);
+  CHECK(cuFuncSetBlockShape(f, 2048, 1, 1) == CUDA_SUCCESS);  // over 1024 threads: refused at launch
+  CHECK(cuLaunch(f) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncSetBlockShape(f, 0, 1, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncSetBlockShape(f, 32, 1, 1) == CUDA_SUCCESS);
+
+  CHECK(cuParamSeti(f, 0, 7) == CUDA_ERROR_INVALID_VALUE);  // no parameter space yet
+  CHECK(cuParamSetSize(f, 16) == CUDA_SUCCESS);
+  CHECK(cuParamSeti(f, 0, 7) == CUDA_SUCCESS);
+  CHECK(cuParamSetf(f, 4, 1.5f) == CUDA_SUCCESS);
+  unsigned long long pointer = 0x1000;
+  CHECK(cuParamSetv(f, 8, &pointer, sizeof pointer) == CUDA_SUCCESS);
+  CHECK(cuParamSetv(f, 12, &pointer, sizeof pointer) == CUDA_ERROR_INVALID_VALUE);  // past the 16 bytes
+  CHECK(cuParamSetv(f, 0, nullptr, 4) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuParamSeti(f, -1, 7) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuParamSetSize(f, 4097) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLaunchGridAsync(f, 1, 1, stream) == CUDA_SUCCESS);
+  CHECK(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+
+  CHECK(cuLaunch(nullptr) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuFuncSetBlockShape(nullptr, 1, 1, 1) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuParamSetSize(nullptr, 4) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+#pragma GCC diagnostic pop
