@@ -251,6 +251,17 @@ CUDASIM_EXPORT CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes
   });
 }
 
+// Bank sizes no longer exist on the simulated architecture: the setting is checked and kept only.
+CUDASIM_EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config) {
+  return with_settings(hfunc, [&](FunctionSettings& s) {
+    if (config != CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE && config != CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE &&
+        config != CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+      return CUDA_ERROR_INVALID_VALUE;
+    s.shared_config = config;
+    return CUDA_SUCCESS;
+  });
+}
+
 CUDASIM_EXPORT CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes) {
   return with_settings(hfunc, [&](FunctionSettings& s) {
     if (numbytes > kMaxLegacyParamBytes) return CUDA_ERROR_INVALID_VALUE;

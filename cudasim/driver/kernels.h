@@ -26,6 +26,7 @@ struct FunctionSettings {
   int non_portable_cluster_allowed = 0;
   int cluster_scheduling_policy = 0;
   CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
+  CUsharedconfig shared_config = CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE;  // cuFuncSetSharedMemConfig (kept only)
   // The deprecated execution control (cuFuncSetBlockShape, cuFuncSetSharedSize, cuParamSet*), which
   // cuLaunch, cuLaunchGrid and cuLaunchGridAsync launch with.
   unsigned block_shape[3] = {0, 0, 0};

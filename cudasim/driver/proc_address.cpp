@@ -157,6 +157,7 @@ const ProcEntry kEntries[] = {
   {"cuFuncLoad", 12040, fn(cuFuncLoad), nullptr},
   {"cuFuncSetBlockShape", 2000, fn(cuFuncSetBlockShape), nullptr},
   {"cuFuncSetSharedSize", 2000, fn(cuFuncSetSharedSize), nullptr},
+  {"cuFuncSetSharedMemConfig", 4020, fn(cuFuncSetSharedMemConfig), nullptr},
   {"cuParamSetSize", 2000, fn(cuParamSetSize), nullptr},
   {"cuParamSeti", 2000, fn(cuParamSeti), nullptr},
   {"cuParamSetf", 2000, fn(cuParamSetf), nullptr},

@@ -45,6 +45,7 @@ namespace cudasim::runtime {
   X(cuLibraryGetKernelCount, 12040) X(cuLibraryEnumerateKernels, 12040) X(cuKernelGetName, 12030)  \
   X(cuKernelGetParamInfo, 12040) X(cuLibraryGetUnifiedFunction, 12000)                           \
   X(cuOccupancyMaxPotentialClusterSize, 11070) X(cuOccupancyMaxActiveClusters, 11070)             \
+  X(cuFuncSetSharedMemConfig, 4020)                                                               \
   X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000) X(cuMemHostGetDevicePointer, 3020)               \
   X(cuMemHostGetFlags, 2030) X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000)             \
   X(cuDeviceCanAccessPeer, 4000) X(cuDeviceGetP2PAttribute, 8000) X(cuCtxEnablePeerAccess, 4000)  \

@@ -95,6 +95,16 @@ cudaError_t cudaOccupancyMaxActiveClusters(int* numClusters, const void* func, c
   });
 }
 
+// cudaSharedMemConfig and CUsharedconfig number the bank sizes alike; the driver keeps the setting.
+cudaError_t cudaFuncSetSharedMemConfig(const void* func, enum cudaSharedMemConfig config) {
+  return api_call([&] {
+    return with_kernel(func, [&](CUkernel kernel, CUdevice) {
+      return call_driver<&DriverTable::cuFuncSetSharedMemConfig>(reinterpret_cast<CUfunction>(kernel),
+                                                                 static_cast<CUsharedconfig>(config));
+    });
+  });
+}
+
 cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
   return api_call([&] {
     return with_kernel(func, [&](CUkernel kernel, CUdevice device) {

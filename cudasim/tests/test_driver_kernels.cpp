@@ -513,6 +513,9 @@ TEST_CASE("the deprecated execution control launches with what was set beforehan
   CHECK(cuLaunchGridAsync(f, 1, 1, stream) == CUDA_SUCCESS);
   CHECK(cuStreamSynchronize(stream) == CUDA_SUCCESS);
 
+  CHECK(cuFuncSetSharedMemConfig(f, CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE) == CUDA_SUCCESS);
+  CHECK(cuFuncSetSharedMemConfig(f, static_cast<CUsharedconfig>(3)) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncSetSharedMemConfig(nullptr, CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE) == CUDA_ERROR_INVALID_HANDLE);
   CHECK(cuLaunch(nullptr) == CUDA_ERROR_INVALID_HANDLE);
   CHECK(cuFuncSetBlockShape(nullptr, 1, 1, 1) == CUDA_ERROR_INVALID_HANDLE);
   CHECK(cuParamSetSize(nullptr, 4) == CUDA_ERROR_INVALID_HANDLE);

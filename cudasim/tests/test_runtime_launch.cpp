@@ -227,6 +227,13 @@ TEST_CASE("runtime: libraries, cudaGetKernel and cudaFuncGetName", "[runtime][la
   CHECK(name(cudaKernelSetAttributeForDevice(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 1 << 30, device)) ==
         "cudaErrorInvalidValue");
   CHECK_CUDA(cudaKernelSetAttributeForDevice(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 49152, device));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  CHECK_CUDA(cudaFuncSetSharedMemConfig(stub, cudaSharedMemBankSizeFourByte));
+  CHECK(name(cudaFuncSetSharedMemConfig(stub, static_cast<cudaSharedMemConfig>(3))) == "cudaErrorInvalidValue");
+  CHECK(name(cudaFuncSetSharedMemConfig(reinterpret_cast<const void*>(&unregistered_stub),
+                                        cudaSharedMemBankSizeDefault)) == "cudaErrorInvalidDeviceFunction");
+#pragma GCC diagnostic pop
   cudaFunction_t function = nullptr;  // the kernel handle, launchable through the driver
   CHECK_CUDA(cudaGetFuncBySymbol(&function, stub));
   CHECK(reinterpret_cast<void*>(function) == reinterpret_cast<void*>(kernel));
