@@ -23,6 +23,8 @@ constexpr int kMaxSharedBytesPerBlock = 49152;
 constexpr int kMaxSharedBytesPerBlockOptin = 232448;
 constexpr int kSharedBytesPerMultiprocessor = 233472;
 constexpr int kReservedSharedBytesPerBlock = 1024;  // the system's share of each block
+constexpr unsigned kMaxPortableClusterBlocks = 8;   // blocks in a cluster, portable sizes
+constexpr unsigned kMaxClusterBlocks = 16;          // with NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 constexpr int kL2Bytes = 50 << 20;
 constexpr std::size_t kMaxPersistingL2Bytes = kL2Bytes / 4 * 3;
 

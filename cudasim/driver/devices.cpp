@@ -26,6 +26,8 @@ int attribute_value(CUdevice_attribute attrib, int physical) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return kMultiprocessors;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;  // cuLaunchCooperativeKernel (kernels.cpp)
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 1;      // cluster dimensions (kernels.cpp)
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: return CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return kWarpSize;

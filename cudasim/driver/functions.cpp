@@ -15,6 +15,8 @@
 #include "state.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 using namespace cudasim;
 
@@ -180,6 +182,14 @@ CUresult max_potential_block_size(int* min_grid, int* block_size, CUfunction fun
 
 }  // namespace
 
+namespace cudasim {
+
+int resident_blocks(const FunctionSettings& settings, int block_size, std::size_t dynamic_shared) {
+  return active_blocks(settings, block_size, dynamic_shared);
+}
+
+}  // namespace cudasim
+
 // --- attributes ---
 CUDASIM_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
   if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -224,6 +234,66 @@ CUDASIM_EXPORT CUresult cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) 
   return CUDA_SUCCESS;
 }
 
+// --- the deprecated execution control ---
+CUDASIM_EXPORT CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z) {
+  return with_settings(hfunc, [&](FunctionSettings& s) {
+    if (x <= 0 || y <= 0 || z <= 0) return CUDA_ERROR_INVALID_VALUE;
+    s.block_shape[0] = static_cast<unsigned>(x), s.block_shape[1] = static_cast<unsigned>(y);
+    s.block_shape[2] = static_cast<unsigned>(z);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUDASIM_EXPORT CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes) {
+  return with_settings(hfunc, [&](FunctionSettings& s) {
+    s.shared_size = bytes;  // checked against the function's limit at launch, as cuLaunchKernel's
+    return CUDA_SUCCESS;
+  });
+}
+
+// Bank sizes no longer exist on the simulated architecture: the setting is checked and kept only.
+CUDASIM_EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config) {
+  return with_settings(hfunc, [&](FunctionSettings& s) {
+    if (config != CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE && config != CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE &&
+        config != CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+      return CUDA_ERROR_INVALID_VALUE;
+    s.shared_config = config;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUDASIM_EXPORT CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes) {
+  return with_settings(hfunc, [&](FunctionSettings& s) {
+    if (numbytes > kMaxLegacyParamBytes) return CUDA_ERROR_INVALID_VALUE;
+    s.params.resize(numbytes);
+    return CUDA_SUCCESS;
+  });
+}
+
+namespace {
+
+// Copies `bytes` into the function's parameter buffer at `offset`, within its cuParamSetSize size.
+CUresult set_param(CUfunction hfunc, int offset, const void* value, std::size_t bytes) {
+  if (value == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
+  return with_settings(hfunc, [&](FunctionSettings& s) {
+    if (offset < 0 || static_cast<std::size_t>(offset) + bytes > s.params.size()) return CUDA_ERROR_INVALID_VALUE;
+    if (bytes > 0) std::memcpy(s.params.data() + offset, value, bytes);
+    return CUDA_SUCCESS;
+  });
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuParamSeti(CUfunction hfunc, int offset, unsigned int value) {
+  return set_param(hfunc, offset, &value, sizeof value);
+}
+CUDASIM_EXPORT CUresult cuParamSetf(CUfunction hfunc, int offset, float value) {
+  return set_param(hfunc, offset, &value, sizeof value);
+}
+CUDASIM_EXPORT CUresult cuParamSetv(CUfunction hfunc, int offset, void* ptr, unsigned int numbytes) {
+  return set_param(hfunc, offset, ptr, numbytes);
+}
+
 // --- occupancy ---
 CUDASIM_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, CUfunction func, int blockSize,
                                                                     size_t dynamicSMemSize) {
@@ -249,6 +319,66 @@ CUDASIM_EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int* minGridSi
                                                                   unsigned int flags) {
   return max_potential_block_size(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize,
                                   blockSizeLimit, flags);
+}
+
+// Clusters (the launch checks in kernels.cpp): at most kMaxPortableClusterBlocks blocks, or
+// kMaxClusterBlocks when the function allows non-portable sizes; a required cluster shape
+// (REQUIRED_CLUSTER_WIDTH/HEIGHT/DEPTH) is the only one allowed.
+namespace {
+unsigned cluster_limit(const FunctionSettings& s) {
+  return s.non_portable_cluster_allowed ? kMaxClusterBlocks : kMaxPortableClusterBlocks;
+}
+unsigned required_cluster_blocks(const FunctionSettings& s) {
+  return static_cast<unsigned>(s.required_cluster[0] * s.required_cluster[1] * s.required_cluster[2]);
+}
+int config_block_threads(const CUlaunchConfig& config) {
+  const std::uint64_t threads = std::uint64_t{config.blockDimX} * config.blockDimY * config.blockDimZ;
+  return threads > kMaxThreadsPerBlock ? static_cast<int>(kMaxThreadsPerBlock) + 1 : static_cast<int>(threads);
+}
+}  // namespace
+
+// The largest cluster that launches with this configuration: the required one, else the limit
+// (0 when not even one block of the configuration fits a multiprocessor). Its cluster dimensions
+// are ignored, as cuda.h says.
+CUDASIM_EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int* clusterSize, CUfunction func,
+                                                           const CUlaunchConfig* config) {
+  if (clusterSize == nullptr || config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return with_settings(func, [&](const FunctionSettings& s) {
+    const int threads = config_block_threads(*config);
+    if (threads == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (active_blocks(s, threads, config->sharedMemBytes) == 0) *clusterSize = 0;
+    else if (const unsigned required = required_cluster_blocks(s); required > 0) *clusterSize = static_cast<int>(required);
+    else *clusterSize = static_cast<int>(cluster_limit(s));
+    return CUDA_SUCCESS;
+  });
+}
+
+// Clusters of the configuration's shape (its CLUSTER_DIMENSION attribute, else the function's
+// required shape) resident at once: every multiprocessor's blocks, pooled, in whole clusters.
+CUDASIM_EXPORT CUresult cuOccupancyMaxActiveClusters(int* numClusters, CUfunction func, const CUlaunchConfig* config) {
+  if (numClusters == nullptr || config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr))
+    return CUDA_ERROR_INVALID_VALUE;
+  return with_settings(func, [&](const FunctionSettings& s) {
+    const int threads = config_block_threads(*config);
+    if (threads == 0) return CUDA_ERROR_INVALID_VALUE;
+    unsigned cluster = required_cluster_blocks(s);
+    for (unsigned i = 0; i < config->numAttrs; ++i) {
+      const CUlaunchAttribute& a = config->attrs[i];
+      if (a.id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
+      const unsigned asked = a.value.clusterDim.x * a.value.clusterDim.y * a.value.clusterDim.z;
+      const bool matches = required_cluster_blocks(s) == 0 ||
+                           (static_cast<int>(a.value.clusterDim.x) == s.required_cluster[0] &&
+                            static_cast<int>(a.value.clusterDim.y) == s.required_cluster[1] &&
+                            static_cast<int>(a.value.clusterDim.z) == s.required_cluster[2]);
+      if (!matches) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+      cluster = asked;
+    }
+    if (cluster == 0 || cluster > cluster_limit(s)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    const std::uint64_t blocks =
+        static_cast<std::uint64_t>(active_blocks(s, threads, config->sharedMemBytes)) * kMultiprocessors;
+    *numClusters = static_cast<int>(blocks / cluster);
+    return CUDA_SUCCESS;
+  });
 }
 
 // The most dynamic shared memory each of numBlocks blocks of blockSize threads may use for all of

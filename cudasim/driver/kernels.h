@@ -6,7 +6,11 @@
 #include "state.h"
 
 #include <map>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -22,7 +26,16 @@ struct FunctionSettings {
   int non_portable_cluster_allowed = 0;
   int cluster_scheduling_policy = 0;
   CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
+  CUsharedconfig shared_config = CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE;  // cuFuncSetSharedMemConfig (kept only)
+  // The deprecated execution control (cuFuncSetBlockShape, cuFuncSetSharedSize, cuParamSet*), which
+  // cuLaunch, cuLaunchGrid and cuLaunchGridAsync launch with.
+  unsigned block_shape[3] = {0, 0, 0};
+  unsigned shared_size = 0;
+  std::vector<unsigned char> params;  // cuParamSetSize bytes, written by cuParamSeti/f/v
 };
+
+// The most bytes of parameters the deprecated execution control takes (the driver's 4 KiB limit).
+inline constexpr std::size_t kMaxLegacyParamBytes = 4096;
 
 }  // namespace cudasim
 
@@ -30,6 +43,7 @@ struct FunctionSettings {
 struct CUlib_st {
   std::string image;
   std::map<std::string, CUkern_st*> kernels;
+  std::map<CUctx_st*, CUmod_st*> modules;  // cuLibraryGetModule's, per context (live while in KernelState)
 };
 struct CUkern_st {
   CUlib_st* library = nullptr;
@@ -46,6 +60,22 @@ struct CUfunc_st {
   CUmod_st* module = nullptr;
   std::string name;
   cudasim::FunctionSettings settings;
+  // Lazy loading (cuFuncIsLoaded): a handle from cuModuleEnumerateFunctions is loaded by cuFuncLoad
+  // or its first launch; one from cuModuleGetFunction, or any in eager mode, is loaded at once.
+  bool loaded = true;
+};
+// A pending JIT link (linker.cpp): the inputs added so far, and the image cuLinkComplete made.
+struct CUlinkState_st {
+  std::string inputs;  // each accepted input's bytes, NUL-separated
+  int input_count = 0;
+  std::string output;  // empty until cuLinkComplete
+  // The caller's option slots the driver writes back into (valid while the link lives, as cuda.h
+  // requires of output options); null when not given.
+  char* info_log = nullptr;
+  char* error_log = nullptr;
+  void** info_log_size = nullptr;
+  void** error_log_size = nullptr;
+  void** wall_time = nullptr;
 };
 
 namespace cudasim {
@@ -58,11 +88,15 @@ struct KernelState {
   std::unordered_set<CUkern_st*> kernels;
   std::unordered_set<CUmod_st*> modules;
   std::unordered_set<CUfunc_st*> functions;
+  std::unordered_set<CUlinkState_st*> links;
   std::vector<std::unique_ptr<CUlib_st>> made_libraries;
   std::vector<std::unique_ptr<CUkern_st>> made_kernels;
   std::vector<std::unique_ptr<CUmod_st>> made_modules;
   std::vector<std::unique_ptr<CUfunc_st>> made_functions;
+  std::vector<std::unique_ptr<CUlinkState_st>> made_links;
   bool warned = false;
+  // CUDA_MODULE_LOADING, read when the first module or library call creates this state.
+  CUmoduleLoadingMode loading_mode = CU_MODULE_LAZY_LOADING;
 
   // Takes ownership of a new object and adds it to `live`.
   template <typename T>
@@ -75,7 +109,24 @@ struct KernelState {
   CUkern_st* keep(CUkern_st* kernel) { return keep(made_kernels, kernels, kernel); }
   CUmod_st* keep(CUmod_st* module) { return keep(made_modules, modules, module); }
   CUfunc_st* keep(CUfunc_st* function) { return keep(made_functions, functions, function); }
+  CUlinkState_st* keep(CUlinkState_st* link) { return keep(made_links, links, link); }
 };
+
+inline constexpr std::uint32_t kFatbinMagic = 0xBA55ED50;  // a fat binary's own header
+inline constexpr std::size_t kMaxImageBytes = std::size_t{1} << 31;
+inline constexpr std::size_t kUnboundedImage = std::numeric_limits<std::size_t>::max();
+
+// The bytes of a loadable image (a fat binary, or nvcc's wrapper of one when unbounded; a 64-bit ELF
+// cubin; PTX text), at most `limit` of them (kUnboundedImage: an image in memory, whose headers give
+// its length); nullopt when it is none of those.
+std::optional<std::string> image_bytes(const void* image, std::size_t limit);
+// The whole file at `path` (CUDA_ERROR_FILE_NOT_FOUND when it cannot be read, CUDA_ERROR_INVALID_IMAGE
+// over kMaxImageBytes), NUL-terminated after its bytes. Takes no lock.
+CUresult read_image_file(const char* path, std::string* out);
+
+// Blocks of `block_size` threads, `dynamic_shared` bytes each, that one multiprocessor holds
+// (functions.cpp's occupancy model).
+int resident_blocks(const FunctionSettings& settings, int block_size, std::size_t dynamic_shared);
 
 // The loaded modules and libraries of the process, created on first use. Needs State::mu.
 KernelState& kernels(State& st);

@@ -108,6 +108,10 @@ cudaError_t translate(CUresult result) {
     case CUDA_ERROR_NOT_FOUND: return cudaErrorSymbolNotFound;
     case CUDA_ERROR_INVALID_IMAGE: return cudaErrorInvalidKernelImage;
     case CUDA_ERROR_NO_BINARY_FOR_GPU: return cudaErrorNoKernelImageForDevice;
+    case CUDA_ERROR_FILE_NOT_FOUND: return cudaErrorFileNotFound;
+    case CUDA_ERROR_INVALID_PTX: return cudaErrorInvalidPtx;
+    case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: return cudaErrorCooperativeLaunchTooLarge;
+    case CUDA_ERROR_INVALID_CLUSTER_SIZE: return cudaErrorInvalidClusterSize;
     case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED: return cudaErrorPeerAccessUnsupported;
     case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: return cudaErrorPeerAccessAlreadyEnabled;
     case CUDA_ERROR_PEER_ACCESS_NOT_ENABLED: return cudaErrorPeerAccessNotEnabled;

@@ -41,6 +41,11 @@ namespace cudasim::runtime {
   X(cuMemAllocManaged, 6000)                                                                      \
   X(cuIpcGetMemHandle, 4010) X(cuIpcOpenMemHandle, 11000) X(cuIpcCloseMemHandle, 4010)            \
   X(cuLibraryLoadData, 12000) X(cuLibraryGetKernel, 12000) X(cuLaunchKernel, 4000)                \
+  X(cuLaunchKernelEx, 11060) X(cuLibraryLoadFromFile, 12000) X(cuLibraryUnload, 12000)            \
+  X(cuLibraryGetKernelCount, 12040) X(cuLibraryEnumerateKernels, 12040) X(cuKernelGetName, 12030)  \
+  X(cuKernelGetParamInfo, 12040) X(cuLibraryGetUnifiedFunction, 12000)                           \
+  X(cuOccupancyMaxPotentialClusterSize, 11070) X(cuOccupancyMaxActiveClusters, 11070)             \
+  X(cuFuncSetSharedMemConfig, 4020)                                                               \
   X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000) X(cuMemHostGetDevicePointer, 3020)               \
   X(cuMemHostGetFlags, 2030) X(cuMemHostRegister, 6050) X(cuMemHostUnregister, 4000)             \
   X(cuDeviceCanAccessPeer, 4000) X(cuDeviceGetP2PAttribute, 8000) X(cuCtxEnablePeerAccess, 4000)  \

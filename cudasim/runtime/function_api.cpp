@@ -63,6 +63,48 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* f
 }
 
 // cudaFuncAttribute and CUfunction_attribute number the settable attributes alike.
+// The parameter layout the driver reads from the kernel's PTX.
+cudaError_t cudaFuncGetParamInfo(const void* func, size_t paramIndex, size_t* paramOffset, size_t* paramSize) {
+  return api_call([&] {
+    return with_kernel(func, [&](CUkernel kernel, CUdevice) {
+      return call_driver<&DriverTable::cuKernelGetParamInfo>(kernel, paramIndex, paramOffset, paramSize);
+    });
+  });
+}
+
+// Cluster occupancy of a registered kernel (the driver's model, functions.cpp there).
+cudaError_t cudaOccupancyMaxPotentialClusterSize(int* clusterSize, const void* func, const cudaLaunchConfig_t* config) {
+  return api_call([&] {
+    if (config == nullptr) return cudaErrorInvalidValue;
+    return with_kernel(func, [&](CUkernel kernel, CUdevice) {
+      const CUlaunchConfig driver_config = driver_launch_config(*config, config->stream);
+      return call_driver<&DriverTable::cuOccupancyMaxPotentialClusterSize>(
+          clusterSize, reinterpret_cast<CUfunction>(kernel), &driver_config);
+    });
+  });
+}
+
+cudaError_t cudaOccupancyMaxActiveClusters(int* numClusters, const void* func, const cudaLaunchConfig_t* config) {
+  return api_call([&] {
+    if (config == nullptr) return cudaErrorInvalidValue;
+    return with_kernel(func, [&](CUkernel kernel, CUdevice) {
+      const CUlaunchConfig driver_config = driver_launch_config(*config, config->stream);
+      return call_driver<&DriverTable::cuOccupancyMaxActiveClusters>(numClusters, reinterpret_cast<CUfunction>(kernel),
+                                                                      &driver_config);
+    });
+  });
+}
+
+// cudaSharedMemConfig and CUsharedconfig number the bank sizes alike; the driver keeps the setting.
+cudaError_t cudaFuncSetSharedMemConfig(const void* func, enum cudaSharedMemConfig config) {
+  return api_call([&] {
+    return with_kernel(func, [&](CUkernel kernel, CUdevice) {
+      return call_driver<&DriverTable::cuFuncSetSharedMemConfig>(reinterpret_cast<CUfunction>(kernel),
+                                                                 static_cast<CUsharedconfig>(config));
+    });
+  });
+}
+
 cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
   return api_call([&] {
     return with_kernel(func, [&](CUkernel kernel, CUdevice device) {

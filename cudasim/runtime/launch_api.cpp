@@ -11,6 +11,7 @@
 #include "error_state.h"
 #include "operations.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -160,6 +161,53 @@ cudaError_t launch_host_function(const void* function, dim3 grid, dim3 block, vo
   return launch_kernel(kernel, grid, block, args, shared_bytes, stream);
 }
 
+// The runtime's launch attributes are the driver's, entry for entry.
+static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute) &&
+              offsetof(cudaLaunchAttribute, val) == offsetof(CUlaunchAttribute, value) &&
+              static_cast<int>(cudaLaunchAttributeCooperative) == static_cast<int>(CU_LAUNCH_ATTRIBUTE_COOPERATIVE) &&
+              static_cast<int>(cudaLaunchAttributeClusterDimension) ==
+                  static_cast<int>(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION));
+
+CUlaunchConfig driver_launch_config(const cudaLaunchConfig_t& config, CUstream stream) {
+  CUlaunchConfig out{};
+  out.gridDimX = config.gridDim.x, out.gridDimY = config.gridDim.y, out.gridDimZ = config.gridDim.z;
+  out.blockDimX = config.blockDim.x, out.blockDimY = config.blockDim.y, out.blockDimZ = config.blockDim.z;
+  out.sharedMemBytes = static_cast<unsigned>(config.dynamicSmemBytes);
+  out.hStream = stream;
+  out.attrs = reinterpret_cast<CUlaunchAttribute*>(config.attrs);
+  out.numAttrs = config.numAttrs;
+  return out;
+}
+
+cudaError_t launch_host_function_ex(const void* function, const cudaLaunchConfig_t* config, void** args,
+                                    CUstream stream) {
+  if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) return cudaErrorInvalidValue;
+  if (function == nullptr) return cudaErrorInvalidDeviceFunction;
+  CUkernel kernel = nullptr;
+  if (const cudaError_t status = kernel_of(function, &kernel); status != cudaSuccess) return status;
+  if (!configuration_valid(config->gridDim, config->blockDim) || !shared_memory_valid(kernel, config->dynamicSmemBytes))
+    return cudaErrorInvalidConfiguration;
+  const CUlaunchConfig driver_config = driver_launch_config(*config, stream);
+  return with_context([&] {
+    return call_driver<&DriverTable::cuLaunchKernelEx>(&driver_config, reinterpret_cast<CUfunction>(kernel), args,
+                                                       nullptr);
+  });
+}
+
+cudaError_t launch_cooperative(const void* function, dim3 grid, dim3 block, void** args, size_t shared_bytes,
+                               CUstream stream) {
+  cudaLaunchAttribute cooperative{};
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.attrs = &cooperative;
+  config.numAttrs = 1;
+  return launch_host_function_ex(function, &config, args, stream);
+}
+
 }  // namespace cudasim::runtime
 
 using namespace cudasim::runtime;
@@ -276,4 +324,15 @@ CUDASIM_RUNTIME_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, 
 extern "C" cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                         cudaStream_t stream) {
   return api_call([&] { return launch_host_function(func, gridDim, blockDim, args, sharedMem, stream); });
+}
+
+extern "C" cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  return api_call([&] {
+    return launch_host_function_ex(func, config, args, config != nullptr ? config->stream : nullptr);
+  });
+}
+
+extern "C" cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
+                                                   size_t sharedMem, cudaStream_t stream) {
+  return api_call([&] { return launch_cooperative(func, gridDim, blockDim, args, sharedMem, stream); });
 }

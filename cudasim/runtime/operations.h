@@ -93,6 +93,14 @@ const void* host_function_of(CUkernel kernel);
 cudaError_t launch_kernel(CUkernel kernel, dim3 grid, dim3 block, void** args, size_t shared_bytes, CUstream stream);
 cudaError_t launch_host_function(const void* function, dim3 grid, dim3 block, void** args, size_t shared_bytes,
                                  CUstream stream);
+// The driver's form of a runtime launch configuration (the attributes are the same entries), on `stream`.
+CUlaunchConfig driver_launch_config(const cudaLaunchConfig_t& config, CUstream stream);
+// cudaLaunchKernelExC: `config` with its attributes, on `stream` (config->stream as the caller resolved it).
+cudaError_t launch_host_function_ex(const void* function, const cudaLaunchConfig_t* config, void** args,
+                                    CUstream stream);
+// cudaLaunchCooperativeKernel: a launch with the cooperative attribute.
+cudaError_t launch_cooperative(const void* function, dim3 grid, dim3 block, void** args, size_t shared_bytes,
+                               CUstream stream);
 
 // Graph launches and instantiation with an upload stream (graph_api.cpp).
 cudaError_t graph_launch(cudaGraphExec_t exec, CUstream stream);

@@ -184,6 +184,16 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void
   return api_call([&] { return launch_host_function(func, gridDim, blockDim, args, sharedMem, per_thread_stream(stream)); });
 }
 
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  return api_call([&] {
+    return launch_host_function_ex(func, config, args, per_thread_stream(config != nullptr ? config->stream : nullptr));
+  });
+}
+cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                                        cudaStream_t stream) {
+  return api_call([&] { return launch_cooperative(func, gridDim, blockDim, args, sharedMem, per_thread_stream(stream)); });
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return api_call([&] { return stream_synchronize(per_thread_stream(stream)); });
 }

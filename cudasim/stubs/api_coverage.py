@@ -25,6 +25,7 @@ BOOKKEEPING = {
         "cuFuncSetCacheConfig", "cuKernelSetCacheConfig", "cuProfilerStart", "cuProfilerStop",
         "cuDevicePrimaryCtxSetFlags", "cuDevicePrimaryCtxSetFlags_v2",
         "cuDeviceRegisterAsyncNotification", "cuDeviceUnregisterAsyncNotification",
+        "cuFuncSetSharedMemConfig",
     },
     "runtime": {
         "cudaSetDeviceFlags", "cudaGetDeviceFlags", "cudaDeviceSetLimit", "cudaDeviceGetLimit",
@@ -32,6 +33,7 @@ BOOKKEEPING = {
         "cudaStreamGetPriority", "cudaStreamGetPriority_ptsz", "cudaFuncSetCacheConfig",
         "cudaProfilerStart", "cudaProfilerStop", "cudaDeviceSetSharedMemConfig",
         "cudaDeviceRegisterAsyncNotification", "cudaDeviceUnregisterAsyncNotification",
+        "cudaFuncSetSharedMemConfig",
     },
 }
 

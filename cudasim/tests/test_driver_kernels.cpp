@@ -10,6 +10,16 @@
 #include <string>
 #include <vector>
 
+// The per-thread-default-stream forms, exported by the driver but declared by cuda.h only for its
+// own build.
+extern "C" {
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                        void** kernelParams);
+}
+
 using namespace driver_test;
 using runtime_test::FakeFatbin;
 
@@ -332,3 +342,183 @@ TEST_CASE("peer access between the two devices", "[driver][peers]") {
   });
   CHECK(rc == 0);
 }
+
+TEST_CASE("cuLaunchKernelEx launches with attributes; cooperative grids must fit the device", "[driver][kernels]") {
+  primary_context();
+  const CUfunction f = add_one();
+  REQUIRE(f != nullptr);
+  int supported = 0;
+  CHECK(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 0) == CUDA_SUCCESS);
+  CHECK(supported == 1);
+  CHECK(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 0) == CUDA_SUCCESS);
+  CHECK(supported == 1);
+
+  CUstream stream = non_blocking_stream();
+  CUlaunchAttribute attrs[3] = {};
+  attrs[0].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  attrs[0].value.priority = 0;
+  attrs[1].id = CU_LAUNCH_ATTRIBUTE_IGNORE;
+  CUlaunchConfig config{};
+  config.gridDimX = 8, config.gridDimY = 1, config.gridDimZ = 1;
+  config.blockDimX = 128, config.blockDimY = 1, config.blockDimZ = 1;
+  config.hStream = stream;
+  config.attrs = attrs;
+  config.numAttrs = 2;
+  // Ordered on its stream like any launch.
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_SUCCESS);
+  CHECK(cuStreamQuery(stream) == CUDA_ERROR_NOT_READY);
+  gate.open();
+  CHECK(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+
+  // The occupancy model holds 16 blocks of 128 threads per multiprocessor: 132 * 16 blocks at once.
+  int per_sm = 0;
+  REQUIRE(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 128, 0) == CUDA_SUCCESS);
+  const unsigned fits = static_cast<unsigned>(per_sm) * 132;
+  attrs[2].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+  attrs[2].value.cooperative = 1;
+  config.numAttrs = 3;
+  config.gridDimX = fits;
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_SUCCESS);
+  CHECK(cuLaunchKernelEx_ptsz(&config, f, nullptr, nullptr) == CUDA_SUCCESS);
+  config.gridDimX = fits + 1;
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+  attrs[2].value.cooperative = 0;  // the same grid, not cooperative
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_SUCCESS);
+  CHECK(cuLaunchCooperativeKernel(f, fits, 1, 1, 128, 1, 1, 0, stream, nullptr) == CUDA_SUCCESS);
+  CHECK(cuLaunchCooperativeKernel_ptsz(f, fits, 1, 1, 128, 1, 1, 0, stream, nullptr) == CUDA_SUCCESS);
+  CHECK(cuLaunchCooperativeKernel(f, fits + 1, 1, 1, 128, 1, 1, 0, stream, nullptr) ==
+        CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+  CHECK(cuLaunchCooperativeKernel(f, 1, 1, 1, 1025, 1, 1, 0, stream, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLaunchCooperativeKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr) == CUDA_ERROR_INVALID_HANDLE);
+
+  // Clusters must tile the grid, at most 8 blocks unless the function allows non-portable sizes.
+  attrs[2].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attrs[2].value.clusterDim.x = 4, attrs[2].value.clusterDim.y = 1, attrs[2].value.clusterDim.z = 1;
+  config.gridDimX = 16;
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_SUCCESS);
+  config.gridDimX = 18;
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  config.gridDimX = 32;
+  attrs[2].value.clusterDim.x = 16;
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  REQUIRE(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) == CUDA_SUCCESS);
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_SUCCESS);
+  attrs[2].value.clusterDim.x = 32;
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  attrs[2].value.clusterDim.y = 0;  // a zero dimension is no cluster shape
+  attrs[2].value.clusterDim.x = 2;
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_ERROR_INVALID_CLUSTER_SIZE);
+
+  // Argument errors.
+  config.numAttrs = 1;
+  CHECK(cuLaunchKernelEx(nullptr, f, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  attrs[0].id = static_cast<CUlaunchAttributeID>(1000);
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  attrs[0].id = CU_LAUNCH_ATTRIBUTE_IGNORE;
+  config.attrs = nullptr;
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  config.numAttrs = 0;
+  config.blockDimX = 0;
+  CHECK(cuLaunchKernelEx(&config, f, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  config.blockDimX = 1;
+  CHECK(cuLaunchKernelEx(&config, nullptr, nullptr, nullptr) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("cluster occupancy follows the launch limits and the occupancy model", "[driver][kernels]") {
+  primary_context();
+  const CUfunction f = add_one();
+  REQUIRE(f != nullptr);
+  CUlaunchAttribute cluster{};
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = 4, cluster.value.clusterDim.y = 1, cluster.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = 64, config.gridDimY = 1, config.gridDimZ = 1;
+  config.blockDimX = 256, config.blockDimY = 1, config.blockDimZ = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+
+  int size = 0;
+  CHECK(cuOccupancyMaxPotentialClusterSize(&size, f, &config) == CUDA_SUCCESS);
+  CHECK(size == 8);  // portable
+  int per_sm = 0;
+  REQUIRE(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 256, 0) == CUDA_SUCCESS);
+  int clusters = 0;
+  CHECK(cuOccupancyMaxActiveClusters(&clusters, f, &config) == CUDA_SUCCESS);
+  CHECK(clusters == per_sm * 132 / 4);
+  cluster.value.clusterDim.x = 16;
+  CHECK(cuOccupancyMaxActiveClusters(&clusters, f, &config) == CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  REQUIRE(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) == CUDA_SUCCESS);
+  CHECK(cuOccupancyMaxPotentialClusterSize(&size, f, &config) == CUDA_SUCCESS);
+  CHECK(size == 16);
+  CHECK(cuOccupancyMaxActiveClusters(&clusters, f, &config) == CUDA_SUCCESS);
+  CHECK(clusters == per_sm * 132 / 16);
+
+  config.numAttrs = 0;  // no cluster shape given, none required
+  CHECK(cuOccupancyMaxActiveClusters(&clusters, f, &config) == CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  config.blockDimX = 2048;  // no block fits: no cluster either
+  CHECK(cuOccupancyMaxPotentialClusterSize(&size, f, &config) == CUDA_SUCCESS);
+  CHECK(size == 0);
+  config.blockDimX = 0;
+  CHECK(cuOccupancyMaxPotentialClusterSize(&size, f, &config) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuOccupancyMaxPotentialClusterSize(nullptr, f, &config) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuOccupancyMaxPotentialClusterSize(&size, f, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuOccupancyMaxActiveClusters(nullptr, f, &config) == CUDA_ERROR_INVALID_VALUE);
+  config.blockDimX = 32;
+  CHECK(cuOccupancyMaxActiveClusters(&clusters, nullptr, &config) == CUDA_ERROR_INVALID_HANDLE);
+}
+
+// The deprecated execution control is still exported by the driver: tested as such.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_CASE("the deprecated execution control launches with what was set beforehand", "[driver][kernels]") {
+  primary_context();
+  const CUfunction f = add_one();
+  REQUIRE(f != nullptr);
+  CHECK(cuLaunch(f) == CUDA_ERROR_INVALID_VALUE);  // no block shape yet
+  CHECK(cuFuncSetBlockShape(f, 128, 1, 1) == CUDA_SUCCESS);
+  CHECK(cuLaunch(f) == CUDA_SUCCESS);
+  CHECK(cuLaunchGrid(f, 4, 2) == CUDA_SUCCESS);
+  CUstream stream = non_blocking_stream();
+  Gate gate;  // ordered on its stream like any launch
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  CHECK(cuLaunchGridAsync(f, 4, 2, stream) == CUDA_SUCCESS);
+  CHECK(cuStreamQuery(stream) == CUDA_ERROR_NOT_READY);
+  gate.open();
+  CHECK(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(cuLaunchGrid(f, 0, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLaunchGrid(f, 65536 * 2, 65536) == CUDA_ERROR_INVALID_VALUE);  // height over the limit
+
+  CHECK(cuFuncSetSharedSize(f, 49153) == CUDA_SUCCESS);  // over the function's limit: refused at launch
+  CHECK(cuLaunch(f) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncSetSharedSize(f, 1024) == CUDA_SUCCESS);
+  CHECK(cuFuncSetBlockShape(f, 2048, 1, 1) == CUDA_SUCCESS);  // over 1024 threads: refused at launch
+  CHECK(cuLaunch(f) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncSetBlockShape(f, 0, 1, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncSetBlockShape(f, 32, 1, 1) == CUDA_SUCCESS);
+
+  CHECK(cuParamSeti(f, 0, 7) == CUDA_ERROR_INVALID_VALUE);  // no parameter space yet
+  CHECK(cuParamSetSize(f, 16) == CUDA_SUCCESS);
+  CHECK(cuParamSeti(f, 0, 7) == CUDA_SUCCESS);
+  CHECK(cuParamSetf(f, 4, 1.5f) == CUDA_SUCCESS);
+  unsigned long long pointer = 0x1000;
+  CHECK(cuParamSetv(f, 8, &pointer, sizeof pointer) == CUDA_SUCCESS);
+  CHECK(cuParamSetv(f, 12, &pointer, sizeof pointer) == CUDA_ERROR_INVALID_VALUE);  // past the 16 bytes
+  CHECK(cuParamSetv(f, 0, nullptr, 4) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuParamSeti(f, -1, 7) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuParamSetSize(f, 4097) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLaunchGridAsync(f, 1, 1, stream) == CUDA_SUCCESS);
+  CHECK(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+
+  CHECK(cuFuncSetSharedMemConfig(f, CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE) == CUDA_SUCCESS);
+  CHECK(cuFuncSetSharedMemConfig(f, static_cast<CUsharedconfig>(3)) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFuncSetSharedMemConfig(nullptr, CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuLaunch(nullptr) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuFuncSetBlockShape(nullptr, 1, 1, 1) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuParamSetSize(nullptr, 4) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+#pragma GCC diagnostic pop

@@ -59,6 +59,8 @@ void registered_stub() {}
 void unregistered_stub() {}
 void misnamed_stub() {}
 void attribute_stub() {}
+void launch_ex_stub() {}
+void ptx_stub() {}
 
 }  // namespace
 
@@ -108,6 +110,152 @@ TEST_CASE("runtime: registered kernels launch through <<<>>> and cudaLaunchKerne
   REQUIRE_CUDA(cudaDeviceReset());
   CHECK_CUDA(__cudaLaunchKernel(kernel, dim3(1), dim3(1), args, 0, nullptr));
   CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+TEST_CASE("runtime: cudaLaunchKernelExC and cooperative launches", "[runtime][launch]") {
+  const void* stub = reinterpret_cast<const void*>(&launch_ex_stub);
+  register_kernel(stub, "_Z9launch_exv");
+  int device = 0, cooperative = 0;
+  REQUIRE_CUDA(cudaGetDevice(&device));
+  CHECK_CUDA(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
+  CHECK(cooperative == 1);
+  int per_sm = 0, sms = 0;
+  REQUIRE_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stub, 256, 0));
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const unsigned fits = static_cast<unsigned>(per_sm * sms);
+
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaLaunchAttribute attrs[2] = {};
+  attrs[0].id = cudaLaunchAttributePriority;
+  attrs[1].id = cudaLaunchAttributeCooperative;
+  attrs[1].val.cooperative = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(fits);
+  config.blockDim = dim3(256);
+  config.stream = stream;
+  config.attrs = attrs;
+  config.numAttrs = 2;
+  Gate gate;  // ordered on its stream like any launch
+  REQUIRE_CUDA(cudaLaunchHostFunc(stream, Gate::wait, &gate));
+  CHECK_CUDA(cudaLaunchKernelExC(&config, stub, nullptr));
+  CHECK(name(cudaStreamQuery(stream)) == "cudaErrorNotReady");
+  gate.open();
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  config.gridDim = dim3(fits + 1);
+  CHECK(name(cudaLaunchKernelExC(&config, stub, nullptr)) == "cudaErrorCooperativeLaunchTooLarge");
+  CHECK(name(cudaGetLastError()) == "cudaErrorCooperativeLaunchTooLarge");
+  attrs[1].id = cudaLaunchAttributeClusterDimension;
+  attrs[1].val.clusterDim.x = 3, attrs[1].val.clusterDim.y = 1, attrs[1].val.clusterDim.z = 1;
+  config.gridDim = dim3(8);
+  CHECK(name(cudaLaunchKernelExC(&config, stub, nullptr)) == "cudaErrorInvalidClusterSize");
+  int clusters = 0, cluster_size = 0;  // clusters of 3 blocks of 256 threads resident at once
+  CHECK_CUDA(cudaOccupancyMaxActiveClusters(&clusters, stub, &config));
+  CHECK(clusters == static_cast<int>(fits) / 3);
+  CHECK_CUDA(cudaOccupancyMaxPotentialClusterSize(&cluster_size, stub, &config));
+  CHECK(cluster_size == 8);
+  CHECK(name(cudaOccupancyMaxActiveClusters(&clusters, stub, nullptr)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(&unregistered_stub), &config)) ==
+        "cudaErrorInvalidDeviceFunction");
+  config.gridDim = dim3(9);
+  CHECK_CUDA(cudaLaunchKernelExC(&config, stub, nullptr));
+  config.blockDim = dim3(2048);
+  CHECK(name(cudaLaunchKernelExC(&config, stub, nullptr)) == "cudaErrorInvalidConfiguration");
+  config.blockDim = dim3(256);
+  CHECK(name(cudaLaunchKernelExC(nullptr, stub, nullptr)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaLaunchKernelExC(&config, nullptr, nullptr)) == "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(&unregistered_stub), nullptr)) ==
+        "cudaErrorInvalidDeviceFunction");
+  config.attrs = nullptr;
+  CHECK(name(cudaLaunchKernelExC(&config, stub, nullptr)) == "cudaErrorInvalidValue");
+
+  CHECK_CUDA(cudaLaunchCooperativeKernel(stub, dim3(fits), dim3(256), nullptr, 0, stream));
+  CHECK(name(cudaLaunchCooperativeKernel(stub, dim3(fits + 1), dim3(256), nullptr, 0, stream)) ==
+        "cudaErrorCooperativeLaunchTooLarge");
+  CHECK(name(cudaLaunchCooperativeKernel(stub, dim3(1), dim3(0), nullptr, 0, stream)) ==
+        "cudaErrorInvalidConfiguration");
+  CHECK(name(cudaLaunchCooperativeKernel(nullptr, dim3(1), dim3(1), nullptr, 0, stream)) ==
+        "cudaErrorInvalidDeviceFunction");
+  cudaGetLastError();
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("runtime: libraries, cudaGetKernel and cudaFuncGetName", "[runtime][launch]") {
+  const char ptx[] = ".version 8.0\n.target sm_80\n.entry lib_a()\n{ ret; }\n.entry lib_b()\n{ ret; }\n";
+  cudaLibrary_t library = nullptr;
+  REQUIRE_CUDA(cudaLibraryLoadData(&library, ptx, nullptr, nullptr, 0, nullptr, nullptr, 0));
+  unsigned count = 0;
+  CHECK_CUDA(cudaLibraryGetKernelCount(&count, library));
+  CHECK(count == 2);
+  cudaKernel_t kernels[2] = {};
+  CHECK_CUDA(cudaLibraryEnumerateKernels(kernels, 2, library));
+  cudaKernel_t b = nullptr;
+  CHECK_CUDA(cudaLibraryGetKernel(&b, library, "lib_b"));
+  CHECK(kernels[1] == b);
+  CHECK(name(cudaLibraryGetKernel(&b, library, "lib_c")) == "cudaErrorSymbolNotFound");
+  CHECK(name(cudaLibraryGetKernelCount(nullptr, library)) == "cudaErrorInvalidValue");
+  void* unified = nullptr;
+  CHECK(name(cudaLibraryGetUnifiedFunction(&unified, library, "lib_a")) == "cudaErrorSymbolNotFound");
+  CHECK_CUDA(cudaLibraryUnload(library));
+  CHECK(name(cudaLibraryUnload(library)) == "cudaErrorInvalidResourceHandle");
+  CHECK(name(cudaLibraryEnumerateKernels(kernels, 2, library)) == "cudaErrorInvalidResourceHandle");
+  CHECK(name(cudaLibraryLoadFromFile(&library, "/nonexistent/cudasim.cubin", nullptr, nullptr, 0, nullptr, nullptr,
+                                     0)) == "cudaErrorFileNotFound");
+  const char garbage[] = "not an image";
+  CHECK(name(cudaLibraryLoadData(&library, garbage, nullptr, nullptr, 0, nullptr, nullptr, 0)) ==
+        "cudaErrorInvalidKernelImage");
+  cudaGetLastError();
+
+  const void* stub = reinterpret_cast<const void*>(&launch_ex_stub);
+  register_kernel(stub, "_Z9launch_exv");
+  cudaKernel_t kernel = nullptr;
+  CHECK_CUDA(cudaGetKernel(&kernel, stub));
+  CHECK(kernel != nullptr);
+  const char* device_name = nullptr;
+  CHECK_CUDA(cudaFuncGetName(&device_name, stub));
+  CHECK(std::string(device_name) == "_Z9launch_exv");
+  CHECK(name(cudaGetKernel(&kernel, reinterpret_cast<const void*>(&unregistered_stub))) ==
+        "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaGetKernel(nullptr, stub)) == "cudaErrorInvalidValue");
+  int device = 0;
+  REQUIRE_CUDA(cudaGetDevice(&device));
+  CHECK_CUDA(cudaKernelSetAttributeForDevice(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536, device));
+  cudaFuncAttributes attributes{};
+  CHECK_CUDA(cudaFuncGetAttributes(&attributes, stub));  // the stub's kernel is that kernel
+  CHECK(attributes.maxDynamicSharedSizeBytes == 65536);
+  CHECK(name(cudaKernelSetAttributeForDevice(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 1 << 30, device)) ==
+        "cudaErrorInvalidValue");
+  CHECK_CUDA(cudaKernelSetAttributeForDevice(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 49152, device));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  CHECK_CUDA(cudaFuncSetSharedMemConfig(stub, cudaSharedMemBankSizeFourByte));
+  CHECK(name(cudaFuncSetSharedMemConfig(stub, static_cast<cudaSharedMemConfig>(3))) == "cudaErrorInvalidValue");
+  CHECK(name(cudaFuncSetSharedMemConfig(reinterpret_cast<const void*>(&unregistered_stub),
+                                        cudaSharedMemBankSizeDefault)) == "cudaErrorInvalidDeviceFunction");
+#pragma GCC diagnostic pop
+  cudaFunction_t function = nullptr;  // the kernel handle, launchable through the driver
+  CHECK_CUDA(cudaGetFuncBySymbol(&function, stub));
+  CHECK(reinterpret_cast<void*>(function) == reinterpret_cast<void*>(kernel));
+  CHECK(name(cudaGetFuncBySymbol(&function, reinterpret_cast<const void*>(&unregistered_stub))) ==
+        "cudaErrorInvalidDeviceFunction");
+  CHECK(name(cudaGetFuncBySymbol(nullptr, stub)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaFuncGetName(nullptr, stub)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaFuncGetName(&device_name, nullptr)) == "cudaErrorInvalidDeviceFunction");
+  // The fake fat binary holds no PTX: no parameter list to read.
+  size_t offset = 0, size = 0;
+  CHECK(name(cudaFuncGetParamInfo(stub, 0, &offset, &size)) == "cudaErrorNotSupported");
+  CHECK(name(cudaFuncGetParamInfo(reinterpret_cast<const void*>(&unregistered_stub), 0, &offset, &size)) ==
+        "cudaErrorInvalidDeviceFunction");
+  // A fat binary whose kernel is declared in PTX: its layout is read.
+  static FakeModule ptx_module(".entry _Z5ptx_kPfi(.param .u64 p0, .param .u32 p1)");
+  ptx_module.add(reinterpret_cast<const void*>(&ptx_stub), "_Z5ptx_kPfi");
+  __cudaRegisterFatBinaryEnd(ptx_module.handle);
+  CHECK_CUDA(cudaFuncGetParamInfo(reinterpret_cast<const void*>(&ptx_stub), 1, &offset, &size));
+  CHECK((offset == 8 && size == 4));
+  CHECK(name(cudaFuncGetParamInfo(reinterpret_cast<const void*>(&ptx_stub), 2, &offset, &size)) ==
+        "cudaErrorInvalidValue");
+  cudaGetLastError();
 }
 
 TEST_CASE("runtime: function attributes and occupancy of registered kernels", "[runtime][launch]") {
