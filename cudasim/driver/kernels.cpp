@@ -502,7 +502,8 @@ CUDASIM_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
   KernelState& ks = kernels(l.st);
   if (!ks.libraries.erase(library)) return CUDA_ERROR_INVALID_HANDLE;
   std::erase_if(ks.kernels, [library](CUkern_st* k) { return k->library == library; });
-  for (const auto& [ctx, module] : library->modules) {
+  for (const auto& entry : library->modules) {  // not a structured binding: clang 14 cannot capture one
+    CUmod_st* module = entry.second;
     ks.modules.erase(module);
     std::erase_if(ks.functions, [module](CUfunc_st* f) { return f->module == module; });
   }
