@@ -14,6 +14,7 @@
 #include "graph_nodes.h"
 #include "operations.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -34,8 +35,16 @@ struct Symbols {
   std::map<std::pair<const void*, CUcontext>, CUdeviceptr> storage;  // per variable and context
 };
 
+// Set once symbols() made the registry: forgetting a context's storage needs none made, so a runtime
+// that registers no variable allocates nothing for them (and leaks nothing when it is unloaded).
+std::atomic<Symbols*> g_made_symbols{nullptr};
+
 Symbols& symbols() {
-  static auto* s = new Symbols;
+  static Symbols* const s = [] {
+    auto* made = new Symbols;
+    g_made_symbols.store(made, std::memory_order_release);
+    return made;
+  }();
   return *s;
 }
 
@@ -143,7 +152,9 @@ void forget_binary_variables(void** binary) {
 }
 
 void forget_symbol_storage(CUcontext context) {
-  Symbols& s = symbols();
+  Symbols* made = g_made_symbols.load(std::memory_order_acquire);
+  if (made == nullptr) return;
+  Symbols& s = *made;
   std::lock_guard lock(s.mutex);
   std::erase_if(s.storage, [context](const auto& entry) { return entry.first.second == context; });
 }
