@@ -14,12 +14,16 @@
 // level l halves Width, Height and, for 3D arrays, Depth, each at least 1; layers and cubemap faces
 // are not halved). cuArrayGetMemoryRequirements reports exactly that size and a 2 MiB alignment.
 // An array created with CUDA_ARRAY3D_DEFERRED_MAPPING holds no memory (it would be backed later
-// by cuMemMapArrayAsync, which is not simulated); only such arrays answer the memory-requirement
-// queries, as cuda.h documents.
+// by cuMemMapArrayAsync, which checks its arguments and then refuses such an array with
+// CUDA_ERROR_NOT_SUPPORTED); only such arrays answer the memory-requirement queries, as cuda.h
+// documents. No array is sparse (CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED reads 0, creation
+// refuses CUDA_ARRAY3D_SPARSE) or multi-planar (NV12 and the other YUV formats are refused), so the
+// sparse-property and plane queries answer the documented error for every array.
 //
 // Array objects are deleted when destroyed; every entry point looks the handle up in the live set
 // (under State::mu) before touching it, so a stale handle is CUDA_ERROR_INVALID_HANDLE.
 #include "contexts.h"
+#include "device_limits.h"
 #include "state.h"
 
 #include <sys/mman.h>
@@ -430,4 +434,94 @@ CUDASIM_EXPORT CUresult cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmapp
   }
   *pLevelArray = levels[level];
   return CUDA_SUCCESS;
+}
+
+// The plain formats (integers, half and float) with 1, 2 or 4 channels are what a linear texture
+// holds; each has the same element limit on the simulated device.
+CUDASIM_EXPORT CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t* maxWidthInElements, CUarray_format format,
+                                                           unsigned numChannels, CUdevice dev) {
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  auto bytes = channel_bytes(format);
+  if (maxWidthInElements == nullptr || !bytes || *bytes == 0 ||
+      (numChannels != 1 && numChannels != 2 && numChannels != 4))
+    return CUDA_ERROR_INVALID_VALUE;
+  *maxWidthInElements = kMaxTexture1DLinearWidth;
+  return CUDA_SUCCESS;
+}
+
+// Only multi-planar formats (NV12, ...) have planes, and the simulator makes no array of them.
+CUDASIM_EXPORT CUresult cuArrayGetPlane(CUarray* pPlaneArray, CUarray hArray, unsigned int) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (pPlaneArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (l.st.arrays.count(hArray) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  return CUDA_ERROR_INVALID_VALUE;  // not a multi-planar array
+}
+
+namespace {
+
+// No array is sparse: every query is CUDA_ERROR_INVALID_VALUE, the one error documented.
+template <typename Handle>
+CUresult sparse_properties(CUDA_ARRAY_SPARSE_PROPERTIES*, Handle*) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+// cuMemMapArrayAsync: each entry checked as documented; a valid one names a deferred-mapping array
+// (no sparse array exists), whose backing by memory is not simulated.
+CUresult map_array(State& st, const CUarrayMapInfo& info, const std::shared_ptr<CUstream_st>& stream,
+                   bool* deferred) {
+  ArrayObject* array = nullptr;
+  if (info.resourceType == CU_RESOURCE_TYPE_ARRAY) {
+    if (st.arrays.count(info.resource.array) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    array = info.resource.array;
+    if (array->owner != nullptr) return CUDA_ERROR_INVALID_VALUE;  // a mipmapped array's level
+  } else if (info.resourceType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY) {
+    if (st.mipmapped_arrays.count(info.resource.mipmap) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    array = info.resource.mipmap;
+  } else {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!array->deferred) return CUDA_ERROR_INVALID_VALUE;  // neither sparse nor deferred
+  const bool map = info.memOperationType == CU_MEM_OPERATION_TYPE_MAP;
+  if (!map && info.memOperationType != CU_MEM_OPERATION_TYPE_UNMAP) return CUDA_ERROR_INVALID_VALUE;
+  if (map ? info.memHandleType != CU_MEM_HANDLE_TYPE_GENERIC : info.memHandle.memHandle != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  // Exactly one device, the stream's.
+  const int device = context_device(stream->ctx);
+  if (device >= 32 || info.deviceBitMask != (1u << device)) return CUDA_ERROR_INVALID_VALUE;
+  if (info.flags != 0 || info.reserved[0] != 0 || info.reserved[1] != 0) return CUDA_ERROR_INVALID_VALUE;
+  *deferred = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult map_arrays(CUarrayMapInfo* list, unsigned count, CUstream handle, bool per_thread) {
+  return with_stream(handle, per_thread, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
+    if (list == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+    bool deferred = false;
+    for (unsigned i = 0; i < count; ++i) {
+      if (CUresult rc = map_array(st, list[i], stream, &deferred); rc != CUDA_SUCCESS) return rc;
+    }
+    return deferred ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
+  });
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES* sparseProperties, CUarray array) {
+  return sparse_properties(sparseProperties, array);
+}
+CUDASIM_EXPORT CUresult cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES* sparseProperties,
+                                                            CUmipmappedArray mipmap) {
+  return sparse_properties(sparseProperties, mipmap);
+}
+CUDASIM_EXPORT CUresult cuMemMapArrayAsync(CUarrayMapInfo* mapInfoList, unsigned int count, CUstream hStream) {
+  return map_arrays(mapInfoList, count, hStream, false);
+}
+CUDASIM_EXPORT CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo* mapInfoList, unsigned int count, CUstream hStream) {
+  return map_arrays(mapInfoList, count, hStream, true);
 }

@@ -1,6 +1,7 @@
 // Per-context settings that change no simulated behaviour but that programs set and read back:
-// limits (cuCtxSetLimit), the cache preference (cuCtxSetCacheConfig), the stream priority range and
-// the profiler switches (no profiler runs here, so starting and stopping it do nothing).
+// limits (cuCtxSetLimit), the cache preference (cuCtxSetCacheConfig), the context flags
+// (cuCtxSetFlags), the shared memory bank size, the stream priority range, the persisting L2 lines
+// and the profiler switches (no profiler runs here, so starting and stopping it do nothing).
 #include "contexts.h"
 #include "device_limits.h"
 #include "state.h"
@@ -41,9 +42,31 @@ CUresult accepted_limit(CUlimit limit, std::size_t value, std::size_t* out) {
   }
 }
 
+// What cuCtxSetFlags may change: the scheduling policy (one of them), CU_CTX_SYNC_MEMOPS and the
+// deprecated CU_CTX_MAP_HOST (every context behaves as if it were set). The other flags are fixed
+// when the context is made: they may be passed as they are, not changed.
+constexpr unsigned kSettableContextFlags = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_SYNC_MEMOPS;
+
+bool valid_schedule(unsigned flags) {
+  const unsigned schedule = flags & CU_CTX_SCHED_MASK;
+  return schedule == CU_CTX_SCHED_AUTO || schedule == CU_CTX_SCHED_SPIN || schedule == CU_CTX_SCHED_YIELD ||
+         schedule == CU_CTX_SCHED_BLOCKING_SYNC;
+}
+
 CUresult current(Locked& l, CUctx_st** ctx) {
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   return current_context(l.st, ctx);
+}
+
+// A query of the current context: *out = read(context); a NULL output is CUDA_ERROR_INVALID_VALUE.
+template <typename T, typename Read>
+CUresult query_current(T* out, Read read) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current(l, &ctx); rc != CUDA_SUCCESS) return rc;
+  *out = read(*ctx);
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -93,12 +116,7 @@ CUDASIM_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config) {
 }
 
 CUDASIM_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache* pconfig) {
-  if (pconfig == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Locked l;
-  CUctx_st* ctx = nullptr;
-  if (CUresult rc = current(l, &ctx); rc != CUDA_SUCCESS) return rc;
-  *pconfig = ctx->cache_config;
-  return CUDA_SUCCESS;
+  return query_current(pconfig, [](const CUctx_st& ctx) { return ctx.cache_config; });
 }
 
 CUDASIM_EXPORT CUresult cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
@@ -125,6 +143,48 @@ CUDASIM_EXPORT CUresult cuProfilerStart() {
 }
 
 CUDASIM_EXPORT CUresult cuProfilerStop() {
+  Locked l;
+  CUctx_st* ctx = nullptr;
+  return current(l, &ctx);
+}
+
+// Starting with CUDA 12.0 this always fails, as cudaProfiler.h documents: there is nothing to set up.
+CUDASIM_EXPORT CUresult cuProfilerInitialize(const char*, const char*, CUoutput_mode) {
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUDASIM_EXPORT CUresult cuCtxSetFlags(unsigned int flags) {
+  Locked l;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current(l, &ctx); rc != CUDA_SUCCESS) return rc;
+  if ((flags & ~static_cast<unsigned>(CU_CTX_FLAGS_MASK)) != 0 || !valid_schedule(flags) ||
+      (flags & ~kSettableContextFlags) != (ctx->flags & ~kSettableContextFlags))
+    return CUDA_ERROR_INVALID_VALUE;
+  ctx->flags = flags;  // cuCtxGetFlags reads it back
+  if (ctx->primary) l.st.device(ctx->device).primary_flags = flags;  // and cuDevicePrimaryCtxGetState
+  return CUDA_SUCCESS;
+}
+
+// Shared memory banks are four bytes wide on every simulated device and cannot be changed: as
+// documented for such devices, a valid setting is accepted and does nothing, and the query answers
+// the fixed size (the runtime's cudaDeviceGetSharedMemConfig answers the same).
+CUDASIM_EXPORT CUresult cuCtxGetSharedMemConfig(CUsharedconfig* pConfig) {
+  return query_current(pConfig, [](const CUctx_st&) { return CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE; });
+}
+
+CUDASIM_EXPORT CUresult cuCtxSetSharedMemConfig(CUsharedconfig config) {
+  Locked l;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current(l, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (config != CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE && config != CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE &&
+      config != CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+// No device code runs, so no cache line is ever persisting: resetting them is a valid no-op in a
+// current context.
+CUDASIM_EXPORT CUresult cuCtxResetPersistingL2Cache() {
   Locked l;
   CUctx_st* ctx = nullptr;
   return current(l, &ctx);

@@ -232,6 +232,7 @@ CUresult ctx_create(CUcontext* pctx, unsigned flags, CUdevice dev) {
   CUctx_st* ctx = recycled != nullptr ? recycled : new CUctx_st();  // never freed: see contexts.h
   ctx->device = dev;
   ctx->flags = flags;
+  ctx->usage = 1;
   if (CUresult rc = activate_context(l.st, ctx); rc != CUDA_SUCCESS) {
     if (recycled == nullptr) delete ctx;
     return rc;
@@ -242,6 +243,14 @@ CUresult ctx_create(CUcontext* pctx, unsigned flags, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+// Frees a created context and pops it if it is current on the calling thread. Locks itself.
+void destroy_created_context(CUctx_st* ctx) {
+  deactivate_context(ctx);
+  Locked l;
+  auto& stack = context_stack(l.st);
+  if (!stack.empty() && stack.back() == ctx) stack_pop(stack);
+}
+
 CUresult ctx_destroy(CUcontext ctx) {
   {
     Locked l;
@@ -249,10 +258,7 @@ CUresult ctx_destroy(CUcontext ctx) {
     if (CUresult rc = check_context_handle(l.st, ctx); rc != CUDA_SUCCESS) return rc;
     if (ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
   }
-  deactivate_context(ctx);
-  Locked l;
-  auto& stack = context_stack(l.st);
-  if (!stack.empty() && stack.back() == ctx) stack_pop(stack);
+  destroy_created_context(ctx);
   return CUDA_SUCCESS;
 }
 
@@ -467,5 +473,36 @@ CUDASIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* f
   Device& d = l.st.device(dev);
   *flags = d.primary_flags;
   *active = d.primary != nullptr && d.primary->alive ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+// --- the deprecated usage count ---
+// A created context's usage count starts at 1; a primary context's is its retain count, so
+// attaching to it retains it and detaching releases it as cuDevicePrimaryCtxRelease does.
+
+CUDASIM_EXPORT CUresult cuCtxAttach(CUcontext* pctx, unsigned int flags) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (pctx == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (ctx->primary) l.st.device(ctx->device).primary_refcount++;
+  else ctx->usage++;
+  *pctx = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuCtxDetach(CUcontext ctx) {
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = check_context_handle(l.st, ctx); rc != CUDA_SUCCESS) return rc;
+    // It must be current to the calling thread.
+    CUctx_st* current = nullptr;
+    if (current_context(l.st, &current) != CUDA_SUCCESS || current != ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!ctx->primary && --ctx->usage > 0) return CUDA_SUCCESS;
+  }
+  if (ctx->primary) return primary_release(ctx->device);
+  destroy_created_context(ctx);
   return CUDA_SUCCESS;
 }

@@ -21,6 +21,9 @@ struct CUctx_st {
   bool alive = false;
   unsigned flags = 0;
   unsigned long long id = 0;
+  // The usage count of a created context (cuCtxCreate: 1; cuCtxAttach adds one, cuCtxDetach takes
+  // one and destroys the context at 0). A primary context counts its retains instead.
+  int usage = 0;
   int stack_refs = 0;  // entries on threads' context stacks (under the State lock)
   std::shared_ptr<CUstream_st> legacy;
   std::map<std::thread::id, std::shared_ptr<CUstream_st>> per_thread;

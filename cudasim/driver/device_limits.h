@@ -26,6 +26,9 @@ constexpr int kReservedSharedBytesPerBlock = 1024;  // the system's share of eac
 constexpr unsigned kMaxPortableClusterBlocks = 8;   // blocks in a cluster, portable sizes
 constexpr unsigned kMaxClusterBlocks = 16;          // with NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 constexpr int kL2Bytes = 50 << 20;
+// Elements of a 1D texture bound to linear memory (CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH,
+// cuDeviceGetTexture1DLinearMaxWidth), whatever the element's format and channels.
+constexpr int kMaxTexture1DLinearWidth = 1 << 28;
 constexpr std::size_t kMaxPersistingL2Bytes = kL2Bytes / 4 * 3;
 
 }  // namespace cudasim

@@ -27,6 +27,12 @@ int attribute_value(CUdevice_attribute attrib, int physical) {
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return kMultiprocessors;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;  // cuLaunchCooperativeKernel (kernels.cpp)
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH: return 1;  // cuLaunchCooperativeKernelMultiDevice
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH: return kMaxTexture1DLinearWidth;
+    // cuFlushGPUDirectRDMAWrites works (no remote writer exists, so it has nothing to wait for); the
+    // stream memory operations' flush does not (stream_memops.cpp), and no GPUDirect RDMA API
+    // (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED) is simulated.
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: return CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST;
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 1;      // cluster dimensions (kernels.cpp)
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: return CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
@@ -361,5 +367,20 @@ CUDASIM_EXPORT CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUa
   auto it = async_callbacks().find(callback);
   if (it == async_callbacks().end() || it->second->device != device) return CUDA_ERROR_INVALID_VALUE;
   async_callbacks().erase(it);
+  return CUDA_SUCCESS;
+}
+
+// --- GPUDirect RDMA ---
+// CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS says this is supported; nothing writes
+// into a simulated device from outside, so once the arguments are valid there is nothing to wait for.
+CUDASIM_EXPORT CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target,
+                                                   CUflushGPUDirectRDMAWritesScope scope) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current_context(l.st, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (target != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX) return CUDA_ERROR_INVALID_VALUE;
+  if (scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER && scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES)
+    return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }

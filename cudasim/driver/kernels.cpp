@@ -701,6 +701,105 @@ CUDASIM_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned in
                             kernelParams, true);
 }
 
+// --- cuLaunchCooperativeKernelMultiDevice (deprecated) ---
+namespace {
+
+constexpr unsigned kMultiDeviceLaunchFlags =
+    CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC | CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC;
+
+// One entry of a multi-device launch, checked: its stream, and the function's code (image and name)
+// and settings.
+struct MultiDeviceEntry {
+  std::shared_ptr<CUstream_st> stream;
+  const std::string* image = nullptr;
+  const std::string* name = nullptr;
+  const FunctionSettings* settings = nullptr;
+  CUfunc_st* function = nullptr;  // null for a CUkernel
+};
+
+CUresult check_multi_device_entry(State& st, const CUDA_LAUNCH_PARAMS& p, MultiDeviceEntry* out) {
+  // A stream made by cuStreamCreate*, never the NULL, legacy or per-thread stream.
+  if (p.hStream == nullptr || p.hStream == CU_STREAM_LEGACY || p.hStream == CU_STREAM_PER_THREAD)
+    return CUDA_ERROR_INVALID_VALUE;
+  auto stream = st.streams.find(p.hStream);
+  if (stream == st.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+  out->stream = stream->second;
+  if (out->stream->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  KernelState& ks = kernels(st);
+  auto* function = reinterpret_cast<CUfunc_st*>(p.function);
+  auto* kernel = reinterpret_cast<CUkern_st*>(p.function);
+  if (ks.functions.contains(function)) {
+    // The function's context must be the stream's.
+    if (function->module->ctx != out->stream->ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    *out = {out->stream, &function->module->image, &function->name, &function->settings, function};
+  } else if (ks.kernels.contains(kernel)) {  // a CUkernel launches in the stream's context
+    *out = {out->stream, &kernel->library->image, &kernel->name, &kernel->settings, nullptr};
+  } else {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  const unsigned grid[3] = {p.gridDimX, p.gridDimY, p.gridDimZ};
+  const unsigned block[3] = {p.blockDimX, p.blockDimY, p.blockDimZ};
+  if (!launch_shape_valid(grid, block, p.sharedMemBytes, *out->settings)) return CUDA_ERROR_INVALID_VALUE;
+  LaunchOptions cooperative;
+  cooperative.cooperative = true;
+  return check_launch_options(cooperative, grid, block, p.sharedMemBytes, *out->settings);
+}
+
+bool same_shape(const CUDA_LAUNCH_PARAMS& a, const CUDA_LAUNCH_PARAMS& b) {
+  return a.gridDimX == b.gridDimX && a.gridDimY == b.gridDimY && a.gridDimZ == b.gridDimZ &&
+         a.blockDimX == b.blockDimX && a.blockDimY == b.blockDimY && a.blockDimZ == b.blockDimZ &&
+         a.sharedMemBytes == b.sharedMemBytes;
+}
+
+// One cooperative kernel per entry, on its stream, each on a different device, all of the same code
+// and shape. Unless the flags say otherwise, each kernel starts after the work queued before it on
+// every stream of the launch, and later work on each stream waits for every kernel of the launch.
+CUresult launch_multi_device(const CUDA_LAUNCH_PARAMS* list, unsigned count, unsigned flags) {
+  Locked l;
+  State& st = l.st;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  if (list == nullptr || count == 0 || count > st.devices.size() || (flags & ~kMultiDeviceLaunchFlags) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  std::vector<MultiDeviceEntry> entries(count);
+  std::set<int> devices;
+  for (unsigned i = 0; i < count; ++i) {
+    if (CUresult rc = check_multi_device_entry(st, list[i], &entries[i]); rc != CUDA_SUCCESS) return rc;
+    if (!devices.insert(context_device(entries[i].stream->ctx)).second) return CUDA_ERROR_INVALID_VALUE;
+    if (*entries[i].image != *entries[0].image || *entries[i].name != *entries[0].name ||
+        !same_shape(list[i], list[0]))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (st.config.kernels == KernelLaunches::Fail) return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  warn_kernels_do_not_run(st);
+  // Waits of one stream for another's sequence number, queued directly: no pair waits in a cycle, as
+  // every kernel waits only for work queued before any kernel of the launch.
+  auto wait_all = [&entries](std::size_t i, const std::vector<std::uint64_t>& seqs) {
+    for (std::size_t j = 0; j < entries.size(); ++j) {
+      if (j == i || entries[j].stream->reached(seqs[j])) continue;
+      entries[i].stream->enqueue([other = entries[j].stream, seq = seqs[j]] { other->wait_until(seq); });
+    }
+  };
+  std::vector<std::uint64_t> before(count), kernels_done(count);
+  for (unsigned i = 0; i < count; ++i) before[i] = entries[i].stream->last_submitted();
+  for (unsigned i = 0; i < count; ++i) {
+    if ((flags & CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC) == 0) wait_all(i, before);
+    if (entries[i].function != nullptr) entries[i].function->loaded = true;
+    st.device(context_device(entries[i].stream->ctx)).stats.kernel_launches++;
+    kernels_done[i] = submit(st, entries[i].stream, [] {});
+  }
+  if ((flags & CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC) == 0) {
+    for (unsigned i = 0; i < count; ++i) wait_all(i, kernels_done);
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS* launchParamsList,
+                                                             unsigned int numDevices, unsigned int flags) {
+  return launch_multi_device(launchParamsList, numDevices, flags);
+}
+
 // --- the deprecated launches, with the shape, shared memory and parameters set beforehand ---
 namespace {
 

@@ -45,6 +45,52 @@ CUDASIM_EXPORT CUresult cuDeviceGetP2PAttribute(int* value, CUdevice_P2PAttribut
   }
 }
 
+namespace {
+
+// The operations a peer link carries natively, as on an NVLink-connected sm_90 pair: every
+// integer operation on 32 and 64 bits (increment and decrement only unsigned 32-bit, as
+// atomicInc/atomicDec), exchange and compare-and-swap up to 128 bits, float addition on scalars
+// and four-float vectors. Float minimum and maximum are not native (a compare-and-swap loop).
+unsigned peer_atomic_capabilities(CUatomicOperation operation) {
+  constexpr unsigned kIntegers = CU_ATOMIC_CAPABILITY_SIGNED | CU_ATOMIC_CAPABILITY_UNSIGNED |
+                                 CU_ATOMIC_CAPABILITY_REDUCTION | CU_ATOMIC_CAPABILITY_SCALAR_32 |
+                                 CU_ATOMIC_CAPABILITY_SCALAR_64;
+  switch (operation) {
+    case CU_ATOMIC_OPERATION_INTEGER_INCREMENT:
+    case CU_ATOMIC_OPERATION_INTEGER_DECREMENT:
+      return CU_ATOMIC_CAPABILITY_UNSIGNED | CU_ATOMIC_CAPABILITY_REDUCTION | CU_ATOMIC_CAPABILITY_SCALAR_32;
+    case CU_ATOMIC_OPERATION_EXCHANGE:
+    case CU_ATOMIC_OPERATION_CAS:
+      return CU_ATOMIC_CAPABILITY_SIGNED | CU_ATOMIC_CAPABILITY_UNSIGNED | CU_ATOMIC_CAPABILITY_SCALAR_32 |
+             CU_ATOMIC_CAPABILITY_SCALAR_64 | CU_ATOMIC_CAPABILITY_SCALAR_128;
+    case CU_ATOMIC_OPERATION_FLOAT_ADD:
+      return CU_ATOMIC_CAPABILITY_REDUCTION | CU_ATOMIC_CAPABILITY_SCALAR_32 | CU_ATOMIC_CAPABILITY_SCALAR_64 |
+             CU_ATOMIC_CAPABILITY_VECTOR_32x4;
+    case CU_ATOMIC_OPERATION_FLOAT_MIN:
+    case CU_ATOMIC_OPERATION_FLOAT_MAX: return 0;
+    default: return kIntegers;  // add, min, max, and, or, xor
+  }
+}
+
+}  // namespace
+
+// Per operation, what the link between two devices carries natively: nothing where the pair has no
+// peer access, as CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED then reads 0.
+CUDASIM_EXPORT CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int* capabilities,
+                                                         const CUatomicOperation* operations, unsigned int count,
+                                                         CUdevice srcDevice, CUdevice dstDevice) {
+  Locked l;
+  if (CUresult rc = device_status(l, srcDevice); rc != CUDA_SUCCESS) return rc;
+  if (!valid_device(l.st, dstDevice) || srcDevice == dstDevice) return CUDA_ERROR_INVALID_DEVICE;
+  if (capabilities == nullptr || operations == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < count; ++i) {
+    if (operations[i] < 0 || operations[i] >= CU_ATOMIC_OPERATION_MAX) return CUDA_ERROR_INVALID_VALUE;
+  }
+  const bool native = can_access_peer(l.st, srcDevice, dstDevice);
+  for (unsigned i = 0; i < count; ++i) capabilities[i] = native ? peer_atomic_capabilities(operations[i]) : 0;
+  return CUDA_SUCCESS;
+}
+
 CUDASIM_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;

@@ -52,6 +52,8 @@ const ProcEntry kEntries[] = {
   {"cuDeviceGetByPCIBusId", 4010, fn(cuDeviceGetByPCIBusId), nullptr},
   {"cuDeviceGetExecAffinitySupport", 11040, fn(cuDeviceGetExecAffinitySupport), nullptr},
   {"cuDeviceGetHostAtomicCapabilities", 13000, fn(cuDeviceGetHostAtomicCapabilities), nullptr},
+  {"cuDeviceGetTexture1DLinearMaxWidth", 11010, fn(cuDeviceGetTexture1DLinearMaxWidth), nullptr},
+  {"cuFlushGPUDirectRDMAWrites", 11030, fn(cuFlushGPUDirectRDMAWrites), nullptr},
   {"cuDeviceRegisterAsyncNotification", 12040, fn(cuDeviceRegisterAsyncNotification), nullptr},
   {"cuDeviceUnregisterAsyncNotification", 12040, fn(cuDeviceUnregisterAsyncNotification), nullptr},
   // primary contexts
@@ -81,6 +83,8 @@ const ProcEntry kEntries[] = {
   {"cuCtxSynchronize", 2000, fn(cuCtxSynchronize), nullptr},
   {"cuCtxSynchronize", 13000, fn(cuCtxSynchronize_v2), nullptr},
   {"cuCtxGetFlags", 7000, fn(cuCtxGetFlags), nullptr},
+  {"cuCtxAttach", 2000, fn(cuCtxAttach), nullptr},
+  {"cuCtxDetach", 2000, fn(cuCtxDetach), nullptr},
   {"cuCtxGetApiVersion", 3020, fn(cuCtxGetApiVersion), nullptr},
   {"cuCtxGetId", 12000, fn(cuCtxGetId), nullptr},
   // memory
@@ -130,6 +134,7 @@ const ProcEntry kEntries[] = {
   {"cuCtxEnablePeerAccess", 4000, fn(cuCtxEnablePeerAccess), nullptr},
   {"cuCtxDisablePeerAccess", 4000, fn(cuCtxDisablePeerAccess), nullptr},
   {"cuDeviceGetP2PAttribute", 8000, fn(cuDeviceGetP2PAttribute), nullptr},
+  {"cuDeviceGetP2PAtomicCapabilities", 13000, fn(cuDeviceGetP2PAtomicCapabilities), nullptr},
   // modules, libraries and launches
   {"cuModuleLoadData", 2000, fn(cuModuleLoadData), nullptr},
   {"cuModuleLoadDataEx", 2010, fn(cuModuleLoadDataEx), nullptr},
@@ -142,6 +147,7 @@ const ProcEntry kEntries[] = {
   {"cuLaunchKernel", 4000, fn(cuLaunchKernel), fn(cuLaunchKernel_ptsz)},
   {"cuLaunchKernelEx", 11060, fn(cuLaunchKernelEx), fn(cuLaunchKernelEx_ptsz)},
   {"cuLaunchCooperativeKernel", 9000, fn(cuLaunchCooperativeKernel), fn(cuLaunchCooperativeKernel_ptsz)},
+  {"cuLaunchCooperativeKernelMultiDevice", 9000, fn(cuLaunchCooperativeKernelMultiDevice), nullptr},
   {"cuModuleLoad", 2000, fn(cuModuleLoad), nullptr},
   {"cuModuleGetLoadingMode", 11070, fn(cuModuleGetLoadingMode), nullptr},
   {"cuModuleGetFunctionCount", 12040, fn(cuModuleGetFunctionCount), nullptr},
@@ -204,6 +210,10 @@ const ProcEntry kEntries[] = {
   {"cuMipmappedArrayCreate", 5000, fn(cuMipmappedArrayCreate), nullptr},
   {"cuMipmappedArrayDestroy", 5000, fn(cuMipmappedArrayDestroy), nullptr},
   {"cuMipmappedArrayGetLevel", 5000, fn(cuMipmappedArrayGetLevel), nullptr},
+  {"cuArrayGetPlane", 11020, fn(cuArrayGetPlane), nullptr},
+  {"cuArrayGetSparseProperties", 11010, fn(cuArrayGetSparseProperties), nullptr},
+  {"cuMipmappedArrayGetSparseProperties", 11010, fn(cuMipmappedArrayGetSparseProperties), nullptr},
+  {"cuMemMapArrayAsync", 11010, fn(cuMemMapArrayAsync), fn(cuMemMapArrayAsync_ptsz)},
   {"cuMipmappedArrayGetMemoryRequirements", 11060, fn(cuMipmappedArrayGetMemoryRequirements), nullptr},
   // copies and sets
   {"cuMemcpy", 4000, fn(cuMemcpy), fn(cuMemcpy_ptds)},
@@ -308,6 +318,11 @@ const ProcEntry kEntries[] = {
   {"cuCtxGetStreamPriorityRange", 5050, fn(cuCtxGetStreamPriorityRange), nullptr},
   {"cuProfilerStart", 4000, fn(cuProfilerStart), nullptr},
   {"cuProfilerStop", 4000, fn(cuProfilerStop), nullptr},
+  {"cuProfilerInitialize", 4000, fn(cuProfilerInitialize), nullptr},
+  {"cuCtxSetFlags", 12010, fn(cuCtxSetFlags), nullptr},
+  {"cuCtxGetSharedMemConfig", 4020, fn(cuCtxGetSharedMemConfig), nullptr},
+  {"cuCtxSetSharedMemConfig", 4020, fn(cuCtxSetSharedMemConfig), nullptr},
+  {"cuCtxResetPersistingL2Cache", 11000, fn(cuCtxResetPersistingL2Cache), nullptr},
   // function attributes, occupancy (functions.cpp)
   {"cuFuncGetAttribute", 2020, fn(cuFuncGetAttribute), nullptr},
   {"cuOccupancyMaxPotentialClusterSize", 11070, fn(cuOccupancyMaxPotentialClusterSize), nullptr},

@@ -198,6 +198,36 @@ cudaError_t memory_requirements(cudaArrayMemoryRequirements* out, Handle array, 
   });
 }
 
+// The driver answers every array: none is sparse.
+template <auto Entry, typename Handle>
+cudaError_t sparse_properties(cudaArraySparseProperties* out, Handle array) {
+  return with_context([&] {
+    CUDA_ARRAY_SPARSE_PROPERTIES driver{};
+    if (cudaError_t status = call_driver<Entry>(&driver, array); status != cudaSuccess) return status;
+    if (out == nullptr) return cudaErrorInvalidValue;
+    *out = cudaArraySparseProperties{};
+    out->tileExtent.width = driver.tileExtent.width;
+    out->tileExtent.height = driver.tileExtent.height;
+    out->tileExtent.depth = driver.tileExtent.depth;
+    out->miptailFirstLevel = driver.miptailFirstLevel;
+    out->miptailSize = driver.miptailSize;
+    out->flags = driver.flags;
+    return cudaSuccess;
+  });
+}
+
+// The element limit of a 1D linear texture of this channel format: a format the runtime can express
+// for the driver, else cudaErrorInvalidValue.
+cudaError_t texture_1d_linear_max_width(size_t* width, const cudaChannelFormatDesc* desc, int device) {
+  if (width == nullptr || desc == nullptr) return cudaErrorInvalidValue;
+  CUdevice handle = 0;
+  if (cudaError_t status = device_handle(device, &handle); status != cudaSuccess) return status;
+  CUDA_ARRAY3D_DESCRIPTOR converted{};
+  if (driver_descriptor(*desc, 1, 0, 0, 0, &converted) != cudaSuccess) return cudaErrorInvalidValue;
+  return call_driver<&DriverTable::cuDeviceGetTexture1DLinearMaxWidth>(width, converted.Format,
+                                                                        converted.NumChannels, handle);
+}
+
 }  // namespace
 }  // namespace cudasim::runtime
 
@@ -258,6 +288,38 @@ cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t* levelArray, cudaMipmappedArr
           reinterpret_cast<CUarray*>(levelArray),
           reinterpret_cast<CUmipmappedArray>(const_cast<cudaMipmappedArray_t>(mipmappedArray)), level);
     });
+  });
+}
+
+}  // extern "C"
+
+extern "C" {
+
+cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(size_t* maxWidthInElements, const struct cudaChannelFormatDesc* fmtDesc,
+                                                 int device) {
+  return api_call([&] { return texture_1d_linear_max_width(maxWidthInElements, fmtDesc, device); });
+}
+// Only multi-planar arrays have planes; the driver makes none (cudaErrorInvalidValue for every
+// live array).
+cudaError_t cudaArrayGetPlane(cudaArray_t* pPlaneArray, cudaArray_t hArray, unsigned int planeIdx) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuArrayGetPlane>(reinterpret_cast<CUarray*>(pPlaneArray),
+                                                        reinterpret_cast<CUarray>(hArray), planeIdx);
+    });
+  });
+}
+cudaError_t cudaArrayGetSparseProperties(struct cudaArraySparseProperties* sparseProperties, cudaArray_t array) {
+  return api_call([&] {
+    return sparse_properties<&DriverTable::cuArrayGetSparseProperties>(sparseProperties,
+                                                                       reinterpret_cast<CUarray>(array));
+  });
+}
+cudaError_t cudaMipmappedArrayGetSparseProperties(struct cudaArraySparseProperties* sparseProperties,
+                                                  cudaMipmappedArray_t mipmap) {
+  return api_call([&] {
+    return sparse_properties<&DriverTable::cuMipmappedArrayGetSparseProperties>(
+        sparseProperties, reinterpret_cast<CUmipmappedArray>(mipmap));
   });
 }
 

@@ -114,4 +114,20 @@ cudaError_t cudaProfilerStop() {
   return api_call([&] { return with_context([&] { return call_driver<&DriverTable::cuProfilerStop>(); }); });
 }
 
+// No persisting line exists to reset; the driver checks the context.
+cudaError_t cudaCtxResetPersistingL2Cache() {
+  return api_call(
+      [&] { return with_context([&] { return call_driver<&DriverTable::cuCtxResetPersistingL2Cache>(); }); });
+}
+// cudaFlushGPUDirectRDMAWritesTarget/Scope and the driver's enumerations share their values.
+cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(enum cudaFlushGPUDirectRDMAWritesTarget target,
+                                               enum cudaFlushGPUDirectRDMAWritesScope scope) {
+  return api_call([&] {
+    return with_context([&] {
+      return call_driver<&DriverTable::cuFlushGPUDirectRDMAWrites>(
+          static_cast<CUflushGPUDirectRDMAWritesTarget>(target), static_cast<CUflushGPUDirectRDMAWritesScope>(scope));
+    });
+  });
+}
+
 }  // extern "C"

@@ -104,7 +104,11 @@ namespace cudasim::runtime {
   X(cuUserObjectCreate, 11030) X(cuUserObjectRetain, 11030) X(cuUserObjectRelease, 11030)          \
   X(cuGraphRetainUserObject, 11030) X(cuGraphReleaseUserObject, 11030)                             \
   X(cuStreamBeginCaptureToGraph, 12030) X(cuStreamUpdateCaptureDependencies, 12030)                \
-  X(cuGraphConditionalHandleCreate, 12030) X(cuGraphDebugDotPrint, 11030)
+  X(cuGraphConditionalHandleCreate, 12030) X(cuGraphDebugDotPrint, 11030)                         \
+  X(cuCtxResetPersistingL2Cache, 11000) X(cuDeviceGetP2PAtomicCapabilities, 13000)                \
+  X(cuDeviceGetTexture1DLinearMaxWidth, 11010) X(cuFlushGPUDirectRDMAWrites, 11030)                \
+  X(cuArrayGetPlane, 11020) X(cuArrayGetSparseProperties, 11010)                                   \
+  X(cuMipmappedArrayGetSparseProperties, 11010)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

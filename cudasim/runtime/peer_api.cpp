@@ -74,6 +74,19 @@ cudaError_t cudaDeviceGetP2PAttribute(int* value, enum cudaDeviceP2PAttr attr, i
   });
 }
 
+// cudaAtomicOperation and CUatomicOperation share their values, as do the capability bits.
+cudaError_t cudaDeviceGetP2PAtomicCapabilities(unsigned int* capabilities, const enum cudaAtomicOperation* operations,
+                                               unsigned int count, int srcDevice, int dstDevice) {
+  return api_call([&] {
+    CUdevice source = 0;
+    CUdevice destination = 0;
+    if (const cudaError_t status = device_handle(srcDevice, &source); status != cudaSuccess) return status;
+    if (const cudaError_t status = device_handle(dstDevice, &destination); status != cudaSuccess) return status;
+    return call_driver<&DriverTable::cuDeviceGetP2PAtomicCapabilities>(
+        capabilities, reinterpret_cast<const CUatomicOperation*>(operations), count, source, destination);
+  });
+}
+
 cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
   return api_call([&] { return change_peer_access(peerDevice, flags, true); });
 }

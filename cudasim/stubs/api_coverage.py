@@ -25,7 +25,8 @@ BOOKKEEPING = {
         "cuFuncSetCacheConfig", "cuKernelSetCacheConfig", "cuProfilerStart", "cuProfilerStop",
         "cuDevicePrimaryCtxSetFlags", "cuDevicePrimaryCtxSetFlags_v2",
         "cuDeviceRegisterAsyncNotification", "cuDeviceUnregisterAsyncNotification",
-        "cuFuncSetSharedMemConfig",
+        "cuFuncSetSharedMemConfig", "cuCtxSetFlags", "cuCtxGetSharedMemConfig", "cuCtxSetSharedMemConfig",
+        "cuCtxResetPersistingL2Cache", "cuProfilerInitialize",
     },
     "runtime": {
         "cudaSetDeviceFlags", "cudaGetDeviceFlags", "cudaDeviceSetLimit", "cudaDeviceGetLimit",
@@ -33,7 +34,7 @@ BOOKKEEPING = {
         "cudaStreamGetPriority", "cudaStreamGetPriority_ptsz", "cudaFuncSetCacheConfig",
         "cudaProfilerStart", "cudaProfilerStop", "cudaDeviceSetSharedMemConfig",
         "cudaDeviceRegisterAsyncNotification", "cudaDeviceUnregisterAsyncNotification",
-        "cudaFuncSetSharedMemConfig",
+        "cudaFuncSetSharedMemConfig", "cudaCtxResetPersistingL2Cache",
     },
 }
 

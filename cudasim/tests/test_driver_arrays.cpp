@@ -383,3 +383,65 @@ TEST_CASE("the report counts arrays per device", "[driver][arrays][report]") {
   CHECK(device["driver_allocs"] == 0);
   CHECK(report["devices"][1]["arrays"]["creates"] == 0);
 }
+
+TEST_CASE("no array is sparse or multi-planar: the documented errors", "[driver][arrays]") {
+  primary_context();
+  int sparse_supported = 1;
+  REQUIRE(cuDeviceGetAttribute(&sparse_supported, CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED, 0) == CUDA_SUCCESS);
+  CHECK(sparse_supported == 0);
+  CHECK(create_3d(descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_SPARSE)) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(create_3d(descriptor(64, 64, 0, CU_AD_FORMAT_NV12, 1)) == CUDA_ERROR_NOT_SUPPORTED);
+
+  CUarray array = nullptr;
+  const auto plain = descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
+  REQUIRE(cuArray3DCreate(&array, &plain) == CUDA_SUCCESS);
+  CUDA_ARRAY_SPARSE_PROPERTIES properties{};
+  CHECK(cuArrayGetSparseProperties(&properties, array) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuArrayGetSparseProperties(nullptr, array) == CUDA_ERROR_INVALID_VALUE);
+  CUarray plane = nullptr;
+  CHECK(cuArrayGetPlane(&plane, array, 0) == CUDA_ERROR_INVALID_VALUE);  // not multi-planar
+  CHECK(cuArrayGetPlane(nullptr, array, 0) == CUDA_ERROR_INVALID_VALUE);
+  CUmipmappedArray mipmap = nullptr;
+  REQUIRE(cuMipmappedArrayCreate(&mipmap, &plain, 3) == CUDA_SUCCESS);
+  CHECK(cuMipmappedArrayGetSparseProperties(&properties, mipmap) == CUDA_ERROR_INVALID_VALUE);
+
+  // Mapping: the arguments are checked; a plain array is neither sparse nor deferred.
+  CUstream stream = non_blocking_stream();
+  CUarrayMapInfo info{};
+  info.resourceType = CU_RESOURCE_TYPE_ARRAY;
+  info.resource.array = array;
+  info.memOperationType = CU_MEM_OPERATION_TYPE_UNMAP;
+  info.deviceBitMask = 1;
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemMapArrayAsync(nullptr, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemMapArrayAsync(&info, 0, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemMapArrayAsync(&info, 1, reinterpret_cast<CUstream>(0x1000)) == CUDA_ERROR_INVALID_HANDLE);
+  REQUIRE(cuArrayDestroy(array) == CUDA_SUCCESS);
+  CHECK(cuArrayGetPlane(&plane, array, 0) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_HANDLE);
+
+  // A deferred-mapping array passes the checks, but backing it with memory is not simulated.
+  const auto deferred = descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_DEFERRED_MAPPING);
+  REQUIRE(cuArray3DCreate(&array, &deferred) == CUDA_SUCCESS);
+  info.resource.array = array;
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_NOT_SUPPORTED);
+  info.deviceBitMask = 2;  // not the stream's device
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  info.deviceBitMask = 1;
+  info.flags = 1;
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  info.flags = 0;
+  info.memOperationType = static_cast<CUmemOperationType>(7);
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  info.memOperationType = CU_MEM_OPERATION_TYPE_MAP;
+  info.memHandleType = CU_MEM_HANDLE_TYPE_GENERIC;
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_NOT_SUPPORTED);
+  info.resourceType = CU_RESOURCE_TYPE_LINEAR;
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  info.resourceType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
+  info.resource.mipmap = mipmap;  // not deferred
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuArrayDestroy(array) == CUDA_SUCCESS);
+  REQUIRE(cuMipmappedArrayDestroy(mipmap) == CUDA_SUCCESS);
+  REQUIRE(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}

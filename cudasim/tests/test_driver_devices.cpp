@@ -8,6 +8,7 @@
 #include <cudaProfiler.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -561,3 +562,86 @@ TEST_CASE("async notifications are registered and unregistered per device", "[dr
   CHECK(cuDeviceRegisterAsyncNotification(4, callback, nullptr, &first) == CUDA_ERROR_INVALID_DEVICE);
   CHECK(!called);  // no notification is ever sent here
 }
+
+TEST_CASE("peer atomic capabilities follow the peer link, as NATIVE_ATOMIC_SUPPORTED says", "[driver][peers]") {
+  primary_context();
+  const CUatomicOperation ops[4] = {CU_ATOMIC_OPERATION_INTEGER_ADD, CU_ATOMIC_OPERATION_CAS,
+                                    CU_ATOMIC_OPERATION_FLOAT_ADD, CU_ATOMIC_OPERATION_FLOAT_MAX};
+  unsigned caps[4] = {0, 0, 0, 0};
+  REQUIRE(cuDeviceGetP2PAtomicCapabilities(caps, ops, 4, 0, 1) == CUDA_SUCCESS);
+  int native = 0;
+  REQUIRE(cuDeviceGetP2PAttribute(&native, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, 0, 1) == CUDA_SUCCESS);
+  CHECK(native == 1);
+  CHECK(caps[0] == (CU_ATOMIC_CAPABILITY_SIGNED | CU_ATOMIC_CAPABILITY_UNSIGNED | CU_ATOMIC_CAPABILITY_REDUCTION |
+                    CU_ATOMIC_CAPABILITY_SCALAR_32 | CU_ATOMIC_CAPABILITY_SCALAR_64));
+  CHECK((caps[1] & CU_ATOMIC_CAPABILITY_SCALAR_128) != 0);
+  CHECK((caps[2] & CU_ATOMIC_CAPABILITY_VECTOR_32x4) != 0);
+  CHECK(caps[3] == 0);
+  unsigned reverse[4] = {0, 0, 0, 0};
+  REQUIRE(cuDeviceGetP2PAtomicCapabilities(reverse, ops, 4, 1, 0) == CUDA_SUCCESS);
+  CHECK(std::equal(caps, caps + 4, reverse));
+  // Documented errors.
+  CHECK(cuDeviceGetP2PAtomicCapabilities(caps, ops, 4, 0, 0) == CUDA_ERROR_INVALID_DEVICE);
+  CHECK(cuDeviceGetP2PAtomicCapabilities(caps, ops, 4, 0, 2) == CUDA_ERROR_INVALID_DEVICE);
+  CHECK(cuDeviceGetP2PAtomicCapabilities(caps, ops, 4, -1, 1) == CUDA_ERROR_INVALID_DEVICE);
+  CHECK(cuDeviceGetP2PAtomicCapabilities(nullptr, ops, 4, 0, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetP2PAtomicCapabilities(caps, nullptr, 4, 0, 1) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetP2PAtomicCapabilities(caps, ops, 0, 0, 1) == CUDA_ERROR_INVALID_VALUE);
+  const CUatomicOperation bad[1] = {CU_ATOMIC_OPERATION_MAX};
+  CHECK(cuDeviceGetP2PAtomicCapabilities(caps, bad, 1, 0, 1) == CUDA_ERROR_INVALID_VALUE);
+
+  // Without peer access nothing is native.
+  CHECK(in_child([] {
+          setenv("CUDASIM_PEER_ACCESS", "none", 1);
+          CHILD_CHECK(start_primary_context());
+          unsigned child_caps[4] = {9, 9, 9, 9};
+          const CUatomicOperation child_ops[4] = {CU_ATOMIC_OPERATION_INTEGER_ADD, CU_ATOMIC_OPERATION_CAS,
+                                                  CU_ATOMIC_OPERATION_FLOAT_ADD, CU_ATOMIC_OPERATION_AND};
+          CHILD_CHECK(cuDeviceGetP2PAtomicCapabilities(child_caps, child_ops, 4, 0, 1) == CUDA_SUCCESS);
+          CHILD_CHECK(child_caps[0] == 0 && child_caps[1] == 0 && child_caps[2] == 0 && child_caps[3] == 0);
+          return 0;
+        }) == 0);
+}
+
+TEST_CASE("the 1D linear texture limit: plain formats with 1, 2 or 4 channels", "[driver][devices]") {
+  primary_context();
+  int attribute = 0;
+  REQUIRE(cuDeviceGetAttribute(&attribute, CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH, 0) == CUDA_SUCCESS);
+  CHECK(attribute > 0);
+  size_t width = 0;
+  REQUIRE(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_FLOAT, 4, 1) == CUDA_SUCCESS);
+  CHECK(width == static_cast<size_t>(attribute));
+  REQUIRE(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_UNSIGNED_INT8, 1, 0) == CUDA_SUCCESS);
+  CHECK(width == static_cast<size_t>(attribute));
+  CHECK(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_FLOAT, 3, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_FLOAT, 0, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetTexture1DLinearMaxWidth(&width, static_cast<CUarray_format>(0x7777), 1, 0) ==
+        CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_NV12, 1, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetTexture1DLinearMaxWidth(nullptr, CU_AD_FORMAT_FLOAT, 1, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuDeviceGetTexture1DLinearMaxWidth(&width, CU_AD_FORMAT_FLOAT, 1, 2) == CUDA_ERROR_INVALID_DEVICE);
+}
+
+TEST_CASE("GPUDirect RDMA flushes: supported as the attribute says, arguments checked", "[driver][devices]") {
+  primary_context();
+  int options = 0, rdma = 1;
+  REQUIRE(cuDeviceGetAttribute(&options, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, 0) == CUDA_SUCCESS);
+  REQUIRE(cuDeviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 0) == CUDA_SUCCESS);
+  CHECK(options == CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST);  // not MEMOPS: stream memops refuse the flush
+  CHECK(rdma == 0);
+  CHECK(cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                   CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER) == CUDA_SUCCESS);
+  CHECK(cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                   CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES) == CUDA_SUCCESS);
+  CHECK(cuFlushGPUDirectRDMAWrites(static_cast<CUflushGPUDirectRDMAWritesTarget>(1),
+                                   CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                   static_cast<CUflushGPUDirectRDMAWritesScope>(150)) == CUDA_ERROR_INVALID_VALUE);
+  CUcontext popped = nullptr;
+  while (cuCtxPopCurrent(&popped) == CUDA_SUCCESS) {
+  }
+  CHECK(cuFlushGPUDirectRDMAWrites(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                   CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER) == CUDA_ERROR_INVALID_CONTEXT);
+  primary_context();
+}
+

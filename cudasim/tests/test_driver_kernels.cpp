@@ -522,3 +522,129 @@ TEST_CASE("the deprecated execution control launches with what was set beforehan
   CHECK(cuStreamDestroy(stream) == CUDA_SUCCESS);
 }
 #pragma GCC diagnostic pop
+
+namespace {
+
+// One entry of a multi-device launch: `grid` blocks of 128 threads on `stream`.
+CUDA_LAUNCH_PARAMS multi_device_entry(CUfunction f, unsigned grid, CUstream stream) {
+  CUDA_LAUNCH_PARAMS p{};
+  p.function = f;
+  p.gridDimX = grid, p.gridDimY = 1, p.gridDimZ = 1;
+  p.blockDimX = 128, p.blockDimY = 1, p.blockDimZ = 1;
+  p.hStream = stream;
+  return p;
+}
+
+void raise_flag(void* flag) { static_cast<std::atomic<bool>*>(flag)->store(true); }
+
+}  // namespace
+
+// Deprecated, still exported: tested as such.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_CASE("multi-device cooperative launches: one kernel per device, synchronised across streams",
+          "[driver][kernels]") {
+  CUcontext ctx0 = primary_context();
+  int supported = 0;
+  REQUIRE(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH, 1) == CUDA_SUCCESS);
+  CHECK(supported == 1);
+  CUfunction f0 = add_one();
+  REQUIRE(f0 != nullptr);
+  CUstream s0 = non_blocking_stream(), s0b = non_blocking_stream();
+  CUcontext ctx1 = nullptr;
+  REQUIRE(cuDevicePrimaryCtxRetain(&ctx1, 1) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(ctx1) == CUDA_SUCCESS);
+  CUfunction f1 = add_one();
+  REQUIRE(f1 != nullptr);
+  CUmodule module1 = nullptr;
+  REQUIRE(cuFuncGetModule(&module1, f1) == CUDA_SUCCESS);
+  CUfunction other_code = nullptr;
+  REQUIRE(cuModuleGetFunction(&other_code, module1, "scale_by_two") == CUDA_SUCCESS);
+  CUstream s1 = non_blocking_stream();
+  REQUIRE(cuCtxSetCurrent(ctx0) == CUDA_SUCCESS);
+  int per_sm = 0;
+  REQUIRE(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f0, 128, 0) == CUDA_SUCCESS);
+  const unsigned fits = static_cast<unsigned>(per_sm) * 132;
+  CUDA_LAUNCH_PARAMS list[3] = {multi_device_entry(f0, fits, s0), multi_device_entry(f1, fits, s1),
+                                multi_device_entry(f0, fits, s0b)};
+
+  // By default each kernel waits for the work queued before it on every stream of the launch.
+  Gate gate;
+  std::atomic<bool> after{false};
+  REQUIRE(cuLaunchHostFunc(s1, Gate::wait, &gate) == CUDA_SUCCESS);
+  REQUIRE(cuLaunchCooperativeKernelMultiDevice(list, 2, 0) == CUDA_SUCCESS);
+  REQUIRE(cuLaunchHostFunc(s0, raise_flag, &after) == CUDA_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(cuStreamQuery(s0) == CUDA_ERROR_NOT_READY);
+  CHECK_FALSE(after.load());
+  gate.open();
+  REQUIRE(cuStreamSynchronize(s0) == CUDA_SUCCESS);
+  CHECK(after.load());
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(s1) == CUDA_SUCCESS);
+
+  // Without the pre-launch wait, later work on a stream still waits for every kernel (which waits
+  // for its own stream's earlier work).
+  Gate second;
+  after = false;
+  REQUIRE(cuLaunchHostFunc(s1, Gate::wait, &second) == CUDA_SUCCESS);
+  REQUIRE(cuLaunchCooperativeKernelMultiDevice(list, 2, CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC) ==
+          CUDA_SUCCESS);
+  REQUIRE(cuLaunchHostFunc(s0, raise_flag, &after) == CUDA_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(after.load());
+  second.open();
+  REQUIRE(cuStreamSynchronize(s0) == CUDA_SUCCESS);
+  CHECK(after.load());
+  REQUIRE(cuStreamSynchronize(s1) == CUDA_SUCCESS);
+
+  // With neither, a stream waits only for its own work.
+  Gate third;
+  REQUIRE(cuLaunchHostFunc(s1, Gate::wait, &third) == CUDA_SUCCESS);
+  REQUIRE(cuLaunchCooperativeKernelMultiDevice(list, 2,
+                                               CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC |
+                                                   CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC) ==
+          CUDA_SUCCESS);
+  CHECK(cuStreamSynchronize(s0) == CUDA_SUCCESS);
+  CHECK(cuStreamQuery(s1) == CUDA_ERROR_NOT_READY);
+  third.open();
+  REQUIRE(cuStreamSynchronize(s1) == CUDA_SUCCESS);
+
+  // Documented checks.
+  CHECK(cuLaunchCooperativeKernelMultiDevice(list, 2, 4) == CUDA_ERROR_INVALID_VALUE);  // unknown flag
+  CHECK(cuLaunchCooperativeKernelMultiDevice(nullptr, 2, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLaunchCooperativeKernelMultiDevice(list, 0, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuLaunchCooperativeKernelMultiDevice(list, 3, 0) == CUDA_ERROR_INVALID_VALUE);  // more than the devices
+  CUDA_LAUNCH_PARAMS same_device[2] = {list[0], list[2]};  // two kernels on device 0
+  CHECK(cuLaunchCooperativeKernelMultiDevice(same_device, 2, 0) == CUDA_ERROR_INVALID_VALUE);
+  CUDA_LAUNCH_PARAMS changed[2] = {list[0], list[1]};
+  changed[1].gridDimX = fits - 1;  // another grid
+  CHECK(cuLaunchCooperativeKernelMultiDevice(changed, 2, 0) == CUDA_ERROR_INVALID_VALUE);
+  changed[1] = list[1];
+  changed[1].sharedMemBytes = 16;  // another shared size
+  CHECK(cuLaunchCooperativeKernelMultiDevice(changed, 2, 0) == CUDA_ERROR_INVALID_VALUE);
+  changed[1] = list[1];
+  changed[1].function = other_code;  // other code
+  CHECK(cuLaunchCooperativeKernelMultiDevice(changed, 2, 0) == CUDA_ERROR_INVALID_VALUE);
+  changed[1] = list[1];
+  changed[1].function = f0;  // device 0's function on device 1's stream
+  CHECK(cuLaunchCooperativeKernelMultiDevice(changed, 2, 0) == CUDA_ERROR_INVALID_CONTEXT);
+  changed[1] = list[1];
+  changed[1].hStream = nullptr;  // the NULL stream is not allowed, nor the legacy or per-thread one
+  CHECK(cuLaunchCooperativeKernelMultiDevice(changed, 2, 0) == CUDA_ERROR_INVALID_VALUE);
+  changed[1].hStream = CU_STREAM_PER_THREAD;
+  CHECK(cuLaunchCooperativeKernelMultiDevice(changed, 2, 0) == CUDA_ERROR_INVALID_VALUE);
+  changed[1].hStream = reinterpret_cast<CUstream>(0x1000);
+  CHECK(cuLaunchCooperativeKernelMultiDevice(changed, 2, 0) == CUDA_ERROR_INVALID_HANDLE);
+  CUDA_LAUNCH_PARAMS too_large[2] = {multi_device_entry(f0, fits + 1, s0), multi_device_entry(f1, fits + 1, s1)};
+  CHECK(cuLaunchCooperativeKernelMultiDevice(too_large, 2, 0) == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+  CUDA_LAUNCH_PARAMS one[1] = {list[0]};  // a single device is a valid list
+  CHECK(cuLaunchCooperativeKernelMultiDevice(one, 1, 0) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+
+  REQUIRE(cuStreamDestroy(s0) == CUDA_SUCCESS);
+  REQUIRE(cuStreamDestroy(s0b) == CUDA_SUCCESS);
+  REQUIRE(cuStreamDestroy(s1) == CUDA_SUCCESS);
+  REQUIRE(cuDevicePrimaryCtxRelease(1) == CUDA_SUCCESS);
+}
+#pragma GCC diagnostic pop

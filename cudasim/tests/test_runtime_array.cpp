@@ -190,3 +190,35 @@ TEST_CASE("runtime: mipmapped array levels", "[runtime][array]") {
   CHECK(name(cudaGetMipmappedArrayLevel(&level, mipmap, 4)) == "cudaErrorInvalidValue");
   REQUIRE_CUDA(cudaFreeMipmappedArray(mipmap));
 }
+
+TEST_CASE("runtime: no array is sparse or multi-planar", "[runtime][array]") {
+  REQUIRE_CUDA(cudaSetDevice(0));
+  const cudaChannelFormatDesc float1 = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
+  cudaArray_t array = nullptr;
+  REQUIRE_CUDA(cudaMallocArray(&array, &float1, 64, 64));
+  cudaArraySparseProperties properties{};
+  CHECK(name(cudaArrayGetSparseProperties(&properties, array)) == "cudaErrorInvalidValue");
+  cudaArray_t plane = nullptr;
+  CHECK(name(cudaArrayGetPlane(&plane, array, 0)) == "cudaErrorInvalidValue");
+  cudaMipmappedArray_t mipmap = nullptr;
+  REQUIRE_CUDA(cudaMallocMipmappedArray(&mipmap, &float1, extent_of(64, 64, 0), 2));
+  CHECK(name(cudaMipmappedArrayGetSparseProperties(&properties, mipmap)) == "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaFreeMipmappedArray(mipmap));
+  REQUIRE_CUDA(cudaFreeArray(array));
+  CHECK(name(cudaArrayGetPlane(&plane, array, 0)) == "cudaErrorInvalidResourceHandle");
+  CHECK(name(cudaGetLastError()) == "cudaErrorInvalidResourceHandle");
+}
+
+TEST_CASE("runtime: the 1D linear texture limit of a channel format", "[runtime][array][device]") {
+  int attribute = 0;
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&attribute, cudaDevAttrMaxTexture1DLinearWidth, 1));
+  size_t width = 0;
+  const cudaChannelFormatDesc float4 = cudaCreateChannelDesc(32, 32, 32, 32, cudaChannelFormatKindFloat);
+  REQUIRE_CUDA(cudaDeviceGetTexture1DLinearMaxWidth(&width, &float4, 1));
+  CHECK((width > 0 && width == static_cast<size_t>(attribute)));
+  const cudaChannelFormatDesc three = cudaCreateChannelDesc(8, 8, 8, 0, cudaChannelFormatKindUnsigned);
+  CHECK(name(cudaDeviceGetTexture1DLinearMaxWidth(&width, &three, 0)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaDeviceGetTexture1DLinearMaxWidth(nullptr, &float4, 0)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaDeviceGetTexture1DLinearMaxWidth(&width, nullptr, 0)) == "cudaErrorInvalidValue");
+  CHECK(name(cudaDeviceGetTexture1DLinearMaxWidth(&width, &float4, 2)) == "cudaErrorInvalidDevice");
+}

@@ -292,3 +292,28 @@ TEST_CASE("runtime: async notifications go to the driver", "[runtime][device]") 
   REQUIRE_CUDA(cudaDeviceUnregisterAsyncNotification(1, handle));
   CHECK(name(cudaDeviceRegisterAsyncNotification(2, callback, nullptr, &handle)) == "cudaErrorInvalidDevice");
 }
+
+TEST_CASE("runtime: peer atomic capabilities come from the driver", "[runtime][device][peers]") {
+  const cudaAtomicOperation ops[2] = {cudaAtomicOperationIntegerAdd, cudaAtomicOperationFloatMax};
+  unsigned caps[2] = {0, 9};
+  REQUIRE_CUDA(cudaDeviceGetP2PAtomicCapabilities(caps, ops, 2, 0, 1));
+  CHECK((caps[0] & cudaAtomicCapabilityScalar64) != 0);
+  CHECK(caps[1] == 0);
+  CHECK(name(cudaDeviceGetP2PAtomicCapabilities(caps, ops, 2, 1, 1)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaDeviceGetP2PAtomicCapabilities(caps, ops, 2, 0, 5)) == "cudaErrorInvalidDevice");
+  CHECK(name(cudaDeviceGetP2PAtomicCapabilities(caps, ops, 0, 0, 1)) == "cudaErrorInvalidValue");
+}
+
+TEST_CASE("runtime: GPUDirect RDMA flushes and the persisting L2 reset", "[runtime][device]") {
+  REQUIRE_CUDA(cudaSetDevice(1));
+  int options = 0;
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, 1));
+  CHECK((options & cudaFlushGPUDirectRDMAWritesOptionHost) != 0);
+  REQUIRE_CUDA(cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                                  cudaFlushGPUDirectRDMAWritesToAllDevices));
+  CHECK(name(cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                                static_cast<cudaFlushGPUDirectRDMAWritesScope>(1))) ==
+        "cudaErrorInvalidValue");
+  REQUIRE_CUDA(cudaCtxResetPersistingL2Cache());
+  REQUIRE_CUDA(cudaSetDevice(0));
+}
