@@ -35,6 +35,8 @@ int attribute_value(CUdevice_attribute attrib, int physical) {
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: return CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST;
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 1;      // cluster dimensions (kernels.cpp)
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED: return 1;  // cuIpcGetEventHandle (ipc_events.cpp)
+    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: return 1;  // cuMemHostRegister (host_memory.cpp)
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: return CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return kWarpSize;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return static_cast<int>(kMaxThreadsPerBlock);

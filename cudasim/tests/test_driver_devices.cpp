@@ -645,3 +645,26 @@ TEST_CASE("GPUDirect RDMA flushes: supported as the attribute says, arguments ch
   primary_context();
 }
 
+// What stays unsupported is reported so: no attribute claims a feature whose calls are stubs.
+TEST_CASE("attributes of features that are not simulated read 0", "[driver][devices]") {
+  primary_context();
+  for (const CUdevice_attribute attribute :
+       {CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK, CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH,
+        CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED, CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED}) {
+    int value = -1;
+    REQUIRE(cuDeviceGetAttribute(&value, attribute, 0) == CUDA_SUCCESS);
+    INFO("attribute " << static_cast<int>(attribute));
+    CHECK(value == 0);
+  }
+  // And the other way round: interprocess events and host registration are simulated.
+  int ipc_events = 0;
+  REQUIRE(cuDeviceGetAttribute(&ipc_events, CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 0) == CUDA_SUCCESS);
+  CHECK(ipc_events == 1);
+  int host_register = 0;  // cuMemHostRegister (host_memory.cpp)
+  REQUIRE(cuDeviceGetAttribute(&host_register, CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 0) == CUDA_SUCCESS);
+  CHECK(host_register == 1);
+}
