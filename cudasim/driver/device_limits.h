@@ -1,6 +1,7 @@
 // The figures of every simulated device (an sm_90-class part), shared by the attribute queries
 // (devices.cpp), launch checks (kernels.cpp), function attributes and occupancy (functions.cpp) and
-// context limits (context_settings.cpp), so they never disagree.
+// context limits (context_settings.cpp) and texture bindings (texture_references.cpp), so they never
+// disagree.
 #pragma once
 
 #include <cstddef>
@@ -27,5 +28,12 @@ constexpr unsigned kMaxPortableClusterBlocks = 8;   // blocks in a cluster, port
 constexpr unsigned kMaxClusterBlocks = 16;          // with NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 constexpr int kL2Bytes = 50 << 20;
 constexpr std::size_t kMaxPersistingL2Bytes = kL2Bytes / 4 * 3;
+// Texture binding limits (texture_references.cpp checks bindings of linear memory against them).
+constexpr int kTextureAlignment = 512;       // base addresses; cuTexRefSetAddress's byte offset is modulo this
+constexpr int kTexturePitchAlignment = 32;   // pitches of 2D bindings
+constexpr int kMaxTexture1DLinearWidth = 1 << 28;   // texels
+constexpr int kMaxTexture2DLinearWidth = 131072;    // texels
+constexpr int kMaxTexture2DLinearHeight = 65000;    // rows
+constexpr int kMaxTexture2DLinearPitch = 2097120;   // bytes
 
 }  // namespace cudasim
