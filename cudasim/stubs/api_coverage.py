@@ -26,6 +26,16 @@ BOOKKEEPING = {
         "cuDevicePrimaryCtxSetFlags", "cuDevicePrimaryCtxSetFlags_v2",
         "cuDeviceRegisterAsyncNotification", "cuDeviceUnregisterAsyncNotification",
         "cuFuncSetSharedMemConfig",
+        # the deprecated texture and surface references (texture_references.cpp)
+        "cuModuleGetTexRef", "cuModuleGetSurfRef", "cuParamSetTexRef", "cuTexRefCreate", "cuTexRefDestroy",
+        "cuTexRefSetAddress_v2", "cuTexRefGetAddress_v2", "cuTexRefSetAddress2D_v2", "cuTexRefSetAddress2D_v3",
+        "cuTexRefSetArray", "cuTexRefGetArray", "cuTexRefSetMipmappedArray", "cuTexRefGetMipmappedArray",
+        "cuTexRefSetFormat", "cuTexRefGetFormat", "cuTexRefSetAddressMode", "cuTexRefGetAddressMode",
+        "cuTexRefSetFilterMode", "cuTexRefGetFilterMode", "cuTexRefSetFlags", "cuTexRefGetFlags",
+        "cuTexRefSetMipmapFilterMode", "cuTexRefGetMipmapFilterMode", "cuTexRefSetMipmapLevelBias",
+        "cuTexRefGetMipmapLevelBias", "cuTexRefSetMipmapLevelClamp", "cuTexRefGetMipmapLevelClamp",
+        "cuTexRefSetMaxAnisotropy", "cuTexRefGetMaxAnisotropy", "cuTexRefSetBorderColor", "cuTexRefGetBorderColor",
+        "cuSurfRefSetArray", "cuSurfRefGetArray",
     },
     "runtime": {
         "cudaSetDeviceFlags", "cudaGetDeviceFlags", "cudaDeviceSetLimit", "cudaDeviceGetLimit",
