@@ -340,6 +340,16 @@ void free_context_arrays(State& st, CUctx_st* ctx) {
   }
 }
 
+std::optional<unsigned> array_format_bytes(CUarray_format format) { return channel_bytes(format); }
+
+const CUDA_ARRAY3D_DESCRIPTOR* array_descriptor(State& st, CUarray array) {
+  return st.arrays.contains(array) ? &array->desc : nullptr;
+}
+
+const CUDA_ARRAY3D_DESCRIPTOR* mipmapped_array_descriptor(State& st, CUmipmappedArray array) {
+  return st.mipmapped_arrays.contains(array) ? &array->desc : nullptr;
+}
+
 }  // namespace cudasim
 
 CUDASIM_EXPORT CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {

@@ -1,6 +1,7 @@
 // The figures of every simulated device (an sm_90-class part), shared by the attribute queries
 // (devices.cpp), launch checks (kernels.cpp), function attributes and occupancy (functions.cpp) and
-// context limits (context_settings.cpp), so they never disagree.
+// context limits (context_settings.cpp) and texture bindings (texture_references.cpp), so they never
+// disagree.
 #pragma once
 
 #include <cstddef>
@@ -26,9 +27,15 @@ constexpr int kReservedSharedBytesPerBlock = 1024;  // the system's share of eac
 constexpr unsigned kMaxPortableClusterBlocks = 8;   // blocks in a cluster, portable sizes
 constexpr unsigned kMaxClusterBlocks = 16;          // with NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 constexpr int kL2Bytes = 50 << 20;
-// Elements of a 1D texture bound to linear memory (CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH,
-// cuDeviceGetTexture1DLinearMaxWidth), whatever the element's format and channels.
-constexpr int kMaxTexture1DLinearWidth = 1 << 28;
 constexpr std::size_t kMaxPersistingL2Bytes = kL2Bytes / 4 * 3;
+// Texture binding limits (texture_references.cpp checks bindings of linear memory against them).
+constexpr int kTextureAlignment = 512;       // base addresses; cuTexRefSetAddress's byte offset is modulo this
+constexpr int kTexturePitchAlignment = 32;   // pitches of 2D bindings
+// texels of a 1D binding of linear memory, whatever the format and channels (also
+// cuDeviceGetTexture1DLinearMaxWidth)
+constexpr int kMaxTexture1DLinearWidth = 1 << 28;
+constexpr int kMaxTexture2DLinearWidth = 131072;    // texels
+constexpr int kMaxTexture2DLinearHeight = 65000;    // rows
+constexpr int kMaxTexture2DLinearPitch = 2097120;   // bytes
 
 }  // namespace cudasim

@@ -28,7 +28,6 @@ int attribute_value(CUdevice_attribute attrib, int physical) {
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;  // cuLaunchCooperativeKernel (kernels.cpp)
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH: return 1;  // cuLaunchCooperativeKernelMultiDevice
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH: return kMaxTexture1DLinearWidth;
     // cuFlushGPUDirectRDMAWrites works (no remote writer exists, so it has nothing to wait for); the
     // stream memory operations' flush does not (stream_memops.cpp), and no GPUDirect RDMA API
     // (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED) is simulated.
@@ -60,8 +59,12 @@ int attribute_value(CUdevice_attribute attrib, int physical) {
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
     case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return kL2Bytes;
-    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return 512;
-    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: return 32;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return kTextureAlignment;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: return kTexturePitchAlignment;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH: return kMaxTexture1DLinearWidth;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH: return kMaxTexture2DLinearWidth;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT: return kMaxTexture2DLinearHeight;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH: return kMaxTexture2DLinearPitch;
     case CU_DEVICE_ATTRIBUTE_MAX_PITCH: return 2147483647;
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 3;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;

@@ -15,6 +15,7 @@
 #include <set>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -30,6 +31,7 @@ struct KernelState;  // kernels.cpp: loaded modules and libraries, their functio
 struct IpcState;  // ipc.cpp: this process's number and the handles it opened
 struct SharedDevice;  // shared_device.cpp: a device's memory shared with other processes
 struct ManagedPages;  // managed.cpp: the advice given and prefetches asked for, per page of managed memory
+struct TextureRefState;  // texture_references.cpp: texture and surface references
 }
 
 namespace cudasim {
@@ -167,6 +169,7 @@ struct State {
   PinnedStats pinned_stats;
   std::set<std::pair<CUctx_st*, CUctx_st*>> peer_access;  // (context, peer) pairs enabled (peers.cpp)
   std::shared_ptr<IpcState> ipc;  // created by the first exportable allocation (ipc.cpp)
+  std::shared_ptr<TextureRefState> texture_refs;  // created by the first texture or surface reference call
 
   Device& device(int ordinal) { return devices[static_cast<std::size_t>(ordinal)]; }
 };
@@ -498,6 +501,12 @@ struct ArrayLayout {
   unsigned element = 0;  // bytes per element: format bytes x channels
 };
 bool array_layout(State& st, CUarray array, ArrayLayout* out);
+// Bytes per channel of a simulated array format; 0 for a format cuda.h lists that is not simulated,
+// nullopt for a value that is no CUarray_format.
+std::optional<unsigned> array_format_bytes(CUarray_format format);
+// The descriptor of a live array / mipmapped array; null for an unknown handle. Needs State::mu held.
+const CUDA_ARRAY3D_DESCRIPTOR* array_descriptor(State& st, CUarray array);
+const CUDA_ARRAY3D_DESCRIPTOR* mipmapped_array_descriptor(State& st, CUmipmappedArray array);
 
 // --- vmm.cpp --- (all need State::mu held)
 // False when [ptr, ptr + bytes) overlaps a VMM mapping no device may write (read-only access).

@@ -27,6 +27,16 @@ BOOKKEEPING = {
         "cuDeviceRegisterAsyncNotification", "cuDeviceUnregisterAsyncNotification",
         "cuFuncSetSharedMemConfig", "cuCtxSetFlags", "cuCtxGetSharedMemConfig", "cuCtxSetSharedMemConfig",
         "cuCtxResetPersistingL2Cache", "cuProfilerInitialize",
+        # the deprecated texture and surface references (texture_references.cpp)
+        "cuModuleGetTexRef", "cuModuleGetSurfRef", "cuParamSetTexRef", "cuTexRefCreate", "cuTexRefDestroy",
+        "cuTexRefSetAddress_v2", "cuTexRefGetAddress_v2", "cuTexRefSetAddress2D_v2", "cuTexRefSetAddress2D_v3",
+        "cuTexRefSetArray", "cuTexRefGetArray", "cuTexRefSetMipmappedArray", "cuTexRefGetMipmappedArray",
+        "cuTexRefSetFormat", "cuTexRefGetFormat", "cuTexRefSetAddressMode", "cuTexRefGetAddressMode",
+        "cuTexRefSetFilterMode", "cuTexRefGetFilterMode", "cuTexRefSetFlags", "cuTexRefGetFlags",
+        "cuTexRefSetMipmapFilterMode", "cuTexRefGetMipmapFilterMode", "cuTexRefSetMipmapLevelBias",
+        "cuTexRefGetMipmapLevelBias", "cuTexRefSetMipmapLevelClamp", "cuTexRefGetMipmapLevelClamp",
+        "cuTexRefSetMaxAnisotropy", "cuTexRefGetMaxAnisotropy", "cuTexRefSetBorderColor", "cuTexRefGetBorderColor",
+        "cuSurfRefSetArray", "cuSurfRefGetArray",
     },
     "runtime": {
         "cudaSetDeviceFlags", "cudaGetDeviceFlags", "cudaDeviceSetLimit", "cudaDeviceGetLimit",
