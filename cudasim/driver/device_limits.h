@@ -27,5 +27,13 @@ constexpr unsigned kMaxPortableClusterBlocks = 8;   // blocks in a cluster, port
 constexpr unsigned kMaxClusterBlocks = 16;          // with NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 constexpr int kL2Bytes = 50 << 20;
 constexpr std::size_t kMaxPersistingL2Bytes = kL2Bytes / 4 * 3;
+// Textures over linear and pitched memory (texture_objects.cpp): base alignment, pitch alignment and
+// the largest extents an H100 reports.
+constexpr int kTextureAlignment = 512;
+constexpr int kTexturePitchAlignment = 32;
+constexpr int kMaxTexture1DLinearWidth = 1 << 28;
+constexpr int kMaxTexture2DLinearWidth = 131072;
+constexpr int kMaxTexture2DLinearHeight = 65000;
+constexpr int kMaxTexture2DLinearPitch = 2097120;
 
 }  // namespace cudasim
