@@ -104,7 +104,10 @@ namespace cudasim::runtime {
   X(cuUserObjectCreate, 11030) X(cuUserObjectRetain, 11030) X(cuUserObjectRelease, 11030)          \
   X(cuGraphRetainUserObject, 11030) X(cuGraphReleaseUserObject, 11030)                             \
   X(cuStreamBeginCaptureToGraph, 12030) X(cuStreamUpdateCaptureDependencies, 12030)                \
-  X(cuGraphConditionalHandleCreate, 12030) X(cuGraphDebugDotPrint, 11030)
+  X(cuGraphConditionalHandleCreate, 12030) X(cuGraphDebugDotPrint, 11030)                        \
+  X(cuTexObjectCreate, 5000) X(cuTexObjectDestroy, 5000) X(cuTexObjectGetResourceDesc, 5000)       \
+  X(cuTexObjectGetTextureDesc, 5000) X(cuTexObjectGetResourceViewDesc, 5000)                       \
+  X(cuSurfObjectCreate, 5000) X(cuSurfObjectDestroy, 5000) X(cuSurfObjectGetResourceDesc, 5000)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

@@ -26,6 +26,10 @@ BOOKKEEPING = {
         "cuDevicePrimaryCtxSetFlags", "cuDevicePrimaryCtxSetFlags_v2",
         "cuDeviceRegisterAsyncNotification", "cuDeviceUnregisterAsyncNotification",
         "cuFuncSetSharedMemConfig",
+        # texture and surface objects, tensor maps: descriptors checked, stored and answered back
+        "cuTexObjectCreate", "cuTexObjectDestroy", "cuTexObjectGetResourceDesc", "cuTexObjectGetTextureDesc",
+        "cuTexObjectGetResourceViewDesc", "cuSurfObjectCreate", "cuSurfObjectDestroy", "cuSurfObjectGetResourceDesc",
+        "cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col", "cuTensorMapEncodeIm2colWide", "cuTensorMapReplaceAddress",
     },
     "runtime": {
         "cudaSetDeviceFlags", "cudaGetDeviceFlags", "cudaDeviceSetLimit", "cudaDeviceGetLimit",
@@ -34,6 +38,9 @@ BOOKKEEPING = {
         "cudaProfilerStart", "cudaProfilerStop", "cudaDeviceSetSharedMemConfig",
         "cudaDeviceRegisterAsyncNotification", "cudaDeviceUnregisterAsyncNotification",
         "cudaFuncSetSharedMemConfig",
+        "cudaCreateTextureObject", "cudaDestroyTextureObject", "cudaGetTextureObjectResourceDesc",
+        "cudaGetTextureObjectTextureDesc", "cudaGetTextureObjectResourceViewDesc", "cudaCreateSurfaceObject",
+        "cudaDestroySurfaceObject", "cudaGetSurfaceObjectResourceDesc",
     },
 }
 
