@@ -444,3 +444,28 @@ TEST_CASE("texture and surface entry points are found through cuGetProcAddress",
     CHECK(fn != nullptr);
   }
 }
+
+TEST_CASE("a texture object reads only the current device's memory", "[driver][textures]") {
+  CUcontext ctx0 = primary_context();
+  CUcontext ctx1 = nullptr;
+  REQUIRE(cuDevicePrimaryCtxRetain(&ctx1, 1) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(ctx1) == CUDA_SUCCESS);
+  CUdeviceptr other = 0;
+  REQUIRE(cuMemAlloc(&other, 1 << 20) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(ctx0) == CUDA_SUCCESS);
+  const CUDA_TEXTURE_DESC t = texture_desc();
+  CHECK(create_texture(linear_resource(other, 4096), t) == CUDA_ERROR_INVALID_VALUE);
+  // Stream-ordered and managed memory of the current device serve.
+  CUdeviceptr pooled = 0, managed = 0;
+  REQUIRE(cuMemAllocAsync(&pooled, 1 << 20, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuMemAllocManaged(&managed, 1 << 20, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+  CHECK(create_texture(linear_resource(pooled, 4096), t) == CUDA_SUCCESS);
+  CHECK(create_texture(linear_resource(managed, 4096), t) == CUDA_SUCCESS);
+  REQUIRE(cuMemFreeAsync(pooled, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cuMemFree(managed) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(ctx1) == CUDA_SUCCESS);
+  REQUIRE(cuMemFree(other) == CUDA_SUCCESS);
+  REQUIRE(cuDevicePrimaryCtxRelease(1) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSetCurrent(ctx0) == CUDA_SUCCESS);
+}
