@@ -22,6 +22,7 @@
 //
 // Array objects are deleted when destroyed; every entry point looks the handle up in the live set
 // (under State::mu) before touching it, so a stale handle is CUDA_ERROR_INVALID_HANDLE.
+#include "array_queries.h"
 #include "contexts.h"
 #include "device_limits.h"
 #include "state.h"
@@ -328,6 +329,22 @@ bool array_layout(State& st, CUarray array, ArrayLayout* out) {
   out->storage = array->storage;
   return true;
 }
+
+bool live_array_descriptor(State& st, CUarray array, CUDA_ARRAY3D_DESCRIPTOR* desc) {
+  if (st.arrays.count(array) == 0) return false;
+  *desc = array->desc;
+  return true;
+}
+
+bool live_mipmapped_array_descriptor(State& st, CUmipmappedArray array, CUDA_ARRAY3D_DESCRIPTOR* desc,
+                                     unsigned* levels) {
+  if (st.mipmapped_arrays.count(array) == 0) return false;
+  *desc = array->desc;
+  *levels = array->levels;
+  return true;
+}
+
+std::optional<unsigned> format_channel_bytes(CUarray_format format) { return channel_bytes(format); }
 
 void free_context_arrays(State& st, CUctx_st* ctx) {
   for (auto it = st.arrays.begin(); it != st.arrays.end();) {

@@ -5,6 +5,7 @@
 #include "faults.h"
 #include "shared_device.h"
 #include "state.h"
+#include "texture_objects.h"
 
 #include <pthread.h>
 
@@ -115,6 +116,7 @@ void deactivate_context(CUctx_st* ctx) {
   abandon_captures(st, ctx);
   free_context_allocations(st, ctx);
   free_context_arrays(st, ctx);
+  free_context_texture_objects(st, ctx);
   unload_context_modules(st, ctx);
   forget_context_peers(st, ctx);
   for (auto& [thread, stream] : ctx->per_thread) stream->retire();

@@ -28,7 +28,8 @@ constexpr unsigned kMaxPortableClusterBlocks = 8;   // blocks in a cluster, port
 constexpr unsigned kMaxClusterBlocks = 16;          // with NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 constexpr int kL2Bytes = 50 << 20;
 constexpr std::size_t kMaxPersistingL2Bytes = kL2Bytes / 4 * 3;
-// Texture binding limits (texture_references.cpp checks bindings of linear memory against them).
+// Texture binding limits (texture_references.cpp and texture_objects.cpp check
+// bindings of linear and pitched memory against them; an H100's figures).
 constexpr int kTextureAlignment = 512;       // base addresses; cuTexRefSetAddress's byte offset is modulo this
 constexpr int kTexturePitchAlignment = 32;   // pitches of 2D bindings
 // texels of a 1D binding of linear memory, whatever the format and channels (also

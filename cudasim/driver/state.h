@@ -29,6 +29,7 @@ namespace cudasim {
 struct VmmState;  // vmm.cpp: reservations, physical allocations, handles and mappings
 struct KernelState;  // kernels.cpp: loaded modules and libraries, their functions and kernels
 struct IpcState;  // ipc.cpp: this process's number and the handles it opened
+struct TextureObjects;  // texture_objects.cpp: live texture and surface objects
 struct SharedDevice;  // shared_device.cpp: a device's memory shared with other processes
 struct ManagedPages;  // managed.cpp: the advice given and prefetches asked for, per page of managed memory
 struct TextureRefState;  // texture_references.cpp: texture and surface references
@@ -170,6 +171,7 @@ struct State {
   std::set<std::pair<CUctx_st*, CUctx_st*>> peer_access;  // (context, peer) pairs enabled (peers.cpp)
   std::shared_ptr<IpcState> ipc;  // created by the first exportable allocation (ipc.cpp)
   std::shared_ptr<TextureRefState> texture_refs;  // created by the first texture or surface reference call
+  std::shared_ptr<TextureObjects> texture_objects;  // created by the first texture or surface object
 
   Device& device(int ordinal) { return devices[static_cast<std::size_t>(ordinal)]; }
 };

@@ -1,6 +1,7 @@
 // CUDA arrays: cudaMallocArray, cudaMalloc3DArray, cudaMallocMipmappedArray and their frees, over
 // the driver's cuArray3DCreate / cuMipmappedArrayCreate. cudaArray_t and cudaMipmappedArray_t are
 // the driver's CUarray and CUmipmappedArray; the array rules (shapes, flags, sizes) are the driver's.
+#include "channel_formats.h"
 #include "context.h"
 #include "driver_table.h"
 #include "error_state.h"
@@ -72,24 +73,52 @@ bool specialised_kind(cudaChannelFormatKind kind) {
   }
 }
 
+}  // namespace
+
 // cudaChannelFormatDesc -> the driver's format and channel count. The channels are x, y, z, w in
 // that order: 1, 2 or 4 of them, all of x's width (8, 16 or 32 bits; float: 16 or 32), the rest 0.
-cudaError_t driver_descriptor(const cudaChannelFormatDesc& desc, size_t width, size_t height, size_t depth,
-                              unsigned int flags, CUDA_ARRAY3D_DESCRIPTOR* out) {
+cudaError_t driver_channel_format(const cudaChannelFormatDesc& desc, CUarray_format* format, unsigned* channels) {
   if (specialised_kind(desc.f)) return cudaErrorNotSupported;
-  const int channels[4] = {desc.x, desc.y, desc.z, desc.w};
+  const int widths[4] = {desc.x, desc.y, desc.z, desc.w};
   unsigned count = 0;
-  while (count < 4 && channels[count] != 0) {
-    if (channels[count] != desc.x) return cudaErrorInvalidValue;
+  while (count < 4 && widths[count] != 0) {
+    if (widths[count] != desc.x) return cudaErrorInvalidValue;
     ++count;
   }
   for (unsigned i = count; i < 4; ++i) {
-    if (channels[i] != 0) return cudaErrorInvalidValue;
+    if (widths[i] != 0) return cudaErrorInvalidValue;
   }
+  if ((count != 1 && count != 2 && count != 4) || !plain_format(desc.f, desc.x, format)) return cudaErrorInvalidValue;
+  *channels = count;
+  return cudaSuccess;
+}
+
+// The runtime's channel description of a driver format and channel count (the inverse of
+// driver_channel_format): channels x, y, z, w in that order, all of the format's width.
+cudaChannelFormatDesc channel_desc(CUarray_format format, unsigned channels) {
+  int bits = 32;
+  cudaChannelFormatKind kind = cudaChannelFormatKindUnsigned;
+  switch (format) {
+    case CU_AD_FORMAT_SIGNED_INT8: bits = 8, kind = cudaChannelFormatKindSigned; break;
+    case CU_AD_FORMAT_UNSIGNED_INT8: bits = 8; break;
+    case CU_AD_FORMAT_SIGNED_INT16: bits = 16, kind = cudaChannelFormatKindSigned; break;
+    case CU_AD_FORMAT_UNSIGNED_INT16: bits = 16; break;
+    case CU_AD_FORMAT_HALF: bits = 16, kind = cudaChannelFormatKindFloat; break;
+    case CU_AD_FORMAT_SIGNED_INT32: kind = cudaChannelFormatKindSigned; break;
+    case CU_AD_FORMAT_FLOAT: kind = cudaChannelFormatKindFloat; break;
+    default: break;  // CU_AD_FORMAT_UNSIGNED_INT32: the only other format the driver accepts here
+  }
+  const int width[4] = {bits, channels >= 2 ? bits : 0, channels == 4 ? bits : 0, channels == 4 ? bits : 0};
+  return cudaChannelFormatDesc{width[0], width[1], width[2], width[3], kind};
+}
+
+namespace {
+
+cudaError_t driver_descriptor(const cudaChannelFormatDesc& desc, size_t width, size_t height, size_t depth,
+                              unsigned int flags, CUDA_ARRAY3D_DESCRIPTOR* out) {
   CUDA_ARRAY3D_DESCRIPTOR converted{};
-  if ((count != 1 && count != 2 && count != 4) || !plain_format(desc.f, desc.x, &converted.Format))
-    return cudaErrorInvalidValue;
-  converted.NumChannels = count;
+  const cudaError_t status = driver_channel_format(desc, &converted.Format, &converted.NumChannels);
+  if (status != cudaSuccess) return status;
   converted.Width = width;
   converted.Height = height;
   converted.Depth = depth;
@@ -146,25 +175,6 @@ cudaError_t free_mipmapped_array(cudaMipmappedArray_t array) {
     return invalid_value_for_bad_handle(
         call_driver<&DriverTable::cuMipmappedArrayDestroy>(reinterpret_cast<CUmipmappedArray>(array)));
   });
-}
-
-// The runtime's channel description of a driver format and channel count (the inverse of
-// driver_descriptor): channels x, y, z, w in that order, all of the format's width.
-cudaChannelFormatDesc channel_desc(CUarray_format format, unsigned channels) {
-  int bits = 32;
-  cudaChannelFormatKind kind = cudaChannelFormatKindUnsigned;
-  switch (format) {
-    case CU_AD_FORMAT_SIGNED_INT8: bits = 8, kind = cudaChannelFormatKindSigned; break;
-    case CU_AD_FORMAT_UNSIGNED_INT8: bits = 8; break;
-    case CU_AD_FORMAT_SIGNED_INT16: bits = 16, kind = cudaChannelFormatKindSigned; break;
-    case CU_AD_FORMAT_UNSIGNED_INT16: bits = 16; break;
-    case CU_AD_FORMAT_HALF: bits = 16, kind = cudaChannelFormatKindFloat; break;
-    case CU_AD_FORMAT_SIGNED_INT32: kind = cudaChannelFormatKindSigned; break;
-    case CU_AD_FORMAT_FLOAT: kind = cudaChannelFormatKindFloat; break;
-    default: break;  // CU_AD_FORMAT_UNSIGNED_INT32: the only other format an array is created with here
-  }
-  const int width[4] = {bits, channels >= 2 ? bits : 0, channels == 4 ? bits : 0, channels == 4 ? bits : 0};
-  return cudaChannelFormatDesc{width[0], width[1], width[2], width[3], kind};
 }
 
 // cudaArrayGetInfo: any of the outputs may be NULL; a handle that is no live array is

@@ -108,7 +108,10 @@ namespace cudasim::runtime {
   X(cuCtxResetPersistingL2Cache, 11000) X(cuDeviceGetP2PAtomicCapabilities, 13000)                \
   X(cuDeviceGetTexture1DLinearMaxWidth, 11010) X(cuFlushGPUDirectRDMAWrites, 11030)                \
   X(cuArrayGetPlane, 11020) X(cuArrayGetSparseProperties, 11010)                                   \
-  X(cuMipmappedArrayGetSparseProperties, 11010)
+  X(cuMipmappedArrayGetSparseProperties, 11010)                                                   \
+  X(cuTexObjectCreate, 5000) X(cuTexObjectDestroy, 5000) X(cuTexObjectGetResourceDesc, 5000)       \
+  X(cuTexObjectGetTextureDesc, 5000) X(cuTexObjectGetResourceViewDesc, 5000)                       \
+  X(cuSurfObjectCreate, 5000) X(cuSurfObjectDestroy, 5000) X(cuSurfObjectGetResourceDesc, 5000)
 
 // Invariant: written once, before driver_status() first returns; never changed afterwards (the driver
 // library is never closed). A member is null when the driver did not provide that entry point.

@@ -37,6 +37,10 @@ BOOKKEEPING = {
         "cuTexRefGetMipmapLevelBias", "cuTexRefSetMipmapLevelClamp", "cuTexRefGetMipmapLevelClamp",
         "cuTexRefSetMaxAnisotropy", "cuTexRefGetMaxAnisotropy", "cuTexRefSetBorderColor", "cuTexRefGetBorderColor",
         "cuSurfRefSetArray", "cuSurfRefGetArray",
+        # texture and surface objects, tensor maps: descriptors checked, stored and answered back
+        "cuTexObjectCreate", "cuTexObjectDestroy", "cuTexObjectGetResourceDesc", "cuTexObjectGetTextureDesc",
+        "cuTexObjectGetResourceViewDesc", "cuSurfObjectCreate", "cuSurfObjectDestroy", "cuSurfObjectGetResourceDesc",
+        "cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col", "cuTensorMapEncodeIm2colWide", "cuTensorMapReplaceAddress",
     },
     "runtime": {
         "cudaSetDeviceFlags", "cudaGetDeviceFlags", "cudaDeviceSetLimit", "cudaDeviceGetLimit",
@@ -45,6 +49,9 @@ BOOKKEEPING = {
         "cudaProfilerStart", "cudaProfilerStop", "cudaDeviceSetSharedMemConfig",
         "cudaDeviceRegisterAsyncNotification", "cudaDeviceUnregisterAsyncNotification",
         "cudaFuncSetSharedMemConfig", "cudaCtxResetPersistingL2Cache",
+        "cudaCreateTextureObject", "cudaDestroyTextureObject", "cudaGetTextureObjectResourceDesc",
+        "cudaGetTextureObjectTextureDesc", "cudaGetTextureObjectResourceViewDesc", "cudaCreateSurfaceObject",
+        "cudaDestroySurfaceObject", "cudaGetSurfaceObjectResourceDesc",
     },
 }
 

@@ -89,6 +89,19 @@ inline int in_child(const std::function<int()>& body) {
     }                                                                                   \
   } while (0)
 
+// An array descriptor of these extents, format, channels and flags.
+inline CUDA_ARRAY3D_DESCRIPTOR array_descriptor(size_t width, size_t height, size_t depth, CUarray_format format,
+                                                unsigned channels, unsigned flags = 0) {
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  desc.Width = width;
+  desc.Height = height;
+  desc.Depth = depth;
+  desc.Format = format;
+  desc.NumChannels = channels;
+  desc.Flags = flags;
+  return desc;
+}
+
 // A 1D copy node's parameters: `bytes` from host memory to device memory.
 inline CUDA_MEMCPY3D copy_1d(CUdeviceptr dst, const void* src_host, size_t bytes) {
   CUDA_MEMCPY3D p{};

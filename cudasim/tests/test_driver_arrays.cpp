@@ -20,18 +20,6 @@ size_t free_memory() {
   return free;
 }
 
-CUDA_ARRAY3D_DESCRIPTOR descriptor(size_t width, size_t height, size_t depth, CUarray_format format,
-                                   unsigned channels, unsigned flags = 0) {
-  CUDA_ARRAY3D_DESCRIPTOR desc{};
-  desc.Width = width;
-  desc.Height = height;
-  desc.Depth = depth;
-  desc.Format = format;
-  desc.NumChannels = channels;
-  desc.Flags = flags;
-  return desc;
-}
-
 CUresult create_3d(const CUDA_ARRAY3D_DESCRIPTOR& desc) {
   CUarray array = nullptr;
   CUresult rc = cuArray3DCreate(&array, &desc);
@@ -106,70 +94,70 @@ TEST_CASE("a 2D array holds device memory until destroyed", "[driver][arrays]") 
 TEST_CASE("array sizes: element size, padded rows, layers and depth, 2 MiB units", "[driver][arrays]") {
   primary_context();
   // 1D: one row (100 bytes, padded to 512) in a 2 MiB unit.
-  CHECK(charge_of(descriptor(100, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1)) == 2 * kMiB);
+  CHECK(charge_of(array_descriptor(100, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1)) == 2 * kMiB);
   // 2D, 16-byte elements (4 x 32-bit): 1024 x 16 = 16 KiB rows, 1024 rows = 16 MiB.
-  CHECK(charge_of(descriptor(1024, 1024, 0, CU_AD_FORMAT_UNSIGNED_INT32, 4)) == 16 * kMiB);
+  CHECK(charge_of(array_descriptor(1024, 1024, 0, CU_AD_FORMAT_UNSIGNED_INT32, 4)) == 16 * kMiB);
   // 2 x 16-bit: rows of 4 x 300 = 1200 bytes, padded to 1536; 1536 x 3000 = 4,608,000 -> 6 MiB.
-  CHECK(charge_of(descriptor(300, 3000, 0, CU_AD_FORMAT_HALF, 2)) == 6 * kMiB);
+  CHECK(charge_of(array_descriptor(300, 3000, 0, CU_AD_FORMAT_HALF, 2)) == 6 * kMiB);
   // 3D: rows of 2048 bytes x 512 x 16 = 16 MiB, of 8192 bytes x 512 x 32 = 128 MiB; 1D layered:
   // 4 layers of one 4 MiB row.
-  CHECK(charge_of(descriptor(512, 512, 16, CU_AD_FORMAT_SIGNED_INT8, 4)) == 16 * kMiB);
-  CHECK(charge_of(descriptor(2048, 512, 32, CU_AD_FORMAT_FLOAT, 1)) == 128 * kMiB);
-  CHECK(charge_of(descriptor(1 << 20, 0, 4, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_LAYERED)) == 16 * kMiB);
+  CHECK(charge_of(array_descriptor(512, 512, 16, CU_AD_FORMAT_SIGNED_INT8, 4)) == 16 * kMiB);
+  CHECK(charge_of(array_descriptor(2048, 512, 32, CU_AD_FORMAT_FLOAT, 1)) == 128 * kMiB);
+  CHECK(charge_of(array_descriptor(1 << 20, 0, 4, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_LAYERED)) == 16 * kMiB);
   // A cubemap: six 1024 x 1024 faces of 4 bytes = 24 MiB; layered: two cubemaps.
-  CHECK(charge_of(descriptor(1024, 1024, 6, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP)) == 24 * kMiB);
-  CHECK(charge_of(descriptor(1024, 1024, 12, CU_AD_FORMAT_FLOAT, 1,
+  CHECK(charge_of(array_descriptor(1024, 1024, 6, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP)) == 24 * kMiB);
+  CHECK(charge_of(array_descriptor(1024, 1024, 12, CU_AD_FORMAT_FLOAT, 1,
                              CUDA_ARRAY3D_CUBEMAP | CUDA_ARRAY3D_LAYERED)) == 48 * kMiB);
   // Accepted flags that change nothing here.
-  CHECK(charge_of(descriptor(1000, 1000, 0, CU_AD_FORMAT_FLOAT, 1,
+  CHECK(charge_of(array_descriptor(1000, 1000, 0, CU_AD_FORMAT_FLOAT, 1,
                              CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_TEXTURE_GATHER)) == 4 * kMiB);
 }
 
 TEST_CASE("array descriptors are validated as cuArray3DCreate documents", "[driver][arrays]") {
   primary_context();
   CUarray array = nullptr;
-  const auto good = descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
+  const auto good = array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
   CHECK(cuArray3DCreate(nullptr, &good) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuArray3DCreate(&array, nullptr) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuArrayCreate(&array, nullptr) == CUDA_ERROR_INVALID_VALUE);
   // Channels: 1, 2 or 4.
   for (unsigned channels : {0u, 3u, 5u, 8u}) {
     INFO(channels);
-    CHECK(create_3d(descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, channels)) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(create_3d(array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, channels)) == CUDA_ERROR_INVALID_VALUE);
   }
   // Zero width; no depth without height (unless layered); a value that is no format.
-  CHECK(create_3d(descriptor(0, 64, 0, CU_AD_FORMAT_FLOAT, 1)) == CUDA_ERROR_INVALID_VALUE);
-  CHECK(create_3d(descriptor(64, 0, 5, CU_AD_FORMAT_FLOAT, 1)) == CUDA_ERROR_INVALID_VALUE);
-  CHECK(create_3d(descriptor(64, 64, 0, static_cast<CUarray_format>(0x77), 1)) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(create_3d(array_descriptor(0, 64, 0, CU_AD_FORMAT_FLOAT, 1)) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(create_3d(array_descriptor(64, 0, 5, CU_AD_FORMAT_FLOAT, 1)) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(create_3d(array_descriptor(64, 64, 0, static_cast<CUarray_format>(0x77), 1)) == CUDA_ERROR_INVALID_VALUE);
   // Layered: Depth is the number of layers, at least one.
-  CHECK(create_3d(descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_LAYERED)) == CUDA_ERROR_INVALID_VALUE);
-  CHECK(create_3d(descriptor(64, 0, 3, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_LAYERED)) == CUDA_SUCCESS);
+  CHECK(create_3d(array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_LAYERED)) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(create_3d(array_descriptor(64, 0, 3, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_LAYERED)) == CUDA_SUCCESS);
   // Cubemaps: square faces, six of them (a multiple of six when layered).
-  CHECK(create_3d(descriptor(64, 32, 6, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP)) == CUDA_ERROR_INVALID_VALUE);
-  CHECK(create_3d(descriptor(64, 64, 5, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP)) == CUDA_ERROR_INVALID_VALUE);
-  CHECK(create_3d(descriptor(64, 64, 12, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP)) == CUDA_ERROR_INVALID_VALUE);
-  CHECK(create_3d(descriptor(64, 64, 6, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP)) == CUDA_SUCCESS);
-  CHECK(create_3d(descriptor(64, 64, 9, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP | CUDA_ARRAY3D_LAYERED)) ==
+  CHECK(create_3d(array_descriptor(64, 32, 6, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP)) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(create_3d(array_descriptor(64, 64, 5, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP)) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(create_3d(array_descriptor(64, 64, 12, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP)) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(create_3d(array_descriptor(64, 64, 6, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP)) == CUDA_SUCCESS);
+  CHECK(create_3d(array_descriptor(64, 64, 9, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_CUBEMAP | CUDA_ARRAY3D_LAYERED)) ==
         CUDA_ERROR_INVALID_VALUE);
   // Texture gather: 2D only.
-  CHECK(create_3d(descriptor(64, 64, 4, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_TEXTURE_GATHER)) ==
+  CHECK(create_3d(array_descriptor(64, 64, 4, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_TEXTURE_GATHER)) ==
         CUDA_ERROR_INVALID_VALUE);
-  CHECK(create_3d(descriptor(64, 0, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_TEXTURE_GATHER)) ==
+  CHECK(create_3d(array_descriptor(64, 0, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_TEXTURE_GATHER)) ==
         CUDA_ERROR_INVALID_VALUE);
   // Unknown flag bits.
-  CHECK(create_3d(descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, 0x1000)) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(create_3d(array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, 0x1000)) == CUDA_ERROR_INVALID_VALUE);
   // Documented but not simulated: formats without a plain layout, sparse arrays.
-  CHECK(create_3d(descriptor(64, 64, 0, CU_AD_FORMAT_NV12, 1)) == CUDA_ERROR_NOT_SUPPORTED);
-  CHECK(create_3d(descriptor(64, 64, 0, CU_AD_FORMAT_BC1_UNORM, 4)) == CUDA_ERROR_NOT_SUPPORTED);
-  CHECK(create_3d(descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_SPARSE)) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(create_3d(array_descriptor(64, 64, 0, CU_AD_FORMAT_NV12, 1)) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(create_3d(array_descriptor(64, 64, 0, CU_AD_FORMAT_BC1_UNORM, 4)) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(create_3d(array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_SPARSE)) == CUDA_ERROR_NOT_SUPPORTED);
   int sparse = -1;
   REQUIRE(cuDeviceGetAttribute(&sparse, CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED, 0) == CUDA_SUCCESS);
   CHECK(sparse == 0);
   // Extents no device could hold.
   const size_t huge = size_t{1} << 40;
-  CHECK(create_3d(descriptor(huge, huge, huge, CU_AD_FORMAT_FLOAT, 4)) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(create_3d(array_descriptor(huge, huge, huge, CU_AD_FORMAT_FLOAT, 4)) == CUDA_ERROR_INVALID_VALUE);
   // cuArrayGetDescriptor cannot describe a 3D or layered array.
-  const auto volume = descriptor(8, 8, 8, CU_AD_FORMAT_FLOAT, 1);
+  const auto volume = array_descriptor(8, 8, 8, CU_AD_FORMAT_FLOAT, 1);
   REQUIRE(cuArray3DCreate(&array, &volume) == CUDA_SUCCESS);
   CUDA_ARRAY_DESCRIPTOR flat{};
   CHECK(cuArrayGetDescriptor(&flat, array) == CUDA_ERROR_INVALID_VALUE);
@@ -183,21 +171,21 @@ TEST_CASE("mipmapped arrays hold every level", "[driver][arrays]") {
   primary_context();
   // 1024 x 1024 floats: 4 MiB + 1 MiB + 256 KiB + 64 KiB + 32 KiB + ... + 512 B (11 levels, rows
   // padded to 512 bytes) = 5,635,584 bytes -> 6 MiB. Levels are clamped to [1, 11].
-  const auto square = descriptor(1024, 1024, 0, CU_AD_FORMAT_FLOAT, 1);
+  const auto square = array_descriptor(1024, 1024, 0, CU_AD_FORMAT_FLOAT, 1);
   CHECK(mipmapped_charge_of(square, 11) == 6 * kMiB);
   CHECK(mipmapped_charge_of(square, 1000) == 6 * kMiB);
   CHECK(mipmapped_charge_of(square, 1) == 4 * kMiB);
   CHECK(mipmapped_charge_of(square, 0) == 4 * kMiB);
   // Layers keep their count at every level: 16 MiB + 4 MiB + 1 MiB + 510 KiB -> 22 MiB.
-  CHECK(mipmapped_charge_of(descriptor(1024, 1024, 4, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_LAYERED), 20) ==
+  CHECK(mipmapped_charge_of(array_descriptor(1024, 1024, 4, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_LAYERED), 20) ==
         22 * kMiB);
   // A 3D array's depth halves: 32 MiB + 8 MiB + 2 MiB + 682.5 KiB -> 44 MiB.
-  CHECK(mipmapped_charge_of(descriptor(256, 256, 256, CU_AD_FORMAT_UNSIGNED_INT8, 1), 9) == 44 * kMiB);
+  CHECK(mipmapped_charge_of(array_descriptor(256, 256, 256, CU_AD_FORMAT_UNSIGNED_INT8, 1), 9) == 44 * kMiB);
 
   CUmipmappedArray mipmap = nullptr;
   CHECK(cuMipmappedArrayCreate(nullptr, &square, 2) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuMipmappedArrayCreate(&mipmap, nullptr, 2) == CUDA_ERROR_INVALID_VALUE);
-  const auto three_channels = descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 3);
+  const auto three_channels = array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 3);
   CHECK(cuMipmappedArrayCreate(&mipmap, &three_channels, 2) == CUDA_ERROR_INVALID_VALUE);
   REQUIRE(cuMipmappedArrayCreate(&mipmap, &square, 2) == CUDA_SUCCESS);
   // Arrays and mipmapped arrays are different objects.
@@ -214,7 +202,7 @@ TEST_CASE("memory requirements: deferred-mapping arrays hold nothing and report 
   REQUIRE(cuDeviceGetAttribute(&deferred_supported, CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED, 0) ==
           CUDA_SUCCESS);
   CHECK(deferred_supported == 1);
-  const auto plain = descriptor(300, 3000, 0, CU_AD_FORMAT_HALF, 2);
+  const auto plain = array_descriptor(300, 3000, 0, CU_AD_FORMAT_HALF, 2);
   const size_t charged = charge_of(plain);
   auto deferred = plain;
   deferred.Flags = CUDA_ARRAY3D_DEFERRED_MAPPING;
@@ -238,7 +226,7 @@ TEST_CASE("memory requirements: deferred-mapping arrays hold nothing and report 
   CHECK(free_memory() == before);
   CHECK(cuArrayGetMemoryRequirements(&req, array, 0) == CUDA_ERROR_INVALID_VALUE);
 
-  auto mip_desc = descriptor(1024, 1024, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_DEFERRED_MAPPING);
+  auto mip_desc = array_descriptor(1024, 1024, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_DEFERRED_MAPPING);
   CUmipmappedArray mipmap = nullptr;
   REQUIRE(cuMipmappedArrayCreate(&mipmap, &mip_desc, 11) == CUDA_SUCCESS);
   CHECK(free_memory() == before);
@@ -258,7 +246,7 @@ TEST_CASE("destroying a context destroys its arrays", "[driver][arrays]") {
   REQUIRE(cuCtxCreate(&ctx, nullptr, 0, 0) == CUDA_SUCCESS);  // made current
   CUarray array = nullptr;
   CUmipmappedArray mipmap = nullptr;
-  const auto desc = descriptor(1024, 1024, 0, CU_AD_FORMAT_FLOAT, 4);
+  const auto desc = array_descriptor(1024, 1024, 0, CU_AD_FORMAT_FLOAT, 4);
   REQUIRE(cuArray3DCreate(&array, &desc) == CUDA_SUCCESS);
   REQUIRE(cuMipmappedArrayCreate(&mipmap, &desc, 3) == CUDA_SUCCESS);
   CHECK(free_memory() < before);
@@ -271,7 +259,7 @@ TEST_CASE("destroying a context destroys its arrays", "[driver][arrays]") {
 
 TEST_CASE("arrays need cuInit and a current context", "[driver][arrays]") {
   int rc = in_child([] {
-    const auto desc = descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
+    const auto desc = array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
     CUarray array = nullptr;
     CUmipmappedArray mipmap = nullptr;
     CHILD_CHECK(cuArray3DCreate(&array, &desc) == CUDA_ERROR_NOT_INITIALIZED);
@@ -291,8 +279,8 @@ TEST_CASE("arrays run out of device memory and count as device allocations", "[d
     setenv("CUDASIM_CONTEXT_OVERHEAD", "0", 1);
     CHILD_CHECK(start_primary_context());
     CUarray big = nullptr, other = nullptr;
-    const auto gib = descriptor(1 << 14, 1 << 14, 0, CU_AD_FORMAT_FLOAT, 1);  // exactly 1 GiB
-    const auto half = descriptor(1 << 14, 1 << 13, 0, CU_AD_FORMAT_FLOAT, 1);
+    const auto gib = array_descriptor(1 << 14, 1 << 14, 0, CU_AD_FORMAT_FLOAT, 1);  // exactly 1 GiB
+    const auto half = array_descriptor(1 << 14, 1 << 13, 0, CU_AD_FORMAT_FLOAT, 1);
     CHILD_CHECK(cuArray3DCreate(&big, &gib) == CUDA_SUCCESS);
     CHILD_CHECK(cuArray3DCreate(&other, &half) == CUDA_ERROR_OUT_OF_MEMORY);
     CUdeviceptr ptr = 0;
@@ -308,7 +296,7 @@ TEST_CASE("arrays run out of device memory and count as device allocations", "[d
   rc = in_child([] {
     setenv("CUDASIM_FAIL_ALLOC_AFTER", "2", 1);
     CHILD_CHECK(start_primary_context());
-    const auto desc = descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
+    const auto desc = array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
     auto deferred = desc;
     deferred.Flags = CUDA_ARRAY3D_DEFERRED_MAPPING;
     CUarray first = nullptr, again = nullptr, no_memory = nullptr;
@@ -327,7 +315,7 @@ TEST_CASE("arrays run out of device memory and count as device allocations", "[d
 TEST_CASE("array creation and destruction cost the allocation and free latencies", "[driver][arrays]") {
   int rc = in_child([] {
     CHILD_CHECK(start_with_test_latencies());
-    const auto desc = descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
+    const auto desc = array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
     CUarray array = nullptr;
     CHILD_CHECK(succeeds_slowly([&] { return cuArray3DCreate(&array, &desc); }));
     CHILD_CHECK(succeeds_slowly([&] { return cuArrayDestroy(array); }));
@@ -359,7 +347,7 @@ TEST_CASE("the report counts arrays per device", "[driver][arrays][report]") {
   int rc = in_child([&] {
     setenv("CUDASIM_REPORT", path.c_str(), 1);
     CHILD_CHECK(start_primary_context());
-    const auto desc = descriptor(1000, 1000, 0, CU_AD_FORMAT_FLOAT, 1);  // 4 MiB
+    const auto desc = array_descriptor(1000, 1000, 0, CU_AD_FORMAT_FLOAT, 1);  // 4 MiB
     auto deferred = desc;
     deferred.Flags = CUDA_ARRAY3D_DEFERRED_MAPPING;
     CUarray a = nullptr, b = nullptr, c = nullptr;
