@@ -16,11 +16,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string_view>
 #include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 using namespace cudasim;
@@ -528,48 +530,53 @@ CUDASIM_EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
   return CUDA_SUCCESS;
 }
 
-CUDASIM_EXPORT CUresult cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) {
+namespace {
+
+// What the module and library queries share: a handle's live set and the entry points it gave out.
+std::unordered_set<CUmod_st*>& live(KernelState& ks, CUmod_st*) { return ks.modules; }
+std::unordered_set<CUlib_st*>& live(KernelState& ks, CUlib_st*) { return ks.libraries; }
+std::map<std::string, CUfunc_st*>& entries(CUmod_st* module) { return module->functions; }
+std::map<std::string, CUkern_st*>& entries(CUlib_st* library) { return library->kernels; }
+
+// cuModuleGetFunctionCount, cuLibraryGetKernelCount: the entry points the image names.
+template <typename Owner>
+CUresult entry_count(unsigned* count, Owner* owner) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!kernels(l.st).modules.contains(mod)) return CUDA_ERROR_INVALID_HANDLE;
-  *count = static_cast<unsigned>(image_entry_names(mod->image).size());
+  if (!live(kernels(l.st), owner).contains(owner)) return CUDA_ERROR_INVALID_HANDLE;
+  *count = static_cast<unsigned>(image_entry_names(owner->image).size());
   return CUDA_SUCCESS;
 }
+
+// cuModuleEnumerateFunctions, cuLibraryEnumerateKernels: the first `capacity` of them, in image
+// order. Module functions handed out this way start unloaded (lazy loading, cuFuncIsLoaded).
+template <typename Owner, typename Handle>
+CUresult enumerate_entries(Handle* out, unsigned capacity, Owner* owner) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  KernelState& ks = kernels(l.st);
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!live(ks, owner).contains(owner)) return CUDA_ERROR_INVALID_HANDLE;
+  const std::vector<std::string> names = image_entry_names(owner->image);
+  for (std::size_t i = 0; i < names.size() && i < capacity; ++i)
+    if (CUresult rc = entry_point(ks, owner, entries(owner), names[i].c_str(), &out[i], false); rc != CUDA_SUCCESS)
+      return rc;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) { return entry_count(count, mod); }
 
 CUDASIM_EXPORT CUresult cuModuleEnumerateFunctions(CUfunction* functions, unsigned int numFunctions, CUmodule mod) {
-  Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  KernelState& ks = kernels(l.st);
-  if (functions == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!ks.modules.contains(mod)) return CUDA_ERROR_INVALID_HANDLE;
-  const std::vector<std::string> names = image_entry_names(mod->image);
-  for (std::size_t i = 0; i < names.size() && i < numFunctions; ++i)
-    if (CUresult rc = entry_point(ks, mod, mod->functions, names[i].c_str(), &functions[i], false); rc != CUDA_SUCCESS)
-      return rc;
-  return CUDA_SUCCESS;
+  return enumerate_entries(functions, numFunctions, mod);
 }
 
-CUDASIM_EXPORT CUresult cuLibraryGetKernelCount(unsigned int* count, CUlibrary lib) {
-  Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!kernels(l.st).libraries.contains(lib)) return CUDA_ERROR_INVALID_HANDLE;
-  *count = static_cast<unsigned>(image_entry_names(lib->image).size());
-  return CUDA_SUCCESS;
-}
+CUDASIM_EXPORT CUresult cuLibraryGetKernelCount(unsigned int* count, CUlibrary lib) { return entry_count(count, lib); }
 
 CUDASIM_EXPORT CUresult cuLibraryEnumerateKernels(CUkernel* kernels_out, unsigned int numKernels, CUlibrary lib) {
-  Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  KernelState& ks = kernels(l.st);
-  if (kernels_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!ks.libraries.contains(lib)) return CUDA_ERROR_INVALID_HANDLE;
-  const std::vector<std::string> names = image_entry_names(lib->image);
-  for (std::size_t i = 0; i < names.size() && i < numKernels; ++i)
-    if (CUresult rc = entry_point(ks, lib, lib->kernels, names[i].c_str(), &kernels_out[i]); rc != CUDA_SUCCESS)
-      return rc;
-  return CUDA_SUCCESS;
+  return enumerate_entries(kernels_out, numKernels, lib);
 }
 
 CUDASIM_EXPORT CUresult cuLibraryGetModule(CUmodule* pMod, CUlibrary library) {
