@@ -86,8 +86,6 @@ std::optional<std::string> image_bytes(const void* image, std::size_t limit) {
 
 namespace {
 
-bool identifier_char(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$'; }
-
 // Whether the image defines an entry point called `name`: as a whole symbol-table string (ELF,
 // also inside a fat binary) or as a PTX `.entry` directive.
 bool image_defines(const std::string& image, const char* name) {
@@ -229,7 +227,8 @@ CUresult load_module(CUmodule* module, const void* image, std::size_t limit = kU
   if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::optional<std::string> bytes = image_bytes(image, limit);
   if (!bytes) return CUDA_ERROR_INVALID_IMAGE;
-  *module = kernels(l.st).keep(new CUmod_st{ctx, std::move(*bytes), {}});
+  GlobalDecls globals = image_globals(*bytes);
+  *module = kernels(l.st).keep(new CUmod_st{ctx, std::move(*bytes), {}, std::move(globals), {}});
   return CUDA_SUCCESS;
 }
 
@@ -416,12 +415,37 @@ CUDASIM_EXPORT CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatC
   return load_module(module, fatCubin);
 }
 
+namespace {
+
+// Before an unload frees globals: work queued on any stream may still copy to or from them. Whether
+// `has_globals(ks)` holds, asked with the lock; CUDA_ERROR_INVALID_HANDLE when it answers nullopt.
+template <typename HasGlobals>
+CUresult wait_before_freeing_globals(HasGlobals has_globals) {
+  bool wait = false;
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    const std::optional<bool> answer = has_globals(kernels(l.st));
+    if (!answer) return CUDA_ERROR_INVALID_HANDLE;
+    wait = *answer;
+  }
+  if (wait) wait_for_all_queued_work();
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
 CUDASIM_EXPORT CUresult cuModuleUnload(CUmodule hmod) {
+  CUresult waited = wait_before_freeing_globals([hmod](KernelState& ks) -> std::optional<bool> {
+    if (!ks.modules.contains(hmod)) return std::nullopt;
+    return !hmod->storage.empty();
+  });
+  if (waited != CUDA_SUCCESS) return waited;
   Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   KernelState& ks = kernels(l.st);
-  if (!ks.modules.erase(hmod)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!ks.modules.erase(hmod)) return CUDA_ERROR_INVALID_HANDLE;  // unloaded by another thread meanwhile
   std::erase_if(ks.functions, [hmod](CUfunc_st* f) { return f->module == hmod; });
+  free_globals(l.st, hmod->storage);
   return CUDA_SUCCESS;
 }
 
@@ -449,7 +473,8 @@ CUresult load_library(CUlibrary* library, const void* code, CUjit_option* jitOpt
     return CUDA_ERROR_INVALID_VALUE;
   std::optional<std::string> bytes = image_bytes(code, limit);
   if (!bytes) return CUDA_ERROR_INVALID_IMAGE;
-  *library = kernels(l.st).keep(new CUlib_st{std::move(*bytes), {}, {}});
+  GlobalDecls globals = image_globals(*bytes);
+  *library = kernels(l.st).keep(new CUlib_st{std::move(*bytes), {}, {}, std::move(globals), {}});
   return CUDA_SUCCESS;
 }
 
@@ -464,16 +489,15 @@ Entry entry_of(KernelState& ks, CUfunction f) {
   return {};
 }
 
-// The module of `library` in context `ctx`, made on first request. Needs State::mu.
-CUmod_st* library_module(KernelState& ks, CUlib_st* library, CUctx_st* ctx) {
+}  // namespace
+
+CUmod_st* cudasim::library_module(KernelState& ks, CUlib_st* library, CUctx_st* ctx) {
   if (auto it = library->modules.find(ctx); it != library->modules.end() && ks.modules.contains(it->second))
     return it->second;
-  CUmod_st* module = ks.keep(new CUmod_st{ctx, library->image, {}});
+  CUmod_st* module = ks.keep(new CUmod_st{ctx, library->image, {}, library->globals, {}});
   library->modules[ctx] = module;
   return module;
 }
-
-}  // namespace
 
 CUDASIM_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
                                           void** jitOptionsValues, unsigned int numJitOptions,
@@ -499,16 +523,25 @@ CUDASIM_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fi
 }
 
 CUDASIM_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
+  CUresult waited = wait_before_freeing_globals([library](KernelState& ks) -> std::optional<bool> {
+    if (!ks.libraries.contains(library)) return std::nullopt;
+    bool any = !library->managed.empty();
+    for (const auto& entry : library->modules)
+      any = any || (ks.modules.contains(entry.second) && !entry.second->storage.empty());
+    return any;
+  });
+  if (waited != CUDA_SUCCESS) return waited;
   Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   KernelState& ks = kernels(l.st);
-  if (!ks.libraries.erase(library)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!ks.libraries.erase(library)) return CUDA_ERROR_INVALID_HANDLE;  // unloaded by another thread meanwhile
   std::erase_if(ks.kernels, [library](CUkern_st* k) { return k->library == library; });
   for (const auto& entry : library->modules) {  // not a structured binding: clang 14 cannot capture one
     CUmod_st* module = entry.second;
-    ks.modules.erase(module);
+    if (!ks.modules.erase(module)) continue;  // gone with its context already
     std::erase_if(ks.functions, [module](CUfunc_st* f) { return f->module == module; });
+    free_globals(l.st, module->storage);
   }
+  free_globals(l.st, library->managed);
   return CUDA_SUCCESS;
 }
 
