@@ -429,9 +429,9 @@ CUDASIM_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, C
   return module_global(dptr, bytes, hmod, name);
 }
 
-// The CUDA 2.x ABI: 32-bit device pointers and sizes. The simulated device's memory lies above
-// 4 GiB, where no 32-bit pointer reaches: a global that exists answers CUDA_ERROR_NOT_SUPPORTED
-// (a size alone, when dptr is NULL and it fits, is answered).
+// The CUDA 2.x ABI: 32-bit device pointers and sizes. The simulated device's memory normally lies
+// above 4 GiB, where no 32-bit pointer reaches: such an address (or size) is
+// CUDA_ERROR_NOT_SUPPORTED; a size alone, when dptr is NULL and it fits, is answered.
 CUDASIM_EXPORT CUresult cuModuleGetGlobal(CUdeviceptr_v1* dptr, unsigned int* bytes, CUmodule hmod, const char* name) {
   CUdeviceptr address = 0;
   size_t size = 0;
