@@ -16,11 +16,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string_view>
 #include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 using namespace cudasim;
@@ -83,8 +85,6 @@ std::optional<std::string> image_bytes(const void* image, std::size_t limit) {
 }  // namespace cudasim
 
 namespace {
-
-bool identifier_char(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$'; }
 
 // Whether the image defines an entry point called `name`: as a whole symbol-table string (ELF,
 // also inside a fat binary) or as a PTX `.entry` directive.
@@ -227,7 +227,8 @@ CUresult load_module(CUmodule* module, const void* image, std::size_t limit = kU
   if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::optional<std::string> bytes = image_bytes(image, limit);
   if (!bytes) return CUDA_ERROR_INVALID_IMAGE;
-  *module = kernels(l.st).keep(new CUmod_st{ctx, std::move(*bytes), {}});
+  GlobalDecls globals = image_globals(*bytes);
+  *module = kernels(l.st).keep(new CUmod_st{ctx, std::move(*bytes), {}, std::move(globals), {}});
   return CUDA_SUCCESS;
 }
 
@@ -414,12 +415,37 @@ CUDASIM_EXPORT CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatC
   return load_module(module, fatCubin);
 }
 
+namespace {
+
+// Before an unload frees globals: work queued on any stream may still copy to or from them. Whether
+// `has_globals(ks)` holds, asked with the lock; CUDA_ERROR_INVALID_HANDLE when it answers nullopt.
+template <typename HasGlobals>
+CUresult wait_before_freeing_globals(HasGlobals has_globals) {
+  bool wait = false;
+  {
+    Locked l;
+    if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    const std::optional<bool> answer = has_globals(kernels(l.st));
+    if (!answer) return CUDA_ERROR_INVALID_HANDLE;
+    wait = *answer;
+  }
+  if (wait) wait_for_all_queued_work();
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
 CUDASIM_EXPORT CUresult cuModuleUnload(CUmodule hmod) {
+  CUresult waited = wait_before_freeing_globals([hmod](KernelState& ks) -> std::optional<bool> {
+    if (!ks.modules.contains(hmod)) return std::nullopt;
+    return !hmod->storage.empty();
+  });
+  if (waited != CUDA_SUCCESS) return waited;
   Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   KernelState& ks = kernels(l.st);
-  if (!ks.modules.erase(hmod)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!ks.modules.erase(hmod)) return CUDA_ERROR_INVALID_HANDLE;  // unloaded by another thread meanwhile
   std::erase_if(ks.functions, [hmod](CUfunc_st* f) { return f->module == hmod; });
+  free_globals(l.st, hmod->storage);
   return CUDA_SUCCESS;
 }
 
@@ -447,7 +473,8 @@ CUresult load_library(CUlibrary* library, const void* code, CUjit_option* jitOpt
     return CUDA_ERROR_INVALID_VALUE;
   std::optional<std::string> bytes = image_bytes(code, limit);
   if (!bytes) return CUDA_ERROR_INVALID_IMAGE;
-  *library = kernels(l.st).keep(new CUlib_st{std::move(*bytes), {}, {}});
+  GlobalDecls globals = image_globals(*bytes);
+  *library = kernels(l.st).keep(new CUlib_st{std::move(*bytes), {}, {}, std::move(globals), {}});
   return CUDA_SUCCESS;
 }
 
@@ -462,16 +489,15 @@ Entry entry_of(KernelState& ks, CUfunction f) {
   return {};
 }
 
-// The module of `library` in context `ctx`, made on first request. Needs State::mu.
-CUmod_st* library_module(KernelState& ks, CUlib_st* library, CUctx_st* ctx) {
+}  // namespace
+
+CUmod_st* cudasim::library_module(KernelState& ks, CUlib_st* library, CUctx_st* ctx) {
   if (auto it = library->modules.find(ctx); it != library->modules.end() && ks.modules.contains(it->second))
     return it->second;
-  CUmod_st* module = ks.keep(new CUmod_st{ctx, library->image, {}});
+  CUmod_st* module = ks.keep(new CUmod_st{ctx, library->image, {}, library->globals, {}});
   library->modules[ctx] = module;
   return module;
 }
-
-}  // namespace
 
 CUDASIM_EXPORT CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
                                           void** jitOptionsValues, unsigned int numJitOptions,
@@ -497,16 +523,25 @@ CUDASIM_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fi
 }
 
 CUDASIM_EXPORT CUresult cuLibraryUnload(CUlibrary library) {
+  CUresult waited = wait_before_freeing_globals([library](KernelState& ks) -> std::optional<bool> {
+    if (!ks.libraries.contains(library)) return std::nullopt;
+    bool any = !library->managed.empty();
+    for (const auto& entry : library->modules)
+      any = any || (ks.modules.contains(entry.second) && !entry.second->storage.empty());
+    return any;
+  });
+  if (waited != CUDA_SUCCESS) return waited;
   Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   KernelState& ks = kernels(l.st);
-  if (!ks.libraries.erase(library)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!ks.libraries.erase(library)) return CUDA_ERROR_INVALID_HANDLE;  // unloaded by another thread meanwhile
   std::erase_if(ks.kernels, [library](CUkern_st* k) { return k->library == library; });
   for (const auto& entry : library->modules) {  // not a structured binding: clang 14 cannot capture one
     CUmod_st* module = entry.second;
-    ks.modules.erase(module);
+    if (!ks.modules.erase(module)) continue;  // gone with its context already
     std::erase_if(ks.functions, [module](CUfunc_st* f) { return f->module == module; });
+    free_globals(l.st, module->storage);
   }
+  free_globals(l.st, library->managed);
   return CUDA_SUCCESS;
 }
 
@@ -528,48 +563,53 @@ CUDASIM_EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
   return CUDA_SUCCESS;
 }
 
-CUDASIM_EXPORT CUresult cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) {
+namespace {
+
+// What the module and library queries share: a handle's live set and the entry points it gave out.
+std::unordered_set<CUmod_st*>& live(KernelState& ks, CUmod_st*) { return ks.modules; }
+std::unordered_set<CUlib_st*>& live(KernelState& ks, CUlib_st*) { return ks.libraries; }
+std::map<std::string, CUfunc_st*>& entries(CUmod_st* module) { return module->functions; }
+std::map<std::string, CUkern_st*>& entries(CUlib_st* library) { return library->kernels; }
+
+// cuModuleGetFunctionCount, cuLibraryGetKernelCount: the entry points the image names.
+template <typename Owner>
+CUresult entry_count(unsigned* count, Owner* owner) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
   if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!kernels(l.st).modules.contains(mod)) return CUDA_ERROR_INVALID_HANDLE;
-  *count = static_cast<unsigned>(image_entry_names(mod->image).size());
+  if (!live(kernels(l.st), owner).contains(owner)) return CUDA_ERROR_INVALID_HANDLE;
+  *count = static_cast<unsigned>(image_entry_names(owner->image).size());
   return CUDA_SUCCESS;
 }
+
+// cuModuleEnumerateFunctions, cuLibraryEnumerateKernels: the first `capacity` of them, in image
+// order. Module functions handed out this way start unloaded (lazy loading, cuFuncIsLoaded).
+template <typename Owner, typename Handle>
+CUresult enumerate_entries(Handle* out, unsigned capacity, Owner* owner) {
+  Locked l;
+  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+  KernelState& ks = kernels(l.st);
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!live(ks, owner).contains(owner)) return CUDA_ERROR_INVALID_HANDLE;
+  const std::vector<std::string> names = image_entry_names(owner->image);
+  for (std::size_t i = 0; i < names.size() && i < capacity; ++i)
+    if (CUresult rc = entry_point(ks, owner, entries(owner), names[i].c_str(), &out[i], false); rc != CUDA_SUCCESS)
+      return rc;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUDASIM_EXPORT CUresult cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) { return entry_count(count, mod); }
 
 CUDASIM_EXPORT CUresult cuModuleEnumerateFunctions(CUfunction* functions, unsigned int numFunctions, CUmodule mod) {
-  Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  KernelState& ks = kernels(l.st);
-  if (functions == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!ks.modules.contains(mod)) return CUDA_ERROR_INVALID_HANDLE;
-  const std::vector<std::string> names = image_entry_names(mod->image);
-  for (std::size_t i = 0; i < names.size() && i < numFunctions; ++i)
-    if (CUresult rc = entry_point(ks, mod, mod->functions, names[i].c_str(), &functions[i], false); rc != CUDA_SUCCESS)
-      return rc;
-  return CUDA_SUCCESS;
+  return enumerate_entries(functions, numFunctions, mod);
 }
 
-CUDASIM_EXPORT CUresult cuLibraryGetKernelCount(unsigned int* count, CUlibrary lib) {
-  Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!kernels(l.st).libraries.contains(lib)) return CUDA_ERROR_INVALID_HANDLE;
-  *count = static_cast<unsigned>(image_entry_names(lib->image).size());
-  return CUDA_SUCCESS;
-}
+CUDASIM_EXPORT CUresult cuLibraryGetKernelCount(unsigned int* count, CUlibrary lib) { return entry_count(count, lib); }
 
 CUDASIM_EXPORT CUresult cuLibraryEnumerateKernels(CUkernel* kernels_out, unsigned int numKernels, CUlibrary lib) {
-  Locked l;
-  if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  KernelState& ks = kernels(l.st);
-  if (kernels_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!ks.libraries.contains(lib)) return CUDA_ERROR_INVALID_HANDLE;
-  const std::vector<std::string> names = image_entry_names(lib->image);
-  for (std::size_t i = 0; i < names.size() && i < numKernels; ++i)
-    if (CUresult rc = entry_point(ks, lib, lib->kernels, names[i].c_str(), &kernels_out[i]); rc != CUDA_SUCCESS)
-      return rc;
-  return CUDA_SUCCESS;
+  return enumerate_entries(kernels_out, numKernels, lib);
 }
 
 CUDASIM_EXPORT CUresult cuLibraryGetModule(CUmodule* pMod, CUlibrary library) {

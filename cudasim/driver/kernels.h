@@ -39,11 +39,36 @@ inline constexpr std::size_t kMaxLegacyParamBytes = 4096;
 
 }  // namespace cudasim
 
+namespace cudasim {
+
+// A variable an image declares in global or constant memory (globals.cpp): a PTX `.global` or
+// `.const` definition, or an object symbol of a cubin's .nv.global / .nv.constant sections.
+struct GlobalDecl {
+  std::string name;
+  std::size_t size = 0;
+  std::size_t align = 1;
+  bool managed = false;  // PTX `.attribute(.managed)`: cuLibraryGetManaged's
+  std::string initial;   // `size` bytes the image gives, or empty: zero-filled
+};
+using GlobalDecls = std::shared_ptr<const std::vector<GlobalDecl>>;
+
+// The device memory given to one global: an allocation flagged module_global, recognised as still
+// live by its buffer id (the memory goes with its context when that is destroyed first).
+struct GlobalStorage {
+  CUdeviceptr address = 0;
+  std::uint64_t buffer_id = 0;
+};
+using GlobalStorages = std::map<std::string, GlobalStorage>;
+
+}  // namespace cudasim
+
 // Invariant: a library stays loaded until cuLibraryUnload; its kernels are valid exactly as long.
 struct CUlib_st {
   std::string image;
   std::map<std::string, CUkern_st*> kernels;
   std::map<CUctx_st*, CUmod_st*> modules;  // cuLibraryGetModule's, per context (live while in KernelState)
+  cudasim::GlobalDecls globals;            // what the image declares
+  cudasim::GlobalStorages managed;         // its managed globals: one for every context
 };
 struct CUkern_st {
   CUlib_st* library = nullptr;
@@ -55,6 +80,8 @@ struct CUmod_st {
   CUctx_st* ctx = nullptr;
   std::string image;
   std::map<std::string, CUfunc_st*> functions;
+  cudasim::GlobalDecls globals;     // what the image declares
+  cudasim::GlobalStorages storage;  // the globals asked for so far, in ctx; freed by the unload
 };
 struct CUfunc_st {
   CUmod_st* module = nullptr;
@@ -123,6 +150,19 @@ std::optional<std::string> image_bytes(const void* image, std::size_t limit);
 // The whole file at `path` (CUDA_ERROR_FILE_NOT_FOUND when it cannot be read, CUDA_ERROR_INVALID_IMAGE
 // over kMaxImageBytes), NUL-terminated after its bytes. Takes no lock.
 CUresult read_image_file(const char* path, std::string* out);
+
+// The globals `image` declares (globals.cpp), each name once: its PTX text, the symbol table of its
+// ELF cubin, and those of the PTX texts and cubins a fat binary or linked image holds.
+GlobalDecls image_globals(const std::string& image);
+// Frees the memory of every global in `storage` still live, and forgets them. Needs State::mu.
+void free_globals(State& st, GlobalStorages& storage);
+// The module of `library` in context `ctx` (kernels.cpp), made on first request. Needs State::mu.
+CUmod_st* library_module(KernelState& ks, CUlib_st* library, CUctx_st* ctx);
+
+// Whether `c` may be part of a PTX identifier.
+inline bool identifier_char(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$';
+}
 
 // Blocks of `block_size` threads, `dynamic_shared` bytes each, that one multiprocessor holds
 // (functions.cpp's occupancy model).

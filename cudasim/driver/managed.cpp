@@ -29,15 +29,19 @@ CUDASIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, un
   if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_unsafe_call(st); rc != CUDA_SUCCESS) return rc;  // like cuMemAlloc during capture
-  Mapping mapping = map_device_memory(bytesize);
+  if (CUresult rc = allocate_managed_memory(st, ctx, bytesize, dptr); rc != CUDA_SUCCESS) return rc;
+  st.device(ctx->device).stats.managed_allocs++;
+  return CUDA_SUCCESS;
+}
+
+CUresult cudasim::allocate_managed_memory(State& st, CUctx_st* ctx, std::size_t bytes, CUdeviceptr* dptr) {
+  Mapping mapping = map_device_memory(bytes);
   if (mapping.addr == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   const auto base = reinterpret_cast<std::uintptr_t>(mapping.addr);
-  st.allocations[base] =
-      Allocation{base, bytesize, 0, ctx->device, ctx, AllocKind::Managed, nullptr, ++st.last_buffer_id};
+  st.allocations[base] = Allocation{base, bytes, 0, ctx->device, ctx, AllocKind::Managed, nullptr, ++st.last_buffer_id};
   st.mappings[base] = mapping;
   DeviceStats& stats = st.device(ctx->device).stats;
-  stats.managed_allocs++;
-  stats.managed_bytes += bytesize;
+  stats.managed_bytes += bytes;
   stats.managed_peak_bytes = std::max(stats.managed_peak_bytes, stats.managed_bytes);
   *dptr = base;
   return CUDA_SUCCESS;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 using namespace cudasim;
 
@@ -44,22 +45,10 @@ CUresult allocate_sync(CUdeviceptr* dptr, std::size_t bytes) {
   if (CUresult rc = current_context(st, &ctx); rc != CUDA_SUCCESS) return rc;
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult rc = check_unsafe_call(st); rc != CUDA_SUCCESS) return rc;
-  Device& dev = st.device(ctx->device);
-  std::size_t accounted = round_up(bytes, kMinAlignment);
-  if (!take_device_memory(st, dev, accounted)) return CUDA_ERROR_OUT_OF_MEMORY;
-  // Shared with other processes through cuIpcGetMemHandle (ipc.cpp).
-  Mapping mapping = map_exportable_memory(st, bytes, st.last_buffer_id + 1);
-  if (mapping.addr == nullptr) {
-    give_device_memory(dev, accounted);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  auto base = reinterpret_cast<std::uintptr_t>(mapping.addr);
-  st.allocations[base] =
-      Allocation{base, bytes, accounted, ctx->device, ctx, AllocKind::Sync, nullptr, ++st.last_buffer_id};
-  st.mappings[base] = mapping;
-  dev.stats.driver_allocs++;
-  dev.stats.largest_alloc = std::max<std::uint64_t>(dev.stats.largest_alloc, bytes);
-  *dptr = base;
+  if (CUresult rc = allocate_device_memory(st, ctx, bytes, dptr); rc != CUDA_SUCCESS) return rc;
+  DeviceStats& stats = st.device(ctx->device).stats;
+  stats.driver_allocs++;
+  stats.largest_alloc = std::max<std::uint64_t>(stats.largest_alloc, bytes);
   return CUDA_SUCCESS;
 }
 
@@ -192,21 +181,41 @@ void give_device_memory(Device& dev, std::uint64_t bytes) {
   dev.stats.bytes_reserved -= bytes;
 }
 
-void free_context_allocations(State& st, CUctx_st* ctx) {
-  for (auto it = st.allocations.begin(); it != st.allocations.end();) {
-    if (it->second.ctx != ctx) {
-      ++it;
-      continue;
-    }
-    give_device_memory(st.device(it->second.device), it->second.accounted);
-    if (it->second.kind == AllocKind::Managed) {
-      st.device(it->second.device).stats.managed_bytes -= it->second.size;
-      st.managed_pages.erase(it->first);
-    }
-    auto mapping = st.mappings.extract(it->first);
-    retire_mapping(st, mapping.mapped());
-    it = st.allocations.erase(it);
+CUresult allocate_device_memory(State& st, CUctx_st* ctx, std::size_t bytes, CUdeviceptr* dptr) {
+  Device& dev = st.device(ctx->device);
+  std::size_t accounted = round_up(bytes, kMinAlignment);
+  if (!take_device_memory(st, dev, accounted)) return CUDA_ERROR_OUT_OF_MEMORY;
+  // Shared with other processes through cuIpcGetMemHandle (ipc.cpp).
+  Mapping mapping = map_exportable_memory(st, bytes, st.last_buffer_id + 1);
+  if (mapping.addr == nullptr) {
+    give_device_memory(dev, accounted);
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  auto base = reinterpret_cast<std::uintptr_t>(mapping.addr);
+  st.allocations[base] =
+      Allocation{base, bytes, accounted, ctx->device, ctx, AllocKind::Sync, nullptr, ++st.last_buffer_id};
+  st.mappings[base] = mapping;
+  *dptr = base;
+  return CUDA_SUCCESS;
+}
+
+void release_allocation(State& st, std::uintptr_t base) {
+  auto it = st.allocations.find(base);
+  if (it == st.allocations.end()) return;
+  give_device_memory(st.device(it->second.device), it->second.accounted);
+  if (it->second.kind == AllocKind::Managed) {
+    st.device(it->second.device).stats.managed_bytes -= it->second.size;
+    st.managed_pages.erase(base);  // its advice goes with it
+  }
+  retire_mapping(st, st.mappings.extract(base).mapped());
+  st.allocations.erase(it);
+}
+
+void free_context_allocations(State& st, CUctx_st* ctx) {
+  std::vector<std::uintptr_t> owned;
+  for (const auto& entry : st.allocations)
+    if (entry.second.ctx == ctx) owned.push_back(entry.first);
+  for (std::uintptr_t base : owned) release_allocation(st, base);
 }
 
 }  // namespace cudasim
@@ -244,6 +253,8 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     // Graph memory is freed by the graph (a captured cuMemFreeAsync, or cuGraphDestroy) only: a
     // graph is never launched here, so its memory never becomes the program's to free.
     if (it->second.kind == AllocKind::Graph) return CUDA_ERROR_INVALID_VALUE;
+    // A module's global lives as long as its module (cuModuleUnload, cuLibraryUnload).
+    if (it->second.module_global) return CUDA_ERROR_INVALID_VALUE;
     // Mapped virtual memory is unmapped (cuMemUnmap) and released (cuMemRelease), never freed; an
     // opened IPC handle is closed (cuIpcCloseMemHandle). A pointer imported from a pool is freed.
     const bool pool_import = it->second.kind == AllocKind::Imported && it->second.pool != nullptr;
@@ -265,17 +276,9 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   const AllocKind kind = it == st.allocations.end() ? AllocKind::Pool : it->second.kind;
   if (kind == AllocKind::Imported && it->second.pool != nullptr) return free_imported_pointer(st, dptr, nullptr);
   if (kind != AllocKind::Sync && kind != AllocKind::Managed) return CUDA_ERROR_INVALID_VALUE;
-  Device& dev = st.device(it->second.device);
-  give_device_memory(dev, it->second.accounted);
-  if (kind == AllocKind::Managed) {
-    dev.stats.managed_frees++;
-    dev.stats.managed_bytes -= it->second.size;
-    st.managed_pages.erase(dptr);  // its advice goes with it
-  } else {
-    dev.stats.driver_frees++;
-  }
-  retire_mapping(st, st.mappings.extract(dptr).mapped());
-  st.allocations.erase(it);
+  DeviceStats& stats = st.device(it->second.device).stats;
+  ++(kind == AllocKind::Managed ? stats.managed_frees : stats.driver_frees);
+  release_allocation(st, dptr);
   return CUDA_SUCCESS;
 }
 

@@ -121,6 +121,7 @@ struct Allocation {
   CUmemPoolHandle_st* pool = nullptr;
   std::uint64_t buffer_id = 0;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused, even for an address
   bool sync_memops = false;     // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: its synchronous copies and sets wait
+  bool module_global = false;   // a module's global (globals.cpp): freed by its unload, never by cuMemFree
 };
 
 // A range of host address space standing in for device memory.
@@ -273,6 +274,15 @@ void release_capacity(Device& dev, std::uint64_t bytes);
 std::uint64_t device_used(Device& dev);
 // Frees every synchronous allocation the context owns (context destruction).
 void free_context_allocations(State& st, CUctx_st* ctx);
+// New device memory in `ctx`, charged to its device as cuMemAlloc's is (no statistics counted), at
+// *dptr; CUDA_ERROR_OUT_OF_MEMORY when the device has too little left. Needs State::mu.
+CUresult allocate_device_memory(State& st, CUctx_st* ctx, std::size_t bytes, CUdeviceptr* dptr);
+// New managed memory in `ctx` (managed.cpp), counted in the live and peak managed bytes only. Needs
+// State::mu.
+CUresult allocate_managed_memory(State& st, CUctx_st* ctx, std::size_t bytes, CUdeviceptr* dptr);
+// Gives the allocation at `base` back (its device's charge, its mapping retired); no statistics
+// counted. Needs State::mu.
+void release_allocation(State& st, std::uintptr_t base);
 
 // --- ipc.cpp ---
 // map_device_memory backed by a memfd another process can open through a cuIpcGetMemHandle handle

@@ -44,6 +44,7 @@ namespace cudasim::runtime {
   X(cuLaunchKernelEx, 11060) X(cuLibraryLoadFromFile, 12000) X(cuLibraryUnload, 12000)            \
   X(cuLibraryGetKernelCount, 12040) X(cuLibraryEnumerateKernels, 12040) X(cuKernelGetName, 12030)  \
   X(cuKernelGetParamInfo, 12040) X(cuLibraryGetUnifiedFunction, 12000)                           \
+  X(cuLibraryGetGlobal, 12000) X(cuLibraryGetManaged, 12000)                                      \
   X(cuOccupancyMaxPotentialClusterSize, 11070) X(cuOccupancyMaxActiveClusters, 11070)             \
   X(cuFuncSetSharedMemConfig, 4020)                                                               \
   X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000) X(cuMemHostGetDevicePointer, 3020)               \

@@ -13,6 +13,24 @@ static_assert(static_cast<int>(cudaJitMaxRegisters) == static_cast<int>(CU_JIT_M
               static_cast<int>(cudaJitLogVerbose) == static_cast<int>(CU_JIT_LOG_VERBOSE) &&
               static_cast<int>(cudaLibraryBinaryIsPreserved) == static_cast<int>(CU_LIBRARY_BINARY_IS_PRESERVED));
 
+namespace {
+
+// The driver's answer, a CUdeviceptr, handed back as a pointer; a NULL dptr or bytes stays NULL for
+// the driver, which checks them.
+template <auto Query>
+cudaError_t library_variable(void** dptr, size_t* bytes, cudaLibrary_t library, const char* name) {
+  return api_call([&] {
+    return with_context([&] {
+      CUdeviceptr address = 0;
+      const cudaError_t status = call_driver<Query>(dptr != nullptr ? &address : nullptr, bytes, library, name);
+      if (status == cudaSuccess && dptr != nullptr) *dptr = reinterpret_cast<void*>(address);
+      return status;
+    });
+  });
+}
+
+}  // namespace
+
 extern "C" {
 
 cudaError_t cudaLibraryLoadData(cudaLibrary_t* library, const void* code, cudaJitOption* jitOptions,
@@ -67,6 +85,14 @@ cudaError_t cudaLibraryGetUnifiedFunction(void** fptr, cudaLibrary_t library, co
   return api_call([&] {
     return with_context([&] { return call_driver<&DriverTable::cuLibraryGetUnifiedFunction>(fptr, library, symbol); });
   });
+}
+
+cudaError_t cudaLibraryGetGlobal(void** dptr, size_t* bytes, cudaLibrary_t library, const char* name) {
+  return library_variable<&DriverTable::cuLibraryGetGlobal>(dptr, bytes, library, name);
+}
+
+cudaError_t cudaLibraryGetManaged(void** dptr, size_t* bytes, cudaLibrary_t library, const char* name) {
+  return library_variable<&DriverTable::cuLibraryGetManaged>(dptr, bytes, library, name);
 }
 
 // cudaFuncAttribute and CUfunction_attribute number the settable attributes alike.
