@@ -377,11 +377,11 @@ TEST_CASE("no array is sparse or multi-planar: the documented errors", "[driver]
   int sparse_supported = 1;
   REQUIRE(cuDeviceGetAttribute(&sparse_supported, CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED, 0) == CUDA_SUCCESS);
   CHECK(sparse_supported == 0);
-  CHECK(create_3d(descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_SPARSE)) == CUDA_ERROR_NOT_SUPPORTED);
-  CHECK(create_3d(descriptor(64, 64, 0, CU_AD_FORMAT_NV12, 1)) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(create_3d(array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_SPARSE)) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(create_3d(array_descriptor(64, 64, 0, CU_AD_FORMAT_NV12, 1)) == CUDA_ERROR_NOT_SUPPORTED);
 
   CUarray array = nullptr;
-  const auto plain = descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
+  const auto plain = array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1);
   REQUIRE(cuArray3DCreate(&array, &plain) == CUDA_SUCCESS);
   CUDA_ARRAY_SPARSE_PROPERTIES properties{};
   CHECK(cuArrayGetSparseProperties(&properties, array) == CUDA_ERROR_INVALID_VALUE);
@@ -409,7 +409,7 @@ TEST_CASE("no array is sparse or multi-planar: the documented errors", "[driver]
   CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_HANDLE);
 
   // A deferred-mapping array passes the checks, but backing it with memory is not simulated.
-  const auto deferred = descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_DEFERRED_MAPPING);
+  const auto deferred = array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_DEFERRED_MAPPING);
   REQUIRE(cuArray3DCreate(&array, &deferred) == CUDA_SUCCESS);
   info.resource.array = array;
   CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_NOT_SUPPORTED);
