@@ -13,11 +13,12 @@
 // (element size = format bytes x NumChannels; a plain array has one level; a mipmapped array's
 // level l halves Width, Height and, for 3D arrays, Depth, each at least 1; layers and cubemap faces
 // are not halved). cuArrayGetMemoryRequirements reports exactly that size and a 2 MiB alignment.
-// An array created with CUDA_ARRAY3D_DEFERRED_MAPPING holds no memory (it would be backed later
-// by cuMemMapArrayAsync, which checks its arguments and then refuses such an array with
-// CUDA_ERROR_NOT_SUPPORTED); only such arrays answer the memory-requirement queries, as cuda.h
-// documents. No array is sparse (CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED reads 0, creation
-// refuses CUDA_ARRAY3D_SPARSE) or multi-planar (NV12 and the other YUV formats are refused), so the
+// An array created with CUDA_ARRAY3D_DEFERRED_MAPPING holds no memory until cuMemMapArrayAsync
+// backs it with `size` bytes of a cuMemCreate allocation (a view of them, vmm.cpp, which its copies
+// then read and write; a mipmapped array's levels lie one after the other in it, each at its
+// padded size); only such arrays answer the memory-requirement queries, as cuda.h documents. No
+// array is sparse (CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED reads 0, creation refuses
+// CUDA_ARRAY3D_SPARSE) or multi-planar (NV12 and the other YUV formats are refused), so the
 // sparse-property and plane queries answer the documented error for every array.
 //
 // Array objects are deleted when destroyed; every entry point looks the handle up in the live set
@@ -178,6 +179,18 @@ std::optional<std::uint64_t> array_bytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsig
   return round_up(total, kArrayAlignment);
 }
 
+// Where level `level` starts in a mipmapped array's memory: after the levels before it (which
+// array_bytes bounded when the array was created).
+std::uint64_t level_offset(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned level) {
+  const std::uint64_t element = std::uint64_t{*channel_bytes(d.Format)} * d.NumChannels;
+  std::uint64_t offset = 0;
+  for (unsigned l = 0; l < level; ++l) {
+    const CUDA_ARRAY3D_DESCRIPTOR extents = level_descriptor(d, l);
+    offset += *level_bytes(extents.Width, extents.Height, extents.Depth, element);
+  }
+  return offset;
+}
+
 }  // namespace
 
 namespace cudasim {
@@ -190,8 +203,10 @@ struct ArrayObject {
   unsigned levels = 1;
   std::uint64_t bytes = 0;
   bool deferred = false;  // CUDA_ARRAY3D_DEFERRED_MAPPING: no memory of its own
-  // A plain array's level-0 bytes (null for deferred and mipmapped arrays); queued copies share it,
-  // so destroying the array never frees bytes a copy still uses.
+  // A plain array's level-0 bytes. A deferred-mapping array's are null while it is unmapped and
+  // its view of the allocation while mapped (a mipmapped array's whole view, a level its part of
+  // it); a mipmapped array without the flag has none. Queued copies share them, so neither
+  // destroying nor unmapping the array frees bytes a copy still uses.
   std::shared_ptr<unsigned char> storage;
   // A level of a mipmapped array (cuMipmappedArrayGetLevel): charged and destroyed with it.
   ArrayObject* owner = nullptr;
@@ -203,6 +218,12 @@ struct CUarray_st : cudasim::ArrayObject {};
 struct CUmipmappedArray_st : cudasim::ArrayObject {};
 
 namespace {
+
+// Level `level`'s part of a mapped mipmapped array's view (sharing its ownership).
+std::shared_ptr<unsigned char> level_view(const std::shared_ptr<unsigned char>& view,
+                                          const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned level) {
+  return std::shared_ptr<unsigned char>(view, view.get() + level_offset(d, level));
+}
 
 // Level 0 of an array as its copies see it: rows of Width elements, unpadded.
 ArrayLayout layout_of(const CUDA_ARRAY3D_DESCRIPTOR& d) {
@@ -279,8 +300,11 @@ void release_array(State& st, Handle* array, std::unordered_set<Handle*> State::
     dev.stats.array_bytes -= array->bytes;
     owe_latency(st.config.free_latency_us);  // as every cuMemFree
   }
+  const bool deferred = array->deferred;
   (st.*live).erase(array);
   delete array;
+  // Memory it showed (mapped still, or unmapped while work held it) is free unless work holds it.
+  if (deferred) vmm_sweep_array_views(st);
 }
 
 template <typename Handle>
@@ -448,6 +472,8 @@ CUDASIM_EXPORT CUresult cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmapp
       const ArrayLayout layout = layout_of(desc);
       storage = map_storage(layout.row_bytes * layout.rows * layout.slices);
       if (storage == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (hMipmappedArray->storage != nullptr) {  // mapped: its part of the view
+      storage = level_view(hMipmappedArray->storage, hMipmappedArray->desc, level);
     }
     auto* array = new CUarray_st();
     array->ctx = hMipmappedArray->ctx;
@@ -498,10 +524,12 @@ CUresult sparse_properties(CUDA_ARRAY_SPARSE_PROPERTIES*, Handle*) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
-// cuMemMapArrayAsync: each entry checked as documented; a valid one names a deferred-mapping array
-// (no sparse array exists), whose backing by memory is not simulated.
-CUresult map_array(State& st, const CUarrayMapInfo& info, const std::shared_ptr<CUstream_st>& stream,
-                   bool* deferred) {
+// cuMemMapArrayAsync: each entry checked as documented (a valid one names a deferred-mapping
+// array, as no sparse array exists; its subresource is ignored, as documented for those), the
+// array it names in *out. An array named twice in one list is CUDA_ERROR_INVALID_VALUE, so that
+// every entry is checked against the state it will be applied to.
+CUresult check_map_entry(State& st, const CUarrayMapInfo& info, const std::shared_ptr<CUstream_st>& stream,
+                         ArrayObject** out) {
   ArrayObject* array = nullptr;
   if (info.resourceType == CU_RESOURCE_TYPE_ARRAY) {
     if (st.arrays.count(info.resource.array) == 0) return CUDA_ERROR_INVALID_HANDLE;
@@ -514,6 +542,8 @@ CUresult map_array(State& st, const CUarrayMapInfo& info, const std::shared_ptr<
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (!array->deferred) return CUDA_ERROR_INVALID_VALUE;  // neither sparse nor deferred
+  // Only 2D, 2D layered and 3D arrays are mapped.
+  if (array->desc.Height == 0 || (array->desc.Flags & CUDA_ARRAY3D_CUBEMAP) != 0) return CUDA_ERROR_INVALID_VALUE;
   const bool map = info.memOperationType == CU_MEM_OPERATION_TYPE_MAP;
   if (!map && info.memOperationType != CU_MEM_OPERATION_TYPE_UNMAP) return CUDA_ERROR_INVALID_VALUE;
   if (map ? info.memHandleType != CU_MEM_HANDLE_TYPE_GENERIC : info.memHandle.memHandle != 0)
@@ -522,18 +552,49 @@ CUresult map_array(State& st, const CUarrayMapInfo& info, const std::shared_ptr<
   const int device = context_device(stream->ctx);
   if (device >= 32 || info.deviceBitMask != (1u << device)) return CUDA_ERROR_INVALID_VALUE;
   if (info.flags != 0 || info.reserved[0] != 0 || info.reserved[1] != 0) return CUDA_ERROR_INVALID_VALUE;
-  *deferred = true;
+  // A map backs an unmapped array; an unmap detaches a mapped one.
+  if (map == (array->storage != nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  *out = array;
   return CUDA_SUCCESS;
+}
+
+// Applies a checked entry; `view` is a map's view of its allocation. A map shows it to the array
+// (and to the levels handed out) at once: work queued before could not use the unbacked array. An
+// unmap detaches the array at once for work queued after it, while work queued before keeps the
+// view it took (and with it the allocation) until done.
+void apply_map_entry(ArrayObject* array, std::shared_ptr<unsigned char> view) {
+  for (unsigned level = 0; level < array->level_arrays.size(); ++level) {
+    CUarray_st* level_array = array->level_arrays[level];
+    if (level_array != nullptr) level_array->storage = view ? level_view(view, array->desc, level) : nullptr;
+  }
+  array->storage = std::move(view);
 }
 
 CUresult map_arrays(CUarrayMapInfo* list, unsigned count, CUstream handle, bool per_thread) {
   return with_stream(handle, per_thread, [&](State& st, const std::shared_ptr<CUstream_st>& stream) {
     if (list == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
-    bool deferred = false;
+    std::vector<ArrayObject*> arrays(count, nullptr);
     for (unsigned i = 0; i < count; ++i) {
-      if (CUresult rc = map_array(st, list[i], stream, &deferred); rc != CUDA_SUCCESS) return rc;
+      if (CUresult rc = check_map_entry(st, list[i], stream, &arrays[i]); rc != CUDA_SUCCESS) return rc;
+      if (std::find(arrays.begin(), arrays.begin() + i, arrays[i]) != arrays.begin() + i)
+        return CUDA_ERROR_INVALID_VALUE;
     }
-    return deferred ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
+    // Every map's view first, so that a refused handle or offset leaves the whole list undone.
+    const int device = context_device(stream->ctx);
+    std::vector<std::shared_ptr<unsigned char>> views(count);
+    for (unsigned i = 0; i < count; ++i) {
+      if (list[i].memOperationType != CU_MEM_OPERATION_TYPE_MAP) continue;
+      if (CUresult rc = vmm_map_array(st, list[i].memHandle.memHandle, list[i].offset, arrays[i]->bytes, device,
+                                      &views[i]);
+          rc != CUDA_SUCCESS) {
+        views.clear();
+        vmm_sweep_array_views(st);
+        return rc;
+      }
+    }
+    for (unsigned i = 0; i < count; ++i) apply_map_entry(arrays[i], std::move(views[i]));
+    vmm_sweep_array_views(st);  // what the unmaps detached, unless queued work still holds it
+    return CUDA_SUCCESS;
   });
 }
 

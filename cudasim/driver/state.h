@@ -529,5 +529,14 @@ bool vmm_inaccessible(State& st, std::uintptr_t ptr, std::size_t bytes);
 // cuPointerGetAttribute for a pointer inside a reserved range (mapped or not): true, with the
 // result in *rc, when `ptr` lies in one; false when it is not VMM address space.
 bool vmm_pointer_attribute(State& st, void* data, CUpointer_attribute attribute, CUdeviceptr ptr, CUresult* rc);
+// Backs a deferred-mapping array (cuMemMapArrayAsync): *view shows bytes [offset, offset + bytes)
+// of the physical allocation of `handle`, which must be usable and on `device`, `offset` a multiple
+// of the 2 MiB granularity and the range inside the allocation (else CUDA_ERROR_INVALID_VALUE). The
+// view counts as a mapping of the handle (keeping the memory after cuMemRelease) for as long as
+// anything holds it; vmm_sweep_array_views then gives that mapping up.
+CUresult vmm_map_array(State& st, CUmemGenericAllocationHandle handle, std::uint64_t offset, std::uint64_t bytes,
+                       int device, std::shared_ptr<unsigned char>* view);
+// Ends the mappings of array views nothing holds any more (freeing memory no handle keeps).
+void vmm_sweep_array_views(State& st);
 
 }  // namespace cudasim

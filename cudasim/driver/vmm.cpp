@@ -8,7 +8,9 @@
 // holds none per allocation. cuMemMap maps (part of) the range MAP_SHARED over the reservation,
 // still PROT_NONE, and cuMemSetAccess opens it (PROT_READ / PROT_READ|PROT_WRITE). While some
 // device may access a mapping it is a live AllocKind::Vmm allocation for every other call (copies,
-// sets, pointer queries); unmapped or inaccessible address space is not.
+// sets, pointer queries); unmapped or inaccessible address space is not. A deferred-mapping array
+// that cuMemMapArrayAsync backs with an allocation sees it through a view of its own (an ArrayView,
+// mapped like a cuMemMap but at an address no pointer query knows).
 //
 // A process under a file-size limit (ulimit -f) would see a memfd's growth refused, which no real
 // driver's memory is subject to: there a device's backing is shared anonymous memory instead (the
@@ -22,9 +24,10 @@
 //
 // Reference counting, as cuMemRelease documents: a handle holds references (cuMemCreate or
 // cuMemImportFromShareableHandle: 1, cuMemRetainAllocationHandle: +1, cuMemRelease: -1) and is
-// alive while it has references or mappings; the physical memory is freed (its charge given back)
-// when no handle of it is alive. An import of memory this process knows makes a new handle of the
-// same physical allocation (one charge); memory from another process is charged to that process.
+// alive while it has references or mappings (array views included); the physical memory is freed
+// (its charge given back) when no handle of it is alive. An import of memory this process knows
+// makes a new handle of the same physical allocation (one charge); memory from another process is
+// charged to that process.
 #include "faults.h"
 #include "state.h"
 
@@ -112,9 +115,18 @@ struct VaMapping {
   std::uint64_t buffer_id = 0;
 };
 
+// Host memory showing an allocation's bytes to a deferred-mapping array (cuMemMapArrayAsync): a
+// mapping that no pointer reaches (no reservation holds it), readable and writable, counted in its
+// handle's mappings until nothing holds `view` any more (the array, queued copies, graph nodes).
+struct ArrayView {
+  VaMapping mapping;
+  std::weak_ptr<unsigned char> view;
+};
+
 struct VmmState {
   std::map<std::uintptr_t, Reservation> reservations;  // by base
   std::map<std::uintptr_t, VaMapping> mappings;        // by base
+  std::vector<ArrayView> array_views;
   std::unordered_map<CUmemGenericAllocationHandle, Handle> handles;
   // Physical allocations with a file of their own, by its identity, to recognise imports of them.
   std::map<std::pair<dev_t, ino_t>, std::weak_ptr<Physical>> by_file;
@@ -397,15 +409,27 @@ bool move_to_own_file(State& st, const std::shared_ptr<Physical>& physical) {
   munmap(copy, p.size);
   if (!copied || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return false;
   VmmState& v = vmm(st);
-  std::vector<VaMapping*> moved;
+  std::vector<VaMapping*> targets;
   for (auto& [base, m] : v.mappings) {
-    if (m.physical != physical) continue;
-    if (!map_over(m, *own, m.offset)) {  // put back what moved (a failed MAP_FIXED may have unmapped `m`)
-      map_over(m, *p.file, p.offset + m.offset);
+    if (m.physical == physical) targets.push_back(&m);
+  }
+  // Array views still held move too (held here meanwhile, so none is unmapped under the move).
+  std::vector<std::shared_ptr<unsigned char>> held;
+  for (ArrayView& a : v.array_views) {
+    if (a.mapping.physical != physical) continue;
+    if (std::shared_ptr<unsigned char> view = a.view.lock()) {
+      held.push_back(std::move(view));
+      targets.push_back(&a.mapping);
+    }
+  }
+  std::vector<VaMapping*> moved;
+  for (VaMapping* m : targets) {
+    if (!map_over(*m, *own, m->offset)) {  // put back what moved (a failed MAP_FIXED may have unmapped `m`)
+      map_over(*m, *p.file, p.offset + m->offset);
       for (VaMapping* back : moved) map_over(*back, *p.file, p.offset + back->offset);
       return false;
     }
-    moved.push_back(&m);
+    moved.push_back(m);
   }
   give_backing_range(st, p.device, p.offset, p.size);
   p.file = std::move(own);
@@ -489,6 +513,7 @@ CUresult create(CUmemGenericAllocationHandle* handle, std::size_t size, const CU
   if (size == 0 || !is_multiple(size, kGranularity)) return CUDA_ERROR_INVALID_VALUE;
   Device& dev = st.device(prop->location.id);
   if (!supports_vmm(st.config, dev.physical)) return CUDA_ERROR_NOT_SUPPORTED;  // CUDASIM_VMM
+  vmm_sweep_array_views(st);  // memory arrays no longer show is free for this one
   owe_latency(st.config.alloc_latency_us);
   if (!take_device_memory(st, dev, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   auto physical = std::make_shared<Physical>();
@@ -524,6 +549,50 @@ CUresult validated_then_synchronized(Validate validate) {
 }  // namespace
 
 namespace cudasim {
+
+CUresult vmm_map_array(State& st, CUmemGenericAllocationHandle handle, std::uint64_t offset, std::uint64_t bytes,
+                       int device, std::shared_ptr<unsigned char>* view) {
+  Handle* h = usable_handle(st, handle);
+  if (h == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const std::shared_ptr<Physical>& physical = h->physical;
+  if (physical->device != device || bytes == 0 || !is_multiple(offset, kGranularity) || offset > physical->size ||
+      bytes > physical->size - offset)
+    return CUDA_ERROR_INVALID_VALUE;
+  void* at = reserve_address_space(bytes, page_size(), 0);
+  if (at == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  VaMapping m;
+  m.base = reinterpret_cast<std::uintptr_t>(at);
+  m.size = bytes;
+  m.offset = offset;
+  m.handle = handle;
+  m.physical = physical;
+  m.access.assign(st.devices.size(), CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  if (!map_over(m, *physical->file, physical->offset + offset)) {
+    munmap(at, bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  // Unmapping needs no lock: the handle's count drops at the next sweep, which sees the view gone.
+  *view = std::shared_ptr<unsigned char>(static_cast<unsigned char*>(at),
+                                         [bytes](unsigned char* p) { munmap(p, bytes); });
+  ++h->mappings;
+  vmm(st).array_views.push_back(ArrayView{std::move(m), *view});
+  return CUDA_SUCCESS;
+}
+
+void vmm_sweep_array_views(State& st) {
+  if (!st.vmm) return;
+  auto& views = st.vmm->array_views;
+  for (auto it = views.begin(); it != views.end();) {
+    if (!it->view.expired()) {
+      ++it;
+      continue;
+    }
+    const CUmemGenericAllocationHandle handle = it->mapping.handle;
+    it = views.erase(it);
+    --st.vmm->handles.at(handle).mappings;
+    maybe_forget_handle(st, handle);
+  }
+}
 
 bool vmm_range_writable(State& st, std::uintptr_t ptr, std::size_t bytes) {
   if (!st.vmm || bytes == 0) return true;
@@ -663,6 +732,7 @@ CUDASIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   --h->refs;
   l.st.device(h->physical->device).stats.vmm_releases++;
   maybe_forget_handle(l.st, handle);
+  vmm_sweep_array_views(l.st);  // memory an array no longer shows goes back now, not later
   return CUDA_SUCCESS;
 }
 
@@ -723,6 +793,7 @@ CUDASIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     --v.handles.at(handle).mappings;
     maybe_forget_handle(st, handle);
   }
+  vmm_sweep_array_views(st);
   return CUDA_SUCCESS;
 }
 

@@ -1,14 +1,18 @@
 // The simulated driver's CUDA arrays and mipmapped arrays: descriptor rules, the device memory they
 // hold (rows padded to 512 bytes, each array rounded up to 2 MiB), memory requirements of
-// deferred-mapping arrays, destruction (also with their context) and the report's `arrays` counts.
+// deferred-mapping arrays and the cuMemCreate memory mapped onto them, destruction (also with their
+// context) and the report's `arrays` counts.
 #include "driver_support.h"
 #include "report_support.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
+#include <vector>
 
 using namespace driver_test;
 
@@ -46,6 +50,105 @@ size_t mipmapped_charge_of(const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned levels)
   REQUIRE(cuMipmappedArrayDestroy(array) == CUDA_SUCCESS);
   CHECK(free_memory() == before);
   return before - after;
+}
+
+// Device 0 memory of `size` bytes from cuMemCreate.
+CUmemGenericAllocationHandle create_physical(size_t size, bool exportable = false) {
+  CUmemAllocationProp prop{};
+  if (exportable) prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  REQUIRE(cuMemCreate(&handle, size, &prop, 0) == CUDA_SUCCESS);
+  return handle;
+}
+
+// The whole of `handle` (`size` bytes) at a new address, readable and writable by device 0.
+CUdeviceptr map_physical(CUmemGenericAllocationHandle handle, size_t size) {
+  CUdeviceptr va = 0;
+  REQUIRE(cuMemAddressReserve(&va, size, 0, 0, 0) == CUDA_SUCCESS);
+  REQUIRE(cuMemMap(va, size, 0, handle, 0) == CUDA_SUCCESS);
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  REQUIRE(cuMemSetAccess(va, size, &access, 1) == CUDA_SUCCESS);
+  return va;
+}
+
+void unmap_physical(CUdeviceptr va, size_t size) {
+  REQUIRE(cuMemUnmap(va, size) == CUDA_SUCCESS);
+  REQUIRE(cuMemAddressFree(va, size) == CUDA_SUCCESS);
+}
+
+// What the mapping tests start from: device 0's primary context current, a stream of it, and the
+// device's free memory before the test allocates any.
+struct MappingTest {
+  MappingTest() { primary_context(); }
+  ~MappingTest() { cuStreamDestroy(stream); }
+  MappingTest(const MappingTest&) = delete;
+  MappingTest& operator=(const MappingTest&) = delete;
+  CUstream stream = non_blocking_stream();
+  size_t before = free_memory();
+};
+
+// A new 2D deferred-mapping array (no memory until mapped).
+CUarray deferred_2d(size_t width, size_t height, CUarray_format format, unsigned channels) {
+  const auto desc = array_descriptor(width, height, 0, format, channels, CUDA_ARRAY3D_DEFERRED_MAPPING);
+  CUarray array = nullptr;
+  REQUIRE(cuArray3DCreate(&array, &desc) == CUDA_SUCCESS);
+  return array;
+}
+
+// One cuMemMapArrayAsync entry for device 0: a map of `handle` at `offset`, or (handle 0) an unmap.
+CUarrayMapInfo map_entry(CUresourcetype type, void* resource, CUmemGenericAllocationHandle handle,
+                         unsigned long long offset) {
+  CUarrayMapInfo info{};
+  info.resourceType = type;
+  if (type == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY) {
+    info.resource.mipmap = static_cast<CUmipmappedArray>(resource);
+  } else {
+    info.resource.array = static_cast<CUarray>(resource);
+  }
+  // Ignored for deferred-mapping arrays, as documented.
+  info.subresourceType = CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_MIPTAIL;
+  info.subresource.miptail.offset = 12345;
+  info.memOperationType = handle != 0 ? CU_MEM_OPERATION_TYPE_MAP : CU_MEM_OPERATION_TYPE_UNMAP;
+  info.memHandleType = CU_MEM_HANDLE_TYPE_GENERIC;
+  info.memHandle.memHandle = handle;
+  info.offset = offset;
+  info.deviceBitMask = 1;
+  return info;
+}
+
+// A 2D copy of `height` rows of `row_bytes` between host memory and level 0 of `array`.
+CUresult copy_rows(CUarray array, void* host, size_t row_bytes, size_t height, bool to_array,
+                   CUstream stream = nullptr) {
+  CUDA_MEMCPY2D p{};
+  if (to_array) {
+    p.srcMemoryType = CU_MEMORYTYPE_HOST;
+    p.srcHost = host;
+    p.srcPitch = row_bytes;
+    p.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    p.dstArray = array;
+  } else {
+    p.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    p.srcArray = array;
+    p.dstMemoryType = CU_MEMORYTYPE_HOST;
+    p.dstHost = host;
+    p.dstPitch = row_bytes;
+  }
+  p.WidthInBytes = row_bytes;
+  p.Height = height;
+  return cuMemcpy2DAsync(&p, stream);
+}
+
+// Bytes 0, 1, 2, ... (mod 251) from `seed` on.
+std::vector<unsigned char> pattern(size_t bytes, unsigned seed) {
+  std::vector<unsigned char> out(bytes);
+  for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<unsigned char>((i + seed) % 251);
+  return out;
 }
 
 }  // namespace
@@ -408,11 +511,12 @@ TEST_CASE("no array is sparse or multi-planar: the documented errors", "[driver]
   CHECK(cuArrayGetPlane(&plane, array, 0) == CUDA_ERROR_INVALID_HANDLE);
   CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_HANDLE);
 
-  // A deferred-mapping array passes the checks, but backing it with memory is not simulated.
+  // A deferred-mapping array passes the checks (test "memory mapped onto a deferred-mapping array"
+  // maps it); unmapping one that is not mapped is refused.
   const auto deferred = array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_DEFERRED_MAPPING);
   REQUIRE(cuArray3DCreate(&array, &deferred) == CUDA_SUCCESS);
   info.resource.array = array;
-  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);
   info.deviceBitMask = 2;  // not the stream's device
   CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);
   info.deviceBitMask = 1;
@@ -423,7 +527,7 @@ TEST_CASE("no array is sparse or multi-planar: the documented errors", "[driver]
   CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);
   info.memOperationType = CU_MEM_OPERATION_TYPE_MAP;
   info.memHandleType = CU_MEM_HANDLE_TYPE_GENERIC;
-  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_NOT_SUPPORTED);
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);  // no such memory handle
   info.resourceType = CU_RESOURCE_TYPE_LINEAR;
   CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);
   info.resourceType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
@@ -432,4 +536,223 @@ TEST_CASE("no array is sparse or multi-planar: the documented errors", "[driver]
   REQUIRE(cuArrayDestroy(array) == CUDA_SUCCESS);
   REQUIRE(cuMipmappedArrayDestroy(mipmap) == CUDA_SUCCESS);
   REQUIRE(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE_METHOD(MappingTest, "memory mapped onto a deferred-mapping array holds its bytes",
+                 "[driver][arrays][vmm]") {
+  // 256 floats x 64 rows: 64 KiB of rows, 2 MiB required, mapped at 2 MiB into 4 MiB of memory.
+  CUarray array = deferred_2d(256, 64, CU_AD_FORMAT_FLOAT, 1);
+  const size_t row = 256 * 4, rows = 64;
+  CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
+  REQUIRE(cuArrayGetMemoryRequirements(&req, array, 0) == CUDA_SUCCESS);
+  REQUIRE(req.size == 2 * kMiB);
+  const CUmemGenericAllocationHandle handle = create_physical(4 * kMiB);
+  CHECK(free_memory() == before - 4 * kMiB);
+
+  // Unbacked: no copy reaches it.
+  auto in = pattern(row * rows, 3);
+  std::vector<unsigned char> out(row * rows, 0);
+  CHECK(copy_rows(array, in.data(), row, rows, true) == CUDA_ERROR_INVALID_VALUE);
+
+  CUarrayMapInfo map = map_entry(CU_RESOURCE_TYPE_ARRAY, array, handle, req.size);
+  REQUIRE(cuMemMapArrayAsync(&map, 1, stream) == CUDA_SUCCESS);
+  CHECK(free_memory() == before - 4 * kMiB);  // the allocation's memory, nothing more
+  CHECK(cuMemMapArrayAsync(&map, 1, stream) == CUDA_ERROR_INVALID_VALUE);  // already mapped
+
+  // Host -> array -> host on the stream, after the map.
+  REQUIRE(copy_rows(array, in.data(), row, rows, true, stream) == CUDA_SUCCESS);
+  REQUIRE(copy_rows(array, out.data(), row, rows, false, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(out == in);
+
+  // The same bytes through a virtual address of the same handle (the simulator lays the rows out
+  // unpadded from the mapped offset), both ways.
+  const CUdeviceptr va = map_physical(handle, 4 * kMiB);
+  std::vector<unsigned char> seen(row * rows, 0);
+  REQUIRE(cuMemcpyDtoH(seen.data(), va + req.size, seen.size()) == CUDA_SUCCESS);
+  CHECK(seen == in);
+  std::vector<unsigned char> below(16, 1);
+  REQUIRE(cuMemcpyDtoH(below.data(), va, below.size()) == CUDA_SUCCESS);
+  CHECK(below == std::vector<unsigned char>(16, 0));  // nothing before the offset was written
+  REQUIRE(cuMemsetD8(va + req.size, 0xab, row) == CUDA_SUCCESS);
+  REQUIRE(copy_rows(array, out.data(), row, 1, false) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  CHECK(std::vector<unsigned char>(out.begin(), out.begin() + row) == std::vector<unsigned char>(row, 0xab));
+
+  // Releasing the handle while mapped keeps the memory (as a cuMemMap does); the array still works.
+  REQUIRE(cuMemRelease(handle) == CUDA_SUCCESS);
+  unmap_physical(va, 4 * kMiB);
+  CHECK(free_memory() == before - 4 * kMiB);
+  REQUIRE(copy_rows(array, in.data(), row, rows, true) == CUDA_SUCCESS);
+  REQUIRE(copy_rows(array, out.data(), row, rows, false) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  CHECK(out == in);
+
+  // Unmapping detaches it and, with no handle left, frees the memory.
+  CUarrayMapInfo unmap = map_entry(CU_RESOURCE_TYPE_ARRAY, array, 0, 0);
+  REQUIRE(cuMemMapArrayAsync(&unmap, 1, stream) == CUDA_SUCCESS);
+  CHECK(free_memory() == before);
+  CHECK(copy_rows(array, out.data(), row, rows, false, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemMapArrayAsync(&unmap, 1, stream) == CUDA_ERROR_INVALID_VALUE);  // not mapped
+  REQUIRE(cuArrayDestroy(array) == CUDA_SUCCESS);
+}
+
+TEST_CASE_METHOD(MappingTest, "mapping a deferred-mapping array: the documented errors",
+                 "[driver][arrays][vmm]") {
+  CUarray array = deferred_2d(64, 64, CU_AD_FORMAT_FLOAT, 1), other = deferred_2d(64, 64, CU_AD_FORMAT_FLOAT, 1);
+  CUarray line = nullptr;
+  const auto one_d = array_descriptor(64, 0, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_DEFERRED_MAPPING);
+  REQUIRE(cuArray3DCreate(&line, &one_d) == CUDA_SUCCESS);
+  const CUmemGenericAllocationHandle handle = create_physical(4 * kMiB);
+
+  CUarrayMapInfo info = map_entry(CU_RESOURCE_TYPE_ARRAY, array, handle, kMiB);
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);  // offset not 2 MiB aligned
+  info.offset = 4 * kMiB;
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);  // past the allocation's end
+  info.offset = 0;
+  info.memHandle.memHandle = handle + 1000;
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);  // no such handle
+  info.memHandle.memHandle = handle;
+  info.memHandleType = static_cast<CUmemHandleType>(1);
+  CHECK(cuMemMapArrayAsync(&info, 1, stream) == CUDA_ERROR_INVALID_VALUE);
+  info.memHandleType = CU_MEM_HANDLE_TYPE_GENERIC;
+  CUarrayMapInfo one_d_map = map_entry(CU_RESOURCE_TYPE_ARRAY, line, handle, 0);
+  CHECK(cuMemMapArrayAsync(&one_d_map, 1, stream) == CUDA_ERROR_INVALID_VALUE);  // 2D, layered or 3D only
+
+  // A list is checked whole: the same array twice, or a bad entry after a good one, maps nothing.
+  CUarrayMapInfo twice[2] = {info, info};
+  twice[1].offset = 2 * kMiB;
+  CHECK(cuMemMapArrayAsync(twice, 2, stream) == CUDA_ERROR_INVALID_VALUE);
+  CUarrayMapInfo list[2] = {info, map_entry(CU_RESOURCE_TYPE_ARRAY, other, handle, 3 * kMiB)};
+  CHECK(cuMemMapArrayAsync(list, 2, stream) == CUDA_ERROR_INVALID_VALUE);
+  std::vector<float> row(64, 1.0f);
+  CHECK(copy_rows(array, row.data(), 64 * 4, 1, true) == CUDA_ERROR_INVALID_VALUE);  // still unbacked
+  // Two arrays in one allocation, at different offsets.
+  list[1].offset = 2 * kMiB;
+  REQUIRE(cuMemMapArrayAsync(list, 2, stream) == CUDA_SUCCESS);
+  CHECK(copy_rows(array, row.data(), 64 * 4, 1, true) == CUDA_SUCCESS);
+
+  // Destroying mapped arrays and releasing the handle frees everything.
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  REQUIRE(cuArrayDestroy(array) == CUDA_SUCCESS);
+  REQUIRE(cuArrayDestroy(other) == CUDA_SUCCESS);
+  REQUIRE(cuArrayDestroy(line) == CUDA_SUCCESS);
+  CHECK(free_memory() == before - 4 * kMiB);
+  REQUIRE(cuMemRelease(handle) == CUDA_SUCCESS);
+  CHECK(free_memory() == before);
+}
+
+TEST_CASE_METHOD(MappingTest, "a copy queued before an unmap still reaches the mapped memory",
+                 "[driver][arrays][vmm]") {
+  CUarray array = deferred_2d(256, 16, CU_AD_FORMAT_UNSIGNED_INT8, 4);
+  const size_t row = 256 * 4, rows = 16;
+  const CUmemGenericAllocationHandle handle = create_physical(2 * kMiB);
+  const CUdeviceptr va = map_physical(handle, 2 * kMiB);
+  CUarrayMapInfo map = map_entry(CU_RESOURCE_TYPE_ARRAY, array, handle, 0);
+  REQUIRE(cuMemMapArrayAsync(&map, 1, stream) == CUDA_SUCCESS);
+
+  // The copy lands in the memory though the unmap came before it ran.
+  auto in = pattern(row * rows, 9);
+  CUarrayMapInfo unmap = map_entry(CU_RESOURCE_TYPE_ARRAY, array, 0, 0);
+  {
+    Gate gate;
+    REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+    REQUIRE(copy_rows(array, in.data(), row, rows, true, stream) == CUDA_SUCCESS);
+    REQUIRE(cuMemMapArrayAsync(&unmap, 1, stream) == CUDA_SUCCESS);
+    CHECK(copy_rows(array, in.data(), row, rows, true, stream) == CUDA_ERROR_INVALID_VALUE);  // after it
+    gate.open();
+    REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  }
+  std::vector<unsigned char> seen(in.size());
+  REQUIRE(cuMemcpyDtoH(seen.data(), va, seen.size()) == CUDA_SUCCESS);
+  CHECK(seen == in);
+  unmap_physical(va, 2 * kMiB);  // cuMemUnmap waits for all queued work: before the gate below
+
+  // And it keeps the memory while queued, though neither a handle nor any mapping is left.
+  REQUIRE(cuMemMapArrayAsync(&map, 1, stream) == CUDA_SUCCESS);
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(stream, Gate::wait, &gate) == CUDA_SUCCESS);
+  REQUIRE(copy_rows(array, in.data(), row, rows, true, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemMapArrayAsync(&unmap, 1, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMemRelease(handle) == CUDA_SUCCESS);
+  CHECK(free_memory() == before - 2 * kMiB);
+  gate.open();
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(gate.ran());
+  REQUIRE(cuArrayDestroy(array) == CUDA_SUCCESS);  // a sweep point: nothing holds the memory now
+  CHECK(free_memory() == before);
+}
+
+TEST_CASE("a mapped deferred-mapping mipmapped array holds its levels one after another",
+          "[driver][arrays][vmm]") {
+  primary_context();
+  CUstream stream = non_blocking_stream();
+  // Level 0: 64 x 64 floats (rows padded to 512 bytes: 32 KiB), level 1: 32 x 32 from 32 KiB on.
+  const auto desc = array_descriptor(64, 64, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_DEFERRED_MAPPING);
+  CUmipmappedArray mipmap = nullptr;
+  REQUIRE(cuMipmappedArrayCreate(&mipmap, &desc, 3) == CUDA_SUCCESS);
+  CUarray level0 = nullptr, level1 = nullptr, level2 = nullptr;
+  REQUIRE(cuMipmappedArrayGetLevel(&level1, mipmap, 1) == CUDA_SUCCESS);  // before the map
+  auto in1 = pattern(32 * 4 * 32, 5);
+  CHECK(copy_rows(level1, in1.data(), 32 * 4, 32, true) == CUDA_ERROR_INVALID_VALUE);  // unbacked
+  const CUmemGenericAllocationHandle handle = create_physical(2 * kMiB);
+  CUarrayMapInfo level_map = map_entry(CU_RESOURCE_TYPE_ARRAY, level1, handle, 0);
+  CHECK(cuMemMapArrayAsync(&level_map, 1, stream) == CUDA_ERROR_INVALID_VALUE);  // a level alone
+  CUarrayMapInfo map = map_entry(CU_RESOURCE_TYPE_MIPMAPPED_ARRAY, mipmap, handle, 0);
+  REQUIRE(cuMemMapArrayAsync(&map, 1, stream) == CUDA_SUCCESS);
+  REQUIRE(cuMipmappedArrayGetLevel(&level0, mipmap, 0) == CUDA_SUCCESS);  // after it
+  REQUIRE(cuMipmappedArrayGetLevel(&level2, mipmap, 2) == CUDA_SUCCESS);
+
+  auto in0 = pattern(64 * 4 * 64, 1);
+  auto in2 = pattern(16 * 4 * 16, 7);
+  REQUIRE(copy_rows(level0, in0.data(), 64 * 4, 64, true, stream) == CUDA_SUCCESS);
+  REQUIRE(copy_rows(level1, in1.data(), 32 * 4, 32, true, stream) == CUDA_SUCCESS);
+  REQUIRE(copy_rows(level2, in2.data(), 16 * 4, 16, true, stream) == CUDA_SUCCESS);
+  std::vector<unsigned char> out0(in0.size()), out1(in1.size()), out2(in2.size());
+  REQUIRE(copy_rows(level0, out0.data(), 64 * 4, 64, false, stream) == CUDA_SUCCESS);
+  REQUIRE(copy_rows(level1, out1.data(), 32 * 4, 32, false, stream) == CUDA_SUCCESS);
+  REQUIRE(copy_rows(level2, out2.data(), 16 * 4, 16, false, stream) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK(out0 == in0);
+  CHECK(out1 == in1);
+  CHECK(out2 == in2);
+  const CUdeviceptr va = map_physical(handle, 2 * kMiB);
+  std::vector<unsigned char> seen(in1.size());
+  REQUIRE(cuMemcpyDtoH(seen.data(), va + 64 * 512, seen.size()) == CUDA_SUCCESS);
+  CHECK(seen == in1);
+  unmap_physical(va, 2 * kMiB);
+
+  CUarrayMapInfo unmap = map_entry(CU_RESOURCE_TYPE_MIPMAPPED_ARRAY, mipmap, 0, 0);
+  REQUIRE(cuMemMapArrayAsync(&unmap, 1, stream) == CUDA_SUCCESS);
+  CHECK(copy_rows(level0, out0.data(), 64 * 4, 64, false, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(copy_rows(level2, out2.data(), 16 * 4, 16, false, stream) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cuMemRelease(handle) == CUDA_SUCCESS);
+  REQUIRE(cuMipmappedArrayDestroy(mipmap) == CUDA_SUCCESS);
+  REQUIRE(cuStreamDestroy(stream) == CUDA_SUCCESS);
+}
+
+TEST_CASE("exporting memory mapped onto an array keeps the array on the same bytes", "[driver][arrays][vmm]") {
+  primary_context();
+  CUarray array = deferred_2d(512, 8, CU_AD_FORMAT_UNSIGNED_INT8, 1);
+  const size_t row = 512, rows = 8;
+  const CUmemGenericAllocationHandle handle = create_physical(2 * kMiB, true);
+  CUarrayMapInfo map = map_entry(CU_RESOURCE_TYPE_ARRAY, array, handle, 0);
+  REQUIRE(cuMemMapArrayAsync(&map, 1, nullptr) == CUDA_SUCCESS);
+  auto in = pattern(row * rows, 11);
+  REQUIRE(copy_rows(array, in.data(), row, rows, true) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  // The first export moves the memory to a file of its own: the array's view moves with it.
+  int fd = -1;
+  REQUIRE(cuMemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS);
+  std::vector<unsigned char> from_file(row * rows, 0);
+  CHECK(pread(fd, from_file.data(), from_file.size(), 0) == static_cast<ssize_t>(from_file.size()));
+  CHECK(from_file == in);
+  auto again = pattern(row * rows, 13);
+  REQUIRE(copy_rows(array, again.data(), row, rows, true) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  CHECK(pread(fd, from_file.data(), from_file.size(), 0) == static_cast<ssize_t>(from_file.size()));
+  CHECK(from_file == again);  // written through the array, seen in the exported file
+  close(fd);
+  REQUIRE(cuMemRelease(handle) == CUDA_SUCCESS);
+  REQUIRE(cuArrayDestroy(array) == CUDA_SUCCESS);
 }
