@@ -1,7 +1,8 @@
 // Per-context settings that change no simulated behaviour but that programs set and read back:
 // limits (cuCtxSetLimit), the cache preference (cuCtxSetCacheConfig), the context flags
 // (cuCtxSetFlags), the shared memory bank size, the stream priority range, the persisting L2 lines
-// and the profiler switches (no profiler runs here, so starting and stopping it do nothing).
+// and the profiler switches (no profiler runs here, so starting and stopping it do nothing); the
+// execution-affinity query, which no simulated context supports.
 #include "contexts.h"
 #include "device_limits.h"
 #include "state.h"
@@ -188,4 +189,15 @@ CUDASIM_EXPORT CUresult cuCtxResetPersistingL2Cache() {
   Locked l;
   CUctx_st* ctx = nullptr;
   return current(l, &ctx);
+}
+
+// No simulated device supports execution affinity (cuDeviceGetExecAffinitySupport reports 0 for
+// every type, and cuCtxCreate_v3/_v4 ignore affinity parameters), so no context has an affinity to
+// report: a valid query is CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY.
+CUDASIM_EXPORT CUresult cuCtxGetExecAffinity(CUexecAffinityParam* pExecAffinity, CUexecAffinityType type) {
+  Locked l;
+  CUctx_st* ctx = nullptr;
+  if (CUresult rc = current(l, &ctx); rc != CUDA_SUCCESS) return rc;
+  if (pExecAffinity == nullptr || type < 0 || type >= CU_EXEC_AFFINITY_TYPE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
 }

@@ -87,6 +87,7 @@ const ProcEntry kEntries[] = {
   {"cuCtxDetach", 2000, fn(cuCtxDetach), nullptr},
   {"cuCtxGetApiVersion", 3020, fn(cuCtxGetApiVersion), nullptr},
   {"cuCtxGetId", 12000, fn(cuCtxGetId), nullptr},
+  {"cuCtxGetExecAffinity", 11040, fn(cuCtxGetExecAffinity), nullptr},
   // memory
   {"cuMemAlloc", 2000, nullptr, nullptr},
   {"cuMemAlloc", 3020, fn(cuMemAlloc_v2), nullptr},

@@ -151,6 +151,33 @@ TEST_CASE("resetting persisting L2 lines needs a current context and changes not
   with_no_context([] { CHECK(cuCtxResetPersistingL2Cache() == CUDA_ERROR_INVALID_CONTEXT); });
 }
 
+TEST_CASE("no context has an execution affinity: the documented error", "[driver][contexts]") {
+  primary_context();
+  int supported = 1;
+  REQUIRE(cuDeviceGetExecAffinitySupport(&supported, CU_EXEC_AFFINITY_TYPE_SM_COUNT, 0) == CUDA_SUCCESS);
+  REQUIRE(supported == 0);
+  CUexecAffinityParam param{};
+  param.type = CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+  param.param.smCount.val = 77;
+  CHECK(cuCtxGetExecAffinity(&param, CU_EXEC_AFFINITY_TYPE_SM_COUNT) == CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY);
+  CHECK(param.param.smCount.val == 77);  // untouched
+  CHECK(cuCtxGetExecAffinity(nullptr, CU_EXEC_AFFINITY_TYPE_SM_COUNT) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuCtxGetExecAffinity(&param, CU_EXEC_AFFINITY_TYPE_MAX) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuCtxGetExecAffinity(&param, static_cast<CUexecAffinityType>(-1)) == CUDA_ERROR_INVALID_VALUE);
+  // A context created with an affinity has none either: context creation ignores it.
+  CUctxCreateParams create{};
+  create.execAffinityParams = &param;
+  create.numExecAffinityParams = 1;
+  CUcontext ctx = nullptr;
+  REQUIRE(cuCtxCreate(&ctx, &create, 0, 0) == CUDA_SUCCESS);
+  CHECK(cuCtxGetExecAffinity(&param, CU_EXEC_AFFINITY_TYPE_SM_COUNT) == CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY);
+  REQUIRE(cuCtxDestroy(ctx) == CUDA_SUCCESS);
+  primary_context();
+  with_no_context([&param] {
+    CHECK(cuCtxGetExecAffinity(&param, CU_EXEC_AFFINITY_TYPE_SM_COUNT) == CUDA_ERROR_INVALID_CONTEXT);
+  });
+}
+
 TEST_CASE("cuProfilerInitialize is not supported, as documented since CUDA 12.0", "[driver][profiler]") {
   primary_context();
   CHECK(cuProfilerInitialize("config", "output", CU_OUT_CSV) == CUDA_ERROR_NOT_SUPPORTED);
@@ -160,7 +187,8 @@ TEST_CASE("cuProfilerInitialize is not supported, as documented since CUDA 12.0"
 TEST_CASE("cuGetProcAddress answers the context calls", "[driver][contexts]") {
   primary_context();
   for (const char* name : {"cuCtxSetFlags", "cuCtxAttach", "cuCtxDetach", "cuCtxGetSharedMemConfig",
-                           "cuCtxSetSharedMemConfig", "cuCtxResetPersistingL2Cache", "cuProfilerInitialize"}) {
+                           "cuCtxSetSharedMemConfig", "cuCtxResetPersistingL2Cache", "cuProfilerInitialize",
+                           "cuCtxGetExecAffinity"}) {
     void* fn = nullptr;
     CUdriverProcAddressQueryResult status{};
     CHECK(cuGetProcAddress_v2(name, &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS);
