@@ -10,6 +10,7 @@
 // file (device and inode), the chunk's range of it and the block's place in the chunk, and importing
 // it maps that chunk afresh: both processes see the same bytes. Nothing is charged to the importer.
 #include "contexts.h"
+#include "memfd_name.h"
 #include "pools.h"
 #include "state.h"
 
@@ -43,18 +44,6 @@ struct ExportLayout {
   std::uint32_t unused = 0;
 };
 static_assert(sizeof(ExportLayout) <= sizeof(CUmemPoolPtrExportData::reserved));
-
-// The device a cudasim pool file was created for (from its memfd name), or -1 for any other file.
-int pool_file_device(int fd) {
-  char link[64];
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  char target[256] = {};
-  const ssize_t n = readlink(link, target, sizeof target - 1);
-  const std::string prefix = std::string("/memfd:") + kPoolMemfdPrefix;
-  if (n <= 0 || std::strncmp(target, prefix.c_str(), prefix.size()) != 0) return -1;
-  int device = -1;
-  return std::sscanf(target + prefix.size(), "%d", &device) == 1 ? device : -1;
-}
 
 // Maps [offset, offset + mapping.length) of `fd` over `mapping`, shared.
 bool map_range_over(const Mapping& mapping, int fd, std::uint64_t offset) {
@@ -155,7 +144,7 @@ CUDASIM_EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_ou
   const auto fd = static_cast<int>(reinterpret_cast<std::intptr_t>(handle));
   struct stat info {};
   if (fd < 0 || fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) return CUDA_ERROR_INVALID_VALUE;
-  const int physical = pool_file_device(fd);
+  const int physical = memfd_device(fd, kPoolMemfdPrefix);
   const int device = physical < 0 ? -1 : ordinal_of_physical(l.st, physical);
   // Not a pool a cudasim driver exported, or one of a device this process does not see.
   if (device < 0) return CUDA_ERROR_INVALID_VALUE;

@@ -29,6 +29,7 @@
 // makes a new handle of the same physical allocation (one charge); memory from another process is
 // charged to that process.
 #include "faults.h"
+#include "memfd_name.h"
 #include "state.h"
 
 #include <fcntl.h>
@@ -483,22 +484,6 @@ void restore_reservation(std::uintptr_t base, std::size_t size) {
        -1, 0);
 }
 
-// The device a cudasim memfd holding one allocation was created for (from its name), or -1 for any
-// other file (a device's backing file included).
-int memfd_device(int fd) {
-  char link[64];
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  char target[256] = {};
-  const ssize_t n = readlink(link, target, sizeof target - 1);
-  if (n <= 0) return -1;
-  const std::string name(target, static_cast<std::size_t>(n));
-  const std::string prefix = std::string("/memfd:") + kMemfdPrefix;
-  if (name.rfind(prefix, 0) != 0) return -1;
-  int device = -1;
-  if (std::sscanf(name.c_str() + prefix.size(), "%d", &device) != 1) return -1;
-  return device;
-}
-
 CUresult create(CUmemGenericAllocationHandle* handle, std::size_t size, const CUmemAllocationProp* prop,
                 unsigned long long flags) {
   Locked l;
@@ -907,7 +892,7 @@ CUDASIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHan
   }
   // Exported by a cudasim driver: named so, a whole number of granules, sealed against shrinking
   // (so mapping any part of its size can never fault).
-  const int number = memfd_device(fd);
+  const int number = memfd_device(fd, kMemfdPrefix);
   const int seals = fcntl(fd, F_GET_SEALS);
   if (number < 0 || info.st_size <= 0 || !is_multiple(static_cast<std::uint64_t>(info.st_size), kGranularity) ||
       seals < 0 || (seals & F_SEAL_SHRINK) == 0)
