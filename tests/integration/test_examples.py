@@ -253,7 +253,7 @@ class ExampleBehaviourTest(testlib.TestCase):
 
 @unittest.skipIf(REAL_GPU, "checks the scripts, not the device")
 class ExampleScriptsTest(testlib.TestCase):
-    SCRIPTS = [os.path.join(SOURCE_ROOT, "scripts", name) for name in ("demo", "gpu-smoke")]
+    SCRIPTS = [os.path.join(SOURCE_ROOT, "scripts", name) for name in ("demo", "gpu-smoke", "bootstrap")]
 
     def test_scripts_are_shellcheck_clean(self):
         proc = subprocess.run(["shellcheck", *self.SCRIPTS], capture_output=True, text=True)
@@ -338,6 +338,19 @@ class ExampleScriptsTest(testlib.TestCase):
         self.assertEqual(from_report.timeline_files, ["alloc_churn.png", "alloc_churn.trace.csv"])
         self.assertRegex(from_report.stdout, r"peak in use [0-9.]+ [KMG]?i?B \(\d+ bytes\)")
         self.assertIn("alloc_churn.png", from_report.stdout)
+
+    def test_bootstrap_rejects_an_unknown_package_set(self):
+        proc = subprocess.run([self.SCRIPTS[2], "tests"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertEqual(proc.stdout, "")
+        self.assertEqual(proc.stderr.strip(), "bootstrap: unknown package set 'tests' (expected build, plot or all)")
+
+    def test_bootstrap_sets_are_part_of_all(self):
+        # The tests run after `scripts/bootstrap` (all): the demo's sets then have nothing left to install,
+        # so each must exit at once, quietly, without root and without touching the package lists.
+        for package_set in ("build", "plot", "all"):
+            proc = subprocess.run([self.SCRIPTS[2], package_set], capture_output=True, text=True, timeout=60)
+            self.assertEqual((proc.returncode, proc.stdout, proc.stderr), (0, "", ""), package_set)
 
     def test_demo_rejects_a_bad_figures_source(self):
         proc = self.run_demo("--figures", "guess")
