@@ -21,7 +21,8 @@ constexpr std::size_t kDebugCheckMaxChunks = 64;
 
 bool options_are_valid(const ArenaOptions& options) {
   return options.limit >= kGranule && options.backoff_factor > 0.0 && options.backoff_factor < 1.0 &&
-         options.min_growth_bytes > 0;
+         options.min_growth_bytes > 0 && options.block_alignment >= kGranule &&
+         (options.block_alignment & (options.block_alignment - 1)) == 0;
 }
 
 // Region records set aside at the first growth: arenas hold few regions.
@@ -98,7 +99,7 @@ Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::
   // Every path below ends in carve(), which needs a record for the split-off rest; securing it
   // first is what keeps the paths from failing halfway.
   if (!reserve_records(1)) return Status::out_of_memory;
-  const Request request{detail::round_up(bytes), bytes, stream != 0};
+  const Request request{round_up_to(bytes, options_.block_alignment), bytes, stream != 0};
   const std::size_t rounded = request.rounded;
   if (take_free(request, out)) return Status::ok;
   if (stream != 0 && take_fenced_on_stream(request, stream, out)) return Status::ok;
@@ -351,7 +352,7 @@ BfcArena::Growth BfcArena::extend(std::size_t rounded) {
                                               : rounded;
     bytes = std::max(std::min(smaller, bytes - kGranule), rounded);
   }
-  if (region.base == 0 || region.base % kGranule != 0 || region.size != bytes) {
+  if (region.base == 0 || region.base % options_.block_alignment != 0 || region.size != bytes) {
     // A source breaking its contract: do not build on the region. It was reserved, so it counts as a
     // reservation and a release, keeping reservations - releases equal to the regions held.
     ++counters_.region_reservations;
@@ -420,7 +421,8 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
     Status status = Status::out_of_memory;
     if (first) {
       status = reserve_region(bytes, grown);
-      if (status == Status::ok && (grown.base == 0 || grown.base % granule != 0 || grown.size != bytes)) {
+      if (status == Status::ok && (grown.base == 0 || grown.base % granule != 0 ||
+                                   grown.base % options_.block_alignment != 0 || grown.size != bytes)) {
         ++counters_.region_reservations;  // a source breaking its contract: as in extend()
         ++counters_.region_releases;
         release_region(grown);

@@ -1,7 +1,8 @@
 // BfcArena: a best-fit-with-coalescing allocator over address ranges ("regions") obtained from a
 // RegionSource. Device-agnostic: it never touches the memory it manages, only host-side records.
 //
-// Model (after XLA's bfc_allocator): every request is rounded up to a multiple of 256 bytes; free
+// Model (after XLA's bfc_allocator): every request is rounded up to a multiple of 256 bytes (or of
+// block_alignment, when that is larger, so that every block starts at such a multiple); free
 // chunks sit in 21 bins by size class (bin b: [256 << b, 256 << (b+1)), bin 20: >= 256 MiB), each
 // ordered by (size, address); allocation takes the best fit (smallest chunk that fits, lowest address
 // among equals), splits a chunk when chunk >= 2 * rounded or chunk - rounded >=
@@ -102,6 +103,11 @@ struct ArenaOptions {
   std::size_t max_internal_fragmentation = 128 * kMiB;
   // Factor applied to a refused preallocation before retrying.
   double backoff_factor = 0.9;
+  // Every block's address and size are multiples of this: a power of two, at least the 256-byte
+  // granule. A source's regions must start at such a multiple. 256 is XLA's rounding; the shim uses
+  // 512, CUDA's texture alignment, because cudaMalloc's pointers are documented to need no texture
+  // offset (policy.h, kDeviceBlockAlignment).
+  std::size_t block_alignment = 256;
   // Resizable sources, growth mode: before memory is mapped for a request, unmap the idle granules
   // (those wholly inside free, unfenced chunks), so that what is reserved follows the live blocks
   // rather than their high-water mark. Costs map and unmap calls where allocations come back to
@@ -182,7 +188,7 @@ class BfcArena {
   BfcArena(const BfcArena&) = delete;
   BfcArena& operator=(const BfcArena&) = delete;
 
-  // Serves `bytes` (rounded up to 256). `stream` lets chunks fenced on that same stream be reused.
+  // Serves `bytes` (rounded up to 256, or to block_alignment). `stream` lets chunks fenced on that same stream be reused.
   // Order of attempts: unfenced free chunks; chunks fenced on `stream`; fences the oracle reports
   // resolved; growth (growth mode); garbage collection (if enabled). Then Status::fences_pending if
   // fenced chunks remain (caller makes the device idle, calls resolve_fences_through, retries), else

@@ -59,6 +59,7 @@
 #include "bfc_arena.h"
 #include "cudart_stub.h"
 #include "piece_layout.h"
+#include "policy/policy.h"
 #include "region_sources.h"
 #include "replay.h"
 #include "trace_reader.h"
@@ -180,6 +181,7 @@ class ArenaOver {
     options.preallocate = false;
     options.garbage_collection = true;
     options.max_internal_fragmentation = gpumem::kTightSplitBytes;
+    options.block_alignment = gpumem::kDeviceBlockAlignment;
     return options;
   }
   Source source_;

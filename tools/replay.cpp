@@ -28,6 +28,7 @@ ArenaOptions arena_options(const ReplayOptions& options) {
   arena.min_growth_bytes = options.min_growth_bytes;
   arena.max_internal_fragmentation = options.max_internal_fragmentation;
   arena.unmap_idle_when_growing = options.unmap_idle_when_growing;
+  arena.block_alignment = gpumem::kDeviceBlockAlignment;
   return arena;
 }
 

@@ -31,6 +31,7 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
       preallocation_head_bytes(preallocation_bytes > 0 ? std::min(preallocation_bytes, limit_bytes) : limit_bytes);
   options.garbage_collection = policy.garbage_collection;
   options.max_internal_fragmentation = max_internal_fragmentation(policy.split_rule);
+  options.block_alignment = kDeviceBlockAlignment;
   return options;
 }
 

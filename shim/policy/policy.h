@@ -133,6 +133,12 @@ std::string_view to_string(SplitRule rule);
 // ArenaOptions::max_internal_fragmentation for `rule`.
 std::size_t max_internal_fragmentation(SplitRule rule);
 
+// ArenaOptions::block_alignment of the shim's arenas (and gpumem-replay's): CUDA documents that a
+// pointer from cudaMalloc needs no offset to be bound to a texture, so blocks start at multiples of
+// the texture alignment NVIDIA GPUs report (CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512 bytes), as the
+// driver's own allocations do. XLA's 256 would make every other small block unusable for a texture.
+inline constexpr std::size_t kDeviceBlockAlignment = 512;
+
 // The head of a preallocated arena of `limit_bytes` (ArenaOptions::preallocation_head_bytes): 1/32
 // of the limit, in 2 MiB units, at most 1 GiB; none below a 64 MiB limit. Small blocks (cuBLAS and
 // cuDNN workspaces) land there, so the rest, wholly free, can go to another allocation path (a VMM

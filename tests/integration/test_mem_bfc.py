@@ -198,6 +198,18 @@ class WhatTheProgramSees(MemTestCase):
         self.assertOutput(shimmed, last_row_ok=1)
         self.assertEqual(shimmed.device(0)["driver_allocs"], 0)  # the arena's, none from cuMemAllocPitch
 
+    def test_blocks_start_at_the_texture_alignment_in_every_mode(self):
+        # CUDA documents that cudaMalloc's memory binds to a texture with no offset: every block, plain,
+        # pitched or stream-ordered, starts at a multiple of the texture alignment (512), also where
+        # its size rounds to an odd multiple of the arena's 256-byte granule.
+        plain = self.scenario(RUNTIME_SHARED, "texture_alignment", preload=False)
+        self.assertOutput(plain, texture_alignment=512, misaligned=0, texture_failures=0)
+        for env in ({}, {"GPUMEM_PREALLOCATE": "0"}, CLASSIC, dict(CLASSIC, GPUMEM_PREALLOCATE="0"),
+                    {"GPUMEM_MODE": "platform"}, {"GPUMEM_MODE": "cuda_async"}):
+            with self.subTest(env=env):
+                result = self.scenario(RUNTIME_SHARED, "texture_alignment", env=env)
+                self.assertOutput(result, texture_alignment=512, misaligned=0, texture_failures=0)
+
     def test_ipc_of_a_sub_allocation_gets_a_handle(self):
         # A block inside a region gets gpumem's handle (docs/ipc.md, test_ipc.py opens it elsewhere).
         result = self.scenario(DRIVER, "ipc", env=CLASSIC)

@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gpumem.h"
@@ -374,6 +375,49 @@ int pitch() {
   return 0;
 }
 
+// Blocks of sizes that round to odd multiples of 256 bytes, plain, pitched and stream-ordered: CUDA
+// documents that memory from cudaMalloc binds to a texture without an offset, so each must start at
+// a multiple of the device's texture alignment, and a texture object over it must be created.
+int texture_alignment() {
+  int alignment = 0;
+  CHECK_CUDA(cudaDeviceGetAttribute(&alignment, cudaDevAttrTextureAlignment, 0));
+  std::printf("texture_alignment=%d\n", alignment);
+  std::vector<std::pair<void*, std::size_t>> blocks;
+  for (std::size_t i = 0; i < 48; ++i) {
+    void* p = nullptr;
+    const std::size_t bytes = 100 + 37 * i;
+    if (i % 3 == 2) {
+      CHECK_CUDA(cudaMallocAsync(&p, bytes, nullptr));
+    } else {
+      CHECK_CUDA(cudaMalloc(&p, bytes));
+    }
+    blocks.emplace_back(p, bytes);
+    std::size_t row = 0;
+    CHECK_CUDA(cudaMallocPitch(&p, &row, bytes, 2));
+    blocks.emplace_back(p, row * 2);
+  }
+  int misaligned = 0;
+  int texture_failures = 0;
+  for (const auto& [pointer, bytes] : blocks) {
+    if (reinterpret_cast<std::uintptr_t>(pointer) % static_cast<std::uintptr_t>(alignment) != 0) ++misaligned;
+    cudaResourceDesc resource{};
+    resource.resType = cudaResourceTypeLinear;
+    resource.res.linear.devPtr = pointer;
+    resource.res.linear.desc = cudaCreateChannelDesc(8, 0, 0, 0, cudaChannelFormatKindUnsigned);
+    resource.res.linear.sizeInBytes = bytes;
+    cudaTextureDesc texture{};
+    cudaTextureObject_t object = 0;
+    if (cudaCreateTextureObject(&object, &resource, &texture, nullptr) != cudaSuccess) {
+      ++texture_failures;
+      continue;
+    }
+    CHECK_CUDA(cudaDestroyTextureObject(object));
+  }
+  std::printf("misaligned=%d\ntexture_failures=%d\n", misaligned, texture_failures);
+  for (const auto& block : blocks) CHECK_CUDA(cudaFree(block.first));
+  return 0;
+}
+
 int two_devices() {
   int count = 0;
   CHECK_CUDA(cudaGetDeviceCount(&count));
@@ -658,6 +702,7 @@ int main(int argc, char** argv) {
   if (scenario == "oom") return out_of_memory(static_cast<std::size_t>(args.number(2, 1LL << 40)));
   if (scenario == "bad_frees") return bad_frees();
   if (scenario == "pitch") return pitch();
+  if (scenario == "texture_alignment") return texture_alignment();
   if (scenario == "async_misuse") return async_misuse();
   if (scenario == "reset_leaks") {
     return reset_leaks(static_cast<int>(args.number(2, 6)), static_cast<std::size_t>(args.number(3, 4LL << 30)));

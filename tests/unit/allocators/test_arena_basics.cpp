@@ -1,6 +1,7 @@
 // Allocation, best fit, the split rule, coalescing, bad frees and the stats of a BfcArena.
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "arena_test_support.h"
 
@@ -22,6 +23,47 @@ TEST_CASE("allocations are rounded to 256 bytes and aligned to 256", "[arena]") 
     CHECK(info->in_use);
   }
   CHECK(arena.validate());
+}
+
+TEST_CASE("a block alignment of 512 puts every block at a multiple of 512", "[arena]") {
+  // Sizes that round to odd multiples of 256 would leave every other block 256 bytes off.
+  FakeRegionSource source;
+  ArenaOptions options = preallocated(16 * kMiB);
+  options.block_alignment = 512;
+  BfcArena arena(source, options);
+  std::vector<std::uintptr_t> blocks;
+  for (std::size_t bytes : {std::size_t{1}, std::size_t{256}, std::size_t{257}, std::size_t{768}, std::size_t{1000},
+                            std::size_t{1280}, std::size_t{4097}}) {
+    for (int copy = 0; copy < 3; ++copy) {
+      const std::uintptr_t ptr = must_allocate(arena, bytes);
+      INFO("bytes " << bytes);
+      CHECK(ptr % 512 == 0);
+      const auto info = arena.find(ptr);
+      REQUIRE(info);
+      CHECK(info->size == (bytes + 511) / 512 * 512);
+      CHECK(info->requested == bytes);
+      blocks.push_back(ptr);
+    }
+  }
+  // Freed every other one and allocated again, into the holes: still aligned.
+  for (std::size_t i = 0; i < blocks.size(); i += 2) REQUIRE(arena.deallocate(blocks[i]) == Status::ok);
+  for (std::size_t bytes : {std::size_t{256}, std::size_t{300}, std::size_t{768}}) {
+    CHECK(must_allocate(arena, bytes) % 512 == 0);
+  }
+  CHECK(arena.validate());
+}
+
+TEST_CASE("a block alignment that is no power of two of at least 256 is invalid", "[arena]") {
+  for (std::size_t alignment : {std::size_t{0}, std::size_t{128}, std::size_t{384}, std::size_t{768}}) {
+    FakeRegionSource source;
+    ArenaOptions options = preallocated(kMiB);
+    options.block_alignment = alignment;
+    BfcArena arena(source, options);
+    std::uintptr_t ptr = 0;
+    INFO("alignment " << alignment);
+    CHECK(arena.allocate(256, ptr) == Status::invalid_argument);
+    CHECK(source.log().requests.empty());
+  }
 }
 
 TEST_CASE("zero-byte requests are refused explicitly", "[arena]") {
