@@ -83,9 +83,10 @@ OomReport BfcArena::oom_report(std::size_t requested) const {
   MutexLock lock(mutex_);
   OomReport report;
   report.requested = requested;
-  report.rounded = requested > std::numeric_limits<std::size_t>::max() - detail::kGranule
+  const std::size_t alignment = options_valid_ ? options_.block_alignment : detail::kGranule;  // as allocate()
+  report.rounded = requested > std::numeric_limits<std::size_t>::max() - alignment
                        ? requested
-                       : detail::round_up(requested);
+                       : (requested + alignment - 1) / alignment * alignment;
   report.stats = stats_locked();
   report.free_bytes = report.stats.bytes_reserved - report.stats.bytes_in_use;
   report.largest_free_chunk = report.stats.largest_free_block;

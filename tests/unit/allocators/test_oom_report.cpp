@@ -45,6 +45,15 @@ void check_report_adds_up(const OomReport& report) {
 
 }  // namespace
 
+TEST_CASE("the OOM report rounds the request as the arena does", "[oom]") {
+  FakeRegionSource source;
+  ArenaOptions options = preallocated(4 * kMiB);
+  options.block_alignment = 512;
+  BfcArena arena(source, options);
+  CHECK(arena.oom_report(2 * kMiB + 1).rounded == 2 * kMiB + 512);
+  CHECK(arena.oom_report(512).rounded == 512);
+}
+
 TEST_CASE("the OOM report describes the arena and its numbers add up", "[oom]") {
   FakeRegionSource source;
   BfcArena arena(source, preallocated(4 * kMiB));
