@@ -188,7 +188,8 @@ class BfcArena {
   BfcArena(const BfcArena&) = delete;
   BfcArena& operator=(const BfcArena&) = delete;
 
-  // Serves `bytes` (rounded up to 256, or to block_alignment). `stream` lets chunks fenced on that same stream be reused.
+  // Serves `bytes` (rounded up to 256, or to block_alignment). `stream` lets chunks fenced on that
+  // same stream be reused.
   // Order of attempts: unfenced free chunks; chunks fenced on `stream`; fences the oracle reports
   // resolved; growth (growth mode); garbage collection (if enabled). Then Status::fences_pending if
   // fenced chunks remain (caller makes the device idle, calls resolve_fences_through, retries), else
