@@ -22,7 +22,8 @@ constexpr std::size_t kDebugCheckMaxChunks = 64;
 bool options_are_valid(const ArenaOptions& options) {
   return options.limit >= kGranule && options.backoff_factor > 0.0 && options.backoff_factor < 1.0 &&
          options.min_growth_bytes > 0 && options.block_alignment >= kGranule &&
-         (options.block_alignment & (options.block_alignment - 1)) == 0;
+         (options.block_alignment & (options.block_alignment - 1)) == 0 &&
+         options.fences_before_growth_below_use >= 0.0 && options.fences_before_growth_below_use <= 1.0;
 }
 
 // Region records set aside at the first growth: arenas hold few regions.
@@ -84,29 +85,32 @@ BfcArena::~BfcArena() {
 
 const ArenaOptions& BfcArena::options() const noexcept { return options_; }
 
-Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t stream) noexcept {
+Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t stream,
+                          FencedMemory fenced) noexcept {
   if (bytes == 0) return Status::zero_size;
   if (!options_valid_) return Status::invalid_argument;
   MutexLock lock(mutex_);
-  const Status status = allocate_locked(bytes, stream, out);
+  const Status status = allocate_locked(bytes, stream, fenced, out);
   assert(debug_check());
   return status;
 }
 
-Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, std::uintptr_t& out) {
+Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, FencedMemory fenced,
+                                 std::uintptr_t& out) {
   // Also keeps rounding from overflowing, and the requested count within its record's bits.
   if (bytes > options_.limit || bytes > Chunk::kMaxRequested) return Status::out_of_memory;
   // Every path below ends in carve(), which needs a record for the split-off rest; securing it
   // first is what keeps the paths from failing halfway.
   if (!reserve_records(1)) return Status::out_of_memory;
-  const Request request{round_up_to(bytes, options_.block_alignment), bytes, stream != 0};
+  const Request request{round_up_to(bytes, options_.block_alignment), bytes, stream != 0,
+                        fenced == FencedMemory::synchronise_first};
   const std::size_t rounded = request.rounded;
   if (take_free(request, out)) return Status::ok;
   if (stream != 0 && take_fenced_on_stream(request, stream, out)) return Status::ok;
   if (oracle_ != nullptr && fenced_.chunks() > 0 && poll_oracle() > 0 && take_free(request, out)) {
     return Status::ok;
   }
-  if (fences_first(rounded)) return Status::fences_pending;
+  if (fences_first(request)) return Status::fences_pending;
   Growth growth = extend(rounded);
   if (growth == Growth::grew && options_.preallocate && options_.preallocation_head_bytes > 0 &&
       resize_granule_ == 0 && counters_.regions == 1 && counters_.bytes_reserved < preallocation_target(options_)) {
@@ -134,7 +138,7 @@ bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
   if (handle == kNoChunk) return false;
   if (!unmapped_.empty()) {
     // Fenced memory first, where the options ask for it (the caller reports fences_pending).
-    if (fences_first(request.rounded) && needs_mapping(handle, request.rounded)) return false;
+    if (fences_first(request) && needs_mapping(handle, request.rounded)) return false;
     // The block must have memory behind it before it is handed out; the chunk is still free (and
     // indexed) here, so a refusal leaves nothing to undo.
     if (!map_for_request(handle, request.rounded)) {
@@ -720,9 +724,14 @@ std::size_t BfcArena::unmap_idle(IdleScan scan, std::uintptr_t keep_begin, std::
   return released;
 }
 
-bool BfcArena::fences_first(std::size_t rounded) const noexcept {
-  return fenced_.chunks() > 0 && counters_.bytes_fenced >= rounded &&
-         counters_.bytes_reserved + rounded > options_.fences_before_growth_above;
+bool BfcArena::fences_first(const Request& request) const noexcept {
+  if (!request.may_report_fences || fenced_.chunks() == 0 || counters_.bytes_fenced < request.rounded) {
+    return false;
+  }
+  return counters_.bytes_reserved + request.rounded > options_.fences_before_growth_above ||
+         (options_.fences_before_growth_below_use > 0.0 &&
+          static_cast<double>(counters_.bytes_in_use) <
+              options_.fences_before_growth_below_use * static_cast<double>(counters_.bytes_reserved));
 }
 
 bool BfcArena::needs_mapping(ChunkHandle handle, std::size_t rounded) const {

@@ -85,6 +85,13 @@ struct ArenaOptions {
   // fenced memory at its limit, a growing one as its manager decides. A GPU shared with other
   // processes sets its preallocation here (0 when growing): memory beyond it is borrowed.
   std::size_t fences_before_growth_above = std::numeric_limits<std::size_t>::max();
+  // The same answer, Status::fences_pending before more memory is taken, whenever fenced chunks hold
+  // at least the request while live blocks fill less than this share of what the arena holds. 0 (the
+  // default) never. A growing arena whose frees wait for a synchronisation sets 0.5: it then grows
+  // only while its live blocks fill half of it (or nothing fenced could serve), so what it holds stays
+  // within about twice its live peak plus a growth step, and it synchronises only where it would
+  // otherwise grow.
+  double fences_before_growth_below_use = 0.0;
   // Preallocation only: when > 0 (and below the limit), the limit is reserved as two regions, a head
   // of this size and the rest. Best fit puts small blocks in the head while it has room, so the rest
   // stays wholly free, and can be given back (release_free_regions) for another use of the memory,
@@ -180,6 +187,12 @@ struct ChunkInfo {
   Region region;             // the region holding the chunk
 };
 
+// Whether one allocate() call may answer Status::fences_pending before taking more memory, as the
+// options' fences_before_growth_* rules ask. A caller that cannot synchronise now (a graph capture
+// is under way, or synchronising did not help) says grow_instead: the arena then takes memory where
+// the limit allows, and reports fences_pending only when it cannot.
+enum class FencedMemory : std::uint8_t { synchronise_first, grow_instead };
+
 class BfcArena {
  public:
   // `oracle` may be null: then only resolve_fences_through() and same-stream reuse resolve fences.
@@ -194,8 +207,10 @@ class BfcArena {
   // resolved; growth (growth mode); garbage collection (if enabled). Then Status::fences_pending if
   // fenced chunks remain (caller makes the device idle, calls resolve_fences_through, retries), else
   // Status::out_of_memory (also when host memory for the arena's records runs out). Status::zero_size
-  // for 0 bytes.
-  Status allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t stream = 0) noexcept;
+  // for 0 bytes. Where the options' fences_before_growth_* rules apply (and `fenced` allows), the
+  // answer is Status::fences_pending before any growth.
+  Status allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t stream = 0,
+                  FencedMemory fenced = FencedMemory::synchronise_first) noexcept;
 
   // Frees the chunk starting at `ptr`. With a non-empty fence the chunk is not reused (nor coalesced)
   // until the fence is resolved. Status::not_owned / Status::double_free leave the arena untouched,
@@ -242,14 +257,15 @@ class BfcArena {
   // What extend() achieved.
   enum class Growth : std::uint8_t { grew, refused, no_host_memory };
 
-  Status allocate_locked(std::size_t bytes, std::uintptr_t stream, std::uintptr_t& out)
-      GPUMEM_REQUIRES(mutex_);
   // One allocation as the paths below need it.
   struct Request {
     std::size_t rounded = 0;    // the chunk size to hand out
     std::size_t requested = 0;  // the bytes asked for
     bool ordered = false;       // asked for with a stream
+    bool may_report_fences = true;  // FencedMemory::synchronise_first
   };
+  Status allocate_locked(std::size_t bytes, std::uintptr_t stream, FencedMemory fenced, std::uintptr_t& out)
+      GPUMEM_REQUIRES(mutex_);
   bool take_free(const Request& request, std::uintptr_t& out) GPUMEM_REQUIRES(mutex_);
   bool take_fenced_on_stream(const Request& request, std::uintptr_t stream,
                              std::uintptr_t& out) GPUMEM_REQUIRES(mutex_);
@@ -314,7 +330,7 @@ class BfcArena {
   bool reserve_records(std::size_t count) GPUMEM_REQUIRES(mutex_);
   // ArenaOptions::fences_before_growth_above: whether a request of `rounded` bytes that needs more
   // memory should wait for the fences instead.
-  bool fences_first(std::size_t rounded) const noexcept GPUMEM_REQUIRES(mutex_);
+  bool fences_first(const Request& request) const noexcept GPUMEM_REQUIRES(mutex_);
   // Whether handing out free chunk `handle` for `rounded` bytes needs granules mapped (resizable).
   bool needs_mapping(detail::ChunkHandle handle, std::size_t rounded) const GPUMEM_REQUIRES(mutex_);
   // Whether the next region is still part of the preallocation (preallocating, and less than

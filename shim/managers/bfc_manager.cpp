@@ -24,6 +24,11 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
   if (shared || preallocate) {
     options.fences_before_growth_above = !preallocate ? 0 : preallocation_bytes > 0 ? preallocation_bytes : limit_bytes;
   }
+  // Growing, with frees that wait for a synchronisation: fenced chunks are otherwise reused only at
+  // the limit, so the arena would grow far past the live set. A synchronisation is cheaper than more
+  // memory while the live blocks fill less than half of the arena: it then stays within about twice
+  // the live peak plus a growth step, and synchronises only where it would otherwise grow.
+  if (!preallocate && policy.free_sync == FreeSync::defer) options.fences_before_growth_below_use = 0.5;
   options.limit = limit_bytes;
   options.preallocate = preallocate;
   options.preallocation_bytes = preallocation_bytes;
@@ -76,30 +81,15 @@ BfcManager::BfcManager(CUcontext context, CUdevice device, const Policy& policy,
       preallocate_(preallocate),
       preallocation_bytes_(preallocation_bytes) {}
 
-void BfcManager::resolve_fences_instead_of_growing(std::size_t bytes) {
-  // Growing with defer: fenced chunks are otherwise reused only once the limit is reached, so the
-  // arena would grow far past the live set. A synchronisation is cheaper than a new region once
-  // fenced memory is at least half of what is reserved; below that the arena grows, so it settles
-  // near twice the live set and synchronises about once per live set's worth of allocations, not
-  // every few allocations.
-  // Never while the program captures a graph: the driver would refuse and end the capture.
-  if (preallocate_ || policy().free_sync != FreeSync::defer || capture_state::active()) return;
-  const std::size_t rounded = (bytes + 255) / 256 * 256;
-  const ArenaStats stats = arena_.stats();
-  if (stats.largest_free_block >= rounded || stats.bytes_fenced < rounded ||
-      stats.bytes_fenced < stats.bytes_reserved / 2) {
-    return;
-  }
-  synchronize_for_reuse();
-}
-
 CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain,
                                          const StreamArg* stream) {
-  // Synchronous requests only: an ordered one may reuse chunks fenced on its own stream.
-  if (stream_domain == 0) resolve_fences_instead_of_growing(bytes);
+  // A graph capture forbids the synchronisation that would free fenced memory (the driver would
+  // refuse it and end the capture): the arena grows instead where it can.
+  const bool capturing = capture_state::active();
   std::uintptr_t address = 0;
-  Status status = arena_.allocate(bytes, address, stream_domain);
-  if (status != Status::ok && capture_state::active()) {
+  Status status = arena_.allocate(bytes, address, stream_domain,
+                                  capturing ? FencedMemory::grow_instead : FencedMemory::synchronise_first);
+  if (status != Status::ok && capturing) {
     // A graph capture forbids the synchronisation that would free fenced memory (the driver would
     // end the capture): the driver serves the request itself, as it would without gpumem.
     count_pass_through();
@@ -111,9 +101,11 @@ CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, st
     });
     return count_path(count_driver_alloc(result), AllocationPath::driver, bytes);
   }
-  for (int attempt = 0; status == Status::fences_pending && attempt < kFenceSyncAttempts; ++attempt) {
+  for (int attempt = 1; status == Status::fences_pending && attempt <= kFenceSyncAttempts; ++attempt) {
     if (synchronize_for_reuse() != CUDA_SUCCESS) break;
-    status = arena_.allocate(bytes, address, stream_domain);
+    // Other threads kept fencing meanwhile: the last attempt takes memory where the limit allows.
+    status = arena_.allocate(bytes, address, stream_domain,
+                             attempt < kFenceSyncAttempts ? FencedMemory::synchronise_first : FencedMemory::grow_instead);
   }
   if (status == Status::ok) {
     *out = static_cast<CUdeviceptr>(address);

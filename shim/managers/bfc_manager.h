@@ -39,8 +39,6 @@ class BfcManager final : public MemoryManager {
                                        StreamArg stream) override;
   std::size_t held_unused_bytes() const override;
   bool do_owns(CUdeviceptr ptr) const override;
-  // Growth mode with deferred frees: resolves the fences when only fenced bytes could serve `bytes`.
-  void resolve_fences_instead_of_growing(std::size_t bytes);
   IpcBlock do_ipc_block(CUdeviceptr ptr) const override;
   std::optional<BlockRange> do_block_range(CUdeviceptr ptr) const override;
   void do_refresh_peer_access() override;

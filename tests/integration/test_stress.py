@@ -42,19 +42,19 @@ class Load(StressTestCase):
 
 class Soak(StressTestCase):
     def test_peak_reserved_does_not_creep(self):
-        # Growth mode: regions come as the live blocks need them, so the reserve settles once the
-        # live set has reached its usual highs: the last three quarters of the run add at most one
-        # growth step (a doubling) to what the first quarter reserved, or to the live peak where the
-        # first quarter had not reached it yet (a loaded machine, a sanitizer build: few operations
-        # in the first quarter). (How much of the reserve is busy is the growth rule's efficiency,
-        # measured by gpumem-replay, not a leak.)
+        # Growth mode with deferred frees: the arena synchronises rather than grows while its live
+        # blocks fill less than half of it (and fenced blocks could serve), so what it reserves
+        # stays within twice the live peak plus one growth step (8 MiB) and a 2 MiB granule, however
+        # long the run: a reserve that crept would pass that. The first quarter's figure shows that
+        # the reserve had settled early; how much of it is busy is the growth rule's efficiency,
+        # measured by gpumem-replay, not a leak.
         got = self.stress("soak", THREADS, SOAK_SECONDS, env={"GPUMEM_PREALLOCATE": "0"},
                           timeout=SOAK_SECONDS * 10 + 120)
         early, end, in_use = (int(got[k]) for k in ("peak_reserved_early", "peak_reserved_end", "peak_in_use_end"))
         self.assertGreater(int(got["operations"]), 0)
         self.assertGreater(early, 0)
         self.assertGreaterEqual(end, in_use, got)
-        self.assertLessEqual(end, 2 * max(early, in_use) + 2 * MIB, got)
+        self.assertLessEqual(end, 2 * in_use + 10 * MIB, got)
 
     def test_cuda_async_pool_stays_within_twice_the_live_peak(self):
         # cuda_async: blocks freed while the device may still use them wait (deferred) until a

@@ -1,5 +1,6 @@
 // Region sizing: preallocation, growth, the 0.9x back-off, garbage collection and the limit.
 #include <new>
+#include <set>
 
 #include "arena_test_support.h"
 
@@ -355,5 +356,49 @@ TEST_CASE("fences before growth: fenced memory is reused before more is taken pa
     // Below the threshold, or without enough fenced, growth goes on as usual.
     must_allocate(arena, 8 * kMiB);
     CHECK(arena.validate());
+  }
+}
+
+TEST_CASE("fences before growth below use: fenced memory is reused while live blocks fill under that share",
+          "[sizing][fences]") {
+  FakeRegionSource source;
+  ArenaOptions options = growing(64 * kMiB);
+  options.min_growth_bytes = 4 * kMiB;
+  options.fences_before_growth_below_use = 0.5;
+  BfcArena arena(source, options);
+  const std::uintptr_t a = must_allocate(arena, 4 * kMiB);
+  const std::uintptr_t b = must_allocate(arena, kMiB);  // a second 4 MiB region, 3 MiB of it free
+  must_free(arena, a, Fence{1, 0});
+  // 1 of 8 MiB live, and the fenced 4 MiB would serve: synchronise rather than grow.
+  std::uintptr_t c = 0;
+  CHECK(arena.allocate(4 * kMiB, c) == Status::fences_pending);
+  CHECK(arena.allocate(4 * kMiB, c, 7) == Status::fences_pending);  // stream-ordered requests too
+  // A caller that cannot synchronise (a graph capture) grows instead.
+  REQUIRE(arena.allocate(4 * kMiB, c, 0, FencedMemory::grow_instead) == Status::ok);
+  CHECK(c != a);
+  CHECK(source.log().requests == std::vector<std::size_t>{4 * kMiB, 4 * kMiB, 4 * kMiB});
+  must_free(arena, b, Fence{2, 0});
+  std::uintptr_t d = 0;
+  CHECK(arena.allocate(4 * kMiB, d) == Status::fences_pending);  // 4 of 12 MiB live
+  arena.resolve_fences_through(2);
+  d = must_allocate(arena, 4 * kMiB);
+  const std::uintptr_t e = must_allocate(arena, 4 * kMiB);
+  CHECK(std::set<std::uintptr_t>{d, e} == std::set<std::uintptr_t>{a, b});  // a's region, and b's whole
+  CHECK(source.log().requests.size() == 3);
+  // Live blocks fill at least half: growth goes on as usual, fenced memory or not.
+  must_free(arena, e, Fence{3, 0});
+  must_allocate(arena, 4 * kMiB);  // 8 of 12 MiB live
+  CHECK(source.log().requests.size() == 4);
+  CHECK(arena.validate());
+}
+
+TEST_CASE("fences_before_growth_below_use outside [0, 1] is an invalid option", "[sizing][fences]") {
+  for (const double share : {-0.5, 1.5}) {
+    FakeRegionSource source;
+    ArenaOptions options = growing(64 * kMiB);
+    options.fences_before_growth_below_use = share;
+    BfcArena arena(source, options);
+    std::uintptr_t out = 0;
+    CHECK(arena.allocate(kMiB, out) == Status::invalid_argument);
   }
 }
