@@ -22,7 +22,8 @@
 //   own_pool_then_malloc SIZE_MIB the program's own pool, release threshold at its maximum (it keeps
 //                                 everything): SIZE allocated and freed there, then cuMemAlloc of SIZE
 //   pool_threads THREADS          THREADS threads allocating and freeing 2 to 8 MiB blocks, stream-ordered
-//                                 on streams of their own, 200 times each
+//                                 on streams of their own: four blocks each, held by all the threads at
+//                                 once, then 200 operations each
 //   array_threads THREADS         THREADS threads creating and destroying 1024 x 1024 float4 arrays
 //                                 (16 MiB), three at a time, 50 times each
 //   info                          the three answers, once
@@ -31,6 +32,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <barrier>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -461,22 +463,34 @@ int own_pool_then_malloc(Program& program, std::size_t size) {
 int pool_threads(Program& program, std::size_t threads) {
   std::vector<std::thread> workers;
   std::vector<int> refusals(threads, 0);
+  // Every thread first takes its four blocks and waits for the others to have theirs, so that the
+  // threads hold their blocks at the same time, however the scheduler runs them: on a loaded
+  // machine each could otherwise run its whole loop alone, below the limit.
+  std::barrier filled(static_cast<std::ptrdiff_t>(threads));
   for (std::size_t t = 0; t < threads; ++t) {
-    workers.emplace_back([&program, &refusals, t] {
+    workers.emplace_back([&program, &refusals, &filled, t] {
       CHECK_CU(cuCtxSetCurrent(program.context));
       CUstream stream = nullptr;
       CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
       unsigned seed = static_cast<unsigned>(t) * 2654435761u + 1;
       std::vector<CUdeviceptr> live;
+      const auto allocate = [&] {
+        CUdeviceptr ptr = 0;
+        if (cuMemAllocAsync(&ptr, (1 + (seed >> 8) % 4) * 2 * kMiB, stream) == CUDA_SUCCESS) {
+          live.push_back(ptr);
+        } else {
+          ++refusals[t];
+        }
+      };
+      for (int i = 0; i < 4; ++i) {
+        seed = seed * 1103515245u + 12345u;
+        allocate();
+      }
+      filled.arrive_and_wait();
       for (int i = 0; i < 200; ++i) {
         seed = seed * 1103515245u + 12345u;
         if (live.size() < 4 && (seed >> 16) % 3 != 0) {
-          CUdeviceptr ptr = 0;
-          if (cuMemAllocAsync(&ptr, (1 + (seed >> 8) % 4) * 2 * kMiB, stream) == CUDA_SUCCESS) {
-            live.push_back(ptr);
-          } else {
-            ++refusals[t];
-          }
+          allocate();
         } else if (!live.empty()) {
           CHECK_CU(cuMemFreeAsync(live.back(), stream));
           live.pop_back();
