@@ -202,6 +202,11 @@ class Model {
     for (const auto& [base, size] : source_.regions) total += size;
     return total;
   }
+  static std::size_t total(const std::map<std::uintptr_t, Block>& blocks) {
+    std::size_t bytes = 0;
+    for (const auto& [base, block] : blocks) bytes += block.size;
+    return bytes;
+  }
 
  private:
   const gpumem::ArenaOptions& options_;
@@ -295,9 +300,10 @@ void check_oom_report(const gpumem::BfcArena& arena, const Model& model, std::si
 // One allocation, its outcome predicted from bfc_arena.h's order of attempts: the best free fit;
 // on a stream, the best fit among the chunks fenced on it; what the oracle resolves, then the best
 // free fit again; growth (the best fit among the new regions, certain from a source that never
-// refuses while the limit leaves room); else a refusal.
+// refuses while the limit leaves room); else a refusal. Before growth, fences_pending where
+// ArenaOptions::fences_before_growth_below_use asks for it and `fenced_memory` allows it.
 void allocate(gpumem::BfcArena& arena, Model& model, TrackingSource& source, bool limited_source, std::size_t bytes,
-              std::uintptr_t stream) {
+              std::uintptr_t stream, gpumem::FencedMemory fenced_memory = gpumem::FencedMemory::synchronise_first) {
   const gpumem::ArenaOptions& options = arena.options();
   // Refused before anything: more than the limit, or than a chunk record can count (chunk_store.h).
   const bool too_large = bytes > options.limit || bytes > gpumem::detail::Chunk::kMaxRequested;
@@ -331,9 +337,18 @@ void allocate(gpumem::BfcArena& arena, Model& model, TrackingSource& source, boo
   // leaves): no capacity set, and address space left for all of it.
   const bool growth_certain =
       !too_large && !limited_source && rounded <= unreserved && unreserved <= source.room();
+  const double below_use = options.fences_before_growth_below_use;
+  const bool fences_first = !too_large && !expected && below_use > 0.0 &&
+                            fenced_memory == gpumem::FencedMemory::synchronise_first &&
+                            Model::total(model.fenced) >= rounded &&
+                            static_cast<double>(Model::total(model.live)) < below_use * static_cast<double>(model.reserved());
 
   std::uintptr_t out = 0;
-  const Status status = arena.allocate(bytes, out, stream);
+  const Status status = arena.allocate(bytes, out, stream, fenced_memory);
+  if (fences_first) {
+    check(status == Status::fences_pending && source.regions == regions_before);
+    return;
+  }
   if (status != Status::ok) {
     check(!expected && !growth_certain);
     check(status == (model.fenced.empty() || too_large ? Status::out_of_memory : Status::fences_pending));
@@ -436,6 +451,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // requests above 2^63; no splitting for the rest's size alone.
   if ((more_flags & 4) != 0) options.limit = std::numeric_limits<std::size_t>::max() >> in.below(8);
   if ((more_flags & 8) != 0) options.max_internal_fragmentation = std::numeric_limits<std::size_t>::max();
+  // Synchronise rather than grow while live blocks fill less than a quarter to all of the arena.
+  if ((more_flags & 16) != 0) options.fences_before_growth_below_use = static_cast<double>(1 + in.below(4)) / 4;
   const bool limited_source = (flags & 8) != 0;
   gpumem::RegionSourceLimits limits;
   if (limited_source) limits.capacity_bytes = options.limit / 2 + kGranule;  // the driver runs out first
@@ -453,7 +470,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case 1:
         case 2: {
           const std::size_t bytes = request_size(in, options.limit);
-          allocate(arena, model, source, limited_source, bytes, in.below(3));  // stream 0: synchronous
+          const std::uintptr_t stream = in.below(3);  // 0: synchronous
+          // A caller that cannot synchronise now, where the option would have it synchronise.
+          const bool grow_instead = options.fences_before_growth_below_use > 0.0 && in.below(2) == 0;
+          allocate(arena, model, source, limited_source, bytes, stream,
+                   grow_instead ? gpumem::FencedMemory::grow_instead : gpumem::FencedMemory::synchronise_first);
           break;
         }
         case 3: {  // many blocks of one size at once: hundreds of chunks, so the record table grows
