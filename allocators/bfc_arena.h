@@ -328,8 +328,8 @@ class BfcArena {
   // Room for `count` more chunk records (ChunkStore::reserve), following the records should they
   // move; false when host memory runs out.
   bool reserve_records(std::size_t count) GPUMEM_REQUIRES(mutex_);
-  // ArenaOptions::fences_before_growth_above: whether a request of `rounded` bytes that needs more
-  // memory should wait for the fences instead.
+  // ArenaOptions::fences_before_growth_above and _below_use: whether `request`, needing more memory,
+  // should wait for the fences instead (never where the caller said FencedMemory::grow_instead).
   bool fences_first(const Request& request) const noexcept GPUMEM_REQUIRES(mutex_);
   // Whether handing out free chunk `handle` for `rounded` bytes needs granules mapped (resizable).
   bool needs_mapping(detail::ChunkHandle handle, std::size_t rounded) const GPUMEM_REQUIRES(mutex_);

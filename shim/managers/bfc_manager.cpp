@@ -63,8 +63,8 @@ std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice dev
   return std::optional<VmmRegionSource>(std::in_place, device, limit_bytes, granularity, shared);
 }
 
-// Attempts to synchronise away pending fences before giving up; more than one only when other threads
-// keep freeing meanwhile.
+// Synchronisations an allocation waits for before it takes memory whatever is fenced (or gives up at
+// the limit); more than one only when other threads keep freeing meanwhile.
 constexpr int kFenceSyncAttempts = 3;
 
 }  // namespace
@@ -84,14 +84,13 @@ BfcManager::BfcManager(CUcontext context, CUdevice device, const Policy& policy,
 CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain,
                                          const StreamArg* stream) {
   // A graph capture forbids the synchronisation that would free fenced memory (the driver would
-  // refuse it and end the capture): the arena grows instead where it can.
+  // refuse it and end the capture): the arena grows instead where it can, and where it cannot, the
+  // driver serves the request itself, as it would without gpumem.
   const bool capturing = capture_state::active();
   std::uintptr_t address = 0;
   Status status = arena_.allocate(bytes, address, stream_domain,
                                   capturing ? FencedMemory::grow_instead : FencedMemory::synchronise_first);
   if (status != Status::ok && capturing) {
-    // A graph capture forbids the synchronisation that would free fenced memory (the driver would
-    // end the capture): the driver serves the request itself, as it would without gpumem.
     count_pass_through();
     log::at(LogLevel::debug, "device {}: {} bytes from the driver while a graph capture is under way",
             device(), bytes);
