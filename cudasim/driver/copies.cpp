@@ -127,9 +127,9 @@ CUresult cudasim::enqueue_transfer(CUstream handle, bool per_thread_default, Nod
       if (keep) keep(node);
       return CUDA_SUCCESS;
     }
-    seq = submit(l.st, stream, std::move(op));
+    seq = submit(l.st, stream, std::move(op), wait);
   }
-  if (wait) stream->wait_until(seq);
+  if (wait) stream->run_or_wait_until(seq);
   return CUDA_SUCCESS;
 }
 

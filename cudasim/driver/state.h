@@ -236,8 +236,9 @@ int context_device(CUctx_st* ctx);
 // current context; `per_thread_default` selects what NULL means (_ptsz/_ptds entry points).
 CUresult resolve_stream(State& st, CUstream handle, bool per_thread_default,
                         std::shared_ptr<CUstream_st>* out);
-// Queues `op` with the legacy-default-stream ordering rules. Needs State::mu held.
-std::uint64_t submit(State& st, const std::shared_ptr<CUstream_st>& stream, Operation op);
+// Queues `op` with the legacy-default-stream ordering rules. Needs State::mu held. caller_waits:
+// the caller then blocks on it with CUstream_st::run_or_wait_until() (streams.h).
+std::uint64_t submit(State& st, const std::shared_ptr<CUstream_st>& stream, Operation op, bool caller_waits = false);
 // Locks the state, checks cuInit, resolves the stream and returns body(state, stream), all under
 // State::mu.
 template <typename Body>

@@ -11,33 +11,63 @@ using namespace cudasim;
 
 // --- the worker ---
 
-std::uint64_t CUstream_st::enqueue(Operation op) {
+std::uint64_t CUstream_st::enqueue(Operation op, bool caller_waits) {
   std::lock_guard lock(mu_);
+  const bool runnable_now = queue_.empty() && !running_;
   queue_.push_back(std::move(op));
   ++submitted_;
   if (!worker_started_) {
     worker_started_ = true;
     // Detached: a process may exit with work still queued; nothing joins it at exit (no hang).
     std::thread([self = shared_from_this()] { self->run_worker(); }).detach();
-  } else {
-    changed_.notify_all();
+  } else if (worker_idle_ && !(caller_waits && runnable_now)) {
+    work_.notify_one();
   }
   return submitted_;
 }
 
+void CUstream_st::run_front(std::unique_lock<std::mutex>& lock) {
+  running_ = true;
+  Operation op = std::move(queue_.front());
+  queue_.pop_front();
+  lock.unlock();
+  op();
+  op = nullptr;  // drop captures before reporting completion
+  lock.lock();
+  running_ = false;
+  ++completed_;
+  if (progress_waiters_ > 0) progress_.notify_all();
+}
+
 void CUstream_st::run_worker() {
   std::unique_lock lock(mu_);
+  const auto ready = [this] { return (!queue_.empty() && !running_) || (retired_ && queue_.empty()); };
   for (;;) {
-    changed_.wait(lock, [this] { return !queue_.empty() || retired_; });
+    if (!ready()) {
+      worker_idle_ = true;
+      work_.wait(lock, ready);
+      worker_idle_ = false;
+    }
     if (queue_.empty()) return;  // retired and drained
-    Operation op = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    op();
-    op = nullptr;  // drop captures before reporting completion
-    lock.lock();
-    ++completed_;
-    changed_.notify_all();
+    run_front(lock);
+  }
+}
+
+void CUstream_st::run_or_wait_until(std::uint64_t seq) {
+  std::unique_lock lock(mu_);
+  // The front of the queue is operation `seq` exactly when the one before it has completed and none
+  // runs (queue_ holds what is neither running nor completed, in order).
+  const auto own_turn = [&] { return !running_ && completed_ + 1 == seq && !queue_.empty(); };
+  while (completed_ < seq) {
+    if (own_turn()) {
+      run_front(lock);
+      // Work queued behind it meanwhile is the worker's.
+      if (!queue_.empty() && worker_idle_) work_.notify_one();
+      return;
+    }
+    ++progress_waiters_;
+    progress_.wait(lock, [&] { return completed_ >= seq || own_turn(); });
+    --progress_waiters_;
   }
 }
 
@@ -53,13 +83,16 @@ bool CUstream_st::reached(std::uint64_t seq) {
 
 void CUstream_st::wait_until(std::uint64_t seq) {
   std::unique_lock lock(mu_);
-  changed_.wait(lock, [&] { return completed_ >= seq; });
+  if (completed_ >= seq) return;
+  ++progress_waiters_;
+  progress_.wait(lock, [&] { return completed_ >= seq; });
+  --progress_waiters_;
 }
 
 void CUstream_st::retire() {
   std::lock_guard lock(mu_);
   retired_ = true;
-  changed_.notify_all();
+  if (worker_idle_) work_.notify_one();
 }
 
 // --- ordering ---
@@ -92,7 +125,7 @@ CUresult resolve_stream(State& st, CUstream handle, bool per_thread_default,
   return CUDA_SUCCESS;
 }
 
-std::uint64_t submit(State&, const std::shared_ptr<CUstream_st>& stream, Operation op) {
+std::uint64_t submit(State&, const std::shared_ptr<CUstream_st>& stream, Operation op, bool caller_waits) {
   CUctx_st* ctx = stream->ctx;
   auto wait_for = [&](const std::shared_ptr<CUstream_st>& other) {
     std::uint64_t seq = other->last_submitted();
@@ -108,7 +141,7 @@ std::uint64_t submit(State&, const std::shared_ptr<CUstream_st>& stream, Operati
     // ... and work on a blocking stream waits for earlier work on the legacy default stream.
     wait_for(ctx->legacy);
   }
-  return stream->enqueue(std::move(op));
+  return stream->enqueue(std::move(op), caller_waits);
 }
 
 void wait_event_on(State& st, const std::shared_ptr<CUstream_st>& stream, const CUevent_st& event) {

@@ -108,6 +108,72 @@ TEST_CASE("synchronous sets and device-to-device copies do not block the host", 
   CHECK(cuMemFree(dev) == CUDA_SUCCESS);
 }
 
+TEST_CASE("a synchronous copy to the host waits for the work queued before it, and only that",
+          "[driver][streams]") {
+  // The caller of a synchronous copy may run the copy itself once the stream reaches it (streams.h):
+  // it must still wait for the work before it and return only once the copy is done.
+  CUcontext ctx = primary_context();
+  CUdeviceptr dev = 0;
+  REQUIRE(cuMemAlloc(&dev, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD8(dev, 0, 4096) == CUDA_SUCCESS);
+  REQUIRE(cuCtxSynchronize() == CUDA_SUCCESS);
+  Gate gate;
+  REQUIRE(cuLaunchHostFunc(CU_STREAM_LEGACY, Gate::wait, &gate) == CUDA_SUCCESS);
+  REQUIRE(cuMemsetD32Async(dev, 5, 1024, CU_STREAM_LEGACY) == CUDA_SUCCESS);
+  std::vector<unsigned> out(1024, 1);
+  std::atomic<bool> returned{false};
+  std::thread caller([&] {
+    cuCtxSetCurrent(ctx);
+    if (cuMemcpyDtoH(out.data(), dev, 4096) == CUDA_SUCCESS) returned = true;
+  });
+  settle();
+  CHECK_FALSE(returned.load());  // behind the closed gate
+  gate.open();
+  caller.join();
+  CHECK(returned.load());
+  CHECK(out == std::vector<unsigned>(1024, 5));  // the set queued before it ran first
+  // Work queued after it by the same thread still runs, on the stream's own worker.
+  REQUIRE(cuMemsetD32Async(dev, 6, 1024, CU_STREAM_LEGACY) == CUDA_SUCCESS);
+  CHECK(wait_for(CU_STREAM_LEGACY) == CUDA_SUCCESS);
+  REQUIRE(cuMemcpyDtoH(out.data(), dev, 4096) == CUDA_SUCCESS);
+  CHECK(out == std::vector<unsigned>(1024, 6));
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+}
+
+TEST_CASE("threads mixing queued sets and synchronous copies on one stream see their own results",
+          "[driver][streams]") {
+  // Each thread sets its own slice on the legacy stream (queued) and reads it back synchronously:
+  // the read must see that set, whether the stream's worker or a caller runs the copy.
+  CUcontext ctx = primary_context();
+  constexpr int kThreads = 6, kRounds = 400;
+  constexpr std::size_t kSlice = 1024;
+  CUdeviceptr dev = 0;
+  REQUIRE(cuMemAlloc(&dev, kThreads * kSlice) == CUDA_SUCCESS);
+  std::atomic<int> mismatches{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      cuCtxSetCurrent(ctx);
+      std::vector<unsigned> back(kSlice / sizeof(unsigned));
+      const CUdeviceptr slice = dev + static_cast<CUdeviceptr>(t) * kSlice;
+      for (unsigned round = 0; round < kRounds; ++round) {
+        const unsigned value = static_cast<unsigned>(t) * 100000u + round;
+        if (cuMemsetD32Async(slice, value, back.size(), CU_STREAM_LEGACY) != CUDA_SUCCESS ||
+            cuMemcpyDtoH(back.data(), slice, kSlice) != CUDA_SUCCESS) {
+          ++failures;
+          return;
+        }
+        if (std::count(back.begin(), back.end(), value) != static_cast<long>(back.size())) ++mismatches;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failures.load() == 0);
+  CHECK(mismatches.load() == 0);
+  CHECK(wait_for(CU_STREAM_LEGACY) == CUDA_SUCCESS);
+  CHECK(cuMemFree(dev) == CUDA_SUCCESS);
+}
+
 TEST_CASE("async copies stage a host source at the call; host-to-host copies are synchronous",
           "[driver][streams]") {
   primary_context();
