@@ -3,6 +3,7 @@
 // source of an async copy is read at the call).
 #include "state.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -187,9 +188,11 @@ CUresult set(CUdeviceptr dst, T value, std::size_t count, CUstream s, bool ptd, 
       s, ptd, {{dst, bytes, Side::Device}},
       [=](State& st, bool* wait, bool) -> Operation {
         *wait = sync && sync_memops(st, dst);
+        // std::fill_n on a value held in a local: an element loop through the closure reloads the
+        // value at every store (the destination might alias it) and writes a byte a cycle.
         return [dst, value, count] {
-          T* p = static_cast<T*>(host(dst));
-          for (std::size_t i = 0; i < count; ++i) p[i] = value;
+          const T element = value;
+          std::fill_n(static_cast<T*>(host(dst)), count, element);
         };
       },
       node);
