@@ -72,7 +72,8 @@ BfcArena::BfcArena(RegionSource& source, ArenaOptions options, FenceOracle* orac
       options_(options),
       oracle_(oracle),
       options_valid_(options_are_valid(options)),
-      resize_granule_(usable_resize_granule(source)) {
+      resize_granule_(usable_resize_granule(source)),
+      lends_(resize_granule_ != 0 && source.lends()) {
   MutexLock lock(mutex_);
   next_region_bytes_ = options_valid_ ? first_region_bytes(options_, resize_granule_) : 0;
   counters_.bytes_limit = options_.limit;
@@ -91,6 +92,7 @@ Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t
   if (!options_valid_) return Status::invalid_argument;
   MutexLock lock(mutex_);
   const Status status = allocate_locked(bytes, stream, fenced, out);
+  settle_loans();
   assert(debug_check());
   return status;
 }
@@ -130,7 +132,10 @@ Status BfcArena::allocate_locked(std::size_t bytes, std::uintptr_t stream, Fence
 
 bool BfcArena::map_for_request(ChunkHandle handle, std::size_t rounded) {
   const Chunk& chunk = chunks_[handle];
-  return map_under(chunk.base, splits(chunk.size, rounded) ? rounded : chunk.size);
+  const std::uintptr_t base = chunk.base;
+  const std::uintptr_t end = chunk.base + chunk.size;
+  return map_under(base, splits(chunk.size, rounded) ? rounded : chunk.size,
+                   base / resize_granule_ * resize_granule_, round_up_to(end, resize_granule_));
 }
 
 bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
@@ -140,8 +145,12 @@ bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
     // Fenced memory first, where the options ask for it (the caller reports fences_pending).
     if (fences_first(request) && needs_mapping(handle, request.rounded)) return false;
     // The block must have memory behind it before it is handed out; the chunk is still free (and
-    // indexed) here, so a refusal leaves nothing to undo.
-    if (!map_for_request(handle, request.rounded)) {
+    // indexed) here, so a refusal leaves nothing to undo. Lending may rehash the records: the chunk
+    // is found again by its base (lending never cuts into it).
+    const std::uintptr_t chosen = chunks_[handle].base;
+    const bool mapped = map_for_request(handle, request.rounded);
+    handle = chunks_.find(chosen);
+    if (!mapped) {
       // What was mapped under it before the refusal stays mapped, idle.
       note_idle_candidate(handle);
       // The limit leaves too little to map under the best fit; the free end (just grown, say) may
@@ -151,11 +160,12 @@ bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
           chunks_[tail].size < request.rounded) {
         return false;
       }
-      if (!map_for_request(tail, request.rounded)) {
-        note_idle_candidate(tail);
+      const bool tail_mapped = map_for_request(tail, request.rounded);
+      handle = chunks_.find(tail_base_);
+      if (!tail_mapped) {
+        note_idle_candidate(handle);
         return false;
       }
-      handle = tail;
     }
   }
   free_.erase(chunks_, handle);
@@ -200,17 +210,7 @@ void BfcArena::carve(ChunkHandle handle, const Request& request, bool was_fenced
   const std::size_t rest_size = size - rounded;
   if (splits(size, rounded)) {
     // Reserved by allocate_locked: cannot fail.
-    const ChunkHandle rest =
-        chunks_.create(chunks_[handle].base + rounded, was_fenced ? ChunkState::fenced : ChunkState::free);
-    Chunk& chunk = chunks_[handle];
-    Chunk& tail = chunks_[rest];
-    tail.size = rest_size;
-    chunks_.set_prev(rest, handle);
-    tail.next = chunk.next;
-    if (chunk.next != kNoChunk) chunks_.set_prev(chunk.next, rest);
-    chunk.next = rest;
-    chunk.size = rounded;
-    if (chunk.base == tail_base_) tail_base_ = tail.base;
+    const ChunkHandle rest = split_chunk(handle, rounded, was_fenced ? ChunkState::fenced : ChunkState::free);
     if (was_fenced) {
       // The remainder may still be in use by the device: it keeps the fence.
       chunks_.set_fence(rest, chunks_.fence(handle));
@@ -239,6 +239,7 @@ Status BfcArena::deallocate(std::uintptr_t ptr, Fence fence) noexcept {
   MutexLock lock(mutex_);
   const ChunkHandle handle = chunks_.find(ptr);
   if (handle == kNoChunk || chunks_.state(handle) != ChunkState::in_use) return classify_bad_free(ptr);
+  if (!lenders_.empty() && is_lender(ptr)) return Status::not_owned;  // no caller was handed it
   // A fence on a new stream needs a queue: secured before anything changes.
   if (!fence.empty() && !fenced_.reserve(fence.stream)) return Status::out_of_memory;
   Chunk& chunk = chunks_[handle];
@@ -411,7 +412,7 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
     unmap_idle(IdleScan::candidates);
   }
   const std::size_t available = (options_.limit - counters_.bytes_reserved) / granule * granule;
-  if (shortfall > available) return Growth::refused;
+  if (shortfall > available) return lends_ && !regions_.empty() ? grow_for_loans(shortfall) : Growth::refused;
   // A new chunk after a tail that is not free, and the record take_free will split off.
   if (!reserve_records(2) || !reserve_region_record()) return Growth::no_host_memory;
   std::size_t bytes = options_.preallocate && regions_.empty()
@@ -470,7 +471,9 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
   return Growth::grew;
 }
 
-void BfcArena::append_to_tail(std::size_t bytes) {
+void BfcArena::append_to_tail(std::size_t bytes, bool backed) {
+  const std::uintptr_t end = regions_.front().region.base + regions_.front().region.size;
+  if (!backed) note_unmapped(end - bytes, end);
   const ChunkHandle tail = chunks_.find(tail_base_);
   if (chunks_.state(tail) == ChunkState::free) {
     free_.erase(chunks_, tail);
@@ -488,6 +491,10 @@ void BfcArena::append_to_tail(std::size_t bytes) {
     note_idle_candidate(added);
   }
   ArenaStats& c = counters_;
+  if (!backed) {
+    c.bytes_unmapped += bytes;
+    return;
+  }
   c.bytes_reserved += bytes;
   c.peak_bytes_reserved = std::max(c.peak_bytes_reserved, c.bytes_reserved);
 }
@@ -502,7 +509,7 @@ std::size_t BfcArena::unmapped_within(std::uintptr_t begin, std::uintptr_t end) 
   return bytes;
 }
 
-bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes) {
+bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes, std::uintptr_t keep_from, std::uintptr_t keep_to) {
   const std::size_t granule = resize_granule_;
   const std::uintptr_t begin = base / granule * granule;
   const std::uintptr_t end = round_up_to(base + bytes, granule);
@@ -512,24 +519,42 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes) {
       needed > options_.limit - counters_.bytes_reserved) {
     unmap_idle(IdleScan::candidates, begin, end);
   }
-  if (needed > options_.limit - counters_.bytes_reserved) return false;
-  // Mapping part of a range splits it in two: room for the extra record first.
-  try {
-    unmapped_.reserve(unmapped_.size() + 1);
-  } catch (...) {  // bad_alloc
-    return false;
+  // Granules to back with lent memory: what the limit does not allow once idle pieces are unmapped.
+  std::size_t to_lend = 0;
+  if (needed > options_.limit - counters_.bytes_reserved) {
+    if (!lends_) return false;
+    unmap_idle(IdleScan::all, begin, end);
+    const std::size_t fresh = (options_.limit - counters_.bytes_reserved) / granule * granule;
+    to_lend = needed > fresh ? (needed - fresh) / granule : 0;
+    if (to_lend > 0 && plan_loans(to_lend, std::min(begin, keep_from), std::max(end, keep_to)) < to_lend) {
+      return false;
+    }
   }
+  std::size_t fresh_left = needed - to_lend * granule;
+  std::size_t planned = 0;
   Region& region = regions_.front().region;
-  // The holes are passed in: the thread-safety analysis does not follow the lock into a lambda.
-  const auto first_hole_from = [](std::vector<Region>& holes, std::uintptr_t at) {
-    return std::upper_bound(holes.begin(), holes.end(), at,
-                            [](std::uintptr_t address, const Region& hole) { return address < hole.base + hole.size; });
-  };
-  auto range = first_hole_from(unmapped_, begin);
   bool made_room = false;
-  while (range != unmapped_.end() && range->base < end) {
-    const std::uintptr_t from = std::max(begin, range->base);
-    const std::uintptr_t to = std::min(end, range->base + range->size);
+  for (std::uintptr_t at = begin; at < end;) {
+    // Mapping part of a range splits it in two: room for the extra record first (before `hole`,
+    // which growing the vector would leave dangling).
+    try {
+      unmapped_.reserve(unmapped_.size() + 1);
+    } catch (...) {  // bad_alloc
+      return false;
+    }
+    const auto hole = std::upper_bound(unmapped_.begin(), unmapped_.end(), at,
+                                       [](std::uintptr_t address, const Region& range) {
+                                         return address < range.base + range.size;
+                                       });
+    if (hole == unmapped_.end() || hole->base >= end) break;
+    const std::uintptr_t from = std::max(at, hole->base);
+    if (fresh_left == 0) {  // the rest is lent, a granule at a time
+      if (planned == loan_plan_.size() || !lend_into(from, loan_plan_[planned])) return false;
+      ++planned;
+      at = from + granule;
+      continue;
+    }
+    const std::uintptr_t to = std::min({end, hole->base + hole->size, from + fresh_left});
     Status status = Status::out_of_memory;
     try {
       status = source_.map(region, from, to - from);
@@ -538,39 +563,203 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes) {
     if (status != Status::ok) {
       ++counters_.region_refusals;
       // As in extend_in_place: the source's limit may lie below the arena's; idle granules outside
-      // this block make room, once (the holes list changes: the block's holes are found again).
+      // this block make room, once (the holes are found again from `from`).
       if (made_room || unmap_idle(IdleScan::all, begin, end) == 0) return false;
       made_room = true;
-      try {
-        unmapped_.reserve(unmapped_.size() + 1);
-      } catch (...) {  // bad_alloc
-        return false;
-      }
-      range = first_hole_from(unmapped_, begin);
+      at = from;
       continue;
     }
     ++counters_.region_maps;
     counters_.bytes_reserved += to - from;
     counters_.bytes_unmapped -= to - from;
     counters_.peak_bytes_reserved = std::max(counters_.peak_bytes_reserved, counters_.bytes_reserved);
-    const std::uintptr_t range_end = range->base + range->size;
-    if (from > range->base && to < range_end) {  // the middle: split (capacity secured above)
-      range->size = from - range->base;
-      range = unmapped_.insert(range + 1, Region{to, range_end - to});
-      break;
-    }
-    if (from > range->base) {  // the range's end
-      range->size = from - range->base;
-      ++range;
-    } else if (to < range_end) {  // its start
-      range->size = range_end - to;
-      range->base = to;
-      break;
-    } else {  // all of it
-      range = unmapped_.erase(range);
-    }
+    note_mapped(from, to);
+    fresh_left -= to - from;
+    at = to;
   }
   return true;
+}
+
+void BfcArena::note_mapped(std::uintptr_t from, std::uintptr_t to) {
+  const auto hole = std::upper_bound(unmapped_.begin(), unmapped_.end(), from,
+                                     [](std::uintptr_t address, const Region& range) {
+                                       return address < range.base + range.size;
+                                     });
+  const std::uintptr_t hole_end = hole->base + hole->size;
+  if (from > hole->base && to < hole_end) {  // the middle: split (capacity secured by the caller)
+    hole->size = from - hole->base;
+    unmapped_.insert(hole + 1, Region{to, hole_end - to});
+  } else if (from > hole->base) {  // the range's end
+    hole->size = from - hole->base;
+  } else if (to < hole_end) {  // its start
+    hole->size = hole_end - to;
+    hole->base = to;
+  } else {  // all of it
+    unmapped_.erase(hole);
+  }
+}
+
+BfcArena::Growth BfcArena::grow_for_loans(std::size_t shortfall) {
+  const std::size_t granule = resize_granule_;
+  unmap_idle(IdleScan::all);
+  const std::size_t fresh = (options_.limit - counters_.bytes_reserved) / granule * granule;
+  if (shortfall > fresh) {
+    // The block will lie at the region's end: over a free tail chunk, and the addresses grown.
+    const Region& region = regions_.front().region;
+    const ChunkHandle tail = chunks_.find(tail_base_);
+    const std::uintptr_t kept = chunks_.state(tail) == ChunkState::free ? tail_base_ / granule * granule
+                                                                         : region.base + region.size;
+    const std::size_t granules = (shortfall - fresh) / granule;
+    if (plan_loans(granules, kept, std::numeric_limits<std::uintptr_t>::max()) < granules) return Growth::refused;
+  }
+  // A new chunk after a tail that is not free, and the record take_free will split off.
+  if (!reserve_records(2) || !reserve_region_record()) return Growth::no_host_memory;
+  try {
+    unmapped_.reserve(unmapped_.size() + 1);
+  } catch (...) {  // bad_alloc
+    return Growth::no_host_memory;
+  }
+  Region grown = regions_.front().region;
+  Status status = Status::out_of_memory;
+  try {
+    status = source_.grow_unbacked(grown, shortfall);
+  } catch (...) {  // a source breaking its contract: take it as a refusal
+  }
+  if (status != Status::ok) {
+    ++counters_.region_refusals;
+    return Growth::refused;
+  }
+  if (grown.base != regions_.front().region.base || grown.size != regions_.front().region.size + shortfall) {
+    return Growth::refused;  // the platform's region no longer matches the record: build nothing on it
+  }
+  regions_.front().region = grown;
+  append_to_tail(shortfall, false);
+  ++counters_.region_grows;
+  return Growth::grew;
+}
+
+ChunkHandle BfcArena::split_chunk(ChunkHandle low, std::size_t low_size, ChunkState high_state) {
+  const ChunkHandle high = chunks_.create(chunks_[low].base + low_size, high_state);
+  Chunk& chunk = chunks_[low];
+  Chunk& rest = chunks_[high];
+  rest.size = chunk.size - low_size;
+  chunks_.set_prev(high, low);
+  rest.next = chunk.next;
+  if (chunk.next != kNoChunk) chunks_.set_prev(chunk.next, high);
+  chunk.next = high;
+  chunk.size = low_size;
+  if (chunk.base == tail_base_) tail_base_ = rest.base;
+  return high;
+}
+
+bool BfcArena::is_lender(std::uintptr_t base) const {
+  return std::binary_search(lenders_.begin(), lenders_.end(), base) ||
+         std::find(ended_loans_.begin(), ended_loans_.end(), base) != ended_loans_.end();
+}
+
+// Walks the region's chunks, O(chunks): only where the limit is reached and idle pieces did not
+// make room.
+std::size_t BfcArena::plan_loans(std::size_t granules, std::uintptr_t keep_from, std::uintptr_t keep_to) {
+  const std::size_t granule = resize_granule_;
+  loan_plan_.clear();
+  try {
+    loan_plan_.reserve(granules);
+  } catch (...) {  // bad_alloc
+    return 0;
+  }
+  for (ChunkHandle node = regions_.front().first; node != kNoChunk && loan_plan_.size() < granules;
+       node = chunks_[node].next) {
+    if (chunks_.state(node) != ChunkState::free) continue;
+    const Chunk& chunk = chunks_[node];
+    for (std::uintptr_t at = round_up_to(chunk.base, granule);
+         at + granule <= chunk.base + chunk.size && loan_plan_.size() < granules; at += granule) {
+      if ((at + granule > keep_from && at < keep_to) || unmapped_within(at, at + granule) != 0) continue;
+      const auto loan = std::lower_bound(loans_.begin(), loans_.end(), at,
+                                         [](const Loan& made, std::uintptr_t address) { return made.borrower < address; });
+      if (loan != loans_.end() && loan->borrower == at) continue;  // borrowed: it goes back by unmapping
+      loan_plan_.push_back(at);
+    }
+  }
+  return loan_plan_.size();
+}
+
+bool BfcArena::lend_into(std::uintptr_t at, std::uintptr_t lender) {
+  const std::size_t granule = resize_granule_;
+  // Everything that can fail first: records for cutting the lender out of its chunk, the loan's
+  // entries, and room for its lender once the loan ends.
+  if (!reserve_records(2)) return false;
+  try {
+    loans_.reserve(loans_.size() + 1);
+    lenders_.reserve(lenders_.size() + 1);
+    ended_loans_.reserve(loans_.size() + ended_loans_.size() + 1);
+  } catch (...) {  // bad_alloc
+    return false;
+  }
+  // The plan may be stale (a refusal made room since): the lender must still be an idle granule.
+  const ChunkHandle holder = chunk_containing(regions_.front(), lender);
+  if (holder == kNoChunk || chunks_.state(holder) != ChunkState::free ||
+      lender + granule > chunks_[holder].base + chunks_[holder].size || unmapped_within(lender, lender + granule) != 0) {
+    return false;
+  }
+  Status status = Status::out_of_memory;
+  try {
+    status = source_.lend(regions_.front().region, lender, at);
+  } catch (...) {  // a source breaking its contract: take it as a refusal
+  }
+  if (status != Status::ok) {
+    ++counters_.region_refusals;
+    return false;
+  }
+  // The lender's granule leaves its free chunk as an in-use chunk of its own.
+  free_.erase(chunks_, holder);
+  ChunkHandle out_of_use = holder;
+  if (chunks_[holder].base < lender) {
+    out_of_use = split_chunk(holder, lender - chunks_[holder].base, ChunkState::free);
+    free_.insert(chunks_, holder);
+    note_idle_candidate(holder);
+  }
+  if (chunks_[out_of_use].size > granule) {
+    const ChunkHandle rest = split_chunk(out_of_use, granule, ChunkState::free);
+    free_.insert(chunks_, rest);
+    note_idle_candidate(rest);
+  }
+  chunks_.set_state(out_of_use, ChunkState::in_use);
+  chunks_[out_of_use].set_requested(granule, false);
+  const auto loan = std::lower_bound(loans_.begin(), loans_.end(), at,
+                                     [](const Loan& made, std::uintptr_t address) { return made.borrower < address; });
+  loans_.insert(loan, Loan{at, lender});
+  lenders_.insert(std::lower_bound(lenders_.begin(), lenders_.end(), lender), lender);
+  note_mapped(at, at + granule);
+  counters_.bytes_unmapped -= granule;
+  counters_.bytes_lent += granule;
+  ++counters_.region_loans;
+  return true;
+}
+
+std::size_t BfcArena::end_loans_in(std::uintptr_t from, std::uintptr_t to) {
+  const auto by_borrower = [](const Loan& made, std::uintptr_t address) { return made.borrower < address; };
+  const auto first = std::lower_bound(loans_.begin(), loans_.end(), from, by_borrower);
+  const auto last = std::lower_bound(first, loans_.end(), to, by_borrower);
+  for (auto loan = first; loan != last; ++loan) {
+    ended_loans_.push_back(loan->lender);  // capacity secured when the loan was made
+    lenders_.erase(std::lower_bound(lenders_.begin(), lenders_.end(), loan->lender));
+  }
+  const std::size_t bytes = static_cast<std::size_t>(last - first) * resize_granule_;
+  loans_.erase(first, last);
+  return bytes;
+}
+
+void BfcArena::settle_loans() {
+  for (const std::uintptr_t lender : ended_loans_) {
+    const ChunkHandle handle = chunks_.find(lender);
+    Chunk& chunk = chunks_[handle];
+    chunk.left = chunk.right = kNoChunk;  // no longer the requested count
+    chunks_.set_state(handle, ChunkState::free);
+    const ChunkHandle merged = coalesce(handle);
+    free_.insert(chunks_, merged);
+    note_idle_candidate(merged);
+  }
+  ended_loans_.clear();
 }
 
 void BfcArena::note_unmapped(std::uintptr_t begin, std::uintptr_t end) {
@@ -661,9 +850,12 @@ bool BfcArena::unmap_pieces(std::uintptr_t from, std::uintptr_t to, std::size_t&
   if (given == 0 || given > to - from || given % resize_granule_ != 0) return false;
   note_unmapped(from, from + given);
   ++counters_.region_unmaps;
-  counters_.bytes_reserved -= given;
+  // Borrowed granules give no memory back: it stays behind their lenders, which go back into use.
+  const std::size_t borrowed = loans_.empty() ? 0 : end_loans_in(from, from + given);
+  counters_.bytes_reserved -= given - borrowed;
+  counters_.bytes_lent -= borrowed;
   counters_.bytes_unmapped += given;
-  released += given;
+  released += given - borrowed;
   return given == to - from;  // short: the platform refused part way (during a graph capture, say)
 }
 
@@ -794,6 +986,11 @@ std::size_t BfcArena::release_free_regions() noexcept {
 
 std::size_t BfcArena::release_free_regions_locked() {
   std::size_t released = unmap_idle(IdleScan::all);
+  if (!ended_loans_.empty()) {  // their lenders' pieces may now be idle as a whole
+    settle_loans();
+    released += unmap_idle(IdleScan::all);
+    settle_loans();
+  }
   std::size_t kept = 0;
   for (const RegionRecord& record : regions_) {
     const Chunk& first = chunks_[record.first];
@@ -951,7 +1148,7 @@ bool BfcArena::debug_check() const {
 }
 
 bool BfcArena::validate_locked() const {
-  std::size_t chunks = 0, free_chunks = 0, fenced_chunks = 0;
+  std::size_t chunks = 0, free_chunks = 0, fenced_chunks = 0, lenders = 0;
   std::size_t reserved = 0, in_use = 0, requested = 0, fenced = 0;
   std::uintptr_t previous_end = 0;
   std::uintptr_t last_chunk_base = 0;
@@ -977,6 +1174,11 @@ bool BfcArena::validate_locked() const {
           if (previous != kNoChunk && chunks_.state(previous) == ChunkState::free) return false;
           break;
         case ChunkState::in_use:
+          if (!lenders_.empty() && std::binary_search(lenders_.begin(), lenders_.end(), chunk.base)) {
+            ++lenders;  // out of use for a loan: one granule, counted in bytes_lent
+            if (chunk.size != resize_granule_ || chunk.requested() != chunk.size) return false;
+            break;
+          }
           in_use += chunk.size;
           requested += chunk.requested();
           if (chunk.requested() == 0 || chunk.requested() > chunk.size || !chunks_.fence(node).empty()) {
@@ -1019,8 +1221,26 @@ bool BfcArena::validate_locked() const {
     }
     if (unmapped != counters_.bytes_unmapped) return false;
     reserved -= unmapped;
+    // Loans: borrowers sorted, apart, mapped granules of the region; their lenders are lenders_.
+    if (!ended_loans_.empty() || lenders_.size() != loans_.size() || lenders != loans_.size() ||
+        !std::is_sorted(lenders_.begin(), lenders_.end()) ||
+        counters_.bytes_lent != loans_.size() * resize_granule_) {
+      return false;
+    }
+    std::uintptr_t after_loan = 0;
+    for (const Loan& loan : loans_) {
+      if (regions_.empty() || loan.borrower < after_loan || loan.borrower % resize_granule_ != 0 ||
+          loan.borrower - regions_.front().region.base >= regions_.front().region.size ||
+          unmapped_within(loan.borrower, loan.borrower + resize_granule_) != 0 ||
+          !std::binary_search(lenders_.begin(), lenders_.end(), loan.lender)) {
+        return false;
+      }
+      after_loan = loan.borrower + resize_granule_;
+    }
+    reserved -= counters_.bytes_lent;
     if (!idle_candidates_complete()) return false;
-  } else if (tail_base_ != 0 || !unmapped_.empty() || counters_.bytes_unmapped != 0) {
+  } else if (tail_base_ != 0 || !unmapped_.empty() || counters_.bytes_unmapped != 0 || !loans_.empty() ||
+             counters_.bytes_lent != 0) {
     return false;
   }
   std::size_t indexed = 0, queued = 0;

@@ -21,6 +21,16 @@
 // by release_free_regions(), and in growth mode (ArenaOptions::unmap_idle_when_growing) before new
 // memory is mapped. A wholly free region goes back by release_free_regions().
 //
+// Loans (a source that lends, RegionSource::lends()): a source backing its memory in pieces larger
+// than a granule gives an idle granule back only with its whole piece, so a piece that also holds
+// live blocks keeps its idle granules. When a block needs memory the limit no longer allows, even
+// after idle pieces are unmapped, the arena has such idle granules mapped a second time under the
+// block's unmapped granules (growing the region's addresses, unbacked, where the block needs them
+// at its end): the limit then bounds what is idle anywhere, not what is idle in whole pieces. A lent
+// granule's first addresses stay out of use, an in-use chunk of one granule that no caller holds,
+// until its borrowed granule is unmapped as any idle granule is; the lender's chunk is freed at the
+// end of that public call.
+//
 // Fences: a chunk freed with a fence stays out of circulation (no reuse, no coalescing) until the
 // fence is resolved: by resolve_fences_through(), by the FenceOracle on an allocation miss, or for
 // an allocation on the fence's own stream, which may reuse it at once. The oracle is asked only on a
@@ -146,6 +156,9 @@ struct ArenaStats {
   std::uint64_t region_unmaps = 0;        // resizable sources: RegionSource::unmap calls (idle granules)
   std::uint64_t region_maps = 0;          // resizable sources: RegionSource::map calls that succeeded
   std::size_t bytes_unmapped = 0;         // resizable sources: addresses in the region with no memory now
+  std::size_t bytes_lent = 0;             // lending sources: idle granules whose memory also backs
+                                          // blocks' addresses elsewhere (out of use meanwhile)
+  std::uint64_t region_loans = 0;         // lending sources: RegionSource::lend calls that succeeded
   std::size_t chunks = 0;                 // chunk records (in use, free and fenced)
 };
 
@@ -283,14 +296,42 @@ class BfcArena {
   // extend() for a resizable source: grows the one region (reserving it first) by the shortfall.
   Growth extend_in_place(std::size_t rounded) GPUMEM_REQUIRES(mutex_);
   // Puts `bytes` just grown at the region's end into the chunk list: into a free tail chunk, or as a
-  // new free chunk after a tail that is not free.
-  void append_to_tail(std::size_t bytes) GPUMEM_REQUIRES(mutex_);
+  // new free chunk after a tail that is not free. Unbacked (RegionSource::grow_unbacked): recorded
+  // as unmapped (capacity secured by the caller).
+  void append_to_tail(std::size_t bytes, bool backed = true) GPUMEM_REQUIRES(mutex_);
+  // extend_in_place() where the limit leaves less than `shortfall`: grows the region unbacked by it,
+  // if unmapping idle pieces and lending idle granules can back what the limit does not.
+  Growth grow_for_loans(std::size_t shortfall) GPUMEM_REQUIRES(mutex_);
+  // Splits chunk `low` after `low_size` bytes; the upper part, a new record in `high_state`, is
+  // returned (unindexed). Needs one record reserved.
+  detail::ChunkHandle split_chunk(detail::ChunkHandle low, std::size_t low_size, detail::ChunkState high_state)
+      GPUMEM_REQUIRES(mutex_);
+  // Lending source: fills loan_plan_ with up to `granules` idle granules (whole, mapped, inside free
+  // chunks, not borrowed) outside [keep_from, keep_to); returns how many.
+  std::size_t plan_loans(std::size_t granules, std::uintptr_t keep_from, std::uintptr_t keep_to)
+      GPUMEM_REQUIRES(mutex_);
+  // Lending source: backs the unmapped granule at `at` with the memory of the idle granule at
+  // `lender`, which goes out of use; false (nothing changed) if the source or host memory refuses.
+  bool lend_into(std::uintptr_t at, std::uintptr_t lender) GPUMEM_REQUIRES(mutex_);
+  // Ends the loans whose borrowed granules lie in [from, to) (just unmapped): their lenders wait in
+  // ended_loans_ for settle_loans(). Returns the bytes.
+  std::size_t end_loans_in(std::uintptr_t from, std::uintptr_t to) GPUMEM_REQUIRES(mutex_);
+  // Frees the lenders of ended loans. Run at the end of a public call: freeing coalesces chunks,
+  // which the paths that unmap (holding handles) must not see.
+  void settle_loans() GPUMEM_REQUIRES(mutex_);
+  // Whether `base` is a lent granule's (the start of a chunk out of use for a loan).
+  bool is_lender(std::uintptr_t base) const GPUMEM_REQUIRES(mutex_);
+  // Records [from, to) (inside one unmapped range) as mapped; capacity for one more range secured.
+  void note_mapped(std::uintptr_t from, std::uintptr_t to) GPUMEM_REQUIRES(mutex_);
   // Resizable source: the bytes of [begin, end) (whole granules) that are unmapped now.
   std::size_t unmapped_within(std::uintptr_t begin, std::uintptr_t end) const GPUMEM_REQUIRES(mutex_);
   // Resizable source: maps every unmapped granule under [base, base + bytes), unmapping idle granules
-  // first where the limit requires it (or growth mode asks for it). False if the limit or the source
-  // refuses (granules mapped so far stay mapped: they are idle).
-  bool map_under(std::uintptr_t base, std::size_t bytes) GPUMEM_REQUIRES(mutex_);
+  // first where the limit requires it (or growth mode asks for it), and with a lending source lending
+  // idle granules from outside [keep_from, keep_to) (the chunk the block is carved from) for what the
+  // limit does not allow. False if the limit or the source refuses (granules mapped so far stay
+  // mapped: they are idle).
+  bool map_under(std::uintptr_t base, std::size_t bytes, std::uintptr_t keep_from, std::uintptr_t keep_to)
+      GPUMEM_REQUIRES(mutex_);
   // map_under() for the part of free chunk `handle` that carve() would hand out for `rounded` bytes.
   bool map_for_request(detail::ChunkHandle handle, std::size_t rounded) GPUMEM_REQUIRES(mutex_);
   // Unmaps the source's pieces that lie wholly in [from, to) (whole granules, all mapped, inside a
@@ -380,6 +421,22 @@ class BfcArena {
   // overflowed or could not grow: the next scan walks every chunk). Entries may be stale.
   std::vector<std::uintptr_t> idle_candidates_ GPUMEM_GUARDED_BY(mutex_);
   bool idle_scan_all_ GPUMEM_GUARDED_BY(mutex_) = false;
+  // Lending source (RegionSource::lends(), read once; false for any other).
+  const bool lends_;
+  // A granule's memory mapped twice: at `lender`, the start of an in-use chunk of one granule that no
+  // caller holds, and at `borrower`, a granule of the region mapped by RegionSource::lend.
+  struct Loan {
+    std::uintptr_t borrower = 0;
+    std::uintptr_t lender = 0;
+  };
+  // Invariants (validate): sorted by borrower, apart; each borrower a mapped granule of the region,
+  // each lender the start of an in-use chunk of one granule; lenders_ holds exactly their lenders,
+  // sorted; loans_.size() granules are counters_.bytes_lent; ended_loans_ is empty between public calls.
+  std::vector<Loan> loans_ GPUMEM_GUARDED_BY(mutex_);
+  std::vector<std::uintptr_t> lenders_ GPUMEM_GUARDED_BY(mutex_);
+  // Lenders whose loans ended in this call (capacity for every loan secured when it was made).
+  std::vector<std::uintptr_t> ended_loans_ GPUMEM_GUARDED_BY(mutex_);
+  std::vector<std::uintptr_t> loan_plan_ GPUMEM_GUARDED_BY(mutex_);  // plan_loans()'s answer
   ArenaStats counters_ GPUMEM_GUARDED_BY(mutex_);  // all but the computed fields of stats()
 };
 

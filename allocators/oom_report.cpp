@@ -97,6 +97,7 @@ OomReport BfcArena::oom_report(std::size_t requested) const {
   for (const RegionRecord& record : regions_) {
     for (ChunkHandle node = record.first; node != kNoChunk; node = chunks_[node].next) {
       const Chunk& chunk = chunks_[node];
+      if (!lenders_.empty() && is_lender(chunk.base)) continue;  // lent: neither in use nor free here
       OomReport::Bin& bin = bins[static_cast<std::size_t>(detail::bin_index(chunk.size))];
       ++bin.total_chunks;
       if (chunks_.state(node) == ChunkState::in_use) {

@@ -11,6 +11,12 @@
 // address range stays the arena's, only the memory behind it comes and goes. Such a source may back
 // its memory in pieces larger than a granule (a few large physical allocations instead of one per
 // granule): each piece is given back only whole, and the arena asks piece_at() where they lie.
+//
+// A resizable source may also lend (lends() true): back unbacked granules of the region with the
+// memory already behind idle granules of a larger piece, mapped a second time (CUDA: cuMemMap of
+// the piece's handle at an offset). An idle granule of a piece that also holds live blocks cannot go
+// back alone; lent, it serves a block elsewhere without new memory, while the arena keeps its first
+// addresses out of use until the loan ends (the borrowed granule is unmapped).
 #pragma once
 
 #include <cstddef>
@@ -64,6 +70,22 @@ class RegionSource {
   // Must not throw.
   Status map(const Region& region, std::uintptr_t at, std::size_t bytes) { return do_map(region, at, bytes); }
 
+  // Resizable sources only: whether lend() and grow_unbacked() are supported. Constant for the
+  // source's lifetime.
+  bool lends() const noexcept { return do_lends(); }
+
+  // Lending sources only: makes the `bytes` after `region`'s end part of it, unbacked, as unmap()
+  // leaves granules (`region` is the arena's record, updated on success). Status::out_of_memory (any
+  // refusal) leaves it as it was. Must not throw.
+  Status grow_unbacked(Region& region, std::size_t bytes) { return do_grow_unbacked(region, bytes); }
+
+  // Lending sources only: backs the granule at `at` (unbacked, inside `region`) with the memory
+  // behind the granule at `from` (backed, inside `region`, in a piece not itself borrowed), which
+  // stays mapped at `from` too. No memory is added: the borrowed granule is a piece of its own, and
+  // unmap() of it gives no memory back. Status::out_of_memory (any refusal) leaves it unbacked. Must
+  // not throw.
+  Status lend(const Region& region, std::uintptr_t from, std::uintptr_t at) { return do_lend(region, from, at); }
+
   // Resizable sources only: the piece of backed memory holding `at` (a backed byte of `region`), the
   // smallest stretch unmap() gives back: whole granules around `at`. {0, 0} when `at` is not backed.
   // Default: the granule holding `at`. Must not throw.
@@ -76,6 +98,9 @@ class RegionSource {
   virtual Status do_grow(Region&, std::size_t) { return Status::out_of_memory; }
   virtual std::size_t do_unmap(const Region&, std::uintptr_t, std::size_t) { return 0; }
   virtual Status do_map(const Region&, std::uintptr_t, std::size_t) { return Status::out_of_memory; }
+  virtual bool do_lends() const noexcept { return false; }
+  virtual Status do_grow_unbacked(Region&, std::size_t) { return Status::out_of_memory; }
+  virtual Status do_lend(const Region&, std::uintptr_t, std::uintptr_t) { return Status::out_of_memory; }
   virtual Region do_piece_at(const Region&, std::uintptr_t at) const {
     const std::size_t granule = do_resize_granule();
     return granule == 0 ? Region{} : Region{at / granule * granule, granule};

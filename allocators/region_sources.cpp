@@ -74,12 +74,13 @@ bool FakeRegionSource::do_release(const Region& region) {
 }
 
 ResizableRegionSource::ResizableRegionSource(std::size_t range_bytes, std::size_t granule,
-                                             RegionSourceLimits limits, std::size_t largest_piece)
+                                             RegionSourceLimits limits, std::size_t largest_piece, bool lends)
     : granule_(granule),
       largest_piece_(largest_piece < granule ? granule : largest_piece),
       range_bytes_(range_bytes > std::numeric_limits<std::size_t>::max() - granule
                        ? 0
                        : (range_bytes + granule - 1) / granule * granule),
+      lends_(lends),
       limits_(limits) {}
 
 Status ResizableRegionSource::do_reserve(std::size_t bytes, Region& out) {
@@ -99,7 +100,9 @@ bool ResizableRegionSource::do_release(const Region& region) {
   decommit(region.base, region.size);
   held_bytes_ = 0;
   pieces_.clear();
-  std::size_t unbacked = 0;
+  // Borrowed granules hold no memory of their own: like unbacked ones, they were never in live_bytes.
+  std::size_t unbacked = borrowed_.size();
+  borrowed_.clear();
   for (std::size_t index = 0; index < unbacked_.size(); ++index) {
     if (unbacked_[index]) ++unbacked;
   }
@@ -167,16 +170,64 @@ std::size_t ResizableRegionSource::do_unmap(const Region& region, std::uintptr_t
     piece = pieces_.find(at + given);
   }
   if (given == 0) return 0;
+  // A lender's memory goes only once its loans have ended.
+  for (const auto& [borrower, lender] : borrowed_) {
+    if (lender >= at && lender - at < given && !(borrower >= at && borrower - at < given)) return 0;
+  }
+  std::size_t borrowed = 0;
+  for (auto loan = borrowed_.lower_bound(at); loan != borrowed_.end() && loan->first < at + given; ++loan) {
+    borrowed += granule_;
+  }
   try {
     mark(at, given, true);
   } catch (...) {  // no host memory for the record: nothing given back
     return 0;
   }
   pieces_.erase(pieces_.lower_bound(at), pieces_.lower_bound(at + given));
+  borrowed_.erase(borrowed_.lower_bound(at), borrowed_.lower_bound(at + given));
   decommit(at, given);
   ++log_.unmaps;
-  log_.live_bytes -= given;
+  log_.live_bytes -= given - borrowed;
   return given;
+}
+
+bool ResizableRegionSource::holds(const Region& region) const noexcept {
+  return held_bytes_ != 0 && region.base == range_base_ && region.size == held_bytes_;
+}
+
+Status ResizableRegionSource::do_grow_unbacked(Region& region, std::size_t bytes) {
+  if (!lends_ || !holds(region) || bytes == 0 || bytes % granule_ != 0 || bytes > range_bytes_ - held_bytes_) {
+    ++log_.refusals;
+    return Status::out_of_memory;
+  }
+  try {
+    mark(range_base_ + held_bytes_, bytes, true);
+  } catch (...) {  // no host memory for the record
+    return Status::out_of_memory;
+  }
+  held_bytes_ += bytes;
+  region.size = held_bytes_;
+  ++log_.grows;
+  return Status::ok;
+}
+
+Status ResizableRegionSource::do_lend(const Region& region, std::uintptr_t from, std::uintptr_t at) {
+  const Region lender = do_piece_at(region, from);
+  if (!lends_ || !granules_are(region, at, granule_, true) || !granules_are(region, from, granule_, false) ||
+      lender.size == 0 || borrowed_.count(lender.base) != 0) {
+    ++log_.refusals;
+    return Status::out_of_memory;
+  }
+  try {
+    pieces_.emplace(at, granule_);
+    borrowed_.emplace(at, from);
+  } catch (...) {  // no host memory for the records
+    pieces_.erase(at);
+    return Status::out_of_memory;
+  }
+  mark(at, granule_, false);  // the granule's flag exists: it was unbacked
+  ++log_.loans;
+  return Status::ok;
 }
 
 Status ResizableRegionSource::do_map(const Region& region, std::uintptr_t at, std::size_t bytes) {
@@ -232,8 +283,9 @@ void HostResizableRegionSource::decommit(std::uintptr_t base, std::size_t bytes)
 }
 
 FakeResizableRegionSource::FakeResizableRegionSource(std::size_t range_bytes, std::size_t granule,
-                                                     RegionSourceLimits limits, std::size_t largest_piece)
-    : ResizableRegionSource(range_bytes, granule, limits, largest_piece) {
+                                                     RegionSourceLimits limits, std::size_t largest_piece,
+                                                     bool lends)
+    : ResizableRegionSource(range_bytes, granule, limits, largest_piece, lends) {
   set_range_base(FakeRegionSource::kBase);
 }
 

@@ -32,6 +32,7 @@ struct RegionSourceLog {
   std::uint64_t unmaps = 0;   // resizable sources: unmap calls (memory given back inside the region)
   std::uint64_t maps = 0;     // resizable sources: successful map calls (memory back under it)
   std::uint64_t pieces = 0;   // resizable sources: pieces backed (what a driver maps in one call each)
+  std::uint64_t loans = 0;    // lending sources: granules backed by lent memory (lend calls that succeeded)
   std::size_t live_bytes = 0;
   std::size_t live_regions = 0;
 };
@@ -76,9 +77,11 @@ class FakeRegionSource final : public RegionSource {
 // size is a positive multiple of the granule; log().live_bytes is its size less its unbacked
 // granules. Memory is backed in pieces laid out as piece_layout.h says, at most `largest_piece` bytes
 // each (0: one granule each), and given back only in whole pieces. Derived classes make the bytes
-// usable (commit) and give them back (decommit). Calls that break the contract (unmapping what is
-// unbacked or part of a piece, mapping what is backed, ranges outside the region) are refused, so
-// tests catch an arena that makes them.
+// usable (commit) and give them back (decommit). A source built to lend (`lends`) backs granules with
+// lent memory too: each borrowed granule is a piece of its own, and log().live_bytes counts its
+// memory once, at the lender. Calls that break the contract (unmapping what is unbacked or part of a
+// piece, or a piece whose memory is lent out; mapping what is backed; lending from a borrowed piece;
+// ranges outside the region) are refused, so tests catch an arena that makes them.
 class ResizableRegionSource : public RegionSource {
  public:
   std::size_t granule() const noexcept { return granule_; }
@@ -88,7 +91,7 @@ class ResizableRegionSource : public RegionSource {
  protected:
   // `granule`: a power of two, a multiple of 256; `largest_piece`: 0 or a power of two.
   ResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits,
-                        std::size_t largest_piece);
+                        std::size_t largest_piece, bool lends = false);
   // Sets the range's base (a multiple of the granule); 0 when the range could not be had.
   void set_range_base(std::uintptr_t base) noexcept { range_base_ = base; }
   std::size_t range_bytes() const noexcept { return range_bytes_; }
@@ -104,6 +107,11 @@ class ResizableRegionSource : public RegionSource {
   std::size_t do_unmap(const Region& region, std::uintptr_t at, std::size_t bytes) override;
   Status do_map(const Region& region, std::uintptr_t at, std::size_t bytes) override;
   Region do_piece_at(const Region& region, std::uintptr_t at) const override;
+  bool do_lends() const noexcept override { return lends_; }
+  Status do_grow_unbacked(Region& region, std::size_t bytes) override;
+  Status do_lend(const Region& region, std::uintptr_t from, std::uintptr_t at) override;
+  // Whether region `region` is the one held now.
+  bool holds(const Region& region) const noexcept;
   // Commits [at, at + bytes) and records its pieces, laid out (piece_layout.h) or one granule each;
   // false (nothing changed) if refused.
   bool back(std::uintptr_t at, std::size_t bytes, bool laid_out);
@@ -115,7 +123,9 @@ class ResizableRegionSource : public RegionSource {
   const std::size_t granule_;
   const std::size_t largest_piece_;
   const std::size_t range_bytes_;
+  const bool lends_;
   std::map<std::uintptr_t, std::size_t> pieces_;  // backed pieces: base -> size
+  std::map<std::uintptr_t, std::uintptr_t> borrowed_;  // borrowed granules (pieces too): base -> lender
   std::uintptr_t range_base_ = 0;
   std::size_t held_bytes_ = 0;  // the region's size; 0 when none is held
   std::vector<bool> unbacked_;  // per granule of the range, from its base; empty until the first unmap
@@ -140,11 +150,12 @@ class HostResizableRegionSource final : public ResizableRegionSource {
   std::uintptr_t mapping_ = 0;  // what mmap returned (the range starts at the next granule boundary)
 };
 
-// Addresses in FakeRegionSource's non-canonical range: nothing behind them.
+// Addresses in FakeRegionSource's non-canonical range: nothing behind them, so it can lend (`lends`)
+// as a driver maps one allocation at two addresses.
 class FakeResizableRegionSource final : public ResizableRegionSource {
  public:
   FakeResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits = {},
-                            std::size_t largest_piece = 0);
+                            std::size_t largest_piece = 0, bool lends = false);
 
  private:
   bool commit(std::uintptr_t, std::size_t) override { return true; }

@@ -106,7 +106,9 @@ Report (text, or the keys of --json):
                     mapped memory under those granules only would hold at most
   driver_calls      regions reserved and (vmm) growth steps and remappings; region_grows: the growth
                     steps; region_maps: memory mapped again under idle granules unmapped before;
-                    region_unmaps: unmap calls; driver_releases: regions given back during the replay
+                    region_unmaps: unmap calls; region_loans: granules backed by idle memory of
+                    pieces that also hold live blocks (mapped a second time, no new memory);
+                    driver_releases: regions given back during the replay
   ns_per_op         steady-clock time inside the arena's calls, per operation
   operations        arena calls replayed (allocations, refused ones included, and frees)
   failed            allocations the arena refused in the replay
@@ -419,6 +421,7 @@ void print_json(const Setup& setup, const ReplayResult& result, std::size_t torn
   report["region_grows"] = result.region_grows;
   report["region_maps"] = result.region_maps;
   report["region_unmaps"] = result.region_unmaps;
+  report["region_loans"] = result.region_loans;
   report["granule"] = setup.options.vmm_granule;
   report["peak_live_granules"] = result.peak_live_granules;
   report["driver_releases"] = result.driver_releases;
@@ -463,9 +466,9 @@ void print_text(const Arguments& arguments, const Setup& setup, std::size_t rows
   line("peak reserved", human_bytes(result.peak_reserved));
   line("live granules", human_bytes(result.peak_live_granules));
   line("utilisation", fmt::format("{:.4f} ({:.2f}%)", result.utilisation, 100.0 * result.utilisation));
-  line("driver calls", fmt::format("{} ({} growth steps, {} remappings, {} unmappings, {} releases)",
+  line("driver calls", fmt::format("{} ({} growth steps, {} remappings, {} unmappings, {} loans, {} releases)",
                                    result.driver_calls, result.region_grows, result.region_maps,
-                                   result.region_unmaps, result.driver_releases));
+                                   result.region_unmaps, result.region_loans, result.driver_releases));
   line("time per op", fmt::format("{:.1f} ns", result.ns_per_op));
   if (arguments.min_limit) {
     line("min limit", min_limit ? human_bytes(*min_limit) : std::string("none up to 1 TiB"));

@@ -174,11 +174,12 @@ ReplayResult run_over(Source& source, std::span<const TraceRecord> rows, const R
                            ? 0.0
                            : static_cast<double>(result.peak_requested) / static_cast<double>(result.peak_reserved);
   const RegionSourceLog& log = source.log();
-  // A resizable source's pieces are one physical allocation and one mapping each.
-  result.driver_calls = log.pieces != 0 ? log.pieces : log.reservations + log.grows + log.maps;
+  // A resizable source's pieces are one physical allocation and one mapping each; a loan, a mapping.
+  result.driver_calls = log.pieces != 0 ? log.pieces + log.loans : log.reservations + log.grows + log.maps;
   result.region_grows = log.grows;
   result.region_maps = stats.region_maps;
   result.region_unmaps = stats.region_unmaps;
+  result.region_loans = stats.region_loans;
   result.driver_releases = log.releases;  // before the arena's teardown
   result.operations = operations;
   result.ns_per_op =
@@ -191,9 +192,9 @@ ReplayResult run_over(Source& source, std::span<const TraceRecord> rows, const R
 
 ReplayResult run_arena(std::span<const TraceRecord> rows, const ReplayOptions& options, bool stop_at_failure) {
   if (options.source == SourceKind::vmm) {
-    // Pieces as the shim's VMM source maps them (piece_layout.h).
+    // Pieces as the shim's VMM source maps them (piece_layout.h), lending idle granules as it does.
     FakeResizableRegionSource source(kVmmRangeLimits * options.limit, options.vmm_granule, {},
-                                     largest_piece_for(options.limit, options.vmm_granule));
+                                     largest_piece_for(options.limit, options.vmm_granule), true);
     return run_over(source, rows, options, stop_at_failure);
   }
   FakeRegionSource source;

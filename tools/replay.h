@@ -52,6 +52,7 @@ struct ReplayResult {
   std::uint64_t region_grows = 0;   // vmm: growth steps (each maps memory at the region's end)
   std::uint64_t region_maps = 0;    // vmm: memory mapped again under unmapped granules (calls)
   std::uint64_t region_unmaps = 0;  // vmm: idle granules unmapped (calls)
+  std::uint64_t region_loans = 0;   // vmm: granules backed by idle memory of busy pieces (map calls)
   // Peak bytes of the vmm granules that live chunks overlap: what an arena mapping memory under
   // exactly those granules (unmapping every other one at once) would hold at most.
   std::size_t peak_live_granules = 0;

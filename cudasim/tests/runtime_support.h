@@ -53,6 +53,12 @@ class Gate {
   std::atomic<bool> ran_{false};
 };
 
+// Internal linkage, unlike the helpers around it: a test compiled with
+// CUDA_API_PER_THREAD_DEFAULT_STREAM (test_runtime_per_thread.cpp) calls cudaStreamQuery_ptsz here,
+// and one inline definition shared by every file would have all of them query whichever stream the
+// linker's copy names.
+namespace {
+
 // Polls until the stream has finished or about 5 s passed; returns the last query result. Used
 // only so that a wrong answer fails the test instead of hanging it.
 inline cudaError_t wait_for_stream(cudaStream_t stream) {
@@ -63,6 +69,8 @@ inline cudaError_t wait_for_stream(cudaStream_t stream) {
   }
   return status;
 }
+
+}  // namespace
 
 // A fat binary whose only content is a string table naming one kernel, behind the wrapper nvcc's host
 // code passes to the runtime (fatbinary_section.h): enough for the simulator, which looks entry

@@ -29,7 +29,7 @@ namespace {
 constexpr std::uint32_t kSlots = 4096;
 // Names the slot layout too: processes of another gpumem version find no table they can read.
 constexpr std::array<char, 16> kTableMagic = {'g', 'p', 'u', 'm', 'e', 'm', '-', 'i',
-                                              'p', 'c', '-', 't', 'a', 'b', 'l', '5'};
+                                              'p', 'c', '-', 't', 'a', 'b', 'l', '6'};
 
 // Written by the exporter under ProcessLock::export_table, read by importers in other processes
 // without a lock: the sequence is odd while a write is under way, so a reader that saw it change

@@ -21,7 +21,7 @@ constexpr int kListSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_S
 bool plausible_pieces(std::span<const VmmPiece> pieces, std::uint64_t offset, std::uint64_t size, std::string& what) {
   std::uint64_t total = 0;
   for (const VmmPiece& piece : pieces) {
-    if (piece.fd < 0 || piece.size == 0 || piece.size > UINT64_MAX - total) {
+    if (piece.fd < 0 || piece.size == 0 || piece.size > UINT64_MAX - total || piece.offset > UINT64_MAX - piece.size) {
       what = "a bad mapping";
       return false;
     }

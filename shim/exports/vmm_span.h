@@ -22,6 +22,7 @@ struct VmmPiece {
   std::int32_t fd = -1;  // the exporter's descriptor of the piece's physical memory
   std::uint32_t unused = 0;
   std::uint64_t size = 0;
+  std::uint64_t offset = 0;  // of the piece's first byte in that memory (a lent granule's: not 0)
 };
 
 struct VmmSpan {

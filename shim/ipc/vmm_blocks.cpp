@@ -119,7 +119,7 @@ CUresult import_vmm_block(const Token& token, const ExportedBlock& block, Import
   const std::vector<CUdevice> peers = peer_access::devices_able_to_access(device);
   for (std::uint64_t at = 0; mapped < count; at += pieces[mapped].size, ++mapped) {
     const std::uint64_t size = pieces[mapped].size;
-    CUresult result = driver.cuMemMap(base + at, size, 0, handles[mapped], 0);
+    CUresult result = driver.cuMemMap(base + at, size, pieces[mapped].offset, handles[mapped], 0);
     if (result != CUDA_SUCCESS) return undo(result);
     driver.cuMemRelease(handles[mapped]);  // the mapping keeps the memory until it is unmapped
     // cuMemUnmap and cuMemSetAccess take whole mappings: one piece at a time.

@@ -175,7 +175,8 @@ bool VmmRegionSource::unmap_at(std::size_t index) noexcept {
   // The arena gives back only free, unfenced memory; cuMemUnmap also waits for the device. It can be
   // refused (during a graph capture, say): the mapping is then kept.
   if (driver.cuMemUnmap(static_cast<CUdeviceptr>(mapping.base), mapping.size) != CUDA_SUCCESS) return false;
-  driver.cuMemRelease(mapping.handle);  // unmapped: the memory goes with its last reference
+  // Unmapped: the memory goes with its last reference (a borrowed granule holds none of its own).
+  if (!mapping.borrowed) driver.cuMemRelease(mapping.handle);
   drop_at(index);
   return true;
 }
@@ -189,6 +190,7 @@ void VmmRegionSource::drop_at(std::size_t index) noexcept {
   }
   // Importers hold their own references: their mappings stay.
   if (mapping.exported_fd >= 0) close(mapping.exported_fd);
+  if (mapping.borrowed) return;  // its memory is its lender's, charged there
   bytes_reserved_.fetch_sub(mapping.size, std::memory_order_relaxed);
   budget::refund(device_, BudgetPath::arena, mapping.size);
 }
@@ -250,6 +252,53 @@ Status VmmRegionSource::do_map(const Region& region, std::uintptr_t at, std::siz
   if (!holds(region) || at < range_base_ || at - range_base_ > extent_ || bytes > extent_ - (at - range_base_) ||
       !map_range(at, bytes, false)) {
     return Status::out_of_memory;
+  }
+  return Status::ok;
+}
+
+Status VmmRegionSource::do_grow_unbacked(Region& region, std::size_t bytes) {
+  if (!holds(region) || bytes == 0 || bytes % granule_ != 0 || bytes > range_bytes_ - extent_) {
+    return Status::out_of_memory;
+  }
+  extent_ += bytes;  // addresses only: lend() and map() back them
+  region.size = extent_;
+  return Status::ok;
+}
+
+Status VmmRegionSource::do_lend(const Region& region, std::uintptr_t from, std::uintptr_t at) {
+  if (!holds(region) || at % granule_ != 0 || from % granule_ != 0 || at < range_base_ || from < range_base_ ||
+      at - range_base_ >= extent_ || from - range_base_ >= extent_ || index_containing(at) != mappings_.size()) {
+    return Status::out_of_memory;
+  }
+  const std::size_t lender = index_containing(from);
+  if (lender == mappings_.size() || mappings_[lender].borrowed) return Status::out_of_memory;
+  try {
+    const std::lock_guard lock(pieces_mutex_);  // an export may be reading the records
+    mappings_.reserve(mappings_.size() + 1);
+  } catch (...) {  // bad_alloc: no host memory for the record
+    return Status::out_of_memory;
+  }
+  Mapping borrowed = mappings_[lender];
+  borrowed.offset += from - borrowed.base;
+  borrowed.base = at;
+  borrowed.size = granule_;
+  borrowed.exported_fd = -1;
+  borrowed.borrowed = true;
+  const RealDriver& driver = real_driver();
+  const auto address = static_cast<CUdeviceptr>(at);
+  {
+    const std::lock_guard access_lock(access_mutex_);
+    if (driver.cuMemMap(address, granule_, borrowed.offset, borrowed.handle, 0) != CUDA_SUCCESS) {
+      return Status::out_of_memory;  // a driver that maps allocations only from their start, say
+    }
+    if (!open_to_accessors(address, granule_)) {
+      driver.cuMemUnmap(address, granule_);
+      return Status::out_of_memory;
+    }
+    const std::lock_guard lock(pieces_mutex_);
+    const auto position = std::lower_bound(mappings_.begin(), mappings_.end(), at,
+                                           [](const Mapping& mapping, std::uintptr_t base) { return mapping.base < base; });
+    mappings_.insert(position, borrowed);  // capacity secured above
   }
   return Status::ok;
 }
@@ -390,7 +439,7 @@ CUresult VmmRegionSource::export_span(std::uintptr_t block_base, std::size_t blo
         mapping->exported_fd = fd;
       }
       if (pieces.empty()) span.offset = block_base - mapping->base;
-      pieces.push_back(ipc::VmmPiece{mapping->exported_fd, 0, mapping->size});
+      pieces.push_back(ipc::VmmPiece{mapping->exported_fd, 0, mapping->size, mapping->offset});
     }
     if (pieces.empty()) return CUDA_ERROR_INVALID_VALUE;
     span.piece_count = static_cast<std::uint32_t>(pieces.size());

@@ -8,6 +8,9 @@
 // address space stays contiguous, so the arena's chunks coalesce across growth steps; the arena unmaps idle
 // pieces anywhere in the region (their memory is released) and has the granules a block needs mapped
 // again (in pieces of their own), so the limit bounds the memory mapped, and holes cost addresses only.
+// It lends (region_source.h): an idle granule of a piece that also holds live blocks is mapped a
+// second time (cuMemMap of the piece's handle at the granule's offset) where the arena needs memory
+// the limit does not allow; that mapping adds no memory, and is not charged to the budget.
 #pragma once
 
 #include <cuda.h>
@@ -74,6 +77,10 @@ class VmmRegionSource final : public RegionSource {
     CUmemGenericAllocationHandle handle = 0;
     bool exportable = false;       // created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
     mutable int exported_fd = -1;  // its descriptor once exported (under pieces_mutex_)
+    // A lent granule's second mapping: `handle` is its lender's (released with that mapping), at
+    // `offset` in it; no memory or charge of its own.
+    bool borrowed = false;
+    std::size_t offset = 0;
   };
 
   Status do_reserve(std::size_t bytes, Region& out) override;
@@ -82,6 +89,9 @@ class VmmRegionSource final : public RegionSource {
   Status do_grow(Region& region, std::size_t bytes) override;
   std::size_t do_unmap(const Region& region, std::uintptr_t at, std::size_t bytes) override;
   Status do_map(const Region& region, std::uintptr_t at, std::size_t bytes) override;
+  bool do_lends() const noexcept override { return true; }
+  Status do_grow_unbacked(Region& region, std::size_t bytes) override;
+  Status do_lend(const Region& region, std::uintptr_t from, std::uintptr_t at) override;
 
   // Whether `region` is the one region held now.
   bool holds(const Region& region) const noexcept;

@@ -48,20 +48,20 @@ SEGMENT_BYTES = 4 * 1024 * 1024  # ipc_tensor_share.cpp's segment, the largest b
 # The layout an importer reads (shim/exports/ipc_token.h, export_table.cpp, export_table.h and
 # vmm_span.h), to forge handles and tables as a hostile or broken process of the same user would.
 TOKEN = struct.Struct("<16sQQiiII")  # magic, process number, generation, pid, table descriptor, slot, unused
-TABLE_MAGIC = b"gpumem-ipc-tabl5"
+TABLE_MAGIC = b"gpumem-ipc-tabl6"
 TABLE_HEADER = struct.Struct("<16sQII")  # magic, process number, slots, unused
 SLOT_HEADER = struct.Struct("<QQQ")  # sequence, generation, live
-SLOT_BYTES = SLOT_HEADER.size + 8360  # then the ExportedBlock
+SLOT_BYTES = SLOT_HEADER.size + 12456  # then the ExportedBlock
 TABLE_SLOTS = 4096
 TABLE_BYTES = TABLE_HEADER.size + TABLE_SLOTS * SLOT_BYTES
 # In an ExportedBlock: the region's handle (64 bytes), offset, size, pool descriptor, unused, the pool
 # pointer's data (64 bytes), then the VMM span: offset, piece count, the list's descriptor (past 512
-# pieces; else -1), and 512 inline pieces (fd, unused, size).
+# pieces; else -1), and 512 inline pieces (fd, unused, size, offset in the descriptor's memory).
 REGION_BLOCK = struct.Struct("<64sQQiI")
 POOL_DATA = 64
 VMM_SPAN = struct.Struct("<QIi")
 INLINE_PIECES = 512
-VMM_PIECE = struct.Struct("<iIQ")
+VMM_PIECE = struct.Struct("<iIQQ")
 
 
 def forged_handle(process_number: int, generation: int, pid: int, table_fd: int, slot: int) -> str:
@@ -164,6 +164,32 @@ class TensorShare(IpcTestCase):
             "open": "cudaErrorInvalidValue", "stale_exit": "0"}, result.describe())
         exports = [(int(size), int(mappings)) for size, mappings in VMM_EXPORT.findall(result.stderr)]
         self.assertGreater(max(mappings for _, mappings in exports), INLINE_PIECES, result.describe())
+
+    def test_a_segment_on_lent_granules_is_shared_with_its_data(self):
+        # 512 MiB preallocated: pieces of 2, 2, 4 and 8 MiB, then 16 MiB each. 64 blocks of 8 MiB fill
+        # it; every other one from the fourth on freed leaves 8 MiB idle in each 16 MiB piece, beside a
+        # live block. No memory is left under the limit, so the 48 MiB segment lies past the
+        # preallocation, on those idle granules mapped a second time: the consumer reads the tensor
+        # and writes its reply there, and the kept blocks keep their bytes.
+        env = {**SIM, **CONFIGURATIONS["bfc preallocated"][1], "GPUMEM_LIMIT": "512MiB",
+               "IPC_FRAGMENT_BLOCKS": "64", "IPC_SEGMENT_BYTES": str(48 * 2**20), "GPUMEM_LOG_LEVEL": "debug"}
+        result = run([TENSOR, "producer"], env=env)
+        self.assertSucceeded(result)
+        self.assertEqual(key_values(result.stdout), {
+            "export": "cudaSuccess", "own_open": "cudaErrorDeviceUninitialized", "tensor": "ok",
+            "same_pointer": "1", "block": "ok", "consumer_exit": "0", "reply": "ok",
+            "open": "cudaErrorInvalidValue", "stale_exit": "0", "kept": "ok"}, result.describe())
+        # The one error line is the stale handle's, as in every configuration of gpumem handles.
+        errors = [line for line in result.stderr.splitlines() if line.startswith("gpumem: [error]")]
+        self.assertEqual(len(errors), 1, result.describe())
+        self.assertIn("has freed the block this handle exported", errors[0], result.describe())
+        # The segment starts over the freed last block, 8 MiB of the last piece, and goes on over 40 MiB
+        # grown past the preallocation: 20 granules lent, each a mapping of its own, none created.
+        exports = [(int(size), int(mappings)) for size, mappings in VMM_EXPORT.findall(result.stderr)]
+        self.assertIn((48 * 2**20, 21), exports, result.describe())
+        vmm = result.device(0)["vmm"]
+        self.assertEqual(vmm["maps"] - vmm["creates"], 20, result.describe())
+        self.assertEqual(vmm["peak_bytes"], 512 * 2**20, result.describe())
 
     def test_vmm_memory_the_driver_cannot_make_exportable_is_refused_cleanly(self):
         # The first cuMemCreate (asking for POSIX descriptors) is refused as unsupported: the arena
@@ -297,7 +323,7 @@ class ForgedHandles(IpcTestCase):
                     result = self.open_forged(forged_handle(77, 5, os.getpid(), table, 3))
                     self.assertRefusedInOneLine(result, f"descriptor {fifo_fd} is a FIFO")
                     vmm_block = (REGION_BLOCK.pack(b"", 0, 4096, -1, 0) + bytes(POOL_DATA) + VMM_SPAN.pack(0, 1, -1)
-                                 + VMM_PIECE.pack(fifo_fd, 0, 2 << 20))
+                                 + VMM_PIECE.pack(fifo_fd, 0, 2 << 20, 0))
                     write_live_slot(table, 4, 6, vmm_block)
                     result = self.open_forged(forged_handle(77, 6, os.getpid(), table, 4))
                     self.assertRefusedInOneLine(result, f"descriptor {fifo_fd} is a FIFO")
@@ -337,9 +363,13 @@ class ForgedHandles(IpcTestCase):
 
     def test_a_slot_placing_its_block_outside_its_memory_is_refused(self):
         # A genuine exporter's slot, copied into a forged table with the block moved past its memory.
-        for name, past_the_end in (("bfc classic preallocated", self.region_offset_past_the_end),
-                                   ("bfc preallocated", self.vmm_offset_past_the_end)):
-            with self.subTest(configuration=name):
+        # The reason the importer's one line names; None: the slot is plausible and the driver refuses
+        # to map memory past what the descriptor names (the open fails, with no line of gpumem's).
+        for name, past_the_end, reason in (("bfc classic preallocated", self.region_offset_past_the_end, "outside it"),
+                                           ("bfc preallocated", self.vmm_offset_past_the_end, "impossibly"),
+                                           ("bfc preallocated", self.vmm_piece_offset_overflowing, "impossibly"),
+                                           ("bfc preallocated", self.vmm_piece_offset_past_its_memory, None)):
+            with self.subTest(configuration=name, forgery=past_the_end.__name__):
                 exporter = start_waiting_exporter(environment(True, CONFIGURATIONS[name][1]))
                 try:
                     handle = key_values(exporter.stdout.readline())["handle"]
@@ -356,7 +386,11 @@ class ForgedHandles(IpcTestCase):
                         env = {**SIM, **CONFIGURATIONS[name][1]}
                         result = run([TENSOR, "open", forged], env=env, timeout=60)
                         self.assertSucceeded(result)
-                        self.assertRefusedInOneLine(result, "outside it" if "classic" in name else "impossibly")
+                        if reason is None:
+                            self.assertNotIn(key_values(result.stdout).get("open"), (None, "cudaSuccess"),
+                                             result.describe())
+                        else:
+                            self.assertRefusedInOneLine(result, reason)
                         # The genuine handle still opens: only the forgery was refused.
                         self.assertEqual(key_values(run([TENSOR, "open", handle], env=env).stdout),
                                          {"open": "cudaSuccess"})
@@ -379,11 +413,25 @@ class ForgedHandles(IpcTestCase):
         total = sum(VMM_PIECE.unpack_from(table, span_at + VMM_SPAN.size + i * VMM_PIECE.size)[2] for i in range(count))
         VMM_SPAN.pack_into(table, span_at, total, count, list_fd)
 
+    @staticmethod
+    def vmm_piece_offset_overflowing(table: bytearray, block_at: int):
+        # The first piece's bytes said to begin where they would run past 2^64.
+        piece_at = block_at + REGION_BLOCK.size + POOL_DATA + VMM_SPAN.size
+        fd, unused, size, _ = VMM_PIECE.unpack_from(table, piece_at)
+        VMM_PIECE.pack_into(table, piece_at, fd, unused, size, 2**64 - size + 1)
+
+    @staticmethod
+    def vmm_piece_offset_past_its_memory(table: bytearray, block_at: int):
+        # The first piece's bytes said to begin 1 TiB into memory the descriptor names.
+        piece_at = block_at + REGION_BLOCK.size + POOL_DATA + VMM_SPAN.size
+        fd, unused, size, _ = VMM_PIECE.unpack_from(table, piece_at)
+        VMM_PIECE.pack_into(table, piece_at, fd, unused, size, 1 << 40)
+
     def test_a_forged_list_of_mappings_is_refused(self):
         # A block over more pieces than a slot holds names a list the exporter keeps: it must be a
         # sealed memfd of exactly the pieces' size, and the pieces in it must hold the block.
         count = INLINE_PIECES + 1
-        pieces = b"".join(VMM_PIECE.pack(0, 0, 2 << 20) for _ in range(count))
+        pieces = b"".join(VMM_PIECE.pack(0, 0, 2 << 20, 0) for _ in range(count))
         with tempfile.TemporaryDirectory(prefix="gpumem-ipc-") as tmp:
             fifo = os.path.join(tmp, "fifo")
             os.mkfifo(fifo)

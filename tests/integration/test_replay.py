@@ -54,7 +54,8 @@ TWO_DEVICE_TRACE = "\n".join([
 REQUIRED_KEYS = {"peak_in_use", "peak_reserved", "utilisation", "driver_calls", "ns_per_op",
                  "peak_requested", "driver_releases", "operations", "failed", "skipped_failures",
                  "unmatched_frees", "device", "limit", "mode", "source", "split_rule", "min_growth",
-                 "region_grows", "region_maps", "region_unmaps", "granule", "peak_live_granules"}
+                 "region_grows", "region_maps", "region_unmaps", "region_loans", "granule",
+                 "peak_live_granules"}
 
 
 def clean_environment() -> dict:
@@ -117,7 +118,7 @@ class ReplayTest(unittest.TestCase):
         self.assertEqual(rows["peak in use"], "4096 (4.00 KiB)")
         self.assertEqual(rows["peak requested"], "4000 (3.91 KiB)")
         self.assertEqual(rows["peak reserved"], "8388608 (8.00 MiB)")
-        self.assertEqual(rows["driver calls"], "1 (0 growth steps, 0 remappings, 0 unmappings, 0 releases)")
+        self.assertEqual(rows["driver calls"], "1 (0 growth steps, 0 remappings, 0 unmappings, 0 loans, 0 releases)")
         self.assertEqual(rows["operations"], "4 (2 allocations, 2 frees)")
         self.assertEqual(rows["failed"], "0")
         self.assertEqual(rows["skipped failures"], "1")
@@ -293,6 +294,24 @@ class ReplayTest(unittest.TestCase):
         # A coarser granule: B's hole of 2 MiB holds no whole 4 MiB granule, so nothing is unmapped.
         coarse = self.run_json(*common, "--granule", "4MiB", short)
         self.assertEqual(coarse["region_unmaps"], 0)
+
+    def test_vmm_lends_idle_granules_of_busy_pieces(self):
+        # 512 MiB preallocated in pieces of 2, 2, 4 and 8 MiB, then 16 MiB each: 64 blocks of 8 MiB
+        # fill it; every other one from the fourth on freed leaves 8 MiB idle beside a live block in
+        # each 16 MiB piece, and no memory under the limit. A 48 MiB block then lies over the last
+        # freed block (8 MiB of the last piece) and 40 MiB grown past the preallocation, backed by 20
+        # idle granules mapped a second time: served, within the limit.
+        rows = ["Thread,Time,Action,Pointer,Size,Stream"]
+        rows += [f"1,{i},allocate,{(i + 1) << 32:#x},{8 * MiB},0" for i in range(64)]
+        rows += [f"1,{64 + i},free,{(i + 1) << 32:#x},0,0" for i in range(3, 64, 2)]
+        rows += [f"1,200,allocate,{100 << 32:#x},{48 * MiB},0"]
+        path = self.trace("\n".join(rows) + "\n", "lend.csv")
+        report = self.run_json("--preallocate", "--limit", "512MiB", "--source", "vmm", path)
+        self.assertEqual((report["failed"], report["region_loans"], report["peak_reserved"]), (0, 20, 512 * MiB))
+        # 35 pieces for the preallocation (2, 2, 4, 8 MiB and 31 of 16 MiB), and a mapping per loan.
+        self.assertEqual(report["driver_calls"], 35 + 20)
+        # Classic regions cannot: the block is refused.
+        self.assertEqual(self.run_json("--preallocate", "--limit", "512MiB", "--source", "classic", path)["failed"], 1)
 
     def test_bad_arguments(self):
         path = self.trace(SMALL_TRACE)

@@ -18,6 +18,10 @@
 //   hold HANDLE       opens a segment handle, checks the tensor, waits for its stdin to close (the
 //                     exporter may exit meanwhile), checks the tensor again, closes
 // IPC_SEGMENT_BYTES (bytes, at least the 4 MiB default) sets the size of the segment the producer exports.
+// IPC_FRAGMENT_BLOCKS=N: before the segment, N blocks of 8 MiB, each set to its own byte, with every
+// other one from the fourth on freed; the producer checks at the end that the kept ones still hold
+// their bytes (kept=ok). Over a preallocated VMM arena they nearly fill, the segment then needs idle
+// granules of pieces that also hold live blocks, mapped a second time (lent).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -44,6 +48,10 @@ constexpr std::size_t kTensorBytes = 64 * kKiB + 3;
 constexpr std::size_t kReplyOffset = 2 * kMiB + 4;
 constexpr std::size_t kReplyBytes = 4096;
 constexpr std::size_t kBlockBytes = 1000;
+constexpr std::size_t kFragmentBytes = 8 * kMiB;
+
+// IPC_FRAGMENT_BLOCKS's blocks that stay allocated, and the byte each holds.
+std::vector<std::pair<void*, unsigned char>> kept_fragments;
 
 bool same_bytes(const void* device, const std::vector<std::uint8_t>& expected) {
   std::vector<std::uint8_t> read(expected.size());
@@ -116,9 +124,37 @@ int open_handle(const std::string& hex, int times) {
   return 0;
 }
 
+// IPC_FRAGMENT_BLOCKS's blocks: allocated, set, every other one from the fourth on freed.
+void fragment() {
+  const char* count = std::getenv("IPC_FRAGMENT_BLOCKS");
+  if (count == nullptr) return;
+  for (unsigned long index = 0, blocks = std::strtoul(count, nullptr, 10); index < blocks; ++index) {
+    void* block = nullptr;
+    CHECK_CUDA(cudaMalloc(&block, kFragmentBytes));
+    const auto byte = static_cast<unsigned char>(index + 1);
+    CHECK_CUDA(cudaMemset(block, byte, kFragmentBytes));
+    if (index >= 3 && index % 2 == 1) {
+      CHECK_CUDA(cudaFree(block));
+    } else {
+      kept_fragments.emplace_back(block, byte);
+    }
+  }
+}
+
+// Whether IPC_FRAGMENT_BLOCKS's kept blocks still hold their bytes (freed afterwards).
+bool fragments_kept() {
+  bool kept = true;
+  for (const auto& [block, byte] : kept_fragments) {
+    kept = kept && same_bytes(block, std::vector<std::uint8_t>(kFragmentBytes, byte));
+    CHECK_CUDA(cudaFree(block));
+  }
+  return kept;
+}
+
 // The segment after a workspace, filled with the tensor's pattern, and its handle.
 void* make_segment(cudaIpcMemHandle_t* handle, cudaError_t* exported) {
   void *workspace = nullptr, *segment = nullptr;
+  fragment();
   CHECK_CUDA(cudaMalloc(&workspace, kWorkspaceBytes));
   const char* bytes = std::getenv("IPC_SEGMENT_BYTES");
   const std::size_t segment_bytes = bytes != nullptr ? std::max<std::size_t>(std::strtoull(bytes, nullptr, 10), kSegmentBytes)
@@ -168,6 +204,10 @@ int producer() {
   const int stale = wait_exit(spawn_self({"open", to_hex(&block_handle, sizeof block_handle)}));
   std::printf("stale_exit=%d\n", stale);
   CHECK_CUDA(cudaFree(segment));
+  if (!kept_fragments.empty()) {
+    if (!fragments_kept()) return fail("kept");
+    std::printf("kept=ok\n");
+  }
   return 0;
 }
 
