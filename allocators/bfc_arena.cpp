@@ -402,7 +402,10 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
     const ChunkHandle tail = chunks_.find(tail_base_);
     if (chunks_.state(tail) == ChunkState::free) free_tail = chunks_[tail].size;
   }
-  // take_free() found no free chunk of `rounded` bytes, so a free tail is smaller than that.
+  // A free tail of `rounded` bytes or more is there already: what failed was mapping memory under it
+  // (the limit, or the source, refused). Otherwise take_free() found no free chunk of `rounded`
+  // bytes, so a free tail is smaller than that.
+  if (free_tail >= rounded) return Growth::refused;
   const std::size_t shortfall = round_up_to(rounded - free_tail, granule);
   // What is mapped counts against the limit, not the addresses: idle memory elsewhere in the region
   // can make room (and in growth mode goes first anyway, so what is reserved follows the live blocks).
