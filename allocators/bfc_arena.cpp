@@ -65,6 +65,22 @@ std::size_t usable_resize_granule(const RegionSource& source) {
 
 std::size_t round_up_to(std::size_t bytes, std::size_t unit) { return (bytes + unit - 1) / unit * unit; }
 
+// The first of sorted, disjoint unmapped ranges that ends after `at`: the one holding `at`, or the
+// next. (A function, not a lambda in each member: the thread-safety analysis does not follow the
+// arena's lock into lambdas.)
+template <class Holes>
+auto first_hole_ending_after(Holes& holes, std::uintptr_t at) {
+  return std::upper_bound(holes.begin(), holes.end(), at,
+                          [](std::uintptr_t address, const Region& hole) { return address < hole.base + hole.size; });
+}
+
+// The first of the loans (sorted by borrowed granule) whose borrowed granule is at or after `at`.
+template <class Loans>
+auto first_loan_from(Loans& loans, std::uintptr_t at) {
+  return std::lower_bound(loans.begin(), loans.end(), at,
+                          [](const auto& loan, std::uintptr_t address) { return loan.borrower < address; });
+}
+
 }  // namespace
 
 BfcArena::BfcArena(RegionSource& source, ArenaOptions options, FenceOracle* oracle)
@@ -92,7 +108,7 @@ Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t
   if (!options_valid_) return Status::invalid_argument;
   MutexLock lock(mutex_);
   const Status status = allocate_locked(bytes, stream, fenced, out);
-  settle_loans();
+  if (!ended_loans_.empty()) settle_loans();
   assert(debug_check());
   return status;
 }
@@ -504,8 +520,7 @@ void BfcArena::append_to_tail(std::size_t bytes, bool backed) {
 
 std::size_t BfcArena::unmapped_within(std::uintptr_t begin, std::uintptr_t end) const {
   std::size_t bytes = 0;
-  auto range = std::upper_bound(unmapped_.begin(), unmapped_.end(), begin,
-                                [](std::uintptr_t at, const Region& hole) { return at < hole.base + hole.size; });
+  auto range = first_hole_ending_after(unmapped_, begin);
   for (; range != unmapped_.end() && range->base < end; ++range) {
     bytes += std::min(end, range->base + range->size) - std::max(begin, range->base);
   }
@@ -545,10 +560,7 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes, std::uintptr_t 
     } catch (...) {  // bad_alloc
       return false;
     }
-    const auto hole = std::upper_bound(unmapped_.begin(), unmapped_.end(), at,
-                                       [](std::uintptr_t address, const Region& range) {
-                                         return address < range.base + range.size;
-                                       });
+    const auto hole = first_hole_ending_after(unmapped_, at);
     if (hole == unmapped_.end() || hole->base >= end) break;
     const std::uintptr_t from = std::max(at, hole->base);
     if (fresh_left == 0) {  // the rest is lent, a granule at a time
@@ -584,10 +596,7 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes, std::uintptr_t 
 }
 
 void BfcArena::note_mapped(std::uintptr_t from, std::uintptr_t to) {
-  const auto hole = std::upper_bound(unmapped_.begin(), unmapped_.end(), from,
-                                     [](std::uintptr_t address, const Region& range) {
-                                       return address < range.base + range.size;
-                                     });
+  const auto hole = first_hole_ending_after(unmapped_, from);
   const std::uintptr_t hole_end = hole->base + hole->size;
   if (from > hole->base && to < hole_end) {  // the middle: split (capacity secured by the caller)
     hole->size = from - hole->base;
@@ -677,8 +686,7 @@ std::size_t BfcArena::plan_loans(std::size_t granules, std::uintptr_t keep_from,
     for (std::uintptr_t at = round_up_to(chunk.base, granule);
          at + granule <= chunk.base + chunk.size && loan_plan_.size() < granules; at += granule) {
       if ((at + granule > keep_from && at < keep_to) || unmapped_within(at, at + granule) != 0) continue;
-      const auto loan = std::lower_bound(loans_.begin(), loans_.end(), at,
-                                         [](const Loan& made, std::uintptr_t address) { return made.borrower < address; });
+      const auto loan = first_loan_from(loans_, at);
       if (loan != loans_.end() && loan->borrower == at) continue;  // borrowed: it goes back by unmapping
       loan_plan_.push_back(at);
     }
@@ -728,9 +736,7 @@ bool BfcArena::lend_into(std::uintptr_t at, std::uintptr_t lender) {
   }
   chunks_.set_state(out_of_use, ChunkState::in_use);
   chunks_[out_of_use].set_requested(granule, false);
-  const auto loan = std::lower_bound(loans_.begin(), loans_.end(), at,
-                                     [](const Loan& made, std::uintptr_t address) { return made.borrower < address; });
-  loans_.insert(loan, Loan{at, lender});
+  loans_.insert(first_loan_from(loans_, at), Loan{at, lender});
   lenders_.insert(std::lower_bound(lenders_.begin(), lenders_.end(), lender), lender);
   note_mapped(at, at + granule);
   counters_.bytes_unmapped -= granule;
@@ -740,9 +746,8 @@ bool BfcArena::lend_into(std::uintptr_t at, std::uintptr_t lender) {
 }
 
 std::size_t BfcArena::end_loans_in(std::uintptr_t from, std::uintptr_t to) {
-  const auto by_borrower = [](const Loan& made, std::uintptr_t address) { return made.borrower < address; };
-  const auto first = std::lower_bound(loans_.begin(), loans_.end(), from, by_borrower);
-  const auto last = std::lower_bound(first, loans_.end(), to, by_borrower);
+  const auto first = first_loan_from(loans_, from);
+  const auto last = first_loan_from(loans_, to);
   for (auto loan = first; loan != last; ++loan) {
     ended_loans_.push_back(loan->lender);  // capacity secured when the loan was made
     lenders_.erase(std::lower_bound(lenders_.begin(), lenders_.end(), loan->lender));
@@ -869,10 +874,7 @@ bool BfcArena::unmap_idle_in(ChunkHandle node, std::uintptr_t kept_from, std::ui
   const std::uintptr_t end = (chunk.base + chunk.size) / granule * granule;
   // The mapped stretches of the chunk's whole granules lie between its unmapped ranges.
   for (std::uintptr_t at = round_up_to(chunk.base, granule); at < end;) {
-    const auto hole = std::upper_bound(unmapped_.begin(), unmapped_.end(), at,
-                                       [](std::uintptr_t address, const Region& range) {
-                                         return address < range.base + range.size;
-                                       });
+    const auto hole = first_hole_ending_after(unmapped_, at);
     if (hole != unmapped_.end() && hole->base <= at) {  // `at` is unmapped already
       at = hole->base + hole->size;
       continue;
@@ -1110,10 +1112,7 @@ ArenaStats BfcArena::stats_locked() const {
 
 bool BfcArena::holds_mapped_piece(std::uintptr_t begin, std::uintptr_t end) const {
   for (std::uintptr_t at = begin; at < end;) {
-    const auto hole = std::upper_bound(unmapped_.begin(), unmapped_.end(), at,
-                                       [](std::uintptr_t address, const Region& range) {
-                                         return address < range.base + range.size;
-                                       });
+    const auto hole = first_hole_ending_after(unmapped_, at);
     if (hole != unmapped_.end() && hole->base <= at) {
       at = hole->base + hole->size;
       continue;
