@@ -1,12 +1,14 @@
 // Throughput of the BFC arena on the two workloads of workloads.h (random_allocations, steady_state),
 // each also run on a caching baseline in the same process so results read as ratios.
 // side_by_side_bench compares the arena with cub's CachingDeviceAllocator.
-// Regions come from FakeRegionSource: addresses only, no memory is touched.
+// Regions come from FakeRegionSource: addresses only, no memory is touched. dependent_loads gives the
+// host's cost of a cache miss in the same run, the unit in which steady_state grows with live blocks.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <random>
 #include <unordered_map>
 #include <vector>
 
@@ -146,6 +148,27 @@ void steady_state(benchmark::State& state) {
   report_failures(state, failures);
 }
 
+// The host's price of one memory access that misses the cache, in the same run: a chain of
+// dependent loads, each from a random cache line of a buffer of state.range(0) KiB. steady_state's
+// step at 100k live blocks is its 1k step plus a few such loads (the freed block's record, and the
+// benchmark's own slot), so this is what tells a slower hot path from a slower machine.
+void dependent_loads(benchmark::State& state) {
+  constexpr std::size_t kLine = 64 / sizeof(std::size_t);
+  const std::size_t lines = static_cast<std::size_t>(state.range(0)) * 1024 / 64;
+  std::vector<std::size_t> order(lines);
+  for (std::size_t line = 0; line < lines; ++line) order[line] = line;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(3));
+  // One cycle through every line in random order: each load's address is the previous load's value.
+  std::vector<std::size_t> next(lines * kLine, 0);
+  for (std::size_t k = 0; k < lines; ++k) next[order[k] * kLine] = order[(k + 1) % lines] * kLine;
+  std::size_t at = 0;
+  for (std::size_t k = 0; k < lines; ++k) at = next[at];  // warm up: in cache where it fits
+  for (auto _ : state) {
+    at = next[at];
+    benchmark::DoNotOptimize(at);
+  }
+}
+
 void random_sizes(benchmark::internal::Benchmark* benchmark) {
   benchmark->Arg(1'000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMicrosecond);
 }
@@ -159,5 +182,15 @@ BENCHMARK_TEMPLATE(random_allocations, ArenaUnderTest)->Apply(random_sizes);
 BENCHMARK_TEMPLATE(random_allocations, PowerOfTwoCache)->Apply(random_sizes);
 BENCHMARK_TEMPLATE(steady_state, ArenaUnderTest)->Apply(live_counts);
 BENCHMARK_TEMPLATE(steady_state, PowerOfTwoCache)->Apply(live_counts);
+// The same at a fixed number of pairs, k x kCountedPairs, for bench/cache_misses.sh: the difference
+// between the two is kCountedPairs pairs with the setup cancelled out, so a cache simulator's counts
+// of instructions and misses come out per pair.
+constexpr benchmark::IterationCount kCountedPairs = 1 << 18;
+BENCHMARK_TEMPLATE(steady_state, ArenaUnderTest)->Name("steady_state_counted_1x<ArenaUnderTest>")
+    ->Apply(live_counts)->Iterations(kCountedPairs);
+BENCHMARK_TEMPLATE(steady_state, ArenaUnderTest)->Name("steady_state_counted_2x<ArenaUnderTest>")
+    ->Apply(live_counts)->Iterations(2 * kCountedPairs);
+// 256 KiB: the core's own cache; 64 MiB: beyond any; 4 MiB: the size of the records at 100k chunks.
+BENCHMARK(dependent_loads)->Arg(256)->Arg(4 * 1024)->Arg(64 * 1024);
 
 BENCHMARK_MAIN();

@@ -14,16 +14,28 @@
 
 using namespace gpumem::detail;
 
+namespace {
+
+// `count` random chunk bases (256-aligned, non-zero) for which `wanted` holds.
+template <typename Wanted>
+std::vector<std::uintptr_t> bases_where(std::uint64_t seed, std::size_t count, Wanted wanted) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::uintptr_t> bases;
+  while (bases.size() < count) {
+    const std::uintptr_t base = ((rng() >> 24) + 1) << 8;
+    if (wanted(base)) bases.push_back(base);
+  }
+  return bases;
+}
+
+}  // namespace
+
 TEST_CASE("ChunkStore finds records whose buckets are full, and keeps finding them as it grows", "[address_map]") {
   // 600 chunks whose first bucket is bucket 0 in the initial table (the top 8 bits of the address
   // hash are 0): bucket 0 holds three (slot 0 is never used), so nearly all go to their second
   // bucket, and some of those overflow into the stash.
-  std::mt19937_64 rng(11);
-  std::vector<std::uintptr_t> bases;
-  while (bases.size() < 600) {
-    const std::uintptr_t base = ((rng() >> 24) + 1) << 8;
-    if (address_hash(base) >> 56 == 0) bases.push_back(base);
-  }
+  const std::vector<std::uintptr_t> bases =
+      bases_where(11, 600, [](std::uintptr_t base) { return address_hash(base) >> 56 == 0; });
   ChunkStore store(1024);
   std::vector<ChunkHandle> handles;
   for (const std::uintptr_t base : bases) {
@@ -84,12 +96,9 @@ TEST_CASE("a full stash grows the table, however low the load", "[address_map]")
   // 200 chunks whose two buckets are the same two in the initial table (both hashes start with 8 zero
   // bits): 7 fit there, the stash (128 slots) cannot take the rest, so the table must grow, though
   // 200 records are far below its load limit, until the bigger tables spread them.
-  std::mt19937_64 rng(13);
-  std::vector<std::uintptr_t> bases;
-  while (bases.size() < 200) {
-    const std::uintptr_t base = ((rng() >> 24) + 1) << 8;
-    if (address_hash(base) >> 56 == 0 && second_address_hash(base) >> 56 == 0) bases.push_back(base);
-  }
+  const std::vector<std::uintptr_t> bases = bases_where(13, 200, [](std::uintptr_t base) {
+    return address_hash(base) >> 56 == 0 && second_address_hash(base) >> 56 == 0;
+  });
   ChunkStore store;
   std::vector<ChunkHandle> handles;
   std::size_t relocations = 0;
@@ -106,6 +115,56 @@ TEST_CASE("a full stash grows the table, however low the load", "[address_map]")
   CHECK(relocations > 0);
   CHECK(store.validate());
   for (std::size_t k = 0; k < bases.size(); ++k) CHECK(store.find(bases[k]) == handles[k]);
+}
+
+TEST_CASE("ChunkStore tells apart records whose buckets and tags are the same", "[address_map]") {
+  // In a 1024-slot table a record's first bucket is the top 8 bits of its address hash and its tag
+  // the next 8: 12 chunks with 16 zero bits there share both, so every lookup among them meets tag
+  // matches that are other chunks, and some sit in their second buckets or the stash.
+  std::vector<std::uintptr_t> bases =
+      bases_where(17, 13, [](std::uintptr_t base) { return address_hash(base) >> 48 == 0; });
+  const std::uintptr_t absent = bases.back();  // same bucket and tag, never created
+  bases.pop_back();
+  ChunkStore store(1024);
+  std::vector<ChunkHandle> handles;
+  for (const std::uintptr_t base : bases) {
+    REQUIRE(store.reserve(1) == ChunkStore::Reserve::ready);
+    handles.push_back(store.create(base, ChunkState::in_use));
+  }
+  CHECK(store.validate());
+  for (std::size_t k = 0; k < bases.size(); ++k) CHECK(store.find(bases[k]) == handles[k]);
+  CHECK(store.find(absent) == kNoChunk);
+  // A destroyed record's slot no longer matches; the others are still found.
+  store.destroy(handles[0]);
+  CHECK(store.find(bases[0]) == kNoChunk);
+  for (std::size_t k = 1; k < bases.size(); ++k) CHECK(store.find(bases[k]) == handles[k]);
+  CHECK(store.validate());
+}
+
+TEST_CASE("a table large enough for huge pages holds and finds its records", "[address_map]") {
+  // 2^17 bucketed slots: 4.5 MiB of records, so the records come from HugePageAllocator's mapping;
+  // growing rehashes into a bigger mapping and gives the old one back.
+  ChunkStore store(std::size_t{1} << 17);
+  std::vector<std::uintptr_t> bases;
+  std::vector<ChunkHandle> handles;
+  for (std::uintptr_t base = std::uintptr_t{1} << 40; bases.size() < 110'000; base += 4096) {
+    const ChunkStore::Reserve reserved = store.reserve(1);
+    REQUIRE(reserved != ChunkStore::Reserve::no_memory);
+    if (reserved == ChunkStore::Reserve::relocated) {
+      for (ChunkHandle& handle : handles) handle = store.relocated(handle);
+      store.end_relocation();
+    }
+    bases.push_back(base);
+    handles.push_back(store.create(base, ChunkState::in_use));
+  }
+  CHECK(store.validate());
+  for (std::size_t k = 0; k < bases.size(); k += 7) CHECK(store.find(bases[k]) == handles[k]);
+
+  HugePageVector<std::uint64_t> values(std::size_t{3} << 18, 7);  // 6 MiB
+  CHECK(reinterpret_cast<std::uintptr_t>(values.data()) % kHugePageBytes == 0);
+  values.resize(values.size() + 1, 9);
+  CHECK(values.front() == 7);
+  CHECK(values.back() == 9);
 }
 
 TEST_CASE("ChunkStore::validate catches a misplaced record, a stale slot and a stray fence", "[address_map]") {
