@@ -14,6 +14,8 @@ import tempfile
 import time
 import unittest
 
+from tools_testlib import BROKEN_PIPE_STATUS, run_closed_stdout, unsafe_characters
+
 SOURCE_ROOT = os.environ.get("GPUMEM_TEST_SOURCE_ROOT",
                              os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # The script under test: the source tree's unless GPUMEM_TEST_PLOT names another (an installed copy).
@@ -479,6 +481,87 @@ class PlotErrorTest(PlotTestCase):
         proc = run_plot(trace, "--text", "-o", self.path("t.png"), env=env)
         self.assertOneLineError(proc, 1, "python3-matplotlib")
         self.assertIn(f"({96 * MiB} bytes)", proc.stdout)
+
+
+class PlotHostileTraceTest(PlotTestCase):
+    """Traces made to break the script or the terminal it prints on: each is named in one line (never a
+    traceback), sums are bounded, nothing waits, nothing reaches the terminal raw."""
+
+    def check_bad_trace(self, rows, *phrases):
+        trace = self.write("bad.csv", "\n".join([GPUMEM_HEADER] + rows) + "\n")
+        proc = run_plot(trace, "--text", "--perfetto", self.path("bad.json"))
+        self.assertOneLineError(proc, 1, "bad.csv", *phrases)
+        self.assertEqual(unsafe_characters(proc.stderr), [], proc.stderr)
+
+    def test_sizes_past_2_63(self):
+        # Two blocks of 2^63 - 1 bytes live at once: 2^64 - 2 in use, exactly.
+        half = (1 << 63) - 1
+        trace = self.write("big.csv", "\n".join([
+            GPUMEM_HEADER,
+            gpumem_row(0.0, "allocate", 0x10, half, 0, 1 << 63, (1 << 64) - 1),
+            gpumem_row(0.1, "allocate", 0x20, half, 0, (1 << 64) - 1, (1 << 64) - 1),
+            gpumem_row(0.2, "free", 0x10, half, 0, 1 << 63, (1 << 64) - 1)]) + "\n")
+        proc = run_plot(trace, "--text", "--perfetto", self.path("big.json"))
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        summary = summaries(proc.stdout)[0]
+        self.assertEqual(int(summary["peak"]), 2 * half)
+        self.assertEqual(summary["reserved"], f"{(1 << 64) - 1} bytes")
+        counters, _ = self.perfetto(self.path("big.json"))
+        self.assertEqual(max(e["args"]["in_use"] for e in counters[0]), 2 * half)
+        if MATPLOTLIB_MISSING is None:
+            proc = run_plot(trace, "-o", self.path("big.png"))
+            self.assertEqual(proc.returncode, 0, self.describe(proc))
+            self.assertPng(self.path("big.png"))
+
+    def test_values_out_of_bounds_are_one_line(self):
+        cases = {
+            "blocks summing to 2^64": ([gpumem_row(0.0, "allocate", 0x10, (1 << 64) - 1),
+                                        gpumem_row(0.1, "allocate", 0x20, 1)],
+                                       ["line 3", "would sum to 2^64 bytes or more"]),
+            "a size of 2^64": ([gpumem_row(0.0, "allocate", 0x10, 1 << 64)], ["line 2, column Size", "2^64 - 1"]),
+            "a limit of 10^30": ([gpumem_row(0.0, "allocate", 0x10, 1, 0, "", 10 ** 30)], ["line 2, column Limit"]),
+            "a pointer past 64 bits": (["4021,1.0,allocate,0x10000000000000000,16,0,0,,"], ["column Pointer"]),
+            "a time of 1e308": (["4021,1e308,allocate,0x10,16,0,0,,"], ["line 2, column Time", "1e308"]),
+            "a negative time": (["4021,1.0,allocate,0x10,16,0,0,,", "4021,-1e308,allocate,0x20,16,0,0,,"],
+                                ["line 3, column Time"]),
+            "a time of NaN": (["4021,nan,allocate,0x10,16,0,0,,"], ["line 2, column Time"]),
+            "a size with a sign": (["4021,1.0,allocate,0x10,+16,0,0,,"], ["line 2, column Size"]),
+            "a size in other digits": (["4021,1.0,allocate,0x10,\u0661\u0662,0,0,,"], ["line 2, column Size"]),
+            "257 devices": ([gpumem_row(0.0, "allocate", 0x10, 16, d) for d in range(257)],
+                            ["line 258, column Device", "256"]),
+            "a line of 100,000 characters": (["4021,1.0,allocate,0x10," + "1" * 100_000 + ",0,0,,"],
+                                             ["line 2: longer than 65536 characters"]),
+            "control characters": (["4021,1.0,\x1b[2J\x1b]0;owned\x07\x9b,0x10,16,0,0,,"],
+                                   ["column Action", "'\\x1b[2J\\x1b]0;owned\\x07\\x9b'"]),
+        }
+        for name, (rows, phrases) in cases.items():
+            with self.subTest(case=name):
+                self.check_bad_trace(rows, *phrases)
+
+    def test_traces_that_are_not_regular_files_are_refused_without_waiting(self):
+        fifo = self.path("trace.csv")
+        os.mkfifo(fifo)  # no writer: opening it to read would wait forever
+        for path, kind in ((fifo, "is a FIFO"), ("/dev/zero", "is a character device")):
+            with self.subTest(path=path):
+                started = time.monotonic()
+                proc = run_plot(path, "--text", timeout=20)
+                self.assertOneLineError(proc, 2, f"TRACE '{path}' {kind}, not a regular file")
+                self.assertLess(time.monotonic() - started, 10)
+
+    def test_file_names_are_escaped(self):
+        rows = two_device_trace()
+        first = self.write("rank\x1b[2J\x9b.csv", rows)
+        second = self.write("rank\u202e1.csv", rows)
+        proc = run_plot(first, second, "--text")
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        self.assertEqual(unsafe_characters(proc.stdout), [], proc.stdout)
+        self.assertIn("rank\\x1b[2J\\x9b.csv device 0", proc.stdout)
+        self.assertIn("rank\\u202e1.csv device 1", proc.stdout)
+
+    def test_a_closed_pipe_is_quiet(self):
+        trace = self.write("two.csv", two_device_trace())
+        proc = run_closed_stdout([PLOT, trace, "--text"])
+        self.assertEqual((proc.returncode, proc.stderr), (BROKEN_PIPE_STATUS, ""))
 
 
 if __name__ == "__main__":
