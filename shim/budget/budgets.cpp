@@ -402,6 +402,15 @@ bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_vie
   return false;
 }
 
+bool beyond_device(CUdevice device, std::size_t bytes) noexcept {
+  const DeviceBudget* budget = existing(device);
+  if (budget == nullptr || bytes <= budget->limit()) return false;
+  const RealDriver& driver = real_driver();
+  std::size_t total = 0;
+  return driver.cuDeviceTotalMem_v2 != nullptr && driver.cuDeviceTotalMem_v2(&total, device) == CUDA_SUCCESS &&
+         bytes > total;
+}
+
 void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept {
   DeviceBudget* budget = existing(device);
   if (budget == nullptr) return;

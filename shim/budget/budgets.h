@@ -50,6 +50,11 @@ void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept;
 // that returned true is followed by this once its driver call returns.
 void answered(CUdevice device, std::size_t bytes) noexcept;
 
+// Whether `bytes` exceed `device`'s whole memory (a size near 2^64, say): no budget could hold them,
+// so nothing is charged for them and the driver gives its own answer (an invalid size, or out of
+// memory), as it would without the shim. Asks the driver only when `bytes` exceed the budget's limit.
+bool beyond_device(CUdevice device, std::size_t bytes) noexcept;
+
 // Every path pays before it asks the driver: charges `bytes` to `path` on `device`, runs `allocate`
 // (the driver call, returning a CUresult), and refunds the charge if it failed. A refused charge
 // answers CUDA_ERROR_OUT_OF_MEMORY without calling the driver.
@@ -60,6 +65,19 @@ CUresult charged(CUdevice device, BudgetPath path, std::size_t bytes, std::strin
   answered(device, bytes);
   if (result != CUDA_SUCCESS) refund(device, path, bytes);
   return result;
+}
+
+// charged() for a size the program passed: a request beyond the device is the driver's to refuse
+// (beyond_device), with its own answer; should the driver grant it after all, `undo` gives it back,
+// and the answer is CUDA_ERROR_OUT_OF_MEMORY.
+template <typename Allocate, typename Undo>
+CUresult charged(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call, Allocate&& allocate,
+                 Undo&& undo) {
+  if (!beyond_device(device, bytes)) return charged(device, path, bytes, call, allocate);
+  const CUresult result = allocate();
+  if (result != CUDA_SUCCESS) return result;
+  undo();
+  return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 // The ledger: `key` (a device pointer, or an array handle) holds `bytes` charged to `path` on

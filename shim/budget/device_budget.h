@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "checked_size.h"
+
 namespace gpumem::shim {
 
 // Who took the memory. Order and names are those of the exit statistics and gpumem.h.
@@ -56,7 +58,7 @@ class DeviceBudget {
     const std::size_t limit = this->limit();
     std::size_t current = charged_.load(std::memory_order_relaxed);
     do {
-      if (bytes > limit || current > limit - bytes) return false;
+      if (!fits_under(current, bytes, limit)) return false;
     } while (!charged_.compare_exchange_weak(current, current + bytes, std::memory_order_acq_rel,
                                              std::memory_order_relaxed));
     account(path, bytes, current + bytes);
@@ -65,21 +67,27 @@ class DeviceBudget {
 
   // For memory the driver handed out before it could be checked (an array whose size is known only
   // once it exists, say) and that the caller then gives back at once if over_limit().
+  // Saturates rather than wraps: a charge past 2^64 leaves the budget over its limit, never under it.
   void force_charge(BudgetPath path, std::size_t bytes) noexcept {
-    account(path, bytes, charged_.fetch_add(bytes, std::memory_order_acq_rel) + bytes);
+    std::size_t current = charged_.load(std::memory_order_relaxed);
+    while (!charged_.compare_exchange_weak(current, saturating_add(current, bytes), std::memory_order_acq_rel,
+                                           std::memory_order_relaxed)) {
+    }
+    account(path, bytes, saturating_add(current, bytes));
   }
   bool over_limit() const noexcept { return charged() > limit(); }
 
   // Moves `bytes` of the charge from one path to another, the total unchanged (a pool's block freed:
   // the pool keeps its memory).
   void move(BudgetPath from, BudgetPath to, std::size_t bytes) noexcept {
-    by_path_[index(from)].fetch_sub(bytes, std::memory_order_relaxed);
+    subtract(by_path_[index(from)], bytes, std::memory_order_relaxed);
     raise_to(peak_by_path_[index(to)], by_path_[index(to)].fetch_add(bytes, std::memory_order_relaxed) + bytes);
   }
 
+  // Never below 0: a refund of more than was charged (a caller's error) leaves 0, not 2^64 - n.
   void refund(BudgetPath path, std::size_t bytes) noexcept {
-    charged_.fetch_sub(bytes, std::memory_order_acq_rel);
-    by_path_[index(path)].fetch_sub(bytes, std::memory_order_relaxed);
+    subtract(charged_, bytes, std::memory_order_acq_rel);
+    subtract(by_path_[index(path)], bytes, std::memory_order_relaxed);
   }
 
   std::size_t charged() const noexcept { return charged_.load(std::memory_order_acquire); }
@@ -104,6 +112,11 @@ class DeviceBudget {
 
  private:
   static constexpr std::size_t index(BudgetPath path) noexcept { return static_cast<std::size_t>(path); }
+  static void subtract(std::atomic<std::size_t>& value, std::size_t bytes, std::memory_order order) noexcept {
+    std::size_t seen = value.load(std::memory_order_relaxed);
+    while (!value.compare_exchange_weak(seen, saturating_sub(seen, bytes), order, std::memory_order_relaxed)) {
+    }
+  }
   static void raise_to(std::atomic<std::size_t>& peak, std::size_t value) noexcept {
     std::size_t seen = peak.load(std::memory_order_relaxed);
     while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {

@@ -10,6 +10,7 @@
 #include "base/fork_safe_lock.h"
 #include "base/log.h"
 #include "budget/budgets.h"
+#include "checked_size.h"
 #include "driver/real_driver.h"
 
 namespace gpumem::shim::budget {
@@ -44,7 +45,7 @@ PoolCharge* entry_locked(CUmemoryPool pool, CUdevice device) {
 // simulator's) take memory from the device.
 constexpr std::size_t kPoolGrowthStep = std::size_t{2} << 20;
 std::size_t pool_growth(std::size_t bytes) noexcept {
-  return bytes > SIZE_MAX - kPoolGrowthStep ? bytes : (bytes + kPoolGrowthStep - 1) / kPoolGrowthStep * kPoolGrowthStep;
+  return checked_round_up(bytes, kPoolGrowthStep).value_or(bytes);
 }
 
 // What the driver says `pool` holds from the device; nullopt when it cannot say (a destroyed pool).

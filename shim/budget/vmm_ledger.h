@@ -12,6 +12,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "checked_size.h"
+
 namespace gpumem::shim {
 
 // Invariants: every handle in handles_ has references >= 0 and mappings >= 0, and is erased (its
@@ -51,7 +53,7 @@ class VmmLedger {
   template <typename Refund>
   void unmapped(std::uintptr_t start, std::size_t size, Refund&& refund) {
     auto mapping = mappings_.lower_bound(start);
-    while (mapping != mappings_.end() && mapping->first < start + size) {
+    while (mapping != mappings_.end() && mapping->first < saturating_add(start, size)) {
       const auto handle = handles_.find(mapping->second.handle);
       mapping = mappings_.erase(mapping);
       if (handle == handles_.end()) continue;

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <optional>
 
+#include "checked_size.h"
+
 namespace gpumem::shim {
 
 // Rows start at multiples of this many bytes (the pitch alignment of current NVIDIA GPUs).
@@ -24,10 +26,11 @@ constexpr std::optional<PitchedSize> pitched_size(std::size_t width_bytes, std::
                                                   unsigned int element_size_bytes) noexcept {
   if (width_bytes == 0 || height == 0) return std::nullopt;
   if (element_size_bytes != 4 && element_size_bytes != 8 && element_size_bytes != 16) return std::nullopt;
-  if (width_bytes > static_cast<std::size_t>(-1) - kPitchAlignment) return PitchedSize{0, 0, false};
-  const std::size_t pitch = (width_bytes + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
-  if (height > static_cast<std::size_t>(-1) / pitch) return PitchedSize{pitch, 0, false};
-  return PitchedSize{pitch, pitch * height};
+  const std::optional<std::size_t> pitch = checked_round_up(width_bytes, kPitchAlignment);
+  if (!pitch) return PitchedSize{0, 0, false};
+  const std::optional<std::size_t> bytes = checked_mul(*pitch, height);
+  if (!bytes) return PitchedSize{*pitch, 0, false};
+  return PitchedSize{*pitch, *bytes};
 }
 
 }  // namespace gpumem::shim

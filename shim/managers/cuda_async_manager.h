@@ -85,7 +85,7 @@ class CudaAsyncManager final : public MemoryManager {
   static constexpr std::size_t kEntryUnit = 256;
   static constexpr detail::ChunkHandle kDeferredBit = 1;
   static detail::ChunkHandle served_entry(std::size_t bytes) noexcept {
-    const std::size_t units = std::min<std::size_t>((bytes + kEntryUnit - 1) / kEntryUnit, (std::size_t{1} << 31) - 1);
+    const std::size_t units = std::min<std::size_t>(bytes / kEntryUnit + (bytes % kEntryUnit != 0), (std::size_t{1} << 31) - 1);
     return static_cast<detail::ChunkHandle>(std::max<std::size_t>(units, 1) << 1);
   }
   static std::size_t entry_bytes(detail::ChunkHandle entry) noexcept { return std::size_t{entry >> 1} * kEntryUnit; }

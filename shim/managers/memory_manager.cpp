@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/refusal_limiter.h"
 #include "base/trace_log.h"
+#include "checked_size.h"
 #include "context/pitch.h"
 #include "driver/real_driver.h"
 #include "context/stream_domain.h"
@@ -115,8 +116,8 @@ CUresult MemoryManager::allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std
   const CallTimer timer(*this);
   if (out == nullptr || pitch == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_pitch(out, pitch, width_bytes, height, element_size_bytes);
-  std::size_t asked = 0;  // for a refusal's report: at least the rows' bytes, SIZE_MAX when that overflows
-  if (__builtin_mul_overflow(width_bytes, height, &asked)) asked = static_cast<std::size_t>(-1);
+  // For a refusal's report: at least the rows' bytes, SIZE_MAX when that overflows.
+  const std::size_t asked = saturating_mul(width_bytes, height);
   finish_alloc(result, out, result == CUDA_SUCCESS ? *pitch * height : asked, 0);
   look_at_ledger();
   return result;

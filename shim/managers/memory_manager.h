@@ -18,6 +18,7 @@
 
 #include "budget/budgets.h"
 #include "budget/pool_reserve.h"
+#include "driver/real_driver.h"
 #include "fence.h"
 #include "exports/ipc_block.h"
 #include "policy/policy.h"
@@ -187,7 +188,7 @@ class MemoryManager {
   template <typename Allocate>
   CUresult allocate_charged(CUdeviceptr* out, std::size_t bytes, BudgetPath path, std::string_view call,
                             Allocate&& allocate) {
-    const CUresult result = budget::charged(device_, path, bytes, call, allocate);
+    const CUresult result = budget::charged(device_, path, bytes, call, allocate, [&] { real_driver().cuMemFree_v2(*out); });
     if (result == CUDA_SUCCESS) budget::remember_block(static_cast<std::uintptr_t>(*out), device_, path, bytes);
     return result;
   }

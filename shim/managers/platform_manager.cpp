@@ -10,9 +10,10 @@
 namespace gpumem::shim {
 
 CUresult PlatformManager::do_allocate(CUdeviceptr* out, std::size_t bytes) {
-  const CUresult result = budget::charged(device(), BudgetPath::driver, bytes, "cuMemAlloc", [&] {
-    return count_path(count_driver_alloc(real_driver().cuMemAlloc_v2(out, bytes)), AllocationPath::driver, bytes);
-  });
+  const CUresult result = budget::charged(
+      device(), BudgetPath::driver, bytes, "cuMemAlloc",
+      [&] { return count_path(count_driver_alloc(real_driver().cuMemAlloc_v2(out, bytes)), AllocationPath::driver, bytes); },
+      [&] { real_driver().cuMemFree_v2(*out); });
   return result == CUDA_SUCCESS ? track_alloc(result, *out, bytes) : result;  // *out read after the call
 }
 

@@ -10,6 +10,7 @@
 #include "driver/real_driver.h"
 #include "exports/export_table.h"
 #include "base/log.h"
+#include "checked_size.h"
 #include "piece_layout.h"
 
 namespace gpumem::shim {
@@ -23,7 +24,10 @@ CUmemAllocationProp device_memory(CUdevice device) {
   return prop;
 }
 
-std::size_t round_up_to(std::size_t bytes, std::size_t unit) { return (bytes + unit - 1) / unit * unit; }
+// Rounded up to whole `unit`s; where that does not fit, rounded down instead.
+std::size_t round_up_to(std::size_t bytes, std::size_t unit) {
+  return checked_round_up(bytes, unit).value_or(bytes / unit * unit);
+}
 
 CUmemAccessDesc read_write_for(CUdevice device) {
   CUmemAccessDesc access{};
@@ -64,7 +68,7 @@ VmmRegionSource::VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::
     : device_(device),
       granule_(granularity),
       largest_piece_(lends_granules ? granularity : largest_piece_for(limit_bytes, granularity)),
-      range_bytes_(round_up_to(kRangeLimits * limit_bytes, granularity)) {}
+      range_bytes_(round_up_to(saturating_mul(kRangeLimits, limit_bytes), granularity)) {}
 
 std::size_t VmmRegionSource::index_containing(std::uintptr_t address) const noexcept {
   auto found = std::upper_bound(mappings_.begin(), mappings_.end(), address,

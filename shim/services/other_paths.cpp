@@ -8,6 +8,7 @@
 #include "base/fork_safe_lock.h"
 #include "budget/budgets.h"
 #include "budget/vmm_ledger.h"
+#include "checked_size.h"
 #include "services/other_paths.h"
 #include "driver/real_driver.h"
 #include "managers/context_registry.h"
@@ -47,12 +48,16 @@ std::size_t format_bytes(CUarray_format format) {
 
 // The bytes an array of this shape holds, when the driver cannot say (no
 // cuArrayGetMemoryRequirements before CUDA 11.6): its elements, without the driver's padding.
+// A shape past 2^64 bytes saturates: no budget fits it, so it is refused before the driver is asked.
 std::size_t estimated_bytes(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned int levels) {
   std::size_t total = 0;
   std::size_t width = std::max<std::size_t>(d.Width, 1), height = std::max<std::size_t>(d.Height, 1),
               depth = std::max<std::size_t>(d.Depth, 1);
+  const std::size_t element = saturating_mul<std::size_t>(d.NumChannels, format_bytes(d.Format));
   for (unsigned int level = 0; level < std::max(levels, 1u); ++level) {
-    total += width * height * depth * d.NumChannels * format_bytes(d.Format);
+    const std::size_t level_bytes =
+        saturating_mul(saturating_mul(saturating_mul(width, height), depth), element);
+    total = saturating_add(total, level_bytes);
     width = std::max<std::size_t>(width / 2, 1);
     height = std::max<std::size_t>(height / 2, 1);
     depth = std::max<std::size_t>(depth / 2, 1);
@@ -70,23 +75,26 @@ CUresult create_array_charged(Handle* handle, CUdevice device, std::size_t estim
                               Create&& create, ExactBytes&& exact_bytes, Destroy&& destroy) {
   // The first path to charge a device makes its budget.
   if (handle == nullptr || device < 0 || budget::of_device(device) == nullptr) return create();
-  if (!budget::charge(device, BudgetPath::arrays, estimate, call)) return CUDA_ERROR_OUT_OF_MEMORY;
+  // A shape beyond the whole device is the driver's to refuse (budgets.h, beyond_device): nothing is
+  // charged before it answers.
+  const std::size_t charged = budget::beyond_device(device, estimate) ? 0 : estimate;
+  if (charged > 0 && !budget::charge(device, BudgetPath::arrays, charged, call)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult created = create();
-  budget::answered(device, estimate);
+  if (charged > 0) budget::answered(device, charged);
   if (created != CUDA_SUCCESS) {
-    budget::refund(device, BudgetPath::arrays, estimate);
+    if (charged > 0) budget::refund(device, BudgetPath::arrays, charged);
     return created;
   }
   const std::size_t bytes = exact_bytes(*handle);
-  const bool padding_charged = bytes <= estimate || budget::charge(device, BudgetPath::arrays, bytes - estimate, call);
-  if (bytes > estimate && padding_charged) budget::answered(device, bytes - estimate);  // on the device already
+  const bool padding_charged = bytes <= charged || budget::charge(device, BudgetPath::arrays, bytes - charged, call);
+  if (bytes > charged && padding_charged) budget::answered(device, bytes - charged);  // on the device already
   if (!padding_charged) {
     destroy(*handle);
     *handle = nullptr;
-    budget::refund(device, BudgetPath::arrays, estimate);
+    if (charged > 0) budget::refund(device, BudgetPath::arrays, charged);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  if (bytes < estimate) budget::refund(device, BudgetPath::arrays, estimate - bytes);
+  if (bytes < charged) budget::refund(device, BudgetPath::arrays, charged - bytes);
   budget::remember_block(reinterpret_cast<std::uintptr_t>(*handle), device, BudgetPath::arrays, bytes);
   return CUDA_SUCCESS;
 }
@@ -121,8 +129,9 @@ CUresult mem_create(CUmemGenericAllocationHandle* handle, size_t size, const CUm
     return driver.cuMemCreate(handle, size, prop, flags);
   }
   const CUdevice device = prop->location.id;
-  const CUresult result = budget::charged(device, BudgetPath::vmm, size, "cuMemCreate",
-                                         [&] { return driver.cuMemCreate(handle, size, prop, flags); });
+  const CUresult result = budget::charged(
+      device, BudgetPath::vmm, size, "cuMemCreate", [&] { return driver.cuMemCreate(handle, size, prop, flags); },
+      [&] { driver.cuMemRelease(*handle); });
   if (result == CUDA_SUCCESS && budget::existing(device) != nullptr) {
     with_vmm_ledger([&](VmmLedger& ledger) { ledger.created(*handle, device, size); });
   }
@@ -186,8 +195,9 @@ CUresult mem_alloc_managed(CUdeviceptr* dptr, size_t bytes, unsigned int flags) 
   // it, and where a device without concurrent managed access must find room for all of it.
   const CUdevice device = budget::current_device();
   if (dptr == nullptr || bytes == 0 || device < 0) return driver.cuMemAllocManaged(dptr, bytes, flags);
-  const CUresult result = budget::charged(device, BudgetPath::managed, bytes, "cuMemAllocManaged",
-                                         [&] { return driver.cuMemAllocManaged(dptr, bytes, flags); });
+  const CUresult result = budget::charged(
+      device, BudgetPath::managed, bytes, "cuMemAllocManaged", [&] { return driver.cuMemAllocManaged(dptr, bytes, flags); },
+      [&] { driver.cuMemFree_v2(*dptr); });
   if (result == CUDA_SUCCESS) budget::remember_block(static_cast<std::uintptr_t>(*dptr), device, BudgetPath::managed, bytes);
   return result;
 }

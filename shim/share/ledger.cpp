@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "base/fork_safe_lock.h"
+#include "checked_size.h"
 #include "base/log.h"
 #include "share/share_dir.h"
 
@@ -97,8 +98,6 @@ void read_comm(char (&comm)[16]) {
   }
 }
 
-std::uint64_t clamp_sub(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
-
 std::atomic_ref<std::uint64_t> word(std::uint64_t& field) { return std::atomic_ref<std::uint64_t>(field); }
 
 }  // namespace
@@ -171,7 +170,7 @@ void Member::publish(View& view) noexcept {
   header_->members = view.count;
   const Share& own = view.shares[view.self];
   const std::uint64_t held = own_slot_->held;
-  own_slot_->peak_borrowed = std::max(own_slot_->peak_borrowed, clamp_sub(held, own.guarantee));
+  own_slot_->peak_borrowed = std::max(own_slot_->peak_borrowed, saturating_sub(held, own.guarantee));
   own_slot_->given_back_bytes = given_back_.load(std::memory_order_relaxed);
   own_slot_->refusals = refusals_after_wait_.load(std::memory_order_relaxed);
   guarantee_.store(own.guarantee, std::memory_order_relaxed);
@@ -203,7 +202,7 @@ bool Member::locked(std::uint64_t deadline_ns, Change&& change) noexcept {
     if ((generation & 1) != 0) ++generation;  // a member died inside an update: what it left is clamped as read
     word(header_->generation).store(generation + 1, std::memory_order_release);
     if (const std::uint64_t pending = pending_give_back_.exchange(0, std::memory_order_relaxed)) {
-      own_slot_->held = clamp_sub(own_slot_->held, pending);
+      own_slot_->held = saturating_sub(own_slot_->held, pending);
     }
     change(*view_storage());
     word(header_->generation).store(generation + 2, std::memory_order_release);
@@ -228,9 +227,9 @@ void Member::note_device_free(const FreeReading& reading, std::uint64_t now_ns) 
     reserving += std::min(word(slot.reserving).load(std::memory_order_relaxed), own);
     if (&slot != own_slot_ && (slot.active_until_ns > now_ns || slot.waiting_bytes != 0)) others_idle = false;
   }
-  const std::uint64_t missing = clamp_sub(device_total_, std::min(reading.free, device_total_));
-  const std::uint64_t at_least = clamp_sub(missing, held);
-  const std::uint64_t at_most = std::min(clamp_sub(missing, clamp_sub(held, reserving)), device_total_);
+  const std::uint64_t missing = saturating_sub(device_total_, std::min(reading.free, device_total_));
+  const std::uint64_t at_least = saturating_sub(missing, held);
+  const std::uint64_t at_most = std::min(saturating_sub(missing, saturating_sub(held, reserving)), device_total_);
   // Coherent: no member changed the ledger between the reading and this visit, so `held` is what it
   // was when the driver answered (a holding given back meanwhile would make the reading look high).
   const bool coherent = reading.generation == generation_at_visit_;
@@ -267,7 +266,7 @@ void Member::note_device_free(const FreeReading& reading, std::uint64_t now_ns) 
 void Member::answered(std::uint64_t bytes) noexcept {
   auto reserving = word(own_slot_->reserving);
   std::uint64_t now = reserving.load(std::memory_order_relaxed);
-  while (!reserving.compare_exchange_weak(now, clamp_sub(now, bytes), std::memory_order_relaxed)) {
+  while (!reserving.compare_exchange_weak(now, saturating_sub(now, bytes), std::memory_order_relaxed)) {
   }
 }
 
@@ -275,12 +274,12 @@ Outcome Member::try_take(View& view, std::uint64_t now_ns, std::uint64_t bytes) 
   compute(view, now_ns);
   const Claim& own = view.claims[view.self];
   const Share& share = view.shares[view.self];
-  if (own.held + bytes <= share.allowance && view.summary.held + bytes <= view.capacity) {
+  if (fits_under(own.held, bytes, share.allowance) && fits_under(view.summary.held, bytes, view.capacity)) {
     own_slot_->held += bytes;
     word(own_slot_->reserving).fetch_add(bytes, std::memory_order_relaxed);  // until answered()
     return Outcome::reserved;
   }
-  return own.held + bytes <= share.guarantee ? Outcome::within_guarantee : Outcome::refused;
+  return fits_under(own.held, bytes, share.guarantee) ? Outcome::within_guarantee : Outcome::refused;
 }
 
 Reservation Member::reserve(std::uint64_t bytes, std::optional<FreeReading> device_free) noexcept {
@@ -354,7 +353,7 @@ void Member::give_back(std::uint64_t bytes) noexcept {
   std::uint64_t held_before = 0;
   const bool done = locked(monotonic_ns() + kGiveBackPatienceNs, [&](View& view) {
     held_before = own_slot_->held;
-    own_slot_->held = clamp_sub(own_slot_->held, bytes);
+    own_slot_->held = saturating_sub(own_slot_->held, bytes);
     // What goes back was on the device: never more reserving than held (answered() may race this).
     auto reserving = word(own_slot_->reserving);
     std::uint64_t now = reserving.load(std::memory_order_relaxed);
@@ -366,7 +365,7 @@ void Member::give_back(std::uint64_t bytes) noexcept {
   });
   if (!done) {
     pending_give_back_.fetch_add(bytes, std::memory_order_relaxed);  // applied at the next visit
-    held_.store(clamp_sub(held_.load(std::memory_order_relaxed), bytes), std::memory_order_relaxed);
+    held_.store(saturating_sub(held_.load(std::memory_order_relaxed), bytes), std::memory_order_relaxed);
   } else if (bytes > held_before && !underflow_reported_.exchange(true, std::memory_order_relaxed)) {
     log::at(LogLevel::warn, "device {}: {} bytes given back to the ledger \"{}\", which held only {} for this "
             "process; its holding stays at 0 (reported once)", device_, bytes, path_, held_before);
@@ -375,7 +374,7 @@ void Member::give_back(std::uint64_t bytes) noexcept {
 
 void Member::force_reserve(std::uint64_t bytes) noexcept {
   locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
-    own_slot_->held = std::min(own_slot_->held + std::min(bytes, device_total_), device_total_);
+    own_slot_->held = std::min(saturating_add(own_slot_->held, bytes), device_total_);
     compute(view, monotonic_ns());
     publish(view);
   });
@@ -393,7 +392,7 @@ void Member::reclaim_served(std::uint64_t given) noexcept {
   locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
     auto request = word(own_slot_->reclaim_request);
     const std::uint64_t asked = request.load(std::memory_order_relaxed);
-    request.store(reclaim_current() ? clamp_sub(asked, given) : 0, std::memory_order_relaxed);
+    request.store(reclaim_current() ? saturating_sub(asked, given) : 0, std::memory_order_relaxed);
     compute(view, monotonic_ns());
     publish(view);
   });

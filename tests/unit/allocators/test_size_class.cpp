@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "bfc_arena.h"
+#include "checked_size.h"
 #include "size_class.h"
 
 using namespace gpumem;
@@ -52,4 +53,22 @@ TEST_CASE("status names are stable", "[status]") {
   CHECK(std::string(to_string(Status::not_owned)) == "not_owned");
   CHECK(std::string(to_string(Status::double_free)) == "double_free");
   CHECK(std::string(to_string(Status::invalid_argument)) == "invalid_argument");
+}
+
+TEST_CASE("checked sizes: sums, products and roundings past 2^64 are refused, never wrapped", "[checked]") {
+  constexpr std::size_t kMax = SIZE_MAX;
+  STATIC_REQUIRE(gpumem::checked_add<std::size_t>(kMax - 1, 1) == kMax);
+  STATIC_REQUIRE(!gpumem::checked_add<std::size_t>(kMax, 1));
+  STATIC_REQUIRE(!gpumem::checked_mul<std::size_t>(std::size_t{1} << 32, std::size_t{1} << 32));
+  STATIC_REQUIRE(gpumem::checked_mul<std::size_t>(std::size_t{1} << 31, std::size_t{1} << 32) == std::size_t{1} << 63);
+  STATIC_REQUIRE(gpumem::checked_round_up<std::size_t>(513, 512) == 1024);
+  STATIC_REQUIRE(gpumem::checked_round_up<std::size_t>(1024, 512) == 1024);
+  STATIC_REQUIRE(!gpumem::checked_round_up<std::size_t>(kMax - 3, 512));
+  STATIC_REQUIRE(gpumem::checked_round_up<std::size_t>(0, 512) == 0);
+  STATIC_REQUIRE(gpumem::fits_under<std::size_t>(10, 90, 100));
+  STATIC_REQUIRE(!gpumem::fits_under<std::size_t>(10, 91, 100));
+  STATIC_REQUIRE(!gpumem::fits_under<std::size_t>(10, kMax - 3, 100));  // 10 + (2^64 - 4) wraps to 6
+  STATIC_REQUIRE(gpumem::saturating_sub<std::size_t>(3, 5) == 0);
+  STATIC_REQUIRE(gpumem::saturating_add<std::size_t>(kMax, 5) == kMax);
+  STATIC_REQUIRE(gpumem::saturating_mul<std::size_t>(kMax, 2) == kMax);
 }

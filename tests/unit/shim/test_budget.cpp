@@ -51,6 +51,23 @@ TEST_CASE("budget: force_charge may pass the limit and says so", "[budget]") {
   CHECK_FALSE(budget.over_limit());
 }
 
+TEST_CASE("budget: charges and refunds near 2^64 saturate instead of wrapping", "[budget]") {
+  DeviceBudget budget;
+  budget.set_limit(1000);
+  REQUIRE(budget.try_charge(BudgetPath::arena, 10));
+  CHECK_FALSE(budget.try_charge(BudgetPath::driver, static_cast<std::size_t>(-4)));
+  CHECK_FALSE(budget.try_charge(BudgetPath::driver, std::size_t{1} << 63));
+  CHECK(budget.charged() == 10);
+  budget.force_charge(BudgetPath::arrays, static_cast<std::size_t>(-1));  // over the limit, not back to 9
+  CHECK(budget.over_limit());
+  CHECK(budget.charged() == static_cast<std::size_t>(-1));
+  budget.refund(BudgetPath::arrays, static_cast<std::size_t>(-1));
+  budget.refund(BudgetPath::arena, 20);  // more than charged: 0, not 2^64 - 10
+  CHECK(budget.charged() == 0);
+  CHECK(budget.charged(BudgetPath::arena) == 0);
+  CHECK(budget.available() == 1000);
+}
+
 TEST_CASE("budget: concurrent charges never pass the limit", "[budget]") {
   DeviceBudget budget;
   budget.set_limit(10'000);

@@ -351,6 +351,23 @@ TEST_CASE("ledger: join, reserve within the allowance, give back", "[share][ledg
   CHECK(member->figures().ledger_updates == updates);
 }
 
+TEST_CASE("ledger: sizes near 2^64 are refused and leave the holding as it was", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  std::string error;
+  Member* member = join(request_in(dir), error);
+  INFO(error);
+  REQUIRE(member != nullptr);
+  REQUIRE(member->reserve(1 * GiB, std::nullopt).outcome == Outcome::reserved);
+  member->answered(1 * GiB);
+  // held + bytes wraps past 2^64 to less than the allowance: it must not be taken for a fit.
+  for (const std::uint64_t bytes : {UINT64_MAX, UINT64_MAX - 3, UINT64_MAX - GiB + 1, std::uint64_t{1} << 63}) {
+    CHECK(member->reserve(bytes, std::nullopt).outcome == Outcome::refused);
+    CHECK(member->terms().held == 1 * GiB);
+  }
+  member->force_reserve(UINT64_MAX);  // saturates at the device, never wraps below what is held
+  CHECK(member->terms().held == 16 * GiB);
+}
+
 TEST_CASE("ledger: memory reserved but not yet from the driver leaves the estimate of the rest alone",
           "[share][ledger]") {
   const std::string dir = temporary_dir();
