@@ -3,19 +3,19 @@
 //
 // Exit status: 0 done; 1 the trace cannot be read or is malformed; 2 a usage error (an argument or
 // environment variable). Every error is one line on stderr starting with "gpumem-replay: ".
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <iterator>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -281,32 +281,39 @@ std::string policy_error(std::string message) {
   return fmt::format("{}: {}", kProgram, message);
 }
 
+// The whole file (or standard input) in one string, read once: the trace's text is the largest thing
+// the tool holds besides its rows, so it is never copied.
 std::optional<std::string> read_all(const std::string& path, std::string& error) {
-  std::ostringstream buffer;
-  if (path == "-") {
-    buffer << std::cin.rdbuf();
-    if (std::cin.bad()) {
-      error = "cannot read standard input";
-      return std::nullopt;
+  const bool standard_input = path == "-";
+  const int fd = standard_input ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  const auto fail = [&](int number) -> std::optional<std::string> {
+    error = standard_input ? fmt::format("cannot read standard input: {}", std::strerror(number))
+                           : fmt::format("cannot read {}: {}", gpumem::quote_value(path), std::strerror(number));
+    if (!standard_input && fd >= 0) ::close(fd);
+    return std::nullopt;
+  };
+  if (fd < 0) return fail(errno);
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) return fail(errno);
+  if (S_ISDIR(info.st_mode)) return fail(EISDIR);
+  if (!standard_input && !S_ISREG(info.st_mode)) return fail(EINVAL);  // a FIFO or a device: never waited on
+  std::string text;
+  if (S_ISREG(info.st_mode) && info.st_size > 0) text.reserve(static_cast<std::size_t>(info.st_size));
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  while (true) {
+    const std::size_t at = text.size();
+    text.resize(at + kChunk);
+    const ssize_t got = ::read(fd, text.data() + at, kChunk);
+    if (got < 0 && errno == EINTR) {
+      text.resize(at);
+      continue;
     }
-    return buffer.str();
+    if (got < 0) return fail(errno);
+    text.resize(at + static_cast<std::size_t>(got));
+    if (got == 0) break;
   }
-  std::error_code status_error;
-  if (std::filesystem::is_directory(path, status_error)) {
-    error = fmt::format("cannot read {}: {}", gpumem::quote_value(path), std::strerror(EISDIR));
-    return std::nullopt;
-  }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    error = fmt::format("cannot read {}: {}", gpumem::quote_value(path), std::strerror(errno));
-    return std::nullopt;
-  }
-  buffer << file.rdbuf();
-  if (file.bad()) {
-    error = fmt::format("cannot read {}: {}", gpumem::quote_value(path), std::strerror(errno));
-    return std::nullopt;
-  }
-  return buffer.str();
+  if (!standard_input) ::close(fd);
+  return text;
 }
 
 std::string human_bytes(std::size_t bytes) {
@@ -334,14 +341,16 @@ std::string_view source_name(const Setup& setup) {
 }
 
 // Chooses the device, the limit and the arena options; or a usage error.
+// `rows`, every row of the trace on entry, keeps those of the chosen device.
 std::optional<Failure> choose_setup(const Arguments& arguments, const gpumem::Policy& policy,
-                                    const std::vector<TraceRecord>& records, std::vector<TraceRecord>& rows,
-                                    Setup& setup) {
-  setup.device = arguments.device.value_or(records.empty() ? 0 : records.front().device);
-  rows = gpumem::replay::rows_of_device(records, setup.device);
-  if (rows.empty() && !records.empty()) {
-    std::set<int> devices;
-    for (const TraceRecord& record : records) devices.insert(record.device);
+                                    std::vector<TraceRecord>& rows, Setup& setup) {
+  setup.device = arguments.device.value_or(rows.empty() ? 0 : rows.front().device);
+  std::set<int> devices;
+  if (arguments.device) {
+    for (const TraceRecord& record : rows) devices.insert(record.device);
+  }
+  gpumem::replay::keep_rows_of_device(rows, setup.device);
+  if (rows.empty() && !devices.empty()) {
     std::string list;
     for (const int device : devices) list += fmt::format("{}{}", list.empty() ? "" : ", ", device);
     return Failure{kExitUsage, fmt::format("{}: --device {}: expected a device the trace has rows for ({})",
@@ -498,27 +507,28 @@ int run(const std::vector<std::string_view>& args) {
   }
 
   std::string read_error;
-  const std::optional<std::string> text = read_all(arguments.trace_path, read_error);
+  std::optional<std::string> text = read_all(arguments.trace_path, read_error);
   if (!text) {
     fmt::print(stderr, "{}: {}\n", kProgram, read_error);
     return kExitTrace;
   }
   gpumem::replay::TraceParseResult parsed = gpumem::replay::parse_trace(*text);
+  text.reset();  // the rows hold what the replay needs
   if (!parsed.trace) {
     fmt::print(stderr, "{}: {}: {}\n", kProgram, arguments.trace_path == "-" ? "standard input" : arguments.trace_path,
                parsed.error);
     return kExitTrace;
   }
-  const std::vector<TraceRecord>& records = parsed.trace->records;
+  std::vector<TraceRecord> rows = std::move(parsed.trace->records);
+  const std::size_t trace_rows = rows.size();
   if (parsed.trace->torn_rows > 0) {
     fmt::print(stderr, "{}: note: {}: line {}, the last, is cut short (the traced process was killed while "
                "writing it?); skipped\n", kProgram, arguments.trace_path == "-" ? "standard input" : arguments.trace_path,
                parsed.trace->torn_line);
   }
 
-  std::vector<TraceRecord> rows;
   Setup setup;
-  if (const std::optional<Failure> failure = choose_setup(arguments, *policy.policy, records, rows, setup)) {
+  if (const std::optional<Failure> failure = choose_setup(arguments, *policy.policy, rows, setup)) {
     fmt::print(stderr, "{}\n", failure->message);
     return failure->status;
   }
@@ -530,7 +540,7 @@ int run(const std::vector<std::string_view>& args) {
   if (arguments.json) {
     print_json(setup, result, parsed.trace->torn_rows, arguments.min_limit, min_limit);
   } else {
-    print_text(arguments, setup, rows.size(), records.size(), parsed.trace->torn_rows, result, min_limit);
+    print_text(arguments, setup, rows.size(), trace_rows, parsed.trace->torn_rows, result, min_limit);
   }
   std::fflush(stdout);
   if (std::ferror(stdout)) {

@@ -211,6 +211,10 @@ std::vector<TraceRecord> rows_of_device(std::span<const TraceRecord> records, in
   return rows;
 }
 
+void keep_rows_of_device(std::vector<TraceRecord>& records, int device) {
+  std::erase_if(records, [device](const TraceRecord& record) { return record.device != device; });
+}
+
 ReplayResult replay(std::span<const TraceRecord> rows, const ReplayOptions& options) {
   return run_arena(rows, options, false);
 }

@@ -72,6 +72,8 @@ struct ReplayResult {
 
 // The rows of `device`, in order.
 std::vector<TraceRecord> rows_of_device(std::span<const TraceRecord> records, int device);
+// The same in place: `records` keeps the rows of `device` alone (no copy of a large trace).
+void keep_rows_of_device(std::vector<TraceRecord>& records, int device);
 
 // Replays `rows` (all of them: filter by device first) into a fresh arena.
 ReplayResult replay(std::span<const TraceRecord> rows, const ReplayOptions& options);

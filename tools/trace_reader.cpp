@@ -1,6 +1,7 @@
 // The trace reader: RMM's replay-log CSV and gpumem's GPUMEM_TRACE.
 #include "trace_reader.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -246,6 +247,8 @@ TraceParseResult parse_trace(std::string_view text) {
   TraceParseResult result;
   std::optional<Header> header;
   Trace trace;
+  // One record a line, room made once: a large trace's rows are most of what the tool holds.
+  trace.records.reserve(static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')));
   std::size_t line_number = 0;
   std::size_t start = 0;
   while (start < text.size()) {
@@ -255,27 +258,21 @@ TraceParseResult parse_trace(std::string_view text) {
     start = end + 1;
     ++line_number;
     if (trim_blanks(line).empty()) continue;
-    // Every writer ends its lines; a last one without its end that does not read was cut short.
-    const bool torn_if_unreadable = newline == std::string_view::npos;
-    if (!header) {
-      header = parse_header(line, line_number, result.error);
-      if (header) continue;
-      if (!torn_if_unreadable) return result;
-      result.error.clear();
+    // Every writer ends its lines: a last line without its end was cut short (a killed writer), even
+    // where it still reads as a row: a size of 4096 cut after "40" reads as 40.
+    if (newline == std::string_view::npos) {
       trace.torn_rows = 1;
       trace.torn_line = line_number;
       break;
     }
-    std::optional<TraceRecord> record = parse_row(*header, line, line_number, result.error);
-    if (record) {
-      trace.records.push_back(*record);
-    } else if (torn_if_unreadable) {
-      result.error.clear();
-      trace.torn_rows = 1;
-      trace.torn_line = line_number;
-    } else {
+    if (!header) {
+      header = parse_header(line, line_number, result.error);
+      if (header) continue;
       return result;
     }
+    std::optional<TraceRecord> record = parse_row(*header, line, line_number, result.error);
+    if (!record) return result;
+    trace.records.push_back(*record);
   }
   if (!header) {
     result.error = fmt::format("line {}: expected a header line naming the columns {}, got an empty trace",

@@ -35,15 +35,16 @@ enum class TraceAction : std::uint8_t { allocate, free, allocate_failure };
 
 std::string_view to_string(TraceAction action);
 
+// Fields ordered so that nothing is padded: a large trace holds millions of these.
 struct TraceRecord {
   std::size_t line = 0;  // 1-based line number in the file
   std::uint64_t thread = 0;
   double time = 0.0;     // seconds (since the epoch, or since midnight for RMM's time of day)
-  TraceAction action = TraceAction::allocate;
   std::uintptr_t pointer = 0;
   std::size_t size = 0;
   std::uintptr_t stream = 0;
   int device = 0;
+  TraceAction action = TraceAction::allocate;
   std::optional<std::size_t> reserved;  // absent column or empty field: nullopt
   std::optional<std::size_t> limit;
 };

@@ -466,8 +466,9 @@ class OutputFailures(ObserveTestCase):
             torn_path = self.path("torn.csv")
             with open(torn_path, "wb") as f:
                 f.write(whole[:cut])
-            replayed = t.run([replay_tool(), torn_path], preload=False, sim=False)
+            replayed = t.run([replay_tool(), "--json", torn_path], preload=False, sim=False)
             self.assertEqual(replayed.returncode, 0, replayed.describe())
+            self.assertEqual(json.loads(replayed.stdout)["torn_rows"], 1, replayed.describe())
 
 
 class CApi(ObserveTestCase):
