@@ -57,6 +57,15 @@ std::vector<CUcontext> forget(CUcontext context) {
   return affected;
 }
 
+std::vector<CUcontext> contexts_with_access(CUcontext peer) {
+  std::vector<CUcontext> contexts;
+  const auto lock = lock_table();
+  for (const Link& link : links()) {
+    if (link.peer == peer) contexts.push_back(link.accessor);  // no (accessor, peer) pair twice
+  }
+  return contexts;
+}
+
 std::vector<CUdevice> devices_with_access(CUcontext peer) {
   std::vector<CUdevice> devices;
   const auto lock = lock_table();

@@ -18,6 +18,8 @@ void disabled(CUcontext accessor, CUcontext peer);
 // `context` is gone, and with it every access to and from it (the driver ends peer access with either
 // context). Returns the contexts whose memory it could access: their arenas must follow the table again.
 std::vector<CUcontext> forget(CUcontext context);
+// The contexts that enabled peer access to `peer`, each once.
+std::vector<CUcontext> contexts_with_access(CUcontext peer);
 // The devices that may access `peer`'s memory now, each once.
 std::vector<CUdevice> devices_with_access(CUcontext peer);
 // The other devices that can access `device`'s memory at all (cuDeviceCanAccessPeer): where memory

@@ -1,6 +1,8 @@
 // The registry of contexts and their memory managers.
 #include "managers/context_registry.h"
 
+#include "context/context_sync.h"
+
 
 #include <algorithm>
 #include <memory>
@@ -216,17 +218,6 @@ void ContextRegistry::log_live_summaries() const noexcept {
       log_summary(*manager, /*never_wait=*/true);
     }
   }
-}
-
-CUcontext ContextRegistry::active_primary_context(CUdevice device) {
-  const RealDriver& driver = real_driver();
-  unsigned int flags = 0;
-  int active = 0;
-  if (driver.cuDevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0) return nullptr;
-  CUcontext primary = nullptr;  // retaining an active primary context only names it
-  if (driver.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) return nullptr;
-  driver.cuDevicePrimaryCtxRelease_v2(device);
-  return primary;
 }
 
 void ContextRegistry::forget_primary_context(CUdevice device) {

@@ -52,9 +52,6 @@ class ContextRegistry {
   }
   // The registry if some hook has reached it in this process, else null (never creates it).
   static const ContextRegistry* existing() noexcept;
-  // The device's primary context if it is active (naming it leaves its reference count as it was),
-  // else null.
-  static CUcontext active_primary_context(CUdevice device);
 
  private:
   struct Slot {

@@ -11,6 +11,7 @@
 #include "base/refusal_limiter.h"
 #include "base/trace_log.h"
 #include "checked_size.h"
+#include "context/context_sync.h"
 #include "context/pitch.h"
 #include "driver/real_driver.h"
 #include "context/stream_domain.h"
@@ -298,25 +299,7 @@ CUresult MemoryManager::synchronize_for_reuse() {
   return synced;
 }
 
-CUresult MemoryManager::synchronize_context() const {
-  const RealDriver& driver = real_driver();
-  CUcontext current = nullptr;
-  if (driver.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == context_) {
-    return driver.cuCtxSynchronize();
-  }
-  if (driver.cuCtxSynchronize_v2 != nullptr) return driver.cuCtxSynchronize_v2(context_);
-  // cuCtxSynchronize waits for the current context only: make ours current for the call, or the
-  // caller would resolve our fences after waiting for another context's work.
-  if (driver.cuCtxPushCurrent_v2 == nullptr || driver.cuCtxPopCurrent_v2 == nullptr) {
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
-  const CUresult pushed = driver.cuCtxPushCurrent_v2(context_);
-  if (pushed != CUDA_SUCCESS) return pushed;
-  const CUresult result = driver.cuCtxSynchronize();
-  CUcontext popped = nullptr;
-  driver.cuCtxPopCurrent_v2(&popped);
-  return result;
-}
+CUresult MemoryManager::synchronize_context() const { return shim::synchronize_context(context_); }
 
 CUresult MemoryManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width_bytes,
                                           std::size_t height, unsigned int element_size_bytes) {

@@ -8,8 +8,12 @@
 // block's the descriptors of its pieces: the importer imports the block (pool_blocks.h,
 // vmm_blocks.h) once, counts opens itself and gives the import back at the last close.
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "base/fork_safe_lock.h"
+#include "context/capture_state.h"
+#include "context/context_sync.h"
 #include "driver/real_driver.h"
 #include "exports/export_table.h"
 #include "exports/ipc_token.h"
@@ -32,6 +36,8 @@ struct OpenedBlock {
   std::uint64_t opens = 0;
   ipc::Token token{};        // a pool or VMM block's, to hand out the same pointer when it is opened again
   ipc::ImportedSpan span{};  // a VMM block's mapping
+  CUcontext context = nullptr;  // a pool block's: the context that imported it, and its device
+  CUdevice device = 0;
 };
 std::unordered_map<CUdeviceptr, OpenedBlock>& opened_blocks() {
   static auto* blocks = new std::unordered_map<CUdeviceptr, OpenedBlock>;  // leaked: nothing runs at exit
@@ -129,6 +135,8 @@ CUresult open_imported_block(CUdeviceptr* dptr, const ipc::Token& token, const i
     result = ipc::import_vmm_block(token, block, record.span, &imported);
   } else {
     record.kind = OpenedBlock::Kind::pool;
+    record.context = current;
+    if (driver.cuCtxGetDevice(&record.device) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_CONTEXT;
     result = ipc::import_pool_block(token, block, &imported);
   }
   if (result != CUDA_SUCCESS) return result;
@@ -205,6 +213,45 @@ CUresult ipc_open_mem_handle(CUdeviceptr* dptr, CUipcMemHandle handle, unsigned 
   return CUDA_SUCCESS;
 }
 
+namespace {
+
+// Imports whose last close came while a graph capture was under way: the wait their free needs is a
+// context synchronisation, which the driver refuses during a capture. Freed at a later close made
+// outside one. Under ProcessLock::opened_blocks.
+std::vector<std::pair<CUdeviceptr, OpenedBlock>>& frees_after_capture() {
+  static auto* pending = new std::vector<std::pair<CUdeviceptr, OpenedBlock>>;  // leaked: nothing runs at exit
+  return *pending;
+}
+
+// Frees an imported pool block once every context that may still read it is done: cuMemFree does not
+// wait for work on other devices' streams, where the driver's close of a mapping waits for all of it
+// (and the block is open to every peer device). With a capture under way, the free waits for a later
+// close.
+CUresult free_pool_import(CUdeviceptr dptr, const OpenedBlock& record) {
+  std::vector<std::pair<CUdeviceptr, OpenedBlock>> due;
+  try {
+    const auto lock = lock_fork_safely(ProcessLock::opened_blocks);
+    auto& pending = frees_after_capture();
+    if (capture_state::active()) {
+      pending.emplace_back(dptr, record);
+      return CUDA_SUCCESS;
+    }
+    due.swap(pending);
+    due.emplace_back(dptr, record);
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUresult result = CUDA_SUCCESS;
+  for (const auto& [ptr, block] : due) {
+    const CUresult waited = synchronize_contexts_reaching(block.context, block.device);
+    const CUresult freed = waited == CUDA_SUCCESS ? real_driver().cuMemFree_v2(ptr) : waited;
+    if (ptr == dptr) result = freed;
+  }
+  return result;
+}
+
+}  // namespace
+
 CUresult ipc_close_mem_handle(CUdeviceptr dptr) {
   const RealDriver& driver = real_driver();
   if (!driver.available || driver.cuIpcCloseMemHandle == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
@@ -240,7 +287,7 @@ CUresult ipc_close_mem_handle(CUdeviceptr dptr) {
       break;
     case OpenedBlock::Kind::pool:  // the import is freed at the last close (not the exporter's block)
       if (!last_close) return CUDA_SUCCESS;
-      result = driver.cuMemFree_v2(dptr);
+      result = free_pool_import(dptr, record);
       break;
     case OpenedBlock::Kind::vmm:  // the mapping is given back at the last close
       if (!last_close) return CUDA_SUCCESS;

@@ -7,6 +7,7 @@
 
 #include "exports/export_table.h"
 #include "context/capture_state.h"
+#include "context/context_sync.h"
 #include "managers/context_registry.h"
 #include "managers/memory_manager.h"
 #include "context/peer_access.h"
@@ -195,7 +196,7 @@ CUresult primary_ctx_release(CUdevice device) {
   if (!driver.available || driver.cuDevicePrimaryCtxRelease_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   const bool can_name = driver.cuDevicePrimaryCtxRetain != nullptr && driver.cuDevicePrimaryCtxGetState != nullptr;
   // Named before the release: once the last reference is gone the context can no longer be named.
-  const CUcontext primary = can_name ? ContextRegistry::active_primary_context(device) : nullptr;
+  const CUcontext primary = can_name ? active_primary_context(device) : nullptr;
   const CUresult result = driver.cuDevicePrimaryCtxRelease_v2(device);
   if (result != CUDA_SUCCESS || primary == nullptr) return result;
   unsigned int flags = 0;

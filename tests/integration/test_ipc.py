@@ -247,6 +247,21 @@ class TensorShare(IpcTestCase):
                 self.assertEqual(holder.wait(timeout=60), 0)
                 holder.stdout.close()
 
+    def test_a_close_waits_for_a_peer_device_still_reading(self):
+        # The driver's close unmaps only once work queued on the mapping is done, on whichever device;
+        # a pool block imported by gpumem (cuda_async) is freed, which must wait as long.
+        for name, preload, env in configurations():
+            with self.subTest(configuration=name):
+                full_env = environment(preload, {**env, "CUDASIM_DEVICES": "2"})
+                exporter = start_waiting_exporter(full_env)
+                handle = key_values(exporter.stdout.readline())["handle"]
+                reader = run([TENSOR, "peer-read", handle], env=full_env, preload=preload)
+                exporter.stdin.close()
+                self.assertEqual(exporter.wait(timeout=60), 0)
+                exporter.stdout.close()
+                self.assertSucceeded(reader)
+                self.assertEqual(key_values(reader.stdout), {"peer_read": "ok"}, reader.describe())
+
     def test_an_importer_without_gpumem_gets_a_clean_error_for_a_pooled_block(self):
         # gpumem's handle of a block inside a region or of a pool is no driver handle: the driver
         # refuses it. An importer under gpumem opens it, whatever its own mode.

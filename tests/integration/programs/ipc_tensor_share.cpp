@@ -15,6 +15,11 @@
 //   export-and-wait   the same, but exits (still without freeing) only once its stdin closes
 //   export-and-reset  exports, resets the device (the context and its memory go), then a fresh
 //                     process opens the handle
+//   peer-read HANDLE  opens a segment handle on device 0, queues on a stream of device 1 (peer access
+//                     enabled) a wait for a host function, then a copy of the tensor out of the
+//                     segment; closes the handle while that copy waits, then lets it run (from another
+//                     thread, 200 ms later) and checks what it copied: a close waits for queued work, as
+//                     the driver's does, so the copy reads the tensor, not unmapped memory
 //   hold HANDLE       opens a segment handle, checks the tensor, waits for its stdin to close (the
 //                     exporter may exit meanwhile), checks the tensor again, closes
 // IPC_SEGMENT_BYTES (bytes, at least the 4 MiB default) sets the size of the segment the producer exports.
@@ -27,9 +32,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ipc_support.h"
@@ -253,6 +261,38 @@ int hold(const std::string& hex) {
   return 0;
 }
 
+std::atomic<bool> g_copy_may_run{false};
+
+void CUDART_CB wait_until_released(void*) {
+  while (!g_copy_may_run.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+int peer_read(const std::string& hex) {
+  cudaIpcMemHandle_t handle{};
+  if (!handle_from_hex(hex, handle, "peer-read")) return 2;
+  CHECK_CUDA(cudaSetDevice(0));
+  void* segment = nullptr;
+  CHECK_CUDA(cudaIpcOpenMemHandle(&segment, handle, cudaIpcMemLazyEnablePeerAccess));
+  CHECK_CUDA(cudaSetDevice(1));
+  CHECK_CUDA(cudaDeviceEnablePeerAccess(0, 0));
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<std::uint8_t> copied(kTensorBytes);
+  CHECK_CUDA(cudaLaunchHostFunc(stream, wait_until_released, nullptr));
+  CHECK_CUDA(cudaMemcpyAsync(copied.data(), offset(segment, kTensorOffset), kTensorBytes, cudaMemcpyDefault, stream));
+  std::thread release([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    g_copy_may_run.store(true);
+  });
+  CHECK_CUDA(cudaSetDevice(0));
+  CHECK_CUDA(cudaIpcCloseMemHandle(segment));
+  release.join();
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  if (copied != pattern(kTensorBytes, 11)) return fail("peer_read");
+  std::printf("peer_read=ok\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -264,9 +304,10 @@ int main(int argc, char** argv) {
   if (role == "export-and-wait" && argc == 2) return export_segment(AfterExport::wait_for_stdin);
   if (role == "export-and-reset" && argc == 2) return export_segment(AfterExport::reset_then_open);
   if (role == "hold" && argc == 3) return hold(argv[2]);
+  if (role == "peer-read" && argc == 3) return peer_read(argv[2]);
   std::fprintf(stderr,
                "usage: %s producer | consumer HANDLE OFFSET BLOCK_HANDLE RANGE_HANDLE RANGE_OFFSET | open HANDLE [N] | "
-               "export-and-exit | export-and-wait | export-and-reset | hold HANDLE\n",
+               "export-and-exit | export-and-wait | export-and-reset | hold HANDLE | peer-read HANDLE\n",
                argv[0]);
   return 2;
 }
