@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -28,6 +29,20 @@ PathFields this_process_fields() {
   return fields;
 }
 
+std::string path_component(std::string_view value) {
+  // Any UTS namespace may name its host "..", "a/b" or worse: an expansion never adds a folder nor
+  // climbs out of one, and never writes a control character into a file name.
+  std::string component;
+  bool dots_only = true;
+  for (const char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    component += c == '/' || byte < 0x20 || byte == 0x7f ? '_' : c;
+    dots_only = dots_only && c == '.';
+  }
+  if (dots_only) component.assign(std::max<std::size_t>(component.size(), 1), '_');  // "", ".", ".."
+  return component;
+}
+
 std::string expand_path(std::string_view pattern, const PathFields& fields) {
   std::string path;
   path.reserve(pattern.size() + 32);
@@ -40,7 +55,7 @@ std::string expand_path(std::string_view pattern, const PathFields& fields) {
         case 'l': path += std::to_string(fields.local_rank); break;
         case '%': path += '%'; break;
         case 'h':
-          for (const char c : fields.host) path += c == '/' ? '_' : c;
+          path += path_component(fields.host);
           break;
         default: path += '%'; continue;
       }

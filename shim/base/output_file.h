@@ -23,9 +23,12 @@ struct PathFields {
 PathFields this_process_fields();
 
 // `pattern` with "%p" replaced by the process id, "%h" by the host name, "%r" by the rank, "%l" by the
-// local rank, and "%%" by "%" (as core_pattern spells them); any other "%" stays as it is. A host name
-// with a "/" in it has it replaced by "_": the name stays one path component.
+// local rank, and "%%" by "%" (as core_pattern spells them); any other "%" stays as it is. The host
+// name is made one harmless path component first (path_component).
 std::string expand_path(std::string_view pattern, const PathFields& fields);
+// `value` as part of one file name: "/" and control characters become "_", and a value of dots alone
+// ("", ".", "..") becomes as many "_" (at least one), so no expansion adds or climbs a folder.
+std::string path_component(std::string_view value);
 
 // True when `pattern` names a different file in each process ("%p" in it).
 bool path_is_per_process(std::string_view pattern);

@@ -459,6 +459,8 @@ Member* Member::join(const JoinRequest& request, std::string& error) noexcept {
       error = fmt::format("GPUMEM_SHARE_DIR: {}", why);
       return nullptr;
     }
+    static std::atomic<bool> fallback_said{false};  // the default taken by another user: said once
+    if (!why.empty() && !fallback_said.exchange(true)) log::at(LogLevel::warn, "GPUMEM_SHARE_DIR: {}", why);
     const std::string path = dir->path + "/" + ledger_file_name(request.uuid);
     const mode_t mode = dir->group ? 0660 : 0600;
     int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);

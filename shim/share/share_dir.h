@@ -1,6 +1,6 @@
 // Where the ledgers live (GPUMEM_SHARE_DIR) and who may join them: a directory of this user (the
-// default, /dev/shm/gpumem-<uid>, made 0700), or a group directory an administrator made (group
-// writable, setgid, not writable by others) whose group this process belongs to. Ledger files found
+// default, /dev/shm/gpumem-<uid>, made 0700) that its group cannot write, or a group directory root
+// made (group writable, setgid, not writable by others) whose group this process belongs to. Ledger files found
 // there are trusted only when they are regular files of the same user, or of the directory's group
 // in a group directory, writable by no one else.
 #pragma once
@@ -23,7 +23,9 @@ struct ShareDir {
 std::string default_share_dir();
 
 // The directory `configured` (empty: the default, created if missing), checked as above. nullopt,
-// with the reason in `why` ("... is a symbolic link", ...), when it may not be used.
+// with the reason in `why` ("... is a symbolic link", ...), when it may not be used. When another user
+// made the default first, $XDG_RUNTIME_DIR/gpumem (made 0700) serves instead, if this user has a
+// runtime directory; `why` then says so, on success too.
 std::optional<ShareDir> open_share_dir(const std::string& configured, std::string& why);
 
 // Whether a ledger file with status `st`, opened in `dir`, may be trusted; else the reason in `why`.

@@ -527,6 +527,54 @@ class TwoUsers(ShareTestCase):
         self.assertEqual(os.stat(ledgers[0]).st_mode & 0o777, 0o660)
         self.assertEqual(os.stat(ledgers[0]).st_gid, self.NOBODY)
 
+    def test_a_default_directory_another_user_made_first_is_not_joined(self):
+        # Anyone may make /dev/shm/gpumem-<uid> first: the process then shares through its runtime
+        # directory, or says in one line that it cannot share.
+        squatted = f"/dev/shm/gpumem-{self.NOBODY}"
+        if os.path.lexists(squatted):  # the other user's own, from an earlier test: set aside meanwhile
+            aside = tempfile.mkdtemp(prefix="gpumem-aside-", dir="/dev/shm")
+            os.rename(squatted, os.path.join(aside, "kept"))
+            self.addCleanup(shutil.rmtree, aside, True)
+            self.addCleanup(os.rename, os.path.join(aside, "kept"), squatted)
+        os.mkdir(squatted, 0o755)  # root's, as another user would leave it
+        self.addCleanup(shutil.rmtree, squatted, True)
+        runtime = tempfile.mkdtemp(prefix="gpumem-runtime-")
+        self.addCleanup(shutil.rmtree, runtime, True)
+        os.chown(runtime, self.NOBODY, self.NOBODY)
+        os.chmod(runtime, 0o700)
+        machine = self.two_user_machine()
+        for env, shares in (({"GPUMEM_SHARE_DIR": ""}, False),
+                            ({"GPUMEM_SHARE_DIR": "", "XDG_RUNTIME_DIR": runtime}, True)):
+            with self.subTest(runtime_dir=shares):
+                outcome = machine.finish(self.as_nobody(machine, "alloc:64x1", env=env))
+                self.assertOk(outcome)
+                self.assertEqual(os.listdir(squatted), [])  # nothing planted in, nothing taken from it
+                lines = [line for line in outcome.err.splitlines() if squatted in line]
+                self.assertEqual(len(lines), 1, outcome.describe())
+                self.assertIn("belongs to uid 0", lines[0])
+                if shares:
+                    self.assertIn(f'sharing through "{runtime}/gpumem" instead', lines[0])
+                    self.assertEqual(outcome.share["members_at_join"], 1, outcome.describe())
+                    self.assertEqual(len(glob.glob(os.path.join(runtime, "gpumem", "gpu-*.ledger"))), 1)
+                else:
+                    self.assertIn("set GPUMEM_SHARE_DIR", lines[0])
+                    self.assertIsNone(outcome.stats["share"])
+
+    def test_a_users_own_group_writable_directory_is_no_group_directory(self):
+        # Only root makes a group directory: one this user made setgid and group writable would let any
+        # member of its group plant a ledger.
+        own = tempfile.mkdtemp(prefix="gpumem-own-group-")
+        self.addCleanup(shutil.rmtree, own, True)
+        os.chown(own, self.NOBODY, self.NOBODY)
+        os.chmod(own, 0o2770)
+        machine = self.two_user_machine(ledger_dir=own)
+        outcome = machine.finish(self.as_nobody(machine, "alloc:64x1"))
+        self.assertOk(outcome)
+        lines = [line for line in outcome.err.splitlines() if "GPUMEM_SHARE=auto, but" in line]
+        self.assertEqual(len(lines), 1, outcome.describe())
+        self.assertIn("no group directory", lines[0])
+        self.assertIsNone(outcome.stats["share"])
+
     def test_another_users_directory_is_refused_with_one_line(self):
         theirs = tempfile.mkdtemp(prefix="gpumem-theirs-")
         self.addCleanup(shutil.rmtree, theirs, True)

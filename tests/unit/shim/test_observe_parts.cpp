@@ -72,6 +72,14 @@ TEST_CASE("output paths: %h the host, %r the rank, %l the local rank", "[observe
   CHECK(expand_path("/job/stats.%h.%r.%l.%p.json", fields) == "/job/stats.gpu-node-3.13.1.99.json");
   CHECK(expand_path("%r%l%%r", fields) == "131%r");
   CHECK(expand_path("%h", {1, "odd/host", 0, 0}) == "odd_host");
+  // A host name any UTS namespace may set never climbs out of the folder named, nor adds one.
+  CHECK(expand_path("/job/%h/stats.json", {1, "..", 0, 0}) == "/job/__/stats.json");
+  CHECK(expand_path("/job/%h/stats.json", {1, ".", 0, 0}) == "/job/_/stats.json");
+  CHECK(expand_path("/job/%h/stats.json", {1, "", 0, 0}) == "/job/_/stats.json");
+  CHECK(expand_path("/job/%h.%h/x", {1, ".", 0, 0}) == "/job/_._/x");
+  CHECK(expand_path("/job/%h", {1, "../../etc/passwd", 0, 0}) == "/job/.._.._etc_passwd");
+  CHECK(expand_path("/job/%h", {1, "a\nb\x1b[2J", 0, 0}) == "/job/a_b_[2J");
+  CHECK(expand_path("/job/x.%h", {1, "..", 0, 0}) == "/job/x.__");
   CHECK(expand_path("rank%r", {1, "h", 0, 0}) == "rank0");  // no launcher: rank 0 of 1
 }
 

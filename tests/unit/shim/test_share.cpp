@@ -312,8 +312,19 @@ TEST_CASE("share directory: the default is made private; unsafe ones are refused
   REQUIRE(mkdir(group.c_str(), 0700) == 0);
   REQUIRE(chmod(group.c_str(), 02770) == 0);
   const auto group_dir = open_share_dir(group, why);
-  REQUIRE(group_dir);
-  CHECK(group_dir->group);
+  if (geteuid() == 0) {  // root made it: a group directory
+    REQUIRE(group_dir);
+    CHECK(group_dir->group);
+  } else {  // this user's own setgid directory is no group directory: its group could plant ledgers
+    CHECK(group_dir == std::nullopt);
+    CHECK_THAT(why, Catch::Contains("no group directory"));
+  }
+  // Group writable without setgid: another member of the group could plant a ledger there.
+  const std::string group_writable = base + "/group-writable";
+  REQUIRE(mkdir(group_writable.c_str(), 0700) == 0);
+  REQUIRE(chmod(group_writable.c_str(), 0770) == 0);
+  CHECK(open_share_dir(group_writable, why) == std::nullopt);
+  CHECK_THAT(why, Catch::Contains("writable by its group") && Catch::Contains("no group directory"));
   CHECK_THAT(default_share_dir(), Catch::Matches("/(dev/shm|tmp)/gpumem-[0-9]+"));
 }
 
