@@ -121,64 +121,128 @@ std::size_t share_cap(CUdevice device, std::size_t total) noexcept {
   }
 }
 
-// Joining a device's ledger, once: 0 not tried, 1 joining (others wait), 2 done (joined or not).
+// Joining a device's ledger: once, or until a process stopped inside an update lets it in.
+enum JoinState : int {
+  kJoinNotTried,
+  kJoining,     // others wait (the first attempt), or go on unshared this once (a retry)
+  kJoinDone,    // joined, or not to be joined
+  kLockedOut,   // the ledger stayed locked: retried every kJoinRetryEveryNs
+};
 std::array<std::atomic<int>, kMaxDevices> g_join_state{};
+std::array<std::atomic<std::uint64_t>, kMaxDevices> g_join_retry_at{};
+// A process locked out of the ledger looks again this often, at its next charge, waiting this long.
+constexpr std::uint64_t kJoinRetryEveryNs = 100'000'000;
+constexpr std::uint64_t kJoinRetryPatienceNs = 10'000'000;
 // Until when (CLOCK_MONOTONIC) a refused charge does not wait again: a wait that ran out is not
 // repeated for every smaller size a caller then tries (the arena's back-off), only after as long again.
 std::array<std::atomic<std::uint64_t>, kMaxDevices> g_no_wait_until{};
 std::array<std::atomic<bool>, kMaxDevices> g_serving_reclaim{};
 thread_local std::uint64_t t_last_share_wait_ms = 0;
 
+// One attempt to join `device`'s ledger, waiting `patience_ns` at most for another process's update.
+share::Member* attempt_join(CUdevice device, std::uint64_t patience_ns, bool& locked_out, std::string& error) noexcept {
+  const RealDriver& driver = real_driver();
+  const Policy& policy = *process_policy().policy;
+  share::JoinRequest request;
+  request.device = device;
+  request.lock_patience_ns = patience_ns;
+  CUuuid uuid{};
+  std::size_t total = 0;
+  locked_out = false;
+  if (driver.cuDeviceGetUuid_v2 == nullptr || driver.cuDeviceGetUuid_v2(&uuid, device) != CUDA_SUCCESS ||
+      driver.cuDeviceTotalMem_v2 == nullptr || driver.cuDeviceTotalMem_v2(&total, device) != CUDA_SUCCESS) {
+    error = "the driver does not say the device's UUID and size";
+    return nullptr;
+  }
+  std::memcpy(request.uuid, uuid.bytes, sizeof request.uuid);
+  request.device_total = total;
+  request.read_device_free = [](int reading_device) { return device_free(reading_device); };
+  request.dir = policy.share_dir;
+  request.weight_milli = policy.share_weight_milli;
+  request.min_bytes = policy.share_min_bytes;
+  request.cap_bytes = share_cap(device, total);
+  share::Member* joined = share::Member::join(request, error, &locked_out);
+  if (joined == nullptr) return nullptr;
+  share::adopt(device, joined);
+  const share::Terms terms = joined->terms();
+  log::at(LogLevel::info, "device {}: sharing the GPU through \"{}\" with {} other process(es): guarantee {} "
+          "bytes, allowance {} bytes (joined in {} us)", device, joined->path(), joined->figures().members_at_join - 1,
+          terms.guarantee, terms.allowance, joined->figures().join_ns / 1000);
+  return joined;
+}
+
 // Joins the ledger of `device`'s GPU when the policy shares it. Never called with a lock held: the
-// ledger takes a fork-safe one. Says once, at warn, why a device is not shared after all.
+// ledger takes a fork-safe one. Says once, at warn, why a device is not shared after all, or not yet.
 share::Member* join_ledger(CUdevice device) noexcept {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   const Policy& policy = *process_policy().policy;
   if (!policy.share) return nullptr;
   std::atomic<int>& state = g_join_state[static_cast<std::size_t>(device)];
-  int expected = 0;
-  if (!state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-    while (state.load(std::memory_order_acquire) == 1) share::sleep_for_ns(100'000);
+  int expected = kJoinNotTried;
+  if (!state.compare_exchange_strong(expected, kJoining, std::memory_order_acq_rel)) {
+    while (state.load(std::memory_order_acquire) == kJoining) share::sleep_for_ns(100'000);
     return share::member(device);
   }
-  const RealDriver& driver = real_driver();
-  share::JoinRequest request;
-  request.device = device;
-  CUuuid uuid{};
-  std::size_t total = 0;
   std::string error;
-  if (driver.cuDeviceGetUuid_v2 == nullptr || driver.cuDeviceGetUuid_v2(&uuid, device) != CUDA_SUCCESS ||
-      driver.cuDeviceTotalMem_v2 == nullptr || driver.cuDeviceTotalMem_v2(&total, device) != CUDA_SUCCESS) {
-    error = "the driver does not say the device's UUID and size";
-  } else {
-    std::memcpy(request.uuid, uuid.bytes, sizeof request.uuid);
-    request.device_total = total;
-    request.read_device_free = [](int reading_device) { return device_free(reading_device); };
-    request.dir = policy.share_dir;
-    request.weight_milli = policy.share_weight_milli;
-    request.min_bytes = policy.share_min_bytes;
-    request.cap_bytes = share_cap(device, total);
-    if (share::Member* joined = share::Member::join(request, error)) {
-      share::adopt(device, joined);
-      const share::Terms terms = joined->terms();
-      log::at(LogLevel::info, "device {}: sharing the GPU through \"{}\" with {} other process(es): guarantee {} "
-              "bytes, allowance {} bytes (joined in {} us)", device, joined->path(),
-              joined->figures().members_at_join - 1, terms.guarantee, terms.allowance,
-              joined->figures().join_ns / 1000);
-    }
+  bool locked_out = false;
+  attempt_join(device, share::kLockPatienceNs, locked_out, error);
+  if (locked_out) {
+    log::at(LogLevel::warn, "device {}: GPUMEM_SHARE=auto, but {}; this process uses the device on a provisional "
+            "limit (what the device has free, at most its own limit) and joins as soon as the ledger is free", device,
+            error);
+    g_join_retry_at[static_cast<std::size_t>(device)].store(share::monotonic_ns() + kJoinRetryEveryNs,
+                                                            std::memory_order_relaxed);
+    state.store(kLockedOut, std::memory_order_release);
+    return nullptr;
   }
   if (!error.empty()) {
     log::at(LogLevel::warn, "device {}: GPUMEM_SHARE=auto, but {}; this process uses the device as if "
             "GPUMEM_SHARE were unset", device, error);
   }
-  state.store(2, std::memory_order_release);
+  state.store(kJoinDone, std::memory_order_release);
   return share::member(device);
 }
+
+}  // namespace
+
+// A process locked out of the ledger at its first try joins at a later call (one load when not).
+// What it holds by then is entered in the ledger, and its budget becomes its allowance.
+void retry_join(CUdevice device) noexcept {
+  if (device < 0 || device >= kMaxDevices) return;
+  DeviceBudget& budget = g_budgets[static_cast<std::size_t>(device)];
+  const auto index = static_cast<std::size_t>(device);
+  std::atomic<int>& state = g_join_state[index];
+  if (state.load(std::memory_order_relaxed) != kLockedOut) return;
+  const std::uint64_t now = share::monotonic_ns();
+  if (now < g_join_retry_at[index].load(std::memory_order_relaxed)) return;
+  int expected = kLockedOut;
+  if (!state.compare_exchange_strong(expected, kJoining, std::memory_order_acq_rel)) return;
+  std::string error;
+  bool locked_out = false;
+  if (share::Member* joined = attempt_join(device, kJoinRetryPatienceNs, locked_out, error)) {
+    joined->force_reserve(budget.charged());
+    budget.update_limit(joined->terms().allowance);
+    log::at(LogLevel::info, "device {}: joined the GPU's ledger once it was free; {} bytes held so far entered",
+            device, budget.charged());
+    state.store(kJoinDone, std::memory_order_release);
+    return;
+  }
+  if (locked_out) {
+    g_join_retry_at[index].store(share::monotonic_ns() + kJoinRetryEveryNs, std::memory_order_relaxed);
+    state.store(kLockedOut, std::memory_order_release);
+    return;
+  }
+  log::at(LogLevel::warn, "device {}: GPUMEM_SHARE=auto, but {}; this process uses the device as if GPUMEM_SHARE "
+          "were unset", device, error);
+  state.store(kJoinDone, std::memory_order_release);
+}
+
+namespace {
 
 void reset_in_child() noexcept {
   for (DeviceBudget& budget : g_budgets) budget.reset();
   // The ledger's own fork handler dropped the parent's memberships: the child joins afresh.
-  for (std::atomic<int>& state : g_join_state) state.store(0, std::memory_order_relaxed);
+  for (std::atomic<int>& state : g_join_state) state.store(kJoinNotTried, std::memory_order_relaxed);
   for (std::atomic<std::uint64_t>& until : g_no_wait_until) until.store(0, std::memory_order_relaxed);
   for (std::atomic<bool>& serving : g_serving_reclaim) serving.store(false, std::memory_order_relaxed);
   // The parent's blocks are not the child's. No thread held the ledger's lock at the fork
@@ -260,6 +324,9 @@ DeviceBudget* of_device(CUdevice device) noexcept {
     if (limit == 0) return nullptr;
     if (share::Member* member = join_ledger(device)) {
       budget->update_limit(member->terms().allowance);  // the budget is the allowance from now on
+    } else if (g_join_state[static_cast<std::size_t>(device)].load(std::memory_order_acquire) == kLockedOut) {
+      // Not a member yet: what is free, so that nothing the members hold is taken meanwhile.
+      budget->set_limit(std::max<std::size_t>(std::min(limit, device_free(device).value_or(limit)), 1));
     } else {
       budget->set_limit(limit);
     }
@@ -366,6 +433,7 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
 bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept {
   DeviceBudget* budget = of_device(device);
   if (budget == nullptr) return true;
+  retry_join(device);
   if (share::Member* member = shared(device)) return charge_shared(*member, *budget, device, path, bytes, call);
   if (budget->try_charge(path, bytes)) return true;
   // What stream-ordered pools hold unused goes back first (pool_reserve.h).
@@ -463,8 +531,9 @@ std::optional<ShareTerms> share_terms(CUdevice device) noexcept {
 }
 
 void refresh_share(CUdevice device) noexcept {
-  share::Member* member = shared(device);
+  retry_join(device);
   DeviceBudget* budget = existing(device);
+  share::Member* member = shared(device);
   if (member == nullptr || budget == nullptr) return;
   member->refresh();
   budget->update_limit(member->terms().allowance);

@@ -161,6 +161,10 @@ std::optional<ShareTerms> share_terms(CUdevice device) noexcept;
 std::uint64_t last_share_wait_ms() noexcept;
 // Looks at the ledger again so that the limit (cuMemGetInfo's total, NVML's) is the allowance now.
 void refresh_share(CUdevice device) noexcept;
+// A process that could not join its GPU's ledger because another process stayed inside an update
+// (stopped) tries again, at most every 100 ms: one load when it is not locked out. Call with no
+// manager's lock held.
+void retry_join(CUdevice device) noexcept;
 
 // True when some device has a budget (some path reached the shim in this process).
 bool any() noexcept;

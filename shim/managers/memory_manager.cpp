@@ -98,7 +98,10 @@ std::size_t MemoryManager::traced_limit() const noexcept {
 
 void MemoryManager::look_at_ledger() noexcept {
   share::Member* member = budget::shared(device_);
-  if (member == nullptr) return;
+  if (member == nullptr) {
+    budget::retry_join(device_);
+    return;
+  }
   if (member->reclaim_requested() != 0) budget::serve_reclaim_request(device_);
   // In use, for gpumem-top: at each of the first calls, then once every so many, read without waiting
   // for the manager.

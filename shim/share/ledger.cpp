@@ -26,9 +26,6 @@ namespace {
 
 std::array<std::atomic<Member*>, kMaxDevices> g_members{};
 
-// How long a visit waits for another process to finish its update (microseconds, normally) before
-// it gives up: a member stopped under the lock (a debugger, SIGSTOP) must not hang the others.
-constexpr std::uint64_t kLockPatienceNs = 2'000'000'000;
 constexpr std::uint64_t kGiveBackPatienceNs = 100'000'000;
 
 struct flock byte_lock(short type, long byte) {
@@ -195,12 +192,22 @@ template <typename Change>
 bool Member::locked(std::uint64_t deadline_ns, Change&& change) noexcept {
   try {
     const auto process_lock = lock_fork_safely(ProcessLock::share_ledger);
-    if (!lock_until(fd_, deadline_ns)) return false;
+    // A process stopped inside an update keeps the lock: once a visit waited for it in vain, the next
+    // ones try once, so that a stopped member costs this one kLockPatienceNs, not that at every call.
+    if (lock_stuck_.load(std::memory_order_relaxed)) deadline_ns = monotonic_ns();
+    if (!lock_until(fd_, deadline_ns)) {
+      lock_stuck_.store(true, std::memory_order_relaxed);
+      return false;
+    }
+    lock_stuck_.store(false, std::memory_order_relaxed);
     ledger_updates_.fetch_add(1, std::memory_order_relaxed);
     std::uint64_t generation = word(header_->generation).load(std::memory_order_acquire);
     generation_at_visit_ = generation;
     if ((generation & 1) != 0) ++generation;  // a member died inside an update: what it left is clamped as read
     word(header_->generation).store(generation + 1, std::memory_order_release);
+    if (const std::uint64_t reserved = pending_reserve_.exchange(0, std::memory_order_relaxed)) {
+      own_slot_->held = std::min(saturating_add(own_slot_->held, reserved), device_total_);
+    }
     if (const std::uint64_t pending = pending_give_back_.exchange(0, std::memory_order_relaxed)) {
       own_slot_->held = saturating_sub(own_slot_->held, pending);
     }
@@ -264,6 +271,13 @@ void Member::note_device_free(const FreeReading& reading, std::uint64_t now_ns) 
 }
 
 void Member::answered(std::uint64_t bytes) noexcept {
+  // Provisional reservations never counted as reserving: theirs are taken off first.
+  std::uint64_t provisional = provisional_unanswered_.load(std::memory_order_relaxed);
+  while (provisional > 0 && !provisional_unanswered_.compare_exchange_weak(
+                                provisional, saturating_sub(provisional, bytes), std::memory_order_relaxed)) {
+  }
+  bytes = saturating_sub(bytes, provisional);
+  if (bytes == 0) return;
   auto reserving = word(own_slot_->reserving);
   std::uint64_t now = reserving.load(std::memory_order_relaxed);
   while (!reserving.compare_exchange_weak(now, saturating_sub(now, bytes), std::memory_order_relaxed)) {
@@ -293,8 +307,22 @@ Reservation Member::reserve(std::uint64_t bytes, std::optional<FreeReading> devi
     if (result.outcome != Outcome::reserved && sweep_dead() > 0) result.outcome = try_take(view, now, bytes);
     publish(view);
   });
+  if (result.outcome == Outcome::unavailable) result.outcome = reserve_provisionally(bytes);
   result.terms = terms();
   return result;
+}
+
+Outcome Member::reserve_provisionally(std::uint64_t bytes) noexcept {
+  // The guarantee as of the last visit is this member's whoever else holds the device: the others
+  // borrow it only until it asks, so taking it needs no one's consent (the driver may still refuse
+  // while borrowers hold it).
+  std::uint64_t held = held_.load(std::memory_order_relaxed);
+  do {
+    if (!fits_under(held, bytes, guarantee_.load(std::memory_order_relaxed))) return Outcome::unavailable;
+  } while (!held_.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
+  pending_reserve_.fetch_add(bytes, std::memory_order_relaxed);
+  provisional_unanswered_.fetch_add(bytes, std::memory_order_relaxed);
+  return Outcome::reserved;
 }
 
 Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns) noexcept {
@@ -373,11 +401,15 @@ void Member::give_back(std::uint64_t bytes) noexcept {
 }
 
 void Member::force_reserve(std::uint64_t bytes) noexcept {
-  locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
+  const bool done = locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
     own_slot_->held = std::min(saturating_add(own_slot_->held, bytes), device_total_);
     compute(view, monotonic_ns());
     publish(view);
   });
+  if (!done) {  // entered at the next visit
+    pending_reserve_.fetch_add(bytes, std::memory_order_relaxed);
+    held_.store(saturating_add(held_.load(std::memory_order_relaxed), bytes), std::memory_order_relaxed);
+  }
 }
 
 void Member::refresh() noexcept {
@@ -450,7 +482,8 @@ std::string Member::holders() noexcept {
   }
 }
 
-Member* Member::join(const JoinRequest& request, std::string& error) noexcept {
+Member* Member::join(const JoinRequest& request, std::string& error, bool* locked_out) noexcept {
+  if (locked_out != nullptr) *locked_out = false;
   try {
     const std::uint64_t started = monotonic_ns();
     std::string why;
@@ -512,9 +545,10 @@ Member* Member::join(const JoinRequest& request, std::string& error) noexcept {
       reading = FreeReading(*request.device_free);
     }
     const auto process_lock = lock_fork_safely(ProcessLock::share_ledger);
-    if (!lock_until(fd, started + kLockPatienceNs)) {
-      return fail(fmt::format("the ledger \"{}\" stayed locked by another process for {} s", path,
-                              kLockPatienceNs / 1'000'000'000));
+    if (!lock_until(fd, started + request.lock_patience_ns)) {
+      if (locked_out != nullptr) *locked_out = true;
+      return fail(fmt::format("the ledger \"{}\" stayed locked by another process for {} ms (one stopped while "
+                              "it updated the ledger?)", path, request.lock_patience_ns / 1'000'000));
     }
     LedgerHeader found{};
     if (fstat(fd, &st) != 0) return fail(fmt::format("the ledger \"{}\" cannot be examined", path));

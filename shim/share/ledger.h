@@ -36,6 +36,9 @@ inline constexpr std::uint64_t kReclaimRequestNs = 50'000'000;
 // How long every estimate of the memory outside the ledger must read lower before the ledger lowers
 // it: one estimate can read low while a member's driver call is under way (docs/sharing.md).
 inline constexpr std::uint64_t kOutsideSettleNs = 500'000'000;
+// How long a visit waits for another process to finish its update (microseconds, normally) before
+// it gives up: a member stopped under the lock (a debugger, SIGSTOP) must not hang the others.
+inline constexpr std::uint64_t kLockPatienceNs = 2'000'000'000;
 
 std::uint64_t monotonic_ns() noexcept;
 
@@ -64,6 +67,8 @@ struct JoinRequest {
   std::uint64_t min_bytes = 0;
   std::uint64_t cap_bytes = 0;  // GPUMEM_LIMIT or a cluster's bound, else 0: the device's total
   std::uint64_t outside_settle_ns = kOutsideSettleNs;
+  // How long join() waits for another process's update to end (kLockPatienceNs; a retry waits less).
+  std::uint64_t lock_patience_ns = kLockPatienceNs;
 };
 
 // What this member may have, as of its last visit.
@@ -75,7 +80,7 @@ struct Terms {
 };
 
 enum class Outcome : std::uint8_t {
-  reserved,          // held += bytes
+  reserved,          // held += bytes (provisionally, inside the guarantee, while the ledger is locked)
   within_guarantee,  // not now, but inside the guarantee: borrowers can be asked to give back
   refused,           // beyond the guarantee and nothing free: no one owes it
   unavailable,       // the ledger could not be locked in time
@@ -98,10 +103,18 @@ struct MemberFigures {
   std::uint64_t members_at_join = 0;
 };
 
+// A process stopped while it updates the ledger (SIGSTOP, a debugger) holds its lock until it runs
+// again. No member depends on that: a visit waits at most kLockPatienceNs for the lock, and once one
+// has waited that long the member's later visits try once, without waiting, until one gets the lock.
+// Meanwhile a reservation inside the member's guarantee (as of its last visit) is granted
+// provisionally and entered at the next visit, as memory given back is; beyond it, the answer is
+// Outcome::unavailable. A process that could not join for the same reason retries (budgets.cpp).
 class Member {
  public:
-  // Joins the ledger of request.uuid's GPU. Null, with one line saying why in `error`, when it cannot.
-  static Member* join(const JoinRequest& request, std::string& error) noexcept;
+  // Joins the ledger of request.uuid's GPU. Null, with one line saying why in `error`, when it cannot;
+  // `locked_out` then says whether only another process's update in progress kept it out (worth
+  // trying again later).
+  static Member* join(const JoinRequest& request, std::string& error, bool* locked_out = nullptr) noexcept;
 
   int device() const noexcept { return device_; }
   // Reserves `bytes`; `device_free` (the driver's free memory now, if known) refreshes the estimate of
@@ -164,6 +177,9 @@ class Member {
   // The driver's free memory now: refreshes the estimate of what lies outside the ledger.
   void note_device_free(const FreeReading& reading, std::uint64_t now_ns) noexcept;
   std::size_t sweep_dead() noexcept;
+  // reserve() when the ledger cannot be locked: `bytes` inside the guarantee are reserved until the
+  // next visit enters them; else Outcome::unavailable.
+  Outcome reserve_provisionally(std::uint64_t bytes) noexcept;
   void publish(View& view) noexcept;
 
   int device_ = 0;
@@ -182,6 +198,9 @@ class Member {
   std::atomic<std::uint64_t> held_{0};
   std::atomic<std::uint64_t> capacity_{0};
   std::atomic<std::uint64_t> pending_give_back_{0};  // given back while the ledger could not be locked
+  std::atomic<std::uint64_t> pending_reserve_{0};    // reserved provisionally meanwhile
+  std::atomic<std::uint64_t> provisional_unanswered_{0};  // of those, not answered(): never "reserving"
+  std::atomic<bool> lock_stuck_{false};  // a visit waited its whole patience: later ones try once
   std::atomic<std::uint64_t> peak_borrowed_{0};
   std::atomic<std::uint64_t> given_back_{0};
   std::atomic<std::uint64_t> refusals_after_wait_{0};

@@ -12,10 +12,12 @@ exit statistics (GPUMEM_STATS_FILE) give each one's share figures.
 """
 import concurrent.futures
 import glob
+import fcntl
 import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -376,6 +378,56 @@ class KilledHolder(ShareTestCase):
                     # the 30 s they could have waited.
                     self.assertGreater(float(outcome.values["took_ms"]), 300, outcome.describe())
                     self.assertLess(float(outcome.values["took_ms"]), 5000, outcome.describe())
+
+
+class StoppedMember(ShareTestCase):
+    """A member stopped while it updates the ledger (SIGSTOP, a debugger) keeps the ledger's lock until
+    it runs again. The test holds that lock itself (an OFD lock on the ledger's first byte, as the
+    shim takes it): no other process depends on it making progress."""
+
+    @staticmethod
+    def hold_ledger_lock(ledger_dir: str) -> int:
+        ledger = glob.glob(os.path.join(ledger_dir, "gpu-*.ledger"))[0]
+        fd = os.open(ledger, os.O_RDWR)
+        fcntl.fcntl(fd, 37, struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))  # F_OFD_SETLK
+        return fd
+
+    def test_a_member_and_a_newcomer_go_on_and_the_newcomer_joins_once_the_ledger_is_free(self):
+        machine = Machine(self)
+        member = machine.start("alloc:64x1", f"touch:{machine.path('member-ready')}",
+                               f"wait:{machine.path('locked')}", "timed:64", "timed:64", "timed:64",
+                               f"touch:{machine.path('member-done')}", f"churn:@{machine.path('done')}",
+                               shape="torch")
+        self.assertTrue(machine.wait_for("member-ready", member))
+        fd = self.hold_ledger_lock(machine.ledger_dir)
+        machine.touch("locked")
+        # The newcomer cannot join while the lock is held: it runs on a provisional limit, and joins
+        # once the lock is free (it keeps allocating meanwhile).
+        newcomer = machine.start("alloc:64x1", f"touch:{machine.path('newcomer-ready')}",
+                                 f"churn:@{machine.path('done')}", shape="torch", env={"GPUMEM_LOG_LEVEL": "info"})
+        self.assertTrue(machine.wait_for("member-done", member))
+        self.assertTrue(machine.wait_for("newcomer-ready", newcomer))
+        os.close(fd)  # the stopped member runs again, and lets go of the lock
+        time.sleep(1.0)
+        top = machine.top()
+        machine.touch("done")
+        member_outcome, newcomer_outcome = machine.finish(member), machine.finish(newcomer)
+        self.assertOk(member_outcome)
+        self.assertOk(newcomer_outcome)
+        # The member's three blocks inside its guarantee came at once, the first after the patience
+        # of one visit at most (2 s), the others without waiting for the lock again.
+        took = [float(line.split("=")[1]) for line in member_outcome.out.splitlines() if line.startswith("took_ms=")]
+        self.assertEqual(len(took), 3, member_outcome.describe())
+        self.assertLessEqual(took[0], 2500, member_outcome.describe())
+        self.assertLessEqual(max(took[1:]), 500, member_outcome.describe())
+        self.assertIn("stayed locked by another process", newcomer_outcome.err, newcomer_outcome.describe())
+        self.assertIn("joined the GPU's ledger once it was free", newcomer_outcome.err, newcomer_outcome.describe())
+        # Both are members now, each holding what it took.
+        members = {m["pid"]: m for gpu in top["gpus"] for m in gpu["members"] if m.get("alive")}
+        self.assertIn(newcomer.pid, members, top)
+        self.assertIn(member.pid, members, top)
+        self.assertGreaterEqual(members[newcomer.pid]["held"], 64 * MiB, top)
+        self.assertIsNotNone(newcomer_outcome.stats["share"], newcomer_outcome.describe())
 
 
 class ManyProcesses(ShareTestCase):
