@@ -430,7 +430,23 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
 
 }  // namespace
 
+namespace {
+thread_local bool t_last_charge_refused = false;
+
+bool charge_device(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept;
+}  // namespace
+
 bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept {
+  const bool charged = charge_device(device, path, bytes, call);
+  t_last_charge_refused = !charged;
+  return charged;
+}
+
+bool last_charge_refused() noexcept { return t_last_charge_refused; }
+
+namespace {
+
+bool charge_device(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept {
   DeviceBudget* budget = of_device(device);
   if (budget == nullptr) return true;
   retry_join(device);
@@ -470,13 +486,17 @@ bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_vie
   return false;
 }
 
+}  // namespace
+
 bool beyond_device(CUdevice device, std::size_t bytes) noexcept {
   const DeviceBudget* budget = existing(device);
   if (budget == nullptr || bytes <= budget->limit()) return false;
   const RealDriver& driver = real_driver();
   std::size_t total = 0;
-  return driver.cuDeviceTotalMem_v2 != nullptr && driver.cuDeviceTotalMem_v2(&total, device) == CUDA_SUCCESS &&
-         bytes > total;
+  const bool beyond = driver.cuDeviceTotalMem_v2 != nullptr &&
+                      driver.cuDeviceTotalMem_v2(&total, device) == CUDA_SUCCESS && bytes > total;
+  if (beyond) t_last_charge_refused = false;  // nothing is charged: a refusal is the driver's
+  return beyond;
 }
 
 void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept {

@@ -44,6 +44,9 @@ DeviceBudget* slot(CUdevice device) noexcept;
 // A refusal is logged at warn naming `call`, the request and the budget. True when charged (also
 // when the shim has no budget for the device: nothing to enforce).
 bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_view call) noexcept;
+// Whether this thread's last charge() was refused (by the budget or the GPU's ledger), for the
+// out-of-memory report of the call it was made for: then the refusal was gpumem's, not the driver's.
+bool last_charge_refused() noexcept;
 void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept;
 // The driver answered (either way) the call that a charge of `bytes` was made for. On a shared device
 // the ledger counts a charge as not yet on the device until then (docs/sharing.md); every charge()

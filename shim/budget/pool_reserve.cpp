@@ -131,25 +131,30 @@ std::optional<std::size_t> charge_pool_block(CUdevice device, CUmemoryPool /*poo
   // trimmed after, if that passed the limit). Where nothing fits, charge() trims the pools (what they
   // hold unused goes back) before it refuses. The block is not live in its pool's entry before the
   // driver served it: a settlement meanwhile must not take its bytes out of what the pool holds idle.
+  // The step beyond the block is charged to pool_reserve (what the pool holds unused), so that the
+  // block's path never reads more in use than its live blocks, even for a moment.
   std::size_t charged = pool_growth(bytes);
   if (const DeviceBudget* budget = existing(device); budget != nullptr && budget->available() < charged) {
     charged = bytes;
   }
-  if (!charge(device, path, charged, call)) return std::nullopt;
+  if (!charge(device, BudgetPath::pool_reserve, charged, call)) return std::nullopt;
+  if (DeviceBudget* budget = existing(device)) budget->move(BudgetPath::pool_reserve, path, bytes);
   return charged;
 }
 
 void pool_block_allocated(CUdevice device, CUmemoryPool pool, BudgetPath path, std::size_t bytes, std::size_t charged,
                           bool allocated) noexcept {
   answered(device, charged);
-  const std::size_t step_rest = charged > bytes ? charged - bytes : 0;  // charged beyond the block's bytes
+  // Charged beyond the block's bytes, to pool_reserve (charge_pool_block).
+  const std::size_t step_rest = charged > bytes ? charged - bytes : 0;
   if (!allocated) {
-    refund(device, path, charged);
+    refund(device, path, bytes);
+    if (step_rest > 0) refund(device, BudgetPath::pool_reserve, step_rest);
     if (pool != nullptr) settle(pool);  // a refusal by the driver may follow a trim
     return;
   }
   if (pool == nullptr) {
-    if (step_rest > 0) refund(device, path, step_rest);
+    if (step_rest > 0) refund(device, BudgetPath::pool_reserve, step_rest);
     return;
   }
   try {
@@ -159,7 +164,7 @@ void pool_block_allocated(CUdevice device, CUmemoryPool pool, BudgetPath path, s
   }
   // Settled first, then the rest of the step refunded: the budget never reads less than the pool holds.
   settle(pool);
-  if (step_rest > 0) refund(device, path, step_rest);
+  if (step_rest > 0) refund(device, BudgetPath::pool_reserve, step_rest);
   // The pool grew by more than was charged: what the pools hold unused goes back if that took the
   // budget over its limit.
   const DeviceBudget* budget = existing(device);

@@ -64,7 +64,11 @@ CUmemoryPool import_pool(const Token& token, const ExportedBlock& block, const P
   *result = driver.cuMemPoolImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
                                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
   close(fd);  // the driver keeps what it needs
-  if (*result != CUDA_SUCCESS) return nullptr;
+  if (*result != CUDA_SUCCESS) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: the driver refused process {}'s pool descriptor (error {}): the "
+            "exporter's pool is gone, or the handle is corrupt or forged", token.pid, static_cast<int>(*result));
+    return nullptr;
+  }
   open_to_importers(pool);
   try {
     const auto lock = lock_fork_safely(ProcessLock::imported_pools);
@@ -106,7 +110,12 @@ CUresult import_pool_block(const Token& token, const ExportedBlock& block, CUdev
   CUresult result = CUDA_SUCCESS;
   pool = import_pool(token, block, key, &result);
   if (pool == nullptr) return result;
-  return driver.cuMemPoolImportPointer(ptr, pool, &data);
+  result = driver.cuMemPoolImportPointer(ptr, pool, &data);
+  if (result != CUDA_SUCCESS) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: the driver refused the block's export data from process {}'s pool "
+            "(error {}): the block is freed, or the handle is corrupt or forged", token.pid, static_cast<int>(result));
+  }
+  return result;
 }
 
 }  // namespace gpumem::shim::ipc

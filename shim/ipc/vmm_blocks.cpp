@@ -93,7 +93,11 @@ CUresult import_vmm_block(const Token& token, const ExportedBlock& block, Import
     const CUresult result = driver.cuMemImportFromShareableHandle(
         &handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     close(fd);  // the driver keeps what it imported
-    if (result != CUDA_SUCCESS) return undo(result);
+    if (result != CUDA_SUCCESS) {
+      log::at(LogLevel::error, "cuIpcOpenMemHandle: the driver refused piece {} of process {}'s block as memory "
+              "(error {}): a corrupt or forged handle", handles.size(), token.pid, static_cast<int>(result));
+      return undo(result);
+    }
     handles.push_back(handle);  // room reserved above
     total += piece.size;
   }
@@ -120,7 +124,12 @@ CUresult import_vmm_block(const Token& token, const ExportedBlock& block, Import
   for (std::uint64_t at = 0; mapped < count; at += pieces[mapped].size, ++mapped) {
     const std::uint64_t size = pieces[mapped].size;
     CUresult result = driver.cuMemMap(base + at, size, pieces[mapped].offset, handles[mapped], 0);
-    if (result != CUDA_SUCCESS) return undo(result);
+    if (result != CUDA_SUCCESS) {
+      log::at(LogLevel::error, "cuIpcOpenMemHandle: the driver refused to map {} bytes at offset {} of piece {} of "
+              "process {}'s block (error {}): the piece is smaller, or the handle is corrupt or forged", size,
+              pieces[mapped].offset, mapped, token.pid, static_cast<int>(result));
+      return undo(result);
+    }
     driver.cuMemRelease(handles[mapped]);  // the mapping keeps the memory until it is unmapped
     // cuMemUnmap and cuMemSetAccess take whole mappings: one piece at a time.
     result = driver.cuMemSetAccess(base + at, size, &access, 1);

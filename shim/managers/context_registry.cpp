@@ -194,6 +194,17 @@ void ContextRegistry::forget(CUcontext context) {
   forget_peer_access(context);
   if (forgotten == nullptr) return;
   forgotten->retire();
+  // gpumem-top's in-use figure: what the device's other contexts still hold, not the retired one's.
+  if (share::Member* member = budget::shared(forgotten->device())) {
+    std::uint64_t in_use = 0;
+    for_each_manager([&](const MemoryManager& manager, bool live) {
+      ManagerStats stats;
+      if (live && manager.device() == forgotten->device() && manager.stats_snapshot(stats, /*never_wait=*/true)) {
+        in_use += stats.bytes_in_use;
+      }
+    });
+    member->note_in_use(in_use);
+  }
   log::at(LogLevel::debug, "context {}: forgotten with its memory", static_cast<const void*>(context));
   if (log::enabled(LogLevel::info)) log_summary(*forgotten);
 }

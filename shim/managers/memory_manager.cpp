@@ -214,7 +214,10 @@ std::string MemoryManager::do_dump() const {
 }
 
 std::string MemoryManager::do_describe_refusal(std::size_t /*bytes*/) const {
-  return "the driver refused it; this process holds: " + do_dump();
+  // A refused charge has said why in its own line already.
+  return std::string(budget::last_charge_refused() ? "gpumem's budget refused it, not the driver (the line before says why)"
+                                                   : "the driver refused it") +
+         "; this process holds: " + do_dump();
 }
 
 std::string MemoryManager::limit_advice() const {

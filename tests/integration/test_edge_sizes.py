@@ -68,6 +68,13 @@ class EdgeSizes(t.TestCase):
                     # The blocks the cap still allows: all of it less what a mode keeps beside them.
                     self.assertLessEqual(int(values["filled"]), LIMIT, result.describe())
                     self.assertGreaterEqual(int(values["filled"]), LIMIT - 64 * MIB, result.describe())
+                    # Out-of-memory reports name who refused: the budget for what it could hold, the
+                    # driver for sizes beyond the device.
+                    reports = [line for line in result.stderr.splitlines() if "refused it" in line]
+                    if mode in ("platform", "cuda_async"):
+                        self.assertIn("gpumem's budget refused it", reports[-1], result.describe())  # the fill's
+                    if mode == "platform":
+                        self.assertIn("the driver refused it", reports[0], result.describe())  # 2^64 - 1
                     device_peak, managed_peak = held_at_peak(result)
                     self.assertLessEqual(device_peak, LIMIT, result.describe())
                     self.assertLessEqual(managed_peak, LIMIT, result.describe())

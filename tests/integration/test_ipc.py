@@ -378,12 +378,13 @@ class ForgedHandles(IpcTestCase):
 
     def test_a_slot_placing_its_block_outside_its_memory_is_refused(self):
         # A genuine exporter's slot, copied into a forged table with the block moved past its memory.
-        # The reason the importer's one line names; None: the slot is plausible and the driver refuses
-        # to map memory past what the descriptor names (the open fails, with no line of gpumem's).
+        # The reason the importer's one line names (past its memory, the slot is plausible and the
+        # driver refuses to map it).
         for name, past_the_end, reason in (("bfc classic preallocated", self.region_offset_past_the_end, "outside it"),
                                            ("bfc preallocated", self.vmm_offset_past_the_end, "impossibly"),
                                            ("bfc preallocated", self.vmm_piece_offset_overflowing, "impossibly"),
-                                           ("bfc preallocated", self.vmm_piece_offset_past_its_memory, None)):
+                                           ("bfc preallocated", self.vmm_piece_offset_past_its_memory,
+                                            "refused to map")):
             with self.subTest(configuration=name, forgery=past_the_end.__name__):
                 exporter = start_waiting_exporter(environment(True, CONFIGURATIONS[name][1]))
                 try:
@@ -392,7 +393,7 @@ class ForgedHandles(IpcTestCase):
                     with open(f"/proc/{genuine['pid']}/fd/{genuine['table_fd']}", "rb") as source:
                         copied = bytearray(source.read())
                     self.assertEqual(len(copied), TABLE_BYTES)  # the layout above is the shim's
-                    past_the_end(copied, slot_offset(genuine["slot"]) + SLOT_HEADER.size)
+                    opened = past_the_end(copied, slot_offset(genuine["slot"]) + SLOT_HEADER.size, genuine["pid"])
                     table = os.memfd_create("gpumem-ipc-exports")
                     try:
                         os.write(table, copied)
@@ -401,46 +402,65 @@ class ForgedHandles(IpcTestCase):
                         env = {**SIM, **CONFIGURATIONS[name][1]}
                         result = run([TENSOR, "open", forged], env=env, timeout=60)
                         self.assertSucceeded(result)
-                        if reason is None:
-                            self.assertNotIn(key_values(result.stdout).get("open"), (None, "cudaSuccess"),
-                                             result.describe())
-                        else:
-                            self.assertRefusedInOneLine(result, reason)
+                        self.assertRefusedInOneLine(result, reason)
                         # The genuine handle still opens: only the forgery was refused.
                         self.assertEqual(key_values(run([TENSOR, "open", handle], env=env).stdout),
                                          {"open": "cudaSuccess"})
                     finally:
                         os.close(table)
+                        for fd in opened or ():
+                            os.close(fd)
                 finally:
                     exporter.stdin.close()
                     self.assertEqual(exporter.wait(timeout=60), 0)
                     exporter.stdout.close()
 
     @staticmethod
-    def region_offset_past_the_end(table: bytearray, block_at: int):
+    def region_offset_past_the_end(table: bytearray, block_at: int, _exporter: int):
         region, offset, size, pool_fd, unused = REGION_BLOCK.unpack_from(table, block_at)
         REGION_BLOCK.pack_into(table, block_at, region, 1 << 40, size, pool_fd, unused)
 
     @staticmethod
-    def vmm_offset_past_the_end(table: bytearray, block_at: int):
+    def vmm_offset_past_the_end(table: bytearray, block_at: int, _exporter: int):
         span_at = block_at + REGION_BLOCK.size + POOL_DATA
         _, count, list_fd = VMM_SPAN.unpack_from(table, span_at)
         total = sum(VMM_PIECE.unpack_from(table, span_at + VMM_SPAN.size + i * VMM_PIECE.size)[2] for i in range(count))
         VMM_SPAN.pack_into(table, span_at, total, count, list_fd)
 
     @staticmethod
-    def vmm_piece_offset_overflowing(table: bytearray, block_at: int):
+    def vmm_piece_offset_overflowing(table: bytearray, block_at: int, _exporter: int):
         # The first piece's bytes said to begin where they would run past 2^64.
         piece_at = block_at + REGION_BLOCK.size + POOL_DATA + VMM_SPAN.size
         fd, unused, size, _ = VMM_PIECE.unpack_from(table, piece_at)
         VMM_PIECE.pack_into(table, piece_at, fd, unused, size, 2**64 - size + 1)
 
     @staticmethod
-    def vmm_piece_offset_past_its_memory(table: bytearray, block_at: int):
-        # The first piece's bytes said to begin 1 TiB into memory the descriptor names.
-        piece_at = block_at + REGION_BLOCK.size + POOL_DATA + VMM_SPAN.size
-        fd, unused, size, _ = VMM_PIECE.unpack_from(table, piece_at)
-        VMM_PIECE.pack_into(table, piece_at, fd, unused, size, 1 << 40)
+    def vmm_piece_offset_past_its_memory(table: bytearray, block_at: int, exporter: int):
+        # The first piece's bytes said to begin 1 TiB into the memory its descriptor names: the
+        # exporter's genuine piece, opened here, since the forged handle names this process.
+        span_at = block_at + REGION_BLOCK.size + POOL_DATA
+        count = VMM_SPAN.unpack_from(table, span_at)[1]
+        opened = []
+        for i in range(count):
+            piece_at = span_at + VMM_SPAN.size + i * VMM_PIECE.size
+            fd, unused, size, offset = VMM_PIECE.unpack_from(table, piece_at)
+            opened.append(os.open(f"/proc/{exporter}/fd/{fd}", os.O_RDWR))
+            VMM_PIECE.pack_into(table, piece_at, opened[-1], unused, size, 1 << 40 if i == 0 else offset)
+        return opened
+
+    def test_a_piece_naming_memory_the_driver_refuses_is_refused_in_one_line(self):
+        # A VMM piece whose descriptor is /dev/null: no memory the driver can import.
+        null_fd = os.open("/dev/null", os.O_RDWR)
+        table = forged_table(79)
+        try:
+            vmm_block = (REGION_BLOCK.pack(b"", 0, 4096, -1, 0) + bytes(POOL_DATA) + VMM_SPAN.pack(0, 1, -1)
+                         + VMM_PIECE.pack(null_fd, 0, 2 << 20, 0))
+            write_live_slot(table, 2, 9, vmm_block)
+            result = self.open_forged(forged_handle(79, 9, os.getpid(), table, 2))
+            self.assertRefusedInOneLine(result, "refused piece 0")
+        finally:
+            os.close(table)
+            os.close(null_fd)
 
     def test_a_forged_list_of_mappings_is_refused(self):
         # A block over more pieces than a slot holds names a list the exporter keeps: it must be a

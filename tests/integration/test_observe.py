@@ -152,6 +152,20 @@ class ExitStatistics(ObserveTestCase):
         self.assertGreaterEqual(device["peak_reserved"], device["peak_in_use"], result.describe())
         self.assertLessEqual(device["peak_reserved"], result.device(0)["pool"]["peak_bytes_reserved"])
 
+    def test_in_use_never_reads_above_reserved(self):
+        # Small blocks from a pool that grows in 2 MiB steps: a block was charged a whole step for a
+        # moment, which the peak in use must not count (it read 2 MiB + 7,200 of 2 MiB reserved).
+        for mode_env in ({"GPUMEM_MODE": "cuda_async"}, {"GPUMEM_MODE": "platform"}, {}):
+            with self.subTest(mode=mode_env.get("GPUMEM_MODE", "bfc")):
+                for old in self.stats_files():
+                    os.remove(old)
+                env = {"GPUMEM_STATS_FILE": self.path("stats-%p.json"), "GPUMEM_LIMIT": "1GiB", **mode_env}
+                result = self.run_program("hold", 60, 7200, env=env)
+                self.assertSucceeded(result)
+                (device,) = self.load_single_stats(result)["devices"]
+                self.assertGreaterEqual(device["peak_in_use"], 60 * 7200, result.describe())
+                self.assertLessEqual(device["peak_in_use"], device["peak_reserved"], result.describe())
+
     def test_written_once_at_every_kind_of_exit(self):
         for scenario in (("exit_thread",), ("return_streams",), ("churn", "300")):
             with self.subTest(scenario=scenario):

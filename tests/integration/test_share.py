@@ -522,6 +522,22 @@ class Top(ShareTestCase):
         self.assertIn("not a gpumem ledger", view["unreadable"][0]["error"])
 
 
+class TopAfterReset(ShareTestCase):
+    def test_in_use_follows_a_context_reset(self):
+        machine = Machine(self)
+        proc = machine.start("alloc:64x4", f"touch:{machine.path('held')}", f"wait:{machine.path('go')}", "reset",
+                             f"touch:{machine.path('reset')}", f"wait:{machine.path('done')}", shape="torch")
+        self.assertTrue(machine.wait_for("held", proc))
+        member = {m["pid"]: m for m in machine.top()["gpus"][0]["members"]}[proc.pid]
+        self.assertEqual(member["in_use"], 256 * MiB, member)
+        machine.touch("go")
+        self.assertTrue(machine.wait_for("reset", proc))
+        member = {m["pid"]: m for m in machine.top()["gpus"][0]["members"]}[proc.pid]
+        self.assertEqual((member["in_use"], member["held"]), (0, 0), member)  # the blocks went with the context
+        machine.touch("done")
+        self.assertOk(machine.finish(proc))
+
+
 class TwoUsers(ShareTestCase):
     """(g) Processes of two users: each user's default directory is its own, so they do not share a
     ledger (the device itself they still share); a group directory an administrator made lets them."""

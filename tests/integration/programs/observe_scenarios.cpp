@@ -7,6 +7,7 @@
 //   exit_thread      a second thread calls exit() while the main thread keeps allocating
 //   return_streams   returns from main with stream-ordered work and allocations outstanding
 //   refuse N BYTES   asks N times for BYTES (more than the limit): every one refused
+//   hold N BYTES     N blocks of BYTES, all held at once, then freed
 //   fatal SIGNAL     allocates, then dies of SIGNAL (abort, segv or term)
 //   api              the C API through dlsym: path stats, trim, dump
 //   fork             allocates, forks a child that allocates and exits, waits for it
@@ -102,6 +103,13 @@ int return_with_streams() {
   }
   std::printf("returned=1\n");
   return 0;  // no synchronisation: the runtime's exit handlers and the shim's run with work queued
+}
+
+int hold(int count, std::size_t bytes) {
+  std::vector<void*> blocks(static_cast<std::size_t>(count));
+  for (void*& block : blocks) CHECK_CUDA(cudaMalloc(&block, bytes));
+  for (void* block : blocks) CHECK_CUDA(cudaFree(block));
+  return 0;
 }
 
 int refuse(int attempts, std::size_t bytes) {
@@ -222,12 +230,13 @@ int main(int argc, char** argv) {
   if (scenario == "exit_thread") return exit_from_thread();
   if (scenario == "return_streams") return return_with_streams();
   if (scenario == "refuse" && argc > 3) return refuse(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10));
+  if (scenario == "hold" && argc > 3) return hold(std::atoi(argv[2]), std::strtoull(argv[3], nullptr, 10));
   if (scenario == "fatal" && argc > 2) return die(argv[2]);
   if (scenario == "api") return api();
   if (scenario == "fork") return fork_child();
   if (scenario == "exec" && argc > 2) return allocate_then_exec(argv + 2);
   if (scenario == "churn_signals" && argc > 2) return churn_with_signals(std::atoi(argv[2]));
-  std::fprintf(stderr, "usage: %s churn N | exit_thread | return_streams | refuse N BYTES | fatal HOW | api | fork\n",
+  std::fprintf(stderr, "usage: %s churn N | exit_thread | return_streams | refuse N BYTES | hold N BYTES | fatal HOW | api | fork\n",
                argv[0]);
   return 2;
 }

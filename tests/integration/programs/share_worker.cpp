@@ -18,6 +18,8 @@
 //   info                cuMemGetInfo's free and total, cuDeviceTotalMem and NVML's total; "agree=1" when
 //                       all three totals were the same at once (read again while another process
 //                       changes the shares)
+//   reset               resets the device's primary context: every block goes with it, and the
+//                       context is made again
 //   wait:<path>         waits (at most 60 s) for the file to exist; touch:<path> makes it
 //   sleep:<ms>          sleeps; pause waits for a signal; say:<text> prints it
 #include <cuda.h>
@@ -218,6 +220,11 @@ int main(int argc, char** argv) {
       }
       std::printf("free=%zu\ntotal=%zu\ndevice_total=%zu\nnvml_total=%llu\nagree=%d\nheld=%zu\n", free, total,
                   device_total, nvml_total, agree ? 1 : 0, live_bytes());
+    } else if (step == "reset") {
+      g_blocks.clear();  // gone with the context
+      CHECK_CU(cuDevicePrimaryCtxReset(0));
+      CHECK_CU(cuDevicePrimaryCtxRetain(&context, 0));
+      CHECK_CU(cuCtxSetCurrent(context));
     } else if (step.rfind("wait:", 0) == 0) {
       wait_for(arg);
     } else if (step.rfind("touch:", 0) == 0) {
