@@ -85,6 +85,17 @@ class DeviceBudget {
   }
 
   // Never below 0: a refund of more than was charged (a caller's error) leaves 0, not 2^64 - n.
+  // `bytes` of a charge just made to `from` belong to `to`: moved, and counted as `to`'s charge
+  // instead of `from`'s (a pool block charged a whole growth step, of which the rest stays the
+  // pool's: the block's path never reads the step).
+  void attribute(BudgetPath from, BudgetPath to, std::size_t bytes) noexcept {
+    move(from, to, bytes);
+    subtract(charges_[index(from)], 1, std::memory_order_relaxed);
+    subtract(total_by_path_[index(from)], bytes, std::memory_order_relaxed);
+    charges_[index(to)].fetch_add(1, std::memory_order_relaxed);
+    total_by_path_[index(to)].fetch_add(bytes, std::memory_order_relaxed);
+  }
+
   void refund(BudgetPath path, std::size_t bytes) noexcept {
     subtract(charged_, bytes, std::memory_order_acq_rel);
     subtract(by_path_[index(path)], bytes, std::memory_order_relaxed);

@@ -138,7 +138,7 @@ std::optional<std::size_t> charge_pool_block(CUdevice device, CUmemoryPool /*poo
     charged = bytes;
   }
   if (!charge(device, BudgetPath::pool_reserve, charged, call)) return std::nullopt;
-  if (DeviceBudget* budget = existing(device)) budget->move(BudgetPath::pool_reserve, path, bytes);
+  if (DeviceBudget* budget = existing(device)) budget->attribute(BudgetPath::pool_reserve, path, bytes);
   return charged;
 }
 

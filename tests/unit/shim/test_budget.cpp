@@ -68,6 +68,20 @@ TEST_CASE("budget: charges and refunds near 2^64 saturate instead of wrapping", 
   CHECK(budget.available() == 1000);
 }
 
+TEST_CASE("budget: a charge attributed to another path counts there, and only the bytes moved", "[budget]") {
+  DeviceBudget budget;
+  budget.set_limit(10 << 20);
+  REQUIRE(budget.try_charge(BudgetPath::pool_reserve, 2 << 20));  // a whole growth step
+  budget.attribute(BudgetPath::pool_reserve, BudgetPath::async_pool, 7200);  // the block's bytes
+  CHECK(budget.charged() == 2 << 20);
+  CHECK(budget.charged(BudgetPath::async_pool) == 7200);
+  CHECK(budget.peak_charged(BudgetPath::async_pool) == 7200);  // never the step
+  CHECK(budget.charges(BudgetPath::async_pool) == 1);
+  CHECK(budget.bytes_charged_in_total(BudgetPath::async_pool) == 7200);
+  CHECK(budget.charges(BudgetPath::pool_reserve) == 0);
+  CHECK(budget.charged(BudgetPath::pool_reserve) == (2 << 20) - 7200);
+}
+
 TEST_CASE("budget: concurrent charges never pass the limit", "[budget]") {
   DeviceBudget budget;
   budget.set_limit(10'000);
