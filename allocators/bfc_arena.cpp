@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "checked_size.h"
+
 namespace gpumem {
 
 using detail::Chunk;
@@ -23,7 +25,8 @@ bool options_are_valid(const ArenaOptions& options) {
   return options.limit >= kGranule && options.backoff_factor > 0.0 && options.backoff_factor < 1.0 &&
          options.min_growth_bytes > 0 && options.block_alignment >= kGranule &&
          (options.block_alignment & (options.block_alignment - 1)) == 0 &&
-         options.fences_before_growth_below_use >= 0.0 && options.fences_before_growth_below_use <= 1.0;
+         options.fences_before_growth_below_use >= 0.0 && options.fences_before_growth_below_use <= 1.0 &&
+         options.idle_slack >= 0.0;  // NaN fails too
 }
 
 // Region records set aside at the first growth: arenas hold few regions.
@@ -93,6 +96,14 @@ BfcArena::BfcArena(RegionSource& source, ArenaOptions options, FenceOracle* orac
   MutexLock lock(mutex_);
   next_region_bytes_ = options_valid_ ? first_region_bytes(options_, resize_granule_) : 0;
   counters_.bytes_limit = options_.limit;
+  // Idle memory stays mapped until the soft target or the limit asks for it, so the candidates
+  // list fills up to its cap between scans: its room is made once, here, not on the hot path.
+  if (resize_granule_ != 0) {
+    try {
+      idle_candidates_.reserve(kMinIdleCandidates);
+    } catch (...) {  // bad_alloc: the list grows when it must, or scans go over every chunk
+    }
+  }
 }
 
 BfcArena::~BfcArena() {
@@ -154,9 +165,28 @@ bool BfcArena::map_for_request(ChunkHandle handle, std::size_t rounded) {
                    base / resize_granule_ * resize_granule_, round_up_to(end, resize_granule_));
 }
 
+// Where the best fit needs memory mapped, the next larger fits that need none are looked at (a few).
+constexpr int kMappedAlternatives = 4;
+
+ChunkHandle BfcArena::mapped_alternative(ChunkHandle best, std::size_t rounded) const {
+  std::size_t size = chunks_[best].size;
+  for (int tries = 0; tries < kMappedAlternatives && size < std::numeric_limits<std::size_t>::max(); ++tries) {
+    const ChunkHandle other = free_.best_fit(chunks_, size + 1);
+    if (other == kNoChunk) break;
+    if (!needs_mapping(other, rounded)) return other;
+    size = chunks_[other].size;
+  }
+  return kNoChunk;
+}
+
 bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
   ChunkHandle handle = free_.best_fit(chunks_, request.rounded);
   if (handle == kNoChunk) return false;
+  // Growth mode: memory mapped already serves before more is mapped. Preallocated, the limit holds
+  // what it holds anyway: the best fit, which packs blocks tightest.
+  if (!options_.preallocate && !unmapped_.empty() && needs_mapping(handle, request.rounded)) {
+    if (const ChunkHandle mapped = mapped_alternative(handle, request.rounded); mapped != kNoChunk) handle = mapped;
+  }
   if (!unmapped_.empty()) {
     // Fenced memory first, where the options ask for it (the caller reports fences_pending).
     if (fences_first(request) && needs_mapping(handle, request.rounded)) return false;
@@ -424,19 +454,23 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
   if (free_tail >= rounded) return Growth::refused;
   const std::size_t shortfall = round_up_to(rounded - free_tail, granule);
   // What is mapped counts against the limit, not the addresses: idle memory elsewhere in the region
-  // can make room (and in growth mode goes first anyway, so what is reserved follows the live blocks).
-  if (!regions_.empty() &&
-      ((!options_.preallocate && options_.unmap_idle_when_growing) ||
-       shortfall > options_.limit - counters_.bytes_reserved)) {
-    unmap_idle(IdleScan::candidates);
+  // can make room (and in growth mode does so before the arena holds more than its soft target).
+  if (!regions_.empty()) {
+    if (shortfall > options_.limit - counters_.bytes_reserved) {
+      unmap_idle(IdleScan::candidates);
+    } else if (const std::size_t beyond = beyond_soft_target(rounded, shortfall); beyond > 0) {
+      unmap_idle(IdleScan::candidates, 0, 0, beyond);
+    }
   }
   const std::size_t available = (options_.limit - counters_.bytes_reserved) / granule * granule;
   if (shortfall > available) return lends_ && !regions_.empty() ? grow_for_loans(shortfall) : Growth::refused;
   // A new chunk after a tail that is not free, and the record take_free will split off.
   if (!reserve_records(2) || !reserve_region_record()) return Growth::no_host_memory;
-  std::size_t bytes = options_.preallocate && regions_.empty()
-                          ? next_region_bytes_
-                          : round_up_to(std::min(options_.min_growth_bytes, available), granule);
+  // A growing region is mapped only as far as the request needs: the source takes new memory in
+  // steps of its own (slabs, backing.h) and keeps the rest for the next growth.
+  std::size_t bytes = options_.preallocate && regions_.empty() ? next_region_bytes_
+                      : regions_.empty() ? round_up_to(std::min(options_.min_growth_bytes, available), granule)
+                                         : shortfall;
   bytes = std::max(std::min(bytes, available), shortfall);
   const bool first = regions_.empty();
   bool made_room = false;
@@ -533,9 +567,10 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes, std::uintptr_t 
   const std::uintptr_t end = round_up_to(base + bytes, granule);
   const std::size_t needed = unmapped_within(begin, end);
   if (needed == 0) return true;
-  if ((!options_.preallocate && options_.unmap_idle_when_growing) ||
-      needed > options_.limit - counters_.bytes_reserved) {
+  if (needed > options_.limit - counters_.bytes_reserved) {
     unmap_idle(IdleScan::candidates, begin, end);
+  } else if (const std::size_t beyond = beyond_soft_target(bytes, needed); beyond > 0) {
+    unmap_idle(IdleScan::candidates, begin, end, beyond);
   }
   // Granules to back with lent memory: what the limit does not allow once idle pieces are unmapped.
   std::size_t to_lend = 0;
@@ -893,21 +928,39 @@ bool BfcArena::unmap_idle_in(ChunkHandle node, std::uintptr_t kept_from, std::ui
 
 // IdleScan::all walks the region's chunks, O(chunks): for trimming and garbage collection. The
 // allocation paths scan the candidates, O(chunks freed since the last scan).
-std::size_t BfcArena::unmap_idle(IdleScan scan, std::uintptr_t keep_begin, std::uintptr_t keep_end) {
-  if (resize_granule_ == 0 || regions_.empty()) return 0;
+std::size_t BfcArena::beyond_soft_target(std::size_t rounded, std::size_t needed) const {
+  if (options_.preallocate || !(options_.idle_slack < std::numeric_limits<double>::infinity())) return 0;
+  // What mapping `needed` would add: the memory the source keeps idle serves first.
+  const std::size_t idle = source_.idle_bytes();
+  const std::size_t fresh = needed > idle ? needed - idle : 0;
+  const std::size_t live = std::max(counters_.peak_bytes_in_use, counters_.bytes_in_use + rounded);
+  const double slack = static_cast<double>(live) * (1.0 + options_.idle_slack) + static_cast<double>(options_.min_growth_bytes);
+  const std::size_t target = slack >= static_cast<double>(std::numeric_limits<std::size_t>::max())
+                                 ? std::numeric_limits<std::size_t>::max()
+                                 : static_cast<std::size_t>(slack);
+  const std::size_t after = saturating_add(saturating_add(counters_.bytes_reserved, idle), fresh);
+  return fresh > 0 && after > target ? after - target : 0;
+}
+
+std::size_t BfcArena::unmap_idle(IdleScan scan, std::uintptr_t keep_begin, std::uintptr_t keep_end,
+                                 std::size_t want) {
+  if (resize_granule_ == 0 || regions_.empty() || want == 0) return 0;
   const std::uintptr_t kept_from = keep_begin / resize_granule_ * resize_granule_;
   const std::uintptr_t kept_to = round_up_to(keep_end, resize_granule_);
   std::size_t released = 0;
   if (scan == IdleScan::all || idle_scan_all_) {
-    for (ChunkHandle node = regions_.front().first; node != kNoChunk; node = chunks_[node].next) {
+    ChunkHandle node = regions_.front().first;
+    for (; node != kNoChunk && released < want; node = chunks_[node].next) {
       if (chunks_.state(node) != ChunkState::free) continue;
       if (!unmap_idle_in(node, kept_from, kept_to, released)) return released;  // the list stays as it was
     }
-    idle_scan_all_ = false;
-    idle_candidates_.clear();
+    if (node == kNoChunk) {  // every chunk was looked at: the list starts afresh
+      idle_scan_all_ = false;
+      idle_candidates_.clear();
+    }
   } else {
     std::size_t index = 0;
-    for (; index < idle_candidates_.size(); ++index) {
+    for (; index < idle_candidates_.size() && released < want; ++index) {
       const ChunkHandle node = chunks_.find(idle_candidates_[index]);
       // Stale: the chunk merged into its left neighbour (noted itself) or was carved (its rest noted).
       if (node == kNoChunk || chunks_.state(node) != ChunkState::free) continue;
@@ -990,11 +1043,22 @@ std::size_t BfcArena::release_free_regions() noexcept {
 }
 
 std::size_t BfcArena::release_free_regions_locked() {
+  // With a resizable source, what goes back is what the arena and its source hold less afterwards:
+  // unmapped granules may stay with the source, in pieces still in use.
+  const auto held = [this] { return counters_.bytes_reserved + (resize_granule_ != 0 ? source_.idle_bytes() : 0); };
+  const std::size_t held_before = held();
   std::size_t released = unmap_idle(IdleScan::all);
   if (!ended_loans_.empty()) {  // their lenders' pieces may now be idle as a whole
     settle_loans();
-    released += unmap_idle(IdleScan::all);
+    unmap_idle(IdleScan::all);
     settle_loans();
+  }
+  if (resize_granule_ != 0 && !regions_.empty()) {
+    try {
+      source_.release_idle();  // what the source keeps for the next mapping, where it can go
+    } catch (...) {  // a source breaking its contract: nothing given back
+    }
+    released = held_before - std::min(held_before, held());
   }
   std::size_t kept = 0;
   for (const RegionRecord& record : regions_) {
@@ -1107,6 +1171,7 @@ ArenaStats BfcArena::stats_locked() const {
           ? 0.0
           : static_cast<double>(not_in_use - stats.largest_free_block) / static_cast<double>(not_in_use);
   stats.chunks = chunks_.live();
+  if (resize_granule_ != 0) stats.bytes_pooled = source_.idle_bytes();
   return stats;
 }
 

@@ -18,8 +18,11 @@
 // back while the addresses stay in the region, and a block carved over them later has them mapped
 // again. The limit then bounds the memory mapped, not the address range, so holes left by
 // fragmentation cost addresses only. Idle granules are unmapped when mapping would pass the limit,
-// by release_free_regions(), and in growth mode (ArenaOptions::unmap_idle_when_growing) before new
-// memory is mapped. A wholly free region goes back by release_free_regions().
+// by release_free_regions(), and in growth mode where new memory would take what the arena holds past
+// its live peak by more than ArenaOptions::idle_slack (the idle memory then moves to where it is
+// needed). A wholly free region goes back by release_free_regions(). Where the best fit for a request
+// needs memory mapped and another fitting chunk does not, the other serves it: memory stays where it
+// is mapped.
 //
 // Loans (a source that lends, RegionSource::lends()): a source backing its memory in pieces larger
 // than a granule gives an idle granule back only with its whole piece, so a piece that also holds
@@ -125,11 +128,14 @@ struct ArenaOptions {
   // 512, CUDA's texture alignment, because cudaMalloc's pointers are documented to need no texture
   // offset (policy.h, kDeviceBlockAlignment).
   std::size_t block_alignment = 256;
-  // Resizable sources, growth mode: before memory is mapped for a request, unmap the idle granules
-  // (those wholly inside free, unfenced chunks), so that what is reserved follows the live blocks
-  // rather than their high-water mark. Costs map and unmap calls where allocations come back to
-  // addresses whose memory went; bench/traces/README.md has the figures.
-  bool unmap_idle_when_growing = true;
+  // Resizable sources, growth mode: the memory the arena holds (mapped, and idle in its source) is
+  // kept within (1 + idle_slack) times its live peak plus one min_growth_bytes step: where a request
+  // needs new memory beyond that, idle granules (wholly inside free, unfenced chunks) are unmapped
+  // first, and their memory serves the request (a source that keeps memory for the next mapping,
+  // backing.h, maps it again without taking new memory). Within it, idle memory stays mapped: a
+  // training step's pattern of frees and allocations costs no driver call. Infinity: idle granules
+  // are unmapped only at the limit. bench/traces/README.md has the trade-off, measured on the traces.
+  double idle_slack = 1.0 / 64;
 };
 
 // Counters and gauges, in bytes unless named otherwise. Invariants: bytes_in_use <= bytes_reserved <=
@@ -156,6 +162,8 @@ struct ArenaStats {
   std::uint64_t region_unmaps = 0;        // resizable sources: RegionSource::unmap calls (idle granules)
   std::uint64_t region_maps = 0;          // resizable sources: RegionSource::map calls that succeeded
   std::size_t bytes_unmapped = 0;         // resizable sources: addresses in the region with no memory now
+  std::size_t bytes_pooled = 0;           // resizable sources: memory the source holds mapped nowhere,
+                                          // kept for the next mapping (RegionSource::idle_bytes)
   std::size_t bytes_lent = 0;             // lending sources: idle granules whose memory also backs
                                           // blocks' addresses elsewhere (out of use meanwhile)
   std::uint64_t region_loans = 0;         // lending sources: RegionSource::lend calls that succeeded
@@ -350,8 +358,16 @@ class BfcArena {
     candidates,  // the free chunks noted since the last scan (all chunks if the list overflowed)
     all,         // every chunk of the region
   };
-  // Resizable source: unmaps every idle granule outside [keep_begin, keep_end); returns the bytes.
-  std::size_t unmap_idle(IdleScan scan, std::uintptr_t keep_begin = 0, std::uintptr_t keep_end = 0)
+  // Resizable source: unmaps idle granules outside [keep_begin, keep_end), every one or until `want`
+  // bytes are unmapped; returns the bytes.
+  std::size_t unmap_idle(IdleScan scan, std::uintptr_t keep_begin = 0, std::uintptr_t keep_end = 0,
+                         std::size_t want = std::numeric_limits<std::size_t>::max()) GPUMEM_REQUIRES(mutex_);
+  // Growth mode, resizable source: how far mapping `needed` more bytes for a request of `rounded`
+  // would take what the arena holds past its soft target (ArenaOptions::idle_slack); 0 within it.
+  std::size_t beyond_soft_target(std::size_t rounded, std::size_t needed) const GPUMEM_REQUIRES(mutex_);
+  // A free chunk of at least `rounded` bytes, needing no memory mapped, to serve in place of
+  // `best` (which needs some), or kNoChunk.
+  detail::ChunkHandle mapped_alternative(detail::ChunkHandle best, std::size_t rounded) const
       GPUMEM_REQUIRES(mutex_);
   // Unmaps the idle granules of the free chunk `node` outside the kept granules; false if the source
   // refused part way (what it gave back is counted in `released`).

@@ -57,10 +57,10 @@ class RegionSource {
   // leaves it as it was. Must not throw.
   Status grow(Region& region, std::size_t bytes) { return do_grow(region, bytes); }
 
-  // Resizable sources only: gives back the memory behind [at, at + bytes), whole granules inside
-  // `region` that are backed now; the addresses stay part of the region, unbacked. Returns the bytes
-  // given back: all, or where the platform refused part way, the granules from `at` up to there
-  // (0: nothing changed). Must not throw.
+  // Resizable sources only: unbacks [at, at + bytes), whole granules inside `region` that are backed
+  // now; the addresses stay part of the region, unbacked, and their memory goes back or waits for
+  // the next map() (idle_bytes()). Returns the bytes unbacked: all, or where the platform refused
+  // part way, the granules from `at` up to there (0: nothing changed). Must not throw.
   std::size_t unmap(const Region& region, std::uintptr_t at, std::size_t bytes) {
     return do_unmap(region, at, bytes);
   }
@@ -91,6 +91,13 @@ class RegionSource {
   // Default: the granule holding `at`. Must not throw.
   Region piece_at(const Region& region, std::uintptr_t at) const { return do_piece_at(region, at); }
 
+  // Resizable sources only: memory the source holds that backs no granule now, kept for the next
+  // map() or grow() (unmap() may keep memory rather than give it back). Default 0.
+  std::size_t idle_bytes() const noexcept { return do_idle_bytes(); }
+  // Resizable sources only: gives back what of that memory it can (whole pieces); returns the bytes.
+  // Must not throw.
+  std::size_t release_idle() { return do_release_idle(); }
+
  private:
   virtual Status do_reserve(std::size_t bytes, Region& out) = 0;
   virtual bool do_release(const Region& region) = 0;
@@ -101,6 +108,8 @@ class RegionSource {
   virtual bool do_lends() const noexcept { return false; }
   virtual Status do_grow_unbacked(Region&, std::size_t) { return Status::out_of_memory; }
   virtual Status do_lend(const Region&, std::uintptr_t, std::uintptr_t) { return Status::out_of_memory; }
+  virtual std::size_t do_idle_bytes() const noexcept { return 0; }
+  virtual std::size_t do_release_idle() { return 0; }
   virtual Region do_piece_at(const Region&, std::uintptr_t at) const {
     const std::size_t granule = do_resize_granule();
     return granule == 0 ? Region{} : Region{at / granule * granule, granule};

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 
 #include "piece_layout.h"
@@ -21,6 +22,17 @@ bool admit(const RegionSourceLimits& limits, RegionSourceLog& log, std::size_t b
   // The last clause keeps rounding up to the granule from overflowing.
   if (bytes == 0 || bytes > limits.max_region_bytes || bytes > limits.capacity_bytes - log.live_bytes ||
       log.live_bytes > limits.capacity_bytes || bytes > std::numeric_limits<std::size_t>::max() - kGranule) {
+    ++log.refusals;
+    return false;
+  }
+  return true;
+}
+
+// A resizable source's request of `bytes`, of which `fresh` are new memory: logged, and checked
+// against the limits (the request's size, and the new memory against the capacity).
+bool admit_resizable(const RegionSourceLimits& limits, RegionSourceLog& log, std::size_t bytes, std::size_t fresh) {
+  if (bytes == 0 || bytes > limits.max_region_bytes || fresh > limits.capacity_bytes ||
+      log.live_bytes > limits.capacity_bytes - fresh) {
     ++log.refusals;
     return false;
   }
@@ -51,12 +63,14 @@ Status HostRegionSource::do_reserve(std::size_t bytes, Region& out) {
   }
   out = Region{reinterpret_cast<std::uintptr_t>(memory), bytes};
   record_reservation(log_, bytes);
+  ++log_.calls.allocs;
   return Status::ok;
 }
 
 bool HostRegionSource::do_release(const Region& region) {
   std::free(reinterpret_cast<void*>(region.base));
   record_release(log_, region.size);
+  ++log_.calls.frees;
   return true;
 }
 
@@ -65,144 +79,174 @@ Status FakeRegionSource::do_reserve(std::size_t bytes, Region& out) {
   out = Region{next_, bytes};
   next_ += detail::round_up(bytes);
   record_reservation(log_, bytes);
+  ++log_.calls.allocs;
   return Status::ok;
 }
 
 bool FakeRegionSource::do_release(const Region& region) {
   record_release(log_, region.size);
+  ++log_.calls.frees;
   return true;
 }
 
 ResizableRegionSource::ResizableRegionSource(std::size_t range_bytes, std::size_t granule,
-                                             RegionSourceLimits limits, std::size_t largest_piece, bool lends)
+                                             RegionSourceLimits limits, std::size_t largest_piece, bool lends,
+                                             std::size_t slab_bytes)
     : granule_(granule),
-      largest_piece_(largest_piece < granule ? granule : largest_piece),
       range_bytes_(range_bytes > std::numeric_limits<std::size_t>::max() - granule
                        ? 0
                        : (range_bytes + granule - 1) / granule * granule),
       lends_(lends),
+      backing_(0, granule, largest_piece, slab_bytes),
       limits_(limits) {}
 
-Status ResizableRegionSource::do_reserve(std::size_t bytes, Region& out) {
-  if (!admit(limits_, log_, bytes)) return Status::out_of_memory;
-  if (range_base_ == 0 || held_bytes_ != 0 || bytes % granule_ != 0 || bytes > range_bytes_ ||
-      !back(range_base_, bytes, true)) {
-    ++log_.refusals;
-    return Status::out_of_memory;
-  }
-  held_bytes_ = bytes;
-  out = Region{range_base_, bytes};
-  record_reservation(log_, bytes);
-  return Status::ok;
+void ResizableRegionSource::set_range_base(std::uintptr_t base) noexcept {
+  range_base_ = base;
+  backing_.set_range_base(base);
 }
 
-bool ResizableRegionSource::do_release(const Region& region) {
-  decommit(region.base, region.size);
-  held_bytes_ = 0;
-  pieces_.clear();
-  // Borrowed granules hold no memory of their own: like unbacked ones, they were never in live_bytes.
-  std::size_t unbacked = borrowed_.size();
-  borrowed_.clear();
-  for (std::size_t index = 0; index < unbacked_.size(); ++index) {
-    if (unbacked_[index]) ++unbacked;
-  }
-  unbacked_.clear();
-  record_release(log_, region.size);
-  log_.live_bytes += unbacked * granule_;  // those bytes left live_bytes when they were unmapped
-  return true;
-}
-
-bool ResizableRegionSource::granules_are(const Region& region, std::uintptr_t at, std::size_t bytes,
-                                         bool unbacked) const {
-  if (held_bytes_ == 0 || region.base != range_base_ || region.size != held_bytes_ || bytes == 0 ||
-      at % granule_ != 0 || bytes % granule_ != 0 || at < range_base_ || at - range_base_ > held_bytes_ ||
-      bytes > held_bytes_ - (at - range_base_)) {
-    return false;
-  }
-  for (std::size_t index = (at - range_base_) / granule_, end = index + bytes / granule_; index < end; ++index) {
-    const bool is_unbacked = index < unbacked_.size() && unbacked_[index];
-    if (is_unbacked != unbacked) return false;
-  }
-  return true;
-}
-
-void ResizableRegionSource::mark(std::uintptr_t at, std::size_t bytes, bool unbacked) {
-  const std::size_t first = (at - range_base_) / granule_;
-  const std::size_t end = first + bytes / granule_;
-  if (unbacked_.size() < end) unbacked_.resize(range_bytes_ / granule_, false);
-  for (std::size_t index = first; index < end; ++index) unbacked_[index] = unbacked;
-}
-
-bool ResizableRegionSource::back(std::uintptr_t at, std::size_t bytes, bool laid_out) {
-  std::map<std::uintptr_t, std::size_t> added;
-  try {
-    for (std::size_t done = 0; done < bytes;) {
-      const std::size_t piece = std::min(
-          bytes - done, laid_out ? piece_bytes_at(at + done - range_base_, granule_, largest_piece_) : granule_);
-      added.emplace(at + done, piece);
-      done += piece;
-    }
-  } catch (...) {  // no host memory for the records
-    return false;
-  }
-  if (!commit(at, bytes)) return false;
-  log_.pieces += added.size();
-  pieces_.merge(added);
-  return true;
-}
-
-Region ResizableRegionSource::do_piece_at(const Region& region, std::uintptr_t at) const {
-  if (held_bytes_ == 0 || region.base != range_base_) return Region{};
-  auto found = pieces_.upper_bound(at);
-  if (found == pieces_.begin()) return Region{};
-  --found;
-  return at - found->first < found->second ? Region{found->first, found->second} : Region{};
-}
-
-std::size_t ResizableRegionSource::do_unmap(const Region& region, std::uintptr_t at, std::size_t bytes) {
-  if (!granules_are(region, at, bytes, false)) return 0;
-  // Whole pieces from `at` on: the first that reaches past the range stops it.
-  std::size_t given = 0;
-  for (auto piece = pieces_.find(at); piece != pieces_.end() && piece->first == at + given &&
-                                      piece->second <= bytes - given;) {
-    given += piece->second;
-    if (given == bytes) break;
-    piece = pieces_.find(at + given);
-  }
-  if (given == 0) return 0;
-  // A lender's memory goes only once its loans have ended.
-  for (const auto& [borrower, lender] : borrowed_) {
-    if (lender >= at && lender - at < given && !(borrower >= at && borrower - at < given)) return 0;
-  }
-  std::size_t borrowed = 0;
-  for (auto loan = borrowed_.lower_bound(at); loan != borrowed_.end() && loan->first < at + given; ++loan) {
-    borrowed += granule_;
-  }
-  try {
-    mark(at, given, true);
-  } catch (...) {  // no host memory for the record: nothing given back
-    return 0;
-  }
-  pieces_.erase(pieces_.lower_bound(at), pieces_.lower_bound(at + given));
-  borrowed_.erase(borrowed_.lower_bound(at), borrowed_.lower_bound(at + given));
-  decommit(at, given);
-  ++log_.unmaps;
-  log_.live_bytes -= given - borrowed;
-  return given;
+void ResizableRegionSource::note_held() noexcept {
+  log_.live_bytes = backing_.held_bytes();
+  peak_held_ = std::max(peak_held_, log_.live_bytes);
 }
 
 bool ResizableRegionSource::holds(const Region& region) const noexcept {
   return held_bytes_ != 0 && region.base == range_base_ && region.size == held_bytes_;
 }
 
-Status ResizableRegionSource::do_grow_unbacked(Region& region, std::size_t bytes) {
-  if (!lends_ || !holds(region) || bytes == 0 || bytes % granule_ != 0 || bytes > range_bytes_ - held_bytes_) {
+bool ResizableRegionSource::granules_are(const Region& region, std::uintptr_t at, std::size_t bytes,
+                                         bool unbacked) const {
+  if (!holds(region) || bytes == 0 || at % granule_ != 0 || bytes % granule_ != 0 || at < range_base_ ||
+      at - range_base_ > held_bytes_ || bytes > held_bytes_ - (at - range_base_)) {
+    return false;
+  }
+  for (std::uintptr_t granule = at; granule < at + bytes; granule += granule_) {
+    if ((backing_.mapping_at(granule) == nullptr) != unbacked) return false;
+  }
+  return true;
+}
+
+bool ResizableRegionSource::back(std::uintptr_t at, std::size_t bytes, Backing::Kind kind) {
+  if (kind != Backing::Kind::laid_out && backing_.held_bytes() + bytes > fine_above_) kind = Backing::Kind::fine;
+  Backing::Plan plan;
+  if (!backing_.plan_map(at, bytes, kind, plan)) return false;
+  const auto fresh_of = [](const Backing::Plan& planned) {
+    std::size_t fresh = 0;
+    for (const std::size_t piece : planned.new_pieces) fresh += piece;
+    return fresh;
+  };
+  log_.requests.push_back(bytes);
+  if (!admit_resizable(limits_, log_, bytes, fresh_of(plan))) {
+    // A whole slab does not fit: no more than the request needs, as the shim's source asks again.
+    if (kind != Backing::Kind::slabs || !backing_.plan_map(at, bytes, kind, plan, 0) ||
+        !admit_resizable(limits_, log_, bytes, fresh_of(plan))) {
+      return false;
+    }
+  }
+  if (!backing_.reserve_for(plan) || !commit(at, bytes)) {
+    backing_.abandon(plan);
+    ++log_.refusals;
+    return false;
+  }
+  backing_.commit_map(plan, {});
+  // The calls the shim's source makes for the plan: each piece created, each mapping made, the
+  // stretch opened to the device at once.
+  log_.calls.creates += plan.new_pieces.size();
+  log_.calls.maps += plan.mappings.size();
+  ++log_.calls.access_sets;
+  log_.pieces += plan.new_pieces.size();
+  note_held();
+  return true;
+}
+
+Status ResizableRegionSource::do_reserve(std::size_t bytes, Region& out) {
+  if (range_base_ == 0 || held_bytes_ != 0 || bytes == 0 || bytes % granule_ != 0 || bytes > range_bytes_) {
+    log_.requests.push_back(bytes);
     ++log_.refusals;
     return Status::out_of_memory;
   }
+  held_bytes_ = bytes;  // so that back() sees the region
+  if (!back(range_base_, bytes, Backing::Kind::laid_out)) {
+    held_bytes_ = 0;
+    return Status::out_of_memory;
+  }
+  out = Region{range_base_, bytes};
+  ++log_.reservations;
+  ++log_.live_regions;
+  if (!range_reserved_) ++log_.calls.range_reserves;  // the shim reserves its range at the first region
+  range_reserved_ = true;
+  return Status::ok;
+}
+
+bool ResizableRegionSource::do_release(const Region& region) {
+  if (!holds(region)) return false;
+  // One unmap for each stretch of mappings that lie back to back; each piece's handle released.
+  const std::vector<Backing::Mapping>& mappings = backing_.mappings();
+  for (std::size_t i = 0; i < mappings.size(); ++i) {
+    if (i + 1 == mappings.size() || mappings[i + 1].base != mappings[i].base + mappings[i].size) ++log_.calls.unmaps;
+  }
+  for (Backing::PieceId id = 0; id < backing_.piece_count(); ++id) log_.calls.releases += backing_.piece(id).live ? 1 : 0;
+  decommit(region.base, region.size);
+  backing_.clear();
+  held_bytes_ = 0;
+  ++log_.releases;
+  --log_.live_regions;
+  log_.live_bytes = 0;
+  return true;
+}
+
+Region ResizableRegionSource::do_piece_at(const Region& region, std::uintptr_t at) const {
+  if (!holds(region)) return Region{};
+  const Backing::Mapping* mapping = backing_.mapping_at(at);
+  return mapping == nullptr ? Region{} : Region{mapping->base, mapping->size};
+}
+
+std::size_t ResizableRegionSource::do_unmap(const Region& region, std::uintptr_t at, std::size_t bytes) {
+  if (!granules_are(region, at, bytes, false)) return 0;
+  std::vector<Backing::Mapping> mappings;
+  std::vector<Backing::Piece> gone;
   try {
-    mark(range_base_ + held_bytes_, bytes, true);
-  } catch (...) {  // no host memory for the record
+    mappings = backing_.mappings_from(at, bytes);
+    gone.reserve(mappings.size());
+  } catch (...) {  // no host memory for the lists: nothing given back
+    return 0;
+  }
+  // A lender's memory goes only once its loans have ended.
+  for (const Backing::Mapping& borrowed : backing_.mappings()) {
+    if (!borrowed.borrowed) continue;
+    const bool borrower_in = borrowed.base >= at && borrowed.base - at < bytes;
+    for (const Backing::Mapping& mapping : mappings) {
+      if (!mapping.borrowed && mapping.piece == borrowed.piece && !borrower_in) return 0;
+    }
+  }
+  std::size_t given = 0;
+  for (const Backing::Mapping& mapping : mappings) given += mapping.size;
+  if (given == 0) return 0;
+  backing_.unmap(mappings, gone);
+  decommit(at, given);
+  ++log_.unmaps;
+  ++log_.calls.unmaps;  // mappings back to back: one call
+  log_.calls.releases += gone.size();
+  note_held();
+  return given;
+}
+
+std::size_t ResizableRegionSource::do_release_idle() {
+  std::vector<Backing::Piece> gone;
+  try {
+    gone.reserve(backing_.piece_count());
+  } catch (...) {  // no host memory for the list: nothing given back
+    return 0;
+  }
+  const std::size_t released = backing_.release_idle(gone);
+  log_.calls.releases += gone.size();
+  note_held();
+  return released;
+}
+
+Status ResizableRegionSource::do_grow_unbacked(Region& region, std::size_t bytes) {
+  if (!lends_ || !holds(region) || bytes == 0 || bytes % granule_ != 0 || bytes > range_bytes_ - held_bytes_) {
+    ++log_.refusals;
     return Status::out_of_memory;
   }
   held_bytes_ += bytes;
@@ -212,47 +256,47 @@ Status ResizableRegionSource::do_grow_unbacked(Region& region, std::size_t bytes
 }
 
 Status ResizableRegionSource::do_lend(const Region& region, std::uintptr_t from, std::uintptr_t at) {
-  const Region lender = do_piece_at(region, from);
-  if (!lends_ || !granules_are(region, at, granule_, true) || !granules_are(region, from, granule_, false) ||
-      lender.size == 0 || borrowed_.count(lender.base) != 0) {
+  if (!lends_ || !granules_are(region, at, granule_, true) || !granules_are(region, from, granule_, false)) {
     ++log_.refusals;
     return Status::out_of_memory;
   }
-  try {
-    pieces_.emplace(at, granule_);
-    borrowed_.emplace(at, from);
-  } catch (...) {  // no host memory for the records
-    pieces_.erase(at);
+  const Backing::Mapping loan = backing_.plan_loan(from, at);
+  if (loan.piece == Backing::kNoPiece || !backing_.reserve_for_loan() || !commit(at, granule_)) {
+    ++log_.refusals;
     return Status::out_of_memory;
   }
-  mark(at, granule_, false);  // the granule's flag exists: it was unbacked
+  backing_.commit_loan(loan);
   ++log_.loans;
+  // The lender's piece mapped a second time and the granule opened to the device.
+  ++log_.calls.maps;
+  ++log_.calls.access_sets;
   return Status::ok;
 }
 
 Status ResizableRegionSource::do_map(const Region& region, std::uintptr_t at, std::size_t bytes) {
-  if (!admit(limits_, log_, bytes)) return Status::out_of_memory;
-  if (!granules_are(region, at, bytes, true) || !back(at, bytes, false)) {
+  if (!granules_are(region, at, bytes, true)) {
+    log_.requests.push_back(bytes);
     ++log_.refusals;
     return Status::out_of_memory;
   }
-  mark(at, bytes, false);
+  if (!back(at, bytes, Backing::Kind::slabs)) return Status::out_of_memory;
   ++log_.maps;
-  log_.live_bytes += bytes;
   return Status::ok;
 }
 
 Status ResizableRegionSource::do_grow(Region& region, std::size_t bytes) {
-  if (!admit(limits_, log_, bytes)) return Status::out_of_memory;
-  if (held_bytes_ == 0 || region.base != range_base_ || region.size != held_bytes_ || bytes % granule_ != 0 ||
-      bytes > range_bytes_ - held_bytes_ || !back(range_base_ + held_bytes_, bytes, false)) {
+  if (!holds(region) || bytes == 0 || bytes % granule_ != 0 || bytes > range_bytes_ - held_bytes_) {
+    log_.requests.push_back(bytes);
     ++log_.refusals;
     return Status::out_of_memory;
   }
-  held_bytes_ += bytes;
+  held_bytes_ += bytes;  // so that back() sees the new granules
+  if (!back(range_base_ + held_bytes_ - bytes, bytes, Backing::Kind::slabs)) {
+    held_bytes_ -= bytes;
+    return Status::out_of_memory;
+  }
   region.size = held_bytes_;
   ++log_.grows;
-  log_.live_bytes += bytes;
   return Status::ok;
 }
 
@@ -284,8 +328,8 @@ void HostResizableRegionSource::decommit(std::uintptr_t base, std::size_t bytes)
 
 FakeResizableRegionSource::FakeResizableRegionSource(std::size_t range_bytes, std::size_t granule,
                                                      RegionSourceLimits limits, std::size_t largest_piece,
-                                                     bool lends)
-    : ResizableRegionSource(range_bytes, granule, limits, largest_piece, lends) {
+                                                     bool lends, std::size_t slab_bytes)
+    : ResizableRegionSource(range_bytes, granule, limits, largest_piece, lends, slab_bytes) {
   set_range_base(FakeRegionSource::kBase);
 }
 

@@ -11,6 +11,8 @@
 #include <map>
 #include <vector>
 
+#include "backing.h"
+#include "platform_calls.h"
 #include "region_source.h"
 
 namespace gpumem {
@@ -23,7 +25,10 @@ struct RegionSourceLimits {
 };
 
 // Counts what happened at a source; `requests` logs every reserve (and grow) size asked for, in order.
+// `calls`: the driver calls the shim's source of the same kind would make for the same requests
+// (platform_calls.h).
 struct RegionSourceLog {
+  PlatformCalls calls;
   std::vector<std::size_t> requests;
   std::uint64_t reservations = 0;
   std::uint64_t refusals = 0;
@@ -72,28 +77,37 @@ class FakeRegionSource final : public RegionSource {
 };
 
 // One address range of `range_bytes` (rounded up to the granule) holding at most one region, at
-// the range's start, that grows at its end, and whose granules can be unbacked (unmap)
-// and backed again (map) inside it. Invariant: the region, when held, lies inside the range and its
-// size is a positive multiple of the granule; log().live_bytes is its size less its unbacked
-// granules. Memory is backed in pieces laid out as piece_layout.h says, at most `largest_piece` bytes
-// each (0: one granule each), and given back only in whole pieces. Derived classes make the bytes
-// usable (commit) and give them back (decommit). A source built to lend (`lends`) backs granules with
-// lent memory too: each borrowed granule is a piece of its own, and log().live_bytes counts its
-// memory once, at the lender. Calls that break the contract (unmapping what is unbacked or part of a
-// piece, or a piece whose memory is lent out; mapping what is backed; lending from a borrowed piece;
-// ranges outside the region) are refused, so tests catch an arena that makes them.
+// the range's start, that grows at its end, and whose granules can be unbacked (unmap) and backed
+// again (map) inside it, the memory behind it held as the shim's virtual-memory source holds it
+// (backing.h): the first reservation in pieces laid out as piece_layout.h says, at most
+// `largest_piece` bytes each (0: one granule each), given back only whole; growth and memory mapped
+// again in slabs of at least `slab_bytes` (0: one granule), mapped a granule at a time, whose idle
+// granules are mapped again before any new memory is taken, and beyond set_fine_above() in slabs of
+// one granule. log().live_bytes is the memory held (pieces and slabs, mapped or idle), log().calls the
+// driver calls the shim would make. Derived classes make the bytes usable (commit) and give them
+// back (decommit). A source built to lend (`lends`) backs granules with lent memory too: each
+// borrowed granule is a mapping of its own, holding no memory. Calls that break the contract
+// (unmapping what is unbacked or part of a mapping, or a piece whose memory is lent out; mapping what
+// is backed; lending from a borrowed granule or a slab; ranges outside the region) are refused, so
+// tests catch an arena that makes them.
 class ResizableRegionSource : public RegionSource {
  public:
   std::size_t granule() const noexcept { return granule_; }
   const RegionSourceLog& log() const noexcept { return log_; }
   void set_limits(RegionSourceLimits limits) noexcept { limits_ = limits; }
+  // New memory beyond this many bytes held is taken in slabs of one granule, so that it can go back
+  // granule by granule (a shared GPU's memory beyond the guarantee).
+  void set_fine_above(std::size_t bytes) noexcept { fine_above_ = bytes; }
+  // The most memory held at once.
+  std::size_t peak_held_bytes() const noexcept { return peak_held_; }
+  const Backing& backing() const noexcept { return backing_; }
 
  protected:
   // `granule`: a power of two, a multiple of 256; `largest_piece`: 0 or a power of two.
   ResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits,
-                        std::size_t largest_piece, bool lends = false);
+                        std::size_t largest_piece, bool lends = false, std::size_t slab_bytes = 0);
   // Sets the range's base (a multiple of the granule); 0 when the range could not be had.
-  void set_range_base(std::uintptr_t base) noexcept { range_base_ = base; }
+  void set_range_base(std::uintptr_t base) noexcept;
   std::size_t range_bytes() const noexcept { return range_bytes_; }
 
  private:
@@ -110,25 +124,27 @@ class ResizableRegionSource : public RegionSource {
   bool do_lends() const noexcept override { return lends_; }
   Status do_grow_unbacked(Region& region, std::size_t bytes) override;
   Status do_lend(const Region& region, std::uintptr_t from, std::uintptr_t at) override;
+  std::size_t do_idle_bytes() const noexcept override { return backing_.idle_bytes(); }
+  std::size_t do_release_idle() override;
   // Whether region `region` is the one held now.
   bool holds(const Region& region) const noexcept;
-  // Commits [at, at + bytes) and records its pieces, laid out (piece_layout.h) or one granule each;
-  // false (nothing changed) if refused.
-  bool back(std::uintptr_t at, std::size_t bytes, bool laid_out);
+  // Backs [at, at + bytes) (unbacked now): plans, admits the new memory against the limits, commits
+  // and records; false (nothing changed) if refused.
+  bool back(std::uintptr_t at, std::size_t bytes, Backing::Kind kind);
   // Whether [at, at + bytes) is whole granules of the held region, each unbacked (`unbacked`) or
   // each backed (!`unbacked`).
   bool granules_are(const Region& region, std::uintptr_t at, std::size_t bytes, bool unbacked) const;
-  void mark(std::uintptr_t at, std::size_t bytes, bool unbacked);
+  void note_held() noexcept;
 
   const std::size_t granule_;
-  const std::size_t largest_piece_;
   const std::size_t range_bytes_;
   const bool lends_;
-  std::map<std::uintptr_t, std::size_t> pieces_;  // backed pieces: base -> size
-  std::map<std::uintptr_t, std::uintptr_t> borrowed_;  // borrowed granules (pieces too): base -> lender
+  Backing backing_;
   std::uintptr_t range_base_ = 0;
-  std::size_t held_bytes_ = 0;  // the region's size; 0 when none is held
-  std::vector<bool> unbacked_;  // per granule of the range, from its base; empty until the first unmap
+  bool range_reserved_ = false;  // a first region was reserved (the shim's source reserves its range then)
+  std::size_t held_bytes_ = 0;   // the region's size; 0 when none is held
+  std::size_t fine_above_ = std::numeric_limits<std::size_t>::max();
+  std::size_t peak_held_ = 0;
   RegionSourceLimits limits_;
   RegionSourceLog log_;
 };
@@ -155,7 +171,7 @@ class HostResizableRegionSource final : public ResizableRegionSource {
 class FakeResizableRegionSource final : public ResizableRegionSource {
  public:
   FakeResizableRegionSource(std::size_t range_bytes, std::size_t granule, RegionSourceLimits limits = {},
-                            std::size_t largest_piece = 0, bool lends = false);
+                            std::size_t largest_piece = 0, bool lends = false, std::size_t slab_bytes = 0);
 
  private:
   bool commit(std::uintptr_t, std::size_t) override { return true; }

@@ -159,17 +159,19 @@ class ArenaOver {
   void start_counting() {}
   DriverFigures stop_counting() const {
     const gpumem::ArenaStats stats = arena_.stats();
-    // A resizable source maps pieces, one driver call (cuMemCreate + cuMemMap) each.
-    const std::uint64_t pieces = source_.log().pieces;
-    return {pieces != 0 ? pieces : stats.region_reservations + stats.region_grows + stats.region_maps,
-            stats.region_releases, stats.peak_bytes_reserved};
+    // Every driver call the shim's source would make, as gpumem-replay counts them; what the source
+    // held at most (a resizable one keeps unmapped memory for the next mapping).
+    if constexpr (std::is_same_v<Source, gpumem::FakeResizableRegionSource>) {
+      return {source_.log().calls.total(), stats.region_releases, source_.peak_held_bytes()};
+    } else {
+      return {source_.log().calls.total(), stats.region_releases, stats.peak_bytes_reserved};
+    }
   }
 
  private:
   static Source make_source(std::size_t limit) {
     if constexpr (std::is_same_v<Source, gpumem::FakeResizableRegionSource>) {
-      return Source(gpumem::replay::kVmmRangeLimits * limit, gpumem::replay::kVmmGranule, {},
-                    gpumem::largest_piece_for(limit, gpumem::replay::kVmmGranule));
+      return gpumem::replay::vmm_source(limit, gpumem::replay::kVmmGranule, gpumem::ArenaOptions{}.min_growth_bytes);
     } else {
       static_cast<void>(limit);
       return Source();

@@ -9,11 +9,13 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -84,7 +86,11 @@ Options:
                         a device with virtual memory management)
   --granule SIZE        vmm: the unit memory is mapped and unmapped in, a power of two of at least
                         2MiB (default 2MiB, CUDA's granularity on current GPUs)
-  --keep-idle           vmm, growth mode: do not unmap idle granules before mapping more
+  --idle-slack FRACTION vmm, growth mode: how far beyond its live peak the arena may hold memory
+                        (plus one --min-growth step) before it unmaps idle granules to map their memory
+                        where a request needs it, rather than take new memory; default 0.015625 (1/64),
+                        the shim's
+  --keep-idle           vmm, growth mode: --idle-slack inf (idle granules unmapped only at the limit)
   --min-growth SIZE     growth mode: the smallest region (classic) or growth step (vmm); default
                         8MiB, the shim's
   --min-limit           also find the smallest limit (a multiple of 1 MiB) with which the whole trace
@@ -137,6 +143,7 @@ struct Arguments {
   std::optional<std::size_t> min_growth;
   std::optional<std::size_t> granule;
   bool keep_idle = false;
+  std::optional<double> idle_slack;
   bool min_limit = false;
   bool json = false;
   bool help = false;
@@ -235,6 +242,22 @@ std::optional<Failure> parse_arguments(const std::vector<std::string_view>& args
       out.granule = bytes;
     } else if (name == "--keep-idle") {
       if (auto failure = flag(out.keep_idle)) return failure;
+    } else if (name == "--idle-slack") {
+      constexpr const char* kSlackExpected = "a fraction of 0 or more (0.015625), or inf";
+      const auto text = value();
+      if (!text) return missing(kSlackExpected);
+      const std::string trimmed(gpumem::trim_blanks(*text));
+      double slack = 0.0;
+      if (trimmed == "inf") {
+        slack = std::numeric_limits<double>::infinity();
+      } else {
+        const auto [end, error] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), slack);
+        if (trimmed.empty() || error != std::errc{} || end != trimmed.data() + trimmed.size() || !(slack >= 0.0) ||
+            !std::isfinite(slack)) {
+          return invalid(kSlackExpected, *text);
+        }
+      }
+      out.idle_slack = slack;
     } else if (name == "--limit" || name == "--device-memory" || name == "--min-growth") {
       const auto text = value();
       if (!text) return missing(kSizeExpected);
@@ -407,7 +430,8 @@ std::optional<Failure> choose_setup(const Arguments& arguments, const gpumem::Po
   setup.split_rule = policy.split_rule;
   if (arguments.min_growth) setup.options.min_growth_bytes = *arguments.min_growth;
   if (arguments.granule) setup.options.vmm_granule = *arguments.granule;
-  if (arguments.keep_idle) setup.options.unmap_idle_when_growing = false;
+  if (arguments.idle_slack) setup.options.idle_slack = *arguments.idle_slack;
+  if (arguments.keep_idle) setup.options.idle_slack = std::numeric_limits<double>::infinity();
   return std::nullopt;
 }
 
@@ -418,6 +442,12 @@ void print_json(const Setup& setup, const ReplayResult& result, std::size_t torn
   report["peak_reserved"] = result.peak_reserved;
   report["utilisation"] = result.utilisation;
   report["driver_calls"] = result.driver_calls;
+  report["calls"] = {{"cuMemAlloc", result.calls.allocs},         {"cuMemFree", result.calls.frees},
+                     {"cuMemAddressReserve", result.calls.range_reserves},
+                     {"cuMemAddressFree", result.calls.range_frees}, {"cuMemCreate", result.calls.creates},
+                     {"cuMemMap", result.calls.maps},             {"cuMemSetAccess", result.calls.access_sets},
+                     {"cuMemUnmap", result.calls.unmaps},         {"cuMemRelease", result.calls.releases},
+                     {"cuMemRetainAllocationHandle", result.calls.retains}};
   report["ns_per_op"] = result.ns_per_op;
   if (asked_min_limit) {
     if (min_limit) {

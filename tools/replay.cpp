@@ -1,11 +1,14 @@
 // The replay engine: a trace through the BFC arena over a fake region source.
 #include "replay.h"
 
+#include <type_traits>
+
 #include "policy/policy.h"
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -27,7 +30,7 @@ ArenaOptions arena_options(const ReplayOptions& options) {
   arena.garbage_collection = options.garbage_collection;
   arena.min_growth_bytes = options.min_growth_bytes;
   arena.max_internal_fragmentation = options.max_internal_fragmentation;
-  arena.unmap_idle_when_growing = options.unmap_idle_when_growing;
+  arena.idle_slack = options.idle_slack;
   arena.block_alignment = gpumem::kDeviceBlockAlignment;
   return arena;
 }
@@ -169,13 +172,15 @@ ReplayResult run_over(Source& source, std::span<const TraceRecord> rows, const R
   const ArenaStats stats = arena.stats();
   result.peak_in_use = stats.peak_bytes_in_use;
   result.peak_live_granules = granules.peak_bytes();
+  // What the arena held at most: its regions, or (vmm) the memory its source held, mapped or idle.
   result.peak_reserved = stats.peak_bytes_reserved;
+  if constexpr (std::is_base_of_v<ResizableRegionSource, Source>) result.peak_reserved = source.peak_held_bytes();
   result.utilisation = result.peak_reserved == 0
                            ? 0.0
                            : static_cast<double>(result.peak_requested) / static_cast<double>(result.peak_reserved);
   const RegionSourceLog& log = source.log();
-  // A resizable source's pieces are one physical allocation and one mapping each; a loan, a mapping.
-  result.driver_calls = log.pieces != 0 ? log.pieces + log.loans : log.reservations + log.grows + log.maps;
+  result.calls = log.calls;
+  result.driver_calls = log.calls.total();
   result.region_grows = log.grows;
   result.region_maps = stats.region_maps;
   result.region_unmaps = stats.region_unmaps;
@@ -193,8 +198,7 @@ ReplayResult run_over(Source& source, std::span<const TraceRecord> rows, const R
 ReplayResult run_arena(std::span<const TraceRecord> rows, const ReplayOptions& options, bool stop_at_failure) {
   if (options.source == SourceKind::vmm) {
     // Pieces as the shim's VMM source maps them (piece_layout.h), lending idle granules as it does.
-    FakeResizableRegionSource source(kVmmRangeLimits * options.limit, options.vmm_granule, {},
-                                     largest_piece_for(options.limit, options.vmm_granule), true);
+    FakeResizableRegionSource source = vmm_source(options.limit, options.vmm_granule, options.min_growth_bytes);
     return run_over(source, rows, options, stop_at_failure);
   }
   FakeRegionSource source;
@@ -202,6 +206,11 @@ ReplayResult run_arena(std::span<const TraceRecord> rows, const ReplayOptions& o
 }
 
 }  // namespace
+
+FakeResizableRegionSource vmm_source(std::size_t limit, std::size_t granule, std::size_t min_growth_bytes) {
+  return FakeResizableRegionSource(kVmmRangeLimits * limit, granule, RegionSourceLimits{SIZE_MAX, limit},
+                                   largest_piece_for(limit, granule), true, min_growth_bytes);
+}
 
 std::vector<TraceRecord> rows_of_device(std::span<const TraceRecord> records, int device) {
   std::vector<TraceRecord> rows;

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "bfc_arena.h"
+#include "platform_calls.h"
+#include "region_sources.h"
 #include "trace_reader.h"
 
 namespace gpumem::replay {
@@ -40,7 +42,7 @@ struct ReplayOptions {
   std::size_t min_growth_bytes = ArenaOptions{}.min_growth_bytes;
   std::size_t max_internal_fragmentation = ArenaOptions{}.max_internal_fragmentation;  // the split rule
   std::size_t vmm_granule = kVmmGranule;  // vmm: the unit memory is mapped and unmapped in (a power of 2)
-  bool unmap_idle_when_growing = ArenaOptions{}.unmap_idle_when_growing;  // vmm, growth mode
+  double idle_slack = ArenaOptions{}.idle_slack;  // vmm, growth mode (infinity: idle memory stays mapped)
 };
 
 struct ReplayResult {
@@ -48,7 +50,8 @@ struct ReplayResult {
   std::size_t peak_requested = 0;   // peak of the bytes the live blocks asked for
   std::size_t peak_reserved = 0;    // ArenaStats::peak_bytes_reserved
   double utilisation = 0.0;         // peak_requested / peak_reserved (0 when nothing was reserved)
-  std::uint64_t driver_calls = 0;   // regions reserved from the source, and (vmm) growth steps mapped
+  PlatformCalls calls;              // the driver calls the shim's source would make (platform_calls.h)
+  std::uint64_t driver_calls = 0;   // calls.total()
   std::uint64_t region_grows = 0;   // vmm: growth steps (each maps memory at the region's end)
   std::uint64_t region_maps = 0;    // vmm: memory mapped again under unmapped granules (calls)
   std::uint64_t region_unmaps = 0;  // vmm: idle granules unmapped (calls)
@@ -69,6 +72,11 @@ struct ReplayResult {
   std::uint64_t duplicate_allocations = 0;  // allocate rows of a pointer that was still live
   std::optional<std::size_t> first_failed_line;  // trace line of the first refused allocation
 };
+
+// The vmm source the replay runs an arena of `limit` over, as the shim's source is set up: a range of
+// kVmmRangeLimits times the limit, pieces laid out at first (piece_layout.h), slabs of at least
+// `min_growth_bytes` after, lending, the memory held bounded by the limit (as the budget bounds it).
+FakeResizableRegionSource vmm_source(std::size_t limit, std::size_t granule, std::size_t min_growth_bytes);
 
 // The rows of `device`, in order.
 std::vector<TraceRecord> rows_of_device(std::span<const TraceRecord> records, int device);

@@ -42,8 +42,9 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
 
 // The VMM source where the policy allows it and the device supports it: GPUMEM_REGION_SOURCE=auto
 // (the default) is resolved here, per device; classic regions where the driver has no virtual memory
-// management (said at info, or as a warning when vmm was asked for by name). A shared GPU's arena maps
-// a granule per piece: what it borrowed goes back as soon as it is idle.
+// management (said at info, or as a warning when vmm was asked for by name). A shared GPU's arena
+// takes its memory a granule per piece until it knows its guarantee: what it borrowed goes back as
+// soon as it is idle.
 std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice device, std::size_t limit_bytes,
                                               bool shared) {
   const bool automatic = policy.region_source == RegionSourceChoice::automatic;
@@ -60,7 +61,8 @@ std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice dev
             "uses classic regions", device, limit_bytes, granularity);
     return std::nullopt;
   }
-  return std::optional<VmmRegionSource>(std::in_place, device, limit_bytes, granularity, shared);
+  return std::optional<VmmRegionSource>(std::in_place, device, limit_bytes, granularity,
+                                        ArenaOptions{}.min_growth_bytes, shared);
 }
 
 // Synchronisations an allocation waits for before it takes memory whatever is fenced (or gives up at
@@ -255,12 +257,6 @@ IpcBlock BfcManager::do_ipc_block(CUdeviceptr ptr) const {
   }
   IpcBlock block{CUDA_SUCCESS, false, chunk->region.base, chunk->base, chunk->size};
   if (!vmm_source_) return block;
-  // cuMemGetAddressRange answers a VMM block's mapping, not the block: a mapping's first byte inside
-  // a block (what Numba and vLLM export, sending the offset from it) names the block from there on.
-  if (address != chunk->base && vmm_source_->starts_mapping(address)) {
-    block.block_base = address;
-    block.block_size = chunk->base + chunk->size - address;
-  }
   block.verdict = vmm_source_->export_span(block.block_base, block.block_size, block.vmm_span);
   return block;
 }
@@ -299,9 +295,14 @@ void copy_arena_figures(const ArenaStats& arena, const VmmRegionSource* vmm, Man
   stats.bytes_fenced = arena.bytes_fenced;
   stats.regions = arena.regions;
   stats.fragmentation = arena.fragmentation;
-  // Every classic region is one cuMemAlloc; a VMM region's memory is mapped in pieces, each one
-  // cuMemCreate (as gpumem-replay counts them).
+  // Every classic region is one cuMemAlloc; a VMM region's memory is held in pieces, each one
+  // cuMemCreate (as gpumem-replay counts them), some kept unmapped for the next mapping: what the
+  // arena holds is theirs.
   stats.counters.driver_allocs += vmm != nullptr ? vmm->pieces_mapped() : arena.region_reservations;
+  if (vmm != nullptr) {
+    stats.bytes_reserved = vmm->bytes_reserved();
+    stats.peak_bytes_reserved = vmm->peak_bytes_reserved();
+  }
 }
 
 }  // namespace

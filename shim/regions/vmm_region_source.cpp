@@ -1,16 +1,17 @@
-// One arena region under a reserved virtual range, mapped in pieces (piece_layout.h).
+// One arena region under a reserved virtual range, backed as allocators/backing.h plans it.
 #include "regions/vmm_region_source.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 
+#include "base/log.h"
 #include "budget/budgets.h"
+#include "checked_size.h"
 #include "driver/real_driver.h"
 #include "exports/export_table.h"
-#include "base/log.h"
-#include "checked_size.h"
 #include "piece_layout.h"
 
 namespace gpumem::shim {
@@ -35,6 +36,20 @@ CUmemAccessDesc read_write_for(CUdevice device) {
   access.location.id = device;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   return access;
+}
+
+// The mappings of `mappings` as address ranges, back-to-back ones joined: cuMemSetAccess and
+// cuMemUnmap take several whole mappings at once.
+std::vector<std::pair<std::uintptr_t, std::size_t>> joined_ranges(const std::vector<Backing::Mapping>& mappings) {
+  std::vector<std::pair<std::uintptr_t, std::size_t>> ranges;
+  for (const Backing::Mapping& mapping : mappings) {
+    if (!ranges.empty() && ranges.back().first + ranges.back().second == mapping.base) {
+      ranges.back().second += mapping.size;
+    } else {
+      ranges.emplace_back(mapping.base, mapping.size);
+    }
+  }
+  return ranges;
 }
 
 }  // namespace
@@ -64,45 +79,30 @@ std::size_t VmmRegionSource::granularity_for(CUdevice device) noexcept {
 }
 
 VmmRegionSource::VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::size_t granularity,
-                                 bool lends_granules)
+                                 std::size_t slab_bytes, bool fine)
     : device_(device),
       granule_(granularity),
-      largest_piece_(lends_granules ? granularity : largest_piece_for(limit_bytes, granularity)),
-      range_bytes_(round_up_to(saturating_mul(kRangeLimits, limit_bytes), granularity)) {}
-
-std::size_t VmmRegionSource::index_containing(std::uintptr_t address) const noexcept {
-  auto found = std::upper_bound(mappings_.begin(), mappings_.end(), address,
-                                [](std::uintptr_t at, const Mapping& mapping) { return at < mapping.base; });
-  if (found == mappings_.begin()) return mappings_.size();
-  --found;
-  return address - found->base < found->size ? static_cast<std::size_t>(found - mappings_.begin()) : mappings_.size();
-}
+      range_bytes_(round_up_to(saturating_mul(kRangeLimits, limit_bytes), granularity)),
+      fine_(fine),
+      fine_above_(fine ? 0 : std::numeric_limits<std::size_t>::max()),
+      backing_(0, granularity, fine ? granularity : largest_piece_for(limit_bytes, granularity), slab_bytes) {}
 
 Region VmmRegionSource::do_piece_at(const Region& region, std::uintptr_t at) const {
   if (!holds(region)) return Region{};
-  const std::size_t index = index_containing(at);  // mappings_ changes only under the arena's lock, held here
-  return index == mappings_.size() ? Region{} : Region{mappings_[index].base, mappings_[index].size};
-}
-
-std::size_t VmmRegionSource::index_of(std::uintptr_t base) const noexcept {
-  const auto found = std::lower_bound(mappings_.begin(), mappings_.end(), base,
-                                      [](const Mapping& mapping, std::uintptr_t at) { return mapping.base < at; });
-  return found != mappings_.end() && found->base == base ? static_cast<std::size_t>(found - mappings_.begin())
-                                                         : mappings_.size();
+  const Backing::Mapping* mapping = backing_.mapping_at(at);  // changes only under the arena's lock, held here
+  return mapping == nullptr ? Region{} : Region{mapping->base, mapping->size};
 }
 
 bool VmmRegionSource::holds(const Region& region) const noexcept {
   return extent_ != 0 && region.base == range_base_ && region.size == extent_;
 }
 
-bool VmmRegionSource::map_one(std::uintptr_t at, std::size_t bytes) noexcept {
+CUmemGenericAllocationHandle VmmRegionSource::create_piece(std::size_t bytes, bool& exportable) noexcept {
   const RealDriver& driver = real_driver();
   CUmemGenericAllocationHandle handle = 0;
-  bool exportable = !exportable_refused_;
-  const auto address = static_cast<CUdeviceptr>(at);
-  // The peer accessors stay as they are from the mapping until it is recorded.
-  std::unique_lock access_lock(access_mutex_, std::defer_lock);
-  const CUresult mapped = budget::charged(device_, BudgetPath::arena, bytes, "an arena mapping", [&] {
+  exportable = !exportable_refused_;
+  // Charged, created; the charge stays with the piece until it is released (release_pieces).
+  const CUresult created = budget::charged(device_, BudgetPath::arena, bytes, "an arena mapping", [&] {
     CUmemAllocationProp prop = device_memory(device_);
     if (exportable) prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     CUresult result = driver.cuMemCreate(&handle, bytes, &prop, 0);
@@ -115,100 +115,169 @@ bool VmmRegionSource::map_one(std::uintptr_t at, std::size_t bytes) noexcept {
       prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
       result = driver.cuMemCreate(&handle, bytes, &prop, 0);
     }
-    if (result != CUDA_SUCCESS) return result;
-    access_lock.lock();
-    result = driver.cuMemMap(address, bytes, 0, handle, 0);
-    if (result == CUDA_SUCCESS && !open_to_accessors(address, bytes)) {
-      driver.cuMemUnmap(address, bytes);
-      result = CUDA_ERROR_INVALID_VALUE;
-    }
-    if (result != CUDA_SUCCESS) driver.cuMemRelease(handle);
     return result;
   });
-  if (mapped != CUDA_SUCCESS) return false;
-  {
-    const std::lock_guard lock(pieces_mutex_);
-    const auto position = std::lower_bound(mappings_.begin(), mappings_.end(), at,
-                                           [](const Mapping& mapping, std::uintptr_t base) { return mapping.base < base; });
-    mappings_.insert(position, Mapping{at, bytes, handle, exportable});  // capacity secured by map_range
+  if (created != CUDA_SUCCESS) return 0;
+  pieces_created_.fetch_add(1, std::memory_order_relaxed);
+  return handle;
+}
+
+void VmmRegionSource::release_pieces(const std::vector<Backing::Piece>& gone) noexcept {
+  const RealDriver& driver = real_driver();
+  for (const Backing::Piece& piece : gone) {
+    driver.cuMemRelease(static_cast<CUmemGenericAllocationHandle>(piece.handle));  // unmapped: its memory goes
+    int fd = -1;
+    {
+      const std::lock_guard lock(pieces_mutex_);
+      if (const auto info = piece_info_.find(piece.id); info != piece_info_.end()) {
+        fd = info->second.exported_fd;
+        piece_info_.erase(info);
+      }
+    }
+    // Importers hold their own references: their mappings stay.
+    if (fd >= 0) close(fd);
+    budget::refund(device_, BudgetPath::arena, piece.size);
   }
-  bytes_reserved_.fetch_add(bytes, std::memory_order_relaxed);
-  pieces_mapped_.fetch_add(1, std::memory_order_relaxed);
+  note_held();
+}
+
+void VmmRegionSource::note_held() noexcept {
+  const std::size_t held = backing_.held_bytes();
+  bytes_reserved_.store(held, std::memory_order_relaxed);
+  if (held > peak_bytes_reserved_.load(std::memory_order_relaxed)) peak_bytes_reserved_.store(held, std::memory_order_relaxed);
+}
+
+bool VmmRegionSource::carry_out(const Backing::Plan& plan, std::uintptr_t at, std::size_t bytes,
+                                bool& refused_piece) noexcept {
+  const RealDriver& driver = real_driver();
+  refused_piece = false;
+  std::vector<std::uint64_t> handles;
+  std::vector<PieceInfo> infos;
+  try {
+    handles.reserve(plan.new_pieces.size());
+    infos.reserve(plan.new_pieces.size());
+  } catch (...) {  // bad_alloc
+    return false;
+  }
+  std::size_t mapped = 0;  // mappings made so far
+  const auto undo = [&] {
+    for (std::size_t i = 0; i < mapped; ++i) {
+      driver.cuMemUnmap(static_cast<CUdeviceptr>(plan.mappings[i].base), plan.mappings[i].size);
+    }
+    for (std::size_t i = 0; i < handles.size(); ++i) {
+      driver.cuMemRelease(static_cast<CUmemGenericAllocationHandle>(handles[i]));
+      budget::refund(device_, BudgetPath::arena, plan.new_pieces[i]);
+    }
+    return false;
+  };
+  for (const std::size_t piece_bytes : plan.new_pieces) {
+    bool exportable = false;
+    const CUmemGenericAllocationHandle handle = create_piece(piece_bytes, exportable);
+    if (handle == 0) {
+      refused_piece = true;
+      return undo();
+    }
+    handles.push_back(handle);  // room reserved
+    infos.push_back(PieceInfo{exportable, -1});
+  }
+  // The peer accessors stay as they are from the first mapping until the range is opened to them.
+  const std::lock_guard access_lock(access_mutex_);
+  for (; mapped < plan.mappings.size(); ++mapped) {
+    const Backing::Mapping& mapping = plan.mappings[mapped];
+    std::uint64_t handle = 0;
+    if (mapping.piece >= backing_.piece_count() || !backing_.piece(mapping.piece).live) {
+      const auto fresh = std::find(plan.new_ids.begin(), plan.new_ids.end(), mapping.piece);
+      handle = handles[static_cast<std::size_t>(fresh - plan.new_ids.begin())];
+    } else {
+      handle = backing_.piece(mapping.piece).handle;  // an idle granule of a slab, mapped again
+    }
+    if (driver.cuMemMap(static_cast<CUdeviceptr>(mapping.base), mapping.size, mapping.offset,
+                        static_cast<CUmemGenericAllocationHandle>(handle), 0) != CUDA_SUCCESS) {
+      return undo();
+    }
+  }
+  if (!open_to_accessors(static_cast<CUdeviceptr>(at), bytes)) return undo();
+  {
+    const std::lock_guard lock(pieces_mutex_);  // an export may be reading the records
+    try {
+      for (std::size_t i = 0; i < plan.new_ids.size(); ++i) piece_info_[plan.new_ids[i]] = infos[i];
+    } catch (...) {  // no host memory for the records: the pieces count as not exportable
+    }
+    backing_.commit_map(plan, handles);
+  }
+  note_held();
   return true;
 }
 
-bool VmmRegionSource::map_range(std::uintptr_t at, std::size_t bytes, bool laid_out) noexcept {
+bool VmmRegionSource::map_range(std::uintptr_t at, std::size_t bytes, Backing::Kind kind) noexcept {
   if (bytes == 0 || bytes % granule_ != 0 || at % granule_ != 0 || at < range_base_ ||
       at - range_base_ > range_bytes_ || bytes > range_bytes_ - (at - range_base_)) {
     return false;
   }
-  // Nothing mapped there yet: the first mapping ending after `at` starts at or after the range's end.
-  const auto after = std::upper_bound(mappings_.begin(), mappings_.end(), at, [](std::uintptr_t address, const Mapping& mapping) {
-    return address < mapping.base + mapping.size;
-  });
-  if (after != mappings_.end() && after->base < at + bytes) return false;
-  const auto piece_at_offset = [&](std::size_t done) {
-    return std::min(bytes - done, laid_out ? piece_bytes_at(at + done - range_base_, granule_, largest_piece_) : granule_);
-  };
-  std::size_t pieces = 0;
-  for (std::size_t done = 0; done < bytes; ++pieces) done += piece_at_offset(done);
+  for (std::uintptr_t granule = at; granule < at + bytes; granule += granule_) {
+    if (backing_.mapping_at(granule) != nullptr) return false;  // something is mapped there already
+  }
+  if (kind != Backing::Kind::laid_out && (fine_ || backing_.held_bytes() + bytes > fine_above_)) {
+    kind = Backing::Kind::fine;
+  }
   try {
-    const std::lock_guard lock(pieces_mutex_);  // an export may be reading the records
-    mappings_.reserve(mappings_.size() + pieces);
-  } catch (...) {  // bad_alloc: no host memory for the records
+    Backing::Plan plan;
+    bool refused_piece = false;
+    if (!backing_.plan_map(at, bytes, kind, plan)) return false;
+    {
+      const std::lock_guard lock(pieces_mutex_);
+      if (!backing_.reserve_for(plan)) return false;
+    }
+    if (carry_out(plan, at, bytes, refused_piece)) return true;
+    backing_.abandon(plan);
+    // A whole slab did not fit (the budget, the device): no more than the request needs, once.
+    if (!refused_piece || kind != Backing::Kind::slabs || !backing_.plan_map(at, bytes, kind, plan, 0)) return false;
+    {
+      const std::lock_guard lock(pieces_mutex_);
+      if (!backing_.reserve_for(plan)) return false;
+    }
+    if (carry_out(plan, at, bytes, refused_piece)) return true;
+    backing_.abandon(plan);
+    return false;
+  } catch (...) {  // the lock failed
     return false;
   }
-  for (std::size_t mapped = 0; mapped < bytes;) {
-    const std::size_t piece = piece_at_offset(mapped);
-    if (!map_one(at + mapped, piece)) {
-      // All or nothing: the pieces of this call go again (refused: kept, and forgotten all the same).
-      for (std::size_t index = index_of(at); index < mappings_.size() && mappings_[index].base < at + mapped;) {
-        if (!unmap_at(index)) drop_at(index);
-      }
-      return false;
-    }
-    mapped += piece;
-  }
-  return true;
 }
 
-bool VmmRegionSource::unmap_at(std::size_t index) noexcept {
+std::size_t VmmRegionSource::unmap_mappings(const std::vector<Backing::Mapping>& mappings) noexcept {
   const RealDriver& driver = real_driver();
-  const std::lock_guard access_lock(access_mutex_);
-  const Mapping& mapping = mappings_[index];
-  // The arena gives back only free, unfenced memory; cuMemUnmap also waits for the device. It can be
-  // refused (during a graph capture, say): the mapping is then kept.
-  if (driver.cuMemUnmap(static_cast<CUdeviceptr>(mapping.base), mapping.size) != CUDA_SUCCESS) return false;
-  // Unmapped: the memory goes with its last reference (a borrowed granule holds none of its own).
-  if (!mapping.borrowed) driver.cuMemRelease(mapping.handle);
-  drop_at(index);
-  return true;
-}
-
-void VmmRegionSource::drop_at(std::size_t index) noexcept {
-  Mapping mapping;
-  {
-    const std::lock_guard lock(pieces_mutex_);
-    mapping = mappings_[index];
-    mappings_.erase(mappings_.begin() + static_cast<std::ptrdiff_t>(index));
+  if (mappings.empty()) return 0;
+  const Backing::Mapping& last = mappings.back();
+  const std::uintptr_t begin = mappings.front().base;
+  // The arena gives back only free, unfenced memory; cuMemUnmap also waits for the device. Mappings
+  // back to back go in one call; a driver that takes them one at a time only gets them so.
+  if (driver.cuMemUnmap(static_cast<CUdeviceptr>(begin), last.base + last.size - begin) == CUDA_SUCCESS) {
+    return mappings.size();
   }
-  // Importers hold their own references: their mappings stay.
-  if (mapping.exported_fd >= 0) close(mapping.exported_fd);
-  if (mapping.borrowed) return;  // its memory is its lender's, charged there
-  bytes_reserved_.fetch_sub(mapping.size, std::memory_order_relaxed);
-  budget::refund(device_, BudgetPath::arena, mapping.size);
+  std::size_t unmapped = 0;
+  for (; unmapped < mappings.size(); ++unmapped) {
+    // Refused (during a graph capture, say): the mappings from here on are kept.
+    if (driver.cuMemUnmap(static_cast<CUdeviceptr>(mappings[unmapped].base), mappings[unmapped].size) !=
+        CUDA_SUCCESS) {
+      break;
+    }
+  }
+  return unmapped;
 }
 
 Status VmmRegionSource::do_reserve(std::size_t bytes, Region& out) {
-  if (extent_ != 0 || !mappings_.empty() || bytes > range_bytes_) return Status::out_of_memory;  // one region
+  if (extent_ != 0 || backing_.held_bytes() != 0 || bytes > range_bytes_) return Status::out_of_memory;  // one region
   if (range_base_ == 0) {
     CUdeviceptr base = 0;
     if (real_driver().cuMemAddressReserve(&base, range_bytes_, granule_, 0, 0) != CUDA_SUCCESS) {
       return Status::out_of_memory;
     }
     range_base_ = static_cast<std::uintptr_t>(base);
+    backing_.set_range_base(range_base_);
   }
-  if (!map_range(range_base_, bytes, true)) return Status::out_of_memory;
+  if (!map_range(range_base_, bytes, fine_ ? Backing::Kind::fine : Backing::Kind::laid_out)) {
+    return Status::out_of_memory;
+  }
   extent_ = bytes;
   out = Region{range_base_, bytes};
   return Status::ok;
@@ -216,17 +285,44 @@ Status VmmRegionSource::do_reserve(std::size_t bytes, Region& out) {
 
 bool VmmRegionSource::do_release(const Region& region) {
   if (!holds(region)) return false;
-  while (!mappings_.empty()) {
-    // Refused part way: the arena keeps its record and this source its extent, so unmapping and
-    // mapping go on as before until abandon() gives the rest back.
-    if (!unmap_at(mappings_.size() - 1)) return false;
+  try {
+    const std::lock_guard access_lock(access_mutex_);
+    std::vector<Backing::Mapping> mappings = backing_.mappings();
+    std::vector<Backing::Piece> gone;
+    gone.reserve(backing_.piece_count() + mappings.size());
+    // Each stretch of mappings back to back in one call. Refused part way: the arena keeps its record
+    // and this source its extent, so unmapping and mapping go on as before until abandon() gives the
+    // rest back.
+    bool refused = false;
+    for (std::size_t first = 0; first < mappings.size() && !refused;) {
+      std::size_t end = first + 1;
+      while (end < mappings.size() && mappings[end].base == mappings[end - 1].base + mappings[end - 1].size) ++end;
+      const std::vector<Backing::Mapping> stretch(mappings.begin() + static_cast<std::ptrdiff_t>(first),
+                                                  mappings.begin() + static_cast<std::ptrdiff_t>(end));
+      const std::size_t unmapped = unmap_mappings(stretch);
+      {
+        const std::lock_guard lock(pieces_mutex_);
+        backing_.unmap(std::span(stretch.data(), unmapped), gone);
+      }
+      refused = unmapped < stretch.size();
+      first = end;
+    }
+    {
+      const std::lock_guard lock(pieces_mutex_);
+      backing_.release_idle(gone);
+    }
+    release_pieces(gone);
+    if (refused) return false;
+  } catch (...) {  // no host memory for the lists, or a lock failed: the region stays
+    return false;
   }
   extent_ = 0;
   return true;  // the range stays reserved, for the next region
 }
 
 Status VmmRegionSource::do_grow(Region& region, std::size_t bytes) {
-  if (!holds(region) || bytes > range_bytes_ - extent_ || !map_range(range_base_ + extent_, bytes, false)) {
+  if (!holds(region) || bytes > range_bytes_ - extent_ ||
+      !map_range(range_base_ + extent_, bytes, Backing::Kind::slabs)) {
     return Status::out_of_memory;
   }
   extent_ += bytes;
@@ -239,22 +335,45 @@ std::size_t VmmRegionSource::do_unmap(const Region& region, std::uintptr_t at, s
       at - range_base_ > extent_ || bytes > extent_ - (at - range_base_)) {
     return 0;
   }
-  // Whole mappings from `at` on; one not mapped there, reaching past the range (a broken contract)
-  // or refused stops it.
-  std::size_t given = 0;
-  while (given < bytes) {
-    const std::size_t index = index_of(at + given);
-    if (index == mappings_.size() || mappings_[index].size > bytes - given) break;
-    const std::size_t size = mappings_[index].size;
-    if (!unmap_at(index)) break;
-    given += size;
+  try {
+    const std::lock_guard access_lock(access_mutex_);
+    // Whole mappings from `at` on; one reaching past the range (a broken contract) stops the list.
+    const std::vector<Backing::Mapping> mappings = backing_.mappings_from(at, bytes);
+    std::vector<Backing::Piece> gone;
+    gone.reserve(mappings.size());
+    const std::size_t unmapped = unmap_mappings(mappings);
+    std::size_t given = 0;
+    for (std::size_t i = 0; i < unmapped; ++i) given += mappings[i].size;
+    {
+      const std::lock_guard lock(pieces_mutex_);
+      backing_.unmap(std::span(mappings.data(), unmapped), gone);
+    }
+    release_pieces(gone);  // laid-out pieces go with their mapping; slabs keep their memory
+    return given;
+  } catch (...) {  // no host memory for the lists, or a lock failed: nothing given back
+    return 0;
   }
-  return given;
+}
+
+std::size_t VmmRegionSource::do_release_idle() {
+  try {
+    std::vector<Backing::Piece> gone;
+    gone.reserve(backing_.piece_count());
+    std::size_t released = 0;
+    {
+      const std::lock_guard lock(pieces_mutex_);
+      released = backing_.release_idle(gone);
+    }
+    release_pieces(gone);
+    return released;
+  } catch (...) {  // no host memory for the list, or the lock failed: nothing given back
+    return 0;
+  }
 }
 
 Status VmmRegionSource::do_map(const Region& region, std::uintptr_t at, std::size_t bytes) {
   if (!holds(region) || at < range_base_ || at - range_base_ > extent_ || bytes > extent_ - (at - range_base_) ||
-      !map_range(at, bytes, false)) {
+      !map_range(at, bytes, Backing::Kind::slabs)) {
     return Status::out_of_memory;
   }
   return Status::ok;
@@ -271,28 +390,23 @@ Status VmmRegionSource::do_grow_unbacked(Region& region, std::size_t bytes) {
 
 Status VmmRegionSource::do_lend(const Region& region, std::uintptr_t from, std::uintptr_t at) {
   if (!holds(region) || at % granule_ != 0 || from % granule_ != 0 || at < range_base_ || from < range_base_ ||
-      at - range_base_ >= extent_ || from - range_base_ >= extent_ || index_containing(at) != mappings_.size()) {
+      at - range_base_ >= extent_ || from - range_base_ >= extent_ || backing_.mapping_at(at) != nullptr) {
     return Status::out_of_memory;
   }
-  const std::size_t lender = index_containing(from);
-  if (lender == mappings_.size() || mappings_[lender].borrowed) return Status::out_of_memory;
+  const Backing::Mapping loan = backing_.plan_loan(from, at);
+  if (loan.piece == Backing::kNoPiece) return Status::out_of_memory;
   try {
     const std::lock_guard lock(pieces_mutex_);  // an export may be reading the records
-    mappings_.reserve(mappings_.size() + 1);
-  } catch (...) {  // bad_alloc: no host memory for the record
+    if (!backing_.reserve_for_loan()) return Status::out_of_memory;
+  } catch (...) {  // the lock failed
     return Status::out_of_memory;
   }
-  Mapping borrowed = mappings_[lender];
-  borrowed.offset += from - borrowed.base;
-  borrowed.base = at;
-  borrowed.size = granule_;
-  borrowed.exported_fd = -1;
-  borrowed.borrowed = true;
   const RealDriver& driver = real_driver();
   const auto address = static_cast<CUdeviceptr>(at);
-  {
+  try {
     const std::lock_guard access_lock(access_mutex_);
-    if (driver.cuMemMap(address, granule_, borrowed.offset, borrowed.handle, 0) != CUDA_SUCCESS) {
+    const auto handle = static_cast<CUmemGenericAllocationHandle>(backing_.piece(loan.piece).handle);
+    if (driver.cuMemMap(address, granule_, loan.offset, handle, 0) != CUDA_SUCCESS) {
       return Status::out_of_memory;  // a driver that maps allocations only from their start, say
     }
     if (!open_to_accessors(address, granule_)) {
@@ -300,9 +414,9 @@ Status VmmRegionSource::do_lend(const Region& region, std::uintptr_t from, std::
       return Status::out_of_memory;
     }
     const std::lock_guard lock(pieces_mutex_);
-    const auto position = std::lower_bound(mappings_.begin(), mappings_.end(), at,
-                                           [](const Mapping& mapping, std::uintptr_t base) { return mapping.base < base; });
-    mappings_.insert(position, borrowed);  // capacity secured above
+    backing_.commit_loan(loan);  // room reserved above
+  } catch (...) {  // a lock failed
+    return Status::out_of_memory;
   }
   return Status::ok;
 }
@@ -311,24 +425,36 @@ void VmmRegionSource::abandon() noexcept {
   // The blocks' handles stop opening before their descriptors close: a reused descriptor number
   // would name other memory.
   if (range_base_ != 0) ipc::withdraw_range(range_base_, range_base_ + range_bytes_);
-  while (!mappings_.empty()) {
-    const std::size_t last = mappings_.size() - 1;
-    if (!unmap_at(last)) drop_at(last);  // the driver refused: forget the mapping, refund it all the same
+  const RealDriver& driver = real_driver();
+  try {
+    const std::lock_guard access_lock(access_mutex_);
+    const std::lock_guard lock(pieces_mutex_);
+    // The driver may refuse (the context is going): the memory is forgotten and refunded all the same.
+    for (const auto& [base, size] : joined_ranges(backing_.mappings())) {
+      if (driver.cuMemUnmap(static_cast<CUdeviceptr>(base), size) != CUDA_SUCCESS) {
+        for (const Backing::Mapping* mapping = backing_.mapping_at(base); mapping != nullptr && mapping->base < base + size;
+             mapping = backing_.mapping_at(mapping->base + mapping->size)) {
+          driver.cuMemUnmap(static_cast<CUdeviceptr>(mapping->base), mapping->size);
+        }
+      }
+    }
+    for (Backing::PieceId id = 0; id < backing_.piece_count(); ++id) {
+      const Backing::Piece& piece = backing_.piece(id);
+      if (!piece.live) continue;
+      driver.cuMemRelease(static_cast<CUmemGenericAllocationHandle>(piece.handle));
+      budget::refund(device_, BudgetPath::arena, piece.size);
+    }
+    for (const auto& [id, info] : piece_info_) {
+      if (info.exported_fd >= 0) close(info.exported_fd);
+    }
+    piece_info_.clear();
+    backing_.clear();
+  } catch (...) {  // a lock failed: nothing more can be done safely
   }
-  if (range_base_ != 0) real_driver().cuMemAddressFree(static_cast<CUdeviceptr>(range_base_), range_bytes_);
+  bytes_reserved_.store(0, std::memory_order_relaxed);
+  if (range_base_ != 0) driver.cuMemAddressFree(static_cast<CUdeviceptr>(range_base_), range_bytes_);
   range_base_ = 0;
   extent_ = 0;
-}
-
-bool VmmRegionSource::starts_mapping(std::uintptr_t address) const noexcept {
-  try {
-    const std::lock_guard lock(pieces_mutex_);
-    const auto found = std::lower_bound(mappings_.begin(), mappings_.end(), address,
-                                        [](const Mapping& mapping, std::uintptr_t at) { return mapping.base < at; });
-    return found != mappings_.end() && found->base == address;
-  } catch (...) {  // the lock failed
-    return false;
-  }
 }
 
 std::vector<CUmemAccessDesc> VmmRegionSource::access_descs() const {
@@ -372,22 +498,16 @@ void VmmRegionSource::set_peer_access(CUdevice accessor, bool enabled) noexcept 
     } else {
       peer_accessors_.erase(found);
     }
-    // The mapped ranges, adjacent mappings joined: cuMemSetAccess takes several whole mappings at once.
     std::vector<std::pair<std::uintptr_t, std::size_t>> ranges;
     {
       const std::lock_guard pieces_lock(pieces_mutex_);
-      for (const Mapping& mapping : mappings_) {
-        if (!ranges.empty() && ranges.back().first + ranges.back().second == mapping.base) {
-          ranges.back().second += mapping.size;
-        } else {
-          ranges.emplace_back(mapping.base, mapping.size);
-        }
-      }
+      ranges = joined_ranges(backing_.mappings());
     }
+    const RealDriver& driver = real_driver();
     CUmemAccessDesc access = read_write_for(accessor);
     if (!enabled) access.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;  // for this device alone
     for (const auto& [base, size] : ranges) {
-      const CUresult result = real_driver().cuMemSetAccess(static_cast<CUdeviceptr>(base), size, &access, 1);
+      const CUresult result = driver.cuMemSetAccess(static_cast<CUdeviceptr>(base), size, &access, 1);
       if (result == CUDA_SUCCESS) continue;
       if (enabled) {
         log::at(LogLevel::warn, "device {}: the driver refused device {} access to the arena's memory (error {}); "
@@ -395,7 +515,7 @@ void VmmRegionSource::set_peer_access(CUdevice accessor, bool enabled) noexcept 
         access.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;  // what was granted goes back, and later mappings ask nothing
         for (const auto& [granted_base, granted_size] : ranges) {
           if (granted_base == base) break;
-          real_driver().cuMemSetAccess(static_cast<CUdeviceptr>(granted_base), granted_size, &access, 1);
+          driver.cuMemSetAccess(static_cast<CUdeviceptr>(granted_base), granted_size, &access, 1);
         }
         peer_accessors_.pop_back();
       } else {
@@ -409,48 +529,57 @@ void VmmRegionSource::set_peer_access(CUdevice accessor, bool enabled) noexcept 
 }
 
 CUresult VmmRegionSource::export_span(std::uintptr_t block_base, std::size_t block_size,
-                                     ipc::VmmSpan& span) const noexcept {
+                                      ipc::VmmSpan& span) const noexcept {
   const RealDriver& driver = real_driver();
   const std::uintptr_t block_end = block_base + block_size;
   span = ipc::VmmSpan{};
   try {
     std::vector<ipc::VmmPiece> pieces;
     const std::lock_guard lock(pieces_mutex_);
-    // The mappings the block overlaps: from the one holding its first byte on.
-    auto mapping = std::upper_bound(mappings_.begin(), mappings_.end(), block_base,
-                                    [](std::uintptr_t at, const Mapping& piece) { return at < piece.base + piece.size; });
-    for (; mapping != mappings_.end() && mapping->base < block_end; ++mapping) {
-      if (!mapping->exportable || driver.cuMemExportToShareableHandle == nullptr) {
+    // The mappings the block overlaps, from the one holding its first byte on; back-to-back mappings
+    // of one piece at consecutive offsets are one stretch of it.
+    const Backing::Mapping* mapping = backing_.mapping_at(block_base);
+    Backing::PieceId last_piece = Backing::kNoPiece;
+    for (; mapping != nullptr && mapping->base < block_end; mapping = backing_.mapping_at(mapping->base + mapping->size)) {
+      const auto info = piece_info_.find(mapping->piece);
+      if (info == piece_info_.end() || !info->second.exportable || driver.cuMemExportToShareableHandle == nullptr) {
         log::at(LogLevel::error, "cuIpcGetMemHandle: {:#x} lies in arena memory the driver could not make "
                 "exportable; it cannot be shared", block_base);
         return CUDA_ERROR_INVALID_VALUE;
       }
-      if (pieces.size() == ipc::kMaxVmmPieces) {
-        log::at(LogLevel::error, "cuIpcGetMemHandle: the {}-byte block at {:#x} lies over more than {} of the "
-                "arena's mappings; it cannot be shared", block_size, block_base, ipc::kMaxVmmPieces);
-        return CUDA_ERROR_INVALID_VALUE;
-      }
-      if (mapping->exported_fd < 0) {  // exported once, kept for later exports while the mapping lives
+      if (info->second.exported_fd < 0) {  // exported once, kept for later exports while the piece lives
         int fd = -1;
-        const CUresult exported =
-            driver.cuMemExportToShareableHandle(&fd, mapping->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        const CUresult exported = driver.cuMemExportToShareableHandle(
+            &fd, static_cast<CUmemGenericAllocationHandle>(backing_.piece(mapping->piece).handle),
+            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
         if (exported != CUDA_SUCCESS) {
           log::at(LogLevel::error, "cuIpcGetMemHandle: the driver refused to export the memory under {:#x} "
                   "(error {})", block_base, static_cast<int>(exported));
           return exported;
         }
         fcntl(fd, F_SETFD, FD_CLOEXEC);  // the program's children get none of the arena's memory
-        mapping->exported_fd = fd;
+        info->second.exported_fd = fd;
       }
       if (pieces.empty()) span.offset = block_base - mapping->base;
-      pieces.push_back(ipc::VmmPiece{mapping->exported_fd, 0, mapping->size, mapping->offset});
+      ipc::VmmPiece* previous = pieces.empty() ? nullptr : &pieces.back();
+      if (previous != nullptr && mapping->piece == last_piece && previous->offset + previous->size == mapping->offset) {
+        previous->size += mapping->size;  // the same piece, next to the stretch before
+        continue;
+      }
+      if (pieces.size() == ipc::kMaxVmmPieces) {
+        log::at(LogLevel::error, "cuIpcGetMemHandle: the {}-byte block at {:#x} lies over more than {} stretches of "
+                "the arena's memory; it cannot be shared", block_size, block_base, ipc::kMaxVmmPieces);
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      pieces.push_back(ipc::VmmPiece{info->second.exported_fd, 0, mapping->size, mapping->offset});
+      last_piece = mapping->piece;
     }
     if (pieces.empty()) return CUDA_ERROR_INVALID_VALUE;
     span.piece_count = static_cast<std::uint32_t>(pieces.size());
     if (pieces.size() <= ipc::kInlineVmmPieces) {
       std::copy(pieces.begin(), pieces.end(), span.pieces);
     } else if ((span.list_fd = ipc::make_piece_list(pieces)) < 0) {
-      log::at(LogLevel::error, "cuIpcGetMemHandle: cannot record the {} mappings of the {}-byte block at {:#x} "
+      log::at(LogLevel::error, "cuIpcGetMemHandle: cannot record the {} stretches of the {}-byte block at {:#x} "
               "(no memfd or memory); it cannot be shared", pieces.size(), block_size, block_base);
       span = ipc::VmmSpan{};
       return CUDA_ERROR_OUT_OF_MEMORY;

@@ -1,16 +1,18 @@
 // Regions for an arena from CUDA's virtual memory management: one virtual range of twice the arena's
-// limit is reserved (cuMemAddressReserve) at the first reservation, and physical memory (cuMemCreate,
-// in pieces as piece_layout.h says: the first reservation, a preallocated limit, from one granule
-// of the device's recommended granularity at the range's start, doubling, up to a 32nd of the limit;
-// growth and memory mapped again one granule each) is mapped under the arena's one region, one
-// cuMemMap per piece, readable and writable by the owning device and by the devices the program gave
-// peer access to the context (cuMemSetAccess; cuCtxEnablePeerAccess opens cuMemAlloc memory only). The
-// address space stays contiguous, so the arena's chunks coalesce across growth steps; the arena unmaps idle
-// pieces anywhere in the region (their memory is released) and has the granules a block needs mapped
-// again (in pieces of their own), so the limit bounds the memory mapped, and holes cost addresses only.
-// It lends (region_source.h): an idle granule of a piece that also holds live blocks is mapped a
-// second time (cuMemMap of the piece's handle at the granule's offset) where the arena needs memory
-// the limit does not allow; that mapping adds no memory, and is not charged to the budget.
+// limit is reserved (cuMemAddressReserve) at the first reservation, and the arena's one region under
+// it is backed as allocators/backing.h plans it: the first reservation (a preallocated limit, or the
+// first growth step) in laid-out pieces, one cuMemCreate and one cuMemMap each; growth and memory
+// mapped again in slabs of at least the arena's growth step, each mapped a granule at a time, whose
+// unmapped granules keep their memory for the next mapping anywhere in the region (a cuMemMap instead
+// of a cuMemCreate); beyond set_fine_above() (a shared GPU's memory past the guarantee) in slabs of
+// one granule, which can go back one by one. Each request's new mappings are opened to the owning
+// device and to the devices the program gave peer access to the context in one cuMemSetAccess
+// (cuCtxEnablePeerAccess opens cuMemAlloc memory only); an unmap takes its mappings back to back in
+// one cuMemUnmap. The address space stays contiguous, so the arena's chunks coalesce across growth
+// steps, and holes cost addresses only. It lends (region_source.h): an idle granule of a piece that
+// also holds live blocks is mapped a second time (cuMemMap of the piece's handle at the granule's
+// offset) where the arena needs memory the limit does not allow; that mapping adds no memory, and is
+// not charged to the budget.
 #pragma once
 
 #include <cuda.h>
@@ -19,22 +21,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
+#include "backing.h"
 #include "exports/vmm_span.h"
 #include "region_source.h"
 
 namespace gpumem::shim {
 
-// Each mapping is charged to the device's budget (BudgetPath::arena) before its memory is created
-// and refunded once it is unmapped and released. Invariants: mappings_ are whole granules each, in
-// address order, apart, inside [range_base_, range_base_ + extent_) (the region; unmapped granules
-// are holes); their total is bytes_reserved(). CUDA unmaps whole mappings only, so an idle stretch
-// goes back only in whole pieces (piece_at() tells the arena where they lie): the trade-off of
-// preallocating a limit in few calls (192 GiB in 44 pieces at 2 MiB granules).
-// Mappings are created exportable as POSIX descriptors where the driver allows it, so their blocks
-// can be shared with legacy IPC (docs/ipc.md); a mapping's descriptor is exported at its first
-// export, kept open (close-on-exec) and closed when the mapping goes.
+// Each piece is charged to the device's budget (BudgetPath::arena) before its memory is created and
+// refunded once it is released (a laid-out piece when it is unmapped; a slab when none of its
+// granules is mapped and the arena gives back what its source keeps, release_idle()). Invariants: the
+// backing's mappings lie inside [range_base_, range_base_ + extent_) (the region; unmapped granules
+// are holes); bytes_reserved() is the memory the pieces hold, mapped or idle.
+// Pieces are created exportable as POSIX descriptors where the driver allows it, so their blocks can
+// be shared with legacy IPC (docs/ipc.md); a piece's descriptor is exported at its first export and
+// closed when the piece goes.
 class VmmRegionSource final : public RegionSource {
  public:
   // The device's recommended granularity for pinned device memory, or 0 when the driver does not
@@ -45,24 +48,29 @@ class VmmRegionSource final : public RegionSource {
   static constexpr std::size_t kRangeLimits = 2;
 
   // `granularity`: from granularity_for() (not 0). `limit_bytes`: the arena's limit; the range
-  // reserved is kRangeLimits times it, rounded up to the granularity. `lends_granules`: every piece
-  // one granule, the preallocation included, so that any idle granule can go back to the other
-  // processes of a shared GPU (GPUMEM_SHARE=auto) at once.
-  VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::size_t granularity, bool lends_granules);
+  // reserved is kRangeLimits times it, rounded up to the granularity. `slab_bytes`: the least new
+  // memory a growth takes (the arena's growth step). `fine`: every piece one granule from the start
+  // (a shared GPU's arena, until set_fine_above() says how much of its memory is its own).
+  VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::size_t granularity, std::size_t slab_bytes,
+                  bool fine);
 
+  // The memory held: every piece's, mapped or kept idle for the next mapping; and the most held at once.
   std::size_t bytes_reserved() const noexcept { return bytes_reserved_.load(std::memory_order_relaxed); }
-  // Pieces created and mapped so far: the driver allocations (cuMemCreate) the arena made.
-  std::uint64_t pieces_mapped() const noexcept { return pieces_mapped_.load(std::memory_order_relaxed); }
+  std::size_t peak_bytes_reserved() const noexcept { return peak_bytes_reserved_.load(std::memory_order_relaxed); }
+  // Pieces created so far: the driver allocations (cuMemCreate) the arena made.
+  std::uint64_t pieces_mapped() const noexcept { return pieces_created_.load(std::memory_order_relaxed); }
+  // New memory beyond this many bytes held is taken a granule per piece, so that it can go back
+  // granule by granule (a shared GPU: the guarantee). Call with the arena's lock held, or before use.
+  void set_fine_above(std::size_t bytes) noexcept { fine_above_ = bytes; }
   // The context went: unmaps and releases what it can, gives the range back, and refunds every
   // charge (the arena keeps its records, so its figures stay readable).
   void abandon() noexcept;
-  // The mappings [block_base, + block_size) overlaps, each exported as a descriptor, into `span`
-  // (inline, or past ipc::kInlineVmmPieces a list whose descriptor publish() takes over).
-  // CUDA_SUCCESS, or a refusal already logged in one line (memory not created exportable, a block
-  // over more than ipc::kMaxVmmPieces mappings, a driver error).
+  // The mappings [block_base, + block_size) overlaps, as the pieces of memory behind them (one entry
+  // per stretch of one piece, each piece exported as a descriptor), into `span` (inline, or past
+  // ipc::kInlineVmmPieces a list whose descriptor publish() takes over). CUDA_SUCCESS, or a refusal
+  // already logged in one line (memory not created exportable, a block over more than
+  // ipc::kMaxVmmPieces stretches, a driver error).
   CUresult export_span(std::uintptr_t block_base, std::size_t block_size, ipc::VmmSpan& span) const noexcept;
-  // Whether a mapping starts at `address` (what the driver's cuMemGetAddressRange answers for memory in it).
-  bool starts_mapping(std::uintptr_t address) const noexcept;
   // Peer access (peer_access.h): `accessor` gets read-write access to every mapping, now and later,
   // or loses it (CU_MEM_ACCESS_FLAGS_PROT_NONE for that device alone). The owning device is left as it
   // is. A refusal of the driver is logged in one line; the access then stays as it was.
@@ -71,16 +79,10 @@ class VmmRegionSource final : public RegionSource {
   std::vector<CUdevice> peer_accessors() const;
 
  private:
-  struct Mapping {
-    std::uintptr_t base = 0;
-    std::size_t size = 0;
-    CUmemGenericAllocationHandle handle = 0;
-    bool exportable = false;       // created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+  // What the shim keeps of a piece beside the backing's record.
+  struct PieceInfo {
+    bool exportable = false;      // created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
     mutable int exported_fd = -1;  // its descriptor once exported (under pieces_mutex_)
-    // A lent granule's second mapping: `handle` is its lender's (released with that mapping), at
-    // `offset` in it; no memory or charge of its own.
-    bool borrowed = false;
-    std::size_t offset = 0;
   };
 
   Status do_reserve(std::size_t bytes, Region& out) override;
@@ -92,46 +94,53 @@ class VmmRegionSource final : public RegionSource {
   bool do_lends() const noexcept override { return true; }
   Status do_grow_unbacked(Region& region, std::size_t bytes) override;
   Status do_lend(const Region& region, std::uintptr_t from, std::uintptr_t at) override;
+  std::size_t do_idle_bytes() const noexcept override { return backing_.idle_bytes(); }
+  std::size_t do_release_idle() override;
 
   // Whether `region` is the one region held now.
   bool holds(const Region& region) const noexcept;
   Region do_piece_at(const Region& region, std::uintptr_t at) const override;
 
-  // Maps [at, at + bytes) (nothing mapped there yet) in pieces, laid out (piece_layout.h) or one
-  // granule each; all or nothing.
-  bool map_range(std::uintptr_t at, std::size_t bytes, bool laid_out) noexcept;
-  // Creates and maps one piece of `bytes` at `at`.
-  bool map_one(std::uintptr_t at, std::size_t bytes) noexcept;
-  // Unmaps and releases mappings_[index]; false (and the mapping kept) if the driver refuses.
-  bool unmap_at(std::size_t index) noexcept;
-  // Forgets mappings_[index] (unmapped or not), closing its descriptor and refunding its charge.
-  void drop_at(std::size_t index) noexcept;
-  // The index of the mapping at `base`, or mappings_.size().
-  std::size_t index_of(std::uintptr_t base) const noexcept;
-  // The index of the mapping holding `address`, or mappings_.size().
-  std::size_t index_containing(std::uintptr_t address) const noexcept;
+  // Backs [at, at + bytes) (nothing mapped there yet) as the backing plans it: all or nothing.
+  bool map_range(std::uintptr_t at, std::size_t bytes, Backing::Kind kind) noexcept;
+  // Carries out `plan` for [at, at + bytes): creates its pieces (charged), maps, opens the range to
+  // the accessors. On failure everything it did is undone and `refused_piece` says whether the driver
+  // (or the budget) refused a new piece's memory.
+  bool carry_out(const Backing::Plan& plan, std::uintptr_t at, std::size_t bytes, bool& refused_piece) noexcept;
+  // Creates one piece of `bytes`, charged; 0 when refused.
+  CUmemGenericAllocationHandle create_piece(std::size_t bytes, bool& exportable) noexcept;
+  // Releases pieces that left the backing: handles, descriptors, charges.
+  void release_pieces(const std::vector<Backing::Piece>& gone) noexcept;
+  // Unmaps [at, at + bytes), whole mappings back to back, in one call where the driver takes it, else
+  // one at a time; returns the mappings unmapped (a prefix of `mappings`).
+  std::size_t unmap_mappings(const std::vector<Backing::Mapping>& mappings) noexcept;
   // What a new mapping is opened to: read-write for the owning device (first) and each peer accessor.
   // Called with access_mutex_ held.
   std::vector<CUmemAccessDesc> access_descs() const;
-  // cuMemSetAccess of access_descs() on a new mapping; a peer the driver refuses is left out (logged).
+  // cuMemSetAccess of access_descs() on new mappings; a peer the driver refuses is left out (logged).
   bool open_to_accessors(CUdeviceptr address, std::size_t bytes) const noexcept;
 
   const CUdevice device_;
   const std::size_t granule_;
-  const std::size_t largest_piece_;  // piece_layout.h
   const std::size_t range_bytes_;
+  const bool fine_;
   std::uintptr_t range_base_ = 0;  // 0 until the range is reserved
   std::size_t extent_ = 0;         // the region's size (mapped or not); 0 while none is held
-  // mappings_ changes under the arena's lock and pieces_mutex_; exports read it under pieces_mutex_.
+  std::size_t fine_above_;         // under the arena's lock
+  // The backing changes under the arena's lock and pieces_mutex_; exports and peer access read it
+  // under pieces_mutex_.
   mutable std::mutex pieces_mutex_;
-  std::vector<Mapping> mappings_;
+  Backing backing_;
+  std::unordered_map<Backing::PieceId, PieceInfo> piece_info_;  // under pieces_mutex_
   bool exportable_refused_ = false;  // the driver refused exportable memory once: not asked again
-  // Held by map_one and unmap_at as well, so that no mapping comes or goes while set_peer_access
-  // applies a change to the mappings.
+  // Held by map_range and the unmapping paths as well, so that no mapping comes or goes while
+  // set_peer_access applies a change to the mappings.
   mutable std::mutex access_mutex_;
   std::vector<CUdevice> peer_accessors_;  // under access_mutex_
   std::atomic<std::size_t> bytes_reserved_{0};
-  std::atomic<std::uint64_t> pieces_mapped_{0};
+  std::atomic<std::size_t> peak_bytes_reserved_{0};
+  void note_held() noexcept;  // bytes_reserved_ and its peak from the backing (under the arena's lock)
+  std::atomic<std::uint64_t> pieces_created_{0};
 };
 
 }  // namespace gpumem::shim

@@ -115,7 +115,8 @@ TEST_CASE("growth: garbage collection gives a free region back to make room", "[
       .allocate(0xb000, 5 * kMiB);  // 4 MiB left under the 6 MiB limit: too little without region 1
   const ReplayResult collected = replay(trace.rows(), growth(6 * kMiB, true));
   CHECK(collected.failed == 0);
-  CHECK(collected.driver_calls == 2);
+  CHECK(collected.driver_calls == 3);  // two cuMemAlloc, the cuMemFree of region 1
+  CHECK((collected.calls.allocs == 2 && collected.calls.frees == 1));
   CHECK(collected.driver_releases == 1);
   CHECK(collected.peak_reserved == 5 * kMiB);  // the second region is the request's size
   CHECK(collected.peak_in_use == 5 * kMiB);
@@ -261,7 +262,10 @@ TEST_CASE("vmm source: one region grown by the shortfall, chunks coalescing acro
   CHECK(result.failed == 0);
   CHECK(result.peak_reserved == 4 * kMiB);
   CHECK(result.region_grows == 1);
-  CHECK(result.driver_calls == 2);
+  // The range reserved once; each step's memory created, mapped and opened to the device.
+  CHECK(result.driver_calls == 7);
+  CHECK((result.calls.range_reserves == 1 && result.calls.creates == 2 && result.calls.maps == 2 &&
+         result.calls.access_sets == 2));
   CHECK(result.utilisation == Approx(1.0));
   // Classic regions do not coalesce: C needs a third region.
   const ReplayResult classic_result = replay(trace.rows(), growth(64 * kMiB));
@@ -284,21 +288,24 @@ TEST_CASE("vmm source: the minimum limit of a preallocated range is the live pea
 TEST_CASE("live granules: the granules live blocks overlap, holes left out", "[replay][vmm]") {
   TraceBuilder trace;
   trace.allocate(0xa, 2 * kMiB)      // granule 0
-      .allocate(0xb, 2 * kMiB)       // granule 1
-      .allocate(0xc, 2 * kMiB)       // granule 2
-      .free(0xb)                     // a 2 MiB hole
-      .allocate(0xd, 4 * kMiB);      // does not fit the hole: granules 3 and 4
+      .allocate(0xb, 6 * kMiB)       // granules 1-3
+      .allocate(0xc, 2 * kMiB)       // granule 4
+      .free(0xb)                     // a 6 MiB hole
+      .allocate(0xd, 8 * kMiB);      // does not fit the hole: granules 5-8
   ReplayOptions options = growth(64 * kMiB);
   options.source = SourceKind::vmm;
   options.max_internal_fragmentation = gpumem::kTightSplitBytes;
+  options.idle_slack = 0.0;
   const ReplayResult result = replay(trace.rows(), options);
-  CHECK(result.peak_live_granules == 8 * kMiB);  // A, C, D: the hole's granule is not counted
-  // The arena unmaps the hole before growing, so it holds just those granules.
-  CHECK(result.peak_reserved == 8 * kMiB);
+  CHECK(result.peak_live_granules == 12 * kMiB);  // A, C, D: the hole's granules are not counted
+  // The arena holds at most its live peak and one growth step (2 MiB here): D's growth would take it
+  // past that, so the hole is unmapped (one call) and its memory serves D, which needs 2 MiB more.
+  CHECK(result.peak_reserved == 12 * kMiB);
   CHECK(result.region_unmaps == 1);
-  options.unmap_idle_when_growing = false;
-  CHECK(replay(trace.rows(), options).peak_reserved == 10 * kMiB);
-  options.unmap_idle_when_growing = true;
+  CHECK(result.calls.creates == 4);  // the first region, B's and C's slabs, one for the rest of D
+  options.idle_slack = std::numeric_limits<double>::infinity();
+  CHECK(replay(trace.rows(), options).peak_reserved == 18 * kMiB);
+  options.idle_slack = ReplayOptions{}.idle_slack;
   // A block straddling a granule boundary counts both granules.
   TraceBuilder straddling;
   straddling.allocate(0xa, kMiB).allocate(0xb, 2 * kMiB);  // [0, 1) and [1, 3) MiB: granules 0 and 1

@@ -1,0 +1,146 @@
+// Backing: how the memory behind one resizable region is held, as CUDA's virtual memory management
+// holds it: pieces of physical memory (one cuMemCreate each) placed at the region's addresses by
+// mappings (one cuMemMap each). Device-agnostic bookkeeping shared by the shim's virtual-memory
+// source, which makes the driver calls it plans, and the sources without a device, which count them:
+// the replay and the benchmarks see the calls the shim would make.
+//
+// Two kinds of pieces. A laid-out piece (the first reservation, piece_layout.h) is mapped whole by
+// one mapping: a whole preallocation in few calls; its memory goes back only whole, and its idle
+// granules serve elsewhere only when lent (mapped a second time). A slab (growth, and memory mapped
+// again after it was unmapped) is mapped one granule at a time, so any of its granules can be
+// unmapped; the granule's memory then waits in the slab for the next mapping anywhere in the region.
+// Memory thus moves to where blocks need it with a cuMemMap (about a microsecond) instead of a
+// cuMemCreate (a few hundred). A slab's memory goes back once none of its granules is mapped and its
+// holder asks (release_idle(): a trim, another process's reclaim), not at once: memory that moves
+// from one place to another would otherwise be given back and created again.
+// A slab holds at least `slab_bytes` (fewer creations), or a single granule where its memory must be
+// able to go back granule by granule (`fine`: a shared GPU's memory beyond the guarantee).
+//
+// Planning and recording are separate, so a caller can make the calls a plan needs and record only
+// what succeeded: plan_map() says which pieces to create and which mappings to make; commit_map()
+// records them once made. unmap() records at once (an unmap is not undone) and says which pieces
+// went with it.
+//
+// Invariants (validate()): mappings are disjoint, sorted by base, whole granules each; a mapping maps
+// a range inside its piece; a laid-out piece has exactly one mapping that is not borrowed, covering
+// it; each granule of a slab is either mapped by exactly one mapping or listed idle once; every live
+// piece has a mapping or an idle granule; held_bytes() is the sum of the live pieces' sizes and
+// mapped_bytes() that of the mappings that are not borrowed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace gpumem {
+
+class Backing {
+ public:
+  using PieceId = std::uint32_t;
+  static constexpr PieceId kNoPiece = UINT32_MAX;
+
+  struct Mapping {
+    std::uintptr_t base = 0;  // in the region; a granule multiple
+    std::size_t size = 0;     // a laid-out piece's size, or one granule
+    PieceId piece = kNoPiece;
+    std::size_t offset = 0;   // of the mapping's first byte in its piece
+    bool borrowed = false;    // a laid-out piece's idle granule mapped a second time: no memory of its own
+  };
+
+  struct Piece {
+    PieceId id = kNoPiece;
+    std::size_t size = 0;
+    std::uint64_t handle = 0;  // the platform's handle of the memory (the shim's CUmemGenericAllocationHandle)
+    bool live = false;
+    bool slab = false;
+    std::size_t mapped_granules = 0;   // slab: its granules mapped now
+    std::vector<std::uint32_t> idle;   // slab: its granules not mapped (granule indices), reused last-in first
+  };
+
+  enum class Kind : std::uint8_t {
+    laid_out,  // pieces as piece_layout.h lays them out from the region's start, one mapping each
+    slabs,     // granule mappings, idle slab granules first, then a new slab of at least slab_bytes
+    fine,      // granule mappings, idle slab granules first, then slabs of one granule each
+  };
+
+  // What one map request needs: pieces to create (new_pieces[i], to be recorded as piece
+  // new_ids[i]), then the mappings, in address order, each one cuMemMap.
+  struct Plan {
+    Kind kind = Kind::slabs;
+    std::vector<std::size_t> new_pieces;
+    std::vector<PieceId> new_ids;
+    std::vector<Mapping> mappings;
+    std::size_t granules_reused = 0;  // idle slab granules the plan maps again
+  };
+
+  // `range_base`: where the region starts (set_range_base() when known later); `granule`: a power of
+  // two; `largest_piece`: laid-out pieces are at most this (piece_layout.h); `slab_bytes`: a new slab
+  // holds at least this (rounded down to the granule, at least one).
+  Backing(std::uintptr_t range_base, std::size_t granule, std::size_t largest_piece, std::size_t slab_bytes);
+  void set_range_base(std::uintptr_t base) noexcept { range_base_ = base; }
+
+  // Plans mapping [at, at + bytes) (whole granules, nothing mapped there). A new slab holds at least
+  // `slab_bytes` (default: the backing's; a caller whose platform refused that much asks for no more
+  // than needed, 0). False when there is no host memory for the plan.
+  bool plan_map(std::uintptr_t at, std::size_t bytes, Kind kind, Plan& plan,
+                std::size_t slab_bytes = std::size_t(-1)) const;
+  // Records `plan` as made: `handles[i]` is the handle of new_pieces[i]. Needs the room
+  // reserve_for(plan) secures (false from that: no host memory; nothing recorded). Nothing may change
+  // the backing between the plan and its record.
+  bool reserve_for(const Plan& plan);
+  void commit_map(const Plan& plan, std::span<const std::uint64_t> handles) noexcept;
+  // The plan was not carried out (after reserve_for): its records stay free for the next.
+  void abandon(const Plan& plan) noexcept;
+
+  // The mappings lying wholly in [at, at + bytes), in address order, from `at` on while they follow
+  // each other back to back (a mapping reaching past the range, or a gap, ends the list).
+  std::vector<Mapping> mappings_from(std::uintptr_t at, std::size_t bytes) const;
+  // Records the unmapping of exactly those mappings (what mappings_from() listed, or a prefix of it):
+  // a laid-out piece goes with its mapping (appended to `gone`: the caller releases it, and its
+  // memory goes); a slab's granule goes idle, and a slab with nothing mapped stays, idle, until
+  // release_idle(). `gone` needs room for one piece per mapping (no allocation here).
+  void unmap(std::span<const Mapping> mappings, std::vector<Piece>& gone) noexcept;
+  // The slabs with no granule mapped leave (appended to `gone`, which needs room for piece_count()):
+  // the caller releases them, and their memory goes. Returns their bytes.
+  std::size_t release_idle(std::vector<Piece>& gone) noexcept;
+
+  // A borrowed mapping: the idle granule at `from` (of a laid-out piece's mapping, not itself
+  // borrowed) mapped again at `at`. Returns it, or a mapping with piece == kNoPiece where `from` is
+  // not such a granule.
+  Mapping plan_loan(std::uintptr_t from, std::uintptr_t at) const noexcept;
+  bool reserve_for_loan();
+  void commit_loan(const Mapping& loan) noexcept;
+
+  // The mapping holding `address`, or nullptr.
+  const Mapping* mapping_at(std::uintptr_t address) const noexcept;
+  const std::vector<Mapping>& mappings() const noexcept { return mappings_; }
+  const Piece& piece(PieceId id) const { return pieces_[id]; }
+  std::size_t piece_count() const noexcept { return pieces_.size(); }
+
+  std::size_t held_bytes() const noexcept { return held_bytes_; }
+  std::size_t mapped_bytes() const noexcept { return mapped_bytes_; }
+  // Memory held but mapped nowhere: idle slab granules, waiting for the next mapping.
+  std::size_t idle_bytes() const noexcept { return held_bytes_ - mapped_bytes_; }
+  std::size_t granule() const noexcept { return granule_; }
+
+  // Forgets every mapping and piece (the caller unmapped and released them).
+  void clear() noexcept;
+  bool validate() const noexcept;
+
+ private:
+  std::size_t index_of(std::uintptr_t base) const noexcept;  // the mapping at `base`, or size()
+  void forget(PieceId id, std::vector<Piece>& gone) noexcept;  // piece `id` leaves, into `gone`
+
+  std::uintptr_t range_base_;
+  const std::size_t granule_;
+  const std::size_t largest_piece_;
+  const std::size_t slab_bytes_;
+  std::vector<Piece> pieces_;       // by PieceId; a dead piece's record is reused
+  std::vector<PieceId> free_ids_;
+  std::vector<Mapping> mappings_;   // sorted by base
+  std::size_t held_bytes_ = 0;
+  std::size_t mapped_bytes_ = 0;
+};
+
+}  // namespace gpumem
