@@ -12,21 +12,69 @@ Backing::Backing(std::uintptr_t range_base, std::size_t granule, std::size_t lar
     : range_base_(range_base),
       granule_(granule),
       largest_piece_(largest_piece < granule ? granule : largest_piece),
-      slab_bytes_(std::max(granule, slab_bytes / granule * granule)) {}
-
-std::size_t Backing::index_of(std::uintptr_t base) const noexcept {
-  const auto found = std::lower_bound(mappings_.begin(), mappings_.end(), base,
-                                      [](const Mapping& mapping, std::uintptr_t at) { return mapping.base < at; });
-  return found != mappings_.end() && found->base == base ? static_cast<std::size_t>(found - mappings_.begin())
-                                                         : mappings_.size();
+      slab_bytes_(std::max(granule, slab_bytes / granule * granule)) {
+  idle_heads_.fill(kNoPiece);
 }
 
-const Backing::Mapping* Backing::mapping_at(std::uintptr_t address) const noexcept {
-  auto found = std::upper_bound(mappings_.begin(), mappings_.end(), address,
-                                [](std::uintptr_t at, const Mapping& mapping) { return at < mapping.base; });
-  if (found == mappings_.begin()) return nullptr;
-  --found;
-  return address - found->base < found->size ? &*found : nullptr;
+Backing::Mapping Backing::mapping_of(std::size_t slot) const noexcept {
+  const Slot& at = slots_[slot];
+  const std::uintptr_t address = range_base_ + slot * granule_;
+  const Piece& piece = pieces_[at.piece];
+  const std::size_t offset = std::size_t{at.granule} * granule_;
+  if (at.borrowed || piece.slab) return Mapping{address, granule_, at.piece, offset, at.borrowed};
+  return Mapping{address - offset, piece.size, at.piece, 0, false};  // a laid-out piece, mapped whole
+}
+
+std::optional<Backing::Mapping> Backing::mapping_at(std::uintptr_t address) const noexcept {
+  if (address < range_base_) return std::nullopt;
+  const std::size_t slot = slot_of(address);
+  if (slot >= slots_.size() || slots_[slot].piece == kNoPiece) return std::nullopt;
+  return mapping_of(slot);
+}
+
+std::vector<Backing::Mapping> Backing::mappings() const {
+  std::vector<Mapping> all;
+  for (std::size_t slot = 0; slot < slots_.size();) {
+    if (slots_[slot].piece == kNoPiece) {
+      ++slot;
+      continue;
+    }
+    all.push_back(mapping_of(slot));
+    slot = slot_of(all.back().base + all.back().size);
+  }
+  return all;
+}
+
+void Backing::set_slots(const Mapping& mapping, Slot value) noexcept {
+  const std::size_t first = slot_of(mapping.base);
+  const std::uint32_t offset = static_cast<std::uint32_t>(mapping.offset / granule_);
+  for (std::size_t i = 0; i < mapping.size / granule_; ++i) {
+    slots_[first + i] = value.piece == kNoPiece ? Slot{} : Slot{value.piece, static_cast<std::uint32_t>(offset + i), value.borrowed};
+  }
+}
+
+void Backing::unlink_idle(PieceId id) noexcept {
+  Piece& piece = pieces_[id];
+  if (piece.idle_prev != kNoPiece) {
+    pieces_[piece.idle_prev].idle_next = piece.idle_next;
+  } else {
+    PieceId& head = idle_heads_[idle_list_of(piece.idle.size())];
+    if (head != id) return;  // in no list
+    head = piece.idle_next;
+  }
+  if (piece.idle_next != kNoPiece) pieces_[piece.idle_next].idle_prev = piece.idle_prev;
+  piece.idle_prev = piece.idle_next = kNoPiece;
+}
+
+void Backing::link_idle(PieceId id) noexcept {
+  Piece& piece = pieces_[id];
+  if (!piece.live || !piece.slab || piece.idle.empty()) return;
+  PieceId& head = idle_heads_[idle_list_of(piece.idle.size())];
+  if (piece.idle_prev != kNoPiece || head == id) return;  // linked already
+  piece.idle_prev = kNoPiece;
+  piece.idle_next = head;
+  if (head != kNoPiece) pieces_[head].idle_prev = id;
+  head = id;
 }
 
 bool Backing::plan_map(std::uintptr_t at, std::size_t bytes, Kind kind, Plan& plan, std::size_t slab_bytes) const {
@@ -56,21 +104,14 @@ bool Backing::plan_map(std::uintptr_t at, std::size_t bytes, Kind kind, Plan& pl
     plan.mappings.reserve(granules);
     // Idle slab granules first, from the slabs with the fewest idle ones: a slab mostly idle is left
     // to empty, so that its memory can go back.
-    std::vector<PieceId> slabs;
-    for (PieceId id = 0; id < pieces_.size(); ++id) {
-      if (pieces_[id].live && pieces_[id].slab && !pieces_[id].idle.empty()) slabs.push_back(id);
-    }
-    std::sort(slabs.begin(), slabs.end(), [&](PieceId a, PieceId b) {
-      return pieces_[a].idle.size() != pieces_[b].idle.size() ? pieces_[a].idle.size() < pieces_[b].idle.size()
-                                                              : a < b;
-    });
     std::size_t done = 0;
-    for (const PieceId id : slabs) {
-      const std::vector<std::uint32_t>& idle = pieces_[id].idle;
-      for (std::size_t k = idle.size(); k > 0 && done < granules; --k, ++done) {
-        plan.mappings.push_back(Mapping{at + done * granule_, granule_, id, std::size_t{idle[k - 1]} * granule_, false});
+    for (std::size_t list = 1; list < kIdleLists && done < granules; ++list) {
+      for (PieceId id = idle_heads_[list]; id != kNoPiece && done < granules; id = pieces_[id].idle_next) {
+        const std::vector<std::uint32_t>& idle = pieces_[id].idle;
+        for (std::size_t k = idle.size(); k > 0 && done < granules; --k, ++done) {
+          plan.mappings.push_back(Mapping{at + done * granule_, granule_, id, std::size_t{idle[k - 1]} * granule_, false});
+        }
       }
-      if (done == granules) break;
     }
     plan.granules_reused = done;
     if (kind == Kind::fine) {
@@ -90,7 +131,9 @@ bool Backing::plan_map(std::uintptr_t at, std::size_t bytes, Kind kind, Plan& pl
 
 bool Backing::reserve_for(const Plan& plan) {
   try {
-    mappings_.reserve(mappings_.size() + plan.mappings.size());
+    std::size_t slots = slots_.size();
+    for (const Mapping& mapping : plan.mappings) slots = std::max(slots, slot_of(mapping.base + mapping.size));
+    if (slots > slots_.size()) slots_.resize(slots);
     // Records for the new pieces (not live until recorded), each slab's idle list with room for all
     // its granules: recording allocates nothing.
     for (std::size_t i = 0; i < plan.new_ids.size(); ++i) {
@@ -117,6 +160,9 @@ void Backing::abandon(const Plan& plan) noexcept {
 }
 
 void Backing::commit_map(const Plan& plan, std::span<const std::uint64_t> handles) noexcept {
+  for (const Mapping& mapping : plan.mappings) {  // taken idle granules change their slab's list
+    if (mapping.piece < pieces_.size() && pieces_[mapping.piece].live) unlink_idle(mapping.piece);
+  }
   for (std::size_t i = 0; i < plan.new_ids.size(); ++i) {
     const PieceId id = plan.new_ids[i];
     Piece& piece = pieces_[id];  // made by reserve_for
@@ -127,6 +173,8 @@ void Backing::commit_map(const Plan& plan, std::span<const std::uint64_t> handle
     piece.slab = plan.kind != Kind::laid_out;
     piece.mapped_granules = 0;
     piece.idle.clear();
+    piece.loans = 0;
+    piece.idle_prev = piece.idle_next = kNoPiece;
     held_bytes_ += piece.size;
     if (const auto free = std::find(free_ids_.begin(), free_ids_.end(), id); free != free_ids_.end()) {
       free_ids_.erase(free);
@@ -135,6 +183,7 @@ void Backing::commit_map(const Plan& plan, std::span<const std::uint64_t> handle
   for (const Mapping& mapping : plan.mappings) {
     Piece& piece = pieces_[mapping.piece];
     mapped_bytes_ += mapping.size;
+    set_slots(mapping, Slot{mapping.piece, 0, false});
     if (!piece.slab) continue;
     ++piece.mapped_granules;
     const auto granule = static_cast<std::uint32_t>(mapping.offset / granule_);
@@ -148,33 +197,47 @@ void Backing::commit_map(const Plan& plan, std::span<const std::uint64_t> handle
       piece.idle.push_back(static_cast<std::uint32_t>(g - 1));  // room reserved
     }
   }
-  const auto middle = mappings_.insert(mappings_.end(), plan.mappings.begin(), plan.mappings.end());
-  std::inplace_merge(mappings_.begin(), middle, mappings_.end(),
-                     [](const Mapping& a, const Mapping& b) { return a.base < b.base; });
+  for (const Mapping& mapping : plan.mappings) link_idle(mapping.piece);  // each once: linking again is a no-op
+  for (const PieceId id : plan.new_ids) link_idle(id);
 }
 
 std::vector<Backing::Mapping> Backing::mappings_from(std::uintptr_t at, std::size_t bytes) const {
   std::vector<Mapping> found;
-  for (std::size_t index = index_of(at); index < mappings_.size(); ++index) {
-    const Mapping& mapping = mappings_[index];
-    const std::uintptr_t expected = found.empty() ? at : found.back().base + found.back().size;
-    if (mapping.base != expected || mapping.size > at + bytes - mapping.base) break;
-    found.push_back(mapping);
+  for (std::uintptr_t next = at; next - at < bytes;) {
+    const std::optional<Mapping> mapping = mapping_at(next);
+    if (!mapping || mapping->base != next || mapping->size > at + bytes - next) break;
+    found.push_back(*mapping);
+    next += mapping->size;
   }
   return found;
 }
 
+bool Backing::strands_a_loan(std::span<const Mapping> unmapped) const noexcept {
+  for (const Mapping& lender : unmapped) {
+    if (lender.borrowed || lender.piece >= pieces_.size() || pieces_[lender.piece].loans == 0) continue;
+    std::size_t loans_in = 0;
+    for (const Mapping& loan : unmapped) loans_in += loan.borrowed && loan.piece == lender.piece ? 1 : 0;
+    if (loans_in < pieces_[lender.piece].loans) return true;
+  }
+  return false;
+}
+
 void Backing::unmap(std::span<const Mapping> unmapped, std::vector<Piece>& gone) noexcept {
   for (const Mapping& mapping : unmapped) {
-    const std::size_t index = index_of(mapping.base);
-    if (index == mappings_.size()) continue;
-    mappings_.erase(mappings_.begin() + static_cast<std::ptrdiff_t>(index));
-    if (mapping.borrowed) continue;  // the memory stays behind its lender
-    mapped_bytes_ -= mapping.size;
+    const std::optional<Mapping> recorded = mapping_at(mapping.base);
+    if (!recorded || recorded->base != mapping.base || recorded->piece != mapping.piece) continue;
+    set_slots(*recorded, Slot{});
     Piece& piece = pieces_[mapping.piece];
+    if (recorded->borrowed) {  // the memory stays behind its lender
+      --piece.loans;
+      continue;
+    }
+    mapped_bytes_ -= recorded->size;
     if (piece.slab) {
+      unlink_idle(mapping.piece);
       --piece.mapped_granules;
-      piece.idle.push_back(static_cast<std::uint32_t>(mapping.offset / granule_));  // room: all its granules
+      piece.idle.push_back(static_cast<std::uint32_t>(recorded->offset / granule_));  // room: all its granules
+      link_idle(mapping.piece);
       continue;
     }
     forget(mapping.piece, gone);
@@ -192,6 +255,7 @@ std::size_t Backing::release_idle(std::vector<Piece>& gone) noexcept {
 }
 
 void Backing::forget(PieceId id, std::vector<Piece>& gone) noexcept {
+  unlink_idle(id);
   Piece& piece = pieces_[id];
   gone.push_back(std::move(piece));  // room reserved by the caller; the idle list moves, nothing allocated
   held_bytes_ -= piece.size;
@@ -203,14 +267,15 @@ void Backing::forget(PieceId id, std::vector<Piece>& gone) noexcept {
 }
 
 Backing::Mapping Backing::plan_loan(std::uintptr_t from, std::uintptr_t at) const noexcept {
-  const Mapping* lender = mapping_at(from);
-  if (lender == nullptr || lender->borrowed || from % granule_ != 0) return Mapping{};
+  const std::optional<Mapping> lender = mapping_at(from);
+  if (!lender || lender->borrowed || from % granule_ != 0) return Mapping{};
   return Mapping{at, granule_, lender->piece, lender->offset + (from - lender->base), true};
 }
 
-bool Backing::reserve_for_loan() {
+bool Backing::reserve_for_loan(const Mapping& loan) {
+  if (loan.base < range_base_) return false;
   try {
-    mappings_.reserve(mappings_.size() + 1);
+    if (slot_of(loan.base) >= slots_.size()) slots_.resize(slot_of(loan.base) + 1);
     return true;
   } catch (...) {
     return false;
@@ -218,15 +283,15 @@ bool Backing::reserve_for_loan() {
 }
 
 void Backing::commit_loan(const Mapping& loan) noexcept {
-  const auto position = std::lower_bound(mappings_.begin(), mappings_.end(), loan.base,
-                                         [](const Mapping& mapping, std::uintptr_t at) { return mapping.base < at; });
-  mappings_.insert(position, loan);  // room reserved
+  set_slots(loan, Slot{loan.piece, 0, true});  // room reserved
+  ++pieces_[loan.piece].loans;
 }
 
 void Backing::clear() noexcept {
   pieces_.clear();
   free_ids_.clear();
-  mappings_.clear();
+  slots_.clear();
+  idle_heads_.fill(kNoPiece);
   held_bytes_ = 0;
   mapped_bytes_ = 0;
 }
@@ -235,16 +300,26 @@ bool Backing::validate() const noexcept {
   std::size_t held = 0;
   std::size_t mapped = 0;
   std::vector<std::size_t> covering(pieces_.size(), 0);
-  for (std::size_t i = 0; i < mappings_.size(); ++i) {
-    const Mapping& mapping = mappings_[i];
-    if (mapping.size == 0 || mapping.base % granule_ != 0 || mapping.size % granule_ != 0) return false;
-    if (i > 0 && mappings_[i - 1].base + mappings_[i - 1].size > mapping.base) return false;
-    if (mapping.piece >= pieces_.size() || !pieces_[mapping.piece].live) return false;
-    const Piece& piece = pieces_[mapping.piece];
-    if (mapping.offset > piece.size || mapping.size > piece.size - mapping.offset) return false;
-    if (mapping.borrowed) continue;
-    mapped += mapping.size;
-    covering[mapping.piece] += mapping.size / granule_;
+  std::vector<std::size_t> loans(pieces_.size(), 0);
+  for (std::size_t slot = 0; slot < slots_.size(); ++slot) {
+    const Slot& at = slots_[slot];
+    if (at.piece == kNoPiece) continue;
+    if (at.piece >= pieces_.size() || !pieces_[at.piece].live) return false;
+    const Piece& piece = pieces_[at.piece];
+    if (std::size_t{at.granule} >= piece.size / granule_) return false;
+    const Mapping mapping = mapping_of(slot);
+    // A laid-out piece's granules lie in order from its mapping's base, all of them in the slots.
+    if (mapping.base < range_base_ || slot_of(mapping.base + mapping.size) > slots_.size()) return false;
+    if (!mapping.borrowed && !piece.slab && mapping.base + std::size_t{at.granule} * granule_ != range_base_ + slot * granule_) {
+      return false;
+    }
+    if (mapping.borrowed) {
+      if (piece.slab) return false;
+      ++loans[at.piece];
+      continue;
+    }
+    mapped += granule_;
+    ++covering[at.piece];
   }
   for (PieceId id = 0; id < pieces_.size(); ++id) {
     const Piece& piece = pieces_[id];
@@ -255,8 +330,24 @@ bool Backing::validate() const noexcept {
                    : covering[id] != granules) {
       return false;
     }
+    if (loans[id] != piece.loans) return false;
   }
-  return held == held_bytes_ && mapped == mapped_bytes_;
+  // The idle lists: exactly the live slabs with idle granules, each in the list of its count.
+  std::size_t listed = 0;
+  for (std::size_t list = 0; list < kIdleLists; ++list) {
+    PieceId before = kNoPiece;
+    for (PieceId id = idle_heads_[list]; id != kNoPiece; before = id, id = pieces_[id].idle_next) {
+      if (id >= pieces_.size() || ++listed > pieces_.size()) return false;
+      const Piece& piece = pieces_[id];
+      if (!piece.live || !piece.slab || piece.idle.empty() || idle_list_of(piece.idle.size()) != list ||
+          piece.idle_prev != before) {
+        return false;
+      }
+    }
+  }
+  std::size_t idle_slabs = 0;
+  for (const Piece& piece : pieces_) idle_slabs += piece.live && piece.slab && !piece.idle.empty() ? 1 : 0;
+  return listed == idle_slabs && held == held_bytes_ && mapped == mapped_bytes_;
 }
 
 }  // namespace gpumem

@@ -21,15 +21,24 @@
 // records them once made. unmap() records at once (an unmap is not undone) and says which pieces
 // went with it.
 //
-// Invariants (validate()): mappings are disjoint, sorted by base, whole granules each; a mapping maps
-// a range inside its piece; a laid-out piece has exactly one mapping that is not borrowed, covering
-// it; each granule of a slab is either mapped by exactly one mapping or listed idle once; every live
-// piece has a mapping or an idle granule; held_bytes() is the sum of the live pieces' sizes and
-// mapped_bytes() that of the mappings that are not borrowed.
+// Records are kept so that every call costs in proportion to the mappings it names, not to all of
+// them: one slot per granule of the range says what is mapped there (a region of hundreds of
+// gigabytes has a few hundred thousand granules, and maps and unmaps them all the time), and slabs
+// with idle granules are listed by how many they have, so a plan finds the fullest ones at once.
+//
+// Invariants (validate()): mappings are disjoint, whole granules each; a mapping maps a range inside
+// its piece; a laid-out piece has exactly one mapping that is not borrowed, covering it; each granule
+// of a slab is either mapped by exactly one mapping or listed idle once; every live piece has a
+// mapping or an idle granule; a piece's `loans` counts its borrowed mappings; a slab with idle
+// granules is in the idle list of its count (the last list: that many or more), others in none;
+// held_bytes() is the sum of the live pieces' sizes and mapped_bytes() that of the mappings that
+// are not borrowed.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -56,6 +65,9 @@ class Backing {
     bool slab = false;
     std::size_t mapped_granules = 0;   // slab: its granules mapped now
     std::vector<std::uint32_t> idle;   // slab: its granules not mapped (granule indices), reused last-in first
+    std::size_t loans = 0;             // laid-out: its granules mapped a second time (borrowed mappings)
+    PieceId idle_prev = kNoPiece;      // slab with idle granules: its neighbours in the idle list of its count
+    PieceId idle_next = kNoPiece;
   };
 
   enum class Kind : std::uint8_t {
@@ -96,6 +108,9 @@ class Backing {
   // The mappings lying wholly in [at, at + bytes), in address order, from `at` on while they follow
   // each other back to back (a mapping reaching past the range, or a gap, ends the list).
   std::vector<Mapping> mappings_from(std::uintptr_t at, std::size_t bytes) const;
+  // Whether unmapping `mappings` would take a lender's mapping while one of its loans stays mapped
+  // outside them.
+  bool strands_a_loan(std::span<const Mapping> mappings) const noexcept;
   // Records the unmapping of exactly those mappings (what mappings_from() listed, or a prefix of it):
   // a laid-out piece goes with its mapping (appended to `gone`: the caller releases it, and its
   // memory goes); a slab's granule goes idle, and a slab with nothing mapped stays, idle, until
@@ -109,12 +124,14 @@ class Backing {
   // borrowed) mapped again at `at`. Returns it, or a mapping with piece == kNoPiece where `from` is
   // not such a granule.
   Mapping plan_loan(std::uintptr_t from, std::uintptr_t at) const noexcept;
-  bool reserve_for_loan();
+  bool reserve_for_loan(const Mapping& loan);
   void commit_loan(const Mapping& loan) noexcept;
 
-  // The mapping holding `address`, or nullptr.
-  const Mapping* mapping_at(std::uintptr_t address) const noexcept;
-  const std::vector<Mapping>& mappings() const noexcept { return mappings_; }
+  // The mapping holding `address`, or nothing.
+  std::optional<Mapping> mapping_at(std::uintptr_t address) const noexcept;
+  // Every mapping, in address order (made on each call: for the slow paths, releasing everything,
+  // opening the memory to a peer).
+  std::vector<Mapping> mappings() const;
   const Piece& piece(PieceId id) const { return pieces_[id]; }
   std::size_t piece_count() const noexcept { return pieces_.size(); }
 
@@ -129,7 +146,24 @@ class Backing {
   bool validate() const noexcept;
 
  private:
-  std::size_t index_of(std::uintptr_t base) const noexcept;  // the mapping at `base`, or size()
+  // What one granule of the range holds: nothing (piece == kNoPiece), or granule `granule` of
+  // `piece` (of a laid-out piece mapped whole, or a slab's or a borrowed granule mapped alone).
+  struct Slot {
+    PieceId piece = kNoPiece;
+    std::uint32_t granule = 0;
+    bool borrowed = false;
+  };
+  // Slabs with idle granules, one list per count: list k holds those with k idle (the last list, k
+  // or more); a plan takes from the lowest first.
+  static constexpr std::size_t kIdleLists = 64;
+
+  std::size_t slot_of(std::uintptr_t address) const noexcept { return (address - range_base_) / granule_; }
+  // The mapping whose granule `slot` is (which must hold one).
+  Mapping mapping_of(std::size_t slot) const noexcept;
+  void set_slots(const Mapping& mapping, Slot value) noexcept;
+  static std::size_t idle_list_of(std::size_t idle) noexcept { return idle < kIdleLists ? idle : kIdleLists - 1; }
+  void unlink_idle(PieceId id) noexcept;  // from its idle list, if in one
+  void link_idle(PieceId id) noexcept;    // into the list of its idle count, if it has idle granules
   void forget(PieceId id, std::vector<Piece>& gone) noexcept;  // piece `id` leaves, into `gone`
 
   std::uintptr_t range_base_;
@@ -138,7 +172,8 @@ class Backing {
   const std::size_t slab_bytes_;
   std::vector<Piece> pieces_;       // by PieceId; a dead piece's record is reused
   std::vector<PieceId> free_ids_;
-  std::vector<Mapping> mappings_;   // sorted by base
+  std::vector<Slot> slots_;         // by granule from range_base_, as far as anything was mapped
+  std::array<PieceId, kIdleLists> idle_heads_;
   std::size_t held_bytes_ = 0;
   std::size_t mapped_bytes_ = 0;
 };

@@ -26,7 +26,8 @@ bool options_are_valid(const ArenaOptions& options) {
          options.min_growth_bytes > 0 && options.block_alignment >= kGranule &&
          (options.block_alignment & (options.block_alignment - 1)) == 0 &&
          options.fences_before_growth_below_use >= 0.0 && options.fences_before_growth_below_use <= 1.0 &&
-         options.idle_slack >= 0.0;  // NaN fails too
+         options.idle_slack >= 0.0 && options.trim_calls_per_allocation >= 0.0 &&
+         options.trim_burst_calls >= 0.0;  // NaN fails too
 }
 
 // Region records set aside at the first growth: arenas hold few regions.
@@ -96,6 +97,8 @@ BfcArena::BfcArena(RegionSource& source, ArenaOptions options, FenceOracle* orac
   MutexLock lock(mutex_);
   next_region_bytes_ = options_valid_ ? first_region_bytes(options_, resize_granule_) : 0;
   counters_.bytes_limit = options_.limit;
+  trim_credit_ = options_.trim_burst_calls;
+  idle_slack_ = options_.idle_slack;
   // Idle memory stays mapped until the soft target or the limit asks for it, so the candidates
   // list fills up to its cap between scans: its room is made once, here, not on the hot path.
   if (resize_granule_ != 0) {
@@ -459,7 +462,7 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
     if (shortfall > options_.limit - counters_.bytes_reserved) {
       unmap_idle(IdleScan::candidates);
     } else if (const std::size_t beyond = beyond_soft_target(rounded, shortfall); beyond > 0) {
-      unmap_idle(IdleScan::candidates, 0, 0, beyond);
+      trim_to_soft_target(beyond, 0, 0);
     }
   }
   const std::size_t available = (options_.limit - counters_.bytes_reserved) / granule * granule;
@@ -570,7 +573,7 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes, std::uintptr_t 
   if (needed > options_.limit - counters_.bytes_reserved) {
     unmap_idle(IdleScan::candidates, begin, end);
   } else if (const std::size_t beyond = beyond_soft_target(bytes, needed); beyond > 0) {
-    unmap_idle(IdleScan::candidates, begin, end, beyond);
+    trim_to_soft_target(beyond, begin, end);
   }
   // Granules to back with lent memory: what the limit does not allow once idle pieces are unmapped.
   std::size_t to_lend = 0;
@@ -929,17 +932,36 @@ bool BfcArena::unmap_idle_in(ChunkHandle node, std::uintptr_t kept_from, std::ui
 // IdleScan::all walks the region's chunks, O(chunks): for trimming and garbage collection. The
 // allocation paths scan the candidates, O(chunks freed since the last scan).
 std::size_t BfcArena::beyond_soft_target(std::size_t rounded, std::size_t needed) const {
-  if (options_.preallocate || !(options_.idle_slack < std::numeric_limits<double>::infinity())) return 0;
+  if (options_.preallocate || !(idle_slack_ < std::numeric_limits<double>::infinity())) return 0;
   // What mapping `needed` would add: the memory the source keeps idle serves first.
   const std::size_t idle = source_.idle_bytes();
   const std::size_t fresh = needed > idle ? needed - idle : 0;
   const std::size_t live = std::max(counters_.peak_bytes_in_use, counters_.bytes_in_use + rounded);
-  const double slack = static_cast<double>(live) * (1.0 + options_.idle_slack) + static_cast<double>(options_.min_growth_bytes);
+  const double slack = static_cast<double>(live) * (1.0 + idle_slack_) + static_cast<double>(options_.min_growth_bytes);
   const std::size_t target = slack >= static_cast<double>(std::numeric_limits<std::size_t>::max())
                                  ? std::numeric_limits<std::size_t>::max()
                                  : static_cast<std::size_t>(slack);
   const std::size_t after = saturating_add(saturating_add(counters_.bytes_reserved, idle), fresh);
   return fresh > 0 && after > target ? after - target : 0;
+}
+
+void BfcArena::trim_to_soft_target(std::size_t want, std::uintptr_t keep_begin, std::uintptr_t keep_end) {
+  const double earned = static_cast<double>(counters_.num_allocs - trim_credited_at_) * options_.trim_calls_per_allocation;
+  trim_credit_ = std::min(options_.trim_burst_calls, trim_credit_ + earned);
+  trim_credited_at_ = counters_.num_allocs;
+  if (trim_credit_ < 1.0) {  // none left: new memory serves, and the slack widens
+    constexpr double kNarrowestWidened = 1.0 / 64;
+    constexpr double kWidestSlack = 1.0 / 8;
+    if (idle_slack_ < kWidestSlack) {
+      idle_slack_ = std::min(kWidestSlack, std::max(kNarrowestWidened, 2 * idle_slack_));
+    }
+    return;
+  }
+  const std::uint64_t unmaps_before = counters_.region_unmaps;
+  const std::size_t released = unmap_idle(IdleScan::candidates, keep_begin, keep_end, want);
+  // Each unmapping call, and each granule unmapped: mapped again where the request lies.
+  trim_credit_ -= static_cast<double>(counters_.region_unmaps - unmaps_before) +
+                  static_cast<double>(released / resize_granule_);
 }
 
 std::size_t BfcArena::unmap_idle(IdleScan scan, std::uintptr_t keep_begin, std::uintptr_t keep_end,

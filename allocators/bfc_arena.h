@@ -136,6 +136,16 @@ struct ArenaOptions {
   // training step's pattern of frees and allocations costs no driver call. Infinity: idle granules
   // are unmapped only at the limit. bench/traces/README.md has the trade-off, measured on the traces.
   double idle_slack = 1.0 / 64;
+  // What keeping to that soft target may cost in driver calls: each unmapping call, and each granule
+  // unmapped (one call to map it again), spends a credit of trim_burst_calls at first, earned back at
+  // trim_calls_per_allocation per allocation. With none left the arena takes new memory instead and
+  // doubles its slack (from at least 1/64, to at most 1/8, for the rest of its life): a workload whose
+  // live set moves all the time (sizes that never repeat) needs more room than the slack to settle,
+  // and gets it rather than a driver call per operation. The limit trims whatever the credit.
+  // 0.04 per allocation is 20 calls per 1,000 operations (allocations and frees); the burst covers a
+  // program's first steps: no trace of bench/traces runs out of it.
+  double trim_calls_per_allocation = 0.04;
+  double trim_burst_calls = 1024;
 };
 
 // Counters and gauges, in bytes unless named otherwise. Invariants: bytes_in_use <= bytes_reserved <=
@@ -365,6 +375,10 @@ class BfcArena {
   // Growth mode, resizable source: how far mapping `needed` more bytes for a request of `rounded`
   // would take what the arena holds past its soft target (ArenaOptions::idle_slack); 0 within it.
   std::size_t beyond_soft_target(std::size_t rounded, std::size_t needed) const GPUMEM_REQUIRES(mutex_);
+  // Unmaps idle granules for `want` bytes past the soft target, where the trim credit allows, and
+  // charges the calls spent.
+  void trim_to_soft_target(std::size_t want, std::uintptr_t keep_begin, std::uintptr_t keep_end)
+      GPUMEM_REQUIRES(mutex_);
   // A free chunk of at least `rounded` bytes, needing no memory mapped, to serve in place of
   // `best` (which needs some), or kNoChunk.
   detail::ChunkHandle mapped_alternative(detail::ChunkHandle best, std::size_t rounded) const
@@ -436,6 +450,11 @@ class BfcArena {
   // free chunk with a mapped whole granule has its base here, unless idle_scan_all_ is set (the list
   // overflowed or could not grow: the next scan walks every chunk). Entries may be stale.
   std::vector<std::uintptr_t> idle_candidates_ GPUMEM_GUARDED_BY(mutex_);
+  // The driver calls trimming to the soft target may still spend (ArenaOptions::trim_*), as of
+  // allocation number trim_credited_at_.
+  double trim_credit_ GPUMEM_GUARDED_BY(mutex_) = 0.0;
+  double idle_slack_ GPUMEM_GUARDED_BY(mutex_) = 0.0;  // options_.idle_slack, widened as credit runs out
+  std::uint64_t trim_credited_at_ GPUMEM_GUARDED_BY(mutex_) = 0;
   bool idle_scan_all_ GPUMEM_GUARDED_BY(mutex_) = false;
   // Lending source (RegionSource::lends(), read once; false for any other).
   const bool lends_;

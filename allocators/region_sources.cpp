@@ -121,7 +121,7 @@ bool ResizableRegionSource::granules_are(const Region& region, std::uintptr_t at
     return false;
   }
   for (std::uintptr_t granule = at; granule < at + bytes; granule += granule_) {
-    if ((backing_.mapping_at(granule) == nullptr) != unbacked) return false;
+    if (backing_.mapping_at(granule).has_value() == unbacked) return false;
   }
   return true;
 }
@@ -181,7 +181,12 @@ Status ResizableRegionSource::do_reserve(std::size_t bytes, Region& out) {
 bool ResizableRegionSource::do_release(const Region& region) {
   if (!holds(region)) return false;
   // One unmap for each stretch of mappings that lie back to back; each piece's handle released.
-  const std::vector<Backing::Mapping>& mappings = backing_.mappings();
+  std::vector<Backing::Mapping> mappings;
+  try {
+    mappings = backing_.mappings();
+  } catch (...) {  // no host memory for the list: the region stays
+    return false;
+  }
   for (std::size_t i = 0; i < mappings.size(); ++i) {
     if (i + 1 == mappings.size() || mappings[i + 1].base != mappings[i].base + mappings[i].size) ++log_.calls.unmaps;
   }
@@ -197,8 +202,8 @@ bool ResizableRegionSource::do_release(const Region& region) {
 
 Region ResizableRegionSource::do_piece_at(const Region& region, std::uintptr_t at) const {
   if (!holds(region)) return Region{};
-  const Backing::Mapping* mapping = backing_.mapping_at(at);
-  return mapping == nullptr ? Region{} : Region{mapping->base, mapping->size};
+  const std::optional<Backing::Mapping> mapping = backing_.mapping_at(at);
+  return !mapping ? Region{} : Region{mapping->base, mapping->size};
 }
 
 std::size_t ResizableRegionSource::do_unmap(const Region& region, std::uintptr_t at, std::size_t bytes) {
@@ -212,13 +217,7 @@ std::size_t ResizableRegionSource::do_unmap(const Region& region, std::uintptr_t
     return 0;
   }
   // A lender's memory goes only once its loans have ended.
-  for (const Backing::Mapping& borrowed : backing_.mappings()) {
-    if (!borrowed.borrowed) continue;
-    const bool borrower_in = borrowed.base >= at && borrowed.base - at < bytes;
-    for (const Backing::Mapping& mapping : mappings) {
-      if (!mapping.borrowed && mapping.piece == borrowed.piece && !borrower_in) return 0;
-    }
-  }
+  if (backing_.strands_a_loan(mappings)) return 0;
   std::size_t given = 0;
   for (const Backing::Mapping& mapping : mappings) given += mapping.size;
   if (given == 0) return 0;
@@ -261,7 +260,7 @@ Status ResizableRegionSource::do_lend(const Region& region, std::uintptr_t from,
     return Status::out_of_memory;
   }
   const Backing::Mapping loan = backing_.plan_loan(from, at);
-  if (loan.piece == Backing::kNoPiece || !backing_.reserve_for_loan() || !commit(at, granule_)) {
+  if (loan.piece == Backing::kNoPiece || !backing_.reserve_for_loan(loan) || !commit(at, granule_)) {
     ++log_.refusals;
     return Status::out_of_memory;
   }

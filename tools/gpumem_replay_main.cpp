@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -96,6 +97,9 @@ Options:
   --min-limit           also find the smallest limit (a multiple of 1 MiB) with which the whole trace
                         replays without a refused allocation, by binary search, with the chosen
                         preallocate/growth mode
+  --latency MODEL       the driver's latency per call for the modelled time in the driver: published
+                        (the default: cudasim/README.md, "Driver latency", has the figures and their
+                        sources), none, and NAME=MICROSECONDS items (published,cuMemCreate=100)
   --json                print one JSON object instead of the text report
   -h, --help            print this help and exit
 
@@ -110,11 +114,14 @@ Report (text, or the keys of --json):
   utilisation       peak_requested / peak_reserved
   peak_live_granules  peak bytes of the (vmm) granules live blocks overlap: what an arena that
                     mapped memory under those granules only would hold at most
-  driver_calls      regions reserved and (vmm) growth steps and remappings; region_grows: the growth
-                    steps; region_maps: memory mapped again under idle granules unmapped before;
-                    region_unmaps: unmap calls; region_loans: granules backed by idle memory of
-                    pieces that also hold live blocks (mapped a second time, no new memory);
-                    driver_releases: regions given back during the replay
+  driver_calls      the driver calls the shim's source would make (calls: by name): classic regions
+                    allocated and freed; vmm: the range reserved, pieces created, mappings made,
+                    opened to the device, unmapped, released; region_grows: growth steps;
+                    region_maps: memory mapped again under granules unmapped before; region_unmaps:
+                    unmap calls; region_loans: granules backed by idle memory of pieces that also hold
+                    live blocks (mapped a second time, no new memory); driver_releases: classic
+                    regions given back during the replay
+  driver_ms         the time those calls take at --latency per call (modelled), milliseconds
   ns_per_op         steady-clock time inside the arena's calls, per operation
   operations        arena calls replayed (allocations, refused ones included, and frees)
   failed            allocations the arena refused in the replay
@@ -144,6 +151,8 @@ struct Arguments {
   std::optional<std::size_t> granule;
   bool keep_idle = false;
   std::optional<double> idle_slack;
+  std::string latency_spec = "published";
+  cudasim::DriverLatency latency = cudasim::kPublishedLatency;
   bool min_limit = false;
   bool json = false;
   bool help = false;
@@ -242,6 +251,15 @@ std::optional<Failure> parse_arguments(const std::vector<std::string_view>& args
       out.granule = bytes;
     } else if (name == "--keep-idle") {
       if (auto failure = flag(out.keep_idle)) return failure;
+    } else if (name == "--latency") {
+      const auto text = value();
+      constexpr const char* kLatencyExpected = "published, none or NAME=MICROSECONDS items (cuMemCreate=193.32)";
+      if (!text) return missing(kLatencyExpected);
+      std::string why;
+      const std::optional<cudasim::DriverLatency> latency = cudasim::parse_driver_latency(*text, why);
+      if (!latency) return Failure{kExitUsage, fmt::format("{}: --latency: {}", kProgram, why)};
+      out.latency = *latency;
+      out.latency_spec = std::string(*text);
     } else if (name == "--idle-slack") {
       constexpr const char* kSlackExpected = "a fraction of 0 or more (0.015625), or inf";
       const auto text = value();
@@ -435,13 +453,16 @@ std::optional<Failure> choose_setup(const Arguments& arguments, const gpumem::Po
   return std::nullopt;
 }
 
-void print_json(const Setup& setup, const ReplayResult& result, std::size_t torn_rows, bool asked_min_limit,
+void print_json(const Arguments& arguments, const Setup& setup, const ReplayResult& result, std::size_t torn_rows,
                 const std::optional<std::size_t>& min_limit) {
+  const bool asked_min_limit = arguments.min_limit;
   nlohmann::ordered_json report;
   report["peak_in_use"] = result.peak_in_use;
   report["peak_reserved"] = result.peak_reserved;
   report["utilisation"] = result.utilisation;
   report["driver_calls"] = result.driver_calls;
+  report["driver_ms"] = gpumem::replay::modelled_driver_ms(result.calls, arguments.latency);
+  report["latency"] = arguments.latency_spec;
   report["calls"] = {{"cuMemAlloc", result.calls.allocs},         {"cuMemFree", result.calls.frees},
                      {"cuMemAddressReserve", result.calls.range_reserves},
                      {"cuMemAddressFree", result.calls.range_frees}, {"cuMemCreate", result.calls.creates},
@@ -508,6 +529,21 @@ void print_text(const Arguments& arguments, const Setup& setup, std::size_t rows
   line("driver calls", fmt::format("{} ({} growth steps, {} remappings, {} unmappings, {} loans, {} releases)",
                                    result.driver_calls, result.region_grows, result.region_maps,
                                    result.region_unmaps, result.region_loans, result.driver_releases));
+  const gpumem::PlatformCalls& c = result.calls;
+  // Only the calls made: a classic replay makes two kinds, a virtual-memory one up to eight.
+  const std::pair<const char*, std::uint64_t> by_name[] = {
+      {"cuMemAlloc", c.allocs}, {"cuMemFree", c.frees}, {"cuMemAddressReserve", c.range_reserves},
+      {"cuMemAddressFree", c.range_frees}, {"cuMemCreate", c.creates}, {"cuMemMap", c.maps},
+      {"cuMemSetAccess", c.access_sets}, {"cuMemUnmap", c.unmaps}, {"cuMemRelease", c.releases},
+      {"cuMemRetainAllocationHandle", c.retains}};
+  std::string made;
+  for (const auto& [name, count] : by_name) {
+    if (count > 0) made += fmt::format("{}{} {}", made.empty() ? "" : ", ", name, count);
+  }
+  line("calls by name", made.empty() ? std::string("none") : made);
+  line("driver time", fmt::format("{:.2f} ms modelled (latency {})",
+                                         gpumem::replay::modelled_driver_ms(c, arguments.latency),
+                                         arguments.latency_spec));
   line("time per op", fmt::format("{:.1f} ns", result.ns_per_op));
   if (arguments.min_limit) {
     line("min limit", min_limit ? human_bytes(*min_limit) : std::string("none up to 1 TiB"));
@@ -568,7 +604,7 @@ int run(const std::vector<std::string_view>& args) {
   if (arguments.min_limit) min_limit = gpumem::replay::find_min_limit(rows, setup.options);
 
   if (arguments.json) {
-    print_json(setup, result, parsed.trace->torn_rows, arguments.min_limit, min_limit);
+    print_json(arguments, setup, result, parsed.trace->torn_rows, min_limit);
   } else {
     print_text(arguments, setup, rows.size(), trace_rows, parsed.trace->torn_rows, result, min_limit);
   }

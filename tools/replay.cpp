@@ -207,6 +207,21 @@ ReplayResult run_arena(std::span<const TraceRecord> rows, const ReplayOptions& o
 
 }  // namespace
 
+double modelled_driver_ms(const PlatformCalls& calls, const cudasim::DriverLatency& latency) noexcept {
+  using cudasim::TimedCall;
+  const double us = static_cast<double>(calls.allocs) * latency.of(TimedCall::mem_alloc) +
+                    static_cast<double>(calls.frees) * latency.of(TimedCall::mem_free) +
+                    static_cast<double>(calls.range_reserves) * latency.of(TimedCall::address_reserve) +
+                    static_cast<double>(calls.range_frees) * latency.of(TimedCall::address_free) +
+                    static_cast<double>(calls.creates) * latency.of(TimedCall::mem_create) +
+                    static_cast<double>(calls.maps) * latency.of(TimedCall::mem_map) +
+                    static_cast<double>(calls.access_sets) * latency.of(TimedCall::mem_set_access) +
+                    static_cast<double>(calls.unmaps) * latency.of(TimedCall::mem_unmap) +
+                    static_cast<double>(calls.releases) * latency.of(TimedCall::mem_release) +
+                    static_cast<double>(calls.retains) * latency.of(TimedCall::retain_allocation_handle);
+  return us / 1000.0;
+}
+
 FakeResizableRegionSource vmm_source(std::size_t limit, std::size_t granule, std::size_t min_growth_bytes) {
   return FakeResizableRegionSource(kVmmRangeLimits * limit, granule, RegionSourceLimits{SIZE_MAX, limit},
                                    largest_piece_for(limit, granule), true, min_growth_bytes);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bfc_arena.h"
+#include "driver_latency.h"
 #include "platform_calls.h"
 #include "region_sources.h"
 #include "trace_reader.h"
@@ -72,6 +73,9 @@ struct ReplayResult {
   std::uint64_t duplicate_allocations = 0;  // allocate rows of a pointer that was still live
   std::optional<std::size_t> first_failed_line;  // trace line of the first refused allocation
 };
+
+// The time the driver would spend on `calls` at `latency` per call, in milliseconds.
+double modelled_driver_ms(const PlatformCalls& calls, const cudasim::DriverLatency& latency) noexcept;
 
 // The vmm source the replay runs an arena of `limit` over, as the shim's source is set up: a range of
 // kVmmRangeLimits times the limit, pieces laid out at first (piece_layout.h), slabs of at least

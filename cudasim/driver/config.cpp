@@ -152,6 +152,15 @@ Config read_config() {
   read_size("CUDASIM_CONTEXT_OVERHEAD", config.context_overhead);
   read_count("CUDASIM_ALLOC_LATENCY_US", config.alloc_latency_us);
   read_count("CUDASIM_FREE_LATENCY_US", config.free_latency_us);
+  if (const char* v = std::getenv("CUDASIM_LATENCY")) {
+    std::string error;
+    if (const std::optional<DriverLatency> latency = parse_driver_latency(v, error)) {
+      config.latency = *latency;
+    } else {
+      std::fprintf(stderr, "cudasim: CUDASIM_LATENCY: %s\n", error.c_str());
+      config.valid = false;
+    }
+  }
   if (std::getenv("CUDASIM_FAIL_ALLOC_AFTER")) {
     std::uint64_t n = 0;
     read_count("CUDASIM_FAIL_ALLOC_AFTER", n);

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "driver_latency.h"
+
 namespace cudasim {
 
 constexpr int kDefaultDriverVersion = 13000;
@@ -31,6 +33,7 @@ struct Config {
   std::uint64_t context_overhead = 300ull << 20;
   std::uint64_t alloc_latency_us = 0;
   std::uint64_t free_latency_us = 0;
+  DriverLatency latency;  // CUDASIM_LATENCY: what each call sleeps besides; none by default
   std::optional<std::uint64_t> fail_alloc_after;  // allocations allowed before failing
   KernelLaunches kernels = KernelLaunches::Skip;   // CUDASIM_KERNELS
   bool peer_access = true;                         // CUDASIM_PEER_ACCESS: all device pairs are peers

@@ -37,6 +37,7 @@ CUresult allocate_sync(CUdeviceptr* dptr, std::size_t bytes) {
     Locked l;
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
     latency = l.st.config.alloc_latency_us;
+    owe_latency(l.st.config.latency, TimedCall::mem_alloc);  // paid as the lock goes
   }
   sleep_us(latency);
   Locked l;
@@ -265,6 +266,7 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     if (it->second.kind == AllocKind::Pool) return free_pool_memory(l.st, dptr, nullptr);
     ctx = it->second.ctx;
     if (it->second.kind == AllocKind::Sync) latency = l.st.config.free_latency_us;  // managed memory: none
+    owe_latency(l.st.config.latency, TimedCall::mem_free);
     l.st.device(ctx->device).stats.context_syncs++;
   }
   // The memory may still be in use by queued work: wait for everything in its context.

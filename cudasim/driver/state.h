@@ -180,11 +180,15 @@ struct State {
 // The state of this process; a forked child gets a fresh one (see README, "fork").
 State& state();
 
-// Simulated latency (CUDASIM_*_LATENCY_US) this thread owes for device memory it took or gave back
-// while holding State::mu; ~Locked pays it once the lock is released, so the sleep delays only the
-// calling thread (or stream), never other threads' driver calls.
-inline thread_local std::uint64_t t_owed_latency_us = 0;
-inline void owe_latency(std::uint64_t us) { t_owed_latency_us += us; }
+// Simulated latency (CUDASIM_*_LATENCY_US, CUDASIM_LATENCY) this thread owes for device memory it
+// took or gave back, or for a call the latency model times, while holding State::mu; ~Locked pays it
+// once the lock is released, so the sleep delays only the calling thread (or stream), never other
+// threads' driver calls. In nanoseconds: the model's figures have fractions of a microsecond.
+inline thread_local std::uint64_t t_owed_latency_ns = 0;
+inline void owe_latency(std::uint64_t us) { t_owed_latency_ns += us * 1000; }
+inline void owe_latency(const DriverLatency& latency, TimedCall call) {
+  t_owed_latency_ns += static_cast<std::uint64_t>(latency.of(call) * 1000.0);
+}
 
 // Locks State::mu and checks cuInit succeeded.
 struct Locked {
@@ -195,8 +199,17 @@ struct Locked {
   Locked& operator=(const Locked&) = delete;
   ~Locked() {
     if (lock.owns_lock()) lock.unlock();
-    const std::uint64_t owed = std::exchange(t_owed_latency_us, 0);
-    if (owed > 0) std::this_thread::sleep_for(std::chrono::microseconds(owed));
+    const std::uint64_t owed = std::exchange(t_owed_latency_ns, 0);
+    if (owed > 0) pay_latency(std::chrono::nanoseconds(owed));
+  }
+  // A sleep overshoots by tens of microseconds (timer slack), more than a modelled cuMemMap takes:
+  // sleep all but the last 100 us, then wait out the rest on the clock.
+  static void pay_latency(std::chrono::nanoseconds owed) {
+    const auto until = std::chrono::steady_clock::now() + owed;
+    constexpr std::chrono::microseconds kSpinPart{100};
+    if (owed > kSpinPart) std::this_thread::sleep_for(owed - kSpinPart);
+    while (std::chrono::steady_clock::now() < until) {
+    }
   }
   // Every call but cuInit answers NOT_INITIALIZED until cuInit has succeeded.
   CUresult init_status() const {

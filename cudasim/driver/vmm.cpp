@@ -500,6 +500,7 @@ CUresult create(CUmemGenericAllocationHandle* handle, std::size_t size, const CU
   if (!supports_vmm(st.config, dev.physical)) return CUDA_ERROR_NOT_SUPPORTED;  // CUDASIM_VMM
   vmm_sweep_array_views(st);  // memory arrays no longer show is free for this one
   owe_latency(st.config.alloc_latency_us);
+  owe_latency(st.config.latency, TimedCall::mem_create);
   if (!take_device_memory(st, dev, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   auto physical = std::make_shared<Physical>();
   if (!take_backing_range(st, prop->location.id, size, &physical->file, &physical->offset)) {
@@ -684,6 +685,7 @@ CUDASIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_
   vmm(st).reservations[at] = Reservation{at, size, device};
   st.device(device).stats.vmm_reserved_va_bytes += size;
   *ptr = at;
+  owe_latency(l.st.config.latency, TimedCall::address_reserve);
   return CUDA_SUCCESS;
 }
 
@@ -700,6 +702,7 @@ CUDASIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   munmap(reinterpret_cast<void*>(ptr), size);
   st.device(it->second.device).stats.vmm_reserved_va_bytes -= size;
   v.reservations.erase(it);
+  owe_latency(l.st.config.latency, TimedCall::address_free);
   return CUDA_SUCCESS;
 }
 
@@ -718,6 +721,7 @@ CUDASIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   l.st.device(h->physical->device).stats.vmm_releases++;
   maybe_forget_handle(l.st, handle);
   vmm_sweep_array_views(l.st);  // memory an array no longer shows goes back now, not later
+  owe_latency(l.st.config.latency, TimedCall::mem_release);
   return CUDA_SUCCESS;
 }
 
@@ -756,6 +760,7 @@ CUDASIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CU
   ++h->mappings;
   st.device(physical->device).stats.vmm_maps++;
   v.mappings[ptr] = std::move(m);
+  owe_latency(l.st.config.latency, TimedCall::mem_map);
   return CUDA_SUCCESS;
 }
 
@@ -779,6 +784,7 @@ CUDASIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     maybe_forget_handle(st, handle);
   }
   vmm_sweep_array_views(st);
+  owe_latency(l.st.config.latency, TimedCall::mem_unmap);
   return CUDA_SUCCESS;
 }
 
@@ -805,6 +811,7 @@ CUDASIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmem
     mprotect(reinterpret_cast<void*>(m->base), m->size, host_protection(*m));
     sync_allocation(st, *m);
   }
+  owe_latency(l.st.config.latency, TimedCall::mem_set_access);
   return CUDA_SUCCESS;
 }
 
@@ -837,6 +844,7 @@ CUDASIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle
   if (m == nullptr) return CUDA_ERROR_INVALID_VALUE;  // not mapped
   ++l.st.vmm->handles.at(m->handle).refs;
   *handle = m->handle;
+  owe_latency(l.st.config.latency, TimedCall::retain_allocation_handle);
   return CUDA_SUCCESS;
 }
 

@@ -157,7 +157,8 @@ TEST_CASE("without CUDASIM_* variables: one 16 GiB device, 300 MiB per context, 
 
 TEST_CASE("a malformed variable is named on stderr and cuInit fails", "[driver][config]") {
   for (const char* variable : {"CUDASIM_DEVICE_MEMORY", "CUDASIM_DEVICES", "CUDASIM_CONTEXT_OVERHEAD",
-                               "CUDASIM_FAIL_ALLOC_AFTER", "CUDASIM_ALLOC_LATENCY_US", "CUDASIM_DRIVER_VERSION"}) {
+                               "CUDASIM_FAIL_ALLOC_AFTER", "CUDASIM_ALLOC_LATENCY_US", "CUDASIM_DRIVER_VERSION",
+                               "CUDASIM_LATENCY"}) {
     INFO(variable);
     char path[] = "/tmp/cudasim-stderr-XXXXXX";
     int fd = mkstemp(path);

@@ -4,6 +4,8 @@
 #include "driver_support.h"
 #include "report_support.h"
 
+#include "driver_latency.h"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <dirent.h>
@@ -12,6 +14,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
@@ -220,6 +223,51 @@ TEST_CASE("vmm: physical allocations are charged to their device", "[driver][vmm
   bad = device_prop(0, CU_MEM_HANDLE_TYPE_WIN32);
   CHECK(cuMemCreate(&handle, kGranularity, &bad, 0) == CUDA_ERROR_NOT_SUPPORTED);
   CHECK(free_memory() == before);
+}
+
+TEST_CASE("CUDASIM_LATENCY reads published figures, overrides and rejects what it cannot read", "[driver][config]") {
+  using cudasim::TimedCall;
+  std::string error;
+  const auto published = cudasim::parse_driver_latency("published", error);
+  REQUIRE(published);
+  CHECK(published->of(TimedCall::mem_create) == 193.32);
+  CHECK(published->of(TimedCall::mem_map) == 1.45);
+  const auto none = cudasim::parse_driver_latency("none", error);
+  REQUIRE(none);
+  for (const double us : none->us) CHECK(us == 0.0);
+  const auto mixed = cudasim::parse_driver_latency("published, cuMemCreate=100,cuMemMap=0.5", error);
+  REQUIRE(mixed);
+  CHECK(mixed->of(TimedCall::mem_create) == 100.0);
+  CHECK(mixed->of(TimedCall::mem_map) == 0.5);
+  CHECK(mixed->of(TimedCall::mem_unmap) == 25.63);
+  for (const char* bad : {"", "fast", "cuMemCreate", "cuMemCreate=", "cuMemCreate=-1", "cuMemCreate=2000000",
+                          "cuMemCreat=1", "cuMemCreate=1us", "published,,none", "cuMemCreate=nan"}) {
+    INFO(bad);
+    error.clear();
+    CHECK_FALSE(cudasim::parse_driver_latency(bad, error));
+    CHECK(error.rfind("expected ", 0) == 0);
+  }
+}
+
+TEST_CASE("CUDASIM_LATENCY makes each virtual-memory call take its figure", "[driver][vmm][config]") {
+  const int rc = in_child([] {
+    // 200 ms for cuMemCreate alone: every other call stays free.
+    setenv("CUDASIM_LATENCY", "none,cuMemCreate=200000", 1);
+    CHILD_CHECK(start_primary_context());
+    const CUmemAllocationProp prop = device_prop();
+    CUmemGenericAllocationHandle handle = 0;
+    CHILD_CHECK(succeeds_slowly([&] { return cuMemCreate(&handle, kGranularity, &prop, 0); }));
+    CUdeviceptr ptr = 0;
+    const auto start = std::chrono::steady_clock::now();
+    CHILD_CHECK(cuMemAddressReserve(&ptr, kGranularity, 0, 0, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemMap(ptr, kGranularity, 0, handle, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemUnmap(ptr, kGranularity) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemAddressFree(ptr, kGranularity) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemRelease(handle) == CUDA_SUCCESS);
+    CHILD_CHECK(std::chrono::steady_clock::now() - start < kTestLatency);
+    return 0;
+  });
+  REQUIRE(rc == 0);
 }
 
 TEST_CASE("vmm: sizes no device or address space holds are refused, never wrapped", "[driver][vmm]") {

@@ -89,8 +89,8 @@ VmmRegionSource::VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::
 
 Region VmmRegionSource::do_piece_at(const Region& region, std::uintptr_t at) const {
   if (!holds(region)) return Region{};
-  const Backing::Mapping* mapping = backing_.mapping_at(at);  // changes only under the arena's lock, held here
-  return mapping == nullptr ? Region{} : Region{mapping->base, mapping->size};
+  const std::optional<Backing::Mapping> mapping = backing_.mapping_at(at);  // changes only under the arena's lock, held here
+  return !mapping ? Region{} : Region{mapping->base, mapping->size};
 }
 
 bool VmmRegionSource::holds(const Region& region) const noexcept {
@@ -215,7 +215,7 @@ bool VmmRegionSource::map_range(std::uintptr_t at, std::size_t bytes, Backing::K
     return false;
   }
   for (std::uintptr_t granule = at; granule < at + bytes; granule += granule_) {
-    if (backing_.mapping_at(granule) != nullptr) return false;  // something is mapped there already
+    if (backing_.mapping_at(granule)) return false;  // something is mapped there already
   }
   if (kind != Backing::Kind::laid_out && (fine_ || backing_.held_bytes() + bytes > fine_above_)) {
     kind = Backing::Kind::fine;
@@ -390,14 +390,14 @@ Status VmmRegionSource::do_grow_unbacked(Region& region, std::size_t bytes) {
 
 Status VmmRegionSource::do_lend(const Region& region, std::uintptr_t from, std::uintptr_t at) {
   if (!holds(region) || at % granule_ != 0 || from % granule_ != 0 || at < range_base_ || from < range_base_ ||
-      at - range_base_ >= extent_ || from - range_base_ >= extent_ || backing_.mapping_at(at) != nullptr) {
+      at - range_base_ >= extent_ || from - range_base_ >= extent_ || backing_.mapping_at(at)) {
     return Status::out_of_memory;
   }
   const Backing::Mapping loan = backing_.plan_loan(from, at);
   if (loan.piece == Backing::kNoPiece) return Status::out_of_memory;
   try {
     const std::lock_guard lock(pieces_mutex_);  // an export may be reading the records
-    if (!backing_.reserve_for_loan()) return Status::out_of_memory;
+    if (!backing_.reserve_for_loan(loan)) return Status::out_of_memory;
   } catch (...) {  // the lock failed
     return Status::out_of_memory;
   }
@@ -432,7 +432,7 @@ void VmmRegionSource::abandon() noexcept {
     // The driver may refuse (the context is going): the memory is forgotten and refunded all the same.
     for (const auto& [base, size] : joined_ranges(backing_.mappings())) {
       if (driver.cuMemUnmap(static_cast<CUdeviceptr>(base), size) != CUDA_SUCCESS) {
-        for (const Backing::Mapping* mapping = backing_.mapping_at(base); mapping != nullptr && mapping->base < base + size;
+        for (std::optional<Backing::Mapping> mapping = backing_.mapping_at(base); mapping && mapping->base < base + size;
              mapping = backing_.mapping_at(mapping->base + mapping->size)) {
           driver.cuMemUnmap(static_cast<CUdeviceptr>(mapping->base), mapping->size);
         }
@@ -538,9 +538,9 @@ CUresult VmmRegionSource::export_span(std::uintptr_t block_base, std::size_t blo
     const std::lock_guard lock(pieces_mutex_);
     // The mappings the block overlaps, from the one holding its first byte on; back-to-back mappings
     // of one piece at consecutive offsets are one stretch of it.
-    const Backing::Mapping* mapping = backing_.mapping_at(block_base);
+    std::optional<Backing::Mapping> mapping = backing_.mapping_at(block_base);
     Backing::PieceId last_piece = Backing::kNoPiece;
-    for (; mapping != nullptr && mapping->base < block_end; mapping = backing_.mapping_at(mapping->base + mapping->size)) {
+    for (; mapping && mapping->base < block_end; mapping = backing_.mapping_at(mapping->base + mapping->size)) {
       const auto info = piece_info_.find(mapping->piece);
       if (info == piece_info_.end() || !info->second.exportable || driver.cuMemExportToShareableHandle == nullptr) {
         log::at(LogLevel::error, "cuIpcGetMemHandle: {:#x} lies in arena memory the driver could not make "

@@ -7,6 +7,7 @@ line (status 1).
 """
 
 import json
+import random
 import os
 import subprocess
 import tempfile
@@ -182,6 +183,63 @@ class ReplayTest(unittest.TestCase):
         self.assertEqual(self.run_json(*common, path, env={"GPUMEM_REGION_SOURCE": "classic"})["source"], "classic")
         self.assertEqual(self.run_json(*common, path)["source"], "vmm")  # the default
 
+    def test_modelled_driver_time(self):
+        # Each call costs its published figure (microseconds), whatever its size; --latency replaces
+        # the model, or one call's figure in it.
+        published = {"cuMemAlloc": 50, "cuMemFree": 50, "cuMemAddressReserve": 19, "cuMemAddressFree": 19,
+                     "cuMemCreate": 193.32, "cuMemMap": 1.45, "cuMemSetAccess": 35.99, "cuMemUnmap": 25.63,
+                     "cuMemRelease": 25.63, "cuMemRetainAllocationHandle": 1.45}
+        path = self.trace(SMALL_TRACE)
+        for source in ("vmm", "classic"):
+            with self.subTest(source=source):
+                report = self.run_json("--growth", "--limit", "1GiB", "--source", source, path)
+                self.assertEqual(report["latency"], "published")
+                self.assertGreater(report["driver_calls"], 0)
+                expected = sum(published[name] * count for name, count in report["calls"].items()) / 1000
+                self.assertAlmostEqual(report["driver_ms"], expected, places=6)
+                self.assertGreater(report["driver_ms"], 0)
+                free = self.run_json("--growth", "--limit", "1GiB", "--source", source, "--latency", "none", path)
+                self.assertEqual((free["driver_ms"], free["calls"]), (0, report["calls"]))
+        report = self.run_json("--growth", "--limit", "1GiB", "--source", "vmm", "--latency",
+                               "published,cuMemCreate=1000", path)
+        creates = report["calls"]["cuMemCreate"]
+        self.assertGreater(creates, 0)
+        others = sum(published[name] * count for name, count in report["calls"].items() if name != "cuMemCreate")
+        self.assertAlmostEqual(report["driver_ms"], (creates * 1000 + others) / 1000, places=6)
+        text = self.run_tool("--growth", "--limit", "1GiB", "--source", "vmm", path).stdout
+        self.assertRegex(text, r"(?m)^driver time +[0-9.]+ ms modelled \(latency published\)$")
+        self.assertRegex(text, r"(?m)^calls by name +cuMemAddressReserve 1, cuMemCreate [0-9]+")
+
+    def test_no_driver_calls_in_a_steady_state(self):
+        # A training loop: the same step (weights kept, activations of mixed sizes allocated, then freed
+        # in another order) over and over. Whatever the first steps make of the driver, later ones make
+        # nothing more: 3 steps and 30 make the same calls, in growth mode, on either source.
+        rng = random.Random(7)
+        sizes = [rng.choice((256, 4096, 65536, 1 << 20, 3 << 20, 17 << 20)) + rng.randrange(512) for _ in range(60)]
+        order = list(range(len(sizes)))
+        rng.shuffle(order)
+
+        def trace(steps):
+            rows = ["Thread,Time,Action,Pointer,Size,Stream", f"1,0,allocate,{1 << 40:#x},{96 << 20},0"]
+            clock = 1
+            for step in range(steps):
+                for index, size in enumerate(sizes):
+                    rows.append(f"1,{clock},allocate,{(step * 1000 + index + 1) << 32:#x},{size},0")
+                    clock += 1
+                for index in order:
+                    rows.append(f"1,{clock},free,{(step * 1000 + index + 1) << 32:#x},0,0")
+                    clock += 1
+            return self.trace("\n".join(rows) + "\n", f"steps{steps}.csv")
+
+        short, long = trace(3), trace(30)
+        for source in ("vmm", "classic"):
+            with self.subTest(source=source):
+                common = ("--growth", "--limit", "8GiB", "--source", source)
+                first, many = self.run_json(*common, short), self.run_json(*common, long)
+                self.assertEqual(many["failed"], 0)
+                self.assertGreater(first["driver_calls"], 0)
+                self.assertEqual(many["calls"], first["calls"])
+
     def test_split_rule_from_the_environment(self):
         # A 1.5 MiB request in a fresh 2 MiB region: tight splits off the 0.5 MiB rest, xla hands out
         # the whole region (the rest is less than the request).
@@ -342,6 +400,11 @@ class ReplayTest(unittest.TestCase):
             (["--granule", "3MiB", path], '--granule: expected a power of two of at least 2MiB, got "3MiB"'),
             (["--granule", "1MiB", path], '--granule: expected a power of two of at least 2MiB'),
             (["--keep-idle=no", path], '--keep-idle takes no value, got "no"'),
+            (["--idle-slack", "-1", path], '--idle-slack: expected a fraction of 0 or more (0.015625), or inf, got "-1"'),
+            (["--idle-slack", "lots", path], "--idle-slack: expected a fraction of 0 or more"),
+            (["--latency", "fast", path], '--latency: expected published, none or NAME=MICROSECONDS'),
+            (["--latency", "cuMemCreate=-3", path], 'got "cuMemCreate=-3"'),
+            ([path, "--latency"], "--latency: expected published, none or NAME=MICROSECONDS items"),
             (["--growth", "--preallocate", path], "--preallocate: expected either --preallocate or --growth"),
             (["--json=yes", path], '--json takes no value, got "yes"'),
             (["--fast", path], 'unknown option "--fast"'),

@@ -301,6 +301,66 @@ TEST_CASE("resizable: with idle_slack infinite, growth keeps idle granules mappe
   CHECK(arena.validate());
 }
 
+TEST_CASE("resizable: trimming to the soft target spends a credit of driver calls, earned per allocation",
+          "[resizable][unmap][trim]") {
+  // The hole's unmapping costs one call and two granules to map again: 3 of credit, which starts at
+  // the burst.
+  const auto trimmed = [](double burst) {
+    FakeResizableRegionSource source(64 * kMiB, kGranuleBytes);
+    ArenaOptions options = growing_by(32 * kMiB, kGranuleBytes);
+    options.idle_slack = 0;
+    options.trim_burst_calls = burst;
+    options.trim_calls_per_allocation = 0;
+    BfcArena arena(source, options);
+    hole_then_growth(arena);
+    REQUIRE(arena.validate());
+    return std::pair(arena.stats().region_unmaps, arena.stats().peak_bytes_reserved);
+  };
+  CHECK(trimmed(3) == std::pair<std::uint64_t, std::size_t>(1, 10 * kMiB));
+  CHECK(trimmed(1) == std::pair<std::uint64_t, std::size_t>(1, 10 * kMiB));  // one call's worth: trims, overdrawn
+  CHECK(trimmed(0.5) == std::pair<std::uint64_t, std::size_t>(0, 14 * kMiB));  // the region grows instead
+  CHECK(trimmed(0) == std::pair<std::uint64_t, std::size_t>(0, 14 * kMiB));
+}
+
+TEST_CASE("resizable: a live set that keeps moving costs at most the credit's calls", "[resizable][unmap][trim]") {
+  // Blocks of sizes that never repeat, freed at random: a soft target of no slack would have the
+  // arena unmap and map again at nearly every step. The credit bounds the unmapping calls.
+  const auto churn = [](double burst, double per_allocation) {
+    FakeResizableRegionSource source(8 * kGiB, kGranuleBytes);
+    ArenaOptions options = growing_by(4 * kGiB, kGranuleBytes);
+    options.idle_slack = 0;
+    options.trim_burst_calls = burst;
+    options.trim_calls_per_allocation = per_allocation;
+    BfcArena arena(source, options);
+    std::mt19937_64 rng(11);
+    std::vector<std::uintptr_t> live;
+    FenceId fence = 0;
+    for (int step = 0; step < 20000; ++step) {
+      if (live.size() < 200) {
+        live.push_back(must_allocate(arena, 256 * (1 + rng() % (16 * kMiB / 256))));
+      } else {
+        free_at_random(arena, live, rng, fence, 1u << 30);
+      }
+      if (live.size() == 200 && rng() % 2 == 0) free_at_random(arena, live, rng, fence, 1u << 30);
+    }
+    REQUIRE(arena.validate());
+    return std::pair(arena.stats(), source.log().calls.total());
+  };
+  const auto [unbounded, unbounded_calls] = churn(1e12, 0);
+  const auto [bounded, bounded_calls] = churn(64, 0.002);
+  const auto [unearned, unearned_calls] = churn(64, 0);
+  const auto [earning, earning_calls] = churn(64, 0.05);
+  CHECK(unearned.region_unmaps <= 65);
+  CHECK(earning.region_unmaps > unearned.region_unmaps);  // credit earned back by allocations
+  CHECK(static_cast<double>(earning.region_unmaps) <= 64 + 0.05 * static_cast<double>(earning.num_allocs) + 1);
+  // Each unmapping call spends at least one of the credit; the last may overdraw it.
+  const double earned = 64 + 0.002 * static_cast<double>(bounded.num_allocs);
+  CHECK(static_cast<double>(bounded.region_unmaps) <= earned + 1);
+  CHECK(static_cast<double>(unbounded.region_unmaps) > 3 * earned);
+  CHECK(bounded_calls < unbounded_calls);
+  CHECK(bounded.peak_bytes_reserved >= unbounded.peak_bytes_reserved);
+}
+
 TEST_CASE("resizable: the limit bounds the memory mapped, not the addresses", "[resizable][unmap][preallocate]") {
   // A classic arena of 8 MiB with 4 MiB free in two holes of 2 MiB cannot serve 4 MiB; here the holes'
   // memory moves to where the block goes.
