@@ -81,6 +81,12 @@ BfcManager::BfcManager(CUcontext context, CUdevice device, const Policy& policy,
       preallocate_(preallocate),
       preallocation_bytes_(preallocation_bytes) {}
 
+std::string BfcManager::do_serving() const {
+  const bool automatic = policy().region_source == RegionSourceChoice::automatic;
+  return fmt::format("bfc arena, {}, {} regions{}", preallocate_ ? "preallocated" : "growing on demand",
+                     vmm_source_ ? "vmm" : "classic", automatic ? " (auto)" : "");
+}
+
 CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain,
                                          const StreamArg* stream) {
   // A graph capture forbids the synchronisation that would free fenced memory (the driver would
