@@ -42,7 +42,7 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
 
 // The VMM source where the policy allows it and the device supports it: GPUMEM_REGION_SOURCE=auto
 // (the default) is resolved here, per device; classic regions where the driver has no virtual memory
-// management (said at info, or as a warning when vmm was asked for by name). A shared GPU's arena maps
+// management (named in the start line, BfcManager::do_serving; a warning when vmm was asked for by name). A shared GPU's arena maps
 // a granule per piece: what it borrowed goes back as soon as it is idle.
 std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice device, std::size_t limit_bytes,
                                               bool shared) {

@@ -31,7 +31,7 @@ enum class FractionBasis : std::uint8_t { total, free };
 enum class LogLevel : std::uint8_t { trace, debug, info, notice, warn, error, off };
 // Where a bfc arena's memory comes from: classic cuMemAlloc regions (the default), or vmm (one
 // reserved virtual range per device, memory mapped under it as needed) where the driver supports it
-// (auto, resolved per device; classic on a device without it, said at info) or asked for explicitly
+// (auto, resolved per device; classic on a device without it, named in the start line) or asked for explicitly
 // (vmm: a device without it is left to classic regions, with a warning).
 enum class RegionSourceChoice : std::uint8_t { automatic, vmm, classic };
 // The arena's split rule (ArenaOptions::max_internal_fragmentation): tight splits off any remainder;
