@@ -459,7 +459,7 @@ class InfoTest(WrapperTestCase):
         for option in ("--mode", "--fraction", "--limit", "--fraction-of", "--preallocate", "--no-preallocate",
                        "--free-sync", "--log-level", "--log-file", "--sim", "--sim-devices", "--sim-memory",
                        "--print-env", "--version", "--async-prealloc", "--no-garbage-collection",
-                       "--region-source", "--split-rule", "--per-rank"):
+                       "--region-source", "--split-rule", "--per-rank", "--strict", "--check"):
             self.assertRegex(result.stdout, rf"\n\s+(-h, )?{option}\b")
         self.assertEqual(wrapper(["-h"]).stdout, result.stdout)
 
