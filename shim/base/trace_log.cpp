@@ -66,6 +66,7 @@ class RowWriter {
  public:
   explicit RowWriter(char* out) : out_(out) {}
   void text(std::string_view s) noexcept {
+    if (s.empty()) return;  // an empty view may hold no pointer at all, which memcpy must not get
     std::memcpy(out_ + n_, s.data(), s.size());
     n_ += s.size();
   }
