@@ -495,6 +495,14 @@ class LayoutTest(WrapperTestCase):
             exported, _ = parse_print_env(result.stdout)
             self.assertTrue(same_file(exported["LD_PRELOAD"], os.path.join(prefix, libdir, "libgpumem.so")), exported)
             self.assertTrue(same_file(exported["LD_LIBRARY_PATH"], simulator), exported)
+            # --check finds gpumem-probe beside the simulator and gpumem-top beside itself.
+            shutil.copy2(os.path.join(BUILD_ROOT, "tools", "gpumem-probe"), os.path.join(prefix, libdir, "gpumem"))
+            shutil.copy2(os.path.join(SOURCE_ROOT, "scripts", "gpumem-top"), os.path.join(prefix, bindir))
+            checked = testlib.run([installed, "--sim", "--check"], preload=False, sim=False)
+            self.assertSucceeded(checked)
+            self.assertIn(f"library:  {os.path.realpath(os.path.join(prefix, libdir, 'libgpumem.so'))}\n", checked.stdout)
+            self.assertIn("devices:  1\n", checked.stdout)
+            self.assertIn("gpumem-top: ", checked.stdout)
 
     def test_symlink_to_the_build_tree_wrapper(self):
         with tempfile.TemporaryDirectory() as tmp:
