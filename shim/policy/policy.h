@@ -107,7 +107,7 @@ struct Policy {
   // multiple of 256 and never more than `total_bytes`.
   std::size_t limit_for_device(std::size_t total_bytes, std::size_t free_bytes) const;
   // The one error line for a fraction whose limit_for_device() is 0 (less than one 256-byte granule):
-  // such a device is left unmanaged, as an invalid variable leaves the whole process.
+  // such a device is left unmanaged (its memory passes through to the driver), said in this one line.
   std::string limit_below_granule_error(int device, std::size_t total_bytes, std::size_t free_bytes) const;
 
   // How many ranks split this GPU (`visible[device]`): 1 with per_rank off, per_rank_divisor when
