@@ -66,8 +66,9 @@ A free of a pointer that is not live in the replay is skipped and counted (unmat
 
 Options:
   --device N            replay the rows of device N only (default: the device of the first row)
-  --preallocate         reserve the whole limit at the first allocation (a small head region
-                        and the rest, as the shim does)
+  --preallocate         reserve the whole limit at the first allocation, as the shim does: vmm, in
+                        pieces doubling from one granule up to a 32nd of the limit (39 for 8 GiB at
+                        2 MiB granules, at most 63); classic, a head of 1/32 of it and the rest
   --growth              grow by regions on demand, up to the limit
                         (default for both: the policy from the environment, as the shim reads it:
                         GPUMEM_PREALLOCATE, XLA_PYTHON_CLIENT_PREALLOCATE, TF_FORCE_GPU_ALLOW_GROWTH)
@@ -312,13 +313,14 @@ std::optional<Failure> parse_arguments(const std::vector<std::string_view>& args
   return std::nullopt;
 }
 
-// The policy's error line, reworded for this tool: "gpumem: X=... is ...; the shim is disabled ..."
-// becomes "gpumem-replay: X=... is ...".
+// The policy's error line, reworded for this tool, which replays nothing on a configuration it cannot
+// take as written: "gpumem: X=... is ...; ignored: ..." becomes "gpumem-replay: X=... is ...".
 std::string policy_error(std::string message) {
   constexpr std::string_view kPrefix = "gpumem: ";
-  constexpr std::string_view kSuffix = "; the shim is disabled for this process";
   if (message.starts_with(kPrefix)) message.erase(0, kPrefix.size());
-  if (message.ends_with(kSuffix)) message.erase(message.size() - kSuffix.size());
+  for (const std::string_view consequence : {"; ignored: ", "; the lower applies: ", "; GPUMEM_STRICT is set: "}) {
+    if (const std::size_t at = message.find(consequence); at != std::string::npos) message.erase(at);
+  }
   return fmt::format("{}: {}", kProgram, message);
 }
 
@@ -567,8 +569,8 @@ int run(const std::vector<std::string_view>& args) {
         if (value == nullptr) return std::nullopt;
         return std::string_view(value);
       });
-  if (!policy.policy) {
-    fmt::print(stderr, "{}\n", policy_error(policy.error));
+  if (!policy.errors.empty()) {
+    for (const gpumem::PolicyError& error : policy.errors) fmt::print(stderr, "{}\n", policy_error(error.line));
     return kExitUsage;
   }
 

@@ -38,6 +38,7 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
     case LogLevel::debug:
       return spdlog::level::debug;
     case LogLevel::info:
+    case LogLevel::notice:
       return spdlog::level::info;
     case LogLevel::warn:
       return spdlog::level::warn;
@@ -51,8 +52,8 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
 
 int resolve_level() {
   const PolicyResult& result = process_policy();
-  // A bad environment leaves the shim inert but its warnings and errors still reach stderr.
-  const LogLevel level = result.policy ? result.policy->log_level : LogLevel::warn;
+  // Always a policy (a bad variable falls back alone); without one (no host memory), the default.
+  const LogLevel level = result.policy ? result.policy->log_level : LogLevel::notice;
   const int value = static_cast<int>(level);
   g_level.store(value, std::memory_order_release);
   return value;
@@ -104,12 +105,27 @@ std::shared_ptr<spdlog::sinks::sink> make_sink(const std::string& file) {
   return std::make_shared<DescriptorSink>(fd, file);
 }
 
+// The tag a message carries after "gpumem: ", as spdlog names the levels; none for a notice (the line
+// said when gpumem takes over a device: "gpumem: device 0: ...").
+std::string_view tag_of(LogLevel level) {
+  switch (level) {
+    case LogLevel::trace: return "[trace] ";
+    case LogLevel::debug: return "[debug] ";
+    case LogLevel::info: return "[info] ";
+    case LogLevel::warn: return "[warning] ";
+    case LogLevel::error: return "[error] ";
+    case LogLevel::notice:
+    case LogLevel::off: break;
+  }
+  return "";
+}
+
 // Called with ProcessLock::log held.
 spdlog::logger* create_logger() {
   const PolicyResult& result = process_policy();
   const std::string file = result.policy ? result.policy->log_file : std::string();
   auto* logger = new spdlog::logger("gpumem", make_sink(file));  // leaked on purpose
-  logger->set_pattern("gpumem: [%l] %v");
+  logger->set_pattern("gpumem: %v");  // the level's tag is the message's (tag_of)
   logger->set_level(spdlog::level::trace);  // filtering happens in enabled()
   logger->flush_on(spdlog::level::trace);   // messages are rare; never lose one at exit or crash
   // The logging library's own errors (a message it could not format) in our words, once.
@@ -141,7 +157,8 @@ void write(LogLevel level, std::string_view message) noexcept {
   try {
     const auto lock = lock_fork_safely(ProcessLock::log);
     if (g_logger == nullptr) g_logger = create_logger();
-    g_logger->log(to_spdlog(level), spdlog::string_view_t(message.data(), message.size()));
+    const std::string line = std::string(tag_of(level)).append(message);
+    g_logger->log(to_spdlog(level), spdlog::string_view_t(line.data(), line.size()));
   } catch (...) {  // a logging failure must never reach the program
   }
   t_in_logger = false;

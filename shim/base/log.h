@@ -1,5 +1,6 @@
-// The shim's log: one line per message, prefixed "gpumem:", on stderr or in GPUMEM_LOG_FILE, at the
-// level set by GPUMEM_LOG_LEVEL (default warn).
+// The shim's log: one line per message, prefixed "gpumem: [level]", on stderr or in GPUMEM_LOG_FILE,
+// at the level set by GPUMEM_LOG_LEVEL (default notice). A notice (the line said when gpumem takes
+// over its first device) carries no level tag: "gpumem: device 0: ...".
 //
 // Preload-safe: nothing is created during library load; the logger (spdlog, compiled in header-only
 // and hidden) is created at the first message that passes the level. A message logged while this

@@ -1,6 +1,6 @@
 // The GPUMEM_TRACE CSV, shared by its writer (base/trace_log.cpp) and its reader (tools/trace_reader.cpp):
 // RMM's replay-log columns, then gpumem's own. One row per event; Time in seconds with microseconds,
-// Pointer in hex, the rest in decimal.
+// Pointer in hex, Mode a word or two, the rest in decimal.
 #pragma once
 
 #include <array>
@@ -9,15 +9,23 @@
 
 namespace gpumem::trace_format {
 
-enum Column : std::size_t { kThread, kTime, kAction, kPointer, kSize, kStream, kDevice, kReserved, kLimit, kColumns };
+enum Column : std::size_t {
+  kThread, kTime, kAction, kPointer, kSize, kStream, kDevice, kReserved, kLimit, kMode, kColumns
+};
 
 inline constexpr std::array<std::string_view, kColumns> kColumnNames{
-    "Thread", "Time", "Action", "Pointer", "Size", "Stream", "Device", "Reserved", "Limit"};
-// RMM's replay log has the first six; Device, Reserved and Limit are optional to a reader.
+    "Thread", "Time", "Action", "Pointer", "Size", "Stream", "Device", "Reserved", "Limit", "Mode"};
+// RMM's replay log has the first six; Device, Reserved, Limit and Mode are optional to a reader (traces
+// written before Mode existed have the first nine).
 inline constexpr std::size_t kRequiredColumns = kDevice;
 
 // The header line the writer puts first, and the part of it every reader needs.
-inline constexpr std::string_view kHeader = "Thread,Time,Action,Pointer,Size,Stream,Device,Reserved,Limit\n";
+inline constexpr std::string_view kHeader = "Thread,Time,Action,Pointer,Size,Stream,Device,Reserved,Limit,Mode\n";
+
+// The Mode column: how the process serves the device's memory, on the device's first row only (empty
+// on the others): one of these words.
+inline constexpr std::string_view kModePreallocated = "bfc preallocated";
+inline constexpr std::string_view kModeGrowth = "bfc growth";
 inline constexpr std::string_view kRequiredHeader = kHeader.substr(0, kHeader.find(",Device"));
 
 // The Action column's words.

@@ -43,7 +43,8 @@ struct Record {
 
 constexpr std::size_t kRecords = 8192;      // ~512 KiB of events between two writes
 constexpr std::size_t kTextBytes = 64 * 1024;
-constexpr std::size_t kLongestRow = 256;    // 9 numbers of at most 20 digits, an action, commas
+constexpr std::size_t kLongestRow = 256;    // 9 numbers of at most 20 digits, an action, a mode, commas
+constexpr std::size_t kModeDevices = 256;   // devices whose first row carries the Mode column
 using trace_format::kHeader;
 constexpr std::uint64_t kUnknown = static_cast<std::uint64_t>(-1);
 constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
@@ -65,6 +66,7 @@ class RowWriter {
  public:
   explicit RowWriter(char* out) : out_(out) {}
   void text(std::string_view s) noexcept {
+    if (s.empty()) return;  // an empty view may hold no pointer at all, which memcpy must not get
     std::memcpy(out_ + n_, s.data(), s.size());
     n_ += s.size();
   }
@@ -95,7 +97,8 @@ class RowWriter {
   std::size_t n_ = 0;
 };
 
-std::size_t format_row(const Record& r, char* out) noexcept {
+// One row; `mode` is the Mode column's value (empty on every row but a device's first).
+std::size_t format_row(const Record& r, std::string_view mode, char* out) noexcept {
   RowWriter row(out);
   row.decimal(r.thread);
   row.ch(',');
@@ -118,6 +121,8 @@ std::size_t format_row(const Record& r, char* out) noexcept {
   if (r.reserved != kUnknown) row.decimal(r.reserved);
   row.ch(',');
   row.decimal(r.limit);
+  row.ch(',');
+  row.text(mode);
   row.ch('\n');
   return row.size();
 }
@@ -131,9 +136,10 @@ std::size_t format_row(const Record& r, char* out) noexcept {
 // file cut back to its last whole row).
 class TraceLog {
  public:
-  TraceLog(int fd, std::string pattern, const std::string& path)
+  TraceLog(int fd, std::string pattern, const std::string& path, std::string_view mode)
       : fd_(fd),
         pattern_(std::move(pattern)),
+        mode_(mode),
         failure_prefix_("gpumem: [error] GPUMEM_TRACE: cannot write to \"" + path + "\" (") {}
 
   void append(Action action, const TraceEvent& e) noexcept {
@@ -233,7 +239,13 @@ class TraceLog {
         ok = write_rows(text_, used);
         used = 0;
       }
-      used += format_row(records_[i], text_ + used);
+      const auto device = static_cast<std::size_t>(static_cast<std::uint32_t>(records_[i].device));
+      std::string_view mode;
+      if (device < kModeDevices && !mode_said_[device]) {
+        mode_said_[device] = true;
+        mode = mode_;
+      }
+      used += format_row(records_[i], mode, text_ + used);
     }
     if (ok && used > 0) ok = write_rows(text_, used);
     count_ = 0;
@@ -275,6 +287,8 @@ class TraceLog {
 
   int fd_;
   const std::string pattern_;
+  const std::string_view mode_;  // trace_format's words, static
+  std::array<bool, kModeDevices> mode_said_{};
   const std::string failure_prefix_;  // of the line that says writing failed, made while allocating is safe
   bool header_written_ = false;
   std::size_t whole_bytes_ = 0;  // the file's length, up to the end of its last whole row
@@ -346,7 +360,11 @@ TraceLog* create() noexcept {
       log::at(LogLevel::error, "GPUMEM_TRACE: {}; no trace is written", why);
       return nullptr;
     }
-    auto* trace = new (std::nothrow) TraceLog(fd, pattern, path);  // leaked: written until the very end
+    const Policy& policy = *result.policy;
+    const std::string_view mode = policy.mode != Mode::bfc ? to_string(policy.mode)
+                                  : policy.preallocate     ? trace_format::kModePreallocated
+                                                           : trace_format::kModeGrowth;
+    auto* trace = new (std::nothrow) TraceLog(fd, pattern, path, mode);  // leaked: written until the very end
     if (trace == nullptr) {
       ::close(fd);
       return nullptr;

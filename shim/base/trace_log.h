@@ -1,6 +1,6 @@
 // GPUMEM_TRACE: every allocation, free and refusal the memory managers see, as a CSV file in RMM's
-// replay-log format (Thread,Time,Action,Pointer,Size,Stream) with three columns of gpumem's own
-// after it (Device,Reserved,Limit), which readers that pick RMM's columns by name ignore.
+// replay-log format (Thread,Time,Action,Pointer,Size,Stream) with four columns of gpumem's own
+// after it (Device,Reserved,Limit,Mode), which readers that pick RMM's columns by name ignore.
 //
 // Model: events are appended as fixed-size binary records to an in-memory buffer under one lock and
 // turned into text only when the buffer fills, at exit and when a fatal signal arrives, so an event
@@ -12,7 +12,9 @@
 // (`allocate`, `free`, `allocate failure`), Pointer (hex; 0x0 for a refusal), Size (bytes asked for;
 // on a free, those of the block freed), Stream (0 for synchronous calls, the handle otherwise; 2 is
 // the per-thread default stream), Device (ordinal), Reserved (bytes the device's manager held from
-// the driver after the event; empty when its mode does not track them), Limit (the device's limit).
+// the driver after the event; empty when its mode does not track them), Limit (the device's limit),
+// Mode (on a device's first row: `bfc preallocated`, `bfc growth`, `platform` or `cuda_async`, the
+// policy's; empty on the others).
 #pragma once
 
 #include <cstddef>

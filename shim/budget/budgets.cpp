@@ -266,6 +266,12 @@ std::size_t policy_limit(CUdevice device, std::size_t total, std::size_t free, l
   const Policy& policy = *process_policy().policy;
   try {
     const std::vector<GpuId> visible = visible_gpus();
+    static std::atomic<bool> missing_devices_said{false};  // a limit for a device not there: said once
+    if (!visible.empty() && !missing_devices_said.exchange(true, std::memory_order_relaxed)) {
+      for (const std::string& line : policy.limits_for_missing_devices(static_cast<int>(visible.size()))) {
+        messages.add(LogLevel::warn, "{}", line);
+      }
+    }
     const auto index = static_cast<std::size_t>(device);
     const DeviceView view{device, total, free, policy.ranks_sharing_gpu(visible, index)};
     const DeviceLimit limit = policy.device_limit(view);

@@ -42,9 +42,9 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
 
 // The VMM source where the policy allows it and the device supports it: GPUMEM_REGION_SOURCE=auto
 // (the default) is resolved here, per device; classic regions where the driver has no virtual memory
-// management (said at info, or as a warning when vmm was asked for by name). A shared GPU's arena
-// takes its memory a granule per piece until it knows its guarantee: what it borrowed goes back as
-// soon as it is idle.
+// management (named in the start line, BfcManager::do_serving; a warning when vmm was asked for by
+// name). A shared GPU's arena takes its memory a granule per piece until it knows its guarantee:
+// what it borrowed goes back as soon as it is idle.
 std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice device, std::size_t limit_bytes,
                                               bool shared) {
   const bool automatic = policy.region_source == RegionSourceChoice::automatic;
@@ -82,6 +82,12 @@ BfcManager::BfcManager(CUcontext context, CUdevice device, const Policy& policy,
       default_pool_(default_pool),
       preallocate_(preallocate),
       preallocation_bytes_(preallocation_bytes) {}
+
+std::string BfcManager::do_serving() const {
+  const bool automatic = policy().region_source == RegionSourceChoice::automatic;
+  return fmt::format("bfc arena, {}, {} regions{}", preallocate_ ? "preallocated" : "growing on demand",
+                     vmm_source_ ? "vmm" : "classic", automatic ? " (auto)" : "");
+}
 
 CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, std::uintptr_t stream_domain,
                                          const StreamArg* stream) {

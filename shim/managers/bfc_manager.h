@@ -51,6 +51,7 @@ class BfcManager final : public MemoryManager {
   void do_fill_stats(ManagerStats& stats) const override;
   bool do_try_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "bfc"; }
+  std::string do_serving() const override;
   std::size_t do_trim() override;
   void do_retire() noexcept override;
   std::string do_dump() const override;

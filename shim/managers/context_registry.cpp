@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "managers/platform_manager.h"
 #include "policy/process_policy.h"
+#include "policy/value_parsers.h"
 #include "driver/real_driver.h"
 
 namespace gpumem::shim {
@@ -25,6 +26,8 @@ namespace {
 
 // The registry is reached from the fork handler, which takes no argument.
 std::atomic<ContextRegistry*> g_registry{nullptr};
+// Whether this process said, at notice level, that gpumem took over a device: once, at the first.
+std::atomic<bool> g_takeover_said{false};
 
 // `never_wait`: skip a manager another thread holds (at exit it may never let go).
 void log_summary(const MemoryManager& manager, bool never_wait = false) noexcept {
@@ -315,6 +318,13 @@ MemoryManager* ContextRegistry::create_locked(CUcontext context, const std::opti
                share ? fmt::format(", shared: guarantee {} bytes, preallocation {} bytes", share->guarantee, preallocation)
                      : std::string(),
                policy.describe());
+  if (log::enabled(LogLevel::notice) && !g_takeover_said.exchange(true, std::memory_order_relaxed)) {
+    const std::string origin =
+        share ? fmt::format("shared: guarantee {}, GPUMEM_SHARE", human_byte_size(share->guarantee))
+              : policy.device_limit(DeviceView{device, total, free, budget::ranks_sharing(device)}).summary;
+    messages.add(LogLevel::notice, "device {}: {}, limit {} ({})", device, manager->serving(), human_byte_size(limit),
+                 origin);
+  }
   return manager;
 }
 

@@ -59,6 +59,7 @@ class CudaAsyncManager final : public MemoryManager {
   void note_pool_allocation() noexcept;
   static constexpr std::uint64_t kRefreshEvery = 64;
   const char* do_mode_name() const noexcept override { return "cuda_async"; }
+  std::string do_serving() const override { return "cuda_async pool"; }
 
   // TensorFlow's warm-up: allocate the configured bytes once and free them, so the pool holds them.
   void warm_up();

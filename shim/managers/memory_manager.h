@@ -159,6 +159,9 @@ class MemoryManager {
   CUdevice device() const noexcept { return device_; }
   std::size_t limit_bytes() const noexcept { return limit_bytes_; }
   const char* mode_name() const noexcept { return do_mode_name(); }
+  // How this manager serves memory, in a few words for the line said when gpumem takes over a device:
+  // "bfc arena, preallocated, vmm regions".
+  std::string serving() const { return do_serving(); }
 
  protected:
   const Policy& policy() const noexcept { return policy_; }
@@ -243,6 +246,8 @@ class MemoryManager {
     return true;
   }
   virtual const char* do_mode_name() const noexcept = 0;
+  // Default: the mode's name.
+  virtual std::string do_serving() const { return do_mode_name(); }
   // Default: nothing to give back.
   virtual std::size_t do_trim() { return 0; }
   // Default: nothing charged outside the ledger (budget/budgets.h), which the registry clears.

@@ -29,6 +29,7 @@ class PlatformManager final : public MemoryManager {
   void do_fill_stats(ManagerStats& stats) const override;
   bool do_try_fill_stats(ManagerStats& stats) const override;
   const char* do_mode_name() const noexcept override { return "platform"; }
+  std::string do_serving() const override { return "platform, every request to the driver"; }
   void do_retire() noexcept override;
   // What it holds from the driver is what the program holds.
   std::size_t do_reserved_bytes_now() const noexcept override {

@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -95,6 +96,15 @@ void write_stats_file(const Policy& policy, const std::vector<DeviceFigures>& de
   ::close(fd);
 }
 
+// What the program wrote to stdout and left in its buffer, written out before the table: libc would
+// flush it only after this exit function, so through a pipe (2>&1 | less) the table came first.
+// Never waits: a stream another thread holds (blocked on a full pipe) is left to libc's own flush.
+void flush_program_stdout() noexcept {
+  if (::ftrylockfile(stdout) != 0) return;
+  ::fflush_unlocked(stdout);
+  ::funlockfile(stdout);
+}
+
 // At exit, after the program's own exit handlers (the runtime's among them, which release the
 // primary contexts: their managers are retired by then, with their figures kept). Calls no CUDA
 // function and never waits for a manager another thread holds.
@@ -110,7 +120,10 @@ __attribute__((destructor)) void report_at_exit() {
     const long pid = static_cast<long>(::getpid());
     const std::vector<DeviceFigures> devices = collect_device_figures(/*never_wait=*/true);
     if (g_forked_child && devices.empty()) return;  // a child that never used CUDA: its parent reports
-    if (result.policy->stats) write_stderr(render_table(devices, pid));
+    if (result.policy->stats) {
+      flush_program_stdout();
+      write_stderr(render_table(devices, pid));
+    }
     if (!result.policy->stats_file.empty()) write_stats_file(*result.policy, devices, pid);
   } catch (...) {  // no host memory at exit: the statistics are lost, the exit is not
   }

@@ -99,7 +99,7 @@ std::optional<std::size_t> parse_hami_size(std::string_view text) {
 ClusterLimitsResult cluster_limits_from_environment(const TrimmedLookup& value_of) {
   ClusterLimitsResult result;
   auto reject = [&](std::string_view name, std::string_view value, std::string_view what) {
-    if (result.error.empty()) result.error = invalid_variable_line(name, value, what);
+    result.problems.push_back(invalid_variable(name, value, what));
   };
 
   // HAMi: CUDA_DEVICE_MEMORY_LIMIT_<i> for device i, else CUDA_DEVICE_MEMORY_LIMIT for every device.
@@ -129,10 +129,6 @@ ClusterLimitsResult cluster_limits_from_environment(const TrimmedLookup& value_o
     } else {
       result.mps = *rules;
     }
-  }
-  if (!result.error.empty()) {
-    result.hami.clear();
-    result.mps.clear();
   }
   return result;
 }

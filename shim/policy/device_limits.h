@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "policy/ranks.h"
+#include "policy/value_parsers.h"
 
 namespace gpumem {
 
@@ -35,11 +36,12 @@ const DeviceLimitRule* rule_for_device(const std::vector<DeviceLimitRule>& rules
 // (HAMi-core's get_limit_from_env). nullopt when malformed, 0 or overflowing.
 std::optional<std::size_t> parse_hami_size(std::string_view text);
 
-// The cluster's limits, or one error line naming the variable.
+// The cluster's limits, and a problem for each variable whose value is wrong: that variable alone is
+// left out (the other bounds still apply; the policy says which in the problem's fallback).
 struct ClusterLimitsResult {
   std::vector<DeviceLimitRule> hami;  // CUDA_DEVICE_MEMORY_LIMIT and CUDA_DEVICE_MEMORY_LIMIT_<i>
   std::vector<DeviceLimitRule> mps;   // CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
-  std::string error;
+  std::vector<VariableProblem> problems;
 };
 ClusterLimitsResult cluster_limits_from_environment(const TrimmedLookup& value_of);
 

@@ -18,8 +18,14 @@ namespace gpumem {
 namespace {
 
 constexpr std::size_t kLimitGranularity = 256;  // the arena's own rounding unit
-constexpr std::string_view kDisabled = kShimDisabled;
 constexpr std::string_view kStrictRefusal = "; GPUMEM_STRICT is set: every CUDA call fails with CUDA_ERROR_NOT_INITIALIZED";
+
+// What a bad value configures: its error line says what applies to that setting instead.
+enum class Setting : std::uint8_t {
+  mode, preallocate, limit, fraction_of, async_prealloc, free_sync, garbage_collection, region_source,
+  split_rule, log_level, stats, share, share_dir, share_weight, share_min, share_wait, per_rank, strict,
+  fractions_disagree, given  // given: the problem carries its own fallback (a launcher's value)
+};
 
 template <typename T>
 struct Choice {
@@ -42,9 +48,9 @@ constexpr std::array<Choice<FreeSync>, 3> kFreeSyncs{{
 constexpr std::array<Choice<RegionSourceChoice>, 3> kRegionSources{{
     {"auto", RegionSourceChoice::automatic}, {"vmm", RegionSourceChoice::vmm}, {"classic", RegionSourceChoice::classic}}};
 constexpr std::array<Choice<SplitRule>, 2> kSplitRules{{{"tight", SplitRule::tight}, {"xla", SplitRule::xla}}};
-constexpr std::array<Choice<LogLevel>, 6> kLogLevels{{
-    {"off", LogLevel::off}, {"error", LogLevel::error}, {"warn", LogLevel::warn},
-    {"info", LogLevel::info}, {"debug", LogLevel::debug}, {"trace", LogLevel::trace}}};
+constexpr std::array<Choice<LogLevel>, 8> kLogLevels{{
+    {"off", LogLevel::off}, {"error", LogLevel::error}, {"warn", LogLevel::warn}, {"warning", LogLevel::warn},
+    {"notice", LogLevel::notice}, {"info", LogLevel::info}, {"debug", LogLevel::debug}, {"trace", LogLevel::trace}}};
 
 template <typename T>
 std::optional<T> parse_choice(std::span<const Choice<T>> choices, std::string_view text) {
@@ -72,7 +78,14 @@ std::string_view name_in(std::span<const Choice<T>> choices, T value) {
   return "?";
 }
 
-// Reads variables for one policy, remembering only the first problem (the error is one line).
+// A bad value and the setting it configures.
+struct Rejection {
+  Setting setting;
+  VariableProblem problem;
+};
+
+// Reads variables for one policy, remembering every bad value and the setting it configures; a bad
+// value counts as unset.
 class EnvironmentReader {
  public:
   explicit EnvironmentReader(const EnvironmentLookup& lookup) : lookup_(lookup) {}
@@ -86,29 +99,27 @@ class EnvironmentReader {
     return trimmed;
   }
 
-  void reject(std::string_view name, std::string_view value, std::string_view what_is_wrong) {
-    if (error_.empty()) {
-      error_ = invalid_variable_line(name, value, what_is_wrong);
-    }
+  void reject(Setting setting, std::string_view name, std::string_view value, std::string_view what_is_wrong) {
+    rejections_.push_back(Rejection{setting, invalid_variable(name, value, what_is_wrong)});
   }
 
-  void reject_line(std::string line) {
-    if (error_.empty()) error_ = std::move(line);
+  void reject(Setting setting, VariableProblem problem) {
+    rejections_.push_back(Rejection{setting, std::move(problem)});
   }
 
   // Parses each variable of `sources` that is set (all are validated, whichever wins) and stores
-  // the value of the first one, in precedence order, into `out` and its name into `origin`.
+  // the value of the first valid one, in precedence order, into `out` and its name into `origin`.
   // `parse` returns nullopt for a bad value; `expected` says what is accepted.
   template <typename T, typename Parse>
-  void resolve(std::initializer_list<std::string_view> sources, Parse&& parse, std::string_view expected,
-               T& out, Origin& origin) {
+  void resolve(Setting setting, std::initializer_list<std::string_view> sources, Parse&& parse,
+               std::string_view expected, T& out, Origin& origin) {
     bool assigned = false;
     for (std::string_view name : sources) {
       const std::optional<std::string_view> text = value_of(name);
       if (!text) continue;
       const auto parsed = parse(name, *text);
       if (!parsed) {
-        reject(name, *text, expected);
+        reject(setting, name, *text, expected);
         continue;
       }
       if (!assigned) {
@@ -132,7 +143,7 @@ class EnvironmentReader {
       if (!text) continue;
       const std::optional<Mode> parsed = parse_choice(source.choices, *text);
       if (!parsed) {
-        reject(source.variable, *text, describe_choices(source.choices));
+        reject(Setting::mode, source.variable, *text, describe_choices(source.choices));
       } else if (!assigned) {
         out = *parsed;
         origin.variable = std::string(source.variable);
@@ -142,17 +153,17 @@ class EnvironmentReader {
   }
 
   template <typename T>
-  void resolve_choice(std::initializer_list<std::string_view> sources, std::span<const Choice<T>> choices,
-                      T& out, Origin& origin) {
-    resolve(sources, [&](std::string_view, std::string_view text) { return parse_choice(choices, text); },
+  void resolve_choice(Setting setting, std::initializer_list<std::string_view> sources,
+                      std::span<const Choice<T>> choices, T& out, Origin& origin) {
+    resolve(setting, sources, [&](std::string_view, std::string_view text) { return parse_choice(choices, text); },
             describe_choices(choices), out, origin);
   }
 
-  const std::string& error() const { return error_; }
+  const std::vector<Rejection>& rejections() const { return rejections_; }
 
  private:
   const EnvironmentLookup& lookup_;
-  std::string error_;
+  std::vector<Rejection> rejections_;
 };
 
 constexpr std::string_view kBooleanExpected = "not a boolean (1/0, true/false, yes/no, on/off)";
@@ -179,43 +190,52 @@ std::optional<std::int64_t> parse_async_prealloc(std::string_view text) {
   return static_cast<std::int64_t>(*bytes);
 }
 
-// The two XLA fraction names: JAX refuses to start when both are set, we when they disagree.
-void check_xla_fraction_conflict(EnvironmentReader& reader) {
+// The two XLA fraction names: JAX refuses to start when both are set, gpumem when they disagree
+// takes the lower (when one of them is the fraction in force).
+void check_xla_fraction_conflict(EnvironmentReader& reader, Policy& policy) {
   const auto current = reader.value_of("XLA_CLIENT_MEM_FRACTION");
   const auto older = reader.value_of("XLA_PYTHON_CLIENT_MEM_FRACTION");
   if (!current || !older) return;
   const auto current_value = parse_fraction(*current);
   const auto older_value = parse_fraction(*older);
   if (!current_value || !older_value || *current_value == *older_value) return;  // bad ones: reported
-  reader.reject_line(fmt::format(
-      "gpumem: XLA_CLIENT_MEM_FRACTION={} and XLA_PYTHON_CLIENT_MEM_FRACTION={} disagree; set only one "
-      "(XLA_CLIENT_MEM_FRACTION is the current name){}",
-      quote_value(*current), quote_value(*older), kDisabled));
+  if (policy.fraction_origin.variable == "XLA_CLIENT_MEM_FRACTION" && *older_value < *current_value) {
+    policy.fraction = *older_value;
+    policy.fraction_origin.variable = "XLA_PYTHON_CLIENT_MEM_FRACTION";
+  }
+  reader.reject(Setting::fractions_disagree,
+                VariableProblem{"XLA_CLIENT_MEM_FRACTION",
+                                fmt::format("XLA_CLIENT_MEM_FRACTION={} and XLA_PYTHON_CLIENT_MEM_FRACTION={} "
+                                            "disagree; set only one (XLA_CLIENT_MEM_FRACTION is the current name)",
+                                            quote_value(*current), quote_value(*older)),
+                                {}});
 }
 
 // The sharing variables (docs/sharing.md).
 void resolve_share(EnvironmentReader& reader, Policy& policy) {
   reader.resolve(
-      {"GPUMEM_SHARE"},
+      Setting::share, {"GPUMEM_SHARE"},
       [](std::string_view, std::string_view text) -> std::optional<bool> {
         if (equals_ignoring_case(text, "auto")) return true;
         if (equals_ignoring_case(text, "off")) return false;
         return std::nullopt;
       },
       "not one of auto, off", policy.share, policy.share_origin);
-  reader.resolve({"GPUMEM_SHARE_DIR"},
+  reader.resolve(Setting::share_dir, {"GPUMEM_SHARE_DIR"},
                  [](std::string_view, std::string_view text) -> std::optional<std::string> {
                    if (text.front() != '/') return std::nullopt;  // a relative path means another folder per cwd
                    return std::string(text);
                  },
                  "not an absolute path", policy.share_dir, policy.share_dir_origin);
-  reader.resolve({"GPUMEM_SHARE_WEIGHT"},
+  reader.resolve(Setting::share_weight, {"GPUMEM_SHARE_WEIGHT"},
                  [](std::string_view, std::string_view text) { return parse_share_weight_milli(text); },
                  "not a weight in (0, 1000] with at most three decimals (e.g. 1, 2, 0.5)",
                  policy.share_weight_milli, policy.share_weight_origin);
-  reader.resolve({"GPUMEM_SHARE_MIN"}, [](std::string_view, std::string_view text) { return parse_byte_size(text); },
+  reader.resolve(Setting::share_min, {"GPUMEM_SHARE_MIN"},
+                 [](std::string_view, std::string_view text) { return parse_byte_size(text); },
                  "not a byte size (e.g. 4GiB, 512MB, 0)", policy.share_min_bytes, policy.share_min_origin);
-  reader.resolve({"GPUMEM_SHARE_WAIT"}, [](std::string_view, std::string_view text) { return parse_duration_ms(text); },
+  reader.resolve(Setting::share_wait, {"GPUMEM_SHARE_WAIT"},
+                 [](std::string_view, std::string_view text) { return parse_duration_ms(text); },
                  "not a duration of at most one hour (e.g. 500ms, 5s, 0)", policy.share_wait_ms,
                  policy.share_wait_origin);
 }
@@ -241,6 +261,56 @@ std::size_t max_internal_fragmentation(SplitRule rule) {
   return rule == SplitRule::xla ? kXlaBytes : kTightBytes;
 }
 
+namespace {
+
+// "NAME (ORIGIN)", or "NAME (default)".
+std::string valued(std::string_view value, const Origin& origin) {
+  return fmt::format("{} ({})", value, origin.variable);
+}
+
+// What applies to `setting` once the policy is resolved: the end of a bad value's error line.
+std::string fallback_of(Setting setting, const Policy& policy) {
+  switch (setting) {
+    case Setting::mode: return "the mode is " + valued(to_string(policy.mode), policy.mode_origin);
+    case Setting::preallocate:
+      return "preallocation is " + valued(policy.preallocate ? "on" : "off", policy.preallocate_origin);
+    case Setting::limit: return "the limit is " + policy.describe_limit();
+    case Setting::fractions_disagree: return "the lower applies: the limit is " + policy.describe_limit();
+    case Setting::fraction_of:
+      return "the fraction is of " + valued(to_string(policy.fraction_of), policy.fraction_of_origin) + " memory";
+    case Setting::async_prealloc:
+      if (!policy.async_prealloc) return "no cuda_async warm-up (default)";
+      return "the cuda_async warm-up is " +
+             valued(*policy.async_prealloc < 0 ? std::string("-1")
+                                               : format_byte_size(static_cast<std::size_t>(*policy.async_prealloc)),
+                    policy.async_prealloc_origin);
+    case Setting::free_sync: return "free_sync is " + valued(to_string(policy.free_sync), policy.free_sync_origin);
+    case Setting::garbage_collection:
+      return "garbage collection is " +
+             valued(policy.garbage_collection ? "on" : "off", policy.garbage_collection_origin);
+    case Setting::region_source:
+      return "the region source is " + valued(to_string(policy.region_source), policy.region_source_origin);
+    case Setting::split_rule: return "the split rule is " + valued(to_string(policy.split_rule), policy.split_rule_origin);
+    case Setting::log_level: return "the log level is " + valued(to_string(policy.log_level), policy.log_level_origin);
+    case Setting::stats: return "the statistics table is " + valued(policy.stats ? "on" : "off", policy.stats_origin);
+    case Setting::share: return "sharing is " + valued(policy.share ? "auto" : "off", policy.share_origin);
+    case Setting::share_dir: return "the ledgers are in the default directory";
+    case Setting::share_weight:
+      return "the weight is " + valued(fmt::format("{}", policy.share_weight_milli / 1000.0), policy.share_weight_origin);
+    case Setting::share_min:
+      return "the floor is " + valued(format_byte_size(policy.share_min_bytes), policy.share_min_origin);
+    case Setting::share_wait:
+      return "the wait is " + valued(fmt::format("{}ms", policy.share_wait_ms), policy.share_wait_origin);
+    case Setting::per_rank:
+      return "ranks split each GPU as with GPUMEM_PER_RANK=auto; the limit is " + policy.describe_limit();
+    case Setting::strict: return "GPUMEM_STRICT is off (default): errors are ignored as said";
+    case Setting::given: break;
+  }
+  return {};
+}
+
+}  // namespace
+
 PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
   EnvironmentReader reader(lookup);
   Policy policy;
@@ -252,7 +322,7 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
                       policy.mode, policy.mode_origin);
 
   reader.resolve(
-      {"GPUMEM_PREALLOCATE", "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH"},
+      Setting::preallocate, {"GPUMEM_PREALLOCATE", "XLA_PYTHON_CLIENT_PREALLOCATE", "TF_FORCE_GPU_ALLOW_GROWTH"},
       [](std::string_view name, std::string_view text) -> std::optional<bool> {
         const std::optional<bool> value = parse_boolean(text);
         // TensorFlow's variable says "grow", the inverse of preallocating.
@@ -269,11 +339,11 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
       policy.limit_per_device = std::move(*rules);
       policy.limit_origin.variable = "GPUMEM_LIMIT";
     } else {
-      reader.reject("GPUMEM_LIMIT", *limit_text, why.empty() ? kLimitExpected : why);
+      reader.reject(Setting::limit, "GPUMEM_LIMIT", *limit_text, why.empty() ? kLimitExpected : why);
     }
   } else {
     reader.resolve(
-        {"GPUMEM_LIMIT"},
+        Setting::limit, {"GPUMEM_LIMIT"},
         [](std::string_view, std::string_view text) -> std::optional<std::size_t> {
           const std::optional<std::size_t> bytes = parse_byte_size(text);
           // Below one granule the pool would round to nothing and serve nothing.
@@ -283,35 +353,38 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
         kLimitExpected, policy.limit_bytes, policy.limit_origin);
   }
 
-  reader.resolve({"GPUMEM_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"},
+  reader.resolve(Setting::limit, {"GPUMEM_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"},
                  [](std::string_view, std::string_view text) { return parse_fraction(text); },
                  "not a fraction in (0, 1]", policy.fraction, policy.fraction_origin);
-  check_xla_fraction_conflict(reader);
+  check_xla_fraction_conflict(reader, policy);
 
-  reader.resolve_choice<FractionBasis>({"GPUMEM_FRACTION_OF"}, kFractionBases, policy.fraction_of,
-                                       policy.fraction_of_origin);
+  reader.resolve_choice<FractionBasis>(Setting::fraction_of, {"GPUMEM_FRACTION_OF"}, kFractionBases,
+                                       policy.fraction_of, policy.fraction_of_origin);
 
   reader.resolve(
-      {"GPUMEM_ASYNC_PREALLOC", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC"},
+      Setting::async_prealloc, {"GPUMEM_ASYNC_PREALLOC", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC"},
       [](std::string_view, std::string_view text) { return parse_async_prealloc(text); },
       "not a byte size (e.g. 1GiB, 0) or -1 (the pool's release threshold)", policy.async_prealloc,
       policy.async_prealloc_origin);
 
-  reader.resolve_choice<FreeSync>({"GPUMEM_FREE_SYNC"}, kFreeSyncs, policy.free_sync, policy.free_sync_origin);
+  reader.resolve_choice<FreeSync>(Setting::free_sync, {"GPUMEM_FREE_SYNC"}, kFreeSyncs, policy.free_sync,
+                                  policy.free_sync_origin);
 
-  reader.resolve({"GPUMEM_GARBAGE_COLLECTION"},
+  reader.resolve(Setting::garbage_collection, {"GPUMEM_GARBAGE_COLLECTION"},
                  [](std::string_view, std::string_view text) { return parse_boolean(text); }, kBooleanExpected,
                  policy.garbage_collection, policy.garbage_collection_origin);
 
-  reader.resolve_choice<RegionSourceChoice>({"GPUMEM_REGION_SOURCE"}, kRegionSources, policy.region_source,
-                                            policy.region_source_origin);
-  reader.resolve_choice<SplitRule>({"GPUMEM_SPLIT_RULE"}, kSplitRules, policy.split_rule, policy.split_rule_origin);
+  reader.resolve_choice<RegionSourceChoice>(Setting::region_source, {"GPUMEM_REGION_SOURCE"}, kRegionSources,
+                                            policy.region_source, policy.region_source_origin);
+  reader.resolve_choice<SplitRule>(Setting::split_rule, {"GPUMEM_SPLIT_RULE"}, kSplitRules, policy.split_rule,
+                                   policy.split_rule_origin);
 
-  reader.resolve_choice<LogLevel>({"GPUMEM_LOG_LEVEL"}, kLogLevels, policy.log_level, policy.log_level_origin);
+  reader.resolve_choice<LogLevel>(Setting::log_level, {"GPUMEM_LOG_LEVEL"}, kLogLevels, policy.log_level,
+                                  policy.log_level_origin);
 
-  reader.resolve({"GPUMEM_LOG_FILE"},
-                 [](std::string_view, std::string_view text) { return std::optional<std::string>(text); }, "",
-                 policy.log_file, policy.log_file_origin);
+  // Any text is a path: nothing to reject.
+  const auto parse_path = [](std::string_view, std::string_view text) { return std::optional<std::string>(text); };
+  reader.resolve(Setting::given, {"GPUMEM_LOG_FILE"}, parse_path, "", policy.log_file, policy.log_file_origin);
 
   if (policy.mode_origin.variable == "TF_GPU_ALLOCATOR" && policy.mode == Mode::bfc) {
     policy.warnings.push_back(
@@ -319,47 +392,56 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
         "each block; gpumem serves it as bfc mode, without the guards");
   }
 
-  reader.resolve({"GPUMEM_STATS"},
+  reader.resolve(Setting::stats, {"GPUMEM_STATS"},
                  [](std::string_view, std::string_view text) { return parse_boolean(text); }, kBooleanExpected,
                  policy.stats, policy.stats_origin);
 
   // Output paths: "%p" stands for the process id (a forked or exec'd child writes its own file).
-  const auto parse_path = [](std::string_view, std::string_view text) { return std::optional<std::string>(text); };
-  reader.resolve({"GPUMEM_STATS_FILE"}, parse_path, "", policy.stats_file, policy.stats_file_origin);
-  reader.resolve({"GPUMEM_TRACE"}, parse_path, "", policy.trace_file, policy.trace_file_origin);
+  reader.resolve(Setting::given, {"GPUMEM_STATS_FILE"}, parse_path, "", policy.stats_file, policy.stats_file_origin);
+  reader.resolve(Setting::given, {"GPUMEM_TRACE"}, parse_path, "", policy.trace_file, policy.trace_file_origin);
   resolve_share(reader, policy);
 
-  // Ranks that share a GPU, and the launcher that says how many run here.
+  // Ranks that share a GPU, and the launcher that says how many run here. A bad GPUMEM_PER_RANK is
+  // taken as auto: whoever set it meant the ranks to split their GPU.
   std::pair<PerRank, unsigned> per_rank{PerRank::off, 1u};
-  reader.resolve({"GPUMEM_PER_RANK"}, [](std::string_view, std::string_view text) { return parse_per_rank(text); },
+  const std::size_t rejected_before_per_rank = reader.rejections().size();
+  reader.resolve(Setting::per_rank, {"GPUMEM_PER_RANK"},
+                 [](std::string_view, std::string_view text) { return parse_per_rank(text); },
                  "not auto, off or a number of ranks per GPU from 1 to 1024", per_rank, policy.per_rank_origin);
+  if (reader.rejections().size() > rejected_before_per_rank) {
+    per_rank = {PerRank::automatic, 0u};
+    policy.per_rank_origin.variable = "GPUMEM_PER_RANK";
+  }
   policy.per_rank = per_rank.first;
   policy.per_rank_divisor = per_rank.second;
   const TrimmedLookup trimmed = [&](std::string_view name) { return reader.value_of(name); };
   LaunchRanksResult ranks = ranks_from_environment(trimmed);
-  if (!ranks.error.empty()) reader.reject_line(std::move(ranks.error));
+  for (VariableProblem& problem : ranks.problems) reader.reject(Setting::given, std::move(problem));
   policy.ranks = std::move(ranks.ranks);
   ClusterLimitsResult cluster = cluster_limits_from_environment(trimmed);
-  if (!cluster.error.empty()) reader.reject_line(std::move(cluster.error));
+  for (VariableProblem& problem : cluster.problems) reader.reject(Setting::limit, std::move(problem));
   policy.hami_limits = std::move(cluster.hami);
   policy.mps_limits = std::move(cluster.mps);
 
+  // GPUMEM_STRICT itself, like any variable: a bad value counts as unset (off), said in its line.
   bool strict = false;
   Origin strict_origin;
-  reader.resolve({"GPUMEM_STRICT"},
+  reader.resolve(Setting::strict, {"GPUMEM_STRICT"},
                  [](std::string_view, std::string_view text) { return parse_boolean(text); }, kBooleanExpected,
                  strict, strict_origin);
 
   PolicyResult result;
   result.strict = strict;
-  if (reader.error().empty()) {
-    result.policy = std::move(policy);
-  } else if (strict && reader.error().ends_with(kDisabled)) {
-    const std::string& error = reader.error();
-    result.error = error.substr(0, error.size() - kDisabled.size()).append(kStrictRefusal);
-  } else {
-    result.error = reader.error();
+  for (const Rejection& rejection : reader.rejections()) {
+    const std::string fallback =
+        rejection.setting == Setting::given ? rejection.problem.fallback : fallback_of(rejection.setting, policy);
+    result.errors.push_back(PolicyError{
+        rejection.problem.variable,
+        strict ? fmt::format("gpumem: {}{}", rejection.problem.problem, kStrictRefusal)
+               : fmt::format("gpumem: {}; {}{}", rejection.problem.problem,
+                             rejection.setting == Setting::fractions_disagree ? "" : "ignored: ", fallback)});
   }
+  result.policy = std::move(policy);
   return result;
 }
 
@@ -453,18 +535,23 @@ DeviceLimit Policy::device_limit(const DeviceView& view) const {
   std::size_t bytes = 0;
   std::size_t cap = 0;
   std::string how;
+  std::string summary;
   if (const DeviceLimitRule* own = rule_for_device(limit_per_device, view.device)) {
     bytes = cap = own->bytes;
     how = fmt::format("{}({} for device {})", format_byte_size(bytes), own->variable, view.device);
+    summary = own->variable;
   } else if (limit_bytes) {
     bytes = cap = *limit_bytes;
     how = with_origin(format_byte_size(bytes), limit_origin);
+    summary = limit_origin.variable;
   } else {
     bytes = fraction_bytes(*this, view.total_bytes, view.free_bytes, sharing);
-    how = fmt::format("{} {}{}", fraction_text(*this),
-                      fraction_of == FractionBasis::total ? view.total_bytes
-                                                          : std::min(view.free_bytes, view.total_bytes),
-                      split);
+    const std::size_t basis =
+        fraction_of == FractionBasis::total ? view.total_bytes : std::min(view.free_bytes, view.total_bytes);
+    how = fmt::format("{} {}{}", fraction_text(*this), basis, split);
+    summary = fmt::format("{} of {}{}{}, {}", fraction, human_byte_size(basis),
+                          fraction_of == FractionBasis::free ? " free" : "",
+                          sharing > 1 ? fmt::format(" / {} ranks", sharing) : std::string(), fraction_origin.variable);
   }
   if (bytes > view.total_bytes) {
     bytes = view.total_bytes;
@@ -482,13 +569,55 @@ DeviceLimit Policy::device_limit(const DeviceView& view) const {
     if (rule_cap < bytes) {
       bytes = rule_cap;
       bounds += " (the lowest, in force)";
+      summary = rule->variable;
     }
     cap = cap == 0 ? rule_cap : std::min(cap, rule_cap);
   }
   bytes -= bytes % kLimitGranularity;
   cap = std::min(cap, view.total_bytes);
   cap -= cap % kLimitGranularity;
-  return DeviceLimit{bytes, fmt::format("device {}: limit {} bytes: {}{}", view.device, bytes, how, bounds), cap};
+  return DeviceLimit{bytes, fmt::format("device {}: limit {} bytes: {}{}", view.device, bytes, how, bounds),
+                     std::move(summary), cap};
+}
+
+std::string Policy::describe_limit() const {
+  std::string text;
+  const std::string fraction_part =
+      fmt::format("{} ({}) of each device's {} memory{}", fraction, fraction_origin.variable, to_string(fraction_of),
+                  per_rank == PerRank::off ? std::string()
+                                           : fmt::format(", split between the ranks on its GPU ({})",
+                                                         per_rank_origin.variable));
+  if (!limit_per_device.empty()) {
+    text = fmt::format("{} (GPUMEM_LIMIT) for the devices it names, else {}",
+                       rules_text(limit_per_device).substr(std::string_view("GPUMEM_LIMIT=").size()), fraction_part);
+  } else if (limit_bytes) {
+    text = fmt::format("{} ({})", format_byte_size(*limit_bytes), limit_origin.variable);
+  } else {
+    text = fraction_part;
+  }
+  if (!hami_limits.empty() || !mps_limits.empty()) {
+    std::vector<DeviceLimitRule> cluster = hami_limits;
+    cluster.insert(cluster.end(), mps_limits.begin(), mps_limits.end());
+    text += ", at most " + rules_text(cluster);
+  }
+  return text;
+}
+
+std::vector<std::string> Policy::limits_for_missing_devices(int device_count) const {
+  std::vector<std::string> lines;
+  for (const std::vector<DeviceLimitRule>* rules : {&limit_per_device, &hami_limits, &mps_limits}) {
+    for (const DeviceLimitRule& rule : *rules) {
+      if (!rule.device || *rule.device < device_count) continue;
+      lines.push_back(fmt::format("{} names device {}, but this process sees {} device{} ({}); that "
+                                  "limit applies to no device",
+                                  rule.listed ? rule.variable + "'s list" : rule.variable, *rule.device, device_count,
+                                  device_count == 1 ? "" : "s",
+                                  device_count == 0   ? std::string("none")
+                                  : device_count == 1 ? std::string("0")
+                                                      : fmt::format("0 to {}", device_count - 1)));
+    }
+  }
+  return lines;
 }
 
 std::string Policy::limit_below_granule_error(const DeviceView& view) const {

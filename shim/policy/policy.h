@@ -26,10 +26,12 @@ namespace gpumem {
 enum class Mode : std::uint8_t { bfc, platform, cuda_async, off };
 enum class FreeSync : std::uint8_t { defer, sync, none };
 enum class FractionBasis : std::uint8_t { total, free };
-enum class LogLevel : std::uint8_t { trace, debug, info, warn, error, off };
+// notice: the one line a process prints when gpumem takes over its first device (shown by default,
+// as a framework says which device and memory it took; GPUMEM_LOG_LEVEL=warn hides it).
+enum class LogLevel : std::uint8_t { trace, debug, info, notice, warn, error, off };
 // Where a bfc arena's memory comes from: classic cuMemAlloc regions (the default), or vmm (one
 // reserved virtual range per device, memory mapped under it as needed) where the driver supports it
-// (auto, resolved per device; classic on a device without it, said at info) or asked for explicitly
+// (auto, resolved per device; classic on a device without it, named in the start line) or asked for explicitly
 // (vmm: a device without it is left to classic regions, with a warning).
 enum class RegionSourceChoice : std::uint8_t { automatic, vmm, classic };
 // The arena's split rule (ArenaOptions::max_internal_fragmentation): tight splits off any remainder;
@@ -57,6 +59,9 @@ struct DeviceView {
 struct DeviceLimit {
   std::size_t bytes = 0;
   std::string derivation;
+  // The same, short, for the line said when gpumem takes over the device: "0.75 of 16 GiB, default",
+  // "GPUMEM_LIMIT", "0.75 of 16 GiB / 4 ranks, default; CUDA_DEVICE_MEMORY_LIMIT".
+  std::string summary;
   // The most the process may hold whatever else it is given (a GPU shared with GPUMEM_SHARE=auto):
   // GPUMEM_LIMIT or the cluster's bounds (HAMi, MPS) when one applies; 0 when none does.
   std::size_t cap = 0;
@@ -73,7 +78,7 @@ struct Policy {
   bool garbage_collection = true;                 Origin garbage_collection_origin;  // growth mode only
   RegionSourceChoice region_source = RegionSourceChoice::automatic; Origin region_source_origin;
   SplitRule split_rule = SplitRule::tight;        Origin split_rule_origin;
-  LogLevel log_level = LogLevel::warn;            Origin log_level_origin;
+  LogLevel log_level = LogLevel::notice;          Origin log_level_origin;
   std::string log_file;                           Origin log_file_origin;  // empty: stderr
   bool stats = false;                             Origin stats_origin;     // exit table on stderr
   std::string stats_file;                         Origin stats_file_origin;  // empty: none; "%p": pid
@@ -102,7 +107,7 @@ struct Policy {
   // multiple of 256 and never more than `total_bytes`.
   std::size_t limit_for_device(std::size_t total_bytes, std::size_t free_bytes) const;
   // The one error line for a fraction whose limit_for_device() is 0 (less than one 256-byte granule):
-  // such a device is left unmanaged, as an invalid variable leaves the whole process.
+  // such a device is left unmanaged (its memory passes through to the driver), said in this one line.
   std::string limit_below_granule_error(int device, std::size_t total_bytes, std::size_t free_bytes) const;
 
   // How many ranks split this GPU (`visible[device]`): 1 with per_rank off, per_rank_divisor when
@@ -118,6 +123,13 @@ struct Policy {
 
   // One line stating every effective value and where it came from, for the info-level log.
   std::string describe() const;
+  // The limit every device gets, in words, each variable named: "10GiB (GPUMEM_LIMIT)", "0.75 (default)
+  // of each device's total memory", then the ranks splitting it and the cluster's bounds.
+  std::string describe_limit() const;
+  // One line for each device a per-device limit names (GPUMEM_LIMIT's list, HAMi's
+  // CUDA_DEVICE_MEMORY_LIMIT_<i>, MPS's list) that is not among the `device_count` the process sees
+  // ("GPUMEM_LIMIT's list names device 3, but this process sees 1 device (0); ...").
+  std::vector<std::string> limits_for_missing_devices(int device_count) const;
   // The sharing values describe() appends when sharing is on (else empty).
   std::string describe_share() const;
 };
@@ -148,15 +160,29 @@ std::size_t preallocation_head_bytes(std::size_t limit_bytes);
 // Reads one variable: the value, or nullopt when unset. Tests pass a map; the shim passes getenv.
 using EnvironmentLookup = std::function<std::optional<std::string_view>(std::string_view name)>;
 
-// Either a policy, or one error line naming the variable, its value and what is accepted, e.g.
-// `gpumem: XLA_PYTHON_CLIENT_MEM_FRACTION="1.5" is not a fraction in (0, 1]; the shim is disabled for
-// this process` (the first problem found, when there are several).
+// A variable whose value is wrong, and its one error line: the variable, its value, what is accepted
+// and what applies instead, e.g. `gpumem: XLA_PYTHON_CLIENT_MEM_FRACTION="1.5" is not a fraction in
+// (0, 1]; ignored: the limit is 0.75 (default) of each device's total memory`.
+//
+// Errors are scoped: a bad value counts as unset, so it changes only what that variable configures
+// (the next variable of the same setting in precedence order applies, else the setting's default),
+// never a cap another variable sets; a bad cap leaves the process under the other bounds (at least
+// the default fraction). Exceptions, to the safer side: GPUMEM_PER_RANK falls back to auto (ranks still
+// split their GPU), two XLA fractions that disagree to the lower. docs/configuration.md.
+struct PolicyError {
+  std::string variable;
+  std::string line;  // "gpumem: ...", one line
+};
+
+// The policy, and the errors of the variables whose values were wrong (each already taken into
+// account: the policy is what applies).
 struct PolicyResult {
-  std::optional<Policy> policy;
-  std::string error;
-  // GPUMEM_STRICT: with no policy, every CUDA call that reaches the shim fails (so a CI job cannot
-  // miss a bad configuration) instead of running without gpumem. The error line then says so.
+  std::optional<Policy> policy;  // always set by policy_from_environment
+  std::vector<PolicyError> errors;
+  // GPUMEM_STRICT: any error refuses the process (so a CI job cannot miss a bad configuration):
+  // every CUDA call that reaches the shim fails instead. Each error line then says so.
   bool strict = false;
+  bool refuses() const { return strict && !errors.empty(); }
 };
 
 PolicyResult policy_from_environment(const EnvironmentLookup& lookup);

@@ -17,8 +17,8 @@ std::optional<std::string_view> read_environment(std::string_view name) {
   return std::string_view(value);
 }
 
-// Written straight to stderr with write(2): the log file and level are themselves part of the
-// environment that just failed to parse, so the logger cannot be trusted with this line.
+// Written straight to stderr with write(2), whatever GPUMEM_LOG_LEVEL and GPUMEM_LOG_FILE say: they
+// are themselves part of the environment, and an error in it is said where the user looks first.
 void report_invalid_environment(const std::string& error) {
   constexpr std::string_view prefix = "gpumem: ";
   std::string line = error.starts_with(prefix) ? error : std::string(prefix) + error;
@@ -35,19 +35,18 @@ const PolicyResult* evaluate() noexcept {
   try {
     // Leaked on purpose: read from hooks that may run during static destruction.
     auto* result = new PolicyResult(policy_from_environment(read_environment));
-    if (!result->policy) {
-      report_invalid_environment(result->error);
-    } else if (result->policy->log_level <= LogLevel::warn) {
+    for (const PolicyError& error : result->errors) report_invalid_environment(error.line);
+    if (!result->refuses() && result->policy->log_level <= LogLevel::warn) {
       // Through stderr directly, as the errors: the logger itself reads this policy.
       for (const std::string& warning : result->policy->warnings) report_invalid_environment(warning);
     }
     return result;
   } catch (...) {
-    static PolicyResult out_of_memory{
+    static const PolicyResult out_of_memory{
         std::nullopt,
-        "gpumem: out of memory while reading the environment; the shim "
-        "is disabled for this process"};
-    report_invalid_environment(out_of_memory.error);
+        {PolicyError{"", "gpumem: out of memory while reading the environment; the shim is disabled for this process"}},
+        false};
+    report_invalid_environment(out_of_memory.errors.front().line);
     return &out_of_memory;
   }
 }
@@ -61,12 +60,9 @@ const PolicyResult& process_policy() {
 
 bool policy_is_active() {
   const PolicyResult& result = process_policy();
-  return result.policy.has_value() && result.policy->mode != Mode::off;
+  return result.policy.has_value() && !result.refuses() && result.policy->mode != Mode::off;
 }
 
-bool policy_refuses_cuda() {
-  const PolicyResult& result = process_policy();
-  return result.strict && !result.policy;
-}
+bool policy_refuses_cuda() { return process_policy().refuses(); }
 
 }  // namespace gpumem::shim

@@ -8,15 +8,16 @@
 
 namespace gpumem::shim {
 
-// Evaluated on first use (thread-safe; never during library load) from getenv. When the environment
-// is invalid, `policy` is empty and the one error line has already been written to stderr (so
-// callers only decide to go inert; they must not report it again).
+// Evaluated on first use (thread-safe; never during library load) from getenv. Each bad variable's
+// error line has already been written to stderr, and the policy holds what applies instead (callers
+// must not report them again). `policy` is empty only when the environment could not be read at all
+// (no host memory): the shim then stays inert.
 const PolicyResult& process_policy();
 
-// True when the environment is valid and the mode is not `off`: the shim manages device memory.
+// True when the shim manages device memory: a policy whose mode is not `off`, not refused.
 bool policy_is_active();
 
-// True when the environment is invalid and GPUMEM_STRICT is set: every hook answers
+// True when a variable is invalid and GPUMEM_STRICT is set: every hook answers
 // CUDA_ERROR_NOT_INITIALIZED, so the program fails at its first CUDA call.
 bool policy_refuses_cuda();
 

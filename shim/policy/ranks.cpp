@@ -39,23 +39,34 @@ class RankReader {
  public:
   explicit RankReader(const TrimmedLookup& value_of) : value_of_(value_of) {}
 
-  // The first of `names` that is set, parsed with `minimum`; every one set is validated.
-  void read(std::span<const std::string_view> names, unsigned minimum, RankValue& out) {
+  // The first valid one of `names` that is set, parsed with `minimum`; every one set is validated.
+  // `role` names the value in the fallback of a bad one ("local rank").
+  void read(std::span<const std::string_view> names, unsigned minimum, std::string_view role, RankValue& out) {
+    const std::size_t problems_before = problems_.size();
     for (const std::string_view name : names) {
       if (name.empty()) continue;
       const std::optional<std::string_view> text = value_of_(name);
       if (!text) continue;
       const std::optional<unsigned> value = parse_count(*text, kMaxRanks);
       if (!value || *value < minimum) {
-        reject(name, *text, minimum == 0 ? kRankExpected : kCountExpected);
+        reject(name, *text, minimum == 0 ? kRankExpected : kCountExpected, role);
         continue;
       }
       if (!out.value) out = RankValue{value, std::string(name)};
     }
+    if (!out.value) return;
+    for (std::size_t i = problems_before; i < problems_.size(); ++i) {  // another of the names gave it
+      problems_[i].fallback = fmt::format("the launcher's {} is {} ({})", role, *out.value, out.variable);
+    }
   }
 
-  void reject(std::string_view name, std::string_view value, std::string_view what) {
-    if (error_.empty()) error_ = invalid_variable_line(name, value, what);
+  void reject(std::string_view name, std::string_view value, std::string_view what, std::string_view role) {
+    problems_.push_back(invalid_variable(name, value, what, unknown(role)));
+  }
+
+  // The fallback of a bad value: it is left unknown, as if the launcher had not given it.
+  static std::string unknown(std::string_view role) {
+    return fmt::format("the launcher's {} is unknown", role);
   }
 
   // Slurm: the entry SLURM_NODEID of SLURM_STEP_TASKS_PER_NODE (a step started by srun), else of
@@ -63,12 +74,12 @@ class RankReader {
   void read_slurm_tasks(RankValue& out) {
     RankValue node;
     const std::array<std::string_view, 1> node_names{"SLURM_NODEID"};
-    read(node_names, 0, node);
+    read(node_names, 0, "node index", node);
     for (const std::string_view name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
       const std::optional<std::string_view> text = value_of_(name);
       if (!text) continue;
       if (!slurm_tasks_on_node(*text, 0)) {
-        reject(name, *text, "not Slurm's list of tasks per node (e.g. 4, or 2(x3),1)");
+        reject(name, *text, "not Slurm's list of tasks per node (e.g. 4, or 2(x3),1)", "number of local ranks");
         return;
       }
       if (!node.value) {
@@ -78,8 +89,9 @@ class RankReader {
       }
       const std::optional<unsigned> tasks = slurm_tasks_on_node(*text, *node.value);
       if (!tasks) {
-        reject_line(fmt::format("gpumem: SLURM_NODEID={} has no entry in {}={}{}", *node.value, name,
-                                quote_value(*text), kShimDisabled));
+        problems_.push_back(VariableProblem{
+            "SLURM_NODEID", fmt::format("SLURM_NODEID={} has no entry in {}={}", *node.value, name, quote_value(*text)),
+            unknown("number of local ranks")});
         return;
       }
       out = RankValue{tasks, std::string(name) + "[" + node.variable + "]"};
@@ -87,16 +99,12 @@ class RankReader {
     }
   }
 
-  void reject_line(std::string line) {
-    if (error_.empty()) error_ = std::move(line);
-  }
-
   bool set(std::string_view name) const { return !name.empty() && value_of_(name).has_value(); }
-  const std::string& error() const { return error_; }
+  std::vector<VariableProblem>& problems() { return problems_; }
 
  private:
   const TrimmedLookup& value_of_;
-  std::string error_;
+  std::vector<VariableProblem> problems_;
 };
 
 std::string shown(const RankValue& value) {
@@ -133,23 +141,25 @@ LaunchRanksResult ranks_from_environment(const TrimmedLookup& value_of) {
     LaunchRanks& ranks = result.ranks;
     ranks.launcher = candidate.launcher;
     const std::array<std::string_view, 1> rank_names{candidate.rank};
-    reader.read(rank_names, 0, ranks.rank);
-    reader.read(candidate.local_rank, 0, ranks.local_rank);
+    reader.read(rank_names, 0, "rank", ranks.rank);
+    reader.read(candidate.local_rank, 0, "local rank", ranks.local_rank);
     if (candidate.launcher == Launcher::slurm) {
       reader.read_slurm_tasks(ranks.local_ranks);
     } else {
-      reader.read(candidate.local_ranks, 1, ranks.local_ranks);
+      reader.read(candidate.local_ranks, 1, "number of local ranks", ranks.local_ranks);
     }
-    if (reader.error().empty() && ranks.local_rank.value && ranks.local_ranks.value &&
-        *ranks.local_rank.value >= *ranks.local_ranks.value) {
-      reader.reject_line(fmt::format("gpumem: {}={} is not below {}={}, the number of ranks on this node{}",
-                                     ranks.local_rank.variable, *ranks.local_rank.value,
-                                     ranks.local_ranks.variable, *ranks.local_ranks.value, kShimDisabled));
+    // The count decides how a GPU is split, so it is kept and the local rank is the value dropped.
+    if (ranks.local_rank.value && ranks.local_ranks.value && *ranks.local_rank.value >= *ranks.local_ranks.value) {
+      reader.problems().push_back(VariableProblem{
+          ranks.local_rank.variable,
+          fmt::format("{}={} is not below {}={}, the number of ranks on this node", ranks.local_rank.variable,
+                      *ranks.local_rank.value, ranks.local_ranks.variable, *ranks.local_ranks.value),
+          RankReader::unknown("local rank")});
+      ranks.local_rank = RankValue{};
     }
     break;
   }
-  result.error = reader.error();
-  if (!result.error.empty()) result.ranks = LaunchRanks{};
+  result.problems = std::move(reader.problems());
   return result;
 }
 

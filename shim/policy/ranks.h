@@ -11,6 +11,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "policy/value_parsers.h"
 
 namespace gpumem {
 
@@ -39,10 +42,11 @@ struct LaunchRanks {
 // A variable's value without surrounding blanks; nullopt when unset, empty or only blanks.
 using TrimmedLookup = std::function<std::optional<std::string_view>(std::string_view name)>;
 
-// The ranks, or one error line naming the variable (invalid_variable_line).
+// The ranks, and a problem for each variable whose value is wrong: that value alone is left unknown
+// (the others the launcher gave still count).
 struct LaunchRanksResult {
   LaunchRanks ranks;
-  std::string error;
+  std::vector<VariableProblem> problems;
 };
 
 // Recognises the innermost launcher whose variables are set, in this order: torchrun (LOCAL_RANK),
@@ -50,7 +54,7 @@ struct LaunchRanksResult {
 // or PMI_LOCAL_RANK), Slurm (SLURM_LOCALID). A launcher started under another (torchrun under srun,
 // mpirun inside a Slurm allocation) inherits the outer one's variables, so the first found wins and
 // only its variables are read and validated. Values are decimal counts; a local rank must be below
-// the number of local ranks.
+// the number of local ranks (else the local rank is left unknown).
 LaunchRanksResult ranks_from_environment(const TrimmedLookup& value_of);
 
 // Entry `node` of Slurm's compressed list of tasks per node ("2(x3),1" is 2, 2, 2, 1); nullopt when

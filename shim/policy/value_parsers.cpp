@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <system_error>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -199,8 +200,10 @@ std::optional<unsigned> parse_count(std::string_view text, unsigned max) {
   return static_cast<unsigned>(value);
 }
 
-std::string invalid_variable_line(std::string_view name, std::string_view value, std::string_view what_is_wrong) {
-  return fmt::format("gpumem: {}={} is {}{}", name, quote_value(value), what_is_wrong, kShimDisabled);
+VariableProblem invalid_variable(std::string_view name, std::string_view value, std::string_view what_is_wrong,
+                                 std::string fallback) {
+  return VariableProblem{std::string(name), fmt::format("{}={} is {}", name, quote_value(value), what_is_wrong),
+                         std::move(fallback)};
 }
 
 std::string quote_value(std::string_view text) {
@@ -230,6 +233,19 @@ std::string format_byte_size(std::size_t bytes) {
     ++unit;
   }
   return fmt::format("{}{}", bytes, kUnits[unit]);
+}
+
+std::string human_byte_size(std::size_t bytes) {
+  static constexpr std::array<std::string_view, 6> kUnits{"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  std::size_t unit = 0;
+  double value = static_cast<double>(bytes);
+  while (value >= 1024 && unit + 1 < kUnits.size()) {
+    value /= 1024;
+    ++unit;
+  }
+  const double tenths = std::round(value * 10) / 10;
+  if (tenths == std::floor(tenths)) return fmt::format("{:.0f} {}", tenths, kUnits[unit]);
+  return fmt::format("{:.1f} {}", tenths, kUnits[unit]);
 }
 
 }  // namespace gpumem

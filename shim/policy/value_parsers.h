@@ -31,15 +31,25 @@ std::string quote_value(std::string_view text);
 // A decimal count without sign or blanks ("0", "17"), at most `max`; leading zeros are allowed.
 std::optional<unsigned> parse_count(std::string_view text, unsigned max);
 
-// The one error line for a variable whose value is wrong, as every variable reports it:
-// `gpumem: NAME="VALUE" is WHAT_IS_WRONG; the shim is disabled for this process`.
-std::string invalid_variable_line(std::string_view name, std::string_view value, std::string_view what_is_wrong);
+// One variable whose value is wrong. Its error line is `gpumem: PROBLEM; ignored: FALLBACK`: the problem
+// names the variable, its value and what is accepted; the fallback says what applies instead (only
+// what the variable configures falls back: docs/configuration.md, "Errors").
+struct VariableProblem {
+  std::string variable;
+  std::string problem;   // `NAME="VALUE" is WHAT_IS_WRONG`
+  std::string fallback;  // what applies instead; empty: the policy says it (the limit in force)
+};
 
-// What ends every line that disables the shim.
-inline constexpr std::string_view kShimDisabled = "; the shim is disabled for this process";
+// `NAME="VALUE" is WHAT_IS_WRONG`, the value quoted (quote_value).
+VariableProblem invalid_variable(std::string_view name, std::string_view value, std::string_view what_is_wrong,
+                                 std::string fallback = {});
 
 // A byte count written exactly in the largest binary unit that divides it: "10GiB", "1536KiB",
 // "1000000000B", "0B".
 std::string format_byte_size(std::size_t bytes);
+
+// A byte count for people, in the largest binary unit it reaches, with at most one decimal: "12 GiB",
+// "1.5 GiB", "953.7 MiB", "512 B".
+std::string human_byte_size(std::size_t bytes);
 
 }  // namespace gpumem

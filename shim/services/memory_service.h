@@ -5,7 +5,7 @@
 // life cycle, capture, pointer queries and peer access. The other paths (other_paths.h) and legacy IPC
 // (ipc_service.h) have their own headers. Each function has the semantics of the driver call it is named
 // after, returns what that call would return, and calls the real driver through real_driver() only.
-// When the shim is inert (mode off, or a bad environment), each one forwards to the real driver.
+// When the shim is inert (mode off), each one forwards to the real driver.
 #pragma once
 
 #include <cuda.h>

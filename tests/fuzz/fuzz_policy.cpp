@@ -1,7 +1,10 @@
 // The environment policy over arbitrary values: every variable the policy reads may be set to
 // anything (empty, blank, huge, negative, NaN, inf, non-ASCII, invalid UTF-8, embedded newlines).
-// Checks: the result is either a policy or exactly one error line that starts with "gpumem: ", names
-// a variable the environment sets (not blank) and holds no newline; a policy's limit for any device
+// Checks: the result is always a policy, with one error line per bad variable that starts with
+// "gpumem: ", names a variable the environment sets (not blank) and holds no newline; errors are
+// scoped: the policy is the one of the same environment without the bad variables (a bad value counts
+// as unset; GPUMEM_PER_RANK, which falls back to auto, and a launcher's variables, which recognise
+// it, aside); a policy's limit for any device
 // is a multiple of 256 no larger than the device: GPUMEM_LIMIT when set, else the fraction of the
 // basis to within a granule; the preallocation head is at most 1/32 of the limit; describe(), the
 // warnings and the below-granule error line are single lines; nothing throws.
@@ -26,7 +29,8 @@ constexpr std::string_view kVariables[] = {
     "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION", "GPUMEM_FRACTION_OF", "GPUMEM_ASYNC_PREALLOC",
     "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC", "GPUMEM_FREE_SYNC", "GPUMEM_GARBAGE_COLLECTION", "GPUMEM_LOG_LEVEL",
     "GPUMEM_LOG_FILE", "GPUMEM_STATS", "GPUMEM_STATS_FILE", "GPUMEM_TRACE", "GPUMEM_REGION_SOURCE",
-    "GPUMEM_SPLIT_RULE"};
+    "GPUMEM_SPLIT_RULE", "GPUMEM_PER_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "CUDA_DEVICE_MEMORY_LIMIT",
+    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "GPUMEM_SHARE", "GPUMEM_SHARE_WEIGHT", "GPUMEM_SHARE_WAIT"};
 
 // Values the mutator would take long to find on its own, picked by the input now and then.
 constexpr std::string_view kHostile[] = {
@@ -54,18 +58,34 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     environment[std::string(name)] =
         in.below(4) == 0 ? std::string(kHostile[in.below(std::size(kHostile))]) : in.text(64);
   }
-  const gpumem::PolicyResult result =
-      gpumem::policy_from_environment([&](std::string_view name) -> std::optional<std::string_view> {
-        const auto found = environment.find(name);
-        if (found == environment.end()) return std::nullopt;
-        return std::string_view(found->second);
-      });
-  check(result.policy.has_value() != !result.error.empty());
-  if (!result.policy) {
-    check(result.error.rfind("gpumem: ", 0) == 0);
-    check(result.error.find('\n') == std::string::npos);
-    check(names_a_set_variable(result.error, environment));
-    return 0;
+  const auto evaluate = [](const std::map<std::string, std::string, std::less<>>& variables) {
+    return gpumem::policy_from_environment([&](std::string_view name) -> std::optional<std::string_view> {
+      const auto found = variables.find(name);
+      if (found == variables.end()) return std::nullopt;
+      return std::string_view(found->second);
+    });
+  };
+  const gpumem::PolicyResult result = evaluate(environment);
+  check(result.policy.has_value());
+  check(!result.refuses());  // GPUMEM_STRICT is never set here
+  bool comparable = true;
+  std::map<std::string, std::string, std::less<>> without_bad = environment;
+  for (const gpumem::PolicyError& error : result.errors) {
+    check(error.line.rfind("gpumem: ", 0) == 0);
+    check(error.line.find('\n') == std::string::npos);
+    check(names_a_set_variable(error.line, environment));
+    check(environment.contains(error.variable));
+    if (error.variable == "GPUMEM_PER_RANK" || error.variable == "LOCAL_RANK" ||
+        error.line.find(" disagree; ") != std::string::npos) {
+      comparable = false;
+    }
+    without_bad.erase(error.variable);
+  }
+  if (comparable && !result.errors.empty()) {
+    const gpumem::PolicyResult clean = evaluate(without_bad);
+    check(clean.errors.empty());
+    check(clean.policy->describe() == result.policy->describe());
+    check(clean.policy->describe_limit() == result.policy->describe_limit());
   }
   const gpumem::Policy& policy = *result.policy;
   for (int i = 0; i < 4; ++i) {

@@ -9,6 +9,7 @@ Paths come from the environment Meson sets for each test:
 import dataclasses
 import json
 import os
+import re
 import resource
 import subprocess
 import tempfile
@@ -36,6 +37,22 @@ MODE_CONFIGURATIONS = {
     "platform": (True, {"GPUMEM_MODE": "platform"}),
     "cuda_async": (True, {"GPUMEM_MODE": "cuda_async"}),
 }
+
+
+# The one line a process says, at the default log level, when gpumem takes over its first device
+# (LogLevel::notice): "gpumem: device 0: bfc arena, preallocated, vmm regions (auto), limit 12 GiB (...)".
+START_LINE = re.compile(r"^gpumem: device \d+: (bfc arena|cuda_async pool|platform)\b.*, limit \d[^,]* \(.*\)$")
+
+
+def start_lines(stderr: str) -> list:
+    """The start lines in a process's stderr (one when gpumem took over a device, else none)."""
+    return [line for line in stderr.splitlines() if START_LINE.match(line)]
+
+
+def without_start_line(stderr: str) -> str:
+    """stderr less the start line: what gpumem (and the program) said besides, for the tests that
+    check that a run had nothing to warn about."""
+    return "".join(line for line in stderr.splitlines(keepends=True) if not START_LINE.match(line.rstrip("\n")))
 
 
 def shim_path() -> str:

@@ -243,6 +243,18 @@ class ExampleBehaviourTest(testlib.TestCase):
                 self.assertIn("without a GPU, run over the simulated one: gpumem-run --sim", result.stderr,
                               result.describe())
 
+    def test_a_strict_refusal_over_the_simulator_is_not_taken_for_a_missing_driver(self):
+        # GPUMEM_STRICT with a bad variable: gpumem refuses CUDA to the program, which runs over the
+        # simulated driver; the example points at gpumem's line, not at the simulator.
+        for program in ("alloc_churn", "alloc_churn_static"):
+            with self.subTest(program=program):
+                result = testlib.run([program_path(program)], env={"GPUMEM_STRICT": "1", "GPUMEM_MODE": "bcf"},
+                                     timeout=60)
+                self.assertEqual(result.returncode, 1, result.describe())
+                self.assertIn('gpumem: GPUMEM_MODE="bcf"', result.stderr, result.describe())
+                self.assertIn("GPUMEM_STRICT is set and a gpumem variable is invalid", result.stderr, result.describe())
+                self.assertNotIn("without a GPU", result.stderr, result.describe())
+
     def test_refused_allocation_fails_the_example(self):
         # The simulator refuses every device allocation after the first 10: the example must say so.
         result = run_example("alloc_churn", preload=False, env={"CUDASIM_FAIL_ALLOC_AFTER": "10"})

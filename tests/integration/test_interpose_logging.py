@@ -1,5 +1,6 @@
-"""The shim's log: level and file from the environment, preload-safe, and the one-line report of a
-bad environment on stderr (after which the shim passes everything through)."""
+"""The shim's log: level and file from the environment, preload-safe, the start line at the default
+level, and the one-line report of each bad variable on stderr (after which that variable alone is
+ignored)."""
 
 import os
 import stat
@@ -19,15 +20,54 @@ class LoggingTest(testlib.TestCase):
         self.assertSucceeded(result)
         return result
 
-    def test_default_level_is_quiet_on_success(self):
-        self.assertEqual(self.run_program({}).stderr, "")
+    def test_default_level_says_the_start_line_alone_on_success(self):
+        result = self.run_program({})
+        self.assertEqual(result.stderr, "gpumem: device 0: bfc arena, preallocated, vmm regions (auto), limit 12 GiB "
+                                        "(0.75 of 16 GiB, default)\n", result.describe())
+        self.assertEqual(testlib.start_lines(result.stderr), result.stderr.splitlines())
+
+    def test_warn_and_quieter_levels_hide_the_start_line(self):
+        for level in ("warn", "warning", "error", "off"):
+            with self.subTest(level=level):
+                self.assertEqual(self.run_program({"GPUMEM_LOG_LEVEL": level}).stderr, "")
+
+    def test_the_start_line_names_what_applies_and_where_it_came_from(self):
+        cases = [
+            ({"GPUMEM_LIMIT": "1GiB", "GPUMEM_PREALLOCATE": "false"},
+             "bfc arena, growing on demand, vmm regions (auto), limit 1 GiB (GPUMEM_LIMIT)"),
+            ({"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5", "GPUMEM_REGION_SOURCE": "classic"},
+             "bfc arena, preallocated, classic regions, limit 8 GiB (0.5 of 16 GiB, XLA_PYTHON_CLIENT_MEM_FRACTION)"),
+            ({"TF_GPU_ALLOCATOR": "cuda_malloc_async"}, "cuda_async pool, limit 12 GiB (0.75 of 16 GiB, default)"),
+            ({"GPUMEM_MODE": "platform", "CUDA_DEVICE_MEMORY_LIMIT": "2g"},
+             "platform, every request to the driver, limit 2 GiB (CUDA_DEVICE_MEMORY_LIMIT)"),
+        ]
+        for env, expected in cases:
+            with self.subTest(env=env):
+                result = self.run_program(env)
+                self.assertEqual(testlib.start_lines(result.stderr), [f"gpumem: device 0: {expected}"],
+                                 result.describe())
+
+    def test_no_start_line_when_nothing_is_taken_over(self):
+        # Pass-through by choice, and a process that never reaches CUDA: nothing to say.
+        self.assertEqual(self.run_program({"GPUMEM_MODE": "off"}).stderr, "")
+        quiet = testlib.run(["/bin/true"])
+        self.assertEqual((quiet.returncode, quiet.stderr), (0, ""))
+
+    def test_a_limit_for_a_device_that_is_not_there_is_said_once(self):
+        result = self.run_program({"GPUMEM_LIMIT": "3=1GiB"})
+        self.assertEqual(testlib.without_start_line(result.stderr),
+                         "gpumem: [warning] GPUMEM_LIMIT's list names device 3, but this process sees 1 device (0); "
+                         "that limit applies to no device\n", result.describe())
+        self.assertEqual(len(testlib.start_lines(result.stderr)), 1, result.describe())
 
     def test_every_line_is_prefixed(self):
         result = self.run_program({"GPUMEM_LOG_LEVEL": "trace"})
         lines = result.stderr.splitlines()
         self.assertTrue(lines)
         for line in lines:
-            self.assertTrue(line.startswith("gpumem: ["), line)
+            # A level tag on each, but the start line's (a notice: "gpumem: device 0: ...").
+            self.assertTrue(line.startswith("gpumem: [") or testlib.START_LINE.match(line), line)
+        self.assertEqual(len(testlib.start_lines(result.stderr)), 1, result.describe())
 
     def test_log_file_receives_the_messages(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -46,26 +86,27 @@ class LoggingTest(testlib.TestCase):
                                             '"/dev/null/gpumem.log"'), result.describe())
         self.assertIn('gpumem: [debug] dlsym("cuGetProcAddress_v2") -> hook in libgpumem.so', lines)
 
-    def test_bad_environment_one_line_then_pass_through(self):
+    def test_bad_variable_one_line_then_it_alone_is_ignored(self):
         cases = [
-            {"GPUMEM_LOG_LEVEL": "loud"},
-            {"GPUMEM_MODE": "bogus", "GPUMEM_LOG_LEVEL": "debug"},
-            {"XLA_PYTHON_CLIENT_MEM_FRACTION": "1.5"},
+            ("GPUMEM_LOG_LEVEL", {"GPUMEM_LOG_LEVEL": "loud"}, "the log level is notice (default)"),
+            ("GPUMEM_MODE", {"GPUMEM_MODE": "bogus", "GPUMEM_LOG_LEVEL": "debug"}, "the mode is bfc (default)"),
+            ("XLA_PYTHON_CLIENT_MEM_FRACTION", {"XLA_PYTHON_CLIENT_MEM_FRACTION": "1.5"},
+             "the limit is 0.75 (default) of each device's total memory"),
         ]
         with tempfile.TemporaryDirectory() as tmp:
-            for env in cases:
-                # A log file must not swallow the report: it goes to stderr.
-                env = dict(env, GPUMEM_LOG_FILE=os.path.join(tmp, "unused.log"))
+            for variable, env, fallback in cases:
+                # A log file must not swallow the report: it goes to stderr (the log, to the file).
+                env = dict(env, GPUMEM_LOG_FILE=os.path.join(tmp, "log.txt"))
                 with self.subTest(env=env):
                     result = self.run_program(env)
                     lines = result.stderr.splitlines()
                     self.assertEqual(len(lines), 1, result.describe())
                     self.assertTrue(lines[0].startswith("gpumem: "), lines[0])
-                    variable = next(k for k in env if k != "GPUMEM_LOG_FILE")
-                    self.assertIn(variable, lines[0])
-                    self.assertIn(env[variable], lines[0])
-                    self.assertEqual(testlib.key_values(result.stdout)["gpumem_is_active"], "0")
-                    self.assertEqual(result.device(0)["driver_allocs"], ALLOCATIONS)
+                    self.assertIn(f'{variable}="{env[variable]}"', lines[0])
+                    self.assertTrue(lines[0].endswith("; ignored: " + fallback), lines[0])
+                    # The rest of the configuration holds: gpumem manages the memory, its arena serves.
+                    self.assertEqual(testlib.key_values(result.stdout)["gpumem_is_active"], "1")
+                    self.assertLess(result.device(0)["driver_allocs"], ALLOCATIONS)
 
 class HostileLogFiles(testlib.TestCase):
     """GPUMEM_LOG_FILE is opened without blocking, never through a symbolic link (the standard streams'
@@ -87,7 +128,7 @@ class HostileLogFiles(testlib.TestCase):
 
     def assertAllPrefixed(self, result):
         for line in result.stderr.splitlines():
-            self.assertTrue(line.startswith("gpumem: ["), result.describe())
+            self.assertTrue(line.startswith("gpumem: [") or testlib.START_LINE.match(line), result.describe())
 
     def test_what_is_not_a_regular_file_is_refused_at_once(self):
         target = self.path("precious.txt")

@@ -93,6 +93,17 @@ def matplotlib_missing_reason():
 MATPLOTLIB_MISSING = matplotlib_missing_reason()
 
 
+def load_plot_module():
+    """The script as a module, to check what it would draw (labels, panels) without reading pixels."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("gpumem_plot", PLOT)
+    spec = importlib.util.spec_from_loader("gpumem_plot", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
 class PlotTestCase(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="gpumem-plot-test-")
@@ -210,11 +221,11 @@ class PlotOutputTest(PlotTestCase):
         proc = run_plot(trace, "-o", out)
         self.assertEqual(proc.returncode, 0, self.describe(proc))
         self.assertPng(out)
-        self.assertIn("device 0: in use drawn on a scale of its own (right): the device reserved 614 times its peak "
+        self.assertIn("device 0: in use drawn in a panel of its own, below: the device reserved 614 times its peak "
                       "in use", proc.stdout)
-        # Reserved close to what is in use: one scale.
+        # Reserved close to what is in use: one panel.
         proc = run_plot(self.write("growth.csv", two_device_trace()), "-o", self.path("growth.png"))
-        self.assertNotIn("scale of its own", proc.stdout)
+        self.assertNotIn("panel of its own", proc.stdout)
 
     @unittest.skipIf(MATPLOTLIB_MISSING, f"no matplotlib: {MATPLOTLIB_MISSING}")
     def test_png(self):
@@ -562,6 +573,67 @@ class PlotHostileTraceTest(PlotTestCase):
         trace = self.write("two.csv", two_device_trace())
         proc = run_closed_stdout([PLOT, trace, "--text"])
         self.assertEqual((proc.returncode, proc.stderr), (BROKEN_PIPE_STATUS, ""))
+
+
+class LabelsFromTheTrace(PlotTestCase):
+    """A timeline says what the trace says: a reservation is a preallocation only when the trace's Mode
+    column says the arena preallocated; a growing arena's first reservation is never called one."""
+
+    def trace(self, mode, first_reserved, peak_reserved):
+        header = GPUMEM_HEADER + ("" if mode is None else ",Mode")
+        rows = [header]
+        for i, reserved in enumerate((first_reserved, peak_reserved, peak_reserved)):
+            row = gpumem_row(i * 0.1, "allocate", 0x7f0000000000 + i * 0x1000000, MiB, 0, reserved, GiB)
+            rows.append(row if mode is None else row + "," + (mode if i == 0 else ""))
+        return self.write(f"trace-{mode}-{first_reserved}.csv", "\n".join(rows) + "\n")
+
+    def device(self, path):
+        plot = load_plot_module()
+        devices, _, _, _ = plot.read_trace(path)
+        return plot, devices[0]
+
+    def test_a_growth_trace_is_not_called_preallocated(self):
+        # A growing arena whose first step was 8 MiB and that never grew: not a preallocation.
+        plot, device = self.device(self.trace("bfc growth", 8 * MiB, 8 * MiB))
+        self.assertEqual(device.mode, "bfc growth")
+        self.assertEqual(plot.reserved_label(device), "peak reserved 8.0 MiB (grown on demand)")
+
+    def test_a_preallocated_trace_says_so(self):
+        plot, device = self.device(self.trace("bfc preallocated", GiB, GiB))
+        self.assertEqual(plot.reserved_label(device), "preallocated 1.0 GiB at the first allocation")
+
+    def test_a_trace_that_does_not_say_gets_the_peak_alone(self):
+        # An RMM log, or a trace written before the Mode column: nothing is guessed from the sizes.
+        plot, device = self.device(self.trace(None, GiB, GiB))
+        self.assertIsNone(device.mode)
+        self.assertEqual(plot.reserved_label(device), "peak reserved 1.0 GiB")
+
+    def test_a_preallocated_mode_whose_arena_grew_anyway_gets_the_peak(self):
+        plot, device = self.device(self.trace("bfc preallocated", 8 * MiB, 512 * MiB))
+        self.assertEqual(plot.reserved_label(device), "peak reserved 512.0 MiB")
+
+    def test_in_use_far_below_the_reservation_gets_a_panel_of_its_own(self):
+        # Never two value scales on one panel: the in-use peak (MiB) cannot sit on the limit line (GiB).
+        plot, device = self.device(self.trace("bfc preallocated", GiB, GiB))
+        self.assertEqual([role for _, role in plot.panels_of([device])], ["held", "in use"])
+        _, close = self.device(self.write("close.csv", two_device_trace()))
+        self.assertEqual([role for _, role in plot.panels_of([close])], ["both"])
+        with open(PLOT, encoding="utf-8") as script:
+            self.assertNotIn("twinx", script.read())
+
+    def test_text_and_summary_read_traces_with_and_without_the_mode_column(self):
+        for mode in (None, "bfc preallocated"):
+            with self.subTest(mode=mode):
+                proc = run_plot(self.trace(mode, GiB, GiB), "--text")
+                self.assertEqual(proc.returncode, 0, self.describe(proc))
+                self.assertEqual(int(summaries(proc.stdout)[0]["peak"]), 3 * MiB)
+
+    @unittest.skipIf(MATPLOTLIB_MISSING, f"no matplotlib: {MATPLOTLIB_MISSING}")
+    def test_png_of_one_and_two_panel_devices(self):
+        trace = self.trace("bfc preallocated", GiB, GiB)
+        proc = run_plot(trace, self.write("close.csv", two_device_trace()), "-o", self.path("mixed.png"))
+        self.assertEqual(proc.returncode, 0, self.describe(proc))
+        self.assertPng(self.path("mixed.png"))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import unittest
 
 import gpumem_testlib as testlib
@@ -59,6 +60,7 @@ OPTION_EFFECTS = [
     (["--log-level", "trace"], {"GPUMEM_LOG_LEVEL": "trace"}),
     (["--log-level", "OFF"], {"GPUMEM_LOG_LEVEL": "off"}),
     (["--log-file", "/tmp/gpumem log.txt"], {"GPUMEM_LOG_FILE": "/tmp/gpumem log.txt"}),
+    (["--strict"], {"GPUMEM_STRICT": "1"}),
     (["--stats"], {"GPUMEM_STATS": "1"}),
     (["--stats-file", "/tmp/stats-%p.json"], {"GPUMEM_STATS_FILE": "/tmp/stats-%p.json"}),
     (["--trace=/tmp/t.csv"], {"GPUMEM_TRACE": "/tmp/t.csv"}),
@@ -457,7 +459,7 @@ class InfoTest(WrapperTestCase):
         for option in ("--mode", "--fraction", "--limit", "--fraction-of", "--preallocate", "--no-preallocate",
                        "--free-sync", "--log-level", "--log-file", "--sim", "--sim-devices", "--sim-memory",
                        "--print-env", "--version", "--async-prealloc", "--no-garbage-collection",
-                       "--region-source", "--split-rule", "--per-rank"):
+                       "--region-source", "--split-rule", "--per-rank", "--strict", "--check"):
             self.assertRegex(result.stdout, rf"\n\s+(-h, )?{option}\b")
         self.assertEqual(wrapper(["-h"]).stdout, result.stdout)
 
@@ -493,6 +495,14 @@ class LayoutTest(WrapperTestCase):
             exported, _ = parse_print_env(result.stdout)
             self.assertTrue(same_file(exported["LD_PRELOAD"], os.path.join(prefix, libdir, "libgpumem.so")), exported)
             self.assertTrue(same_file(exported["LD_LIBRARY_PATH"], simulator), exported)
+            # --check finds gpumem-probe beside the simulator and gpumem-top beside itself.
+            shutil.copy2(os.path.join(BUILD_ROOT, "tools", "gpumem-probe"), os.path.join(prefix, libdir, "gpumem"))
+            shutil.copy2(os.path.join(SOURCE_ROOT, "scripts", "gpumem-top"), os.path.join(prefix, bindir))
+            checked = testlib.run([installed, "--sim", "--check"], preload=False, sim=False)
+            self.assertSucceeded(checked)
+            self.assertIn(f"library:  {os.path.realpath(os.path.join(prefix, libdir, 'libgpumem.so'))}\n", checked.stdout)
+            self.assertIn("devices:  1\n", checked.stdout)
+            self.assertIn("gpumem-top: ", checked.stdout)
 
     def test_symlink_to_the_build_tree_wrapper(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -502,9 +512,10 @@ class LayoutTest(WrapperTestCase):
             self.assertSucceeded(result)
             self.assertTrue(same_file(parse_print_env(result.stdout)[0]["LD_PRELOAD"], testlib.shim_path()))
 
-    def test_the_source_tree_template_uses_build_or_says_how_to_make_it(self):
-        # scripts/gpumem-run as checked out: placeholders unfilled. It looks in the source tree's
-        # build/ (the README's build directory), else says how to build.
+    def test_the_source_tree_template_uses_either_build_or_says_how_to_make_one(self):
+        # scripts/gpumem-run as checked out: placeholders unfilled. It uses the source tree's
+        # build-demo/ (scripts/demo's) or build/ (scripts/test's), the newer when both hold the shim,
+        # and says which; with neither, it says how to build.
         with open(os.path.join(SOURCE_ROOT, "meson.build")) as f:
             version = re.search(r"version:\s*'([^']+)'", f.read()).group(1)
         with tempfile.TemporaryDirectory() as tree:
@@ -516,15 +527,31 @@ class LayoutTest(WrapperTestCase):
             self.assertEqual(result.stdout, f"gpumem-run (gpumem) {version}\n", result.describe())
             result = testlib.run([template, "true"], preload=False, sim=False)
             self.assertEqual(result.returncode, 1, result.describe())
-            self.assertEqual(result.stderr, f"gpumem-run: libgpumem.so is not built: run 'meson setup build && "
-                                            f"ninja -C build' in {os.path.realpath(tree)} first (or use an "
-                                            f"installed gpumem-run)\n")
-            os.symlink(testlib.build_root(), os.path.join(tree, "build"))
-            result = testlib.run([template, "--print-env", "--sim"], preload=False, sim=False)
-            self.assertSucceeded(result)
-            exported, _ = parse_print_env(result.stdout)
-            self.assertTrue(same_file(exported["LD_PRELOAD"], testlib.shim_path()), exported)
-            self.assertTrue(same_file(exported["LD_LIBRARY_PATH"], testlib.sim_dir()), exported)
+            self.assertEqual(result.stderr, f"gpumem-run: libgpumem.so is not built: run 'scripts/demo' (it builds "
+                                            f"build-demo/) or 'meson setup build && ninja -C build' in "
+                                            f"{os.path.realpath(tree)} first (or use an installed gpumem-run)\n")
+            for name in ("build-demo", "build"):
+                with self.subTest(build=name):
+                    os.symlink(testlib.build_root(), os.path.join(tree, name))
+                    result = testlib.run([template, "--print-env", "--sim"], preload=False, sim=False)
+                    self.assertSucceeded(result)
+                    exported, _ = parse_print_env(result.stdout)
+                    self.assertTrue(same_file(exported["LD_PRELOAD"], testlib.shim_path()), exported)
+                    self.assertTrue(same_file(exported["LD_LIBRARY_PATH"], testlib.sim_dir()), exported)
+                    ran = testlib.run([template, "true"], preload=False, sim=False)
+                    self.assertSucceeded(ran)
+                    self.assertEqual(ran.stderr, f"gpumem-run: from the source tree: using the build in {name}/\n")
+                    os.remove(os.path.join(tree, name))
+            # Both: the one whose libgpumem.so is newer.
+            for name in ("build-demo", "build"):
+                shutil.copytree(os.path.dirname(testlib.shim_path()), os.path.join(tree, name, "shim"), symlinks=True)
+            for newer, older in (("build", "build-demo"), ("build-demo", "build")):
+                with self.subTest(newer=newer):
+                    now = time.time()
+                    os.utime(os.path.join(tree, older, "shim", "libgpumem.so"), (now - 100, now - 100))
+                    os.utime(os.path.join(tree, newer, "shim", "libgpumem.so"), (now, now))
+                    ran = testlib.run([template, "true"], preload=False, sim=False)
+                    self.assertEqual(ran.stderr, f"gpumem-run: from the source tree: using the build in {newer}/\n")
 
     def test_pkg_config_finds_the_installed_header_and_library(self):
         with tempfile.TemporaryDirectory() as destdir:
@@ -549,6 +576,81 @@ class LayoutTest(WrapperTestCase):
             self.assertSucceeded(ran)
             with open(os.path.join(SOURCE_ROOT, "meson.build")) as f:
                 self.assertEqual(ran.stdout.strip(), re.search(r"version:\s*'([^']+)'", f.read()).group(1))
+
+
+class StrictAndCheckTest(WrapperTestCase):
+    """--strict turns an invalid variable into a refusal; --check says what gpumem would do, runs nothing."""
+
+    def test_strict_refuses_a_program_whose_environment_has_an_error(self):
+        alloc = testlib.run([WRAPPER, "--sim", "--strict", WRAPPER_ALLOC], env={"GPUMEM_MODE": "bcf"}, preload=False,
+                            sim=False, timeout=30)
+        self.assertNotEqual(alloc.returncode, 0, alloc.describe())
+        self.assertIn('gpumem: GPUMEM_MODE="bcf" is not one of bfc, platform, cuda_async, off; GPUMEM_STRICT is set',
+                      alloc.stderr)
+        without = testlib.run([WRAPPER, "--sim", WRAPPER_ALLOC], env={"GPUMEM_MODE": "bcf"}, preload=False, sim=False,
+                              timeout=30)
+        self.assertSucceeded(without)
+        self.assertIn("; ignored: the mode is bfc (default)", without.stderr)
+
+    def check(self, args, env=None):
+        return testlib.run([WRAPPER, *args, "--check"], env=env, preload=False, sim=False, timeout=60)
+
+    def test_check_over_the_simulator(self):
+        with tempfile.TemporaryDirectory() as ledgers:
+            result = self.check(["--sim", "--sim-devices", "2", "--sim-memory", "8GiB", "--limit", "0=1GiB",
+                                 "--share-dir", ledgers])
+        self.assertSucceeded(result)
+        out = result.stdout
+        self.assertTrue(out.startswith("gpumem-run --check: what gpumem would do here (no program is run)\n"), out)
+        self.assertIn(f"library:  {os.path.realpath(testlib.shim_path())}\n", out)
+        self.assertRegex(out, r"driver:   \S*/libcuda\.so\.1 \(gpumem's simulated driver: no GPU is used\), CUDA \d+\.\d+\n")
+        self.assertIn("devices:  2\n", out)
+        self.assertIn("  device 0: Simulated CUDA Device 0, 8 GiB (8589934592 bytes)\n"
+                      "    bfc arena, preallocated at the first allocation, vmm regions (auto), limit 1 GiB "
+                      "(GPUMEM_LIMIT)\n", out)
+        self.assertIn("    bfc arena, preallocated at the first allocation, vmm regions (auto), limit 6 GiB "
+                      "(0.75 of 8 GiB, default)\n", out)
+        self.assertIn("errors:   none\n", out)
+        self.assertIn("sharing:  off for this process", out)
+        self.assertIn(f"gpumem-top: {ledgers}", out)
+        self.assertEqual(result.stderr, "", result.describe())
+
+    def test_check_names_each_error_and_fails(self):
+        result = self.check(["--sim", "--limit", "1GiB"], env={"LOCAL_RANK": "abc", "GPUMEM_PER_RANK": "sometimes"})
+        self.assertEqual(result.returncode, 1, result.describe())
+        self.assertIn("errors:   2\n", result.stdout)
+        self.assertIn('  gpumem: LOCAL_RANK="abc" is not a rank', result.stdout)
+        self.assertIn('  gpumem: GPUMEM_PER_RANK="sometimes" is not', result.stdout)
+        self.assertIn("limit 1 GiB (GPUMEM_LIMIT)", result.stdout)  # the cap holds
+        strict = self.check(["--sim", "--strict"], env={"GPUMEM_MODE": "bcf"})
+        self.assertEqual(strict.returncode, 1, strict.describe())
+        self.assertIn("gpumem:   refuses the program: GPUMEM_STRICT is set and 1 variable is invalid", strict.stdout)
+
+    def test_check_without_a_driver_says_so(self):
+        result = self.check([])
+        self.assertSucceeded(result)
+        self.assertIn("driver:   none found (", result.stdout)
+        self.assertIn("gpumem-run --sim runs over the simulated one", result.stdout)
+
+    def test_check_with_sharing_lists_the_members(self):
+        with tempfile.TemporaryDirectory() as ledgers:
+            os.chmod(ledgers, 0o700)
+            result = self.check(["--sim", "--share", "--share-dir", ledgers])
+        self.assertSucceeded(result)
+        self.assertIn(f"sharing:  on (GPUMEM_SHARE=auto), ledgers in {ledgers}", result.stdout)
+        self.assertIn("limit: the share of the GPU its ledger gives (GPUMEM_SHARE=auto), at most 16 GiB", result.stdout)
+        self.assertIn("no GPU is shared here", result.stdout)
+
+    def test_check_reads_the_drivers_own_answers(self):
+        # The shim is not preloaded into the probe: the device's total is the driver's, not a budget.
+        result = self.check(["--sim", "--limit", "1GiB"], env={"LD_PRELOAD": testlib.shim_path()})
+        self.assertSucceeded(result)
+        self.assertIn("Simulated CUDA Device 0, 16 GiB", result.stdout)
+
+    def test_check_takes_no_program(self):
+        result = wrapper(["--check", "true"])
+        self.assertEqual(result.returncode, 2, result.describe())
+        self.assertIn("--check runs no program", result.stderr)
 
 
 if __name__ == "__main__":

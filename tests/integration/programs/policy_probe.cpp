@@ -1,6 +1,6 @@
 // Prints the memory policy this process's environment gives, exactly as the shim derives it: the
-// describe() line (exit 0), or the error line (exit 3). Lets the wrapper's tests check that what
-// gpumem-run exports is what the policy reads.
+// describe() line (exit 0), or the error lines then the describe() line (exit 3). Lets the wrapper's
+// tests check that what gpumem-run exports is what the policy reads.
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -16,10 +16,7 @@ int main() {
         if (value == nullptr) return std::nullopt;
         return std::string_view(value);
       });
-  if (!result.policy) {
-    std::puts(result.error.c_str());
-    return 3;
-  }
+  for (const gpumem::PolicyError& error : result.errors) std::puts(error.line.c_str());
   std::puts(result.policy->describe().c_str());
-  return 0;
+  return result.errors.empty() ? 0 : 3;
 }

@@ -36,21 +36,40 @@ PolicyResult evaluate(const Environment& environment) {
 // The policy for an environment that must be valid.
 Policy policy_for(const Environment& environment) {
   const PolicyResult result = evaluate(environment);
-  INFO("error: " << result.error);
+  for (const auto& error : result.errors) INFO("error: " << error.line);
   REQUIRE(result.policy.has_value());
-  CHECK(result.error.empty());
+  CHECK(result.errors.empty());
   return *result.policy;
 }
 
-// The error line for an environment that must be rejected.
-std::string error_for(const Environment& environment) {
+// The one error line of an environment with one bad variable (the policy is still made).
+std::string error_line_for(const Environment& environment) {
   const PolicyResult result = evaluate(environment);
-  REQUIRE_FALSE(result.policy.has_value());
-  REQUIRE_FALSE(result.error.empty());
-  CHECK(result.error.find('\n') == std::string::npos);
-  CHECK(result.error.rfind("gpumem: ", 0) == 0);
-  CHECK_THAT(result.error, Catch::EndsWith("; the shim is disabled for this process"));
-  return result.error;
+  REQUIRE(result.policy.has_value());
+  REQUIRE(result.errors.size() == 1);
+  const std::string& line = result.errors.front().line;
+  CHECK(line.find('\n') == std::string::npos);
+  CHECK(line.rfind("gpumem: ", 0) == 0);
+  CHECK(environment.contains(result.errors.front().variable));
+  return line;
+}
+
+// Its problem: the line up to what applies instead ("gpumem: NAME=\"VALUE\" is ...").
+std::string error_for(const Environment& environment) {
+  const std::string line = error_line_for(environment);
+  for (const std::string_view consequence : {"; ignored: ", "; the lower applies: "}) {
+    if (const std::size_t at = line.find(consequence); at != std::string::npos) return line.substr(0, at);
+  }
+  FAIL("no consequence in: " << line);
+  return line;
+}
+
+// What applies instead, as the line says it.
+std::string fallback_for(const Environment& environment) {
+  const std::string line = error_line_for(environment);
+  const std::size_t at = line.find("; ignored: ");
+  REQUIRE(at != std::string::npos);
+  return line.substr(at + std::string_view("; ignored: ").size());
 }
 
 }  // namespace
@@ -65,7 +84,7 @@ TEST_CASE("an empty environment gives the defaults", "[policy]") {
   CHECK_FALSE(policy.async_prealloc);
   CHECK(policy.free_sync == FreeSync::defer);
   CHECK(policy.garbage_collection);
-  CHECK(policy.log_level == LogLevel::warn);
+  CHECK(policy.log_level == LogLevel::notice);
   CHECK(policy.log_file.empty());
   for (const auto* origin : {&policy.mode_origin, &policy.preallocate_origin, &policy.limit_origin,
                              &policy.fraction_origin, &policy.fraction_of_origin, &policy.async_prealloc_origin,
@@ -120,14 +139,11 @@ TEST_CASE("mode: every spelling of each family", "[policy][mode]") {
 
 TEST_CASE("mode: bad values name the variable and the accepted values", "[policy][mode]") {
   CHECK(error_for({{"GPUMEM_MODE", "fast"}}) ==
-        "gpumem: GPUMEM_MODE=\"fast\" is not one of bfc, platform, cuda_async, off; the shim is disabled "
-        "for this process");
+        "gpumem: GPUMEM_MODE=\"fast\" is not one of bfc, platform, cuda_async, off");
   CHECK(error_for({{"XLA_PYTHON_CLIENT_ALLOCATOR", "off"}}) ==
-        "gpumem: XLA_PYTHON_CLIENT_ALLOCATOR=\"off\" is not one of default, bfc, platform, cuda_async; the "
-        "shim is disabled for this process");
+        "gpumem: XLA_PYTHON_CLIENT_ALLOCATOR=\"off\" is not one of default, bfc, platform, cuda_async");
   CHECK(error_for({{"TF_GPU_ALLOCATOR", "bfc"}}) ==
-        "gpumem: TF_GPU_ALLOCATOR=\"bfc\" is not one of cuda_malloc_async, cuda_malloc, memory_guard; the shim is "
-        "disabled for this process");
+        "gpumem: TF_GPU_ALLOCATOR=\"bfc\" is not one of cuda_malloc_async, cuda_malloc, memory_guard");
   // A variable a higher-precedence one overrides is still checked.
   CHECK_THAT(error_for({{"GPUMEM_MODE", "bfc"}, {"TF_GPU_ALLOCATOR", "cuda_malloc_asinc"}}),
              Catch::StartsWith("gpumem: TF_GPU_ALLOCATOR=\"cuda_malloc_asinc\""));
@@ -177,8 +193,7 @@ TEST_CASE("booleans: bad values are rejected for every boolean variable", "[poli
     INFO(name);
     CHECK(error_for({{name, "maybe"}}) ==
           std::string("gpumem: ") + name +
-              "=\"maybe\" is not a boolean (1/0, true/false, yes/no, on/off); the shim is disabled for this "
-              "process");
+              "=\"maybe\" is not a boolean (1/0, true/false, yes/no, on/off)");
   }
 }
 
@@ -232,8 +247,7 @@ TEST_CASE("fraction: each name, and GPUMEM beats XLA_CLIENT beats XLA_PYTHON_CLI
 
 TEST_CASE("fraction: out of (0, 1] or malformed", "[policy][fraction]") {
   CHECK(error_for({{"XLA_PYTHON_CLIENT_MEM_FRACTION", "1.5"}}) ==
-        "gpumem: XLA_PYTHON_CLIENT_MEM_FRACTION=\"1.5\" is not a fraction in (0, 1]; the shim is disabled "
-        "for this process");
+        "gpumem: XLA_PYTHON_CLIENT_MEM_FRACTION=\"1.5\" is not a fraction in (0, 1]");
   for (const char* name : {"GPUMEM_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"}) {
     for (const char* bad : {"0", "-0.5", "1.01", "nan", "inf", "0.5abc", "75%"}) {
       INFO(name << "=" << bad);
@@ -242,15 +256,22 @@ TEST_CASE("fraction: out of (0, 1] or malformed", "[policy][fraction]") {
   }
 }
 
-TEST_CASE("fraction: the two XLA names disagreeing is an error", "[policy][fraction][conflict]") {
-  CHECK(error_for({{"XLA_CLIENT_MEM_FRACTION", "0.5"}, {"XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6"}}) ==
+TEST_CASE("fraction: the two XLA names disagreeing is an error, and the lower applies", "[policy][fraction][conflict]") {
+  const Environment disagreeing{{"XLA_CLIENT_MEM_FRACTION", "0.5"}, {"XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6"}};
+  CHECK(error_line_for(disagreeing) ==
         "gpumem: XLA_CLIENT_MEM_FRACTION=\"0.5\" and XLA_PYTHON_CLIENT_MEM_FRACTION=\"0.6\" disagree; set "
-        "only one (XLA_CLIENT_MEM_FRACTION is the current name); the shim is disabled for this process");
+        "only one (XLA_CLIENT_MEM_FRACTION is the current name); the lower applies: the limit is 0.5 "
+        "(XLA_CLIENT_MEM_FRACTION) of each device's total memory");
+  CHECK(evaluate(disagreeing).policy->fraction == 0.5);
+  const PolicyResult older_lower = evaluate({{"XLA_CLIENT_MEM_FRACTION", "0.5"}, {"XLA_PYTHON_CLIENT_MEM_FRACTION", "0.25"}});
+  CHECK(older_lower.policy->fraction == 0.25);
+  CHECK(older_lower.policy->fraction_origin.variable == "XLA_PYTHON_CLIENT_MEM_FRACTION");
   // Still an error when GPUMEM_MEM_FRACTION overrides both: the environment is inconsistent.
-  CHECK_THAT(error_for({{"GPUMEM_MEM_FRACTION", "0.3"},
-                        {"XLA_CLIENT_MEM_FRACTION", "0.5"},
-                        {"XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6"}}),
-             Catch::Contains("disagree"));
+  const Environment overridden{{"GPUMEM_MEM_FRACTION", "0.3"},
+                               {"XLA_CLIENT_MEM_FRACTION", "0.5"},
+                               {"XLA_PYTHON_CLIENT_MEM_FRACTION", "0.6"}};
+  CHECK_THAT(error_line_for(overridden), Catch::Contains("disagree"));
+  CHECK(evaluate(overridden).policy->fraction == 0.3);
 }
 
 TEST_CASE("limit wins over a fraction, with no error", "[policy][limit][fraction]") {
@@ -264,8 +285,7 @@ TEST_CASE("fraction basis", "[policy][fraction]") {
   CHECK(policy_for({{"GPUMEM_FRACTION_OF", "free"}}).fraction_of == FractionBasis::free);
   CHECK(policy_for({{"GPUMEM_FRACTION_OF", "TOTAL"}}).fraction_of == FractionBasis::total);
   CHECK(error_for({{"GPUMEM_FRACTION_OF", "available"}}) ==
-        "gpumem: GPUMEM_FRACTION_OF=\"available\" is not one of total, free; the shim is disabled for this "
-        "process");
+        "gpumem: GPUMEM_FRACTION_OF=\"available\" is not one of total, free");
 }
 
 TEST_CASE("async pre-allocation: bytes or -1, GPUMEM beats TF", "[policy][async]") {
@@ -291,21 +311,20 @@ TEST_CASE("free sync, garbage collection, log level and log file", "[policy]") {
   CHECK(policy_for({{"GPUMEM_FREE_SYNC", "none"}}).free_sync == FreeSync::none);
   CHECK(policy_for({{"GPUMEM_FREE_SYNC", "defer"}}).free_sync == FreeSync::defer);
   CHECK(error_for({{"GPUMEM_FREE_SYNC", "later"}}) ==
-        "gpumem: GPUMEM_FREE_SYNC=\"later\" is not one of defer, sync, none; the shim is disabled for this "
-        "process");
+        "gpumem: GPUMEM_FREE_SYNC=\"later\" is not one of defer, sync, none");
 
   CHECK_FALSE(policy_for({{"GPUMEM_GARBAGE_COLLECTION", "off"}}).garbage_collection);
   CHECK(policy_for({{"GPUMEM_GARBAGE_COLLECTION", "1"}}).garbage_collection);
 
-  const std::pair<const char*, LogLevel> levels[] = {{"off", LogLevel::off},     {"error", LogLevel::error},
-                                                     {"warn", LogLevel::warn},   {"info", LogLevel::info},
-                                                     {"debug", LogLevel::debug}, {"TRACE", LogLevel::trace}};
+  const std::pair<const char*, LogLevel> levels[] = {
+      {"off", LogLevel::off},       {"error", LogLevel::error}, {"warn", LogLevel::warn},   {"Warning", LogLevel::warn},
+      {"notice", LogLevel::notice}, {"info", LogLevel::info},   {"debug", LogLevel::debug}, {"TRACE", LogLevel::trace}};
   for (const auto& [text, level] : levels) {
     CHECK(policy_for({{"GPUMEM_LOG_LEVEL", text}}).log_level == level);
   }
+  CHECK(gpumem::to_string(LogLevel::warn) == "warn");
   CHECK(error_for({{"GPUMEM_LOG_LEVEL", "verbose"}}) ==
-        "gpumem: GPUMEM_LOG_LEVEL=\"verbose\" is not one of off, error, warn, info, debug, trace; the shim is "
-        "disabled for this process");
+        "gpumem: GPUMEM_LOG_LEVEL=\"verbose\" is not one of off, error, warn, warning, notice, info, debug, trace");
 
   const Policy logged = policy_for({{"GPUMEM_LOG_FILE", "/tmp/gpumem log.txt"}});
   CHECK(logged.log_file == "/tmp/gpumem log.txt");
@@ -352,8 +371,7 @@ TEST_CASE("statistics and trace outputs", "[policy]") {
              Catch::EndsWith("stats=on(GPUMEM_STATS) stats_file=\"/tmp/stats-%p.json\"(GPUMEM_STATS_FILE) "
                              "trace=\"/tmp/t.csv\"(GPUMEM_TRACE)"));
   CHECK(error_for({{"GPUMEM_STATS", "maybe"}}) ==
-        "gpumem: GPUMEM_STATS=\"maybe\" is not a boolean (1/0, true/false, yes/no, on/off); the shim is "
-        "disabled for this process");
+        "gpumem: GPUMEM_STATS=\"maybe\" is not a boolean (1/0, true/false, yes/no, on/off)");
 }
 
 TEST_CASE("values that only matter in another mode are accepted", "[policy]") {
@@ -366,9 +384,14 @@ TEST_CASE("values that only matter in another mode are accepted", "[policy]") {
   CHECK(policy.async_prealloc == -1);
 }
 
-TEST_CASE("errors: the first problem is reported, values are quoted on one line", "[policy]") {
-  CHECK_THAT(error_for({{"GPUMEM_MODE", "nope"}, {"GPUMEM_LOG_LEVEL", "loud"}}),
-             Catch::StartsWith("gpumem: GPUMEM_MODE=\"nope\""));
+TEST_CASE("errors: one line per bad variable, values quoted on one line", "[policy]") {
+  const PolicyResult result = evaluate({{"GPUMEM_MODE", "nope"}, {"GPUMEM_LOG_LEVEL", "loud"}});
+  REQUIRE(result.errors.size() == 2);
+  CHECK_THAT(result.errors[0].line, Catch::StartsWith("gpumem: GPUMEM_MODE=\"nope\""));
+  CHECK(result.errors[0].variable == "GPUMEM_MODE");
+  CHECK_THAT(result.errors[1].line, Catch::StartsWith("gpumem: GPUMEM_LOG_LEVEL=\"loud\""));
+  CHECK(result.policy->mode == Mode::bfc);
+  CHECK(result.policy->log_level == LogLevel::notice);
   CHECK(error_for({{"GPUMEM_LIMIT", "1\n2"}}).find("\"1\\x0a2\"") != std::string::npos);
 }
 
@@ -413,7 +436,7 @@ TEST_CASE("describe: defaults", "[policy][describe]") {
   CHECK(policy_for({}).describe() ==
         "mode=bfc(default) preallocate=on(default) limit=0.75 of total(default) free_sync=defer(default) "
         "garbage_collection=on(default) region_source=auto(default) split_rule=tight(default) "
-        "async_prealloc=none(default) log_level=warn(default) "
+        "async_prealloc=none(default) log_level=notice(default) "
         "log_file=stderr(default) stats=off(default) stats_file=none(default) trace=none(default)");
 }
 
@@ -471,10 +494,9 @@ TEST_CASE("region source and split rule", "[policy][arena]") {
 
 TEST_CASE("region source and split rule: invalid values name the variable and the choices", "[policy][arena]") {
   CHECK(error_for({{"GPUMEM_REGION_SOURCE", "mmap"}}) ==
-        "gpumem: GPUMEM_REGION_SOURCE=\"mmap\" is not one of auto, vmm, classic; the shim is disabled for this "
-        "process");
+        "gpumem: GPUMEM_REGION_SOURCE=\"mmap\" is not one of auto, vmm, classic");
   CHECK(error_for({{"GPUMEM_SPLIT_RULE", "loose"}}) ==
-        "gpumem: GPUMEM_SPLIT_RULE=\"loose\" is not one of tight, xla; the shim is disabled for this process");
+        "gpumem: GPUMEM_SPLIT_RULE=\"loose\" is not one of tight, xla");
 }
 
 TEST_CASE("sharing: off by default, every variable read when set", "[policy][share]") {
@@ -509,7 +531,7 @@ TEST_CASE("sharing: off by default, every variable read when set", "[policy][sha
 
 TEST_CASE("sharing: one error line per bad value", "[policy][share]") {
   CHECK(error_for({{"GPUMEM_SHARE", "yes"}}) ==
-        "gpumem: GPUMEM_SHARE=\"yes\" is not one of auto, off; the shim is disabled for this process");
+        "gpumem: GPUMEM_SHARE=\"yes\" is not one of auto, off");
   CHECK_THAT(error_for({{"GPUMEM_SHARE_DIR", "shared/here"}}),
              Catch::StartsWith("gpumem: GPUMEM_SHARE_DIR=\"shared/here\" is not an absolute path"));
   CHECK_THAT(error_for({{"GPUMEM_SHARE_WEIGHT", "-1"}}),
@@ -522,23 +544,34 @@ TEST_CASE("sharing: one error line per bad value", "[policy][share]") {
   CHECK_THAT(error_for({{"GPUMEM_SHARE_WAIT", "2h"}}), Catch::Contains("GPUMEM_SHARE_WAIT"));
 }
 
-TEST_CASE("GPUMEM_STRICT: a bad environment refuses CUDA instead of disabling the shim", "[policy][strict]") {
+TEST_CASE("GPUMEM_STRICT: any bad value refuses the process", "[policy][strict]") {
   const PolicyResult loose = evaluate({{"GPUMEM_MODE", "bcf"}});
   CHECK_FALSE(loose.strict);
-  CHECK_THAT(loose.error, Catch::EndsWith("; the shim is disabled for this process"));
+  CHECK_FALSE(loose.refuses());
+  REQUIRE(loose.errors.size() == 1);
+  CHECK_THAT(loose.errors[0].line, Catch::EndsWith("; ignored: the mode is bfc (default)"));
 
   const PolicyResult strict = evaluate({{"GPUMEM_MODE", "bcf"}, {"GPUMEM_STRICT", "1"}});
-  REQUIRE_FALSE(strict.policy.has_value());
   CHECK(strict.strict);
-  CHECK_THAT(strict.error, Catch::StartsWith("gpumem: GPUMEM_MODE=\"bcf\" is "));
-  CHECK_THAT(strict.error, Catch::EndsWith("; GPUMEM_STRICT is set: every CUDA call fails with CUDA_ERROR_NOT_INITIALIZED"));
+  CHECK(strict.refuses());
+  REQUIRE(strict.errors.size() == 1);
+  CHECK_THAT(strict.errors[0].line, Catch::StartsWith("gpumem: GPUMEM_MODE=\"bcf\" is "));
+  CHECK_THAT(strict.errors[0].line,
+             Catch::EndsWith("; GPUMEM_STRICT is set: every CUDA call fails with CUDA_ERROR_NOT_INITIALIZED"));
 
   const PolicyResult good = evaluate({{"GPUMEM_STRICT", "yes"}});
   CHECK(good.strict);
+  CHECK_FALSE(good.refuses());
   CHECK(good.policy.has_value());
 
-  const std::string bad_strict = error_for({{"GPUMEM_STRICT", "perhaps"}});
-  CHECK_THAT(bad_strict, Catch::Contains("GPUMEM_STRICT=\"perhaps\""));
+  // A bad GPUMEM_STRICT counts as unset, as any variable: off, and its line says so.
+  const PolicyResult bad_strict = evaluate({{"GPUMEM_STRICT", "perhaps"}});
+  CHECK_FALSE(bad_strict.strict);
+  CHECK_FALSE(bad_strict.refuses());
+  REQUIRE(bad_strict.errors.size() == 1);
+  CHECK(bad_strict.errors[0].line ==
+        "gpumem: GPUMEM_STRICT=\"perhaps\" is not a boolean (1/0, true/false, yes/no, on/off); ignored: GPUMEM_STRICT "
+        "is off (default): errors are ignored as said");
 }
 
 // --- many ranks: the launcher's variables, GPUMEM_PER_RANK, and limits per device ---
@@ -624,23 +657,20 @@ TEST_CASE("launcher: the innermost wins, and only its variables are read", "[pol
   CHECK_FALSE(policy_for({{"SLURM_LOCALID", "1"}, {"SLURM_TASKS_PER_NODE", "3(x2)"}}).ranks.local_ranks.value);
 }
 
-TEST_CASE("launcher: bad values name the variable and disable the shim", "[policy][ranks]") {
+TEST_CASE("launcher: bad values name the variable", "[policy][ranks]") {
   CHECK(error_for({{"OMPI_COMM_WORLD_LOCAL_RANK", "one"}}) ==
-        "gpumem: OMPI_COMM_WORLD_LOCAL_RANK=\"one\" is not a rank (a decimal number, 0 or more); the shim is "
-        "disabled for this process");
+        "gpumem: OMPI_COMM_WORLD_LOCAL_RANK=\"one\" is not a rank (a decimal number, 0 or more)");
   CHECK(error_for({{"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "0"}}) ==
-        "gpumem: LOCAL_WORLD_SIZE=\"0\" is not a number of ranks (a decimal number, 1 or more); the shim is "
-        "disabled for this process");
+        "gpumem: LOCAL_WORLD_SIZE=\"0\" is not a number of ranks (a decimal number, 1 or more)");
   CHECK_THAT(error_for({{"PMI_LOCAL_RANK", "-1"}}), Catch::StartsWith("gpumem: PMI_LOCAL_RANK=\"-1\" is not a rank"));
   CHECK_THAT(error_for({{"RANK", "1e3"}, {"LOCAL_RANK", "0"}}), Catch::StartsWith("gpumem: RANK=\"1e3\""));
   CHECK(error_for({{"OMPI_COMM_WORLD_LOCAL_RANK", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}) ==
         "gpumem: OMPI_COMM_WORLD_LOCAL_RANK=4 is not below OMPI_COMM_WORLD_LOCAL_SIZE=4, the number of ranks on "
-        "this node; the shim is disabled for this process");
+        "this node");
   CHECK_THAT(error_for({{"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "0"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x3"}}),
              Catch::StartsWith("gpumem: SLURM_STEP_TASKS_PER_NODE=\"2(x3\" is not Slurm's list of tasks per node"));
   CHECK(error_for({{"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "4"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}}) ==
-        "gpumem: SLURM_NODEID=4 has no entry in SLURM_STEP_TASKS_PER_NODE=\"2(x3),1\"; the shim is disabled "
-        "for this process");
+        "gpumem: SLURM_NODEID=4 has no entry in SLURM_STEP_TASKS_PER_NODE=\"2(x3),1\"");
   CHECK_THAT(error_for({{"SLURM_LOCALID", "x"}}), Catch::StartsWith("gpumem: SLURM_LOCALID=\"x\""));
   CHECK_THAT(error_for({{"LOCAL_RANK", "99999999999999999999"}}), Catch::StartsWith("gpumem: LOCAL_RANK="));
 }
@@ -688,8 +718,7 @@ TEST_CASE("GPUMEM_PER_RANK: auto, off or a number", "[policy][ranks]") {
     INFO(bad);
     CHECK(error_for({{"GPUMEM_PER_RANK", bad}}) ==
           std::string("gpumem: GPUMEM_PER_RANK=\"") + bad +
-              "\" is not auto, off or a number of ranks per GPU from 1 to 1024; the shim is disabled for this "
-              "process");
+              "\" is not auto, off or a number of ranks per GPU from 1 to 1024");
   }
 }
 
@@ -745,8 +774,7 @@ TEST_CASE("GPUMEM_LIMIT per device", "[policy][limit]") {
                                                                                 "least 256"));
   }
   CHECK(error_for({{"GPUMEM_LIMIT", "0=1G,0=2G"}}) ==
-        "gpumem: GPUMEM_LIMIT=\"0=1G,0=2G\" is a list that names device 0 twice; the shim is disabled for this "
-        "process");
+        "gpumem: GPUMEM_LIMIT=\"0=1G,0=2G\" is a list that names device 0 twice");
 }
 
 TEST_CASE("cluster limits: HAMi's units and names", "[policy][limit][cluster]") {
@@ -771,8 +799,7 @@ TEST_CASE("cluster limits: HAMi's units and names", "[policy][limit][cluster]") 
                                                 "CUDA_DEVICE_MEMORY_LIMIT_1=3000m"));
   CHECK(error_for({{"CUDA_DEVICE_MEMORY_LIMIT_3", "1.5g"}}) ==
         "gpumem: CUDA_DEVICE_MEMORY_LIMIT_3=\"1.5g\" is not a memory size as HAMi writes it (digits and an "
-        "optional k, m or g for KiB, MiB, GiB; plain digits are bytes; above 0); the shim is disabled for this "
-        "process");
+        "optional k, m or g for KiB, MiB, GiB; plain digits are bytes; above 0)");
   CHECK_THAT(error_for({{"CUDA_DEVICE_MEMORY_LIMIT", "100"}}), Catch::StartsWith("gpumem: CUDA_DEVICE_MEMORY_LIMIT="));
 }
 
@@ -818,4 +845,194 @@ TEST_CASE("device_limit: below one granule leaves the device unmanaged, with the
   const Policy tiny = policy_for({{"XLA_PYTHON_CLIENT_MEM_FRACTION", "1e-9"}});
   CHECK(tiny.limit_below_granule_error(DeviceView{1, 16 * GiB, 16 * GiB, 1}) ==
         tiny.limit_below_granule_error(1, 16 * GiB, 16 * GiB));
+}
+
+// --- scoped errors: a bad value configures nothing but its own setting ---
+
+namespace {
+
+struct ScopedCase {
+  const char* variable;
+  const char* bad;
+  Environment companions;  // what the case needs besides (a launcher's recognising variable)
+  const char* fallback;    // the end of the error line, after "; ignored: "
+  bool same_as_unset;      // the policy is the one without the variable
+};
+
+// Every variable the policy reads that has a bad value (paths take any text), with GPUMEM_LIMIT=1GiB
+// set beside it: the cap stays whatever else is wrong.
+const ScopedCase kScopedCases[] = {
+    {"GPUMEM_MODE", "fast", {}, "the mode is bfc (default)", true},
+    {"XLA_PYTHON_CLIENT_ALLOCATOR", "fast", {}, "the mode is bfc (default)", true},
+    {"TF_GPU_ALLOCATOR", "fast", {}, "the mode is bfc (default)", true},
+    {"GPUMEM_PREALLOCATE", "maybe", {}, "preallocation is on (default)", true},
+    {"XLA_PYTHON_CLIENT_PREALLOCATE", "flase", {}, "preallocation is on (default)", true},
+    {"TF_FORCE_GPU_ALLOW_GROWTH", "maybe", {}, "preallocation is on (default)", true},
+    {"GPUMEM_MEM_FRACTION", "1.5", {}, "the limit is 1GiB (GPUMEM_LIMIT)", true},
+    {"XLA_CLIENT_MEM_FRACTION", "75%", {}, "the limit is 1GiB (GPUMEM_LIMIT)", true},
+    {"XLA_PYTHON_CLIENT_MEM_FRACTION", "0", {}, "the limit is 1GiB (GPUMEM_LIMIT)", true},
+    {"GPUMEM_FRACTION_OF", "available", {}, "the fraction is of total (default) memory", true},
+    {"GPUMEM_ASYNC_PREALLOC", "lots", {}, "no cuda_async warm-up (default)", true},
+    {"TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC", "-2", {}, "no cuda_async warm-up (default)", true},
+    {"GPUMEM_FREE_SYNC", "later", {}, "free_sync is defer (default)", true},
+    {"GPUMEM_GARBAGE_COLLECTION", "maybe", {}, "garbage collection is on (default)", true},
+    {"GPUMEM_REGION_SOURCE", "mmap", {}, "the region source is auto (default)", true},
+    {"GPUMEM_SPLIT_RULE", "loose", {}, "the split rule is tight (default)", true},
+    {"GPUMEM_LOG_LEVEL", "loud", {}, "the log level is notice (default)", true},
+    {"GPUMEM_STATS", "maybe", {}, "the statistics table is off (default)", true},
+    {"GPUMEM_SHARE", "yes", {}, "sharing is off (default)", true},
+    {"GPUMEM_SHARE_DIR", "shared/here", {}, "the ledgers are in the default directory", true},
+    {"GPUMEM_SHARE_WEIGHT", "0", {}, "the weight is 1 (default)", true},
+    {"GPUMEM_SHARE_MIN", "lots", {}, "the floor is 0B (default)", true},
+    {"GPUMEM_SHARE_WAIT", "5", {}, "the wait is 5000ms (default)", true},
+    {"GPUMEM_PER_RANK", "yes", {}, "ranks split each GPU as with GPUMEM_PER_RANK=auto; the limit is 1GiB (GPUMEM_LIMIT)",
+     false},
+    {"GPUMEM_STRICT", "perhaps", {}, "GPUMEM_STRICT is off (default): errors are ignored as said", true},
+    {"CUDA_DEVICE_MEMORY_LIMIT", "1.5g", {}, "the limit is 1GiB (GPUMEM_LIMIT)", true},
+    {"CUDA_DEVICE_MEMORY_LIMIT_1", "lots", {}, "the limit is 1GiB (GPUMEM_LIMIT)", true},
+    {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=1G,1", {}, "the limit is 1GiB (GPUMEM_LIMIT)", true},
+    {"LOCAL_RANK", "abc", {}, "the launcher's local rank is unknown", false},
+    {"RANK", "abc", {{"LOCAL_RANK", "0"}}, "the launcher's rank is unknown", true},
+    {"LOCAL_WORLD_SIZE", "0", {{"LOCAL_RANK", "0"}}, "the launcher's number of local ranks is unknown", true},
+    {"OMPI_COMM_WORLD_RANK", "abc", {{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}}, "the launcher's rank is unknown", true},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", "abc", {}, "the launcher's local rank is unknown", false},
+    {"OMPI_COMM_WORLD_LOCAL_SIZE", "abc", {{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}},
+     "the launcher's number of local ranks is unknown", true},
+    {"MPI_LOCALRANKID", "abc", {}, "the launcher's local rank is unknown", false},
+    {"PMI_LOCAL_RANK", "abc", {}, "the launcher's local rank is unknown", false},
+    {"PMI_RANK", "abc", {{"PMI_LOCAL_RANK", "0"}}, "the launcher's rank is unknown", true},
+    {"MPI_LOCALNRANKS", "abc", {{"MPI_LOCALRANKID", "0"}}, "the launcher's number of local ranks is unknown", true},
+    {"PMI_LOCAL_SIZE", "abc", {{"PMI_LOCAL_RANK", "0"}}, "the launcher's number of local ranks is unknown", true},
+    {"SLURM_LOCALID", "abc", {}, "the launcher's local rank is unknown", false},
+    {"SLURM_PROCID", "abc", {{"SLURM_LOCALID", "0"}}, "the launcher's rank is unknown", true},
+    {"SLURM_NODEID", "abc", {{"SLURM_LOCALID", "0"}}, "the launcher's node index is unknown", true},
+    {"SLURM_STEP_TASKS_PER_NODE", "x", {{"SLURM_LOCALID", "0"}}, "the launcher's number of local ranks is unknown",
+     true},
+    {"SLURM_TASKS_PER_NODE", "x", {{"SLURM_LOCALID", "0"}}, "the launcher's number of local ranks is unknown", true},
+};
+
+}  // namespace
+
+TEST_CASE("scoped errors: a bad value of any variable changes its own setting alone, never the cap",
+          "[policy][scoped]") {
+  for (const ScopedCase& c : kScopedCases) {
+    INFO(c.variable << "=" << c.bad);
+    Environment base = c.companions;
+    base["GPUMEM_LIMIT"] = "1GiB";
+    Environment environment = base;
+    environment[c.variable] = c.bad;
+    CHECK(fallback_for(environment) == c.fallback);
+    CHECK_THAT(error_for(environment), Catch::StartsWith(std::string("gpumem: ") + c.variable + "=\""));
+    const PolicyResult result = evaluate(environment);
+    CHECK_FALSE(result.refuses());
+    CHECK(result.policy->mode == Mode::bfc);
+    // The cap GPUMEM_LIMIT sets holds on every device, whatever the launcher says.
+    for (int device = 0; device < 2; ++device) {
+      CHECK(result.policy->device_limit(DeviceView{device, 16 * GiB, 16 * GiB, 4}).bytes == GiB);
+    }
+    if (c.same_as_unset) CHECK(result.policy->describe() == policy_for(base).describe());
+  }
+}
+
+TEST_CASE("scoped errors: the variables that take any text have no bad value", "[policy][scoped]") {
+  for (const char* name : {"GPUMEM_LOG_FILE", "GPUMEM_STATS_FILE", "GPUMEM_TRACE"}) {
+    INFO(name);
+    CHECK(evaluate({{name, "a b/%p\t!"}}).errors.empty());
+  }
+}
+
+TEST_CASE("scoped errors: a stray LOCAL_RANK keeps GPUMEM_LIMIT's cap", "[policy][scoped][ranks]") {
+  const PolicyResult result = evaluate({{"LOCAL_RANK", "abc"}, {"GPUMEM_LIMIT", "1GiB"}});
+  REQUIRE(result.errors.size() == 1);
+  CHECK(result.errors[0].line ==
+        "gpumem: LOCAL_RANK=\"abc\" is not a rank (a decimal number, 0 or more); ignored: the launcher's local rank "
+        "is unknown");
+  CHECK(result.policy->ranks.launcher == Launcher::torchrun);
+  CHECK_FALSE(result.policy->ranks.local_rank.value);
+  CHECK(result.policy->device_limit(DeviceView{0, 2 * GiB, 2 * GiB, 1}).bytes == GiB);
+}
+
+TEST_CASE("scoped errors: a bad cap leaves the process under the other bounds", "[policy][scoped][limit]") {
+  const DeviceView view{0, 16 * GiB, 16 * GiB, 1};
+  // No other bound: the default fraction.
+  CHECK(fallback_for({{"GPUMEM_LIMIT", "1GX"}}) == "the limit is 0.75 (default) of each device's total memory");
+  CHECK(evaluate({{"GPUMEM_LIMIT", "1GX"}}).policy->device_limit(view).bytes == 12 * GiB);
+  // A fraction given: that fraction, and a cluster's bound below it.
+  CHECK(evaluate({{"GPUMEM_LIMIT", "0=1G,0=2G"}, {"XLA_PYTHON_CLIENT_MEM_FRACTION", "0.25"}})
+            .policy->device_limit(view)
+            .bytes == 4 * GiB);
+  const Environment bounded{{"GPUMEM_LIMIT", "ten"}, {"CUDA_DEVICE_MEMORY_LIMIT", "2g"}};
+  CHECK(fallback_for(bounded) ==
+        "the limit is 0.75 (default) of each device's total memory, at most CUDA_DEVICE_MEMORY_LIMIT=2g");
+  CHECK(evaluate(bounded).policy->device_limit(view).bytes == 2 * GiB);
+  // A bad HAMi limit for one device: that device keeps the container-wide one.
+  const PolicyResult hami = evaluate({{"CUDA_DEVICE_MEMORY_LIMIT", "3g"}, {"CUDA_DEVICE_MEMORY_LIMIT_1", "3.5g"}});
+  REQUIRE(hami.errors.size() == 1);
+  CHECK(hami.policy->device_limit(DeviceView{1, 16 * GiB, 16 * GiB, 1}).bytes == 3 * GiB);
+  // A bad fraction: the next name in precedence order, else the default.
+  const PolicyResult fraction = evaluate({{"GPUMEM_MEM_FRACTION", "half"}, {"XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5"}});
+  CHECK(fraction.policy->fraction == 0.5);
+  CHECK(fraction.policy->fraction_origin.variable == "XLA_PYTHON_CLIENT_MEM_FRACTION");
+  CHECK_THAT(fraction.errors.at(0).line,
+             Catch::EndsWith("; ignored: the limit is 0.5 (XLA_PYTHON_CLIENT_MEM_FRACTION) of each device's total memory"));
+}
+
+TEST_CASE("scoped errors: a bad value falls back to the next variable of its setting", "[policy][scoped]") {
+  const PolicyResult mode = evaluate({{"GPUMEM_MODE", "bcf"}, {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"}});
+  CHECK(mode.policy->mode == Mode::platform);
+  CHECK_THAT(mode.errors.at(0).line, Catch::EndsWith("; ignored: the mode is platform (XLA_PYTHON_CLIENT_ALLOCATOR)"));
+  // A launcher's value given twice: the valid one counts.
+  const PolicyResult pmi = evaluate({{"MPI_LOCALRANKID", "x"}, {"PMI_LOCAL_RANK", "2"}, {"PMI_LOCAL_SIZE", "4"}});
+  CHECK(pmi.policy->ranks.local_rank.value == 2u);
+  CHECK_THAT(pmi.errors.at(0).line, Catch::EndsWith("; ignored: the launcher's local rank is 2 (PMI_LOCAL_RANK)"));
+}
+
+TEST_CASE("scoped errors: GPUMEM_PER_RANK falls back to auto, so ranks still split their GPU", "[policy][scoped]") {
+  const PolicyResult result = evaluate({{"GPUMEM_PER_RANK", "atuo"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  CHECK(result.policy->per_rank == PerRank::automatic);
+  CHECK(result.policy->ranks_sharing_gpu(std::vector<GpuId>{gpu(1)}, 0) == 4);
+  CHECK(result.policy->device_limit(DeviceView{0, 16 * GiB, 16 * GiB, 4}).bytes == 3 * GiB);
+  CHECK_THAT(result.errors.at(0).line,
+             Catch::EndsWith("; ignored: ranks split each GPU as with GPUMEM_PER_RANK=auto; the limit is 0.75 (default) "
+                             "of each device's total memory, split between the ranks on its GPU (GPUMEM_PER_RANK)"));
+}
+
+TEST_CASE("scoped errors: a local rank not below the count leaves the count", "[policy][scoped][ranks]") {
+  const PolicyResult result = evaluate({{"OMPI_COMM_WORLD_LOCAL_RANK", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  CHECK_FALSE(result.policy->ranks.local_rank.value);
+  CHECK(result.policy->ranks.local_ranks.value == 4u);
+}
+
+TEST_CASE("limits naming devices the process does not see", "[policy][limit]") {
+  const Policy policy = policy_for({{"GPUMEM_LIMIT", "0=1GiB,3=1GiB"},
+                                    {"CUDA_DEVICE_MEMORY_LIMIT_2", "1g"},
+                                    {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "1G"}});
+  CHECK(policy.limits_for_missing_devices(4).empty());
+  const std::vector<std::string> one = policy.limits_for_missing_devices(1);
+  REQUIRE(one.size() == 2);
+  CHECK(one[0] == "GPUMEM_LIMIT's list names device 3, but this process sees 1 device (0); that limit "
+                  "applies to no device");
+  CHECK(one[1] == "CUDA_DEVICE_MEMORY_LIMIT_2 names device 2, but this process sees 1 device (0); that "
+                  "limit applies to no device");
+  CHECK_THAT(policy.limits_for_missing_devices(3).at(0), Catch::Contains("sees 3 devices (0 to 2)"));
+}
+
+TEST_CASE("device_limit: the short summary for the start line", "[policy][limit]") {
+  const DeviceView view{0, 16 * GiB, 16 * GiB, 1};
+  CHECK(policy_for({}).device_limit(view).summary == "0.75 of 16 GiB, default");
+  CHECK(policy_for({{"XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5"}, {"GPUMEM_FRACTION_OF", "free"}})
+            .device_limit(DeviceView{0, 16 * GiB, 10 * GiB, 1})
+            .summary == "0.5 of 10 GiB free, XLA_PYTHON_CLIENT_MEM_FRACTION");
+  CHECK(policy_for({{"GPUMEM_PER_RANK", "2"}}).device_limit(DeviceView{0, 16 * GiB, 16 * GiB, 2}).summary ==
+        "0.75 of 16 GiB / 2 ranks, default");
+  CHECK(policy_for({{"GPUMEM_LIMIT", "1GiB"}}).device_limit(view).summary == "GPUMEM_LIMIT");
+  CHECK(policy_for({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}}).device_limit(view).summary == "CUDA_DEVICE_MEMORY_LIMIT");
+}
+
+TEST_CASE("human_byte_size", "[policy]") {
+  CHECK(gpumem::human_byte_size(12 * GiB) == "12 GiB");
+  CHECK(gpumem::human_byte_size(3 * GiB / 2) == "1.5 GiB");
+  CHECK(gpumem::human_byte_size(512) == "512 B");
+  CHECK(gpumem::human_byte_size(1'000'000'000) == "953.7 MiB");
 }

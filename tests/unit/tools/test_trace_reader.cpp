@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "base/trace_format.h"
 #include "trace_reader.h"
 
 using namespace gpumem::replay;
@@ -55,6 +56,21 @@ TEST_CASE("gpumem's trace: epoch times, every column", "[trace_reader]") {
   CHECK(second.time == 1764047045.5);
   CHECK(second.reserved == std::size_t{2097152});
   CHECK_FALSE(second.limit);  // empty field
+}
+
+TEST_CASE("gpumem's trace with its Mode column, and the writer's header", "[trace_reader]") {
+  // The writer's header is the nine columns read before, then Mode, filled on a device's first row.
+  CHECK(gpumem::trace_format::kHeader == std::string(kGpumemHeader.substr(0, kGpumemHeader.size() - 1)) + ",Mode\n");
+  const Trace trace = must_parse(std::string(gpumem::trace_format::kHeader) +
+                                 "7,1764047045.1,allocate,0x7f0000000000,512,0,0,8388608,1073741824,bfc growth\n"
+                                 "7,1764047045.2,free,0x7f0000000000,512,0,0,8388608,1073741824,\n");
+  REQUIRE(trace.records.size() == 2);
+  CHECK(trace.records[0].reserved == std::size_t{8388608});
+  CHECK(trace.records[1].limit == std::size_t{1073741824});
+  // A row without the Mode field is one field short of the header: named as such.
+  CHECK_THAT(must_fail(std::string(gpumem::trace_format::kHeader) +
+                       "7,1764047045.1,allocate,0x7f0000000000,512,0,0,8388608,1073741824\n"),
+             Catch::Contains("column Mode: missing"));
 }
 
 TEST_CASE("RMM's trace: time of day, no optional columns", "[trace_reader]") {
