@@ -288,9 +288,11 @@ void Backing::commit_loan(const Mapping& loan) noexcept {
 }
 
 void Backing::clear() noexcept {
-  pieces_.clear();
-  free_ids_.clear();
-  slots_.clear();
+  // Their memory too: a retired arena's source lives on, empty, while its context's pointers may
+  // still be asked about.
+  std::vector<Piece>().swap(pieces_);
+  std::vector<PieceId>().swap(free_ids_);
+  std::vector<Slot>().swap(slots_);
   idle_heads_.fill(kNoPiece);
   held_bytes_ = 0;
   mapped_bytes_ = 0;
