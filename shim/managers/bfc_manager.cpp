@@ -95,6 +95,15 @@ CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, st
   // refuse it and end the capture): the arena grows instead where it can, and where it cannot, the
   // driver serves the request itself, as it would without gpumem.
   const bool capturing = capture_state::active();
+  budget::clear_refusal_cause();  // what refuses from here on is this request's
+  // On a shared GPU, a charge that must wait asks the others once for all this request may map
+  // (its block, or at the first allocation the preallocation), not for one piece at a time.
+  std::optional<budget::ExpectedNeed> need;
+  if (budget::shared(device()) != nullptr) {
+    const bool first = preallocate_ && do_reserved_bytes_now() == 0;
+    const std::size_t preallocation = preallocation_bytes_ > 0 ? std::min(preallocation_bytes_, limit_bytes()) : limit_bytes();
+    need.emplace(device(), first ? std::max(bytes, preallocation) : bytes);
+  }
   std::uintptr_t address = 0;
   Status status = arena_.allocate(bytes, address, stream_domain,
                                   capturing ? FencedMemory::grow_instead : FencedMemory::synchronise_first);
@@ -133,9 +142,28 @@ void BfcManager::warn_once_if_preallocation_shrank() {
   const std::size_t granule = vmm_source_ ? vmm_source_->resize_granule() : 1;
   const std::size_t wanted = preallocation_bytes_ > 0 ? std::min(preallocation_bytes_, limit_bytes()) : limit_bytes();
   if (preallocate_ && stats.bytes_reserved < wanted / granule * granule) {
-    log::at(LogLevel::warn,
-                 "device {}: the driver refused a {}-byte preallocation; reserved {} bytes instead "
-                 "(retried at 0.9x)", device(), wanted, stats.bytes_reserved);
+    // One line, naming what refused: on a shared GPU the others' holdings explain it (info), a budget
+    // or a driver's refusal is news (warn).
+    const std::string retries = fmt::format("{} request{} refused, each retried smaller", stats.region_refusals,
+                                            stats.region_refusals == 1 ? "" : "s");
+    switch (budget::last_refusal_cause()) {
+      case budget::RefusalCause::share:
+        log::at(LogLevel::info, "device {}: the preallocation reserved {} of {} bytes: the GPU is shared and the "
+                "others held the rest ({}); the arena grows beyond it as they give memory back", device(),
+                stats.bytes_reserved, wanted, retries);
+        break;
+      case budget::RefusalCause::share_cap:
+      case budget::RefusalCause::limit:
+        log::at(LogLevel::warn, "device {}: the preallocation reserved {} of {} bytes: the budget refused the rest "
+                "({}); the limit was {}", device(), stats.bytes_reserved, wanted, retries,
+                budget::shared(device()) != nullptr ? budget::cap_advice(device()) : budget::limit_advice(device()));
+        break;
+      case budget::RefusalCause::none:
+      case budget::RefusalCause::driver:
+        log::at(LogLevel::warn, "device {}: the driver refused a {}-byte preallocation; reserved {} bytes instead ({})",
+                device(), wanted, stats.bytes_reserved, retries);
+        break;
+    }
   } else {
     log::at(LogLevel::debug, "device {}: reserved {} bytes at the first allocation ({} requests refused)",
             device(), stats.bytes_reserved, stats.region_refusals);
@@ -336,7 +364,9 @@ std::size_t BfcManager::do_trim() {
 std::string BfcManager::do_dump() const { return arena_.oom_report(0).render(); }
 
 std::string BfcManager::do_describe_refusal(std::size_t bytes) const {
-  return limit_advice() + "\n" + arena_.oom_report(bytes).render();
+  const bool driver = budget::last_refusal_cause() == budget::RefusalCause::driver;
+  return (driver && budget::shared(device()) == nullptr ? driver_refusal() : limit_advice()) + "\n" +
+         arena_.oom_report(bytes).render();
 }
 
 std::size_t BfcManager::do_reserved_bytes_now() const noexcept {
@@ -349,6 +379,60 @@ void BfcManager::do_retire() noexcept {
   } else {
     classic_source_.abandon();
   }
+}
+
+MemoryManager::IdleGiveBack BfcManager::do_give_back_idle(std::size_t want) noexcept {
+  IdleGiveBack result;
+  if (want > 0 && vmm_source_) {
+    resolve_by_context_event();
+    while (result.bytes < want && !idle_give_back_should_stop()) {
+      const std::optional<std::size_t> step = arena_.try_release_idle(std::min(want - result.bytes, kGiveBackStepBytes));
+      if (!step) {
+        result.busy = true;  // a program thread is in the arena: the thread tries again shortly
+        break;
+      }
+      result.bytes += *step;
+      if (*step == 0) break;
+    }
+  }
+  ArenaStats stats;
+  if (!arena_.try_stats(stats)) {
+    result.busy = true;
+    return result;
+  }
+  result.in_use = stats.bytes_in_use;
+  if (vmm_source_) {
+    const std::size_t held = vmm_source_->bytes_reserved();
+    result.idle = held > stats.bytes_in_use ? held - stats.bytes_in_use : 0;
+  }
+  // Memory still fenced: an event on the context says when the work queued before it is done.
+  if (want > result.bytes && !result.busy && vmm_source_ && stats.bytes_fenced > 0) {
+    result.fences_pending = true;
+    record_context_event();
+  }
+  return result;
+}
+
+void BfcManager::record_context_event() noexcept {
+  const RealDriver& driver = real_driver();
+  if (context_event_through_ != 0 || driver.cuCtxRecordEvent == nullptr) return;
+  if (context_event_ == nullptr && driver.cuEventCreate(&context_event_, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    context_event_ = nullptr;
+    return;
+  }
+  const FenceId through = last_fence_id();  // every fence drawn before the event is recorded
+  if (through != 0 && driver.cuCtxRecordEvent(context(), context_event_) == CUDA_SUCCESS) {
+    context_event_through_ = through;
+  }
+}
+
+void BfcManager::resolve_by_context_event() noexcept {
+  if (context_event_through_ == 0) return;
+  const CUresult done = real_driver().cuEventQuery(context_event_);
+  if (done == CUDA_ERROR_NOT_READY) return;
+  // Complete (or the event is gone with an error: recorded afresh at the next need).
+  if (done == CUDA_SUCCESS) fences_.resolve_through(context_event_through_);  // the arena asks its oracle
+  context_event_through_ = 0;
 }
 
 void BfcManager::do_context_synchronized(FenceId through) {

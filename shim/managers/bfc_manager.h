@@ -54,6 +54,13 @@ class BfcManager final : public MemoryManager {
   std::string do_serving() const override;
   std::size_t do_trim() override;
   void do_retire() noexcept override;
+  // A VMM arena's idle granules go back in bounded steps under a try-lock; a classic region would go
+  // back with a cuMemFree, which waits for the device: only its figures.
+  IdleGiveBack do_give_back_idle(std::size_t want) noexcept override;
+  // The reclaim thread's event on the context: records it (cuCtxRecordEvent) unless one is pending,
+  // or, once complete, resolves every fence drawn before it, as a synchronisation would.
+  void record_context_event() noexcept;
+  void resolve_by_context_event() noexcept;
   std::string do_dump() const override;
   std::string do_describe_refusal(std::size_t bytes) const override;
   std::size_t do_reserved_bytes_now() const noexcept override;
@@ -86,6 +93,14 @@ class BfcManager final : public MemoryManager {
   // call, so the safety is the same at 1/1024 of the waits.
   static constexpr std::uint32_t kDeferredFreesPerSync = 1024;
   std::atomic<std::uint32_t> deferred_frees_{0};  // since the last context synchronisation
+  // Used by the device's reclaim thread alone (one thread per device; give_back_idle runs one at a
+  // time per manager): its event, made at its first use, and the last fence drawn before it was
+  // recorded (0: none pending).
+  CUevent context_event_ = nullptr;
+  FenceId context_event_through_ = 0;
+  // A give-back unmaps at most about this much per arena call, so the program waits for the arena's
+  // lock no longer than that takes (one free chunk is unmapped whole, however large).
+  static constexpr std::size_t kGiveBackStepBytes = 64 * kMiB;
 };
 
 }  // namespace gpumem::shim

@@ -197,7 +197,7 @@ TEST_CASE("reclaim requests: the shortfall split by what each borrowed", "[share
   std::vector<Share> shares{{8 * GiB, 0}, {4 * GiB, 0}, {4 * GiB, 0}, {1 * GiB, 0}};
   // Held 20 > 16 (stale sums are clamped by the caller; here the arithmetic is what matters).
   std::array<std::uint64_t, 4> requests{};
-  const std::uint64_t total = reclaim_requests(16 * GiB, claims, shares, 0, 4 * GiB, requests);
+  const std::uint64_t total = reclaim_requests(16 * GiB, claims, shares, 0, 4 * GiB, 4 * GiB, requests);
   // Shortfall: 20 + 4 - 16 = 8, borrowed 5 + 3 = 8: each gives back all it borrowed.
   CHECK(requests[0] == 0);
   CHECK(requests[1] == 5 * GiB);
@@ -206,13 +206,47 @@ TEST_CASE("reclaim requests: the shortfall split by what each borrowed", "[share
   CHECK(total == 8 * GiB);
   // A smaller shortfall, in proportion: 2 GiB over borrowings of 5 and 3 -> 1.25 and 0.75 GiB.
   const std::vector<Claim> less{growing(4 * GiB), growing(9 * GiB), growing(0), growing(4 * GiB)};
-  const std::uint64_t asked = reclaim_requests(16 * GiB, less, shares, 0, 1 * GiB, requests);
+  const std::uint64_t asked = reclaim_requests(16 * GiB, less, shares, 0, 1 * GiB, 1 * GiB, requests);
   CHECK(requests[1] == 1280 * MiB);
   CHECK(requests[3] == 768 * MiB);
   CHECK(asked == 2 * GiB);
   // Nothing short: nothing asked.
   const std::vector<Claim> alone{growing(1 * GiB)};
-  CHECK(reclaim_requests(16 * GiB, alone, std::vector<Share>{{16 * GiB, 0}}, 0, 1 * GiB, requests) == 0);
+  CHECK(reclaim_requests(16 * GiB, alone, std::vector<Share>{{16 * GiB, 0}}, 0, 1 * GiB, 1 * GiB, requests) == 0);
+}
+
+TEST_CASE("reclaim requests: the whole need, idle memory lent for what the guarantee does not hold",
+          "[share][fair]") {
+  // Capacity 16: A (the waiter) holds 2 of its 8; B holds 10 (2 borrowed, 4 of them idle); C holds 4 of
+  // its 4, 3 idle (a preallocation it does not use).
+  Claim b = growing(10 * GiB);
+  b.idle = 4 * GiB;
+  Claim c = growing(4 * GiB);
+  c.idle = 3 * GiB;
+  const std::vector<Claim> claims{growing(2 * GiB), b, c};
+  const std::vector<Share> shares{{8 * GiB, 0}, {8 * GiB, 0}, {4 * GiB, 0}};
+  std::array<std::uint64_t, 3> requests{};
+  // A needs 6 (all inside its guarantee): held 16 + 6 - 16 = 6 short, B borrowed only 2 -> B owes 2;
+  // the other 4 are lent from idle memory: B has 2 idle left, C 3 -> split 2:3 of 4, rounded up.
+  const std::uint64_t total = reclaim_requests(16 * GiB, claims, shares, 0, 6 * GiB, 6 * GiB, requests);
+  CHECK(requests[0] == 0);
+  CHECK(requests[1] == 2 * GiB + (4 * GiB * 2 + 4) / 5);
+  CHECK(requests[2] == (4 * GiB * 3 + 4) / 5);
+  CHECK(total == requests[1] + requests[2]);
+  CHECK(total >= 6 * GiB);  // the whole shortfall at once, not one block
+  // Beyond the guarantee nothing is owed: all of it is lent, never more than each holds idle.
+  std::array<std::uint64_t, 3> lent{};
+  const std::uint64_t asked = reclaim_requests(16 * GiB, claims, shares, 0, 0, 20 * GiB, lent);
+  CHECK(lent[1] == 4 * GiB);
+  CHECK(lent[2] == 3 * GiB);
+  CHECK(asked == 7 * GiB);
+  // A member that waits itself lends nothing.
+  Claim waiting = c;
+  waiting.waiting = true;
+  std::array<std::uint64_t, 3> spared{};
+  reclaim_requests(16 * GiB, std::vector<Claim>{growing(2 * GiB), b, waiting}, shares, 0, 0, 2 * GiB, spared);
+  CHECK(spared[2] == 0);
+  CHECK(spared[1] == 2 * GiB);
 }
 
 TEST_CASE("share values: weights and durations", "[share][policy]") {
