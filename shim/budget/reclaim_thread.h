@@ -10,7 +10,10 @@
 //   update), never while it holds an arena's lock longer than one bounded step.
 // - It never waits for the device and never synchronises a context or stream: fenced memory goes back
 //   once its event has completed (queried), a deferred free's once an event recorded on its context
-//   (cuCtxRecordEvent) has completed.
+//   (cuCtxRecordEvent) has completed. cuMemUnmap itself waits for the device's queued work, with the
+//   arena's lock held: so nothing is unmapped before such an event, recorded at the request, has
+//   completed; the unmapping then waits at most for work queued since (a program computing in one
+//   kernel for an hour gives back after it; one computing in steps, between two).
 // - It makes no driver call while a graph capture is under way, nor while a ReclaimHold lives (a
 //   capture beginning, a context being destroyed, the process exiting): those wait for a step under
 //   way to end, and no step starts meanwhile.
@@ -45,7 +48,8 @@ struct IdleReclaimed {
   std::size_t in_use = 0;       // in live blocks
   std::uint64_t calls = 0;      // allocations and frees served so far (to tell whether figures moved)
   bool busy = false;            // an arena was locked by the program: try again shortly
-  bool fences_pending = false;  // memory waits for an event (queried again shortly)
+  bool fences_pending = false;  // memory waits for the device: fenced, or work still queued (an event,
+                                // queried again shortly)
 };
 // Gives back up to about `want` bytes (0: only the figures) that the managers of `device` hold unused,
 // under the rules above. The layer that owns the managers registers it (managers/context_registry.cpp).

@@ -384,15 +384,22 @@ void BfcManager::do_retire() noexcept {
 MemoryManager::IdleGiveBack BfcManager::do_give_back_idle(std::size_t want) noexcept {
   IdleGiveBack result;
   if (want > 0 && vmm_source_) {
-    resolve_by_context_event();
-    while (result.bytes < want && !idle_give_back_should_stop()) {
-      const std::optional<std::size_t> step = arena_.try_release_idle(std::min(want - result.bytes, kGiveBackStepBytes));
-      if (!step) {
-        result.busy = true;  // a program thread is in the arena: the thread tries again shortly
-        break;
+    // cuMemUnmap waits for the device's queued work ("exhibits synchronous behavior"), and the arena's
+    // lock is held across it: only once the work queued so far is done, so that a program computing
+    // for long is not kept out of its own arena meanwhile.
+    if (!device_quiet()) {
+      result.device_busy = true;
+    } else {
+      while (result.bytes < want && !idle_give_back_should_stop()) {
+        const std::optional<std::size_t> step =
+            arena_.try_release_idle(std::min(want - result.bytes, kGiveBackStepBytes));
+        if (!step) {
+          result.busy = true;  // a program thread is in the arena: the thread tries again shortly
+          break;
+        }
+        result.bytes += *step;
+        if (*step == 0) break;
       }
-      result.bytes += *step;
-      if (*step == 0) break;
     }
   }
   ArenaStats stats;
@@ -405,34 +412,32 @@ MemoryManager::IdleGiveBack BfcManager::do_give_back_idle(std::size_t want) noex
     const std::size_t held = vmm_source_->bytes_reserved();
     result.idle = held > stats.bytes_in_use ? held - stats.bytes_in_use : 0;
   }
-  // Memory still fenced: an event on the context says when the work queued before it is done.
-  if (want > result.bytes && !result.busy && vmm_source_ && stats.bytes_fenced > 0) {
-    result.fences_pending = true;
-    record_context_event();
-  }
+  // Memory still fenced: the next event over the context resolves it.
+  if (want > result.bytes && !result.busy && vmm_source_ && stats.bytes_fenced > 0) result.fences_pending = true;
   return result;
 }
 
-void BfcManager::record_context_event() noexcept {
+bool BfcManager::device_quiet() noexcept {
   const RealDriver& driver = real_driver();
-  if (context_event_through_ != 0 || driver.cuCtxRecordEvent == nullptr) return;
-  if (context_event_ == nullptr && driver.cuEventCreate(&context_event_, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-    context_event_ = nullptr;
-    return;
-  }
-  const FenceId through = last_fence_id();  // every fence drawn before the event is recorded
-  if (through != 0 && driver.cuCtxRecordEvent(context(), context_event_) == CUDA_SUCCESS) {
+  if (driver.cuCtxRecordEvent == nullptr || driver.cuEventQuery == nullptr) return true;  // cannot tell
+  if (!context_event_pending_) {
+    if (context_event_ == nullptr && driver.cuEventCreate(&context_event_, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+      context_event_ = nullptr;
+      return true;
+    }
+    const FenceId through = last_fence_id();  // every fence drawn before the event is recorded
+    if (driver.cuCtxRecordEvent(context(), context_event_) != CUDA_SUCCESS) return true;
     context_event_through_ = through;
+    context_event_pending_ = true;
   }
-}
-
-void BfcManager::resolve_by_context_event() noexcept {
-  if (context_event_through_ == 0) return;
-  const CUresult done = real_driver().cuEventQuery(context_event_);
-  if (done == CUDA_ERROR_NOT_READY) return;
-  // Complete (or the event is gone with an error: recorded afresh at the next need).
-  if (done == CUDA_SUCCESS) fences_.resolve_through(context_event_through_);  // the arena asks its oracle
+  const CUresult done = driver.cuEventQuery(context_event_);
+  if (done == CUDA_ERROR_NOT_READY) return false;
+  context_event_pending_ = false;
+  // Complete: the work queued before it is done, and the fences drawn before it with it (the arena
+  // asks its oracle); an error says nothing of the device (the unmapping may wait).
+  if (done == CUDA_SUCCESS && context_event_through_ != 0) fences_.resolve_through(context_event_through_);
   context_event_through_ = 0;
+  return true;
 }
 
 void BfcManager::do_context_synchronized(FenceId through) {

@@ -110,7 +110,7 @@ budget::IdleReclaimed give_back_idle_on_device(CUdevice device, std::size_t want
       reclaimed.idle += given.idle;
       reclaimed.in_use += given.in_use;
       reclaimed.busy = reclaimed.busy || given.busy;
-      reclaimed.fences_pending = reclaimed.fences_pending || given.fences_pending;
+      reclaimed.fences_pending = reclaimed.fences_pending || given.fences_pending || given.device_busy;
     });
   } catch (...) {  // no host memory: what was given back so far stands
   }

@@ -120,13 +120,15 @@ class MemoryManager {
   // up to about `want` bytes this manager holds unused, with the manager's context pushed on the
   // calling thread, never waiting for the program (an arena another call holds: `busy`) nor for the
   // device (memory still fenced goes back once an event says the work before its free completed:
-  // `fences_pending`). With `want` 0, only the figures. Never after retire().
+  // `fences_pending`; nothing is unmapped while work queued before the request runs: `device_busy`).
+  // With `want` 0, only the figures. Never after retire().
   struct IdleGiveBack {
     std::size_t bytes = 0;   // given back
     std::size_t idle = 0;    // still held unused that a later call can give back (fenced included)
     std::size_t in_use = 0;  // in live blocks
     bool busy = false;
     bool fences_pending = false;
+    bool device_busy = false;  // the device still runs work queued before the request: not yet
   };
   IdleGiveBack give_back_idle(std::size_t want) noexcept;
   // gpumem_dump: the manager's memory as text, as the out-of-memory report shows it.

@@ -27,6 +27,8 @@
 //   compute:<ms>        work on the program's stream that takes that long (a host function that
 //                       sleeps, as a kernel would run), then waits for the stream: the program is
 //                       busy, making no allocation; reports how long it took ("compute_ms")
+//   train:<ms>          the same in steps of 10 ms, each waited for (a training loop that allocates
+//                       nothing), for that long; reports how long it took ("compute_ms")
 //   sync                cuCtxSynchronize
 //   context             creates a context of its own on the device and makes it current (the blocks
 //                       allocated from then on are that context's)
@@ -127,10 +129,14 @@ void CUDA_CB sleep_on_stream(void* milliseconds) {
 [[noreturn]] void forked_child() {
   CUcontext context = nullptr;
   CUdeviceptr ptr = 0;
-  const bool ok = cuInit(0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&context, 0) == CUDA_SUCCESS &&
-                  cuCtxSetCurrent(context) == CUDA_SUCCESS && cuMemAlloc(&ptr, 4 * kMiB) == CUDA_SUCCESS &&
-                  cuMemFree(ptr) == CUDA_SUCCESS;
-  _exit(ok ? 0 : 5);
+  const auto ok = [](const char* call, CUresult status) {
+    if (status != CUDA_SUCCESS) std::fprintf(stderr, "share_worker: forked child: %s: %s\n", call, cu_error_name(status));
+    return status == CUDA_SUCCESS;
+  };
+  const bool ended_well = ok("cuInit", cuInit(0)) && ok("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&context, 0)) &&
+                          ok("cuCtxSetCurrent", cuCtxSetCurrent(context)) && ok("cuMemAlloc", cuMemAlloc(&ptr, 4 * kMiB)) &&
+                          ok("cuMemFree", cuMemFree(ptr));
+  _exit(ended_well ? 0 : 5);
 }
 
 [[noreturn]] void refused(std::size_t bytes, CUresult status) {
@@ -301,6 +307,14 @@ int main(int argc, char** argv) {
       CHECK_CU(cuLaunchHostFunc(program_stream(), sleep_on_stream, reinterpret_cast<void*>(ms)));
       CHECK_CU(cuStreamSynchronize(program_stream()));
       std::printf("compute_ms=%.1f\n", ms_since(start));
+    } else if (step.rfind("train:", 0) == 0) {
+      const auto start = Clock::now();
+      const double ms = static_cast<double>(std::strtoull(arg.c_str(), nullptr, 10));
+      while (ms_since(start) < ms) {
+        CHECK_CU(cuLaunchHostFunc(program_stream(), sleep_on_stream, reinterpret_cast<void*>(std::uintptr_t{10})));
+        CHECK_CU(cuStreamSynchronize(program_stream()));
+      }
+      std::printf("compute_ms=%.1f\n", ms_since(start));
     } else if (step == "sync") {
       CHECK_CU(cuCtxSynchronize());
     } else if (step == "context") {
@@ -332,7 +346,11 @@ int main(int argc, char** argv) {
         const pid_t child = fork();
         if (child == 0) forked_child();
         int status = 0;
-        if (child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0) ++ok;
+        if (child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+          ++ok;
+        } else {
+          std::printf("forked_failed=%d\n", status);  // the wait status of a child that did not end well
+        }
       }
       std::printf("forked_ok=%u\n", ok);
     } else if (step == "exit") {
