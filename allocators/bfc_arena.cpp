@@ -185,14 +185,19 @@ ChunkHandle BfcArena::mapped_alternative(ChunkHandle best, std::size_t rounded) 
 bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
   ChunkHandle handle = free_.best_fit(chunks_, request.rounded);
   if (handle == kNoChunk) return false;
+  // Whether the block needs memory mapped under it: asked once (most blocks need none).
+  bool unbacked = !unmapped_.empty() && needs_mapping(handle, request.rounded);
   // Growth mode: memory mapped already serves before more is mapped. Preallocated, the limit holds
   // what it holds anyway: the best fit, which packs blocks tightest.
-  if (!options_.preallocate && !unmapped_.empty() && needs_mapping(handle, request.rounded)) {
-    if (const ChunkHandle mapped = mapped_alternative(handle, request.rounded); mapped != kNoChunk) handle = mapped;
+  if (unbacked && !options_.preallocate) {
+    if (const ChunkHandle mapped = mapped_alternative(handle, request.rounded); mapped != kNoChunk) {
+      handle = mapped;
+      unbacked = false;
+    }
   }
-  if (!unmapped_.empty()) {
+  if (unbacked) {
     // Fenced memory first, where the options ask for it (the caller reports fences_pending).
-    if (fences_first(request) && needs_mapping(handle, request.rounded)) return false;
+    if (fences_first(request)) return false;
     // The block must have memory behind it before it is handed out; the chunk is still free (and
     // indexed) here, so a refusal leaves nothing to undo. Lending may rehash the records: the chunk
     // is found again by its base (lending never cuts into it).
