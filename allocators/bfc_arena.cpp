@@ -1072,7 +1072,9 @@ std::size_t BfcArena::release_free_regions() noexcept {
 std::size_t BfcArena::release_free_regions_locked() {
   // With a resizable source, what goes back is what the arena and its source hold less afterwards:
   // unmapped granules may stay with the source, in pieces still in use.
-  const auto held = [this] { return counters_.bytes_reserved + (resize_granule_ != 0 ? source_.idle_bytes() : 0); };
+  const auto held = [this]() GPUMEM_REQUIRES(mutex_) {
+    return counters_.bytes_reserved + (resize_granule_ != 0 ? source_.idle_bytes() : 0);
+  };
   const std::size_t held_before = held();
   std::size_t released = unmap_idle(IdleScan::all);
   if (!ended_loans_.empty()) {  // their lenders' pieces may now be idle as a whole
