@@ -12,7 +12,10 @@ over the simulator with a device shared between processes, from a build dir:
   4. fairness: each process's reserved bytes and budget over time in two scenarios of
      tests/integration/test_share.py ((c) a greedy process beside three others, (d) idle memory
      borrowed and given back), from the processes' traces, drawn by scripts/gpumem-plot;
-  5. reclaim from idle members: how long B's cuMemAlloc takes when the memory it needs is held by a
+  5. alone on the device: examples/alloc_churn without and with sharing, the driver allocations it
+     made and its time in allocation calls (exit statistics), with the driver answering at once and
+     with CUDASIM_LATENCY=published;
+  6. reclaim from idle members: how long B's cuMemAlloc takes when the memory it needs is held by a
      process that makes no CUDA call any more (an idle preallocated lender; an idle borrower after its
      frees), and B alone for comparison. With --reclaim-only, this section alone (it runs against a
      build without a reclaim thread too, for the figures before it).
@@ -241,13 +244,36 @@ def idle_reclaim(build, runs):
     return rows
 
 
+def alone(build, runs):
+    """examples/alloc_churn alone on the device, not shared and shared: per setup, the driver
+    allocations of its runs (all the same) and the median of its time in allocation calls (ms)."""
+    program = os.path.join(build, "examples", "alloc_churn")
+    rows = []
+    for latency in ("none", "published"):
+        for label, share in (("not shared", False), ("GPUMEM_SHARE=auto", True)):
+            allocations, call_ms = set(), []
+            for _ in range(runs):
+                machine = Machine(build, share=share)
+                try:
+                    proc = subprocess.Popen([program], env=machine.env({"CUDASIM_LATENCY": latency}),
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    machine.procs.append(proc)
+                    device = machine.finish(proc)[1]
+                    allocations.add(device["driver_allocations"])
+                    call_ms.append(device["call_ns"] / 1e6)
+                finally:
+                    machine.close()
+            rows.append((latency, label, "/".join(str(a) for a in sorted(allocations)), statistics.median(call_ms)))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build")
     parser.add_argument("--output", help="write the Markdown report here (default: stdout)")
     parser.add_argument("--png-dir", help="also draw the fairness figures as PNGs here (needs matplotlib)")
     parser.add_argument("--quick", action="store_true", help="fewer runs: checks that everything runs")
-    parser.add_argument("--reclaim-only", action="store_true", help="only the reclaim from idle members (5.)")
+    parser.add_argument("--reclaim-only", action="store_true", help="only the reclaim from idle members (6.)")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     runs, pairs, steps = (3, 20000, 20) if args.quick else (15, 200000, 200)
@@ -280,6 +306,11 @@ def main():
     lines += ["", "The ledger alone (bench/share_bench: one reserve and its give-back of a 2 MiB granule):", "",
               "| benchmark | real ns | CPU ns |", "|---|---|---|"]
     lines += [f"| {name} | {real:.1f} | {cpu:.1f} |" for name, (real, cpu) in sorted(micro.items())]
+    lines += ["", "## Alone on the device (examples/alloc_churn, exit statistics)", "",
+              "| CUDASIM_LATENCY | setup | driver allocations | time in allocation calls (median) |",
+              "|---|---|---|---|"]
+    lines += [f"| {latency} | {label} | {allocations} | {ms:.1f} ms |"
+              for latency, label, allocations, ms in alone(build, runs)]
     for scenario, text in fairness(build, args.png_dir).items():
         lines += ["", f"## Fairness: {scenario} (gpumem-plot over the processes' traces)", "", "```", text.rstrip(), "```"]
     write_report(lines, args.output)
