@@ -1076,7 +1076,7 @@ std::optional<std::size_t> BfcArena::try_release_idle(std::size_t want) noexcept
   if (resize_granule_ == 0) {
     released = release_free_regions_locked();  // fixed regions go back whole
   } else if (!regions_.empty()) {
-    const auto held = [this] { return counters_.bytes_reserved + source_.idle_bytes(); };
+    const auto held = [this]() GPUMEM_REQUIRES(mutex_) { return counters_.bytes_reserved + source_.idle_bytes(); };
     const std::size_t held_before = held();
     unmap_idle(IdleScan::all, 0, 0, want);
     if (!ended_loans_.empty()) {  // their lenders' pieces may now be idle as a whole
