@@ -452,18 +452,22 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
   std::atomic<std::uint64_t>& no_wait_until = g_no_wait_until[static_cast<std::size_t>(device)];
   const std::uint64_t now = share::monotonic_ns();
   const std::uint64_t wait_ns = policy.share_wait_ms * 1'000'000;
-  bool waited = false;
   t_last_share_wait_ms = 0;
   const bool may_wait = reservation.outcome == share::Outcome::within_guarantee ||
                         reservation.outcome == share::Outcome::lendable;
   if (may_wait && wait_ns > 0 && now >= no_wait_until.load(std::memory_order_relaxed)) {
-    waited = true;
     // The others are asked once for all that this thread's allocation needs (ExpectedNeed).
     const std::size_t need = t_need_device == device ? std::max(bytes, t_need_bytes) : bytes;
+    const std::uint64_t began = share::monotonic_ns();
     reservation = member.wait_and_reserve(bytes, wait_ns, need);
     if (granted(reservation)) return true;
-    t_last_share_wait_ms = policy.share_wait_ms;
-    no_wait_until.store(share::monotonic_ns() + wait_ns, std::memory_order_relaxed);
+    // Only a wait that ran out keeps the device's next charges from waiting (the arena's smaller sizes):
+    // one that ended early (idle memory no longer lendable, another member now waiting) says nothing of
+    // the next request, which may lie inside the guarantee.
+    if (share::monotonic_ns() - began >= wait_ns) {
+      t_last_share_wait_ms = policy.share_wait_ms;
+      no_wait_until.store(share::monotonic_ns() + wait_ns, std::memory_order_relaxed);
+    }
   }
   // The cause: the most this process may hold (GPUMEM_LIMIT, a cluster's bound), or the share.
   const share::Terms terms = reservation.terms;
@@ -484,7 +488,8 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
   log::at(LogLevel::warn, "device {}: {} of {} bytes refused{}: the GPU is shared{}: this process holds {} bytes of "
           "its {}-byte guarantee (allowance {}); {}; free memory in the others, or raise GPUMEM_SHARE_WEIGHT or "
           "GPUMEM_SHARE_MIN", device, call, bytes, repeated,
-          waited ? fmt::format(" (this request waited {} ms for borrowed memory)", policy.share_wait_ms) : std::string(),
+          t_last_share_wait_ms > 0 ? fmt::format(" (this request waited {} ms for borrowed memory)", t_last_share_wait_ms)
+                                   : std::string(),
           terms.held, terms.guarantee, terms.allowance, member.holders());
   return false;
 }
