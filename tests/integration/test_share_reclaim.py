@@ -182,9 +182,14 @@ class ForkAndExitDuringReclaim(ReclaimTestCase):
                     # The children's contexts take no device memory: each needs its block alone, which
                     # it asks of the ledger as a member of its own.
                     shape_for=lambda i: "jax", env={"CUDASIM_CONTEXT_OVERHEAD": "0MiB"})
+                # The newcomers make their contexts first (the children's take no device memory, so the
+                # ledger keeps no room for one), then all go at once.
+                asked = [machine.start(f"touch:{machine.path(f'asker-{j}')}", f"wait:{machine.path('go')}",
+                                       f"timed:{int(0.6 * share)}", "sleep:50", "free:1", f"timed:{int(0.6 * share)}",
+                                       shape="torch") for j in range(2)]
+                for j, proc in enumerate(asked):
+                    self.assertTrue(machine.wait_for(f"asker-{j}", proc))
                 machine.touch("go")
-                asked = [machine.start(f"timed:{int(0.6 * share)}", "sleep:50", "free:1", f"timed:{int(0.6 * share)}",
-                                       shape="torch") for _ in range(2)]
                 given_back = 0
                 for proc in holders:
                     outcome = machine.finish(proc)
