@@ -8,7 +8,8 @@ busy in a long call.
     guarantee; (c) a lender busy computing (its stream busy for seconds in steps, no allocation) gives
     back while it computes; (d) a member whose program holds the arena's
     lock in a long call (slow driver mappings) gives back once the call ends, and the call is not
-    disturbed; (e) a member forks children and exits while its reclaim thread answers requests.
+    disturbed; (e) a member forks children and exits while its reclaim thread answers requests; (f)
+    refusals name their cause and the knob that would help.
 
 Each process is tests/integration/programs/share_worker; the times are the requester's own
 ("took_ms": one cuMemAlloc), and the bound checked is the wait's (GPUMEM_SHARE_WAIT, 5 s) halved: the
@@ -204,6 +205,47 @@ class ForkAndExitDuringReclaim(ReclaimTestCase):
                 # Every holder is gone: nothing is charged to them any more.
                 view = machine.top()["gpus"][0]
                 self.assertEqual([m for m in view["members"] if m["alive"]], [], view)
+
+
+class RefusalsNameTheCause(ReclaimTestCase):
+    """(f) A refusal names what refused and the knob that would help; a preallocation the others' holdings
+    cut short says so once, at info."""
+
+    def test_a_per_device_limit_entry_is_named(self):
+        machine = Machine(self)
+        outcome = machine.finish(machine.start("timed:512", shape="torch", env={"GPUMEM_LIMIT": "0=256MiB"}))
+        self.assertOk(outcome)
+        self.assertEqual(outcome.values["timed"], "CUDA_ERROR_OUT_OF_MEMORY", outcome.describe())
+        self.assertIn("set by GPUMEM_LIMIT's entry for device 0 (256MiB); raise that entry", outcome.err)
+        self.assertNotIn("GPUMEM_MEM_FRACTION", outcome.err)
+
+    def test_a_cluster_limit_is_named(self):
+        machine = Machine(self)
+        outcome = machine.finish(machine.start("timed:512", shape="torch", env={"CUDA_DEVICE_MEMORY_LIMIT_0": "256m"}))
+        self.assertOk(outcome)
+        self.assertEqual(outcome.values["timed"], "CUDA_ERROR_OUT_OF_MEMORY", outcome.describe())
+        self.assertIn("bounded by CUDA_DEVICE_MEMORY_LIMIT_0=256m", outcome.err)
+        self.assertIn("request more GPU memory for the container", outcome.err)
+
+    def test_a_preallocation_the_others_cut_short_is_said_once_at_info(self):
+        machine = Machine(self)
+        # The first keeps 3000 MiB of the 3968 in use; the second preallocates beside it (0.75 of its
+        # 1984 MiB guarantee, not waiting): what is left holds part of it.
+        first = machine.start("alloc:1000x3", f"touch:{machine.path('ready-0')}", f"wait:{machine.path('done')}",
+                              shape="torch")
+        self.assertTrue(machine.wait_for("ready-0", first))
+        quiet = machine.finish(machine.start("alloc:16x1", shape="jax", env={"GPUMEM_SHARE_WAIT": "0"}))
+        said = machine.finish(machine.start("alloc:16x1", shape="jax",
+                                            env={"GPUMEM_SHARE_WAIT": "0", "GPUMEM_LOG_LEVEL": "info"}))
+        machine.touch("done")
+        self.assertOk(machine.finish(first))
+        for outcome in (quiet, said):
+            self.assertOk(outcome)
+            self.assertNotIn("[warning]", outcome.err, outcome.describe())
+        lines = [line for line in said.err.splitlines() if "the preallocation reserved" in line]
+        self.assertEqual(len(lines), 1, said.describe())
+        self.assertIn("[info]", lines[0])
+        self.assertIn("the GPU is shared and the others held the rest", lines[0])
 
 
 if __name__ == "__main__":
