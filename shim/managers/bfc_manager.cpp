@@ -161,11 +161,14 @@ void BfcManager::warn_once_if_preallocation_shrank() {
                 stats.bytes_reserved, wanted, retries);
         break;
       case budget::RefusalCause::share_cap:
-      case budget::RefusalCause::limit:
+      case budget::RefusalCause::limit: {
+        const std::string advice =
+            budget::shared(device()) != nullptr ? budget::cap_advice(device()) : budget::limit_advice(device());
         log::at(LogLevel::warn, "device {}: the preallocation reserved {} of {} bytes: the budget refused the rest "
                 "({}); the limit was {}", device(), stats.bytes_reserved, wanted, retries,
-                budget::shared(device()) != nullptr ? budget::cap_advice(device()) : budget::limit_advice(device()));
+                advice.empty() ? std::string("the device's total") : advice);
         break;
+      }
       case budget::RefusalCause::none:
       case budget::RefusalCause::driver:
         log::at(LogLevel::warn, "device {}: the driver refused a {}-byte preallocation; reserved {} bytes instead ({})",
