@@ -174,7 +174,6 @@ class ForkAndExitDuringReclaim(ReclaimTestCase):
         for count in COUNTS:
             with self.subTest(processes=count):
                 machine = Machine(self)
-                share = share_mib(count)
                 # Preallocating: most of what they hold is idle (and not trimmed by their own frees).
                 holders = self.start_in_turn(
                     machine, count - 1,
@@ -185,8 +184,10 @@ class ForkAndExitDuringReclaim(ReclaimTestCase):
                     shape_for=lambda i: "jax", env={"CUDASIM_CONTEXT_OVERHEAD": "0MiB"})
                 # The newcomers make their contexts first (the children's take no device memory, so the
                 # ledger keeps no room for one), then all go at once.
+                # Each ask stays inside its guarantee with every holder's child a member too.
+                ask = capacity_mib(count) // (2 * count + 2)
                 asked = [machine.start(f"touch:{machine.path(f'asker-{j}')}", f"wait:{machine.path('go')}",
-                                       f"timed:{int(0.6 * share)}", "sleep:50", "free:1", f"timed:{int(0.6 * share)}",
+                                       f"timed:{ask}", "sleep:50", "free:1", f"timed:{ask}",
                                        shape="torch") for j in range(2)]
                 for j, proc in enumerate(asked):
                     self.assertTrue(machine.wait_for(f"asker-{j}", proc))
