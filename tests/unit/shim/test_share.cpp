@@ -575,9 +575,13 @@ namespace {
 // for `linger_ms`, serves requests to give back (every 10 ms) unless `deaf`. Killed when it goes.
 class Neighbour {
  public:
-  Neighbour(const std::string& dir, std::uint64_t bytes, int linger_ms = 60000, bool deaf = false) {
+  // `lender`: as a member with a reclaim thread, it says all it holds is idle and sleeps on its futex
+  // word between requests instead of looking every 10 ms.
+  Neighbour(const std::string& dir, std::uint64_t bytes, int linger_ms = 60000, bool deaf = false,
+            bool lender = false) {
     REQUIRE(pipe(fds_) == 0);
     pid_ = fork();
+    if (pid_ == 0 && lender) lend(dir, bytes, linger_ms);
     if (pid_ == 0) run(dir, bytes, linger_ms, deaf);
     char status = 0;
     REQUIRE(read(fds_[0], &status, 1) == 1);
@@ -607,6 +611,31 @@ class Neighbour {
         member->reclaim_served(asked);
       }
       usleep(10000);
+    }
+    _exit(0);
+  }
+
+  [[noreturn]] void lend(const std::string& dir, std::uint64_t bytes, int linger_ms) {
+    std::string error;
+    Member* member = join(request_in(dir), error);
+    const bool ok = member != nullptr && member->reserve(bytes, std::nullopt).outcome == Outcome::reserved;
+    if (ok) {
+      member->enable_reclaim_thread();
+      member->note_idle(bytes);
+    }
+    const char status = ok ? 'y' : 'n';
+    if (write(fds_[1], &status, 1) != 1) _exit(2);
+    std::uint64_t idle = bytes;
+    const std::uint64_t until = monotonic_ns() + static_cast<std::uint64_t>(linger_ms) * 1'000'000;
+    while (ok && monotonic_ns() < until) {
+      const std::uint32_t wake = member->reclaim_wake();
+      const std::uint64_t asked = std::min(member->reclaim_requested(), idle);
+      if (asked != 0) {
+        member->give_back(asked);
+        idle -= asked;
+        member->reclaim_answered(asked, idle, wake);
+      }
+      member->wait_for_reclaim_wake(wake, 1'000'000'000);  // no polling: a request wakes it
     }
     _exit(0);
   }
@@ -647,6 +676,27 @@ TEST_CASE("ledger: a waiting member asks the borrower back and gets its guarante
   CHECK(member->terms().held == 4 * GiB);
   // Beyond the guarantee nothing is waited for.
   CHECK(member->wait_and_reserve(8 * GiB, 1'000'000'000).outcome == Outcome::refused);
+}
+
+TEST_CASE("ledger: idle memory of a member with a reclaim thread is lent beyond the guarantee",
+          "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  Neighbour lender(dir, 8 * GiB, 10000, /*deaf=*/false, /*lender=*/true);
+  std::string error;
+  Member* member = join(request_in(dir), error);
+  REQUIRE(member != nullptr);
+  REQUIRE(member->terms().guarantee == 8 * GiB);
+  // 10 GiB: beyond its guarantee, and 2 GiB more than is free; the lender's idle 8 GiB cover it.
+  CHECK(member->reserve(10 * GiB, std::nullopt).outcome == Outcome::lendable);
+  const std::uint64_t started = monotonic_ns();
+  CHECK(member->wait_and_reserve(10 * GiB, 3'000'000'000).outcome == Outcome::reserved);
+  // The lender slept on its futex word (1 s timeout): only the wake can have answered this soon.
+  CHECK(monotonic_ns() - started < 500'000'000);
+  CHECK(member->terms().held == 10 * GiB);
+  // More than anyone holds idle: refused at once, without a wait.
+  const std::uint64_t again = monotonic_ns();
+  CHECK(member->wait_and_reserve(8 * GiB, 1'000'000'000).outcome == Outcome::refused);
+  CHECK(monotonic_ns() - again < 500'000'000);
 }
 
 TEST_CASE("ledger: a wait that no one answers ends in time", "[share][ledger]") {
