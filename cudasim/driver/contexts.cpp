@@ -107,8 +107,10 @@ CUresult activate_context(State& st, CUctx_st* ctx) {
   return CUDA_SUCCESS;
 }
 
-// Waits for the context's work, then frees everything it owns (memory, streams, events).
+// Calls the destruction callbacks of what the context stores (export tables), waits for its work, then
+// frees everything it owns (memory, streams, events).
 void deactivate_context(CUctx_st* ctx) {
+  destroy_context_local_storage(ctx);
   synchronize_context(ctx);
   Locked l;
   State& st = l.st;
@@ -437,24 +439,28 @@ CUDASIM_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long* ctxId) {
   return CUDA_SUCCESS;
 }
 
-CUDASIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Locked l;
-  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
-  Device& d = l.st.device(dev);
+CUresult cudasim::retain_primary_context(State& st, CUdevice dev, PrimaryRetain retain, CUctx_st** out) {
+  Device& d = st.device(dev);
   if (d.primary == nullptr) {
     d.primary = new CUctx_st();  // one per device, reused after reset: see contexts.h
     d.primary->device = dev;
     d.primary->primary = true;
-    l.st.context_objects.push_back(d.primary);
+    st.context_objects.push_back(d.primary);
   }
   if (!d.primary->alive) {
     d.primary->flags = d.primary_flags;
-    if (CUresult rc = activate_context(l.st, d.primary); rc != CUDA_SUCCESS) return rc;
+    if (CUresult rc = activate_context(st, d.primary); rc != CUDA_SUCCESS) return rc;
   }
-  d.primary_refcount++;
-  *pctx = d.primary;
+  if (retain == PrimaryRetain::Always || d.primary_refcount == 0) d.primary_refcount++;
+  *out = d.primary;
   return CUDA_SUCCESS;
+}
+
+CUDASIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
+  return retain_primary_context(l.st, dev, PrimaryRetain::Always, pctx);
 }
 
 CUDASIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
