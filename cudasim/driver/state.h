@@ -245,12 +245,9 @@ void synchronize_context(CUctx_st* ctx);
 // any stream may still use goes (cuMemUnmap, cuMemSetAccess, cuIpcCloseMemHandle). Locks itself.
 void wait_for_all_queued_work();
 int context_device(CUctx_st* ctx);
-// The device's primary context, made and activated when it is not active. Always: retained, as
-// cuDevicePrimaryCtxRetain does; WhenInactive: retained only by the activation (the runtime's
-// export table asks for it so, and keeps no count of its own). Needs State::mu held and a valid
-// device.
-enum class PrimaryRetain { Always, WhenInactive };
-CUresult retain_primary_context(State& st, CUdevice dev, PrimaryRetain retain, CUctx_st** out);
+// The device's primary context object, made (inactive) when it has none yet: the handle
+// cuDevicePrimaryCtxRetain gives, without retaining it. Needs State::mu held and a valid device.
+CUctx_st* primary_context_object(State& st, CUdevice dev);
 
 // --- streams.cpp ---
 // Resolves a stream handle (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or created) against the

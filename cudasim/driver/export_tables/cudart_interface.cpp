@@ -21,13 +21,15 @@ CUresult module_from_wrapper(CUmodule* module, const void* wrapper) {
   return cuModuleLoadData(module, wrapper);
 }
 
-// Slot 2: the device's primary context, activated (and so retained once) when it is not active;
-// an active one is not retained again. The runtime's cudaSetDevice makes it current next.
+// Slot 2: the device's primary context, made if the device has none yet but neither retained nor
+// activated: NVIDIA's runtime asks for every device's at start-up (cudaGetDeviceCount activates
+// none), makes one current and retains it itself when it needs it.
 CUresult primary_context(CUcontext* context, CUdevice device) {
   if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Locked l;
   if (CUresult rc = device_status(l, device); rc != CUDA_SUCCESS) return rc;
-  return retain_primary_context(l.st, device, PrimaryRetain::WhenInactive, context);
+  *context = primary_context_object(l.st, device);
+  return CUDA_SUCCESS;
 }
 
 // The two extended module loads take two pointers and a count beside the image, which the public
@@ -71,7 +73,7 @@ const TableInfo& cudasim::export_tables::cudart_interface() {
   static const TableBuilder<kTable, 13> slots = [] {
     TableBuilder<kTable, 13> b(true);
     b.set<1, module_from_wrapper>(Knowledge::Known, "load a module in the current context from nvcc's fat-binary wrapper");
-    b.set<2, primary_context>(Knowledge::Known, "a device's primary context, activated and retained once when inactive");
+    b.set<2, primary_context>(Knowledge::Known, "a device's primary context, neither retained nor activated");
     b.set<6, module_from_wrapper_ext>(Knowledge::Inferred,
                                       "slot 1 with host variables (two pointers and a count; only none simulated)");
     b.set<7, no_effect>(Knowledge::Inferred, "takes one value; no observable effect");
