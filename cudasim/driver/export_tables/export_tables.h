@@ -3,8 +3,8 @@
 // too) reaches the driver through them beside cuGetProcAddress. No header declares them; what is
 // simulated follows what projects that run unmodified CUDA binaries on other drivers have
 // published (table UUIDs, entry indices, arguments, meaning), built on the simulator's public
-// calls. cudasim/README.md ("Private export tables") lists every table and entry, and whether its
-// meaning is known, inferred or unknown.
+// calls. cudasim/export_tables.md lists every table and entry, whether its meaning is known,
+// inferred or unknown, and what NVIDIA's programs and libraries asked for.
 //
 // A table is an array of pointer-sized slots. Most begin with their own size in bytes (slot 0) and
 // hold entry points from slot 1; the context-local storage table holds entry points from slot 0.
