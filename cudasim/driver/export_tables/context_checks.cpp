@@ -25,24 +25,14 @@ CUresult create_context(CUcontext* context, unsigned flags, CUdevice device) {
 }  // namespace
 
 const TableInfo& cudasim::export_tables::context_checks() {
-  constexpr Table kTable = Table::ContextChecks;
-  static const TableBuilder<kTable, 4> slots = [] {
-    TableBuilder<kTable, 4> b(true);
-    b.set<2, context_properties>(Knowledge::Inferred, "a context's special properties (0: none)");
-    b.set<3, process_check>(Knowledge::Inferred, "a process-wide check (0)");
-    return b;
-  }();
-  static const TableInfo info = slots.info("CONTEXT_CHECKS", uuid("{263E8860-7CD2-6143-92F6-BBD5006DFA7E}"));
-  return info;
+  return define_table<Table::ContextChecks, 4>("CONTEXT_CHECKS", uuid("{263E8860-7CD2-6143-92F6-BBD5006DFA7E}"), true, [](auto& b) {
+    b.template set<2, context_properties>(Knowledge::Inferred, "a context's special properties (0: none)");
+    b.template set<3, process_check>(Knowledge::Inferred, "a process-wide check (0)");
+  });
 }
 
 const TableInfo& cudasim::export_tables::ctx_create_bypass() {
-  constexpr Table kTable = Table::CtxCreateBypass;
-  static const TableBuilder<kTable, 2> slots = [] {
-    TableBuilder<kTable, 2> b(true);
-    b.set<1, create_context>(Knowledge::Inferred, "cuCtxCreate_v2");
-    return b;
-  }();
-  static const TableInfo info = slots.info("CTX_CREATE_BYPASS", uuid("{0CA50B8C-1004-929A-89A7-D0DF10E77286}"));
-  return info;
+  return define_table<Table::CtxCreateBypass, 2>("CTX_CREATE_BYPASS", uuid("{0CA50B8C-1004-929A-89A7-D0DF10E77286}"), true, [](auto& b) {
+    b.template set<1, create_context>(Knowledge::Inferred, "cuCtxCreate_v2");
+  });
 }

@@ -101,14 +101,9 @@ void cudasim::destroy_context_local_storage(CUctx_st* ctx) {
 }
 
 const TableInfo& cudasim::export_tables::context_local_storage() {
-  static const TableBuilder<kTable, 4> slots = [] {
-    TableBuilder<kTable, 4> b(false);
-    b.set<0, put>(Knowledge::Known, "store a value under a key in a context (NULL: the current one), with its destruction callback");
-    b.set<1, forget>(Knowledge::Known, "forget a key in a context");
-    b.set<2, get>(Knowledge::Known, "the value stored under a key in a context (CUDA_ERROR_INVALID_HANDLE: none)");
-    return b;
-  }();
-  static const TableInfo info =
-      slots.info("CONTEXT_LOCAL_STORAGE_INTERFACE_V0301", uuid("{C693336E-1121-DF11-A8C3-68F355D89593}"));
-  return info;
+  return define_table<kTable, 4>("CONTEXT_LOCAL_STORAGE_INTERFACE_V0301", uuid("{C693336E-1121-DF11-A8C3-68F355D89593}"), false, [](auto& b) {
+    b.template set<0, put>(Knowledge::Known, "store a value under a key in a context (NULL: the current one), with its destruction callback");
+    b.template set<1, forget>(Knowledge::Known, "forget a key in a context");
+    b.template set<2, get>(Knowledge::Known, "the value stored under a key in a context (CUDA_ERROR_INVALID_HANDLE: none)");
+  });
 }

@@ -70,18 +70,14 @@ CUresult load_compilers() { return CUDA_SUCCESS; }
 }  // namespace
 
 const TableInfo& cudasim::export_tables::cudart_interface() {
-  static const TableBuilder<kTable, 13> slots = [] {
-    TableBuilder<kTable, 13> b(true);
-    b.set<1, module_from_wrapper>(Knowledge::Known, "load a module in the current context from nvcc's fat-binary wrapper");
-    b.set<2, primary_context>(Knowledge::Known, "a device's primary context, neither retained nor activated");
-    b.set<6, module_from_wrapper_ext>(Knowledge::Inferred,
+  return define_table<kTable, 13>("CUDART_INTERFACE", uuid("{6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9}"), true, [](auto& b) {
+    b.template set<1, module_from_wrapper>(Knowledge::Known, "load a module in the current context from nvcc's fat-binary wrapper");
+    b.template set<2, primary_context>(Knowledge::Known, "a device's primary context, neither retained nor activated");
+    b.template set<6, module_from_wrapper_ext>(Knowledge::Inferred,
                                       "slot 1 with host variables (two pointers and a count; only none simulated)");
-    b.set<7, no_effect>(Knowledge::Inferred, "takes one value; no observable effect");
-    b.set<8, module_from_fat_binary_ext>(Knowledge::Inferred,
+    b.template set<7, no_effect>(Knowledge::Inferred, "takes one value; no observable effect");
+    b.template set<8, module_from_fat_binary_ext>(Knowledge::Inferred,
                                          "load a module from a fat binary's own header, with host variables as slot 6");
-    b.set<12, load_compilers>(Knowledge::Inferred, "load the JIT compilers (nothing to load here)");
-    return b;
-  }();
-  static const TableInfo info = slots.info("CUDART_INTERFACE", uuid("{6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9}"));
-  return info;
+    b.template set<12, load_compilers>(Knowledge::Inferred, "load the JIT compilers (nothing to load here)");
+  });
 }

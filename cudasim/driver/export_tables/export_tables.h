@@ -120,6 +120,21 @@ class TableBuilder {
   std::array<const char*, N> meaning_{};
 };
 
+// Table T of N slots, made once, in static storage (the runtime keeps the pointer): `setup` puts
+// the simulated entries in its TableBuilder (b.template set<I, F>(...)).
+template <Table T, std::size_t N, typename Setup>
+const TableInfo& define_table(const char* name, CUuuid id, bool sized, Setup setup) {
+  static const TableBuilder<T, N> slots = [&] {
+    TableBuilder<T, N> b(sized);
+    setup(b);
+    return b;
+  }();
+  static const TableInfo info = slots.info(name, id);
+  return info;
+}
+// The setup of a table with no simulated entry.
+inline constexpr auto no_entries = [](auto&) {};
+
 // The tables (one function per file that defines one).
 const TableInfo& cudart_interface();
 const TableInfo& context_local_storage();

@@ -94,11 +94,7 @@ CUresult check(std::uint32_t protocol_version, std::uint64_t seconds, std::uint6
 }  // namespace
 
 const TableInfo& cudasim::export_tables::integrity_check() {
-  static const TableBuilder<kTable, 3> slots = [] {
-    TableBuilder<kTable, 3> b(true);
-    b.set<1, check>(Knowledge::Known, "the keyed digest of the process, thread, tables and devices");
-    return b;
-  }();
-  static const TableInfo info = slots.info("INTEGRITY_CHECK", uuid("{D4082055-BDE6-704B-8D34-BA123C66E1F2}"));
-  return info;
+  return define_table<kTable, 3>("INTEGRITY_CHECK", uuid("{D4082055-BDE6-704B-8D34-BA123C66E1F2}"), true, [](auto& b) {
+    b.template set<1, check>(Knowledge::Known, "the keyed digest of the process, thread, tables and devices");
+  });
 }

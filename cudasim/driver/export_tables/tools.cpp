@@ -31,22 +31,14 @@ void callback_state(void** memory, std::size_t* size) {
 }  // namespace
 
 const TableInfo& cudasim::export_tables::tools_runtime_callback_hooks() {
-  constexpr Table kTable = Table::ToolsRuntimeCallbackHooks;
-  static const TableBuilder<kTable, 7> slots = [] {
-    TableBuilder<kTable, 7> b(true);
-    b.set<2, callback_switches>(Knowledge::Inferred,
+  return define_table<Table::ToolsRuntimeCallbackHooks, 7>("TOOLS_RUNTIME_CALLBACK_HOOKS", uuid("{A094798C-2E74-2E74-93F2-0800200C0A66}"), true, [](auto& b) {
+    b.template set<2, callback_switches>(Knowledge::Inferred,
                                 "driver-owned memory of the runtime's tool callback switches and its size (zeroed: no tool)");
-    b.set<6, callback_state>(Knowledge::Inferred, "a second such area and its size (zeroed)");
-    return b;
-  }();
-  static const TableInfo info = slots.info("TOOLS_RUNTIME_CALLBACK_HOOKS", uuid("{A094798C-2E74-2E74-93F2-0800200C0A66}"));
-  return info;
+    b.template set<6, callback_state>(Knowledge::Inferred, "a second such area and its size (zeroed)");
+  });
 }
 
 // The tools' thread-local storage table: the public record knows its size and no entry.
 const TableInfo& cudasim::export_tables::tools_tls() {
-  constexpr Table kTable = Table::ToolsTls;
-  static const TableBuilder<kTable, 4> slots(true);
-  static const TableInfo info = slots.info("TOOLS_TLS", uuid("{42D85A81-23F6-CB47-8298-F6E78A3AECDC}"));
-  return info;
+  return define_table<Table::ToolsTls, 4>("TOOLS_TLS", uuid("{42D85A81-23F6-CB47-8298-F6E78A3AECDC}"), true, no_entries);
 }
