@@ -107,8 +107,10 @@ CUresult activate_context(State& st, CUctx_st* ctx) {
   return CUDA_SUCCESS;
 }
 
-// Waits for the context's work, then frees everything it owns (memory, streams, events).
+// Calls the destruction callbacks of what the context stores (export tables), waits for its work, then
+// frees everything it owns (memory, streams, events).
 void deactivate_context(CUctx_st* ctx) {
+  destroy_context_local_storage(ctx);
   synchronize_context(ctx);
   Locked l;
   State& st = l.st;
@@ -356,6 +358,14 @@ CUDASIM_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
   return CUDA_SUCCESS;
 }
 
+namespace {
+// Whether `ctx` is a device's primary context object (compared, never dereferenced: any handle
+// may be passed).
+bool is_primary_context_object(State& st, CUcontext ctx) {
+  return std::any_of(st.devices.begin(), st.devices.end(), [ctx](const Device& d) { return d.primary == ctx; });
+}
+}  // namespace
+
 CUDASIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
@@ -364,7 +374,12 @@ CUDASIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
     if (!stack.empty()) stack_pop(stack);
     return CUDA_SUCCESS;
   }
-  if (CUresult rc = check_context_handle(l.st, ctx); rc != CUDA_SUCCESS) return rc;
+  // A primary context's handle stays valid while it is inactive: NVIDIA's runtime makes it current
+  // before it retains it (cudaSetDevice). Calls that need the context then find it inactive.
+  const bool inactive_primary = l.st.contexts.count(ctx) == 0 && is_primary_context_object(l.st, ctx);
+  if (!inactive_primary) {
+    if (CUresult rc = check_context_handle(l.st, ctx); rc != CUDA_SUCCESS) return rc;
+  }
   if (stack.empty()) stack_push(stack, ctx);
   else stack_replace_top(stack, ctx);
   return CUDA_SUCCESS;
@@ -437,17 +452,23 @@ CUDASIM_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long* ctxId) {
   return CUDA_SUCCESS;
 }
 
+CUctx_st* cudasim::primary_context_object(State& st, CUdevice dev) {
+  Device& d = st.device(dev);
+  if (d.primary == nullptr) {
+    d.primary = new CUctx_st();  // one per device, reused after reset: see contexts.h
+    d.primary->device = dev;
+    d.primary->primary = true;
+    st.context_objects.push_back(d.primary);
+  }
+  return d.primary;
+}
+
 CUDASIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Locked l;
   if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;
   Device& d = l.st.device(dev);
-  if (d.primary == nullptr) {
-    d.primary = new CUctx_st();  // one per device, reused after reset: see contexts.h
-    d.primary->device = dev;
-    d.primary->primary = true;
-    l.st.context_objects.push_back(d.primary);
-  }
+  primary_context_object(l.st, dev);
   if (!d.primary->alive) {
     d.primary->flags = d.primary_flags;
     if (CUresult rc = activate_context(l.st, d.primary); rc != CUDA_SUCCESS) return rc;

@@ -248,6 +248,8 @@ CUDASIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   {
     Locked l;
     if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
+    // 0 frees nothing: NVIDIA's runtime passes cudaFree(NULL)'s 0 on, which succeeds.
+    if (dptr == 0) return CUDA_SUCCESS;
     auto it = l.st.allocations.find(dptr);
     if (it == l.st.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult rc = check_unsafe_call(l.st); rc != CUDA_SUCCESS) return rc;

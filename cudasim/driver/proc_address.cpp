@@ -37,6 +37,7 @@ const ProcEntry kEntries[] = {
   {"cuGetErrorName", 6000, fn(cuGetErrorName), nullptr},
   {"cuGetProcAddress", 11030, fn<CUresult(const char*, void**, int, cuuint64_t)>(cuGetProcAddress), nullptr},
   {"cuGetProcAddress", 12000, fn(cuGetProcAddress_v2), nullptr},
+  {"cuGetExportTable", 3000, fn(cuGetExportTable), nullptr},  // export_tables/
   // devices
   {"cuDeviceGet", 2000, fn(cuDeviceGet), nullptr},
   {"cuDeviceGetCount", 2000, fn(cuDeviceGetCount), nullptr},

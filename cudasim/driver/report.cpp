@@ -3,6 +3,8 @@
 
 #include "faults.h"
 
+#include "export_tables/export_tables.h"
+
 #include "state.h"
 
 #include <nlohmann/json.hpp>
@@ -99,6 +101,18 @@ bool write_report(State& st, const char* path) {
                              {"bytes", pinned.bytes},           {"peak_bytes", pinned.peak_bytes}};
     report["proc_address_requests"] = st.requested_names;
     report["faults_injected"] = faults_injected();
+  }
+  // The private tables asked for and the entries called (export_tables/), outside State::mu: they
+  // keep counts of their own.
+  report["export_table_requests"] = nlohmann::json::array();
+  for (const export_tables::TableRequest& r : export_tables::requests())
+    report["export_table_requests"].push_back({{"uuid", r.uuid}, {"table", r.name}, {"count", r.count}});
+  report["export_table_calls"] = nlohmann::json::array();
+  for (const export_tables::SlotCalls& c : export_tables::calls()) {
+    report["export_table_calls"].push_back({{"table", c.table},
+                                            {"index", c.index},
+                                            {"knowledge", export_tables::knowledge_name(c.knowledge)},
+                                            {"calls", c.calls}});
   }
   std::ofstream out(path, std::ios::trunc);
   out << report.dump(2) << '\n';

@@ -33,6 +33,7 @@ struct TextureObjects;  // texture_objects.cpp: live texture and surface objects
 struct SharedDevice;  // shared_device.cpp: a device's memory shared with other processes
 struct ManagedPages;  // managed.cpp: the advice given and prefetches asked for, per page of managed memory
 struct TextureRefState;  // texture_references.cpp: texture and surface references
+struct ContextLocalStorage;  // export_tables/context_local_storage.cpp: values kept per context
 }
 
 namespace cudasim {
@@ -173,6 +174,7 @@ struct State {
   std::shared_ptr<IpcState> ipc;  // created by the first exportable allocation (ipc.cpp)
   std::shared_ptr<TextureRefState> texture_refs;  // created by the first texture or surface reference call
   std::shared_ptr<TextureObjects> texture_objects;  // created by the first texture or surface object
+  std::shared_ptr<ContextLocalStorage> context_storage;  // created by the first value stored per context
 
   Device& device(int ordinal) { return devices[static_cast<std::size_t>(ordinal)]; }
 };
@@ -243,6 +245,9 @@ void synchronize_context(CUctx_st* ctx);
 // any stream may still use goes (cuMemUnmap, cuMemSetAccess, cuIpcCloseMemHandle). Locks itself.
 void wait_for_all_queued_work();
 int context_device(CUctx_st* ctx);
+// The device's primary context object, made (inactive) when it has none yet: the handle
+// cuDevicePrimaryCtxRetain gives, without retaining it. Needs State::mu held and a valid device.
+CUctx_st* primary_context_object(State& st, CUdevice dev);
 
 // --- streams.cpp ---
 // Resolves a stream handle (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or created) against the
@@ -476,6 +481,12 @@ std::uint64_t latest_ipc_record(const IpcEventPage& page);
 bool ipc_record_done(const IpcEventPage& page, std::uint64_t generation);
 // Blocks until `generation` has completed (polling: another process completes it).
 void wait_ipc_record(const IpcEventPage& page, std::uint64_t generation);
+
+// --- export_tables/context_local_storage.cpp ---
+// Forgets what the context stores and calls each value's destruction callback, without State::mu
+// (the owner frees its state through the driver): at the start of the context's destruction, while
+// it is still alive. Locks itself.
+void destroy_context_local_storage(CUctx_st* ctx);
 
 // --- report.cpp ---
 void note_requested_name(State& st, const char* name);

@@ -137,6 +137,37 @@ TEST_CASE("runtime: every error name and text it knows is NVIDIA's", "[runtime][
 }
 #endif
 
+#ifdef RUNTIME_TEST_NVIDIA_CHILD
+// NVIDIA's static runtime reaches the simulated driver through cuGetProcAddress and the private
+// export tables (cudasim/driver/export_tables/): over it, it answers every call of the scenarios
+// as the simulated runtime does (the primary contexts appear at the same points), and it calls
+// no export-table entry whose meaning is unknown.
+TEST_CASE("runtime: NVIDIA's static runtime over the simulated driver answers as this one", "[runtime][process]") {
+  for (const char* scenario : {"calls", "lazy"}) {
+    INFO(scenario);
+    const ChildRun ours = run_child(RUNTIME_TEST_CHILD, scenario, {});
+    const auto [nvidia, report] = run_child_with_report(RUNTIME_TEST_NVIDIA_CHILD, scenario, {});
+    REQUIRE(ours.exit_code == 0);
+    REQUIRE(nvidia.exit_code == 0);
+    CHECK(nvidia.observations == ours.observations);
+    REQUIRE_FALSE(report.is_discarded());
+    std::set<std::string> tables;
+    for (const auto& request : report["export_table_requests"]) tables.insert(request["table"].get<std::string>());
+    for (const char* table : {"CUDART_INTERFACE", "CONTEXT_LOCAL_STORAGE_INTERFACE_V0301", "INTEGRITY_CHECK"}) {
+      INFO(table);
+      CHECK(tables.contains(table));
+    }
+    std::size_t calls = 0;
+    for (const auto& call : report["export_table_calls"]) {
+      INFO(call.dump());
+      CHECK(call["knowledge"] != "unknown");
+      calls += call["calls"].get<std::size_t>();
+    }
+    CHECK(calls > 0);
+  }
+}
+#endif
+
 TEST_CASE("runtime: calls from exit-time destructors and atexit handlers work", "[runtime][process]") {
   CHECK(exit_child_observed(RUNTIME_TEST_EXIT_CHILD, {}) == exit_child_success(false));
 }
