@@ -737,6 +737,81 @@ TEST_CASE("vmm: a 12 GiB arena of 2 MiB pieces holds a few descriptors, under a 
   CHECK(rc == 0);
 }
 
+// Whether this process may open a mapped file again through /proc/self/map_files (what lets the
+// driver hold an exported or imported allocation without a descriptor).
+bool map_files_open() {
+  const int fd = memfd_create("probe", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, 4096) != 0) return false;
+  void* at = mmap(nullptr, 4096, PROT_NONE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (at == MAP_FAILED) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx", reinterpret_cast<unsigned long>(at),
+                reinterpret_cast<unsigned long>(at) + 4096);
+  const int opened = open(path, O_RDONLY | O_CLOEXEC);
+  if (opened >= 0) close(opened);
+  munmap(at, 4096);
+  return opened >= 0;
+}
+
+TEST_CASE("vmm: exported and imported allocations hold no descriptor each, under a 64 limit", "[driver][vmm]") {
+  // A real driver keeps no descriptor per exported or imported allocation: 300 pieces exported, each
+  // descriptor closed once imported again, mapped through both handles, exported a second time.
+  if (!map_files_open()) {
+    WARN("not checked: /proc/self/map_files cannot be opened here (no CAP_CHECKPOINT_RESTORE), so the "
+         "simulator keeps one descriptor per exported allocation");
+    return;
+  }
+  const int rc = in_child([] {
+    const rlimit limit{64, 64};
+    CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &limit) == 0);
+    setenv("CUDASIM_DEVICE_MEMORY", "4GiB", 1);
+    setenv("CUDASIM_DEVICES", "1", 1);
+    CHILD_CHECK(start_primary_context());
+    constexpr size_t kPieces = 300;
+    CUdeviceptr va = 0;
+    CHILD_CHECK(cuMemAddressReserve(&va, 2 * kPieces * kGranularity, 0, 0, 0) == CUDA_SUCCESS);
+    const CUmemAllocationProp prop = device_prop(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    std::vector<CUmemGenericAllocationHandle> pieces(kPieces), imported(kPieces);
+    const int before = open_descriptors();
+    for (size_t i = 0; i < kPieces; ++i) {
+      const CUdeviceptr at = va + i * kGranularity;
+      CHILD_CHECK(cuMemCreate(&pieces[i], kGranularity, &prop, 0) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemMap(at, kGranularity, 0, pieces[i], 0) == CUDA_SUCCESS);
+      CHILD_CHECK(set_access(at, kGranularity, CU_MEM_ACCESS_FLAGS_PROT_READWRITE) == CUDA_SUCCESS);
+      *reinterpret_cast<unsigned*>(at + 64) = static_cast<unsigned>(i) * 7 + 1;
+      int fd = -1;
+      CHILD_CHECK(cuMemExportToShareableHandle(&fd, pieces[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+                  CUDA_SUCCESS);
+      CHILD_CHECK(cuMemImportFromShareableHandle(&imported[i], reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == CUDA_SUCCESS);
+      close(fd);
+      const CUdeviceptr again = va + (kPieces + i) * kGranularity;
+      CHILD_CHECK(cuMemMap(again, kGranularity, 0, imported[i], 0) == CUDA_SUCCESS);
+      CHILD_CHECK(set_access(again, kGranularity, CU_MEM_ACCESS_FLAGS_PROT_READWRITE) == CUDA_SUCCESS);
+    }
+    const int held = open_descriptors();
+    std::fprintf(stderr, "descriptors: %d before, %d with %zu pieces exported and imported\n", before, held, kPieces);
+    CHILD_CHECK(held >= 0 && held <= before + 1);  // the device's backing file at most
+    for (size_t i = 0; i < kPieces; ++i) {
+      // The bytes written through the first mapping, seen through the imported one; a second export works.
+      CHILD_CHECK(*reinterpret_cast<const unsigned*>(va + (kPieces + i) * kGranularity + 64) == i * 7 + 1);
+      int fd = -1;
+      CHILD_CHECK(cuMemExportToShareableHandle(&fd, imported[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+                  CUDA_SUCCESS);
+      close(fd);
+    }
+    for (size_t i = 0; i < kPieces; ++i) {
+      CHILD_CHECK(cuMemUnmap(va + i * kGranularity, kGranularity) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemUnmap(va + (kPieces + i) * kGranularity, kGranularity) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemRelease(pieces[i]) == CUDA_SUCCESS && cuMemRelease(imported[i]) == CUDA_SUCCESS);
+    }
+    CHILD_CHECK(cuMemAddressFree(va, 2 * kPieces * kGranularity) == CUDA_SUCCESS);
+    return 0;
+  });
+  CHECK(rc == 0);
+}
+
 TEST_CASE("vmm: a file-size limit does not limit device memory", "[driver][vmm]") {
   // ulimit -f bounds files, which a real driver's memory is not: 64 MiB of VMM memory under a 1 MiB
   // limit, mapped twice, written and read through both, released and created again.
