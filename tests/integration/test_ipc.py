@@ -572,6 +572,36 @@ class DescriptorBound(IpcTestCase):
         self.assertGreaterEqual(pieces[0], 1000)
         self.assertNotIn("gpumem: [error]", exporter.stderr() + importer.stderr())
 
+    def test_gpumem_keeps_no_more_descriptors_than_the_driver_alone(self):
+        # The same exchange without gpumem (one cudaMalloc block, the driver's own legacy IPC), and with
+        # it, counted from the block's allocation on: after the export the exporter holds at most what
+        # it holds without gpumem plus its table and listening socket, which stay; the importer holds
+        # no more than without gpumem while the block is open, and nothing once it is closed.
+        held = {}
+        for preload in (False, True):
+            env = self.shared_environment() if preload else environment(False, SIM)
+            exporter = self.start("exporter", env, 64)
+            importer = self.start("importer", env, 64)
+            self.assertEqual(exporter.ask(f"alloc {LARGE_BLOCK}"), {"block": "0"})
+            start = (exporter.descriptors(), importer.descriptors())
+            handle = exporter.ask("export 0")["handle"]
+            exported = exporter.descriptors() - start[0]
+            self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2),
+                             {"open": "cudaSuccess", "data": "ok"})
+            opened = importer.descriptors() - start[1]
+            self.assertEqual(importer.ask("close"), {"close": "cudaSuccess"})
+            self.assertEqual(exporter.ask("free 0"), {"free": "cudaSuccess"})
+            time.sleep(0.2)  # the service sees the importer's connection end
+            held[preload] = (exported, opened, exporter.descriptors() - start[0], importer.descriptors() - start[1])
+            self.assertEqual(importer.finish(), 0, importer.stderr())
+            self.assertEqual(exporter.finish(), 0, exporter.stderr())
+        (plain_exported, plain_opened, _, plain_importer_after) = held[False]
+        (exported, opened, after, importer_after) = held[True]
+        self.assertLessEqual(exported, plain_exported + 2, held)
+        self.assertLessEqual(opened, plain_opened, held)
+        self.assertLessEqual(after, exported, held)
+        self.assertLessEqual(importer_after, max(plain_importer_after, 0), held)
+
     def test_a_block_over_a_thousand_pieces_under_64_descriptors(self):
         self.exchange_under(64)
 
