@@ -697,14 +697,20 @@ int descriptor_named(const std::string& prefix) {
   return -1;
 }
 
+// In a child: at most `descriptors` open descriptors (ulimit -n), one device of `memory`, its primary
+// context current.
+bool start_one_device_under(rlim_t descriptors, const char* memory) {
+  const rlimit limit{descriptors, descriptors};
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+  setenv("CUDASIM_DEVICE_MEMORY", memory, 1);
+  setenv("CUDASIM_DEVICES", "1", 1);
+  return start_primary_context();
+}
+
 TEST_CASE("vmm: a 12 GiB arena of 2 MiB pieces holds a few descriptors, under a 1024 limit", "[driver][vmm]") {
   // As gpumem's VMM arena preallocates: one exportable 2 MiB piece per granule, each mapped.
   const int rc = in_child([] {
-    const rlimit limit{1024, 1024};
-    CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &limit) == 0);
-    setenv("CUDASIM_DEVICE_MEMORY", "16GiB", 1);
-    setenv("CUDASIM_DEVICES", "1", 1);
-    CHILD_CHECK(start_primary_context());
+    CHILD_CHECK(start_one_device_under(1024, "16GiB"));
     const int before = open_descriptors();
     constexpr size_t kPieces = 12 * kGiB / kGranularity;
     CUdeviceptr va = 0;
@@ -763,11 +769,7 @@ TEST_CASE("vmm: exported and imported allocations hold no descriptor each, under
     return;
   }
   const int rc = in_child([] {
-    const rlimit limit{64, 64};
-    CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &limit) == 0);
-    setenv("CUDASIM_DEVICE_MEMORY", "4GiB", 1);
-    setenv("CUDASIM_DEVICES", "1", 1);
-    CHILD_CHECK(start_primary_context());
+    CHILD_CHECK(start_one_device_under(64, "4GiB"));
     constexpr size_t kPieces = 300;
     CUdeviceptr va = 0;
     CHILD_CHECK(cuMemAddressReserve(&va, 2 * kPieces * kGranularity, 0, 0, 0) == CUDA_SUCCESS);

@@ -66,6 +66,35 @@ void say(const std::string& line) {
   std::fflush(stdout);
 }
 
+constexpr int kNextCommand = -1;    // a handler's answer: read the next command
+constexpr int kUnknownCommand = -2;
+
+// Reads one command a line until `quit` or the end of input: `init` here, the others through
+// `handle(command, words)`, which answers kNextCommand, kUnknownCommand or the status to exit with.
+template <typename Handler>
+int serve_commands(const char* role, Handler&& handle) {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream words(line);
+    std::string command;
+    words >> command;
+    if (command == "quit") return 0;
+    if (command == "init") {
+      CHECK_CUDA(cudaSetDevice(0));
+      CHECK_CUDA(cudaFree(nullptr));
+      say("init=ok");
+      continue;
+    }
+    const int status = handle(command, words);
+    if (status == kUnknownCommand) {
+      std::fprintf(stderr, "%s: unknown command \"%s\"\n", role, line.c_str());
+      return 2;
+    }
+    if (status != kNextCommand) return status;
+  }
+  return 0;
+}
+
 // The forked child of fork-export: a context of its own through the driver API (the runtime's state is
 // the parent's), block 1000 marked and exported; waits until `release` closes.
 [[noreturn]] void export_from_child(std::size_t bytes, int release, int report) {
@@ -104,16 +133,8 @@ int exporter() {
   std::vector<void*> blocks;
   pid_t child = -1;
   int release_child = -1;
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    std::istringstream words(line);
-    std::string command;
-    words >> command;
-    if (command == "init") {
-      CHECK_CUDA(cudaSetDevice(0));
-      CHECK_CUDA(cudaFree(nullptr));
-      say("init=ok");
-    } else if (command == "alloc") {
+  return serve_commands("exporter", [&](const std::string& command, std::istringstream& words) {
+    if (command == "alloc") {
       std::size_t bytes = 0;
       std::string unmarked;
       words >> bytes >> unmarked;
@@ -191,28 +212,17 @@ int exporter() {
     } else if (command == "pthread-exit") {
       say("bye=1");
       pthread_exit(nullptr);
-    } else if (command == "quit") {
-      return 0;
     } else {
-      std::fprintf(stderr, "exporter: unknown command \"%s\"\n", line.c_str());
-      return 2;
+      return kUnknownCommand;
     }
-  }
-  return 0;
+    return kNextCommand;
+  });
 }
 
 int importer() {
   void* opened = nullptr;
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    std::istringstream words(line);
-    std::string command;
-    words >> command;
-    if (command == "init") {
-      CHECK_CUDA(cudaSetDevice(0));
-      CHECK_CUDA(cudaFree(nullptr));
-      say("init=ok");
-    } else if (command == "open") {
+  return serve_commands("importer", [&](const std::string& command, std::istringstream& words) {
+    if (command == "open") {
       std::string hex;
       unsigned number = 0;
       std::size_t bytes = 0;
@@ -223,7 +233,7 @@ int importer() {
       say(std::string("open=") + cudaGetErrorName(result));
       if (result != cudaSuccess) {
         opened = nullptr;
-        continue;
+        return kNextCommand;
       }
       const auto offsets = mark_offsets(bytes);
       bool right = true;
@@ -237,14 +247,11 @@ int importer() {
       const cudaError_t result = opened != nullptr ? cudaIpcCloseMemHandle(opened) : cudaErrorInvalidValue;
       opened = nullptr;
       say(std::string("close=") + cudaGetErrorName(result));
-    } else if (command == "quit") {
-      return 0;
     } else {
-      std::fprintf(stderr, "importer: unknown command \"%s\"\n", line.c_str());
-      return 2;
+      return kUnknownCommand;
     }
-  }
-  return 0;
+    return kNextCommand;
+  });
 }
 
 }  // namespace
