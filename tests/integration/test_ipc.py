@@ -317,6 +317,30 @@ def environment(preload: bool, env: dict) -> dict:
     return full
 
 
+def share_with_a_heavier_member(test: unittest.TestCase) -> dict:
+    """A sharing directory of its own (removed after `test`) that another process of weight 1 has
+    joined (holding 2 MiB until the test ends); the environment to share it. A member of weight 0.1
+    then has a guarantee of about a tenth of the device, and maps what it takes beyond it a 2 MiB
+    granule per piece."""
+    share_dir = tempfile.mkdtemp(prefix="gpumem-ipc-share-")
+    test.addCleanup(lambda: subprocess.run(["rm", "-rf", share_dir], check=False))
+    shared = {"GPUMEM_SHARE": "auto", "GPUMEM_SHARE_DIR": share_dir}
+    joined, done = os.path.join(share_dir, "joined"), os.path.join(share_dir, "done")
+    other_env = clean_environment()
+    other_env.update({**SIM, **shared, "LD_PRELOAD": shim_path(), "LD_LIBRARY_PATH": sim_dir(),
+                      "GPUMEM_PREALLOCATE": "false"})
+    other = subprocess.Popen([program_path("share_worker"), "alloc:2x1", f"touch:{joined}", f"wait:{done}"],
+                             env=other_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    test.addCleanup(other.wait, 60)
+    test.addCleanup(lambda: open(done, "w").close())
+    for _ in range(600):
+        if os.path.exists(joined) or other.poll() is not None:
+            break
+        threading.Event().wait(0.05)
+    test.assertTrue(os.path.exists(joined), "the other member did not join")
+    return shared
+
+
 def start_waiting_exporter(env: dict) -> subprocess.Popen:
     """An exporter that prints its segment's handle, then holds it until its stdin closes."""
     return subprocess.Popen([TENSOR, "export-and-wait"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -373,22 +397,7 @@ class TensorShare(IpcTestCase):
         # member of ten times its weight, the producer's guarantee is about 370 MiB, so its 1.1 GiB
         # segment lies over more than 512 pieces, which the consumer asks the exporter's descriptor
         # service for a batch at a time, and opens as any other.
-        share_dir = tempfile.mkdtemp(prefix="gpumem-ipc-share-")
-        self.addCleanup(lambda: subprocess.run(["rm", "-rf", share_dir], check=False))
-        shared = {"GPUMEM_SHARE": "auto", "GPUMEM_SHARE_DIR": share_dir}
-        joined, done = os.path.join(share_dir, "joined"), os.path.join(share_dir, "done")
-        other_env = clean_environment()
-        other_env.update({**SIM, **shared, "LD_PRELOAD": shim_path(), "LD_LIBRARY_PATH": sim_dir(),
-                          "GPUMEM_PREALLOCATE": "false"})
-        other = subprocess.Popen([program_path("share_worker"), "alloc:2x1", f"touch:{joined}", f"wait:{done}"],
-                                 env=other_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.addCleanup(other.wait, 60)
-        self.addCleanup(lambda: open(done, "w").close())
-        for _ in range(600):
-            if os.path.exists(joined) or other.poll() is not None:
-                break
-            threading.Event().wait(0.05)
-        self.assertTrue(os.path.exists(joined), "the other member did not join")
+        shared = share_with_a_heavier_member(self)
         env = {**SIM, **CONFIGURATIONS["bfc growth"][1], "GPUMEM_LIMIT": "2GiB", **shared,
                "GPUMEM_SHARE_WEIGHT": "0.1",
                "IPC_SEGMENT_BYTES": str(1100 * 2**20), "GPUMEM_LOG_LEVEL": "debug"}
@@ -553,10 +562,9 @@ class DescriptorBound(IpcTestCase):
     them as they were, a stopped importer holding nothing up."""
 
     def shared_environment(self, **more) -> dict:
-        share_dir = tempfile.mkdtemp(prefix="gpumem-ipc-share-")
-        self.addCleanup(lambda: subprocess.run(["rm", "-rf", share_dir], check=False))
+        # Weight 0.01 beside a member of weight 1: a guarantee of a few MiB, and the block beyond it.
         return environment(True, {**SIM, "GPUMEM_LIMIT": "3GiB", "GPUMEM_PREALLOCATE": "false",
-                                  "GPUMEM_SHARE": "auto", "GPUMEM_SHARE_DIR": share_dir, **more})
+                                  "GPUMEM_SHARE_WEIGHT": "0.01", **share_with_a_heavier_member(self), **more})
 
     def start(self, role: str, env: dict, nofile: int) -> Driven:
         process = Driven(role, env, nofile)
