@@ -124,6 +124,15 @@ Exporter* exporter_for_this_process() {
   return exporter;
 }
 
+// Gives back a table made for an export that then failed, before any slot was written in it.
+// Needs ProcessLock::export_table.
+void discard_exporter(Exporter* exporter) noexcept {
+  munmap(exporter->table, sizeof(SharedTable));
+  close(exporter->fd);
+  delete exporter;
+  g_exporter = nullptr;
+}
+
 void write_slot(SharedSlot& slot, bool live, const ExportedBlock* block) {
   const std::uint64_t sequence = slot.sequence.load(std::memory_order_relaxed);
   slot.sequence.store(sequence + 1, std::memory_order_relaxed);
@@ -145,9 +154,13 @@ PublishResult publish(std::uintptr_t block_base, const ExportedBlock& block, Vmm
     return PublishResult::no_table;  // a caller's mistake: nothing could serve the pieces
   }
   const auto lock = lock_fork_safely(ProcessLock::export_table);
+  const bool had_table = g_exporter != nullptr && g_exporter->pid == getpid();
   Exporter* exporter = exporter_for_this_process();
   if (exporter == nullptr) return PublishResult::no_table;
-  if (is_vmm && !ensure_descriptor_service(exporter->table->process_number, why)) return PublishResult::no_service;
+  if (is_vmm && !ensure_descriptor_service(exporter->table->process_number, why)) {
+    if (!had_table) discard_exporter(exporter);  // the failure leaves the process as it was
+    return PublishResult::no_service;
+  }
   std::uint32_t index = 0;
   if (auto found = exporter->slot_of.find(block_base); found != exporter->slot_of.end()) {
     index = found->second;  // exported again: the same handle, as the driver gives

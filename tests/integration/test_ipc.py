@@ -129,6 +129,18 @@ def descriptor_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def limit_leaving(pid: int, room: int) -> int:
+    """The descriptor limit (ulimit -n) that leaves process `pid` exactly `room` free descriptor numbers."""
+    taken = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
+    free = 0
+    for number in range(1 << 20):
+        if number not in taken:
+            if free == room:
+                return number
+            free += 1
+    raise AssertionError("no such limit")
+
+
 def socket_inodes(pid: int) -> set:
     """The sockets process `pid` holds, by inode."""
     inodes = set()
@@ -648,6 +660,35 @@ class DescriptorBound(IpcTestCase):
 
     def test_a_block_over_a_thousand_pieces_under_1024_descriptors(self):
         self.exchange_under(1024)
+
+    def test_an_exporter_short_of_descriptors_fails_and_keeps_nothing(self):
+        # An exporter left 0 to 3 free descriptors: its first export of the large block fails (no room
+        # for the table, the listening socket, or the driver's export of a piece) with one error line,
+        # and it holds what it held before; with its limit back, the export works and opens.
+        env = self.shared_environment()
+        exporter = self.start("exporter", env, 64)
+        self.assertEqual(exporter.ask(f"alloc {LARGE_BLOCK}"), {"block": "0"})
+        exporter.new_stderr()
+        before = exporter.descriptors()
+        for room in range(4):
+            with self.subTest(free_descriptors=room):
+                resource.prlimit(exporter.pid, resource.RLIMIT_NOFILE, (limit_leaving(exporter.pid, room), 64))
+                answer = exporter.ask("export 0")
+                resource.prlimit(exporter.pid, resource.RLIMIT_NOFILE, (64, 64))
+                if "handle" in answer:
+                    break  # room enough: the export below is the one checked
+                self.assertIn(answer.get("export"), ("cudaErrorOperatingSystem", "cudaErrorInvalidValue",
+                                                     "cudaErrorMemoryAllocation"), answer)
+                lines = [line for line in exporter.new_stderr().splitlines() if line.startswith("gpumem:")]
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn("cuIpcGetMemHandle", lines[0])
+                self.assertEqual(exporter.descriptors(), before)
+        handle = exporter.ask("export 0")["handle"]
+        importer = self.start("importer", env, 64)
+        self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2),
+                         {"open": "cudaSuccess", "data": "ok"})
+        self.assertEqual(importer.ask("close"), {"close": "cudaSuccess"})
+        self.assertDescriptorsReturn(exporter, before + 2)  # the table and the service's socket
 
     def test_an_importer_short_of_descriptors_takes_smaller_batches(self):
         # Room for the socket and a few descriptors only: the importer asks for fewer at a time.
