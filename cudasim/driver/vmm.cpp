@@ -19,8 +19,12 @@
 // Exporting (cuMemExportToShareableHandle) needs a file that is that allocation alone, so that
 // another process can map it without trusting any offset: the first export moves the allocation
 // into a memfd of its own (its bytes copied, every mapping of it remapped in place, once no stream
-// has work queued), sealed against resizing, and hands out duplicates of that descriptor. Only
-// exported allocations (and imported ones) hold a descriptor each.
+// has work queued), sealed against resizing, and hands out a new descriptor of that file at each
+// export. A real driver holds no descriptor per allocation, exported or imported, so neither does
+// this one where the kernel lets it: such a file is held by a mapping of it (PROT_NONE, address
+// space only), mapped elsewhere by duplicating that mapping, and opened again for an export through
+// /proc/self/map_files (which needs CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN); without that
+// privilege the file keeps its descriptor, one per exported or imported allocation.
 //
 // Reference counting, as cuMemRelease documents: a handle holds references (cuMemCreate or
 // cuMemImportFromShareableHandle: 1, cuMemRetainAllocationHandle: +1, cuMemRelease: -1) and is
@@ -53,15 +57,19 @@ namespace cudasim {
 
 // A memfd holding physical memory: a device's backing file (ranges handed out by VmmState), or a
 // file that is one allocation (exported or imported). Closed with its last user.
-// Invariant: exactly one of `fd` (a memfd) and `anonymous` (a shared anonymous region of
-// `anonymous_bytes`, a device's backing under a file-size limit) is set.
+// Invariant: exactly one of `fd` (a memfd) and `anonymous` is set. `anonymous` is a shared mapping
+// of `anonymous_bytes` that other mappings duplicate (mremap): a device's backing under a file-size
+// limit (shared anonymous memory, `shared`), or a file of one allocation held without a descriptor
+// (a PROT_NONE mapping of the whole file, `held`).
 struct BackingFile {
   int fd = -1;
   bool shared = false;  // a device's backing file, holding many allocations
+  bool held = false;    // a file of one allocation, held by `anonymous` alone
   char* anonymous = nullptr;
   std::uint64_t anonymous_bytes = 0;
   BackingFile(int descriptor, bool is_shared) : fd(descriptor), shared(is_shared) {}
-  BackingFile(char* region, std::uint64_t bytes) : shared(true), anonymous(region), anonymous_bytes(bytes) {}
+  BackingFile(char* region, std::uint64_t bytes, bool is_shared)
+      : shared(is_shared), held(!is_shared), anonymous(region), anonymous_bytes(bytes) {}
   BackingFile(const BackingFile&) = delete;
   BackingFile& operator=(const BackingFile&) = delete;
   ~BackingFile() {
@@ -227,7 +235,7 @@ std::shared_ptr<BackingFile> new_backing(State& st, int device) {
   void* region = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (region == MAP_FAILED) return nullptr;
   madvise(region, bytes, MADV_DONTFORK);  // a forked child does not share its parent's device memory
-  return std::make_shared<BackingFile>(static_cast<char*>(region), bytes);
+  return std::make_shared<BackingFile>(static_cast<char*>(region), bytes, true);
 }
 
 // Maps bytes [offset, offset + size) of `file` at `at` (MAP_FIXED), with protection `protection`.
@@ -243,6 +251,35 @@ bool map_backing(const BackingFile& file, std::uint64_t offset, std::uintptr_t a
                   static_cast<off_t>(offset));
   }
   return placed != MAP_FAILED;
+}
+
+// A new descriptor of `file`, a file of one allocation (what an export hands out: not close-on-exec,
+// as a duplicate would be); -1 when none can be had.
+int reopen_allocation_file(const BackingFile& file) {
+  if (!file.held) return file.fd < 0 ? -1 : dup(file.fd);
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx", reinterpret_cast<unsigned long>(file.anonymous),
+                reinterpret_cast<unsigned long>(file.anonymous + file.anonymous_bytes));
+  return open(path, O_RDWR);
+}
+
+// The file of one allocation `fd` names (`bytes` long), kept as this driver keeps it: held by a
+// mapping, with no descriptor, where the file can be opened again through that mapping (as an export
+// needs); else by a close-on-exec duplicate of `fd`. `fd` stays the caller's. Null when neither works.
+std::shared_ptr<BackingFile> keep_allocation_file(int fd, std::uint64_t bytes) {
+  void* held = mmap(nullptr, bytes, PROT_NONE, MAP_SHARED, fd, 0);
+  if (held != MAP_FAILED) {
+    madvise(held, bytes, MADV_DONTFORK);  // a forked child does not share its parent's device memory
+    auto file = std::make_shared<BackingFile>(static_cast<char*>(held), bytes, false);
+    struct stat wanted {}, found {};
+    const int reopened = reopen_allocation_file(*file);
+    const bool same = reopened >= 0 && fstat(fd, &wanted) == 0 && fstat(reopened, &found) == 0 &&
+                      wanted.st_dev == found.st_dev && wanted.st_ino == found.st_ino;
+    if (reopened >= 0) close(reopened);
+    if (same) return file;
+  }
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  return own < 0 ? nullptr : std::make_shared<BackingFile>(own, false);
 }
 
 // Takes `bytes` (a multiple of the granularity) of the device's backing file: a free range, else
@@ -409,6 +446,9 @@ bool move_to_own_file(State& st, const std::shared_ptr<Physical>& physical) {
                           : copy_data(p.file->fd, p.offset, p.size, static_cast<char*>(copy));
   munmap(copy, p.size);
   if (!copied || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return false;
+  std::shared_ptr<BackingFile> kept = keep_allocation_file(fd, p.size);  // without a descriptor where it can be
+  if (!kept) return false;
+  own = std::move(kept);
   VmmState& v = vmm(st);
   std::vector<VaMapping*> targets;
   for (auto& [base, m] : v.mappings) {
@@ -862,7 +902,7 @@ CUDASIM_EXPORT CUresult cuMemExportToShareableHandle(void* shareableHandle, CUme
       if (physical->file->shared && all_streams_idle(l.st) && !move_to_own_file(l.st, physical))
         return CUDA_ERROR_INVALID_VALUE;
       if (!physical->file->shared) {
-        const int fd = dup(physical->file->fd);
+        const int fd = reopen_allocation_file(*physical->file);
         if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
         *static_cast<int*>(shareableHandle) = fd;
         return CUDA_SUCCESS;
@@ -907,12 +947,12 @@ CUDASIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHan
     return CUDA_ERROR_INVALID_VALUE;
   const int device = ordinal_of_physical(st, number);
   if (device < 0) return CUDA_ERROR_NOT_SUPPORTED;  // a device this process does not see
-  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (own < 0) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<BackingFile> file = keep_allocation_file(fd, static_cast<std::uint64_t>(info.st_size));
+  if (!file) return CUDA_ERROR_INVALID_VALUE;
   auto physical = std::make_shared<Physical>();
   physical->device = device;
   physical->size = static_cast<std::size_t>(info.st_size);
-  physical->file = std::make_shared<BackingFile>(own, false);
+  physical->file = std::move(file);
   physical->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   physical->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   physical->prop.location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device};

@@ -697,14 +697,20 @@ int descriptor_named(const std::string& prefix) {
   return -1;
 }
 
+// In a child: at most `descriptors` open descriptors (ulimit -n), one device of `memory`, its primary
+// context current.
+bool start_one_device_under(rlim_t descriptors, const char* memory) {
+  const rlimit limit{descriptors, descriptors};
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+  setenv("CUDASIM_DEVICE_MEMORY", memory, 1);
+  setenv("CUDASIM_DEVICES", "1", 1);
+  return start_primary_context();
+}
+
 TEST_CASE("vmm: a 12 GiB arena of 2 MiB pieces holds a few descriptors, under a 1024 limit", "[driver][vmm]") {
   // As gpumem's VMM arena preallocates: one exportable 2 MiB piece per granule, each mapped.
   const int rc = in_child([] {
-    const rlimit limit{1024, 1024};
-    CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &limit) == 0);
-    setenv("CUDASIM_DEVICE_MEMORY", "16GiB", 1);
-    setenv("CUDASIM_DEVICES", "1", 1);
-    CHILD_CHECK(start_primary_context());
+    CHILD_CHECK(start_one_device_under(1024, "16GiB"));
     const int before = open_descriptors();
     constexpr size_t kPieces = 12 * kGiB / kGranularity;
     CUdeviceptr va = 0;
@@ -732,6 +738,77 @@ TEST_CASE("vmm: a 12 GiB arena of 2 MiB pieces holds a few descriptors, under a 
       CHILD_CHECK(cuMemRelease(pieces[i]) == CUDA_SUCCESS);
     }
     CHILD_CHECK(cuMemAddressFree(va, kPieces * kGranularity) == CUDA_SUCCESS);
+    return 0;
+  });
+  CHECK(rc == 0);
+}
+
+// Whether this process may open a mapped file again through /proc/self/map_files (what lets the
+// driver hold an exported or imported allocation without a descriptor).
+bool map_files_open() {
+  const int fd = memfd_create("probe", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, 4096) != 0) return false;
+  void* at = mmap(nullptr, 4096, PROT_NONE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (at == MAP_FAILED) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx", reinterpret_cast<unsigned long>(at),
+                reinterpret_cast<unsigned long>(at) + 4096);
+  const int opened = open(path, O_RDONLY | O_CLOEXEC);
+  if (opened >= 0) close(opened);
+  munmap(at, 4096);
+  return opened >= 0;
+}
+
+TEST_CASE("vmm: exported and imported allocations hold no descriptor each, under a 64 limit", "[driver][vmm]") {
+  // A real driver keeps no descriptor per exported or imported allocation: 300 pieces exported, each
+  // descriptor closed once imported again, mapped through both handles, exported a second time.
+  if (!map_files_open()) {
+    WARN("not checked: /proc/self/map_files cannot be opened here (no CAP_CHECKPOINT_RESTORE), so the "
+         "simulator keeps one descriptor per exported allocation");
+    return;
+  }
+  const int rc = in_child([] {
+    CHILD_CHECK(start_one_device_under(64, "4GiB"));
+    constexpr size_t kPieces = 300;
+    CUdeviceptr va = 0;
+    CHILD_CHECK(cuMemAddressReserve(&va, 2 * kPieces * kGranularity, 0, 0, 0) == CUDA_SUCCESS);
+    const CUmemAllocationProp prop = device_prop(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    std::vector<CUmemGenericAllocationHandle> pieces(kPieces), imported(kPieces);
+    const int before = open_descriptors();
+    for (size_t i = 0; i < kPieces; ++i) {
+      const CUdeviceptr at = va + i * kGranularity;
+      CHILD_CHECK(cuMemCreate(&pieces[i], kGranularity, &prop, 0) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemMap(at, kGranularity, 0, pieces[i], 0) == CUDA_SUCCESS);
+      CHILD_CHECK(set_access(at, kGranularity, CU_MEM_ACCESS_FLAGS_PROT_READWRITE) == CUDA_SUCCESS);
+      *reinterpret_cast<unsigned*>(at + 64) = static_cast<unsigned>(i) * 7 + 1;
+      int fd = -1;
+      CHILD_CHECK(cuMemExportToShareableHandle(&fd, pieces[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+                  CUDA_SUCCESS);
+      CHILD_CHECK(cuMemImportFromShareableHandle(&imported[i], reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == CUDA_SUCCESS);
+      close(fd);
+      const CUdeviceptr again = va + (kPieces + i) * kGranularity;
+      CHILD_CHECK(cuMemMap(again, kGranularity, 0, imported[i], 0) == CUDA_SUCCESS);
+      CHILD_CHECK(set_access(again, kGranularity, CU_MEM_ACCESS_FLAGS_PROT_READWRITE) == CUDA_SUCCESS);
+    }
+    const int held = open_descriptors();
+    std::fprintf(stderr, "descriptors: %d before, %d with %zu pieces exported and imported\n", before, held, kPieces);
+    CHILD_CHECK(held >= 0 && held <= before + 1);  // the device's backing file at most
+    for (size_t i = 0; i < kPieces; ++i) {
+      // The bytes written through the first mapping, seen through the imported one; a second export works.
+      CHILD_CHECK(*reinterpret_cast<const unsigned*>(va + (kPieces + i) * kGranularity + 64) == i * 7 + 1);
+      int fd = -1;
+      CHILD_CHECK(cuMemExportToShareableHandle(&fd, imported[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+                  CUDA_SUCCESS);
+      close(fd);
+    }
+    for (size_t i = 0; i < kPieces; ++i) {
+      CHILD_CHECK(cuMemUnmap(va + i * kGranularity, kGranularity) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemUnmap(va + (kPieces + i) * kGranularity, kGranularity) == CUDA_SUCCESS);
+      CHILD_CHECK(cuMemRelease(pieces[i]) == CUDA_SUCCESS && cuMemRelease(imported[i]) == CUDA_SUCCESS);
+    }
+    CHILD_CHECK(cuMemAddressFree(va, 2 * kPieces * kGranularity) == CUDA_SUCCESS);
     return 0;
   });
   CHECK(rc == 0);

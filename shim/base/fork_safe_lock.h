@@ -12,9 +12,11 @@
 // waiting for a lock the registering thread holds.
 //
 // A context's own locks (its manager's, its regions', its fences') are not here: a forked child
-// forgets its parent's contexts (managers/context_registry.cpp) and never reaches them. The only one
-// of these taken while such a lock is wanted is `registry`, the first, so no thread waits for a
-// context's lock while holding one that fork's handler could be waiting for.
+// forgets its parent's contexts (managers/context_registry.cpp) and never reaches them. The only ones
+// taken while such a lock is wanted are `registry`, the first, and `descriptor_service` (its thread
+// exports a batch of pieces under a region source's piece lock), and a thread holding a piece lock
+// takes only locks listed after `descriptor_service` (the log, a refund's budget and ledger): no
+// thread waits for a context's lock while holding one that fork's handler could be waiting for.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,7 @@ enum class ProcessLock : std::uint8_t {
   peer_links,       // context/peer_access: the peer access the program enabled
   opened_blocks,    // services/ipc_service: blocks opened from other processes' handles
   imported_pools,   // ipc/pool_blocks: pools imported from other processes
+  descriptor_service,  // exports/descriptor_service: its socket and connections, and descriptors being sent
   export_table,     // exports/export_table: this process's exported blocks
   vmm_ledger,       // services/other_paths: cuMemCreate handles and their mappings
   budget_ledger,    // budget/budgets: blocks charged by pointer (a refund reaches share_ledger)

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "base/fork_safe_lock.h"
+#include "exports/descriptor_service.h"
 
 namespace gpumem::shim::ipc {
 namespace {
@@ -29,7 +30,7 @@ namespace {
 constexpr std::uint32_t kSlots = 4096;
 // Names the slot layout too: processes of another gpumem version find no table they can read.
 constexpr std::array<char, 16> kTableMagic = {'g', 'p', 'u', 'm', 'e', 'm', '-', 'i',
-                                              'p', 'c', '-', 't', 'a', 'b', 'l', '6'};
+                                              'p', 'c', '-', 't', 'a', 'b', 'l', '7'};
 
 // Written by the exporter under ProcessLock::export_table, read by importers in other processes
 // without a lock: the sequence is odd while a write is under way, so a reader that saw it change
@@ -49,14 +50,21 @@ struct SharedTable {
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "readers in other processes need lock-free atomics");
 
-// This process's table. Invariant: `table` is mapped and `fd` open for `pid`; a forked child, whose
-// inherited mapping is still the parent's table, makes its own at its first export.
+// What this process keeps of a live VMM block's slot: the pieces the descriptor service exports.
+struct VmmRecord {
+  const VmmPieceSource* source = nullptr;
+  std::vector<VmmPieceRef> pieces;
+};
+
+// This process's table. Invariant: `table` is mapped and `fd` open for `pid`; a forked child closes
+// its inherited copy (forget_parents_exports) and makes its own at its first export. Every live VMM
+// slot has its record in vmm_of, and only those.
 struct Exporter {
   pid_t pid = 0;
   int fd = -1;
   SharedTable* table = nullptr;
   std::unordered_map<std::uintptr_t, std::uint32_t> slot_of;  // block base -> slot
-  std::unordered_map<std::uint32_t, int> list_fd_of;          // slot -> its VMM piece list, if any
+  std::unordered_map<std::uint32_t, VmmRecord> vmm_of;         // slot -> its VMM block's pieces
   std::vector<std::uint32_t> free_slots;
   std::uint32_t next_unused = 0;
 };
@@ -70,6 +78,18 @@ std::uint64_t random_number() {
     value = static_cast<std::uint64_t>(getpid()) << 32 ^ static_cast<std::uint64_t>(time(nullptr));
   }
   return value;
+}
+
+// In a forked child (its only thread, no lock held): the parent's table and descriptor service are
+// not this process's to write or keep open. Their bookkeeping stays behind (leaked: never read).
+void forget_parents_exports() noexcept {
+  forget_parents_service();
+  Exporter* inherited = g_exporter;
+  if (inherited == nullptr) return;
+  if (inherited->table != nullptr) munmap(inherited->table, sizeof(SharedTable));
+  if (inherited->fd >= 0) close(inherited->fd);
+  g_exporter = nullptr;
+  g_published.store(0, std::memory_order_relaxed);
 }
 
 // Needs ProcessLock::export_table. Null when no table can be made (no memfd, no memory).
@@ -98,9 +118,19 @@ Exporter* exporter_for_this_process() {
   exporter->pid = pid;
   exporter->fd = fd;
   exporter->table = table;
-  g_exporter = exporter;  // a forked child's inherited one is left as it is: it is the parent's
+  g_exporter = exporter;
   g_published.store(0, std::memory_order_relaxed);
+  reset_in_forked_child(forget_parents_exports);  // lock-free; a full list only leaves the child's copy open
   return exporter;
+}
+
+// Gives back a table made for an export that then failed, before any slot was written in it.
+// Needs ProcessLock::export_table.
+void discard_exporter(Exporter* exporter) noexcept {
+  munmap(exporter->table, sizeof(SharedTable));
+  close(exporter->fd);
+  delete exporter;
+  g_exporter = nullptr;
 }
 
 void write_slot(SharedSlot& slot, bool live, const ExportedBlock* block) {
@@ -117,27 +147,29 @@ void write_slot(SharedSlot& slot, bool live, const ExportedBlock* block) {
 
 }  // namespace
 
-PublishResult publish(std::uintptr_t block_base, const ExportedBlock& block, Token& token) {
-  const int list_fd = block.vmm.piece_count > kInlineVmmPieces ? block.vmm.list_fd : -1;
-  // The list is this table's once published; otherwise it goes.
-  const auto drop_list = [&](PublishResult result) {
-    if (list_fd >= 0) close(list_fd);
-    return result;
-  };
+PublishResult publish(std::uintptr_t block_base, const ExportedBlock& block, VmmExport* vmm, Token& token,
+                      std::string& why) {
+  const bool is_vmm = block.vmm.piece_count > 0;
+  if (is_vmm && (vmm == nullptr || vmm->source == nullptr || vmm->pieces.size() != block.vmm.piece_count)) {
+    return PublishResult::no_table;  // a caller's mistake: nothing could serve the pieces
+  }
   const auto lock = lock_fork_safely(ProcessLock::export_table);
+  const bool had_table = g_exporter != nullptr && g_exporter->pid == getpid();
   Exporter* exporter = exporter_for_this_process();
-  if (exporter == nullptr) return drop_list(PublishResult::no_table);
+  if (exporter == nullptr) return PublishResult::no_table;
+  if (is_vmm && !ensure_descriptor_service(exporter->table->process_number, why)) {
+    if (!had_table) discard_exporter(exporter);  // the failure leaves the process as it was
+    return PublishResult::no_service;
+  }
   std::uint32_t index = 0;
   if (auto found = exporter->slot_of.find(block_base); found != exporter->slot_of.end()) {
     index = found->second;  // exported again: the same handle, as the driver gives
-    drop_list(PublishResult::published);
   } else {
-    if (list_fd >= 0) {
-      try {
-        exporter->list_fd_of.reserve(exporter->list_fd_of.size() + 1);
-      } catch (...) {
-        return drop_list(PublishResult::no_table);
-      }
+    try {
+      if (is_vmm) exporter->vmm_of.reserve(exporter->vmm_of.size() + 1);
+      exporter->slot_of.reserve(exporter->slot_of.size() + 1);
+    } catch (...) {
+      return PublishResult::no_table;
     }
     if (!exporter->free_slots.empty()) {
       index = exporter->free_slots.back();
@@ -145,11 +177,12 @@ PublishResult publish(std::uintptr_t block_base, const ExportedBlock& block, Tok
     } else if (exporter->next_unused < kSlots) {
       index = exporter->next_unused++;
     } else {
-      return drop_list(PublishResult::table_full);
+      return PublishResult::table_full;
     }
+    // Recorded before the slot is live, so a request that finds the slot finds its pieces.
+    if (is_vmm) exporter->vmm_of.emplace(index, VmmRecord{vmm->source, std::move(vmm->pieces)});  // room reserved
     write_slot(exporter->table->slot[index], true, &block);
-    exporter->slot_of.emplace(block_base, index);
-    if (list_fd >= 0) exporter->list_fd_of.emplace(index, list_fd);  // room reserved above
+    exporter->slot_of.emplace(block_base, index);  // room reserved above
     g_published.fetch_add(1, std::memory_order_relaxed);
   }
   token = Token{};
@@ -168,11 +201,7 @@ std::unordered_map<std::uintptr_t, std::uint32_t>::iterator withdraw_entry(
     Exporter& exporter, std::unordered_map<std::uintptr_t, std::uint32_t>::iterator entry) {
   const std::uint32_t index = entry->second;
   write_slot(exporter.table->slot[index], false, nullptr);
-  // Dead first: an importer that fetched the list's descriptor number reads the slot again after.
-  if (const auto list = exporter.list_fd_of.find(index); list != exporter.list_fd_of.end()) {
-    close(list->second);
-    exporter.list_fd_of.erase(list);
-  }
+  exporter.vmm_of.erase(index);  // the descriptor service finds the slot dead from now on
   const auto next = exporter.slot_of.erase(entry);
   g_published.fetch_sub(1, std::memory_order_relaxed);
   exporter.free_slots.push_back(index);  // may throw: the slot is then never reused
@@ -214,6 +243,24 @@ void withdraw_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
 }
 
 bool has_exports() noexcept { return g_published.load(std::memory_order_relaxed) > 0; }
+
+VmmLookup vmm_pieces_for(std::uint64_t process_number, std::uint32_t slot, std::uint64_t generation,
+                         std::uint32_t first, std::uint32_t count, const VmmPieceSource*& source,
+                         std::vector<VmmPieceRef>& refs) {
+  const auto lock = lock_fork_safely(ProcessLock::export_table);
+  Exporter* exporter = own_exporter();
+  if (exporter == nullptr || exporter->table->process_number != process_number || slot >= kSlots) {
+    return VmmLookup::bad_request;
+  }
+  const SharedSlot& shared = exporter->table->slot[slot];
+  const auto record = exporter->vmm_of.find(slot);
+  if (shared.live != 1 || shared.generation != generation || record == exporter->vmm_of.end()) return VmmLookup::freed;
+  const std::vector<VmmPieceRef>& pieces = record->second.pieces;
+  if (count == 0 || first >= pieces.size() || count > pieces.size() - first) return VmmLookup::bad_request;
+  refs.assign(pieces.begin() + first, pieces.begin() + first + count);
+  source = record->second.source;
+  return VmmLookup::found;
+}
 
 bool exported_here(const Token& token) {
   const auto lock = lock_fork_safely(ProcessLock::export_table);
@@ -288,12 +335,8 @@ bool plausible(const Token& token, const ExportedBlock& block, std::string& why)
   };
   if (block.size == 0) return refuse("no size");
   if (block.vmm.piece_count > 0) {
-    if (block.vmm.piece_count > kMaxVmmPieces) return refuse("too many mappings");
-    // A list's pieces are checked once it is read (ipc/vmm_blocks.cpp).
-    if (block.vmm.piece_count > kInlineVmmPieces) return block.vmm.list_fd >= 0 || refuse("no list of mappings");
-    std::string what;
-    return plausible_pieces(std::span(block.vmm.pieces, block.vmm.piece_count), block.vmm.offset, block.size, what) ||
-           refuse(what);
+    // The stretches themselves are checked as the descriptor service sends them (ipc/vmm_blocks.cpp).
+    return block.vmm.piece_count <= kMaxVmmPieces || refuse("too many mappings");
   }
   if (block.pool_fd < -1) return refuse("a bad pool descriptor");
   if (block.pool_fd < 0 && block.offset > UINT64_MAX - block.size) return refuse("an offset past any region");

@@ -23,8 +23,8 @@ struct IpcBlock {
   // a region: the pool's POSIX descriptor in this process (>= 0) and the block's export data.
   int pool_fd = -1;
   CUmemPoolPtrExportData pool_pointer{};
-  // A block of a VMM-backed arena (vmm_span.piece_count > 0) is shared through its physical pieces.
-  ipc::VmmSpan vmm_span{};
+  // A block of a VMM-backed arena (vmm.span.piece_count > 0) is shared through its physical pieces.
+  ipc::VmmExport vmm{};
 };
 
 }  // namespace gpumem::shim

@@ -1,9 +1,11 @@
-// What an export-table slot records of a block in a VMM-backed arena (docs/ipc.md): the physical
-// pieces the block overlaps, back to back in the exporter's address space, each exported as a POSIX
-// descriptor the exporter keeps open, and the block's offset in the first. Up to kInlineVmmPieces
-// pieces lie in the slot itself; a block over more has them in a list of its own, a sealed memfd the
-// exporter keeps open while the block is exported.
+// A block of a VMM-backed arena as it is exported (docs/ipc.md): the stretches of physical pieces it
+// lies over, back to back in the exporter's address space, and the block's offset in the first. The
+// export table's slot says how many there are; an importer learns each stretch, and receives its
+// piece's descriptor, from the exporter's descriptor service (descriptor_service.h) a batch at a
+// time. The exporter holds no descriptor per piece: each is exported when asked for, sent, closed.
 #pragma once
+
+#include <cuda.h>
 
 #include <cstdint>
 #include <span>
@@ -12,38 +14,54 @@
 
 namespace gpumem::shim::ipc {
 
-// The arena maps its memory in pieces of up to a 16th of its limit (piece_layout.h), so a block lies
-// over a few of them, many only after much unmapping and mapping again.
-inline constexpr std::uint32_t kInlineVmmPieces = 512;
-// The most pieces a list may name (a 16 MiB list; 2 TiB of memory at 2 MiB a piece).
+// The most stretches one block may lie over (2 TiB of memory at 2 MiB a piece).
 inline constexpr std::uint32_t kMaxVmmPieces = std::uint32_t{1} << 20;
 
-struct VmmPiece {
-  std::int32_t fd = -1;  // the exporter's descriptor of the piece's physical memory
-  std::uint32_t unused = 0;
-  std::uint64_t size = 0;
-  std::uint64_t offset = 0;  // of the piece's first byte in that memory (a lent granule's: not 0)
-};
-
+// What an export-table slot records of a VMM block (written by the exporter, read by importers).
 struct VmmSpan {
-  std::uint64_t offset = 0;       // of the block's first byte in the first piece
+  std::uint64_t offset = 0;       // of the block's first byte in the first stretch
   std::uint32_t piece_count = 0;  // 0: not a VMM block
-  // piece_count > kInlineVmmPieces: the exporter's descriptor of the list (piece_count VmmPiece
-  // records); otherwise -1 and the pieces are inline.
-  std::int32_t list_fd = -1;
-  VmmPiece pieces[kInlineVmmPieces];
+  std::uint32_t unused = 0;
 };
 
-// Whether `pieces` are possible for a block of `size` bytes at `offset` in them, whoever wrote them;
-// `what` names the flaw when not.
-bool plausible_pieces(std::span<const VmmPiece> pieces, std::uint64_t offset, std::uint64_t size, std::string& what);
+// One stretch as an importer maps it: `size` bytes from `offset` in the memory of the piece whose
+// descriptor comes with it (a lent granule's offset is not 0).
+struct VmmStretch {
+  std::uint64_t size = 0;
+  std::uint64_t offset = 0;
+};
 
-// A list of `pieces` for a slot: a memfd holding them, sealed (nothing can change it), close-on-exec;
-// -1 when none can be made.
-int make_piece_list(std::span<const VmmPiece> pieces) noexcept;
+// The exporter's record of one stretch: which piece of its source it lies in. The piece is checked
+// to be the same live piece when it is exported (its record may have been reused since).
+struct VmmPieceRef {
+  std::uint64_t handle = 0;  // the piece's CUmemGenericAllocationHandle
+  std::uint32_t piece = 0;   // the source's number for the piece
+  std::uint32_t unused = 0;
+  VmmStretch stretch;
+};
 
-// Reads a list of `count` pieces from `fd` (fetched from the exporter) into `pieces`: it must be a
-// sealed memfd of exactly that size. False with `what` when not.
-bool read_piece_list(int fd, std::uint32_t count, std::vector<VmmPiece>& pieces, std::string& what);
+// What owns the pieces (regions/vmm_region_source.h): exports them on request, as long as they live.
+class VmmPieceSource {
+ public:
+  // The POSIX descriptor of each piece `refs` names, into `fds` (same size, close-on-exec), exported
+  // while no piece can be released. CUDA_SUCCESS; CUDA_ERROR_NOT_FOUND when a piece is gone (its block
+  // was freed); else the driver's refusal. On failure no descriptor is left open.
+  virtual CUresult export_pieces(std::span<const VmmPieceRef> refs, std::span<int> fds) const noexcept = 0;
+
+ protected:
+  ~VmmPieceSource() = default;
+};
+
+// A block as the region source describes it for export: the slot's record, and the exporter's own.
+struct VmmExport {
+  VmmSpan span{};
+  const VmmPieceSource* source = nullptr;  // lives as long as the process (managers are never deleted)
+  std::vector<VmmPieceRef> pieces;         // span.piece_count of them, in address order
+};
+
+// Whether `stretches` are possible for a block of `size` bytes at `offset` in them, whoever wrote
+// them; `what` names the flaw when not.
+bool plausible_stretches(std::span<const VmmStretch> stretches, std::uint64_t offset, std::uint64_t size,
+                         std::string& what);
 
 }  // namespace gpumem::shim::ipc

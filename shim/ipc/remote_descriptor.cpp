@@ -33,6 +33,11 @@ int refuse(pid_t pid, int fd, std::string_view what, std::string& why) {
 
 }  // namespace
 
+const char* not_shared_memory(int fd) {
+  struct stat info {};
+  return fstat(fd, &info) != 0 ? "unreadable" : not_memory(info.st_mode);
+}
+
 int fetch_descriptor(pid_t pid, int fd, std::string& why) {
   if (pid <= 0 || fd < 0) {
     why = fmt::format("the handle names no descriptor (pid {}, descriptor {}): a forged or corrupt handle", pid, fd);

@@ -3,14 +3,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "driver/real_driver.h"
-#include "ipc/remote_descriptor.h"
 #include "base/log.h"
 #include "context/peer_access.h"
+#include "driver/real_driver.h"
+#include "exports/descriptor_protocol.h"
+#include "ipc/descriptor_client.h"
+#include "ipc/remote_descriptor.h"
 
 namespace gpumem::shim::ipc {
 namespace {
@@ -21,29 +25,20 @@ bool driver_can_import(const RealDriver& driver) {
          driver.cuMemRelease != nullptr && driver.cuMemSetAccess != nullptr && driver.cuCtxGetDevice != nullptr;
 }
 
-// The pieces `block` names: inline in its slot, or in the list the exporter keeps (fetched and read
-// here, then checked). False (logged) when they cannot be had or are impossible.
-bool pieces_of(const Token& token, const ExportedBlock& block, std::vector<VmmPiece>& pieces) {
-  std::string why;
-  const std::uint32_t count = block.vmm.piece_count;
-  if (count <= kInlineVmmPieces) {
-    pieces.assign(block.vmm.pieces, block.vmm.pieces + count);
-    return true;  // checked with the slot (export_table.cpp)
+// One batch's descriptors, each closed when it is given up (after its import, or on any failure).
+struct DescriptorBatch {
+  std::array<int, kBatchPieces> fds;
+  DescriptorBatch() { fds.fill(-1); }
+  ~DescriptorBatch() {
+    for (int& fd : fds) close_one(fd);
   }
-  const int fd = fetch_descriptor(token.pid, block.vmm.list_fd, why);
-  if (fd < 0) {
-    log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
-    return false;
+  DescriptorBatch(const DescriptorBatch&) = delete;
+  DescriptorBatch& operator=(const DescriptorBatch&) = delete;
+  static void close_one(int& fd) {
+    if (fd >= 0) close(fd);
+    fd = -1;
   }
-  std::string what;
-  const bool read = read_piece_list(fd, count, pieces, what) && plausible_pieces(pieces, block.vmm.offset, block.size, what);
-  close(fd);
-  if (!read) {
-    log::at(LogLevel::error, "cuIpcOpenMemHandle: process {}'s export table describes the block impossibly ({}): "
-            "a corrupt or forged handle", token.pid, what);
-  }
-  return read;
-}
+};
 
 }  // namespace
 
@@ -62,10 +57,10 @@ CUresult import_vmm_block(const Token& token, const ExportedBlock& block, Import
   }
   CUdevice device = 0;
   if (driver.cuCtxGetDevice(&device) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_CONTEXT;
-  std::vector<VmmPiece> pieces;
+  std::vector<VmmStretch> pieces;
   std::vector<CUmemGenericAllocationHandle> handles;
   try {
-    if (!pieces_of(token, block, pieces)) return CUDA_ERROR_INVALID_VALUE;
+    pieces.reserve(count);
     handles.reserve(count);
     span.piece_sizes.reserve(count);
   } catch (...) {  // no host memory for the records
@@ -80,30 +75,60 @@ CUresult import_vmm_block(const Token& token, const ExportedBlock& block, Import
     if (base != 0) driver.cuMemAddressFree(base, total);
     return error;
   };
-  // One descriptor at a time (a block may lie over more pieces than this process may hold
-  // descriptors); each imported, then closed.
+  // The exporter's descriptor service sends the stretches and their descriptors a batch at a time
+  // (fewer when this process is short of descriptors); each is imported, then closed, before the next
+  // batch is asked for. The connection closes with `service`, on every path.
   std::string why;
-  for (const VmmPiece& piece : pieces) {
-    const int fd = fetch_descriptor(token.pid, piece.fd, why);
-    if (fd < 0) {
+  DescriptorClient service;
+  if (!service.connect(token, why)) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::uint32_t batch = kBatchPieces;
+  for (std::uint32_t first = 0; first < count;) {
+    const std::uint32_t asked = std::min(batch, count - first);
+    std::array<VmmStretch, kBatchPieces> stretches;
+    DescriptorBatch fetched;
+    bool too_few_descriptors = false;
+    if (!service.fetch(first, asked, stretches, fetched.fds, too_few_descriptors, why)) {
+      if (too_few_descriptors && asked > 1) {
+        batch = asked / 2;  // ask again for fewer at a time
+        continue;
+      }
       log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
       return undo(CUDA_ERROR_INVALID_VALUE);
     }
-    CUmemGenericAllocationHandle handle = 0;
-    const CUresult result = driver.cuMemImportFromShareableHandle(
-        &handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    close(fd);  // the driver keeps what it imported
-    if (result != CUDA_SUCCESS) {
-      log::at(LogLevel::error, "cuIpcOpenMemHandle: the driver refused piece {} of process {}'s block as memory "
-              "(error {}): a corrupt or forged handle", handles.size(), token.pid, static_cast<int>(result));
-      return undo(result);
+    for (std::uint32_t i = 0; i < asked; ++i) {
+      const std::uint32_t index = first + i;
+      if (const char* what = not_shared_memory(fetched.fds[i])) {
+        log::at(LogLevel::error, "cuIpcOpenMemHandle: process {}'s descriptor {} for piece {} is {}, not memory it "
+                "shares (a stale or forged handle)", token.pid, fetched.fds[i], index, what);
+        return undo(CUDA_ERROR_INVALID_VALUE);
+      }
+      CUmemGenericAllocationHandle handle = 0;
+      const CUresult result = driver.cuMemImportFromShareableHandle(
+          &handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fetched.fds[i])),
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      DescriptorBatch::close_one(fetched.fds[i]);  // the driver keeps what it imported
+      if (result != CUDA_SUCCESS) {
+        log::at(LogLevel::error, "cuIpcOpenMemHandle: the driver refused piece {} of process {}'s block as memory "
+                "(error {}): a corrupt or forged handle", index, token.pid, static_cast<int>(result));
+        return undo(result);
+      }
+      handles.push_back(handle);  // room reserved above
+      pieces.push_back(stretches[i]);
     }
-    handles.push_back(handle);  // room reserved above
-    total += piece.size;
+    first += asked;
   }
-  // Still exported now, so the descriptors fetched were the block's pieces: the exporter closes a
-  // piece's descriptor (and the list's) only after withdrawing its blocks, and may then reuse the
-  // number for other memory.
+  std::string what;
+  if (!plausible_stretches(pieces, block.vmm.offset, block.size, what)) {
+    log::at(LogLevel::error, "cuIpcOpenMemHandle: process {}'s export table describes the block impossibly ({}): "
+            "a corrupt or forged handle", token.pid, what);
+    return undo(CUDA_ERROR_INVALID_VALUE);
+  }
+  for (const VmmStretch& piece : pieces) total += piece.size;  // no overflow: checked just above
+  // Still exported now, so the descriptors fetched were the block's pieces: the exporter withdraws a
+  // block before its pieces can be released and their records reused for other memory.
   ExportedBlock again;
   if (!read_exported(token, again, why)) {
     log::at(LogLevel::error, "cuIpcOpenMemHandle: {}", why);
@@ -143,7 +168,7 @@ CUresult import_vmm_block(const Token& token, const ExportedBlock& block, Import
     }
   }
   span.base = base;
-  for (const VmmPiece& piece : pieces) span.piece_sizes.push_back(piece.size);  // room reserved above
+  for (const VmmStretch& piece : pieces) span.piece_sizes.push_back(piece.size);  // room reserved above
   *ptr = base + block.vmm.offset;
   return CUDA_SUCCESS;
 }

@@ -302,7 +302,7 @@ IpcBlock BfcManager::do_ipc_block(CUdeviceptr ptr) const {
   }
   IpcBlock block{CUDA_SUCCESS, false, chunk->region.base, chunk->base, chunk->size};
   if (!vmm_source_) return block;
-  block.verdict = vmm_source_->export_span(block.block_base, block.block_size, block.vmm_span);
+  block.verdict = vmm_source_->export_span(block.block_base, block.block_size, block.vmm);
   return block;
 }
 

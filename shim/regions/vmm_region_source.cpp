@@ -130,17 +130,13 @@ CUmemGenericAllocationHandle VmmRegionSource::create_piece(std::size_t bytes, bo
 void VmmRegionSource::release_pieces(const std::vector<Backing::Piece>& gone) noexcept {
   const RealDriver& driver = real_driver();
   for (const Backing::Piece& piece : gone) {
-    driver.cuMemRelease(static_cast<CUmemGenericAllocationHandle>(piece.handle));  // unmapped: its memory goes
-    int fd = -1;
+    // Unmapped, out of the backing: its memory goes. Importers hold their own references: their
+    // mappings stay.
+    driver.cuMemRelease(static_cast<CUmemGenericAllocationHandle>(piece.handle));
     {
-      const std::lock_guard lock(pieces_mutex_);
-      if (const auto info = piece_info_.find(piece.id); info != piece_info_.end()) {
-        fd = info->second.exported_fd;
-        piece_info_.erase(info);
-      }
+      const MutexLock lock(pieces_mutex_);
+      piece_info_.erase(piece.id);
     }
-    // Importers hold their own references: their mappings stay.
-    if (fd >= 0) close(fd);
     budget::refund(device_, BudgetPath::arena, piece.size);
   }
   note_held();
@@ -183,7 +179,7 @@ bool VmmRegionSource::carry_out(const Backing::Plan& plan, std::uintptr_t at, st
       return undo();
     }
     handles.push_back(handle);  // room reserved
-    infos.push_back(PieceInfo{exportable, -1});
+    infos.push_back(PieceInfo{exportable, false});
   }
   // The peer accessors stay as they are from the first mapping until the range is opened to them.
   const std::lock_guard access_lock(access_mutex_);
@@ -203,7 +199,7 @@ bool VmmRegionSource::carry_out(const Backing::Plan& plan, std::uintptr_t at, st
   }
   if (!open_to_accessors(static_cast<CUdeviceptr>(at), bytes)) return undo();
   {
-    const std::lock_guard lock(pieces_mutex_);  // an export may be reading the records
+    const MutexLock lock(pieces_mutex_);  // an export may be reading the records
     try {
       for (std::size_t i = 0; i < plan.new_ids.size(); ++i) piece_info_[plan.new_ids[i]] = infos[i];
     } catch (...) {  // no host memory for the records: the pieces count as not exportable
@@ -230,7 +226,7 @@ bool VmmRegionSource::map_range(std::uintptr_t at, std::size_t bytes, Backing::K
     bool refused_piece = false;
     if (!backing_.plan_map(at, bytes, kind, plan)) return false;
     {
-      const std::lock_guard lock(pieces_mutex_);
+      const MutexLock lock(pieces_mutex_);
       if (!backing_.reserve_for(plan)) return false;
     }
     if (carry_out(plan, at, bytes, refused_piece)) return true;
@@ -238,7 +234,7 @@ bool VmmRegionSource::map_range(std::uintptr_t at, std::size_t bytes, Backing::K
     // A whole slab did not fit (the budget, the device): no more than the request needs, once.
     if (!refused_piece || kind != Backing::Kind::slabs || !backing_.plan_map(at, bytes, kind, plan, 0)) return false;
     {
-      const std::lock_guard lock(pieces_mutex_);
+      const MutexLock lock(pieces_mutex_);
       if (!backing_.reserve_for(plan)) return false;
     }
     if (carry_out(plan, at, bytes, refused_piece)) return true;
@@ -306,14 +302,14 @@ bool VmmRegionSource::do_release(const Region& region) {
                                                   mappings.begin() + static_cast<std::ptrdiff_t>(end));
       const std::size_t unmapped = unmap_mappings(stretch);
       {
-        const std::lock_guard lock(pieces_mutex_);
+        const MutexLock lock(pieces_mutex_);
         backing_.unmap(std::span(stretch.data(), unmapped), gone);
       }
       refused = unmapped < stretch.size();
       first = end;
     }
     {
-      const std::lock_guard lock(pieces_mutex_);
+      const MutexLock lock(pieces_mutex_);
       backing_.release_idle(gone);
     }
     release_pieces(gone);
@@ -350,7 +346,7 @@ std::size_t VmmRegionSource::do_unmap(const Region& region, std::uintptr_t at, s
     std::size_t given = 0;
     for (std::size_t i = 0; i < unmapped; ++i) given += mappings[i].size;
     {
-      const std::lock_guard lock(pieces_mutex_);
+      const MutexLock lock(pieces_mutex_);
       backing_.unmap(std::span(mappings.data(), unmapped), gone);
     }
     release_pieces(gone);  // laid-out pieces go with their mapping; slabs keep their memory
@@ -366,7 +362,7 @@ std::size_t VmmRegionSource::do_release_idle() {
     gone.reserve(backing_.piece_count());
     std::size_t released = 0;
     {
-      const std::lock_guard lock(pieces_mutex_);
+      const MutexLock lock(pieces_mutex_);
       released = backing_.release_idle(gone);
     }
     release_pieces(gone);
@@ -401,7 +397,7 @@ Status VmmRegionSource::do_lend(const Region& region, std::uintptr_t from, std::
   const Backing::Mapping loan = backing_.plan_loan(from, at);
   if (loan.piece == Backing::kNoPiece) return Status::out_of_memory;
   try {
-    const std::lock_guard lock(pieces_mutex_);  // an export may be reading the records
+    const MutexLock lock(pieces_mutex_);  // an export may be reading the records
     if (!backing_.reserve_for_loan(loan)) return Status::out_of_memory;
   } catch (...) {  // the lock failed
     return Status::out_of_memory;
@@ -418,7 +414,7 @@ Status VmmRegionSource::do_lend(const Region& region, std::uintptr_t from, std::
       driver.cuMemUnmap(address, granule_);
       return Status::out_of_memory;
     }
-    const std::lock_guard lock(pieces_mutex_);
+    const MutexLock lock(pieces_mutex_);
     backing_.commit_loan(loan);  // room reserved above
   } catch (...) {  // a lock failed
     return Status::out_of_memory;
@@ -427,13 +423,13 @@ Status VmmRegionSource::do_lend(const Region& region, std::uintptr_t from, std::
 }
 
 void VmmRegionSource::abandon() noexcept {
-  // The blocks' handles stop opening before their descriptors close: a reused descriptor number
-  // would name other memory.
+  // The blocks' handles stop opening before their pieces go: the descriptor service then answers
+  // that they were freed (it also finds the pieces gone from the backing).
   if (range_base_ != 0) ipc::withdraw_range(range_base_, range_base_ + range_bytes_);
   const RealDriver& driver = real_driver();
   try {
     const std::lock_guard access_lock(access_mutex_);
-    const std::lock_guard lock(pieces_mutex_);
+    const MutexLock lock(pieces_mutex_);
     // The driver may refuse (the context is going): the memory is forgotten and refunded all the same.
     for (const auto& [base, size] : joined_ranges(backing_.mappings())) {
       if (driver.cuMemUnmap(static_cast<CUdeviceptr>(base), size) != CUDA_SUCCESS) {
@@ -448,9 +444,6 @@ void VmmRegionSource::abandon() noexcept {
       if (!piece.live) continue;
       driver.cuMemRelease(static_cast<CUmemGenericAllocationHandle>(piece.handle));
       budget::refund(device_, BudgetPath::arena, piece.size);
-    }
-    for (const auto& [id, info] : piece_info_) {
-      if (info.exported_fd >= 0) close(info.exported_fd);
     }
     piece_info_.clear();
     backing_.clear();
@@ -505,7 +498,7 @@ void VmmRegionSource::set_peer_access(CUdevice accessor, bool enabled) noexcept 
     }
     std::vector<std::pair<std::uintptr_t, std::size_t>> ranges;
     {
-      const std::lock_guard pieces_lock(pieces_mutex_);
+      const MutexLock pieces_lock(pieces_mutex_);
       ranges = joined_ranges(backing_.mappings());
     }
     const RealDriver& driver = real_driver();
@@ -534,17 +527,16 @@ void VmmRegionSource::set_peer_access(CUdevice accessor, bool enabled) noexcept 
 }
 
 CUresult VmmRegionSource::export_span(std::uintptr_t block_base, std::size_t block_size,
-                                      ipc::VmmSpan& span) const noexcept {
+                                      ipc::VmmExport& out) const noexcept {
   const RealDriver& driver = real_driver();
   const std::uintptr_t block_end = block_base + block_size;
-  span = ipc::VmmSpan{};
+  out = ipc::VmmExport{};
   try {
-    std::vector<ipc::VmmPiece> pieces;
-    const std::lock_guard lock(pieces_mutex_);
+    std::vector<ipc::VmmPieceRef> pieces;
+    const MutexLock lock(pieces_mutex_);
     // The mappings the block overlaps, from the one holding its first byte on; back-to-back mappings
     // of one piece at consecutive offsets are one stretch of it.
     std::optional<Backing::Mapping> mapping = backing_.mapping_at(block_base);
-    Backing::PieceId last_piece = Backing::kNoPiece;
     for (; mapping && mapping->base < block_end; mapping = backing_.mapping_at(mapping->base + mapping->size)) {
       const auto info = piece_info_.find(mapping->piece);
       if (info == piece_info_.end() || !info->second.exportable || driver.cuMemExportToShareableHandle == nullptr) {
@@ -552,23 +544,24 @@ CUresult VmmRegionSource::export_span(std::uintptr_t block_base, std::size_t blo
                 "exportable; it cannot be shared", block_base);
         return CUDA_ERROR_INVALID_VALUE;
       }
-      if (info->second.exported_fd < 0) {  // exported once, kept for later exports while the piece lives
+      const Backing::Piece& piece = backing_.piece(mapping->piece);
+      if (!info->second.exported_once) {
         int fd = -1;
         const CUresult exported = driver.cuMemExportToShareableHandle(
-            &fd, static_cast<CUmemGenericAllocationHandle>(backing_.piece(mapping->piece).handle),
-            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+            &fd, static_cast<CUmemGenericAllocationHandle>(piece.handle), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
         if (exported != CUDA_SUCCESS) {
           log::at(LogLevel::error, "cuIpcGetMemHandle: the driver refused to export the memory under {:#x} "
                   "(error {})", block_base, static_cast<int>(exported));
           return exported;
         }
-        fcntl(fd, F_SETFD, FD_CLOEXEC);  // the program's children get none of the arena's memory
-        info->second.exported_fd = fd;
+        close(fd);  // kept by nobody: the descriptor service exports it again when an importer asks
+        info->second.exported_once = true;
       }
-      if (pieces.empty()) span.offset = block_base - mapping->base;
-      ipc::VmmPiece* previous = pieces.empty() ? nullptr : &pieces.back();
-      if (previous != nullptr && mapping->piece == last_piece && previous->offset + previous->size == mapping->offset) {
-        previous->size += mapping->size;  // the same piece, next to the stretch before
+      if (pieces.empty()) out.span.offset = block_base - mapping->base;
+      ipc::VmmPieceRef* previous = pieces.empty() ? nullptr : &pieces.back();
+      if (previous != nullptr && previous->piece == mapping->piece &&
+          previous->stretch.offset + previous->stretch.size == mapping->offset) {
+        previous->stretch.size += mapping->size;  // the same piece, next to the stretch before
         continue;
       }
       if (pieces.size() == ipc::kMaxVmmPieces) {
@@ -576,22 +569,47 @@ CUresult VmmRegionSource::export_span(std::uintptr_t block_base, std::size_t blo
                 "the arena's memory; it cannot be shared", block_size, block_base, ipc::kMaxVmmPieces);
         return CUDA_ERROR_INVALID_VALUE;
       }
-      pieces.push_back(ipc::VmmPiece{info->second.exported_fd, 0, mapping->size, mapping->offset});
-      last_piece = mapping->piece;
+      pieces.push_back(ipc::VmmPieceRef{piece.handle, mapping->piece, 0, ipc::VmmStretch{mapping->size, mapping->offset}});
     }
     if (pieces.empty()) return CUDA_ERROR_INVALID_VALUE;
-    span.piece_count = static_cast<std::uint32_t>(pieces.size());
-    if (pieces.size() <= ipc::kInlineVmmPieces) {
-      std::copy(pieces.begin(), pieces.end(), span.pieces);
-    } else if ((span.list_fd = ipc::make_piece_list(pieces)) < 0) {
-      log::at(LogLevel::error, "cuIpcGetMemHandle: cannot record the {} stretches of the {}-byte block at {:#x} "
-              "(no memfd or memory); it cannot be shared", pieces.size(), block_size, block_base);
-      span = ipc::VmmSpan{};
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    out.span.piece_count = static_cast<std::uint32_t>(pieces.size());
+    out.source = this;
+    out.pieces = std::move(pieces);
   } catch (...) {  // the lock failed, or no host memory for the list
-    span = ipc::VmmSpan{};
+    out = ipc::VmmExport{};
     return CUDA_ERROR_UNKNOWN;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult VmmRegionSource::export_pieces(std::span<const ipc::VmmPieceRef> refs, std::span<int> fds) const noexcept {
+  const RealDriver& driver = real_driver();
+  std::size_t made = 0;
+  const auto fail = [&](CUresult result) {
+    for (std::size_t i = 0; i < made; ++i) close(fds[i]);
+    for (int& fd : fds) fd = -1;
+    return result;
+  };
+  if (fds.size() < refs.size() || driver.cuMemExportToShareableHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  try {
+    // Held while the driver exports: a piece found live here cannot be released meanwhile (it leaves
+    // the backing under this lock first).
+    const MutexLock lock(pieces_mutex_);
+    for (; made < refs.size(); ++made) {
+      const ipc::VmmPieceRef& ref = refs[made];
+      if (ref.piece >= backing_.piece_count() || !backing_.piece(ref.piece).live ||
+          backing_.piece(ref.piece).handle != ref.handle || !piece_info_.contains(ref.piece)) {
+        return fail(CUDA_ERROR_NOT_FOUND);  // released since: its record may be another piece's now
+      }
+      int fd = -1;
+      const CUresult exported = driver.cuMemExportToShareableHandle(
+          &fd, static_cast<CUmemGenericAllocationHandle>(ref.handle), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      if (exported != CUDA_SUCCESS) return fail(exported);
+      fcntl(fd, F_SETFD, FD_CLOEXEC);  // the program's children get none of the arena's memory
+      fds[made] = fd;
+    }
+  } catch (...) {  // the lock failed
+    return fail(CUDA_ERROR_UNKNOWN);
   }
   return CUDA_SUCCESS;
 }

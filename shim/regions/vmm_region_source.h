@@ -27,6 +27,7 @@
 #include "backing.h"
 #include "exports/vmm_span.h"
 #include "region_source.h"
+#include "thread_annotations.h"
 
 namespace gpumem::shim {
 
@@ -36,9 +37,9 @@ namespace gpumem::shim {
 // backing's mappings lie inside [range_base_, range_base_ + extent_) (the region; unmapped granules
 // are holes); bytes_reserved() is the memory the pieces hold, mapped or idle.
 // Pieces are created exportable as POSIX descriptors where the driver allows it, so their blocks can
-// be shared with legacy IPC (docs/ipc.md); a piece's descriptor is exported at its first export and
-// closed when the piece goes.
-class VmmRegionSource final : public RegionSource {
+// be shared with legacy IPC (docs/ipc.md). No descriptor is kept: the descriptor service asks for a
+// piece's (export_pieces) when an importer does, and closes it once sent.
+class VmmRegionSource final : public RegionSource, public ipc::VmmPieceSource {
  public:
   // The device's recommended granularity for pinned device memory, or 0 when the driver does not
   // support virtual memory management on `device` (or the question fails).
@@ -69,11 +70,14 @@ class VmmRegionSource final : public RegionSource {
   // charge (the arena keeps its records, so its figures stay readable).
   void abandon() noexcept;
   // The mappings [block_base, + block_size) overlaps, as the pieces of memory behind them (one entry
-  // per stretch of one piece, each piece exported as a descriptor), into `span` (inline, or past
-  // ipc::kInlineVmmPieces a list whose descriptor publish() takes over). CUDA_SUCCESS, or a refusal
-  // already logged in one line (memory not created exportable, a block over more than
+  // per stretch of one piece) into `out`, for the export table. Each piece is exported once here, its
+  // descriptor closed at once, so that the driver's refusal is the caller's and the driver's first
+  // export (which may wait for the device) is not made later under the piece lock. CUDA_SUCCESS, or a
+  // refusal already logged in one line (memory not created exportable, a block over more than
   // ipc::kMaxVmmPieces stretches, a driver error).
-  CUresult export_span(std::uintptr_t block_base, std::size_t block_size, ipc::VmmSpan& span) const noexcept;
+  CUresult export_span(std::uintptr_t block_base, std::size_t block_size, ipc::VmmExport& out) const noexcept;
+  // For the descriptor service: each piece's descriptor, while it is the live piece `refs` names.
+  CUresult export_pieces(std::span<const ipc::VmmPieceRef> refs, std::span<int> fds) const noexcept override;
   // Peer access (peer_access.h): `accessor` gets read-write access to every mapping, now and later,
   // or loses it (CU_MEM_ACCESS_FLAGS_PROT_NONE for that device alone). The owning device is left as it
   // is. A refusal of the driver is logged in one line; the access then stays as it was.
@@ -84,8 +88,8 @@ class VmmRegionSource final : public RegionSource {
  private:
   // What the shim keeps of a piece beside the backing's record.
   struct PieceInfo {
-    bool exportable = false;      // created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-    mutable int exported_fd = -1;  // its descriptor once exported (under pieces_mutex_)
+    bool exportable = false;     // created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    bool exported_once = false;  // the driver exported it once (its later exports are quick)
   };
 
   Status do_reserve(std::size_t bytes, Region& out) override;
@@ -130,11 +134,12 @@ class VmmRegionSource final : public RegionSource {
   std::uintptr_t range_base_ = 0;  // 0 until the range is reserved
   std::size_t extent_ = 0;         // the region's size (mapped or not); 0 while none is held
   std::atomic<std::size_t> fine_above_;  // set from any thread; read under the arena's lock
-  // The backing changes under the arena's lock and pieces_mutex_; exports and peer access read it
-  // under pieces_mutex_.
-  mutable std::mutex pieces_mutex_;
+  // The backing changes under the arena's lock and pieces_mutex_; exports (the descriptor service's
+  // thread among them) and peer access read it under pieces_mutex_. A piece leaves the backing under
+  // pieces_mutex_ before it is released, so a piece found live under it stays valid until it is let go.
+  mutable Mutex pieces_mutex_;
   Backing backing_;
-  std::unordered_map<Backing::PieceId, PieceInfo> piece_info_;  // under pieces_mutex_
+  mutable std::unordered_map<Backing::PieceId, PieceInfo> piece_info_ GPUMEM_GUARDED_BY(pieces_mutex_);
   bool exportable_refused_ = false;  // the driver refused exportable memory once: not asked again
   // Held by map_range and the unmapping paths as well, so that no mapping comes or goes while
   // set_peer_access applies a change to the mappings.

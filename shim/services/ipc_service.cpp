@@ -66,12 +66,12 @@ bool remember_open(CUdeviceptr ptr, const OpenedBlock& record) noexcept {
   }
 }
 
-CUresult export_sub_allocation(CUipcMemHandle* handle, const IpcBlock& block) {
+CUresult export_sub_allocation(CUipcMemHandle* handle, IpcBlock& block) {
   ipc::ExportedBlock exported;
-  if (block.vmm_span.piece_count > 0) {
-    exported.vmm = block.vmm_span;
+  if (block.vmm.span.piece_count > 0) {
+    exported.vmm = block.vmm.span;
     log::at(LogLevel::debug, "cuIpcGetMemHandle: the {}-byte block at {:#x} is shared as {} VMM mapping(s)",
-            block.block_size, block.block_base, block.vmm_span.piece_count);
+            block.block_size, block.block_base, block.vmm.span.piece_count);
   } else if (block.pool_fd >= 0) {
     exported.pool_fd = block.pool_fd;
     exported.pool_pointer = block.pool_pointer;
@@ -82,7 +82,8 @@ CUresult export_sub_allocation(CUipcMemHandle* handle, const IpcBlock& block) {
   }
   exported.size = block.block_size;
   ipc::Token token;
-  switch (ipc::publish(block.block_base, exported, token)) {
+  std::string why;
+  switch (ipc::publish(block.block_base, exported, &block.vmm, token, why)) {
     case ipc::PublishResult::published:
       *handle = ipc::to_handle(token);
       return CUDA_SUCCESS;
@@ -94,6 +95,10 @@ CUresult export_sub_allocation(CUipcMemHandle* handle, const IpcBlock& block) {
       log::at(LogLevel::error, "cuIpcGetMemHandle: 4096 blocks are exported already; free some before "
                                "exporting {:#x}", block.block_base);
       return CUDA_ERROR_OUT_OF_MEMORY;
+    case ipc::PublishResult::no_service:
+      log::at(LogLevel::error, "cuIpcGetMemHandle: cannot start the descriptor service that hands out the memory "
+                               "of {:#x} ({}); it is not exported", block.block_base, why);
+      return CUDA_ERROR_OPERATING_SYSTEM;
   }
   return CUDA_ERROR_UNKNOWN;
 }
@@ -159,7 +164,7 @@ CUresult ipc_get_mem_handle(CUipcMemHandle* handle, CUdeviceptr dptr) {
   if (!driver.available || driver.cuIpcGetMemHandle == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   MemoryManager* owner = ContextRegistry::instance().owner_of(dptr);
   if (owner == nullptr) return driver.cuIpcGetMemHandle(handle, dptr);
-  const IpcBlock block = owner->ipc_block(dptr);
+  IpcBlock block = owner->ipc_block(dptr);
   if (block.verdict != CUDA_SUCCESS) return block.verdict;
   if (block.whole_allocation) return driver.cuIpcGetMemHandle(handle, dptr);
   return export_sub_allocation(handle, block);

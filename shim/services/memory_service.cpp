@@ -178,9 +178,23 @@ CUresult ctx_synchronize(CUcontext context) {
   return result;
 }
 
+namespace {
+
+// The driver's destroy and reset wait for the context's queued work before they free its memory; the
+// shim frees the arena or pool it served the context from before calling them, so it waits first
+// (not during a graph capture, which a synchronisation would end; nor for a context it does not
+// serve). A failure (a sticky error) is the driver's to report: the teardown goes on.
+void wait_before_teardown(CUcontext context) noexcept {
+  if (context == nullptr || capture_state::active() || registry().find(context) == nullptr) return;
+  synchronize_context(context);
+}
+
+}  // namespace
+
 CUresult ctx_destroy(CUcontext context) {
   const RealDriver& driver = real_driver();
   if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  wait_before_teardown(context);
   const budget::ReclaimHold hold;  // no reclaim thread uses the context meanwhile
   registry().forget(context);  // before the handle can be reused by a new context
   return driver.cuCtxDestroy_v2(context);
@@ -189,6 +203,7 @@ CUresult ctx_destroy(CUcontext context) {
 CUresult primary_ctx_reset(CUdevice device) {
   const RealDriver& driver = real_driver();
   if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  wait_before_teardown(active_primary_context(device));
   const budget::ReclaimHold hold;  // no reclaim thread uses the context meanwhile
   registry().forget_primary_context(device);
   return driver.cuDevicePrimaryCtxReset_v2(device);

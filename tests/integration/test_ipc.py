@@ -3,18 +3,23 @@ the simulator without gpumem and with it in every mode: PyTorch's tensor at an o
 segment (ipc_tensor_share), vLLM's custom all-reduce across N ranks (ipc_all_reduce), NCCL's legacy
 IPC probe (ipc_p2p_probe). Child processes inherit the environment, LD_PRELOAD included."""
 
-import fcntl
 import os
+import queue
 import re
+import resource
+import signal
+import socket
 import struct
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 
 from gpumem_testlib import TestCase, clean_environment, key_values, program_path, run, shim_path, sim_dir
 
 TENSOR = program_path("ipc_tensor_share")
+DESCRIPTORS = program_path("ipc_descriptors")
 ALL_REDUCE = program_path("ipc_all_reduce")
 P2P_PROBE = program_path("ipc_p2p_probe")
 
@@ -48,20 +53,31 @@ SEGMENT_BYTES = 4 * 1024 * 1024  # ipc_tensor_share.cpp's segment, the largest b
 # The layout an importer reads (shim/exports/ipc_token.h, export_table.cpp, export_table.h and
 # vmm_span.h), to forge handles and tables as a hostile or broken process of the same user would.
 TOKEN = struct.Struct("<16sQQiiII")  # magic, process number, generation, pid, table descriptor, slot, unused
-TABLE_MAGIC = b"gpumem-ipc-tabl6"
+TABLE_MAGIC = b"gpumem-ipc-tabl7"
 TABLE_HEADER = struct.Struct("<16sQII")  # magic, process number, slots, unused
 SLOT_HEADER = struct.Struct("<QQQ")  # sequence, generation, live
-SLOT_BYTES = SLOT_HEADER.size + 12456  # then the ExportedBlock
+SLOT_BYTES = SLOT_HEADER.size + 168  # then the ExportedBlock
 TABLE_SLOTS = 4096
 TABLE_BYTES = TABLE_HEADER.size + TABLE_SLOTS * SLOT_BYTES
 # In an ExportedBlock: the region's handle (64 bytes), offset, size, pool descriptor, unused, the pool
-# pointer's data (64 bytes), then the VMM span: offset, piece count, the list's descriptor (past 512
-# pieces; else -1), and 512 inline pieces (fd, unused, size, offset in the descriptor's memory).
+# pointer's data (64 bytes), then the VMM span: the block's offset in its first stretch, the number of
+# stretches, unused.
 REGION_BLOCK = struct.Struct("<64sQQiI")
 POOL_DATA = 64
-VMM_SPAN = struct.Struct("<QIi")
-INLINE_PIECES = 512
-VMM_PIECE = struct.Struct("<iIQQ")
+VMM_SPAN = struct.Struct("<QII")
+VMM_SPAN_AT = REGION_BLOCK.size + POOL_DATA  # in the ExportedBlock
+# The descriptor protocol (shim/exports/descriptor_protocol.h): the service's abstract socket name,
+# a request (magic, table number, generation, slot, first stretch, count, unused) and a reply (magic,
+# status, driver error, first, count, then 16 stretches of size and offset), its descriptors attached.
+SERVICE_NAME = "\0gpumem-ipc-{pid}-{number:016x}"
+REQUEST = struct.Struct("<8sQQIIII")
+REQUEST_MAGIC = b"gpumemQ1"
+REPLY_HEADER = struct.Struct("<8sIiII")
+REPLY_MAGIC = b"gpumemR1"
+BATCH = 16
+STRETCH = struct.Struct("<QQ")
+REPLY_BYTES = REPLY_HEADER.size + BATCH * STRETCH.size
+STATUS = {"ok": 0, "freed": 1, "bad_request": 2, "not_permitted": 3, "busy": 4, "refused": 5, "exiting": 6}
 
 
 def forged_handle(process_number: int, generation: int, pid: int, table_fd: int, slot: int) -> str:
@@ -90,6 +106,219 @@ def write_live_slot(table_fd: int, slot: int, generation: int, block: bytes):
     os.pwrite(table_fd, SLOT_HEADER.pack(0, generation, 1) + block, slot_offset(slot))
 
 
+def vmm_slot(offset: int, count: int, size: int) -> bytes:
+    """An ExportedBlock of a VMM block of `size` bytes at `offset` in `count` stretches."""
+    return REGION_BLOCK.pack(b"", 0, size, -1, 0) + bytes(POOL_DATA) + VMM_SPAN.pack(offset, count, 0)
+
+
+def reply_bytes(status: str = "ok", first: int = 0, stretches=(), count=None, driver_error: int = 0) -> bytes:
+    """A descriptor service's reply: `stretches` are (size, offset) pairs."""
+    body = b"".join(STRETCH.pack(size, offset) for size, offset in stretches).ljust(BATCH * STRETCH.size, b"\0")
+    return REPLY_HEADER.pack(REPLY_MAGIC, STATUS[status], driver_error, first,
+                             len(stretches) if count is None else count) + body
+
+
+def parse_reply(data: bytes) -> dict:
+    magic, status, driver_error, first, count = REPLY_HEADER.unpack_from(data)
+    stretches = [STRETCH.unpack_from(data, REPLY_HEADER.size + i * STRETCH.size) for i in range(min(count, BATCH))]
+    return {"magic": magic, "status": status, "driver_error": driver_error, "first": first, "count": count,
+            "stretches": stretches}
+
+
+def descriptor_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def limit_leaving(pid: int, room: int) -> int:
+    """The descriptor limit (ulimit -n) that leaves process `pid` exactly `room` free descriptor numbers."""
+    taken = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
+    free = 0
+    for number in range(1 << 20):
+        if number not in taken:
+            if free == room:
+                return number
+            free += 1
+    raise AssertionError("no such limit")
+
+
+def socket_inodes(pid: int) -> set:
+    """The sockets process `pid` holds, by inode."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target)
+    return inodes
+
+
+class ServiceClient:
+    """Talks to a genuine exporter's descriptor service as an importer would, or as a hostile one."""
+
+    def __init__(self, handle: str):
+        self.token = parse_handle(handle)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.settimeout(10)
+        self.sock.connect(SERVICE_NAME.format(pid=self.token["pid"], number=self.token["process_number"]))
+
+    def ask(self, first: int, count: int, **changes) -> tuple:
+        """Sends a request (`changes` override its fields) and returns (reply, descriptors)."""
+        fields = {"magic": REQUEST_MAGIC, "number": self.token["process_number"],
+                  "generation": self.token["generation"], "slot": self.token["slot"], "first": first,
+                  "count": count}
+        fields.update(changes)
+        self.sock.send(REQUEST.pack(fields["magic"], fields["number"], fields["generation"], fields["slot"],
+                                    fields["first"], fields["count"], 0))
+        return self.receive()
+
+    def receive(self) -> tuple:
+        data, fds, _flags, _address = socket.recv_fds(self.sock, REPLY_BYTES + 1, BATCH + 4)
+        return (parse_reply(data) if len(data) == REPLY_BYTES else {"bytes": len(data)}), fds
+
+    def close(self):
+        self.sock.close()
+
+
+class ForgedService:
+    """A descriptor service in this process's name for the forged table `number`, answering each
+    request with what answer(request) returns: (reply bytes, descriptors to attach), or None for no
+    answer at all. Its descriptors are closed once sent."""
+
+    def __init__(self, number: int, answer):
+        self.answer = answer
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(SERVICE_NAME.format(pid=os.getpid(), number=number))
+        self.listener.listen(8)
+        self.listener.settimeout(0.05)  # the accepting thread sees close() soon, and lets the name go
+        self.closed = threading.Event()
+        self.connections = []
+        self.acceptor = threading.Thread(target=self._accept, daemon=True)
+        self.acceptor.start()
+
+    def _accept(self):
+        while not self.closed.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            connection.settimeout(None)
+            self.connections.append(connection)
+            threading.Thread(target=self._talk, args=(connection,), daemon=True).start()
+
+    def _talk(self, connection):
+        while True:
+            try:
+                data = connection.recv(REQUEST.size + 1)
+            except OSError:
+                return
+            if not data:
+                return
+            names = ("magic", "number", "generation", "slot", "first", "count", "unused")
+            answered = self.answer(dict(zip(names, REQUEST.unpack(data))))
+            if answered is None:
+                continue
+            payload, fds = answered
+            try:
+                if fds:
+                    socket.send_fds(connection, [payload], fds)
+                else:
+                    connection.send(payload)
+            except OSError:
+                return
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
+    def close(self):
+        self.closed.set()
+        self.acceptor.join()
+        self.listener.close()
+        for connection in self.connections:
+            connection.close()
+
+
+class Driven:
+    """One role of ipc_descriptors, driven a command at a time, its descriptors limited to `nofile`
+    (ulimit -n, set in the child before it runs) and its stderr kept in a file."""
+
+    def __init__(self, role: str, env: dict, nofile: int = 1024):
+        self.stderr_file = tempfile.TemporaryFile(mode="w+")
+        self.read_to = 0
+
+        def limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        self.proc = subprocess.Popen([DESCRIPTORS, role], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr_file, text=True, preexec_fn=limit)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.strip())
+        self.lines.put(None)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def send(self, command: str):
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+
+    def answer(self, timeout: float = 120) -> dict:
+        line = self.lines.get(timeout=timeout)
+        if line is None:
+            raise AssertionError(f"{self.proc.args} ended: {self.stderr()}")
+        return key_values(line)
+
+    def ask(self, command: str, answers: int = 1, timeout: float = 120) -> dict:
+        self.send(command)
+        out = {}
+        for _ in range(answers):
+            out.update(self.answer(timeout))
+        return out
+
+    def descriptors(self) -> int:
+        return descriptor_count(self.pid)
+
+    def stderr(self) -> str:
+        self.stderr_file.seek(0)
+        return self.stderr_file.read()
+
+    def new_stderr(self) -> str:
+        """What it wrote on stderr since the last call."""
+        text = self.stderr()
+        fresh, self.read_to = text[self.read_to:], len(text)
+        return fresh
+
+    def finish(self, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            try:
+                self.send("quit")
+            except OSError:
+                pass
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            for stream in (self.proc.stdin, self.proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass  # a command it never read: nothing more to send
+
+    def kill(self):
+        """The end of a test (a cleanup): kills it if it still runs, and lets its stderr go."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.finish()
+        self.stderr_file.close()
+
+
 def environment(preload: bool, env: dict) -> dict:
     full = clean_environment()
     full.update(SIM)
@@ -98,6 +327,30 @@ def environment(preload: bool, env: dict) -> dict:
         full["LD_PRELOAD"] = shim_path()
     full.update(env)
     return full
+
+
+def share_with_a_heavier_member(test: unittest.TestCase) -> dict:
+    """A sharing directory of its own (removed after `test`) that another process of weight 1 has
+    joined (holding 2 MiB until the test ends); the environment to share it. A member of weight 0.1
+    then has a guarantee of about a tenth of the device, and maps what it takes beyond it a 2 MiB
+    granule per piece."""
+    share_dir = tempfile.mkdtemp(prefix="gpumem-ipc-share-")
+    test.addCleanup(lambda: subprocess.run(["rm", "-rf", share_dir], check=False))
+    shared = {"GPUMEM_SHARE": "auto", "GPUMEM_SHARE_DIR": share_dir}
+    joined, done = os.path.join(share_dir, "joined"), os.path.join(share_dir, "done")
+    other_env = clean_environment()
+    other_env.update({**SIM, **shared, "LD_PRELOAD": shim_path(), "LD_LIBRARY_PATH": sim_dir(),
+                      "GPUMEM_PREALLOCATE": "false"})
+    other = subprocess.Popen([program_path("share_worker"), "alloc:2x1", f"touch:{joined}", f"wait:{done}"],
+                             env=other_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    test.addCleanup(other.wait, 60)
+    test.addCleanup(lambda: open(done, "w").close())
+    for _ in range(600):
+        if os.path.exists(joined) or other.poll() is not None:
+            break
+        threading.Event().wait(0.05)
+    test.assertTrue(os.path.exists(joined), "the other member did not join")
+    return shared
 
 
 def start_waiting_exporter(env: dict) -> subprocess.Popen:
@@ -151,27 +404,12 @@ class TensorShare(IpcTestCase):
                     self.assertGreaterEqual(segment_bytes, SEGMENT_BYTES, result.describe())
                     self.assertGreaterEqual(segment_mappings, 2, result.describe())
 
-    def test_a_segment_over_more_mappings_than_a_slot_holds(self):
+    def test_a_segment_over_hundreds_of_mappings(self):
         # A shared GPU's arena takes memory beyond its guarantee a granule per piece: with a second
         # member of ten times its weight, the producer's guarantee is about 370 MiB, so its 1.1 GiB
-        # segment lies over more than 512 pieces, which the slot names through a list of its own; the
-        # consumer opens it as any other.
-        share_dir = tempfile.mkdtemp(prefix="gpumem-ipc-share-")
-        self.addCleanup(lambda: subprocess.run(["rm", "-rf", share_dir], check=False))
-        shared = {"GPUMEM_SHARE": "auto", "GPUMEM_SHARE_DIR": share_dir}
-        joined, done = os.path.join(share_dir, "joined"), os.path.join(share_dir, "done")
-        other_env = clean_environment()
-        other_env.update({**SIM, **shared, "LD_PRELOAD": shim_path(), "LD_LIBRARY_PATH": sim_dir(),
-                          "GPUMEM_PREALLOCATE": "false"})
-        other = subprocess.Popen([program_path("share_worker"), "alloc:2x1", f"touch:{joined}", f"wait:{done}"],
-                                 env=other_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.addCleanup(other.wait, 60)
-        self.addCleanup(lambda: open(done, "w").close())
-        for _ in range(600):
-            if os.path.exists(joined) or other.poll() is not None:
-                break
-            threading.Event().wait(0.05)
-        self.assertTrue(os.path.exists(joined), "the other member did not join")
+        # segment lies over more than 512 pieces, which the consumer asks the exporter's descriptor
+        # service for a batch at a time, and opens as any other.
+        shared = share_with_a_heavier_member(self)
         env = {**SIM, **CONFIGURATIONS["bfc growth"][1], "GPUMEM_LIMIT": "2GiB", **shared,
                "GPUMEM_SHARE_WEIGHT": "0.1",
                "IPC_SEGMENT_BYTES": str(1100 * 2**20), "GPUMEM_LOG_LEVEL": "debug"}
@@ -182,7 +420,7 @@ class TensorShare(IpcTestCase):
             "same_pointer": "1", "block": "ok", "consumer_exit": "0", "reply": "ok",
             "open": "cudaErrorInvalidValue", "stale_exit": "0"}, result.describe())
         exports = [(int(size), int(mappings)) for size, mappings in VMM_EXPORT.findall(result.stderr)]
-        self.assertGreater(max(mappings for _, mappings in exports), INLINE_PIECES, result.describe())
+        self.assertGreater(max(mappings for _, mappings in exports), 512, result.describe())
 
     def test_a_lone_shared_arena_maps_its_guarantee_in_few_pieces(self):
         # Alone, a shared arena's guarantee is the whole limit: the same segment lies over few pieces,
@@ -289,12 +527,16 @@ class TensorShare(IpcTestCase):
                 full_env = environment(preload, {**env, "CUDASIM_DEVICES": "2"})
                 exporter = start_waiting_exporter(full_env)
                 handle = key_values(exporter.stdout.readline())["handle"]
-                reader = run([TENSOR, "peer-read", handle], env=full_env, preload=preload)
+                readers = [run([TENSOR, role, handle], env=full_env, preload=preload)
+                           for role in ("peer-read", "peer-read-capturing")]
                 exporter.stdin.close()
                 self.assertEqual(exporter.wait(timeout=60), 0)
                 exporter.stdout.close()
-                self.assertSucceeded(reader)
-                self.assertEqual(key_values(reader.stdout), {"peer_read": "ok"}, reader.describe())
+                # The second closes while a graph is captured: a pool import's free, which would need a
+                # context synchronisation, waits for a later close outside the capture.
+                for reader in readers:
+                    self.assertSucceeded(reader)
+                    self.assertEqual(key_values(reader.stdout), {"peer_read": "ok"}, reader.describe())
 
     def test_an_importer_without_gpumem_gets_a_clean_error_for_a_pooled_block(self):
         # gpumem's handle of a block inside a region or of a pool is no driver handle: the driver
@@ -318,6 +560,321 @@ class TensorShare(IpcTestCase):
                     exporter.stdin.close()
                     self.assertEqual(exporter.wait(timeout=60), 0)
                     exporter.stdout.close()
+
+
+# A shared GPU's arena maps its memory a 2 MiB granule per piece: this block lies over 1,050 of them.
+LARGE_BLOCK = 2100 * 2**20
+PIECE_LINE = re.compile(r"the %d-byte block at 0x[0-9a-f]+ is shared as (\d+) VMM mapping" % LARGE_BLOCK)
+
+
+class DescriptorBound(IpcTestCase):
+    """A VMM block over more than a thousand pieces is shared without either process holding a
+    descriptor per piece (docs/ipc.md, "The descriptor service"): under ulimit -n 64 and 1024, every
+    process's descriptors back to what they were once the block is closed and freed, failures leaving
+    them as they were, a stopped importer holding nothing up."""
+
+    def shared_environment(self, **more) -> dict:
+        # Weight 0.01 beside a member of weight 1: a guarantee of a few MiB, and the block beyond it.
+        return environment(True, {**SIM, "GPUMEM_LIMIT": "3GiB", "GPUMEM_PREALLOCATE": "false",
+                                  "GPUMEM_SHARE_WEIGHT": "0.01", **share_with_a_heavier_member(self), **more})
+
+    def start(self, role: str, env: dict, nofile: int) -> Driven:
+        process = Driven(role, env, nofile)
+        self.addCleanup(process.kill)
+        self.assertEqual(process.ask("init"), {"init": "ok"})
+        return process
+
+    def exporter_with_large_block(self, env: dict, nofile: int) -> tuple:
+        """An exporter holding the large block (0) and a small one (1) already exported: the table and
+        the descriptor service, which stay, exist. Returns it and its descriptors then."""
+        exporter = self.start("exporter", {**env, "GPUMEM_LOG_LEVEL": "debug"}, nofile)
+        self.assertEqual(exporter.ask(f"alloc {LARGE_BLOCK}"), {"block": "0"})
+        self.assertEqual(exporter.ask("alloc 1048576"), {"block": "1"})
+        before_first_export = exporter.descriptors()
+        self.assertIn("handle", exporter.ask("export 1"))
+        # A process that exports keeps two descriptors from then on: its table and its service's socket.
+        self.assertEqual(exporter.descriptors(), before_first_export + 2)
+        return exporter, exporter.descriptors()
+
+    def assertDescriptorsReturn(self, process: Driven, expected: int, within: float = 10):
+        """The service closes a finished connection when it sees the end: wait for it, briefly."""
+        deadline = time.monotonic() + within
+        while process.descriptors() != expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(process.descriptors(), expected)
+
+    def exchange_under(self, nofile: int):
+        env = self.shared_environment()
+        exporter, exporter_before = self.exporter_with_large_block(env, nofile)
+        importer = self.start("importer", env, nofile)
+        importer_before = importer.descriptors()
+        handle = exporter.ask("export 0")["handle"]
+        self.assertEqual(exporter.descriptors(), exporter_before)  # no descriptor kept per piece
+        self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2),
+                         {"open": "cudaSuccess", "data": "ok"})
+        self.assertEqual(importer.descriptors(), importer_before)  # each one closed once imported
+        self.assertDescriptorsReturn(exporter, exporter_before)
+        self.assertEqual(importer.ask("close"), {"close": "cudaSuccess"})
+        self.assertEqual(importer.descriptors(), importer_before)
+        self.assertEqual(exporter.ask("free 0"), {"free": "cudaSuccess"})
+        self.assertEqual(exporter.descriptors(), exporter_before)
+        self.assertEqual(importer.finish(), 0, importer.stderr())
+        self.assertEqual(exporter.finish(), 0, exporter.stderr())
+        pieces = [int(count) for count in PIECE_LINE.findall(exporter.stderr())]
+        self.assertEqual(len(pieces), 1, exporter.stderr())
+        self.assertGreaterEqual(pieces[0], 1000)
+        self.assertNotIn("gpumem: [error]", exporter.stderr() + importer.stderr())
+
+    def test_gpumem_keeps_no_more_descriptors_than_the_driver_alone(self):
+        # The same exchange without gpumem (one cudaMalloc block, the driver's own legacy IPC), and with
+        # it, counted from the block's allocation on: after the export the exporter holds at most what
+        # it holds without gpumem plus its table and listening socket, which stay; the importer holds
+        # no more than without gpumem while the block is open, and nothing once it is closed.
+        held = {}
+        for preload in (False, True):
+            env = self.shared_environment() if preload else environment(False, SIM)
+            exporter = self.start("exporter", env, 64)
+            importer = self.start("importer", env, 64)
+            self.assertEqual(exporter.ask(f"alloc {LARGE_BLOCK}"), {"block": "0"})
+            start = (exporter.descriptors(), importer.descriptors())
+            handle = exporter.ask("export 0")["handle"]
+            exported = exporter.descriptors() - start[0]
+            self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2),
+                             {"open": "cudaSuccess", "data": "ok"})
+            opened = importer.descriptors() - start[1]
+            self.assertEqual(importer.ask("close"), {"close": "cudaSuccess"})
+            self.assertEqual(exporter.ask("free 0"), {"free": "cudaSuccess"})
+            time.sleep(0.2)  # the service sees the importer's connection end
+            held[preload] = (exported, opened, exporter.descriptors() - start[0], importer.descriptors() - start[1])
+            self.assertEqual(importer.finish(), 0, importer.stderr())
+            self.assertEqual(exporter.finish(), 0, exporter.stderr())
+        (plain_exported, plain_opened, _, plain_importer_after) = held[False]
+        (exported, opened, after, importer_after) = held[True]
+        self.assertLessEqual(exported, plain_exported + 2, held)
+        self.assertLessEqual(opened, plain_opened, held)
+        self.assertLessEqual(after, exported, held)
+        self.assertLessEqual(importer_after, max(plain_importer_after, 0), held)
+
+    def test_a_block_over_a_thousand_pieces_under_64_descriptors(self):
+        self.exchange_under(64)
+
+    def test_a_block_over_a_thousand_pieces_under_1024_descriptors(self):
+        self.exchange_under(1024)
+
+    def test_an_exporter_short_of_descriptors_fails_and_keeps_nothing(self):
+        # An exporter left 0 to 3 free descriptors: its first export of the large block fails (no room
+        # for the table, the listening socket, or the driver's export of a piece) with one error line,
+        # and it holds what it held before; with its limit back, the export works and opens.
+        env = self.shared_environment()
+        exporter = self.start("exporter", env, 64)
+        self.assertEqual(exporter.ask(f"alloc {LARGE_BLOCK}"), {"block": "0"})
+        exporter.new_stderr()
+        before = exporter.descriptors()
+        for room in range(4):
+            with self.subTest(free_descriptors=room):
+                resource.prlimit(exporter.pid, resource.RLIMIT_NOFILE, (limit_leaving(exporter.pid, room), 64))
+                answer = exporter.ask("export 0")
+                resource.prlimit(exporter.pid, resource.RLIMIT_NOFILE, (64, 64))
+                if "handle" in answer:
+                    break  # room enough: the export below is the one checked
+                self.assertIn(answer.get("export"), ("cudaErrorOperatingSystem", "cudaErrorInvalidValue",
+                                                     "cudaErrorMemoryAllocation"), answer)
+                lines = [line for line in exporter.new_stderr().splitlines() if line.startswith("gpumem:")]
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn("cuIpcGetMemHandle", lines[0])
+                self.assertEqual(exporter.descriptors(), before)
+        handle = exporter.ask("export 0")["handle"]
+        importer = self.start("importer", env, 64)
+        self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2),
+                         {"open": "cudaSuccess", "data": "ok"})
+        self.assertEqual(importer.ask("close"), {"close": "cudaSuccess"})
+        self.assertDescriptorsReturn(exporter, before + 2)  # the table and the service's socket
+
+    def test_an_importer_short_of_descriptors_takes_smaller_batches(self):
+        # Room for the socket and a few descriptors only: the importer asks for fewer at a time.
+        env = self.shared_environment()
+        exporter, exporter_before = self.exporter_with_large_block(env, 64)
+        importer = self.start("importer", env, 64)
+        importer_before = importer.descriptors()
+        handle = exporter.ask("export 0")["handle"]
+        resource.prlimit(importer.pid, resource.RLIMIT_NOFILE, (importer_before + 6, importer_before + 6))
+        self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2),
+                         {"open": "cudaSuccess", "data": "ok"})
+        self.assertEqual(importer.ask("close"), {"close": "cudaSuccess"})
+        self.assertEqual(importer.descriptors(), importer_before)
+        self.assertDescriptorsReturn(exporter, exporter_before)
+        self.assertNotIn("gpumem: [error]", importer.stderr())
+
+    def test_failures_leave_both_processes_as_they_were(self):
+        env = self.shared_environment()
+        exporter, exporter_before = self.exporter_with_large_block(env, 64)
+        handle = exporter.ask("export 0")["handle"]
+        with self.subTest(failure="the importer's driver refuses a mapping"):
+            # Every piece fetched and imported, then the 500th mapping refused: all of it undone.
+            importer = self.start("importer", {**env, "CUDASIM_FAULTS": "cuMemMap@500=2"}, 64)
+            importer_before = importer.descriptors()
+            self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}"), {"open": "cudaErrorMemoryAllocation"})
+            self.assertEqual(importer.descriptors(), importer_before)
+            self.assertDescriptorsReturn(exporter, exporter_before)
+            # Nothing was left behind: the same handle opens in the same process.
+            self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2),
+                             {"open": "cudaSuccess", "data": "ok"})
+            self.assertEqual(importer.ask("close"), {"close": "cudaSuccess"})
+            self.assertEqual(importer.descriptors(), importer_before)
+        with self.subTest(failure="a peer of another user"):
+            # Refused by the service (SO_PEERCRED), whatever it asks: no descriptor sent or kept.
+            read_end, write_end = os.pipe()
+            child = os.fork()
+            if child == 0:
+                try:
+                    os.close(read_end)
+                    os.setgid(65534)
+                    os.setuid(65534)
+                    client = ServiceClient(handle)
+                    try:
+                        client.ask(0, BATCH)
+                    except OSError:
+                        pass  # the service said why and closed the connection before the request went
+                    reply, fds = client.receive()
+                    os.write(write_end, f"{reply.get('status')} {len(fds)}".encode())
+                finally:
+                    os._exit(0)
+            os.close(write_end)
+            answer = os.read(read_end, 64).decode()
+            os.close(read_end)
+            os.waitpid(child, 0)
+            self.assertEqual(answer, f"{STATUS['not_permitted']} 0")
+            self.assertDescriptorsReturn(exporter, exporter_before)
+        with self.subTest(failure="the block freed while an importer is fetching it"):
+            client = ServiceClient(handle)
+            reply, fds = client.ask(0, BATCH)
+            self.assertEqual((reply["status"], reply["count"], len(fds)), (STATUS["ok"], BATCH, BATCH))
+            for fd in fds:
+                os.close(fd)
+            # The exporter sent those and closes its own: it holds the connection and nothing else.
+            self.assertDescriptorsReturn(exporter, exporter_before + 1)
+            self.assertEqual(exporter.ask("free 0"), {"free": "cudaSuccess"})
+            reply, fds = client.ask(BATCH, BATCH)
+            self.assertEqual((reply["status"], len(fds)), (STATUS["freed"], 0))
+            client.close()
+            self.assertDescriptorsReturn(exporter, exporter_before)
+        self.assertEqual(exporter.finish(), 0, exporter.stderr())
+
+    def test_a_hostile_client_gets_nothing_and_the_exporter_keeps_nothing(self):
+        env = self.shared_environment()
+        exporter, exporter_before = self.exporter_with_large_block(env, 64)
+        handle = exporter.ask("export 0")["handle"]
+        token = parse_handle(handle)
+        name = SERVICE_NAME.format(pid=token["pid"], number=token["process_number"])
+        null_fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(8)]
+        try:
+            for what, message, fds in (
+                    ("too many stretches at once", REQUEST.pack(REQUEST_MAGIC, token["process_number"],
+                                                                token["generation"], token["slot"], 0, BATCH + 1, 0),
+                     []),
+                    ("no stretch", REQUEST.pack(REQUEST_MAGIC, token["process_number"], token["generation"],
+                                                token["slot"], 0, 0, 0), []),
+                    ("stretches past the block", REQUEST.pack(REQUEST_MAGIC, token["process_number"],
+                                                              token["generation"], token["slot"], 1 << 20, 1, 0), []),
+                    ("another table", REQUEST.pack(REQUEST_MAGIC, token["process_number"] ^ 1, token["generation"],
+                                                   token["slot"], 0, 1, 0), []),
+                    ("a slot out of range", REQUEST.pack(REQUEST_MAGIC, token["process_number"], token["generation"],
+                                                         1 << 31, 0, 1, 0), []),
+                    ("another protocol", b"GET / HTTP/1.0\r\n\r\n".ljust(REQUEST.size, b" "), []),
+                    ("a short request", REQUEST_MAGIC, []),
+                    ("a long request", b"\0" * 65536, []),
+                    ("descriptors sent to the exporter", REQUEST.pack(REQUEST_MAGIC, token["process_number"],
+                                                                      token["generation"], token["slot"], 0, 1, 0),
+                     null_fds)):
+                with self.subTest(request=what):
+                    client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                    client.settimeout(10)
+                    client.connect(name)
+                    if fds:
+                        socket.send_fds(client, [message], fds)
+                    else:
+                        client.send(message)
+                    data, received, _flags, _address = socket.recv_fds(client, REPLY_BYTES + 1, BATCH + 4)
+                    for fd in received:
+                        os.close(fd)
+                    # Refused, and let go; descriptors a client attaches never reach the exporter.
+                    self.assertEqual((parse_reply(data)["status"], len(received)), (STATUS["bad_request"], 0))
+                    self.assertEqual(client.recv(REPLY_BYTES + 1), b"")
+                    client.close()
+                    self.assertDescriptorsReturn(exporter, exporter_before)
+            # Still serving.
+            importer = self.start("importer", env, 64)
+            self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2),
+                             {"open": "cudaSuccess", "data": "ok"})
+        finally:
+            for fd in null_fds:
+                os.close(fd)
+
+    def test_a_stopped_importer_holds_up_neither_the_exporter_nor_other_importers(self):
+        env = self.shared_environment()
+        exporter, exporter_before = self.exporter_with_large_block(env, 64)
+        handle = exporter.ask("export 0")["handle"]
+        unhindered = int(exporter.ask("churn 400")["churn_ms"])
+        # A peer that asked and never reads, and an importer stopped somewhere in its import.
+        silent = ServiceClient(handle)
+        silent.sock.send(REQUEST.pack(REQUEST_MAGIC, silent.token["process_number"], silent.token["generation"],
+                                      silent.token["slot"], 0, BATCH, 0))
+        stopped = self.start("importer", env, 64)
+        stopped_before = stopped.descriptors()
+        stopped.send(f"open {handle} 0 {LARGE_BLOCK}")
+        time.sleep(0.05)
+        os.kill(stopped.pid, signal.SIGSTOP)
+        try:
+            churned = int(exporter.ask("churn 400", timeout=30)["churn_ms"])
+            self.assertLess(churned, max(5 * unhindered, 3000))
+            other = self.start("importer", env, 64)
+            self.assertEqual(other.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2, timeout=30),
+                             {"open": "cudaSuccess", "data": "ok"})
+            self.assertEqual(other.ask("close"), {"close": "cudaSuccess"})
+            # The service lets idle connections go after 5 s: the exporter is back to what it held.
+            self.assertDescriptorsReturn(exporter, exporter_before, within=15)
+        finally:
+            os.kill(stopped.pid, signal.SIGCONT)
+        silent.close()
+        # Its import either finished before it was stopped or fails cleanly now (its connection was
+        # closed meanwhile); either way it holds what it held before, once closed.
+        opened = stopped.answer(timeout=30)
+        if opened == {"open": "cudaSuccess"}:
+            self.assertEqual(stopped.answer(), {"data": "ok"})
+            self.assertEqual(stopped.ask("close"), {"close": "cudaSuccess"})
+        else:
+            self.assertEqual(opened, {"open": "cudaErrorInvalidValue"})
+            self.assertIn("closed the connection", stopped.stderr())
+        self.assertEqual(stopped.descriptors(), stopped_before)
+        self.assertEqual(exporter.ask("free 0"), {"free": "cudaSuccess"})
+        self.assertDescriptorsReturn(exporter, exporter_before)
+
+    def test_a_forked_child_exports_in_its_own_name(self):
+        # The child of an exporter whose service runs holds none of its parent's sockets; its export
+        # names it, and its own service hands out its memory.
+        env = self.shared_environment()
+        exporter, _ = self.exporter_with_large_block(env, 64)
+        parent_sockets = socket_inodes(exporter.pid)
+        forked = exporter.ask(f"fork-export {64 * 2**20}", answers=2)
+        self.assertIn("child_handle", forked, exporter.stderr())
+        child = int(forked["child"])
+        self.assertEqual(parse_handle(forked["child_handle"])["pid"], child)
+        self.assertFalse(parent_sockets & socket_inodes(child))
+        importer = self.start("importer", env, 64)
+        self.assertEqual(importer.ask(f"open {forked['child_handle']} 1000 {64 * 2**20}", answers=2),
+                         {"open": "cudaSuccess", "data": "ok"})
+        self.assertEqual(importer.ask("close"), {"close": "cudaSuccess"})
+        self.assertEqual(exporter.ask("fork-end"), {"child_exit": "0"})
+
+    def test_an_exporter_ends_when_its_last_thread_does(self):
+        # The descriptor service's thread never keeps a process alive whose own threads all ended. The
+        # blocks are left unmarked: a stream's worker thread (the simulator's) would keep it alive.
+        exporter = self.start("exporter", self.shared_environment(), 64)
+        self.assertEqual(exporter.ask(f"alloc {LARGE_BLOCK} nomark"), {"block": "0"})
+        self.assertIn("handle", exporter.ask("export 0"))
+        self.assertEqual(len(os.listdir(f"/proc/{exporter.pid}/task")), 2)  # main, and the service's
+        self.assertEqual(exporter.ask("pthread-exit"), {"bye": "1"})
+        self.assertEqual(exporter.proc.wait(timeout=10), 0)
 
 
 class AllReduce(IpcTestCase):
@@ -364,19 +921,21 @@ class ForgedHandles(IpcTestCase):
             try:
                 result = self.open_forged(forged_handle(1, 1, os.getpid(), fifo_fd, 0))
                 self.assertRefusedInOneLine(result, f"descriptor {fifo_fd} is a FIFO")
-                # A live slot of a genuine-looking table naming the FIFO as a pool's or a VMM piece's descriptor.
+                # A live slot of a genuine-looking table naming the FIFO as a pool's descriptor, and a
+                # descriptor service sending it as a VMM piece's.
                 table = forged_table(77)
+                service = ForgedService(77, lambda request: (
+                    reply_bytes(first=request["first"], stretches=[(2 << 20, 0)]), [os.dup(fifo_fd)]))
                 try:
                     pool_block = REGION_BLOCK.pack(b"", 0, 4096, fifo_fd, 0) + bytes(POOL_DATA)
                     write_live_slot(table, 3, 5, pool_block)
                     result = self.open_forged(forged_handle(77, 5, os.getpid(), table, 3))
                     self.assertRefusedInOneLine(result, f"descriptor {fifo_fd} is a FIFO")
-                    vmm_block = (REGION_BLOCK.pack(b"", 0, 4096, -1, 0) + bytes(POOL_DATA) + VMM_SPAN.pack(0, 1, -1)
-                                 + VMM_PIECE.pack(fifo_fd, 0, 2 << 20, 0))
-                    write_live_slot(table, 4, 6, vmm_block)
+                    write_live_slot(table, 4, 6, vmm_slot(0, 1, 4096))
                     result = self.open_forged(forged_handle(77, 6, os.getpid(), table, 4))
-                    self.assertRefusedInOneLine(result, f"descriptor {fifo_fd} is a FIFO")
+                    self.assertRefusedInOneLine(result, "for piece 0 is a FIFO")
                 finally:
+                    service.close()
                     os.close(table)
             finally:
                 os.close(fifo_fd)
@@ -410,127 +969,185 @@ class ForgedHandles(IpcTestCase):
         for line in lines:
             self.assertTrue(any(reason in line for reason in reasons), line)
 
-    def test_a_slot_placing_its_block_outside_its_memory_is_refused(self):
-        # A genuine exporter's slot, copied into a forged table with the block moved past its memory.
-        # The reason the importer's one line names (past its memory, the slot is plausible and the
-        # driver refuses to map it).
-        for name, past_the_end, reason in (("bfc classic preallocated", self.region_offset_past_the_end, "outside it"),
-                                           ("bfc preallocated", self.vmm_offset_past_the_end, "impossibly"),
-                                           ("bfc preallocated", self.vmm_piece_offset_overflowing, "impossibly"),
-                                           ("bfc preallocated", self.vmm_piece_offset_past_its_memory,
-                                            "refused to map")):
-            with self.subTest(configuration=name, forgery=past_the_end.__name__):
+    def genuine_table_copy(self, exporter: subprocess.Popen) -> tuple:
+        """The genuine handle of a waiting exporter, and a copy of its export table."""
+        handle = key_values(exporter.stdout.readline())["handle"]
+        genuine = parse_handle(handle)
+        with open(f"/proc/{genuine['pid']}/fd/{genuine['table_fd']}", "rb") as source:
+            copied = bytearray(source.read())
+        self.assertEqual(len(copied), TABLE_BYTES)  # the layout above is the shim's
+        return handle, genuine, copied
+
+    def test_a_slot_placing_its_block_outside_its_region_is_refused(self):
+        # A genuine exporter's slot, copied into a forged table with the block moved past its region.
+        name = "bfc classic preallocated"
+        exporter = start_waiting_exporter(environment(True, CONFIGURATIONS[name][1]))
+        try:
+            handle, genuine, copied = self.genuine_table_copy(exporter)
+            block_at = slot_offset(genuine["slot"]) + SLOT_HEADER.size
+            region, offset, size, pool_fd, unused = REGION_BLOCK.unpack_from(copied, block_at)
+            REGION_BLOCK.pack_into(copied, block_at, region, 1 << 40, size, pool_fd, unused)
+            table = os.memfd_create("gpumem-ipc-exports")
+            try:
+                os.write(table, copied)
+                forged = forged_handle(genuine["process_number"], genuine["generation"], os.getpid(), table,
+                                       genuine["slot"])
+                env = {**SIM, **CONFIGURATIONS[name][1]}
+                self.assertRefusedInOneLine(self.open_forged(forged), "outside it")
+                # The genuine handle still opens: only the forgery was refused.
+                self.assertEqual(key_values(run([TENSOR, "open", handle], env=env).stdout), {"open": "cudaSuccess"})
+            finally:
+                os.close(table)
+        finally:
+            exporter.stdin.close()
+            self.assertEqual(exporter.wait(timeout=60), 0)
+            exporter.stdout.close()
+
+    def test_stretches_placing_a_block_outside_their_memory_are_refused(self):
+        # A genuine VMM exporter's slot copied into a forged table, served by a forged descriptor
+        # service that passes the genuine exporter's descriptors on (asked for as an importer would)
+        # with the block or the stretches moved: past its memory the slot or the stretches are
+        # impossible, or the driver refuses to map them.
+        name = "bfc preallocated"
+        for forgery, block_offset, first_offset, reason in (
+                ("the block past its stretches", 1 << 40, None, "impossibly"),
+                ("a stretch running past 2^64", None, "overflow", "impossibly"),
+                ("a stretch 1 TiB into its memory", None, 1 << 40, "refused to map")):
+            with self.subTest(forgery=forgery):
                 exporter = start_waiting_exporter(environment(True, CONFIGURATIONS[name][1]))
+                service = None
                 try:
-                    handle = key_values(exporter.stdout.readline())["handle"]
-                    genuine = parse_handle(handle)
-                    with open(f"/proc/{genuine['pid']}/fd/{genuine['table_fd']}", "rb") as source:
-                        copied = bytearray(source.read())
-                    self.assertEqual(len(copied), TABLE_BYTES)  # the layout above is the shim's
-                    opened = past_the_end(copied, slot_offset(genuine["slot"]) + SLOT_HEADER.size, genuine["pid"])
+                    handle, genuine, copied = self.genuine_table_copy(exporter)
+                    span_at = slot_offset(genuine["slot"]) + SLOT_HEADER.size + VMM_SPAN_AT
+                    offset, count, unused = VMM_SPAN.unpack_from(copied, span_at)
+                    self.assertGreaterEqual(count, 2)  # the 4 MiB segment over 2 MiB mappings
+                    if block_offset is not None:
+                        VMM_SPAN.pack_into(copied, span_at, block_offset, count, unused)
+                    upstream = ServiceClient(handle)
+
+                    def proxy(request):
+                        reply, fds = upstream.ask(request["first"], request["count"])
+                        stretches = list(reply["stretches"])
+                        if request["first"] == 0 and first_offset is not None:
+                            size = stretches[0][0]
+                            stretches[0] = (size, 2**64 - size + 1 if first_offset == "overflow" else first_offset)
+                        return reply_bytes(first=request["first"], stretches=stretches), fds
+
+                    service = ForgedService(genuine["process_number"], proxy)
                     table = os.memfd_create("gpumem-ipc-exports")
                     try:
                         os.write(table, copied)
                         forged = forged_handle(genuine["process_number"], genuine["generation"], os.getpid(), table,
                                                genuine["slot"])
-                        env = {**SIM, **CONFIGURATIONS[name][1]}
-                        result = run([TENSOR, "open", forged], env=env, timeout=60)
-                        self.assertSucceeded(result)
-                        self.assertRefusedInOneLine(result, reason)
+                        self.assertRefusedInOneLine(self.open_forged(forged), reason)
                         # The genuine handle still opens: only the forgery was refused.
+                        env = {**SIM, **CONFIGURATIONS[name][1]}
                         self.assertEqual(key_values(run([TENSOR, "open", handle], env=env).stdout),
                                          {"open": "cudaSuccess"})
                     finally:
                         os.close(table)
-                        for fd in opened or ():
-                            os.close(fd)
+                        upstream.close()
                 finally:
+                    if service is not None:
+                        service.close()
                     exporter.stdin.close()
                     self.assertEqual(exporter.wait(timeout=60), 0)
                     exporter.stdout.close()
 
-    @staticmethod
-    def region_offset_past_the_end(table: bytearray, block_at: int, _exporter: int):
-        region, offset, size, pool_fd, unused = REGION_BLOCK.unpack_from(table, block_at)
-        REGION_BLOCK.pack_into(table, block_at, region, 1 << 40, size, pool_fd, unused)
-
-    @staticmethod
-    def vmm_offset_past_the_end(table: bytearray, block_at: int, _exporter: int):
-        span_at = block_at + REGION_BLOCK.size + POOL_DATA
-        _, count, list_fd = VMM_SPAN.unpack_from(table, span_at)
-        total = sum(VMM_PIECE.unpack_from(table, span_at + VMM_SPAN.size + i * VMM_PIECE.size)[2] for i in range(count))
-        VMM_SPAN.pack_into(table, span_at, total, count, list_fd)
-
-    @staticmethod
-    def vmm_piece_offset_overflowing(table: bytearray, block_at: int, _exporter: int):
-        # The first piece's bytes said to begin where they would run past 2^64.
-        piece_at = block_at + REGION_BLOCK.size + POOL_DATA + VMM_SPAN.size
-        fd, unused, size, _ = VMM_PIECE.unpack_from(table, piece_at)
-        VMM_PIECE.pack_into(table, piece_at, fd, unused, size, 2**64 - size + 1)
-
-    @staticmethod
-    def vmm_piece_offset_past_its_memory(table: bytearray, block_at: int, exporter: int):
-        # The first piece's bytes said to begin 1 TiB into the memory its descriptor names: the
-        # exporter's genuine piece, opened here, since the forged handle names this process.
-        span_at = block_at + REGION_BLOCK.size + POOL_DATA
-        count = VMM_SPAN.unpack_from(table, span_at)[1]
-        opened = []
-        for i in range(count):
-            piece_at = span_at + VMM_SPAN.size + i * VMM_PIECE.size
-            fd, unused, size, offset = VMM_PIECE.unpack_from(table, piece_at)
-            opened.append(os.open(f"/proc/{exporter}/fd/{fd}", os.O_RDWR))
-            VMM_PIECE.pack_into(table, piece_at, opened[-1], unused, size, 1 << 40 if i == 0 else offset)
-        return opened
-
     def test_a_piece_naming_memory_the_driver_refuses_is_refused_in_one_line(self):
         # A VMM piece whose descriptor is /dev/null: no memory the driver can import.
-        null_fd = os.open("/dev/null", os.O_RDWR)
         table = forged_table(79)
+        service = ForgedService(79, lambda request: (reply_bytes(first=request["first"], stretches=[(2 << 20, 0)]),
+                                                     [os.open("/dev/null", os.O_RDWR)]))
         try:
-            vmm_block = (REGION_BLOCK.pack(b"", 0, 4096, -1, 0) + bytes(POOL_DATA) + VMM_SPAN.pack(0, 1, -1)
-                         + VMM_PIECE.pack(null_fd, 0, 2 << 20, 0))
-            write_live_slot(table, 2, 9, vmm_block)
+            write_live_slot(table, 2, 9, vmm_slot(0, 1, 4096))
             result = self.open_forged(forged_handle(79, 9, os.getpid(), table, 2))
             self.assertRefusedInOneLine(result, "refused piece 0")
         finally:
+            service.close()
             os.close(table)
-            os.close(null_fd)
 
-    def test_a_forged_list_of_mappings_is_refused(self):
-        # A block over more pieces than a slot holds names a list the exporter keeps: it must be a
-        # sealed memfd of exactly the pieces' size, and the pieces in it must hold the block.
-        count = INLINE_PIECES + 1
-        pieces = b"".join(VMM_PIECE.pack(0, 0, 2 << 20, 0) for _ in range(count))
-        with tempfile.TemporaryDirectory(prefix="gpumem-ipc-") as tmp:
-            fifo = os.path.join(tmp, "fifo")
-            os.mkfifo(fifo)
-            fifo_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-            unsealed = os.memfd_create("gpumem-ipc-pieces", os.MFD_ALLOW_SEALING)
-            os.write(unsealed, pieces)
-            short = os.memfd_create("gpumem-ipc-pieces", os.MFD_ALLOW_SEALING)
-            os.write(short, pieces[:-VMM_PIECE.size])
-            past = os.memfd_create("gpumem-ipc-pieces", os.MFD_ALLOW_SEALING)
-            os.write(past, pieces)
-            seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL
-            for sealed in (short, past):
-                fcntl.fcntl(sealed, fcntl.F_ADD_SEALS, seals)
-            table = forged_table(78)
+    def test_a_hostile_descriptor_service_is_refused_and_leaves_no_descriptor(self):
+        # Whatever a service in the exporter's name sends, the importer refuses the open in one line
+        # naming what was wrong, and holds exactly the descriptors it held before (every descriptor
+        # it was sent is closed); one that never answers costs it 5 s.
+        pieces = 20
+        table = forged_table(81)
+        null = lambda: os.open("/dev/null", os.O_RDWR)  # noqa: E731
+        fifo_dir = tempfile.mkdtemp(prefix="gpumem-ipc-")
+        fifo = os.path.join(fifo_dir, "fifo")
+        os.mkfifo(fifo)
+        fifo_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        two_mib = [(2 << 20, 0)] * BATCH
+
+        def stretches(request, count=None):
+            return two_mib[:request["count"] if count is None else count]
+
+        scenarios = [
+            ("a FIFO", lambda r: (reply_bytes(first=r["first"], stretches=stretches(r)),
+                                  [os.dup(fifo_fd) for _ in range(r["count"])]), "for piece 0 is a FIFO"),
+            ("one descriptor more than asked for", lambda r: (reply_bytes(first=r["first"], stretches=stretches(r)),
+                                                             [null() for _ in range(r["count"] + 1)]),
+             "descriptors and"),
+            ("one stretch fewer", lambda r: (reply_bytes(first=r["first"], stretches=stretches(r, r["count"] - 1)),
+                                             [null() for _ in range(r["count"] - 1)]), "for 16 asked for"),
+            ("a short reply", lambda r: (b"gpumemR1", [null()]), "impossible reply"),
+            ("another protocol", lambda r: (b"x" * REPLY_BYTES, []), "impossible reply"),
+            ("a freed block", lambda r: (reply_bytes("freed", first=r["first"]), []), "has freed the block"),
+            ("a driver refusal", lambda r: (reply_bytes("refused", first=r["first"], driver_error=2), []),
+             "could not export"),
+            ("no permission", lambda r: (reply_bytes("not_permitted"), []), "refused this process its memory"),
+            ("no answer", lambda r: None, "did not answer within 5 s"),
+        ]
+        importer = Driven("importer", environment(True, {**SIM, **CONFIGURATIONS["bfc growth"][1]}), nofile=64)
+        try:
+            self.assertEqual(importer.ask("init"), {"init": "ok"})
+            importer.new_stderr()
+            before = importer.descriptors()
+            for slot, (forgery, answer, reason) in enumerate(scenarios):
+                with self.subTest(forgery=forgery):
+                    write_live_slot(table, slot, 3, vmm_slot(0, pieces, 4096))
+                    service = ForgedService(81, answer)
+                    try:
+                        handle = forged_handle(81, 3, os.getpid(), table, slot)
+                        self.assertEqual(importer.ask(f"open {handle} 0 4096", timeout=60),
+                                         {"open": "cudaErrorInvalidValue"})
+                    finally:
+                        service.close()
+                    lines = [line for line in importer.new_stderr().splitlines() if line.startswith("gpumem:")]
+                    self.assertEqual(len(lines), 1, lines)
+                    self.assertIn(reason, lines[0])
+                    self.assertEqual(importer.descriptors(), before)
+            # The name bound by another process, and no service at all.
+            other = subprocess.Popen(
+                ["python3", "-c", "import socket, sys, time\n"
+                 "s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+                 "s.bind('\\0' + sys.argv[1]); s.listen(); print('bound', flush=True); time.sleep(120)",
+                 SERVICE_NAME.format(pid=os.getpid(), number=81)[1:]], stdout=subprocess.PIPE, text=True)
             try:
-                for slot, (list_fd, offset, reason) in enumerate((
-                        (fifo_fd, 0, f"descriptor {fifo_fd} is a FIFO"),
-                        (unsealed, 0, "not a sealed memfd"),
-                        (short, 0, f"not {count} mappings"),
-                        (past, count * (2 << 20), "bytes at offset"),
-                        (-1, 0, "no list of mappings"))):
+                self.assertEqual(other.stdout.readline().strip(), "bound")
+                write_live_slot(table, 20, 3, vmm_slot(0, pieces, 4096))
+                handle = forged_handle(81, 3, os.getpid(), table, 20)
+                for reason in (f"is process {other.pid}'s", "has no descriptor service"):
                     with self.subTest(reason=reason):
-                        block = (REGION_BLOCK.pack(b"", 0, 4096, -1, 0) + bytes(POOL_DATA)
-                                 + VMM_SPAN.pack(offset, count, list_fd))
-                        write_live_slot(table, slot, 9, block)
-                        result = self.open_forged(forged_handle(78, 9, os.getpid(), table, slot))
-                        self.assertRefusedInOneLine(result, reason)
+                        self.assertEqual(importer.ask(f"open {handle} 0 4096"), {"open": "cudaErrorInvalidValue"})
+                        lines = [line for line in importer.new_stderr().splitlines() if line.startswith("gpumem:")]
+                        self.assertEqual(len(lines), 1, lines)
+                        self.assertIn(reason, lines[0])
+                        self.assertEqual(importer.descriptors(), before)
+                        other.kill()
+                        other.wait()
             finally:
-                for fd in (table, fifo_fd, unsealed, short, past):
-                    os.close(fd)
+                if other.poll() is None:
+                    other.kill()
+                    other.wait()
+                other.stdout.close()
+            self.assertEqual(importer.finish(), 0)
+        finally:
+            importer.kill()
+            os.close(table)
+            os.close(fifo_fd)
+            subprocess.run(["rm", "-rf", fifo_dir], check=False)
 
 
 if __name__ == "__main__":

@@ -81,6 +81,23 @@ class DeferredFreeByData(MemTestCase):
                         self.assertOutput(result, driver_version=version, intact=1)
 
 
+class TeardownWaits(MemTestCase):
+    def test_destroy_and_reset_wait_for_work_still_reading_the_contexts_memory(self):
+        # cuCtxDestroy and cuDevicePrimaryCtxReset wait for the context's queued work before freeing
+        # its memory; the shim frees its arena or pool first, so it waits as long. A copy queued
+        # behind a 200 ms host function reads a block of the context torn down meanwhile: it must read
+        # the block's bytes (cuda_async mode faulted: its pool was trimmed and destroyed under the copy).
+        modes = {"without gpumem": None, "bfc": {}, "bfc growth": {"GPUMEM_PREALLOCATE": "false"},
+                 "bfc classic": {"GPUMEM_REGION_SOURCE": "classic"}, "cuda_async": {"GPUMEM_MODE": "cuda_async"},
+                 "cuda_async growth": {"GPUMEM_MODE": "cuda_async", "GPUMEM_PREALLOCATE": "false"},
+                 "platform": {"GPUMEM_MODE": "platform"}}
+        for scenario in ("destroy_with_work_queued", "reset_with_work_queued"):
+            for mode, env in modes.items():
+                with self.subTest(scenario=scenario, mode=mode):
+                    result = self.scenario(DRIVER, scenario, MIB, env=env, preload=env is not None)
+                    self.assertOutput(result, teardown_copy_ok=1)
+
+
 class ContextSynchronisation(MemTestCase):
     def test_defer_synchronises_once_per_needed_reuse(self):
         # One-block arena, 20 alloc/free rounds: each reuse needs one synchronisation by the shim.

@@ -20,6 +20,8 @@
 //                     segment; closes the handle while that copy waits, then lets it run (from another
 //                     thread, 200 ms later) and checks what it copied: a close waits for queued work, as
 //                     the driver's does, so the copy reads the tensor, not unmapped memory
+//   peer-read-capturing HANDLE   the same, the close made while another stream captures a graph;
+//                     then the handle opened and closed again outside the capture
 //   hold HANDLE       opens a segment handle, checks the tensor, waits for its stdin to close (the
 //                     exporter may exit meanwhile), checks the tensor again, closes
 // IPC_SEGMENT_BYTES (bytes, at least the 4 MiB default) sets the size of the segment the producer exports.
@@ -267,7 +269,7 @@ void CUDART_CB wait_until_released(void*) {
   while (!g_copy_may_run.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
-int peer_read(const std::string& hex) {
+int peer_read(const std::string& hex, bool capturing) {
   cudaIpcMemHandle_t handle{};
   if (!handle_from_hex(hex, handle, "peer-read")) return 2;
   CHECK_CUDA(cudaSetDevice(0));
@@ -285,10 +287,28 @@ int peer_read(const std::string& hex) {
     g_copy_may_run.store(true);
   });
   CHECK_CUDA(cudaSetDevice(0));
+  cudaStream_t captured = nullptr;
+  if (capturing) {  // the close comes while a graph is captured (relaxed: other threads may call on)
+    CHECK_CUDA(cudaStreamCreateWithFlags(&captured, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamBeginCapture(captured, cudaStreamCaptureModeRelaxed));
+  }
   CHECK_CUDA(cudaIpcCloseMemHandle(segment));
+  if (capturing) {
+    cudaGraph_t graph = nullptr;
+    CHECK_CUDA(cudaStreamEndCapture(captured, &graph));
+    CHECK_CUDA(cudaGraphDestroy(graph));
+    CHECK_CUDA(cudaStreamDestroy(captured));
+  }
   release.join();
   CHECK_CUDA(cudaStreamSynchronize(stream));
   if (copied != pattern(kTensorBytes, 11)) return fail("peer_read");
+  if (capturing) {
+    // A later close, outside any capture, frees what the captured one left (and this one's).
+    void* again = nullptr;
+    CHECK_CUDA(cudaIpcOpenMemHandle(&again, handle, cudaIpcMemLazyEnablePeerAccess));
+    if (!same_bytes(offset(again, kTensorOffset), pattern(kTensorBytes, 11))) return fail("peer_read_again");
+    CHECK_CUDA(cudaIpcCloseMemHandle(again));
+  }
   std::printf("peer_read=ok\n");
   return 0;
 }
@@ -304,10 +324,11 @@ int main(int argc, char** argv) {
   if (role == "export-and-wait" && argc == 2) return export_segment(AfterExport::wait_for_stdin);
   if (role == "export-and-reset" && argc == 2) return export_segment(AfterExport::reset_then_open);
   if (role == "hold" && argc == 3) return hold(argv[2]);
-  if (role == "peer-read" && argc == 3) return peer_read(argv[2]);
+  if (role == "peer-read" && argc == 3) return peer_read(argv[2], false);
+  if (role == "peer-read-capturing" && argc == 3) return peer_read(argv[2], true);
   std::fprintf(stderr,
                "usage: %s producer | consumer HANDLE OFFSET BLOCK_HANDLE RANGE_HANDLE RANGE_OFFSET | open HANDLE [N] | "
-               "export-and-exit | export-and-wait | export-and-reset | hold HANDLE | peer-read HANDLE\n",
+               "export-and-exit | export-and-wait | export-and-reset | hold HANDLE | peer-read[-capturing] HANDLE\n",
                argv[0]);
   return 2;
 }

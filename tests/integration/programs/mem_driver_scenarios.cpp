@@ -217,6 +217,34 @@ int deferred_free(CUcontext primary, CUdevice device, std::size_t bytes, bool fr
   return 0;
 }
 
+// A context is torn down (cuCtxDestroy of a created one, or cuDevicePrimaryCtxReset of the primary)
+// while a copy queued behind a 200 ms host function on a non-blocking stream still reads one of its
+// blocks: the driver waits for the context's work before freeing its memory, so the copy reads what
+// was written. teardown_copy_ok=1 when it did (a copy of freed memory reads other bytes, or faults).
+int teardown_with_work_queued(CUdevice device, bool primary_reset, std::size_t bytes) {
+  CUcontext context = nullptr;
+  if (primary_reset) {
+    context = retain_primary(device);
+  } else {
+    CHECK_CU(cuCtxCreate(&context, nullptr, 0, device));  // now current
+  }
+  CUstream stream = nullptr;
+  CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  mem_scenarios::ReuseBuffers data(bytes);
+  CUdeviceptr block = 0;
+  CHECK_CU(cuMemAlloc(&block, bytes));
+  CHECK_CU(cuMemcpyHtoD(block, data.mine.data(), bytes));
+  CHECK_CU(cuLaunchHostFunc(stream, sleep_200ms, nullptr));
+  CHECK_CU(cuMemcpyDtoHAsync(data.back.data(), block, bytes, stream));
+  if (primary_reset) {
+    CHECK_CU(cuDevicePrimaryCtxReset(device));  // its references and the stream go with it
+  } else {
+    CHECK_CU(cuCtxDestroy(context));
+  }
+  std::printf("teardown_copy_ok=%d\n", data.intact() ? 1 : 0);
+  return 0;
+}
+
 // Frees the driver refuses (inside a block, twice, a host address) get its answer, and leave the
 // memory manager sound.
 int bad_frees() {
@@ -358,6 +386,10 @@ int main(int argc, char** argv) {
   if (scenario == "primary_reset") return primary_reset(device);
   if (scenario == "primary_release") return primary_release(device);
   if (scenario == "fork_while_creating") return fork_while_creating(device, static_cast<int>(args.number(2, 200)));
+  if (scenario == "destroy_with_work_queued" || scenario == "reset_with_work_queued") {
+    return teardown_with_work_queued(device, scenario == "reset_with_work_queued",
+                                     static_cast<std::size_t>(args.number(2, 1 << 20)));
+  }
   const CUcontext primary = retain_primary(device);
   int rc = 2;
   if (scenario == "churn") {
