@@ -15,6 +15,7 @@ it does not all fit.
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import gpumem_testlib as t
@@ -235,6 +236,31 @@ class Alone(FrameworkTestCase):
         self.assertOk(outcome)
         self.assertEqual(outcome.values["framework_allocator"], "cudaMallocAsync")
         self.assertGreaterEqual(outcome.stats["peak_in_use"], GiB, outcome.describe())
+
+
+class TraceReplay(FrameworkTestCase):
+    """The trace step bench/frameworks.sh times: a replay-log CSV through the framework's allocator."""
+
+    def test_each_framework_replays_a_trace_with_and_without_the_switch(self):
+        rows = ["Thread,Time,Action,Pointer,Size,Stream,Device",
+                "1,0.1,allocate,0x1000,1048576,0,0", "1,0.2,allocate,0x2000,300,0,0",
+                "1,0.3,allocate failure,0x0,99999999999,0,0", "1,0.4,free,0x1000,1048576,0,0",
+                "1,0.5,allocate,0x1000,4194304,0,0", "1,0.6,free,0x2000,300,0,0", "1,0.7,free,0x1000,4194304,0,0"]
+        with tempfile.TemporaryDirectory() as folder:
+            trace = os.path.join(folder, "trace.csv")
+            with open(trace, "w") as f:
+                f.write("\n".join(rows) + "\n")
+            for shape in PROGRAMS:
+                for env in ({}, BEFORE):
+                    with self.subTest(shape=shape, **env):
+                        outcome = self.run_alone(shape, f"trace:{trace}", env=env)
+                        self.assertOk(outcome)
+                        self.assertEqual(outcome.values["trace_ops"], "6", outcome.describe())  # the refusal left out
+                        self.assertGreater(float(outcome.values["trace_ns_per_op"]), 0)
+                        self.assertEqual(outcome.values["live"], "0", outcome.describe())
+            missing = self.run_alone("jax", f"trace:{os.path.join(folder, 'absent.csv')}")
+            self.assertEqual(missing.returncode, 2, missing.describe())
+            self.assertIn("cannot read the trace", missing.err)
 
 
 class SideBySide(FrameworkTestCase):

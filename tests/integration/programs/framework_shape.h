@@ -8,6 +8,10 @@
 //   free:<n>            frees the n buffers allocated last
 //   churn:<ms>          frees and allocates again the buffers it holds, one by one, for that long
 //   churn:@<path>       the same until the file exists (at most 60 s): a training loop's steps
+//   trace:<path>        replays an allocation trace (RMM's replay-log CSV, uncompressed: Action,
+//                       Pointer and Size columns) through the framework's allocator, after one
+//                       warm-up allocation; prints "trace_ops" and "trace_ns_per_op", the time of its
+//                       allocations and frees alone (bench/frameworks.sh compares them)
 //   report              what the framework holds from the driver now and at most
 //                       ("framework_reserved", "framework_peak_reserved"), and what is live
 //   info                cudaMemGetInfo's free and total, as the framework sees them
@@ -35,6 +39,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "bfc_arena.h"
@@ -141,11 +146,11 @@ class DriverAllocator final : public FrameworkAllocator {
   explicit DriverAllocator(const DeviceCalls& calls) : holdings_(calls) {}
   bool allocate(std::size_t bytes, std::uintptr_t& out) override {
     if (!holdings_.take(bytes, out)) return false;
-    sizes_.push_back({out, bytes});
+    sizes_.emplace(out, bytes);
     return true;
   }
   void deallocate(std::uintptr_t ptr) override {
-    const auto found = std::find_if(sizes_.begin(), sizes_.end(), [&](const auto& entry) { return entry.first == ptr; });
+    const auto found = sizes_.find(ptr);
     if (found == sizes_.end()) return;
     holdings_.give_back(ptr, found->second);
     sizes_.erase(found);
@@ -155,7 +160,7 @@ class DriverAllocator final : public FrameworkAllocator {
 
  private:
   DriverHoldings holdings_;
-  std::vector<std::pair<std::uintptr_t, std::size_t>> sizes_;
+  std::unordered_map<std::uintptr_t, std::size_t> sizes_;  // a framework's table of its buffers
 };
 
 using Clock = std::chrono::steady_clock;
@@ -188,6 +193,12 @@ class Program {
         for (std::size_t n = std::strtoull(arg.c_str(), nullptr, 10); n > 0 && !buffers_.empty(); --n) free_last();
       } else if (step.rfind("churn:", 0) == 0) {
         churn(arg);
+      } else if (step.rfind("trace:", 0) == 0) {
+        if (!replay_trace(arg)) {
+          std::fprintf(stderr, "%s: cannot read the trace \"%s\" (a CSV with Action, Pointer and Size columns)\n",
+                       argv[0], arg.c_str());
+          return 2;
+        }
       } else if (step == "report") {
         report();
       } else if (step == "info") {
@@ -287,6 +298,89 @@ class Program {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     std::printf("churn_rounds=%lu\n", rounds);
+  }
+
+  struct TraceRow {
+    bool allocate;
+    std::uint64_t pointer;
+    std::size_t bytes;
+  };
+
+  // The rows of a replay-log CSV, or false when it has no Action, Pointer and Size columns.
+  static bool read_trace(const std::string& path, std::vector<TraceRow>& rows) {
+    std::FILE* file = std::fopen(path.c_str(), "re");
+    if (file == nullptr) return false;
+    std::vector<std::string> lines;
+    char buffer[512];
+    std::string line;
+    while (std::fgets(buffer, sizeof buffer, file) != nullptr) {
+      line += buffer;
+      if (line.back() != '\n') continue;
+      line.pop_back();
+      lines.push_back(std::move(line));
+      line.clear();
+    }
+    std::fclose(file);
+    if (lines.empty()) return false;
+    const auto fields = [](const std::string& text) {
+      std::vector<std::string> out(1);
+      for (const char c : text) {
+        if (c == ',') {
+          out.emplace_back();
+        } else {
+          out.back().push_back(c);
+        }
+      }
+      return out;
+    };
+    const std::vector<std::string> header = fields(lines[0]);
+    const auto column = [&](const char* name) {
+      return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+    };
+    const std::size_t action = column("Action"), pointer = column("Pointer"), size = column("Size");
+    if (action == header.size() || pointer == header.size() || size == header.size()) return false;
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+      const std::vector<std::string> row = fields(lines[i]);
+      if (row.size() < header.size()) continue;
+      const bool allocate = row[action] == "allocate";
+      if (!allocate && row[action] != "free" && row[action] != "deallocate") continue;  // a refusal
+      rows.push_back(TraceRow{allocate, std::strtoull(row[pointer].c_str(), nullptr, 16),
+                              std::strtoull(row[size].c_str(), nullptr, 10)});
+    }
+    return true;
+  }
+
+  bool replay_trace(const std::string& path) {
+    std::vector<TraceRow> rows;
+    if (!read_trace(path, rows)) return false;
+    std::vector<std::pair<std::uint64_t, std::uintptr_t>> live;  // the trace's pointer, ours
+    live.reserve(rows.size());
+    allocate_or_end(256);  // the allocator made (a preallocation done) before the clock starts
+    free_last();
+    const auto start = Clock::now();
+    for (const TraceRow& row : rows) {
+      if (row.allocate) {
+        std::uintptr_t ptr = 0;
+        if (!allocator().allocate(std::max<std::size_t>(row.bytes, 1), ptr)) {
+          std::printf("refused_bytes=%zu\nresult=oom\n", row.bytes);
+          std::fflush(stdout);
+          std::exit(3);
+        }
+        live.emplace_back(row.pointer, ptr);
+        continue;
+      }
+      // Most frees are of recent allocations: search from the end.
+      for (auto entry = live.rbegin(); entry != live.rend(); ++entry) {
+        if (entry->first != row.pointer) continue;
+        allocator().deallocate(entry->second);
+        live.erase(std::next(entry).base());
+        break;
+      }
+    }
+    const double elapsed_ns = ms_since(start) * 1e6;
+    for (const auto& entry : live) allocator().deallocate(entry.second);
+    std::printf("trace_ops=%zu\ntrace_ns_per_op=%.1f\n", rows.size(), elapsed_ns / static_cast<double>(rows.size()));
+    return true;
   }
 
   DeviceCalls calls_;
