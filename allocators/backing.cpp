@@ -94,7 +94,7 @@ bool Backing::plan_map(std::uintptr_t at, std::size_t bytes, Kind kind, Plan& pl
     if (kind == Kind::laid_out) {
       for (std::size_t done = 0; done < bytes;) {
         const std::size_t size =
-            std::min(bytes - done, piece_bytes_at(at + done - range_base_, granule_, largest_piece_));
+            std::min(bytes - done, piece_bytes_at(at + done - range_base_, granule_, largest_piece_.load(std::memory_order_relaxed)));
         plan.mappings.push_back(Mapping{at + done, size, add_piece(size), 0, false});
         done += size;
       }

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -91,6 +92,10 @@ class Backing {
   // holds at least this (rounded down to the granule, at least one).
   Backing(std::uintptr_t range_base, std::size_t granule, std::size_t largest_piece, std::size_t slab_bytes);
   void set_range_base(std::uintptr_t base) noexcept { range_base_ = base; }
+  // Pieces laid out from now on are at most `bytes` (at least a granule); those held keep their size.
+  void set_largest_piece(std::size_t bytes) noexcept {
+    largest_piece_.store(bytes < granule_ ? granule_ : bytes, std::memory_order_relaxed);
+  }
 
   // Plans mapping [at, at + bytes) (whole granules, nothing mapped there). A new slab holds at least
   // `slab_bytes` (default: the backing's; a caller whose platform refused that much asks for no more
@@ -168,7 +173,7 @@ class Backing {
 
   std::uintptr_t range_base_;
   const std::size_t granule_;
-  const std::size_t largest_piece_;
+  std::atomic<std::size_t> largest_piece_;  // set from any thread; read when a mapping is planned
   const std::size_t slab_bytes_;
   std::vector<Piece> pieces_;       // by PieceId; a dead piece's record is reused
   std::vector<PieceId> free_ids_;

@@ -185,14 +185,19 @@ ChunkHandle BfcArena::mapped_alternative(ChunkHandle best, std::size_t rounded) 
 bool BfcArena::take_free(const Request& request, std::uintptr_t& out) {
   ChunkHandle handle = free_.best_fit(chunks_, request.rounded);
   if (handle == kNoChunk) return false;
+  // Whether the block needs memory mapped under it: asked once (most blocks need none).
+  bool unbacked = !unmapped_.empty() && needs_mapping(handle, request.rounded);
   // Growth mode: memory mapped already serves before more is mapped. Preallocated, the limit holds
   // what it holds anyway: the best fit, which packs blocks tightest.
-  if (!options_.preallocate && !unmapped_.empty() && needs_mapping(handle, request.rounded)) {
-    if (const ChunkHandle mapped = mapped_alternative(handle, request.rounded); mapped != kNoChunk) handle = mapped;
+  if (unbacked && !options_.preallocate) {
+    if (const ChunkHandle mapped = mapped_alternative(handle, request.rounded); mapped != kNoChunk) {
+      handle = mapped;
+      unbacked = false;
+    }
   }
-  if (!unmapped_.empty()) {
+  if (unbacked) {
     // Fenced memory first, where the options ask for it (the caller reports fences_pending).
-    if (fences_first(request) && needs_mapping(handle, request.rounded)) return false;
+    if (fences_first(request)) return false;
     // The block must have memory behind it before it is handed out; the chunk is still free (and
     // indexed) here, so a refusal leaves nothing to undo. Lending may rehash the records: the chunk
     // is found again by its base (lending never cuts into it).
@@ -1067,7 +1072,9 @@ std::size_t BfcArena::release_free_regions() noexcept {
 std::size_t BfcArena::release_free_regions_locked() {
   // With a resizable source, what goes back is what the arena and its source hold less afterwards:
   // unmapped granules may stay with the source, in pieces still in use.
-  const auto held = [this] { return counters_.bytes_reserved + (resize_granule_ != 0 ? source_.idle_bytes() : 0); };
+  const auto held = [this]() GPUMEM_REQUIRES(mutex_) {
+    return counters_.bytes_reserved + (resize_granule_ != 0 ? source_.idle_bytes() : 0);
+  };
   const std::size_t held_before = held();
   std::size_t released = unmap_idle(IdleScan::all);
   if (!ended_loans_.empty()) {  // their lenders' pieces may now be idle as a whole

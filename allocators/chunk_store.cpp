@@ -15,7 +15,6 @@ constexpr std::size_t kMaxSlots = std::size_t{1} << 31;
 ChunkStore::ChunkStore(std::size_t table_slots)
     : records_(table_slots + table_slots / kStashShare),
       states_(records_.size(), ChunkState::unused),
-      tags_(records_.size(), 0),
       prevs_(records_.size(), kNoChunk),
       fences_(records_.size()),
       table_slots_(table_slots),
@@ -119,7 +118,6 @@ ChunkHandle ChunkStore::create(std::uintptr_t base, ChunkState state) noexcept {
   chunk.base = base;
   chunk.priority = random_state_;
   states_[chosen] = state;
-  tags_[chosen] = tag_of(base);
   prevs_[chosen] = kNoChunk;
   // fences_[chosen] is already empty: a fence is cleared when its chunk stops being fenced, and a
   // record is destroyed only when free. Not touching it spares a write to a cold line.
@@ -133,14 +131,13 @@ void ChunkStore::destroy(ChunkHandle handle) noexcept {
   if (handle >= table_slots_) overflow_.erase(chunk.base);
   chunk.base = 0;
   states_[handle] = ChunkState::unused;
-  tags_[handle] = 0;
   --live_;
 }
 
 bool ChunkStore::validate() const noexcept {
   const std::size_t slots = records_.size();
   if (!std::has_single_bit(table_slots_) || table_slots_ < kInitialSlots || !fits(live_, table_slots_) ||
-      slots != table_slots_ + stash_slots() || states_.size() != slots || tags_.size() != slots || prevs_.size() != slots ||
+      slots != table_slots_ + stash_slots() || states_.size() != slots || prevs_.size() != slots ||
       fences_.size() != slots || states_[0] != ChunkState::unused || records_[0].base != 0) {
     return false;
   }
@@ -148,11 +145,10 @@ bool ChunkStore::validate() const noexcept {
   for (std::size_t slot = 1; slot < slots; ++slot) {
     const Chunk& chunk = records_[slot];
     if (states_[slot] == ChunkState::unused) {
-      if (chunk.base != 0 || !fences_[slot].empty() || tags_[slot] != 0) return false;
+      if (chunk.base != 0 || !fences_[slot].empty()) return false;
       continue;
     }
     ++live;
-    if (tags_[slot] != tag_of(chunk.base)) return false;
     if (chunk.base == 0 || find(chunk.base) != slot) return false;
     if (fences_[slot].empty() == (states_[slot] == ChunkState::fenced)) return false;
     if (slot >= table_slots_) {

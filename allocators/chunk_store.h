@@ -10,8 +10,10 @@
 //
 // A chunk's base never changes while its record lives (a split creates the upper record, a merge
 // keeps the lower), so a record never moves, and finding the chunk that starts at an address reads
-// two buckets' tags (in cache) and then the one record whose tag matches: in a large arena the only
-// memory wait of a free. Two choices keep buckets balanced, so the table stays small (up to 80% of
+// two buckets, whose loads overlap: in a large arena the only memory wait of a free. (Reading a
+// dense array of one-byte tags first, then only the matching record, took fewer cache lines but made
+// the two loads wait on each other: slower at 100k chunks where the last level holds the table,
+// bench/README.md.) Two choices keep buckets balanced, so the table stays small (up to 80% of
 // its bucketed slots in use).
 //
 // Growing the table rehashes every record into one at least twice the size (more if the stash would
@@ -22,10 +24,8 @@
 // an operation half done.
 #pragma once
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "chunk_handle.h"
@@ -83,18 +83,16 @@ constexpr std::uint64_t second_address_hash(std::uintptr_t address) noexcept {
 
 // Owns the records. Invariants: table_slots_ (the bucketed slots) is a power of two, at least
 // kInitialSlots, and fits(live(), table_slots_) (at most 80% of them in use); the stash is the
-// table_slots_ / kStashShare slots after them; states_, tags_, prevs_ and fences_ parallel records_;
+// table_slots_ / kStashShare slots after them; states_, prevs_ and fences_ parallel records_;
 // live() == number of slots whose state is not unused; slot 0 stays unused; the record of a live
 // chunk starting at `base` sits in one of base's two buckets, or in the stash with overflow_ naming
 // it (both buckets were full when it was placed); overflow_ names exactly the stash's records;
-// fences_[h] is empty unless h is fenced; tags_[h] is tag_of(base) for a live record, 0 otherwise.
+// fences_[h] is empty unless h is fenced.
 //
-// States, tags and prev links live in dense arrays beside the records (6 bytes a slot), which stay
-// in cache: finding a chunk compares the 8 tags of its two buckets and reads only the record whose
-// tag matches, not the 4 cache lines of the buckets (a false match, one more record read, comes with
-// at most 8 in 255 lookups); freeing a chunk asks whether both neighbours are free without reading
-// their records (most frees in a full arena merge with nothing); and splitting a chunk updates its
-// right neighbour's prev link without loading that neighbour's record.
+// States and prev links live in dense arrays beside the records (5 bytes a slot), which stay in
+// cache: freeing a chunk asks whether both neighbours are free without reading their records (most
+// frees in a full arena merge with nothing), and splitting a chunk updates its right neighbour's
+// prev link without loading that neighbour's record.
 class ChunkStore {
  public:
   // Slots per bucket: 4 records, 128 bytes.
@@ -138,15 +136,14 @@ class ChunkStore {
   // unused). Requires a reserve() covering it, so it never allocates and never moves records.
   ChunkHandle create(std::uintptr_t base, ChunkState state) noexcept;
   void destroy(ChunkHandle handle) noexcept;
-  // The live record of the chunk starting at `base`, whatever its state; kNoChunk if none. Reads
-  // the record only where the tag matches: in a large arena, one miss.
+  // The live record of the chunk starting at `base`, whatever its state; kNoChunk if none.
   ChunkHandle find(std::uintptr_t base) const noexcept {
     if (base == 0) return kNoChunk;
     const std::size_t first = first_bucket(base);
-    const std::uint8_t tag = tag_of(base);
-    for (const std::size_t bucket : {first, second_bucket(base, first)}) {
-      for (std::uint32_t matches = tag_matches(bucket, tag); matches != 0; matches &= matches - 1) {
-        const std::size_t slot = bucket * kBucket + static_cast<std::size_t>(std::countr_zero(matches)) / 8;
+    const std::size_t second = second_bucket(base, first);
+    __builtin_prefetch(&records_[second * kBucket]);  // overlaps the two buckets' misses
+    for (const std::size_t bucket : {first, second}) {
+      for (std::size_t slot = bucket * kBucket; slot < (bucket + 1) * kBucket; ++slot) {
         if (records_[slot].base == base) return static_cast<ChunkHandle>(slot);
       }
     }
@@ -189,22 +186,6 @@ class ChunkStore {
     const auto bucket = static_cast<std::size_t>(second_address_hash(base) >> bucket_shift_);
     return bucket == first ? bucket ^ 1 : bucket;
   }
-  // A live record's tag: 8 bits of its base's hash that the bucket choice does not use, never 0
-  // (the tag of an unused slot).
-  std::uint8_t tag_of(std::uintptr_t base) const noexcept {
-    const auto bits = static_cast<std::uint8_t>(address_hash(base) >> (bucket_shift_ - 8));
-    return bits == 0 ? std::uint8_t{1} : bits;
-  }
-  // One bit set (the top bit of its byte) for each slot of `bucket` whose tag is `tag`; the borrow
-  // of the subtraction may also set it for a slot just above a match, which find() rules out by
-  // comparing that record's base.
-  std::uint32_t tag_matches(std::size_t bucket, std::uint8_t tag) const noexcept {
-    static_assert(kBucket == 4);
-    std::uint32_t tags;
-    std::memcpy(&tags, &tags_[bucket * kBucket], sizeof tags);
-    const std::uint32_t differ = tags ^ (0x01010101u * tag);  // zero bytes where the tag matches
-    return (differ - 0x01010101u) & ~differ & 0x80808080u;
-  }
   Reserve reserve_slow(std::size_t count) noexcept;
   // What rehash_into() achieved.
   enum class Rehash : std::uint8_t { done, stash_full, no_memory };
@@ -215,7 +196,6 @@ class ChunkStore {
   // The arrays a free or a split reads at random, on huge pages once large (huge_page_allocator.h).
   HugePageVector<Chunk> records_;
   HugePageVector<ChunkState> states_;
-  HugePageVector<std::uint8_t> tags_;     // tag_of(base) for a live record, 0 for an unused slot
   HugePageVector<ChunkHandle> prevs_;
   std::vector<Fence> fences_;
   PointerMap overflow_;                   // base -> handle, for the records in the stash

@@ -11,7 +11,10 @@ over the simulator with a device shared between processes, from a build dir:
      (bench/share_bench, with 1 to 256 members);
   4. fairness: each process's reserved bytes and budget over time in two scenarios of
      tests/integration/test_share.py ((c) a greedy process beside three others, (d) idle memory
-     borrowed and given back), from the processes' traces, drawn by scripts/gpumem-plot.
+     borrowed and given back), from the processes' traces, drawn by scripts/gpumem-plot;
+  5. alone on the device: examples/alloc_churn without and with sharing, the driver allocations it
+     made and its time in allocation calls (exit statistics), with the driver answering at once and
+     with CUDASIM_LATENCY=published.
 
 usage: bench/share.py BUILD_DIR [--output REPORT.md] [--png-dir DIR] [--quick]
 """
@@ -201,6 +204,29 @@ def fairness(build, plot_png_dir):
     return outputs
 
 
+def alone(build, runs):
+    """examples/alloc_churn alone on the device, not shared and shared: per setup, the driver
+    allocations of its runs (all the same) and the median of its time in allocation calls (ms)."""
+    program = os.path.join(build, "examples", "alloc_churn")
+    rows = []
+    for latency in ("none", "published"):
+        for label, share in (("not shared", False), ("GPUMEM_SHARE=auto", True)):
+            allocations, call_ms = set(), []
+            for _ in range(runs):
+                machine = Machine(build, share=share)
+                try:
+                    proc = subprocess.Popen([program], env=machine.env({"CUDASIM_LATENCY": latency}),
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    machine.procs.append(proc)
+                    device = machine.finish(proc)[1]
+                    allocations.add(device["driver_allocations"])
+                    call_ms.append(device["call_ns"] / 1e6)
+                finally:
+                    machine.close()
+            rows.append((latency, label, "/".join(str(a) for a in sorted(allocations)), statistics.median(call_ms)))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build")
@@ -230,6 +256,11 @@ def main():
     lines += ["", "The ledger alone (bench/share_bench: one reserve and its give-back of a 2 MiB granule):", "",
               "| benchmark | real ns | CPU ns |", "|---|---|---|"]
     lines += [f"| {name} | {real:.1f} | {cpu:.1f} |" for name, (real, cpu) in sorted(micro.items())]
+    lines += ["", "## Alone on the device (examples/alloc_churn, exit statistics)", "",
+              "| CUDASIM_LATENCY | setup | driver allocations | time in allocation calls (median) |",
+              "|---|---|---|---|"]
+    lines += [f"| {latency} | {label} | {allocations} | {ms:.1f} ms |"
+              for latency, label, allocations, ms in alone(build, runs)]
     for scenario, text in fairness(build, args.png_dir).items():
         lines += ["", f"## Fairness: {scenario} (gpumem-plot over the processes' traces)", "", "```", text.rstrip(), "```"]
     report = "\n".join(lines) + "\n"

@@ -43,10 +43,11 @@ ArenaOptions arena_options(const Policy& policy, std::size_t limit_bytes, bool p
 // The VMM source where the policy allows it and the device supports it: GPUMEM_REGION_SOURCE=auto
 // (the default) is resolved here, per device; classic regions where the driver has no virtual memory
 // management (named in the start line, BfcManager::do_serving; a warning when vmm was asked for by
-// name). A shared GPU's arena takes its memory a granule per piece until it knows its guarantee:
-// what it borrowed goes back as soon as it is idle.
+// name). A shared GPU's arena takes memory beyond its guarantee a granule per piece: what it
+// borrowed goes back as soon as it is idle; within the guarantee it holds memory as an unshared
+// arena does, in few pieces.
 std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice device, std::size_t limit_bytes,
-                                              bool shared) {
+                                              std::optional<std::size_t> shared_guarantee) {
   const bool automatic = policy.region_source == RegionSourceChoice::automatic;
   if (policy.region_source == RegionSourceChoice::classic) return std::nullopt;
   const std::size_t granularity = VmmRegionSource::granularity_for(device);
@@ -62,7 +63,8 @@ std::optional<VmmRegionSource> vmm_source_for(const Policy& policy, CUdevice dev
     return std::nullopt;
   }
   return std::optional<VmmRegionSource>(std::in_place, device, limit_bytes, granularity,
-                                        ArenaOptions{}.min_growth_bytes, shared);
+                                        ArenaOptions{}.min_growth_bytes,
+                                        shared_guarantee.value_or(std::numeric_limits<std::size_t>::max()));
 }
 
 // Synchronisations an allocation waits for before it takes memory whatever is fenced (or gives up at
@@ -72,16 +74,19 @@ constexpr int kFenceSyncAttempts = 3;
 }  // namespace
 
 BfcManager::BfcManager(CUcontext context, CUdevice device, const Policy& policy, std::size_t limit_bytes,
-                       CUmemoryPool default_pool, bool preallocate, std::size_t preallocation_bytes, bool shared)
+                       CUmemoryPool default_pool, bool preallocate, std::size_t preallocation_bytes,
+                       std::optional<std::size_t> shared_guarantee)
     : MemoryManager(context, device, policy, limit_bytes),
       classic_source_(device),
-      vmm_source_(vmm_source_for(policy, device, limit_bytes, shared)),
+      vmm_source_(vmm_source_for(policy, device, limit_bytes, shared_guarantee)),
       fences_(fence_ids()),
       arena_(vmm_source_ ? static_cast<RegionSource&>(*vmm_source_) : classic_source_,
-             arena_options(policy, limit_bytes, preallocate, preallocation_bytes, shared), &fences_),
+             arena_options(policy, limit_bytes, preallocate, preallocation_bytes, shared_guarantee.has_value()),
+             &fences_),
       default_pool_(default_pool),
       preallocate_(preallocate),
-      preallocation_bytes_(preallocation_bytes) {}
+      preallocation_bytes_(preallocation_bytes),
+      shared_(shared_guarantee.has_value()) {}
 
 std::string BfcManager::do_serving() const {
   const bool automatic = policy().region_source == RegionSourceChoice::automatic;
@@ -95,6 +100,9 @@ CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, st
   // refuse it and end the capture): the arena grows instead where it can, and where it cannot, the
   // driver serves the request itself, as it would without gpumem.
   const bool capturing = capture_state::active();
+  if (shared_ && vmm_source_) {  // what lies beyond the guarantee now is taken a granule per piece
+    if (const share::Member* member = budget::shared(device())) vmm_source_->set_fine_above(member->terms().guarantee);
+  }
   std::uintptr_t address = 0;
   Status status = arena_.allocate(bytes, address, stream_domain,
                                   capturing ? FencedMemory::grow_instead : FencedMemory::synchronise_first);

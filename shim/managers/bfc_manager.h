@@ -25,10 +25,12 @@ class BfcManager final : public MemoryManager {
   // are served like cuMemAllocAsync. `preallocate`: the policy's choice, unless other paths already
   // hold part of the device's budget (then the arena grows on demand, so it cannot starve them).
   // `preallocation_bytes`: what preallocation reserves (0: the whole limit); a GPU shared with other
-  // processes preallocates the policy's fraction of the guaranteed share and takes virtual memory
-  // where the driver has it, so that idle granules can go back to the others (docs/sharing.md).
+  // processes (`shared_guarantee`: its guarantee when the manager is made) preallocates the policy's
+  // fraction of the guaranteed share, and takes memory beyond the guarantee (as it is now) a granule
+  // per piece, so that idle granules can go back to the others (docs/sharing.md).
   BfcManager(CUcontext context, CUdevice device, const Policy& policy, std::size_t limit_bytes,
-             CUmemoryPool default_pool, bool preallocate, std::size_t preallocation_bytes = 0, bool shared = false);
+             CUmemoryPool default_pool, bool preallocate, std::size_t preallocation_bytes = 0,
+             std::optional<std::size_t> shared_guarantee = std::nullopt);
 
  private:
   CUresult do_allocate(CUdeviceptr* out, std::size_t bytes) override;
@@ -76,6 +78,7 @@ class BfcManager final : public MemoryManager {
   const CUmemoryPool default_pool_;
   const bool preallocate_;
   const std::size_t preallocation_bytes_;  // 0: the limit
+  const bool shared_;                      // the device is shared: the source follows the guarantee
   std::atomic<bool> preallocation_checked_{false};
   // Serialises peer access refreshes, so that the last one applies the table as it is then.
   std::mutex peer_mutex_;

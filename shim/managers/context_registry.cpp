@@ -62,7 +62,8 @@ std::unique_ptr<MemoryManager> make_manager(CUcontext context, CUdevice device, 
       }
       return std::make_unique<BfcManager>(context, device, policy, limit, default_pool,
                                           policy.preallocate && !others_hold_memory && (!share || preallocation > 0),
-                                          preallocation, share.has_value());
+                                          preallocation,
+                                          share ? std::optional<std::size_t>(share->guarantee) : std::nullopt);
     }
     case Mode::cuda_async:
       if (auto manager = CudaAsyncManager::create(context, device, policy, limit, messages)) return manager;

@@ -79,13 +79,18 @@ std::size_t VmmRegionSource::granularity_for(CUdevice device) noexcept {
 }
 
 VmmRegionSource::VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::size_t granularity,
-                                 std::size_t slab_bytes, bool fine)
+                                 std::size_t slab_bytes, std::size_t fine_above)
     : device_(device),
       granule_(granularity),
+      limit_bytes_(limit_bytes),
       range_bytes_(round_up_to(saturating_mul(kRangeLimits, limit_bytes), granularity)),
-      fine_(fine),
-      fine_above_(fine ? 0 : std::numeric_limits<std::size_t>::max()),
-      backing_(0, granularity, fine ? granularity : largest_piece_for(limit_bytes, granularity), slab_bytes) {}
+      fine_above_(fine_above),
+      backing_(0, granularity, largest_piece_for(std::min(limit_bytes, fine_above), granularity), slab_bytes) {}
+
+void VmmRegionSource::set_fine_above(std::size_t bytes) noexcept {
+  fine_above_.store(bytes, std::memory_order_relaxed);
+  backing_.set_largest_piece(largest_piece_for(std::min(limit_bytes_, bytes), granule_));
+}
 
 Region VmmRegionSource::do_piece_at(const Region& region, std::uintptr_t at) const {
   if (!holds(region)) return Region{};
@@ -217,9 +222,9 @@ bool VmmRegionSource::map_range(std::uintptr_t at, std::size_t bytes, Backing::K
   for (std::uintptr_t granule = at; granule < at + bytes; granule += granule_) {
     if (backing_.mapping_at(granule)) return false;  // something is mapped there already
   }
-  if (kind != Backing::Kind::laid_out && (fine_ || backing_.held_bytes() + bytes > fine_above_)) {
-    kind = Backing::Kind::fine;
-  }
+  // Memory beyond the guarantee in pieces of a granule; the first reservation too, laid out whole
+  // only where all of it lies within.
+  if (backing_.held_bytes() + bytes > fine_above_.load(std::memory_order_relaxed)) kind = Backing::Kind::fine;
   try {
     Backing::Plan plan;
     bool refused_piece = false;
@@ -275,7 +280,7 @@ Status VmmRegionSource::do_reserve(std::size_t bytes, Region& out) {
     range_base_ = static_cast<std::uintptr_t>(base);
     backing_.set_range_base(range_base_);
   }
-  if (!map_range(range_base_, bytes, fine_ ? Backing::Kind::fine : Backing::Kind::laid_out)) {
+  if (!map_range(range_base_, bytes, Backing::Kind::laid_out)) {
     return Status::out_of_memory;
   }
   extent_ = bytes;

@@ -4,8 +4,8 @@
 // first growth step) in laid-out pieces, one cuMemCreate and one cuMemMap each; growth and memory
 // mapped again in slabs of at least the arena's growth step, each mapped a granule at a time, whose
 // unmapped granules keep their memory for the next mapping anywhere in the region (a cuMemMap instead
-// of a cuMemCreate); beyond set_fine_above() (a shared GPU's memory past the guarantee) in slabs of
-// one granule, which can go back one by one. Each request's new mappings are opened to the owning
+// of a cuMemCreate); beyond set_fine_above() (a shared GPU's memory past the member's guarantee) in
+// slabs of one granule, which can go back one by one. Each request's new mappings are opened to the owning
 // device and to the devices the program gave peer access to the context in one cuMemSetAccess
 // (cuCtxEnablePeerAccess opens cuMemAlloc memory only); an unmap takes its mappings back to back in
 // one cuMemUnmap. The address space stays contiguous, so the arena's chunks coalesce across growth
@@ -49,10 +49,10 @@ class VmmRegionSource final : public RegionSource {
 
   // `granularity`: from granularity_for() (not 0). `limit_bytes`: the arena's limit; the range
   // reserved is kRangeLimits times it, rounded up to the granularity. `slab_bytes`: the least new
-  // memory a growth takes (the arena's growth step). `fine`: every piece one granule from the start
-  // (a shared GPU's arena, until set_fine_above() says how much of its memory is its own).
+  // memory a growth takes (the arena's growth step). `fine_above`: set_fine_above()'s first value
+  // (SIZE_MAX: every piece as large as the layout and the growth step make it).
   VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::size_t granularity, std::size_t slab_bytes,
-                  bool fine);
+                  std::size_t fine_above);
 
   // The memory held: every piece's, mapped or kept idle for the next mapping; and the most held at once.
   std::size_t bytes_reserved() const noexcept { return bytes_reserved_.load(std::memory_order_relaxed); }
@@ -60,8 +60,11 @@ class VmmRegionSource final : public RegionSource {
   // Pieces created so far: the driver allocations (cuMemCreate) the arena made.
   std::uint64_t pieces_mapped() const noexcept { return pieces_created_.load(std::memory_order_relaxed); }
   // New memory beyond this many bytes held is taken a granule per piece, so that it can go back
-  // granule by granule (a shared GPU: the guarantee). Call with the arena's lock held, or before use.
-  void set_fine_above(std::size_t bytes) noexcept { fine_above_ = bytes; }
+  // granule by granule (a shared GPU: the member's guarantee, which changes as members come and
+  // go). Memory already held keeps its pieces: a larger one goes back whole, once wholly idle.
+  // Laid-out pieces follow: at most a 32nd of the guarantee (or of the limit), so that what a
+  // partly used piece keeps idle stays small beside the guarantee.
+  void set_fine_above(std::size_t bytes) noexcept;
   // The context went: unmaps and releases what it can, gives the range back, and refunds every
   // charge (the arena keeps its records, so its figures stay readable).
   void abandon() noexcept;
@@ -122,11 +125,11 @@ class VmmRegionSource final : public RegionSource {
 
   const CUdevice device_;
   const std::size_t granule_;
+  const std::size_t limit_bytes_;
   const std::size_t range_bytes_;
-  const bool fine_;
   std::uintptr_t range_base_ = 0;  // 0 until the range is reserved
   std::size_t extent_ = 0;         // the region's size (mapped or not); 0 while none is held
-  std::size_t fine_above_;         // under the arena's lock
+  std::atomic<std::size_t> fine_above_;  // set from any thread; read under the arena's lock
   // The backing changes under the arena's lock and pieces_mutex_; exports and peer access read it
   // under pieces_mutex_.
   mutable std::mutex pieces_mutex_;

@@ -152,13 +152,29 @@ class TensorShare(IpcTestCase):
                     self.assertGreaterEqual(segment_mappings, 2, result.describe())
 
     def test_a_segment_over_more_mappings_than_a_slot_holds(self):
-        # A shared GPU's arena takes its memory a granule per piece: a 1.1 GiB segment lies over more
-        # than 512 of them, which the slot names through a list of its own; the consumer opens it as
-        # any other.
+        # A shared GPU's arena takes memory beyond its guarantee a granule per piece: with a second
+        # member of ten times its weight, the producer's guarantee is about 370 MiB, so its 1.1 GiB
+        # segment lies over more than 512 pieces, which the slot names through a list of its own; the
+        # consumer opens it as any other.
         share_dir = tempfile.mkdtemp(prefix="gpumem-ipc-share-")
         self.addCleanup(lambda: subprocess.run(["rm", "-rf", share_dir], check=False))
-        env = {**SIM, **CONFIGURATIONS["bfc growth"][1], "GPUMEM_LIMIT": "2GiB", "GPUMEM_SHARE": "auto",
-               "GPUMEM_SHARE_DIR": share_dir, "IPC_SEGMENT_BYTES": str(1100 * 2**20), "GPUMEM_LOG_LEVEL": "debug"}
+        shared = {"GPUMEM_SHARE": "auto", "GPUMEM_SHARE_DIR": share_dir}
+        joined, done = os.path.join(share_dir, "joined"), os.path.join(share_dir, "done")
+        other_env = clean_environment()
+        other_env.update({**SIM, **shared, "LD_PRELOAD": shim_path(), "LD_LIBRARY_PATH": sim_dir(),
+                          "GPUMEM_PREALLOCATE": "false"})
+        other = subprocess.Popen([program_path("share_worker"), "alloc:2x1", f"touch:{joined}", f"wait:{done}"],
+                                 env=other_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(other.wait, 60)
+        self.addCleanup(lambda: open(done, "w").close())
+        for _ in range(600):
+            if os.path.exists(joined) or other.poll() is not None:
+                break
+            threading.Event().wait(0.05)
+        self.assertTrue(os.path.exists(joined), "the other member did not join")
+        env = {**SIM, **CONFIGURATIONS["bfc growth"][1], "GPUMEM_LIMIT": "2GiB", **shared,
+               "GPUMEM_SHARE_WEIGHT": "0.1",
+               "IPC_SEGMENT_BYTES": str(1100 * 2**20), "GPUMEM_LOG_LEVEL": "debug"}
         result = run([TENSOR, "producer"], env=env)
         self.assertSucceeded(result)
         self.assertEqual(key_values(result.stdout), {
@@ -167,6 +183,19 @@ class TensorShare(IpcTestCase):
             "open": "cudaErrorInvalidValue", "stale_exit": "0"}, result.describe())
         exports = [(int(size), int(mappings)) for size, mappings in VMM_EXPORT.findall(result.stderr)]
         self.assertGreater(max(mappings for _, mappings in exports), INLINE_PIECES, result.describe())
+
+    def test_a_lone_shared_arena_maps_its_guarantee_in_few_pieces(self):
+        # Alone, a shared arena's guarantee is the whole limit: the same segment lies over few pieces,
+        # as in an arena that shares nothing.
+        share_dir = tempfile.mkdtemp(prefix="gpumem-ipc-share-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", share_dir], check=False))
+        env = {**SIM, **CONFIGURATIONS["bfc growth"][1], "GPUMEM_LIMIT": "2GiB", "GPUMEM_SHARE": "auto",
+               "GPUMEM_SHARE_DIR": share_dir, "IPC_SEGMENT_BYTES": str(1100 * 2**20), "GPUMEM_LOG_LEVEL": "debug"}
+        result = run([TENSOR, "producer"], env=env)
+        self.assertSucceeded(result)
+        self.assertEqual(key_values(result.stdout)["reply"], "ok", result.describe())
+        exports = [(int(size), int(mappings)) for size, mappings in VMM_EXPORT.findall(result.stderr)]
+        self.assertLessEqual(max(mappings for _, mappings in exports), 64, result.describe())
 
     def test_a_segment_on_lent_granules_is_shared_with_its_data(self):
         # 512 MiB preallocated: pieces of 2, 2, 4 and 8 MiB, then 16 MiB each. 64 blocks of 8 MiB fill

@@ -117,13 +117,13 @@ TEST_CASE("a full stash grows the table, however low the load", "[address_map]")
   for (std::size_t k = 0; k < bases.size(); ++k) CHECK(store.find(bases[k]) == handles[k]);
 }
 
-TEST_CASE("ChunkStore tells apart records whose buckets and tags are the same", "[address_map]") {
-  // In a 1024-slot table a record's first bucket is the top 8 bits of its address hash and its tag
-  // the next 8: 12 chunks with 16 zero bits there share both, so every lookup among them meets tag
-  // matches that are other chunks, and some sit in their second buckets or the stash.
+TEST_CASE("ChunkStore tells apart records whose first buckets are the same", "[address_map]") {
+  // In a 1024-slot table a record's first bucket is the top 8 bits of its address hash: 12 chunks
+  // with 16 zero bits there share it (and more), so every lookup among them meets other chunks, and
+  // some sit in their second buckets or the stash.
   std::vector<std::uintptr_t> bases =
       bases_where(17, 13, [](std::uintptr_t base) { return address_hash(base) >> 48 == 0; });
-  const std::uintptr_t absent = bases.back();  // same bucket and tag, never created
+  const std::uintptr_t absent = bases.back();  // same first bucket, never created
   bases.pop_back();
   ChunkStore store(1024);
   std::vector<ChunkHandle> handles;
@@ -134,7 +134,7 @@ TEST_CASE("ChunkStore tells apart records whose buckets and tags are the same", 
   CHECK(store.validate());
   for (std::size_t k = 0; k < bases.size(); ++k) CHECK(store.find(bases[k]) == handles[k]);
   CHECK(store.find(absent) == kNoChunk);
-  // A destroyed record's slot no longer matches; the others are still found.
+  // A destroyed record is no longer found; the others still are.
   store.destroy(handles[0]);
   CHECK(store.find(bases[0]) == kNoChunk);
   for (std::size_t k = 1; k < bases.size(); ++k) CHECK(store.find(bases[k]) == handles[k]);
