@@ -1069,6 +1069,32 @@ std::size_t BfcArena::release_free_regions() noexcept {
   return released;
 }
 
+std::optional<std::size_t> BfcArena::try_release_idle(std::size_t want) noexcept {
+  if (!mutex_.try_lock()) return std::nullopt;
+  if (oracle_ != nullptr && fenced_.chunks() > 0) poll_oracle();
+  std::size_t released = 0;
+  if (resize_granule_ == 0) {
+    released = release_free_regions_locked();  // fixed regions go back whole
+  } else if (!regions_.empty()) {
+    const auto held = [this]() GPUMEM_REQUIRES(mutex_) { return counters_.bytes_reserved + source_.idle_bytes(); };
+    const std::size_t held_before = held();
+    unmap_idle(IdleScan::all, 0, 0, want);
+    if (!ended_loans_.empty()) {  // their lenders' pieces may now be idle as a whole
+      settle_loans();
+      unmap_idle(IdleScan::all, 0, 0, want);
+      settle_loans();
+    }
+    try {
+      source_.release_idle();
+    } catch (...) {  // a source breaking its contract: nothing given back
+    }
+    released = held_before - std::min(held_before, held());
+  }
+  assert(debug_check());
+  mutex_.unlock();
+  return released;
+}
+
 std::size_t BfcArena::release_free_regions_locked() {
   // With a resizable source, what goes back is what the arena and its source hold less afterwards:
   // unmapped granules may stay with the source, in pieces still in use.

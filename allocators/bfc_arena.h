@@ -263,6 +263,12 @@ class BfcArena {
   // Gives wholly free, unfenced regions back to the source, and with a resizable source the memory
   // of every idle granule; returns the bytes released.
   std::size_t release_free_regions() noexcept;
+  // release_free_regions() for a thread other than the program's (a GPU shared with other processes
+  // gives idle memory back on request, docs/sharing.md): never waits for the arena's lock (nullopt
+  // while another call holds it); first resolves the fences the oracle reports complete; and with a
+  // resizable source unmaps idle granules only until about `want` bytes went back (whole pieces) and
+  // keeps the region, so that one call holds the lock for a bounded time. Returns the bytes released.
+  std::optional<std::size_t> try_release_idle(std::size_t want) noexcept;
   bool has_pending_fences() const noexcept;
 
   ArenaStats stats() const noexcept;

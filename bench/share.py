@@ -14,9 +14,13 @@ over the simulator with a device shared between processes, from a build dir:
      borrowed and given back), from the processes' traces, drawn by scripts/gpumem-plot;
   5. alone on the device: examples/alloc_churn without and with sharing, the driver allocations it
      made and its time in allocation calls (exit statistics), with the driver answering at once and
-     with CUDASIM_LATENCY=published.
+     with CUDASIM_LATENCY=published;
+  6. reclaim from idle members: how long B's cuMemAlloc takes when the memory it needs is held by a
+     process that makes no CUDA call any more (an idle preallocated lender; an idle borrower after its
+     frees), and B alone for comparison. With --reclaim-only, this section alone (it runs against a
+     build without a reclaim thread too, for the figures before it).
 
-usage: bench/share.py BUILD_DIR [--output REPORT.md] [--png-dir DIR] [--quick]
+usage: bench/share.py BUILD_DIR [--output REPORT.md] [--png-dir DIR] [--quick] [--reclaim-only]
 """
 import argparse
 import json
@@ -204,6 +208,42 @@ def fairness(build, plot_png_dir):
     return outputs
 
 
+def idle_reclaim(build, runs):
+    """Median and most of B's took_ms (one cuMemAlloc) in each idle case, and B's refusals."""
+    # A preallocates (12 GiB of the 16 GiB device, alone) and uses 2 GiB; or borrows 12 GiB and frees it.
+    # Both then only wait for a file. B (growing on demand) asks for 6 GiB: inside its guarantee, and
+    # only A's idle memory holds it.
+    cases = {
+        "idle preallocated lender (A: 2 GiB used of its preallocation)": (("alloc:2048x1",), {}),
+        "idle borrower after its frees (A: 12 GiB borrowed, all freed)":
+            (("alloc:1536x8", "free:8"), {"GPUMEM_PREALLOCATE": "false"}),
+        "B alone on the device": (None, {}),
+    }
+    rows = []
+    for label, (steps, env) in cases.items():
+        times = []
+        refused = 0
+        for _ in range(runs):
+            machine = Machine(build)
+            try:
+                holder = None
+                if steps is not None:
+                    holder = machine.start(*steps, f"touch:{machine.path('ready')}", f"wait:{machine.path('done')}",
+                                           env=env)
+                    machine.wait_file("ready")
+                    time.sleep(0.3)  # A's figures are published (and its allocation calls are over)
+                values, _ = machine.finish(machine.start("timed:6144", env={"GPUMEM_PREALLOCATE": "false"}))
+                times.append(float(values["took_ms"]))
+                refused += values["timed"] != "CUDA_SUCCESS"
+                open(machine.path("done"), "w").close()
+                if holder is not None:
+                    machine.finish(holder)
+            finally:
+                machine.close()
+        rows.append((label, statistics.median(times), max(times), refused, runs))
+    return rows
+
+
 def alone(build, runs):
     """examples/alloc_churn alone on the device, not shared and shared: per setup, the driver
     allocations of its runs (all the same) and the median of its time in allocation calls (ms)."""
@@ -233,12 +273,22 @@ def main():
     parser.add_argument("--output", help="write the Markdown report here (default: stdout)")
     parser.add_argument("--png-dir", help="also draw the fairness figures as PNGs here (needs matplotlib)")
     parser.add_argument("--quick", action="store_true", help="fewer runs: checks that everything runs")
+    parser.add_argument("--reclaim-only", action="store_true", help="only the reclaim from idle members (6.)")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     runs, pairs, steps = (3, 20000, 20) if args.quick else (15, 200000, 200)
     lines = ["# Sharing one GPU: measured figures", "",
-             f"`bench/share.py {args.build}{' --quick' if args.quick else ''}` on {os.uname().nodename} "
+             f"`bench/share.py {args.build}{' --quick' if args.quick else ''}"
+             f"{' --reclaim-only' if args.reclaim_only else ''}` on {os.uname().nodename} "
              f"({os.cpu_count()} cores), {time.strftime('%Y-%m-%d')}; simulated 16 GiB device, 300 MiB per context.", ""]
+    lines += ["## Reclaim from idle members (B's cuMemAlloc of 6 GiB, took_ms; GPUMEM_SHARE_WAIT 5 s)", "",
+              "| A | median | most | refused |", "|---|---|---|---|"]
+    lines += [f"| {label} | {median:.0f} ms | {most:.0f} ms | {refused} of {n} |"
+              for label, median, most, refused, n in idle_reclaim(build, 3 if args.quick else 7)]
+    lines.append("")
+    if args.reclaim_only:
+        write_report(lines, args.output)
+        return
     lines += ["## Joining the ledger (join_us of the exit statistics)", "",
               "| other members | median | p90 | max |", "|---|---|---|---|"]
     for others, median, p90, most in join_cost(build, (0, 1, 7, 31), runs):
@@ -263,9 +313,13 @@ def main():
               for latency, label, allocations, ms in alone(build, runs)]
     for scenario, text in fairness(build, args.png_dir).items():
         lines += ["", f"## Fairness: {scenario} (gpumem-plot over the processes' traces)", "", "```", text.rstrip(), "```"]
+    write_report(lines, args.output)
+
+
+def write_report(lines, output):
     report = "\n".join(lines) + "\n"
-    if args.output:
-        with open(args.output, "w") as f:
+    if output:
+        with open(output, "w") as f:
             f.write(report)
     else:
         sys.stdout.write(report)

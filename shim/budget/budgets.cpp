@@ -18,6 +18,7 @@
 #include "base/refusal_limiter.h"
 #include "base/log.h"
 #include "budget/pool_reserve.h"
+#include "budget/reclaim_thread.h"
 #include "policy/process_policy.h"
 #include "driver/real_driver.h"
 
@@ -138,6 +139,9 @@ constexpr std::uint64_t kJoinRetryPatienceNs = 10'000'000;
 std::array<std::atomic<std::uint64_t>, kMaxDevices> g_no_wait_until{};
 std::array<std::atomic<bool>, kMaxDevices> g_serving_reclaim{};
 thread_local std::uint64_t t_last_share_wait_ms = 0;
+// ExpectedNeed: what this thread's charges of the device are expected to take in all, less what they took.
+thread_local CUdevice t_need_device = -1;
+thread_local std::size_t t_need_bytes = 0;
 
 // One attempt to join `device`'s ledger, waiting `patience_ns` at most for another process's update.
 share::Member* attempt_join(CUdevice device, std::uint64_t patience_ns, bool& locked_out, std::string& error) noexcept {
@@ -164,6 +168,7 @@ share::Member* attempt_join(CUdevice device, std::uint64_t patience_ns, bool& lo
   share::Member* joined = share::Member::join(request, error, &locked_out);
   if (joined == nullptr) return nullptr;
   share::adopt(device, joined);
+  start_reclaim_thread(device, *joined);
   const share::Terms terms = joined->terms();
   log::at(LogLevel::info, "device {}: sharing the GPU through \"{}\" with {} other process(es): guarantee {} "
           "bytes, allowance {} bytes (joined in {} us)", device, joined->path(), joined->figures().members_at_join - 1,
@@ -353,23 +358,58 @@ CUdevice current_device() noexcept {
 
 namespace {
 
-// What a program refused by the budget can change. Growing on demand helps only an arena that preallocated
-// a region it cannot give back in part (classic regions); one that grows already (or maps virtual memory,
-// whose idle granules go back) has given back what it could.
-const char* refusal_advice(bool arena_holds_memory, bool arena_preallocated) {
-  if (!arena_holds_memory) return "raise GPUMEM_LIMIT or the memory fraction";
+// What a program refused by the budget can change: the knob of the device's limit (`limit`, as
+// limit_advice says it). Growing on demand helps only an arena that preallocated a region it cannot
+// give back in part (classic regions); one that grows already (or maps virtual memory, whose idle
+// granules go back) has given back what it could.
+std::string refusal_advice(bool arena_holds_memory, bool arena_preallocated, const std::string& limit) {
+  if (!arena_holds_memory) return "the limit was " + limit;
   if (arena_preallocated) {
     return "the arena's preallocated region holds memory it cannot give back while blocks live in it: set "
-           "GPUMEM_PREALLOCATE=false (XLA_PYTHON_CLIENT_PREALLOCATE=false) so that it grows only as needed, "
-           "or raise GPUMEM_LIMIT or the memory fraction";
+           "GPUMEM_PREALLOCATE=false (XLA_PYTHON_CLIENT_PREALLOCATE=false) so that it grows only as needed; "
+           "the limit was " + limit;
   }
   return "the arena already grows only as needed and has given back the memory it could (the rest holds live "
-         "blocks): free blocks, or raise GPUMEM_LIMIT or the memory fraction";
+         "blocks): free blocks; the limit was " + limit;
+}
+
+// The device's limit as the policy gives it now (for a refusal's advice); nullopt when the driver
+// does not say the device's size.
+std::optional<DeviceLimit> device_limit_now(CUdevice device) {
+  std::size_t total = 0;
+  const RealDriver& driver = real_driver();
+  if (!driver.available || driver.cuDeviceTotalMem_v2 == nullptr ||
+      driver.cuDeviceTotalMem_v2(&total, device) != CUDA_SUCCESS) {
+    return std::nullopt;
+  }
+  const Policy& policy = *process_policy().policy;
+  const DeviceView view{device, total, device_free(device).value_or(total), ranks_sharing(device)};
+  return policy.device_limit(view);
 }
 
 }  // namespace
 
 void set_reclaimer(Reclaimer reclaimer) noexcept { g_reclaimer.store(reclaimer, std::memory_order_release); }
+
+namespace {
+thread_local RefusalCause t_refusal_cause = RefusalCause::none;
+}  // namespace
+
+RefusalCause last_refusal_cause() noexcept { return t_refusal_cause; }
+void clear_refusal_cause() noexcept { t_refusal_cause = RefusalCause::none; }
+void note_driver_refusal(CUresult result) noexcept {
+  if (result == CUDA_ERROR_OUT_OF_MEMORY) t_refusal_cause = RefusalCause::driver;
+}
+
+std::string limit_advice(CUdevice device) {
+  const std::optional<DeviceLimit> limit = device_limit_now(device);
+  return limit ? limit->advice : std::string("raise GPUMEM_LIMIT or the memory fraction");
+}
+
+std::string cap_advice(CUdevice device) {
+  const std::optional<DeviceLimit> limit = device_limit_now(device);
+  return limit ? limit->cap_advice : std::string();
+}
 
 namespace {
 
@@ -383,6 +423,7 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
     if (reservation.outcome != share::Outcome::reserved) return false;
     budget.force_charge(path, bytes);
     g_no_wait_until[static_cast<std::size_t>(device)].store(0, std::memory_order_relaxed);
+    if (t_need_device == device) t_need_bytes -= std::min(t_need_bytes, bytes);
     return true;
   };
   // What the driver says is free, at every reservation: a process starting beside the members needs
@@ -411,25 +452,44 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
   std::atomic<std::uint64_t>& no_wait_until = g_no_wait_until[static_cast<std::size_t>(device)];
   const std::uint64_t now = share::monotonic_ns();
   const std::uint64_t wait_ns = policy.share_wait_ms * 1'000'000;
-  bool waited = false;
   t_last_share_wait_ms = 0;
-  if (reservation.outcome == share::Outcome::within_guarantee && wait_ns > 0 &&
-      now >= no_wait_until.load(std::memory_order_relaxed)) {
-    waited = true;
-    reservation = member.wait_and_reserve(bytes, wait_ns);
+  const bool may_wait = reservation.outcome == share::Outcome::within_guarantee ||
+                        reservation.outcome == share::Outcome::lendable;
+  if (may_wait && wait_ns > 0 && now >= no_wait_until.load(std::memory_order_relaxed)) {
+    // The others are asked once for all that this thread's allocation needs (ExpectedNeed).
+    const std::size_t need = t_need_device == device ? std::max(bytes, t_need_bytes) : bytes;
+    const std::uint64_t began = share::monotonic_ns();
+    reservation = member.wait_and_reserve(bytes, wait_ns, need);
     if (granted(reservation)) return true;
-    t_last_share_wait_ms = policy.share_wait_ms;
-    no_wait_until.store(share::monotonic_ns() + wait_ns, std::memory_order_relaxed);
+    // Only a wait that ran out keeps the device's next charges from waiting (the arena's smaller sizes):
+    // one that ended early (idle memory no longer lendable, another member now waiting) says nothing of
+    // the next request, which may lie inside the guarantee.
+    if (share::monotonic_ns() - began >= wait_ns) {
+      t_last_share_wait_ms = policy.share_wait_ms;
+      no_wait_until.store(share::monotonic_ns() + wait_ns, std::memory_order_relaxed);
+    }
   }
+  // The cause: the most this process may hold (GPUMEM_LIMIT, a cluster's bound), or the share.
+  const share::Terms terms = reservation.terms;
+  std::size_t total = 0;
+  const bool at_cap = real_driver().cuDeviceTotalMem_v2(&total, device) == CUDA_SUCCESS &&
+                      !fits_under(terms.held, bytes, share_cap(device, total));
+  t_refusal_cause = at_cap ? RefusalCause::share_cap : RefusalCause::share;
   if (path == BudgetPath::arena) return false;  // the arena backs off and reports its own refusal
   if (!log::enabled(LogLevel::warn)) return false;
   std::string repeated;
   if (!observe::report_refusal(observe::RefusalKind::over_budget, bytes, repeated)) return false;
-  const share::Terms terms = reservation.terms;
+  if (at_cap) {
+    log::at(LogLevel::warn, "device {}: {} of {} bytes refused{}: the GPU is shared, and this process holds {} bytes "
+            "of the {} it may hold at most: that bound is {}", device, call, bytes, repeated, terms.held,
+            share_cap(device, total), cap_advice(device));
+    return false;
+  }
   log::at(LogLevel::warn, "device {}: {} of {} bytes refused{}: the GPU is shared{}: this process holds {} bytes of "
           "its {}-byte guarantee (allowance {}); {}; free memory in the others, or raise GPUMEM_SHARE_WEIGHT or "
           "GPUMEM_SHARE_MIN", device, call, bytes, repeated,
-          waited ? fmt::format(" (this request waited {} ms for borrowed memory)", policy.share_wait_ms) : std::string(),
+          t_last_share_wait_ms > 0 ? fmt::format(" (this request waited {} ms for borrowed memory)", t_last_share_wait_ms)
+                                   : std::string(),
           terms.held, terms.guarantee, terms.allowance, member.holders());
   return false;
 }
@@ -475,6 +535,7 @@ bool charge_device(CUdevice device, BudgetPath path, std::size_t bytes, std::str
     settle_pools(device);  // a manager's trim may have emptied its pool
     if (budget->try_charge(path, bytes)) return true;
   }
+  t_refusal_cause = RefusalCause::limit;
   if (path == BudgetPath::arena) return false;  // the arena backs off and reports its own refusal
   if (!log::enabled(LogLevel::warn)) return false;
   // Limited as the out-of-memory report is (once per size per second).
@@ -488,7 +549,8 @@ bool charge_device(CUdevice device, BudgetPath path, std::size_t bytes, std::str
             budget->charged(BudgetPath::driver), budget->charged(BudgetPath::async_pool),
             budget->charged(BudgetPath::program_pool), budget->charged(BudgetPath::vmm),
             budget->charged(BudgetPath::managed), budget->charged(BudgetPath::arrays),
-            budget->charged(BudgetPath::pool_reserve), refusal_advice(budget->charged(BudgetPath::arena) > 0, arena_preallocated));
+            budget->charged(BudgetPath::pool_reserve),
+            refusal_advice(budget->charged(BudgetPath::arena) > 0, arena_preallocated, limit_advice(device)));
   return false;
 }
 
@@ -520,6 +582,17 @@ void answered(CUdevice device, std::size_t bytes) noexcept {
 }
 
 std::uint64_t last_share_wait_ms() noexcept { return t_last_share_wait_ms; }
+
+ExpectedNeed::ExpectedNeed(CUdevice device, std::size_t bytes) noexcept
+    : saved_device_(t_need_device), saved_bytes_(t_need_bytes) {
+  t_need_device = device;
+  t_need_bytes = bytes;
+}
+
+ExpectedNeed::~ExpectedNeed() {
+  t_need_device = saved_device_;
+  t_need_bytes = saved_bytes_;
+}
 
 void serve_reclaim_request(CUdevice device) noexcept {
   share::Member* member = shared(device);

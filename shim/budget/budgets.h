@@ -47,6 +47,25 @@ bool charge(CUdevice device, BudgetPath path, std::size_t bytes, std::string_vie
 // Whether this thread's last charge() was refused (by the budget or the GPU's ledger), for the
 // out-of-memory report of the call it was made for: then the refusal was gpumem's, not the driver's.
 bool last_charge_refused() noexcept;
+// What refused this thread's last charge, or the driver call a charge paid for, since
+// clear_refusal_cause(): for the out-of-memory report and the preallocation's line, so that each names
+// the cause and the knob that would help.
+enum class RefusalCause : std::uint8_t {
+  none,       // nothing refused (a refusal was the caller's own: an arena at its limit)
+  limit,      // the process's budget: the device's limit (limit_advice says what set it)
+  share,      // the GPU's ledger: the guarantee, and what the other processes hold
+  share_cap,  // the ledger, at the most this process may hold of a shared GPU (cap_advice)
+  driver,     // the charge passed and the driver refused: memory outside gpumem's budget and ledger
+};
+RefusalCause last_refusal_cause() noexcept;
+void clear_refusal_cause() noexcept;
+void note_driver_refusal(CUresult result) noexcept;
+// What set `device`'s limit and the knob that raises it ("set by GPUMEM_LIMIT; raise it", "0.75 of the
+// device's total memory from default; raise GPUMEM_MEM_FRACTION or set GPUMEM_LIMIT", a cluster's
+// bound); cap_advice: the same for the most it may hold of a shared GPU, empty when only the device
+// bounds it. Ask the driver for the device's size (never at exit).
+std::string limit_advice(CUdevice device);
+std::string cap_advice(CUdevice device);
 void refund(CUdevice device, BudgetPath path, std::size_t bytes) noexcept;
 // The driver answered (either way) the call that a charge of `bytes` was made for. On a shared device
 // the ledger counts a charge as not yet on the device until then (docs/sharing.md); every charge()
@@ -66,7 +85,10 @@ CUresult charged(CUdevice device, BudgetPath path, std::size_t bytes, std::strin
   if (!charge(device, path, bytes, call)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult result = allocate();
   answered(device, bytes);
-  if (result != CUDA_SUCCESS) refund(device, path, bytes);
+  if (result != CUDA_SUCCESS) {
+    refund(device, path, bytes);
+    note_driver_refusal(result);
+  }
   return result;
 }
 
@@ -159,6 +181,21 @@ struct ShareTerms {
   std::size_t cap = 0;  // GPUMEM_LIMIT or a cluster's bound, else the device's total: the most it may hold
 };
 std::optional<ShareTerms> share_terms(CUdevice device) noexcept;
+// While one lives on a thread, a charge of `device` that must wait for others' memory asks them for
+// `bytes` (less what this thread has charged since), not only for the piece it charges: an arena
+// that maps a block (or its preallocation) piece by piece asks once for all of it, and the others
+// give it back in one answer.
+class ExpectedNeed {
+ public:
+  ExpectedNeed(CUdevice device, std::size_t bytes) noexcept;
+  ~ExpectedNeed();
+  ExpectedNeed(const ExpectedNeed&) = delete;
+  ExpectedNeed& operator=(const ExpectedNeed&) = delete;
+
+ private:
+  CUdevice saved_device_;
+  std::size_t saved_bytes_;
+};
 // How long this thread's last refused charge on a shared device waited for borrowed memory (ms; 0:
 // it did not wait), for the out-of-memory report that follows it.
 std::uint64_t last_share_wait_ms() noexcept;

@@ -103,6 +103,15 @@ CUresult BfcManager::allocate_from_arena(CUdeviceptr* out, std::size_t bytes, st
   if (shared_ && vmm_source_) {  // what lies beyond the guarantee now is taken a granule per piece
     if (const share::Member* member = budget::shared(device())) vmm_source_->set_fine_above(member->terms().guarantee);
   }
+  budget::clear_refusal_cause();  // what refuses from here on is this request's
+  // On a shared GPU, a charge that must wait asks the others once for all this request may map
+  // (its block, or at the first allocation the preallocation), not for one piece at a time.
+  std::optional<budget::ExpectedNeed> need;
+  if (budget::shared(device()) != nullptr) {
+    const bool first = preallocate_ && do_reserved_bytes_now() == 0;
+    const std::size_t preallocation = preallocation_bytes_ > 0 ? std::min(preallocation_bytes_, limit_bytes()) : limit_bytes();
+    need.emplace(device(), first ? std::max(bytes, preallocation) : bytes);
+  }
   std::uintptr_t address = 0;
   Status status = arena_.allocate(bytes, address, stream_domain,
                                   capturing ? FencedMemory::grow_instead : FencedMemory::synchronise_first);
@@ -141,9 +150,31 @@ void BfcManager::warn_once_if_preallocation_shrank() {
   const std::size_t granule = vmm_source_ ? vmm_source_->resize_granule() : 1;
   const std::size_t wanted = preallocation_bytes_ > 0 ? std::min(preallocation_bytes_, limit_bytes()) : limit_bytes();
   if (preallocate_ && stats.bytes_reserved < wanted / granule * granule) {
-    log::at(LogLevel::warn,
-                 "device {}: the driver refused a {}-byte preallocation; reserved {} bytes instead "
-                 "(retried at 0.9x)", device(), wanted, stats.bytes_reserved);
+    // One line, naming what refused: on a shared GPU the others' holdings explain it (info), a budget
+    // or a driver's refusal is news (warn).
+    const std::string retries = fmt::format("{} request{} refused, each retried smaller", stats.region_refusals,
+                                            stats.region_refusals == 1 ? "" : "s");
+    switch (budget::last_refusal_cause()) {
+      case budget::RefusalCause::share:
+        log::at(LogLevel::info, "device {}: the preallocation reserved {} of {} bytes: the GPU is shared and the "
+                "others held the rest ({}); the arena grows beyond it as they give memory back", device(),
+                stats.bytes_reserved, wanted, retries);
+        break;
+      case budget::RefusalCause::share_cap:
+      case budget::RefusalCause::limit: {
+        const std::string advice =
+            budget::shared(device()) != nullptr ? budget::cap_advice(device()) : budget::limit_advice(device());
+        log::at(LogLevel::warn, "device {}: the preallocation reserved {} of {} bytes: the budget refused the rest "
+                "({}); the limit was {}", device(), stats.bytes_reserved, wanted, retries,
+                advice.empty() ? std::string("the device's total") : advice);
+        break;
+      }
+      case budget::RefusalCause::none:
+      case budget::RefusalCause::driver:
+        log::at(LogLevel::warn, "device {}: the driver refused a {}-byte preallocation; reserved {} bytes instead ({})",
+                device(), wanted, stats.bytes_reserved, retries);
+        break;
+    }
   } else {
     log::at(LogLevel::debug, "device {}: reserved {} bytes at the first allocation ({} requests refused)",
             device(), stats.bytes_reserved, stats.region_refusals);
@@ -344,7 +375,9 @@ std::size_t BfcManager::do_trim() {
 std::string BfcManager::do_dump() const { return arena_.oom_report(0).render(); }
 
 std::string BfcManager::do_describe_refusal(std::size_t bytes) const {
-  return limit_advice() + "\n" + arena_.oom_report(bytes).render();
+  const bool driver = budget::last_refusal_cause() == budget::RefusalCause::driver;
+  return (driver && budget::shared(device()) == nullptr ? driver_refusal() : limit_advice()) + "\n" +
+         arena_.oom_report(bytes).render();
 }
 
 std::size_t BfcManager::do_reserved_bytes_now() const noexcept {
@@ -357,6 +390,65 @@ void BfcManager::do_retire() noexcept {
   } else {
     classic_source_.abandon();
   }
+}
+
+MemoryManager::IdleGiveBack BfcManager::do_give_back_idle(std::size_t want) noexcept {
+  IdleGiveBack result;
+  if (want > 0 && vmm_source_) {
+    // cuMemUnmap waits for the device's queued work ("exhibits synchronous behavior"), and the arena's
+    // lock is held across it: only once the work queued so far is done, so that a program computing
+    // for long is not kept out of its own arena meanwhile.
+    if (!device_quiet()) {
+      result.device_busy = true;
+    } else {
+      while (result.bytes < want && !idle_give_back_should_stop()) {
+        const std::optional<std::size_t> step =
+            arena_.try_release_idle(std::min(want - result.bytes, kGiveBackStepBytes));
+        if (!step) {
+          result.busy = true;  // a program thread is in the arena: the thread tries again shortly
+          break;
+        }
+        result.bytes += *step;
+        if (*step == 0) break;
+      }
+    }
+  }
+  ArenaStats stats;
+  if (!arena_.try_stats(stats)) {
+    result.busy = true;
+    return result;
+  }
+  result.in_use = stats.bytes_in_use;
+  if (vmm_source_) {
+    const std::size_t held = vmm_source_->bytes_reserved();
+    result.idle = held > stats.bytes_in_use ? held - stats.bytes_in_use : 0;
+  }
+  // Memory still fenced: the next event over the context resolves it.
+  if (want > result.bytes && !result.busy && vmm_source_ && stats.bytes_fenced > 0) result.fences_pending = true;
+  return result;
+}
+
+bool BfcManager::device_quiet() noexcept {
+  const RealDriver& driver = real_driver();
+  if (driver.cuCtxRecordEvent == nullptr || driver.cuEventQuery == nullptr) return true;  // cannot tell
+  if (!context_event_pending_) {
+    if (context_event_ == nullptr && driver.cuEventCreate(&context_event_, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+      context_event_ = nullptr;
+      return true;
+    }
+    const FenceId through = last_fence_id();  // every fence drawn before the event is recorded
+    if (driver.cuCtxRecordEvent(context(), context_event_) != CUDA_SUCCESS) return true;
+    context_event_through_ = through;
+    context_event_pending_ = true;
+  }
+  const CUresult done = driver.cuEventQuery(context_event_);
+  if (done == CUDA_ERROR_NOT_READY) return false;
+  context_event_pending_ = false;
+  // Complete: the work queued before it is done, and the fences drawn before it with it (the arena
+  // asks its oracle); an error says nothing of the device (the unmapping may wait).
+  if (done == CUDA_SUCCESS && context_event_through_ != 0) fences_.resolve_through(context_event_through_);
+  context_event_through_ = 0;
+  return true;
 }
 
 void BfcManager::do_context_synchronized(FenceId through) {

@@ -56,6 +56,14 @@ class BfcManager final : public MemoryManager {
   std::string do_serving() const override;
   std::size_t do_trim() override;
   void do_retire() noexcept override;
+  // A VMM arena's idle granules go back in bounded steps under a try-lock; a classic region would go
+  // back with a cuMemFree, which waits for the device: only its figures.
+  IdleGiveBack do_give_back_idle(std::size_t want) noexcept override;
+  // Whether the work queued on the context so far is done, by an event recorded over the context
+  // (cuCtxRecordEvent) and queried, never waited for: recorded at the first look, and once complete it
+  // also resolves every fence drawn before it, as a synchronisation would. True where the driver
+  // cannot tell (before 12.5).
+  bool device_quiet() noexcept;
   std::string do_dump() const override;
   std::string do_describe_refusal(std::size_t bytes) const override;
   std::size_t do_reserved_bytes_now() const noexcept override;
@@ -89,6 +97,15 @@ class BfcManager final : public MemoryManager {
   // call, so the safety is the same at 1/1024 of the waits.
   static constexpr std::uint32_t kDeferredFreesPerSync = 1024;
   std::atomic<std::uint32_t> deferred_frees_{0};  // since the last context synchronisation
+  // Used by the device's reclaim thread alone (one thread per device; give_back_idle runs one at a
+  // time per manager): its event, made at its first use, whether one is recorded and not yet seen
+  // complete, and the last fence drawn before it was recorded.
+  CUevent context_event_ = nullptr;
+  bool context_event_pending_ = false;
+  FenceId context_event_through_ = 0;
+  // A give-back unmaps at most about this much per arena call, so the program waits for the arena's
+  // lock no longer than that takes (one free chunk is unmapped whole, however large).
+  static constexpr std::size_t kGiveBackStepBytes = 64 * kMiB;
 };
 
 }  // namespace gpumem::shim

@@ -12,6 +12,7 @@
 
 #include "managers/bfc_manager.h"
 #include "budget/budgets.h"
+#include "budget/reclaim_thread.h"
 #include "managers/cuda_async_manager.h"
 #include "context/peer_access.h"
 #include "base/fork_safe_lock.h"
@@ -93,6 +94,30 @@ budget::Reclaimed reclaim_device(CUdevice device) noexcept {
   return reclaimed;
 }
 
+// The reclaim thread's (budget::set_idle_reclaimer): the device's live managers give back, without
+// waiting for the program or the device, what they hold unused, and say what they still hold.
+budget::IdleReclaimed give_back_idle_on_device(CUdevice device, std::size_t want) noexcept {
+  budget::IdleReclaimed reclaimed;
+  const ContextRegistry* registry = ContextRegistry::existing();
+  if (registry == nullptr) return reclaimed;
+  try {
+    registry->for_each_manager([&](MemoryManager& manager, bool live) {
+      if (!live || manager.device() != device) return;
+      const ManagerCounters counters = manager.counters();
+      reclaimed.calls += counters.allocs + counters.frees;
+      const MemoryManager::IdleGiveBack given =
+          manager.give_back_idle(want > reclaimed.bytes ? want - reclaimed.bytes : 0);
+      reclaimed.bytes += given.bytes;
+      reclaimed.idle += given.idle;
+      reclaimed.in_use += given.in_use;
+      reclaimed.busy = reclaimed.busy || given.busy;
+      reclaimed.fences_pending = reclaimed.fences_pending || given.fences_pending || given.device_busy;
+    });
+  } catch (...) {  // no host memory: what was given back so far stands
+  }
+  return reclaimed;
+}
+
 }  // namespace
 
 ContextRegistry& ContextRegistry::instance() {
@@ -100,6 +125,7 @@ ContextRegistry& ContextRegistry::instance() {
     auto* created = new ContextRegistry();  // leaked on purpose
     g_registry.store(created, std::memory_order_release);
     budget::set_reclaimer(&reclaim_device);
+    budget::set_idle_reclaimer(&give_back_idle_on_device);
     reset_in_forked_child(&ContextRegistry::reset_in_child);
     return created;
   }();

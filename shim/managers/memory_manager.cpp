@@ -9,6 +9,7 @@
 #include "base/fork_safe_lock.h"
 #include "base/log.h"
 #include "base/refusal_limiter.h"
+#include "budget/reclaim_thread.h"
 #include "base/trace_log.h"
 #include "checked_size.h"
 #include "context/context_sync.h"
@@ -23,15 +24,6 @@ namespace {
 // is CU_STREAM_PER_THREAD); 0 for synchronous calls.
 std::uintptr_t stream_column(StreamArg stream) noexcept {
   return reinterpret_cast<std::uintptr_t>(plain_stream_handle(stream.handle, stream.per_thread));
-}
-
-// What to change to get a larger limit, for the out-of-memory report.
-std::string limit_hint(const Policy& policy) {
-  if (policy.limit_bytes) return fmt::format("set by {}; raise it", policy.limit_origin.variable);
-  const std::string variable =
-      policy.fraction_origin.variable == "default" ? "GPUMEM_MEM_FRACTION" : policy.fraction_origin.variable;
-  return fmt::format("{} of the device's {} memory from {}; raise {} or set GPUMEM_LIMIT", policy.fraction,
-                     to_string(policy.fraction_of), policy.fraction_origin.variable, variable);
 }
 
 }  // namespace
@@ -81,6 +73,7 @@ class MemoryManager::CallTimer {
 
 CUresult MemoryManager::allocate(CUdeviceptr* out, std::size_t bytes) {
   const CallTimer timer(*this);
+  budget::clear_refusal_cause();
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;  // as cuMemAlloc_v2 answers
   const CUresult result = do_allocate(out, bytes);
   finish_alloc(result, out, bytes, 0);
@@ -118,6 +111,7 @@ void MemoryManager::look_at_ledger() noexcept {
 CUresult MemoryManager::allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width_bytes,
                                        std::size_t height, unsigned int element_size_bytes) {
   const CallTimer timer(*this);
+  budget::clear_refusal_cause();
   if (out == nullptr || pitch == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_pitch(out, pitch, width_bytes, height, element_size_bytes);
   // For a refusal's report: at least the rows' bytes, SIZE_MAX when that overflows.
@@ -150,6 +144,7 @@ CUresult MemoryManager::free(CUdeviceptr ptr) {
 
 CUresult MemoryManager::allocate_async(CUdeviceptr* out, std::size_t bytes, StreamArg stream) {
   const CallTimer timer(*this);
+  budget::clear_refusal_cause();
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_async(out, bytes, stream);
   finish_alloc(result, out, bytes, stream_column(stream));
@@ -164,6 +159,7 @@ CUresult MemoryManager::free_async(CUdeviceptr ptr, StreamArg stream) {
 CUresult MemoryManager::allocate_from_pool_async(CUdeviceptr* out, std::size_t bytes, CUmemoryPool pool,
                                                  StreamArg stream) {
   const CallTimer timer(*this);
+  budget::clear_refusal_cause();
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = do_allocate_from_pool_async(out, bytes, pool, stream);
   finish_alloc(result, out, bytes, stream_column(stream));
@@ -220,8 +216,23 @@ std::string MemoryManager::do_describe_refusal(std::size_t /*bytes*/) const {
          "; this process holds: " + do_dump();
 }
 
+std::string MemoryManager::driver_refusal() const {
+  std::size_t free = 0;
+  driver_passthrough::mem_get_info(&free, nullptr);
+  return fmt::format("the driver refused it, not gpumem's budget: {} bytes of the device are free; the rest is held "
+                     "outside this process's budget (other programs, contexts): free memory there, or keep the "
+                     "budget to what the device has (limit {} bytes, {})", free, limit_bytes_,
+                     budget::limit_advice(device_));
+}
+
 std::string MemoryManager::limit_advice() const {
-  return fmt::format("limit {} bytes, {}", limit_bytes_, limit_hint(policy_));
+  if (budget::shared(device_) != nullptr) {
+    // Shared, the manager's limit is the most the process may hold; its budget moves with the share.
+    const std::string cap = budget::cap_advice(device_);
+    return fmt::format("limit {} bytes, the most this process may hold of the shared GPU: {}", limit_bytes_,
+                       cap.empty() ? "the device's total (no GPUMEM_LIMIT or cluster limit applies)" : cap);
+  }
+  return fmt::format("limit {} bytes, {}", limit_bytes_, budget::limit_advice(device_));
 }
 
 void MemoryManager::finish_alloc(CUresult result, CUdeviceptr* out, std::size_t bytes,
@@ -243,16 +254,9 @@ void MemoryManager::finish_alloc(CUresult result, CUdeviceptr* out, std::size_t 
   if (!observe::report_refusal(observe::RefusalKind::out_of_memory, bytes, repeated)) return;
   try {
     std::string description = do_describe_refusal(bytes);
-    // On a shared GPU, who holds it comes first: one line (docs/sharing.md).
+    // On a shared GPU, the cause comes first: one line (docs/sharing.md).
     if (share::Member* member = budget::shared(device_)) {
-      const share::Terms terms = member->terms();
-      const std::uint64_t waited = budget::last_share_wait_ms();
-      description = fmt::format("the GPU is shared{}: this process holds {} bytes of its {}-byte guarantee (allowance "
-                                "{}); {}\n",
-                                waited > 0 ? fmt::format(" (this request waited {} ms for borrowed memory)", waited)
-                                           : std::string(),
-                                terms.held, terms.guarantee, terms.allowance, member->holders()) +
-                    description;
+      description = shared_refusal_cause(*member, bytes) + "\n" + description;
     }
     while (!description.empty() && description.back() == '\n') description.pop_back();  // the log ends the line
     log::at(LogLevel::warn, "device {}: out of memory: {} mode refused {} bytes{}\n{}", device_, mode_name(), bytes,
@@ -307,6 +311,56 @@ CUresult MemoryManager::synchronize_for_reuse() {
 
 CUresult MemoryManager::synchronize_context() const { return shim::synchronize_context(context_); }
 
+void MemoryManager::retire() noexcept {
+  retiring_.store(true, std::memory_order_seq_cst);
+  // A give-back under way ends at its next step (a bounded unmapping); none starts afterwards. A
+  // driver call that never returns must not hang the program: after kExitPatienceNs it goes on.
+  const std::uint64_t deadline = share::monotonic_ns() + budget::kExitPatienceNs;
+  int state = kIdleFree;
+  while (!idle_state_.compare_exchange_weak(state, kIdleRetired, std::memory_order_acq_rel)) {
+    if (state == kIdleRetired || share::monotonic_ns() >= deadline) break;
+    state = kIdleFree;
+    share::sleep_for_ns(50'000);
+  }
+  do_retire();
+}
+
+bool MemoryManager::idle_give_back_should_stop() const noexcept {
+  return retiring_.load(std::memory_order_relaxed) || budget::reclaim_should_yield();
+}
+
+MemoryManager::IdleGiveBack MemoryManager::give_back_idle(std::size_t want) noexcept {
+  int state = kIdleFree;
+  if (retiring_.load(std::memory_order_seq_cst) ||
+      !idle_state_.compare_exchange_strong(state, kIdleGiving, std::memory_order_acq_rel)) {
+    return IdleGiveBack{};  // retired: it holds nothing any more
+  }
+  IdleGiveBack result;
+  const RealDriver& driver = real_driver();
+  // The driver calls of a give-back (events, unmapping) are made in the manager's context; figures
+  // alone need none.
+  const bool pushed = want > 0 && driver.cuCtxPushCurrent_v2 != nullptr &&
+                      driver.cuCtxPushCurrent_v2(context_) == CUDA_SUCCESS;
+  if (want == 0 || pushed) result = do_give_back_idle(want);
+  if (pushed) {
+    CUcontext popped = nullptr;
+    driver.cuCtxPopCurrent_v2(&popped);
+  }
+  idle_state_.store(kIdleFree, std::memory_order_release);
+  return result;
+}
+
+MemoryManager::IdleGiveBack MemoryManager::do_give_back_idle(std::size_t /*want*/) noexcept {
+  IdleGiveBack result;
+  ManagerStats stats;
+  if (stats_snapshot(stats, /*never_wait=*/true)) {
+    result.in_use = stats.bytes_in_use;
+  } else {
+    result.busy = true;
+  }
+  return result;
+}
+
 CUresult MemoryManager::do_allocate_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width_bytes,
                                           std::size_t height, unsigned int element_size_bytes) {
   const auto pitched = pitched_size(width_bytes, height, element_size_bytes);
@@ -340,6 +394,32 @@ CUresult MemoryManager::do_get_info(std::size_t* free_bytes, std::size_t* total_
   if (free_bytes != nullptr) *free_bytes = std::min(budget->available() + held, device_free + held);
   if (total_bytes != nullptr) *total_bytes = budget->limit();
   return CUDA_SUCCESS;
+}
+
+std::string MemoryManager::shared_refusal_cause(share::Member& member, std::size_t bytes) const {
+  const share::Terms terms = member.terms();
+  budget::RefusalCause cause = budget::last_refusal_cause();
+  // Nothing charged was refused: the arena stopped at its own limit, the most the process may hold.
+  if (cause == budget::RefusalCause::none && !fits_under(terms.held, bytes, limit_bytes_)) {
+    cause = budget::RefusalCause::share_cap;
+  }
+  switch (cause) {
+    case budget::RefusalCause::share_cap:
+      return fmt::format("the GPU is shared, and this process holds {} bytes of the most it may hold: {}", terms.held,
+                         budget::cap_advice(device_));
+    case budget::RefusalCause::driver:
+      return fmt::format("the GPU is shared, and its ledger had room ({} bytes held of a {}-byte allowance); {}",
+                         terms.held, terms.allowance, driver_refusal());
+    case budget::RefusalCause::none:
+    case budget::RefusalCause::limit:
+    case budget::RefusalCause::share:
+      break;
+  }
+  const std::uint64_t waited = budget::last_share_wait_ms();
+  return fmt::format("the GPU is shared{}: this process holds {} bytes of its {}-byte guarantee (allowance {}); {}; "
+                     "free memory in the others, or raise GPUMEM_SHARE_WEIGHT or GPUMEM_SHARE_MIN",
+                     waited > 0 ? fmt::format(" (this request waited {} ms for borrowed memory)", waited) : std::string(),
+                     terms.held, terms.guarantee, terms.allowance, member.holders());
 }
 
 void MemoryManager::count_alloc(CUresult result) noexcept {

@@ -112,8 +112,25 @@ class MemoryManager {
   // bytes given back.
   std::size_t trim() { return do_trim(); }
   // The context is being destroyed, and this manager's memory with it: what it charged to the
-  // device's budget is refunded. Its figures stay readable; it serves nothing more.
-  void retire() noexcept { do_retire(); }
+  // device's budget is refunded. Its figures stay readable; it serves nothing more. Waits for a
+  // give_back_idle under way (a bounded step), and none starts afterwards.
+  void retire() noexcept;
+
+  // For the reclaim thread of a GPU shared with other processes (budget/reclaim_thread.h): gives back
+  // up to about `want` bytes this manager holds unused, with the manager's context pushed on the
+  // calling thread, never waiting for the program (an arena another call holds: `busy`) nor for the
+  // device (memory still fenced goes back once an event says the work before its free completed:
+  // `fences_pending`; nothing is unmapped while work queued before the request runs: `device_busy`).
+  // With `want` 0, only the figures. Never after retire().
+  struct IdleGiveBack {
+    std::size_t bytes = 0;   // given back
+    std::size_t idle = 0;    // still held unused that a later call can give back (fenced included)
+    std::size_t in_use = 0;  // in live blocks
+    bool busy = false;
+    bool fences_pending = false;
+    bool device_busy = false;  // the device still runs work queued before the request: not yet
+  };
+  IdleGiveBack give_back_idle(std::size_t want) noexcept;
   // gpumem_dump: the manager's memory as text, as the out-of-memory report shows it.
   std::string dump() const;
   // Bytes held from the driver now, for the trace; kUnknownBytes when the mode does not track them.
@@ -209,10 +226,14 @@ class MemoryManager {
   }
   // "limit N bytes, <where it came from and what to raise>", for out-of-memory reports.
   std::string limit_advice() const;
+  // For a refusal the driver made (budget::RefusalCause::driver): what the device has free, and why.
+  std::string driver_refusal() const;
   // Synchronises this manager's context so that freed memory can be reused, then resolves every fence
   // drawn before the synchronisation began (counted as a fence sync). Returns the synchronisation's
   // result; on failure nothing is resolved.
   CUresult synchronize_for_reuse();
+  // For a give-back between its steps: the manager is being retired, or the reclaim thread must yield.
+  bool idle_give_back_should_stop() const noexcept;
 
  private:
   virtual CUresult do_allocate(CUdeviceptr* out, std::size_t bytes) = 0;
@@ -252,6 +273,9 @@ class MemoryManager {
   virtual std::size_t do_trim() { return 0; }
   // Default: nothing charged outside the ledger (budget/budgets.h), which the registry clears.
   virtual void do_retire() noexcept {}
+  // Default: nothing this manager holds can go back without the program (platform memory is the
+  // program's; a pool's idle memory the budget trims itself): only the figures.
+  virtual IdleGiveBack do_give_back_idle(std::size_t want) noexcept;
   // Default: the figures of stats() as lines.
   virtual std::string do_dump() const;
   // Default: kUnknownBytes.
@@ -276,6 +300,9 @@ class MemoryManager {
   void look_at_ledger() noexcept;
   // The limit a trace row records: the budget's now on a shared device, else the manager's.
   std::size_t traced_limit() const noexcept;
+  // On a shared GPU, the first line of an out-of-memory report: what refused (the share, with the
+  // processes holding the GPU; the most this process may hold; the driver) and what would help.
+  std::string shared_refusal_cause(share::Member& member, std::size_t bytes) const;
 
   const CUcontext context_;
   const CUdevice device_;
@@ -293,6 +320,11 @@ class MemoryManager {
   std::atomic<std::uint64_t> call_ns_{0};
   class CallTimer;
   std::atomic<std::uint32_t> calls_since_in_use_{0};  // look_at_ledger: allocations and frees
+  // give_back_idle against retire(): kIdleFree, kIdleGiving while a give-back runs, kIdleRetired once
+  // retired (none starts again).
+  enum IdleState : int { kIdleFree, kIdleGiving, kIdleRetired };
+  std::atomic<int> idle_state_{kIdleFree};
+  std::atomic<bool> retiring_{false};  // a give-back under way stops at its next step
   struct PathCells {
     std::atomic<std::uint64_t> allocs{0};
     std::atomic<std::uint64_t> bytes{0};

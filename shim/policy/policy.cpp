@@ -561,15 +561,28 @@ DeviceLimit Policy::device_limit(const DeviceView& view) const {
   std::size_t cap = 0;
   std::string how;
   std::string summary;
+  std::string advice;
+  std::string cap_advice;
   if (const DeviceLimitRule* own = rule_for_device(limit_per_device, view.device)) {
     bytes = cap = own->bytes;
     how = fmt::format("{}({} for device {})", format_byte_size(bytes), own->variable, view.device);
     summary = own->variable;
+    advice = cap_advice = fmt::format("set by {}'s entry for device {} ({}); raise that entry", own->variable,
+                                      view.device, own->written);
   } else if (limit_bytes) {
     bytes = cap = *limit_bytes;
     how = with_origin(format_byte_size(bytes), limit_origin);
     summary = limit_origin.variable;
+    advice = cap_advice = fmt::format("set by {}; raise it", limit_origin.variable);
   } else {
+    const std::string variable =
+        fraction_origin.variable == "default" ? "GPUMEM_MEM_FRACTION" : fraction_origin.variable;
+    advice = fmt::format("{} of the device's {} memory from {}{}; raise {} or set GPUMEM_LIMIT{}", fraction,
+                         to_string(fraction_of), fraction_origin.variable,
+                         sharing > 1 ? fmt::format(", split between {} ranks on this GPU ({})", sharing,
+                                                   per_rank_origin.variable)
+                                     : std::string(),
+                         variable, sharing > 1 ? ", or run fewer ranks on this GPU" : "");
     bytes = fraction_bytes(*this, view.total_bytes, view.free_bytes, sharing);
     const std::size_t basis =
         fraction_of == FractionBasis::total ? view.total_bytes : std::min(view.free_bytes, view.total_bytes);
@@ -591,18 +604,26 @@ DeviceLimit Policy::device_limit(const DeviceView& view) const {
     bounds += fmt::format("{}{}={}", bounds.empty() ? "; bounded by " : ", ", rule->variable, rule->written);
     if (divisor > 1) bounds += fmt::format(" / {} ranks", divisor);
     bounds += fmt::format(" = {}", rule_cap);
+    // The cluster's bound is set where the process is started, not by the program.
+    const std::string cluster = fmt::format(
+        "bounded by {}={}{} ({}); {}", rule->variable, rule->written,
+        divisor > 1 ? fmt::format(" / {} ranks", divisor) : std::string(),
+        rules == &hami_limits ? "the device plugin's limit for this container" : "MPS's limit for this client",
+        rules == &hami_limits ? "request more GPU memory for the container" : "raise it where the MPS client starts");
     if (rule_cap < bytes) {
       bytes = rule_cap;
       bounds += " (the lowest, in force)";
       summary = rule->variable;
+      advice = cluster;
     }
+    if (cap == 0 || rule_cap < cap) cap_advice = cluster;
     cap = cap == 0 ? rule_cap : std::min(cap, rule_cap);
   }
   bytes -= bytes % kLimitGranularity;
   cap = std::min(cap, view.total_bytes);
   cap -= cap % kLimitGranularity;
   return DeviceLimit{bytes, fmt::format("device {}: limit {} bytes: {}{}", view.device, bytes, how, bounds),
-                     std::move(summary), cap};
+                     std::move(summary), cap, std::move(advice), std::move(cap_advice)};
 }
 
 std::string Policy::describe_limit() const {

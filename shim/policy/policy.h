@@ -69,6 +69,12 @@ struct DeviceLimit {
   // GPUMEM_LIMIT or the cluster's bounds (HAMi, MPS) or a framework's (CuPy) when one applies; 0 when
   // none does.
   std::size_t cap = 0;
+  // For a refusal at the limit: what set it and the knob that would raise it ("set by GPUMEM_LIMIT;
+  // raise it", "0.75 of the device's total memory from default; raise GPUMEM_MEM_FRACTION or set
+  // GPUMEM_LIMIT", "bounded by CUDA_DEVICE_MEMORY_LIMIT_0=2g, ..."). cap_advice: the same for the cap
+  // (empty when no cap applies).
+  std::string advice;
+  std::string cap_advice;
 };
 
 struct Policy {

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "exports/export_table.h"
+#include "budget/reclaim_thread.h"
 #include "context/capture_state.h"
 #include "context/context_sync.h"
 #include "managers/context_registry.h"
@@ -180,6 +181,7 @@ CUresult ctx_synchronize(CUcontext context) {
 CUresult ctx_destroy(CUcontext context) {
   const RealDriver& driver = real_driver();
   if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  const budget::ReclaimHold hold;  // no reclaim thread uses the context meanwhile
   registry().forget(context);  // before the handle can be reused by a new context
   return driver.cuCtxDestroy_v2(context);
 }
@@ -187,6 +189,7 @@ CUresult ctx_destroy(CUcontext context) {
 CUresult primary_ctx_reset(CUdevice device) {
   const RealDriver& driver = real_driver();
   if (!driver.available) return CUDA_ERROR_NOT_INITIALIZED;
+  const budget::ReclaimHold hold;  // no reclaim thread uses the context meanwhile
   registry().forget_primary_context(device);
   return driver.cuDevicePrimaryCtxReset_v2(device);
 }
@@ -197,6 +200,7 @@ CUresult primary_ctx_release(CUdevice device) {
   const bool can_name = driver.cuDevicePrimaryCtxRetain != nullptr && driver.cuDevicePrimaryCtxGetState != nullptr;
   // Named before the release: once the last reference is gone the context can no longer be named.
   const CUcontext primary = can_name ? active_primary_context(device) : nullptr;
+  const budget::ReclaimHold hold;  // the last release destroys the context: no reclaim thread uses it meanwhile
   const CUresult result = driver.cuDevicePrimaryCtxRelease_v2(device);
   if (result != CUDA_SUCCESS || primary == nullptr) return result;
   unsigned int flags = 0;
@@ -213,6 +217,9 @@ CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode, bool pe
   const RealDriver& driver = real_driver();
   const auto begin = per_thread ? driver.cuStreamBeginCapture_v2_ptsz : driver.cuStreamBeginCapture_v2;
   if (begin == nullptr) return driver.available ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED;
+  // A reclaim thread's driver calls (an event over the context) would end the capture: none is under
+  // way as it begins, and none starts once it is counted.
+  const budget::ReclaimHold hold;
   const CUresult result = begin(stream, mode);
   if (result == CUDA_SUCCESS) capture_state::began();
   return result;

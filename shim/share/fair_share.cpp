@@ -88,8 +88,10 @@ SharesSummary fair_shares(std::uint64_t capacity, std::span<const Claim> claims,
 }
 
 std::uint64_t reclaim_requests(std::uint64_t capacity, std::span<const Claim> claims, std::span<const Share> shares,
-                               std::size_t waiter, std::uint64_t bytes, std::span<std::uint64_t> requests) noexcept {
+                               std::size_t waiter, std::uint64_t owed, std::uint64_t wanted,
+                               std::span<std::uint64_t> requests) noexcept {
   const std::size_t n = std::min({claims.size(), shares.size(), requests.size(), kMaxMembers});
+  owed = std::min(owed, wanted);
   Wide held_sum = 0;
   Wide borrowed_sum = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -97,16 +99,40 @@ std::uint64_t reclaim_requests(std::uint64_t capacity, std::span<const Claim> cl
     held_sum += claims[i].held;
     if (i != waiter && claims[i].held > shares[i].guarantee) borrowed_sum += claims[i].held - shares[i].guarantee;
   }
-  const Wide wanted = held_sum + bytes;
-  if (wanted <= capacity || borrowed_sum == 0) return 0;
-  const Wide shortfall = std::min(wanted - capacity, borrowed_sum);
+  // 1. What the borrowers owe.
   std::uint64_t total = 0;
+  Wide expected = 0;  // of it, what they hold idle: what can come back without their program
+  if (held_sum + owed > capacity && borrowed_sum > 0) {
+    const Wide shortfall = std::min(held_sum + owed - capacity, borrowed_sum);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i == waiter || claims[i].held <= shares[i].guarantee) continue;
+      const std::uint64_t borrowed = claims[i].held - shares[i].guarantee;
+      const Wide part = (shortfall * borrowed + borrowed_sum - 1) / borrowed_sum;
+      requests[i] = static_cast<std::uint64_t>(std::min<Wide>(part, borrowed));
+      total += requests[i];
+      expected += std::min(requests[i], claims[i].idle);
+    }
+  }
+  // 2. The rest of the shortfall, lent from idle memory.
+  if (held_sum + wanted <= capacity) return total;
+  const Wide shortfall = held_sum + wanted - capacity;
+  if (expected >= shortfall) return total;
+  const Wide lend = shortfall - expected;
+  std::array<std::uint64_t, kMaxMembers> left{};  // idle memory not asked for yet
+  Wide left_sum = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    if (i == waiter || claims[i].held <= shares[i].guarantee) continue;
-    const std::uint64_t borrowed = claims[i].held - shares[i].guarantee;
-    const Wide part = (shortfall * borrowed + borrowed_sum - 1) / borrowed_sum;
-    requests[i] = static_cast<std::uint64_t>(std::min<Wide>(part, borrowed));
-    total += requests[i];
+    if (i == waiter || claims[i].waiting) continue;
+    left[i] = claims[i].idle - std::min(requests[i], claims[i].idle);
+    left_sum += left[i];
+  }
+  if (left_sum == 0) return total;
+  const Wide lent = std::min(lend, left_sum);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (left[i] == 0) continue;
+    const Wide part = (lent * left[i] + left_sum - 1) / left_sum;
+    const auto asked = static_cast<std::uint64_t>(std::min<Wide>(part, left[i]));
+    requests[i] += asked;
+    total += asked;
   }
   return total;
 }

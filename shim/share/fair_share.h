@@ -23,6 +23,7 @@ struct Claim {
   std::uint64_t cap = kUnbounded;      // GPUMEM_LIMIT: never more than this
   std::uint64_t demand = kUnbounded;   // what it would like to hold
   std::uint64_t held = 0;              // what it holds now
+  std::uint64_t idle = 0;              // of held, what it holds unused and can give back on request (<= held)
   bool waiting = false;                // it waits for memory inside its guarantee
 };
 
@@ -47,11 +48,17 @@ struct SharesSummary {
 // borrower may not grow while memory it borrowed is asked back).
 SharesSummary fair_shares(std::uint64_t capacity, std::span<const Claim> claims, std::span<Share> shares) noexcept;
 
-// What each borrower (held > guarantee) is asked to give back so that member `waiter` can take
-// `bytes` more: the shortfall (held by all + bytes - capacity) split in proportion to what each
-// borrowed, rounded up, never more than it borrowed. requests[i] is 0 for non-borrowers and the
-// waiter. Returns the total asked.
+// What each member is asked to give back so that member `waiter` can take `wanted` bytes more, `owed`
+// of them inside its guarantee (owed <= wanted; 0 when the waiter is beyond its guarantee):
+// 1. borrowers (held > guarantee) owe the shortfall of `owed` (held by all + owed - capacity), split in
+//    proportion to what each borrowed, rounded up, never more than it borrowed;
+// 2. what those asks leave of the shortfall of `wanted`, counting only what the borrowers hold idle
+//    (Claim::idle) towards it, is asked of the idle memory the others hold (lent: their guarantees stay
+//    theirs), split in proportion to the idle memory each has left, rounded up, never more than it;
+//    never of a member that waits itself.
+// requests[i] is 0 for the waiter. Returns the total asked.
 std::uint64_t reclaim_requests(std::uint64_t capacity, std::span<const Claim> claims, std::span<const Share> shares,
-                               std::size_t waiter, std::uint64_t bytes, std::span<std::uint64_t> requests) noexcept;
+                               std::size_t waiter, std::uint64_t owed, std::uint64_t wanted,
+                               std::span<std::uint64_t> requests) noexcept;
 
 }  // namespace gpumem::shim::share

@@ -2,7 +2,9 @@
 #include "share/ledger.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -96,6 +98,12 @@ void read_comm(char (&comm)[16]) {
 }
 
 std::atomic_ref<std::uint64_t> word(std::uint64_t& field) { return std::atomic_ref<std::uint64_t>(field); }
+
+// Wakes the reclaim thread of `slot` (its futex word was bumped under the lock). A slot without one,
+// or whose process is gone, has no waiter: the call returns at once.
+void wake_reclaim_thread(LedgerSlot& slot) {
+  syscall(SYS_futex, &slot.reclaim_wake, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
 
 }  // namespace
 
@@ -293,7 +301,18 @@ Outcome Member::try_take(View& view, std::uint64_t now_ns, std::uint64_t bytes) 
     word(own_slot_->reserving).fetch_add(bytes, std::memory_order_relaxed);  // until answered()
     return Outcome::reserved;
   }
-  return fits_under(own.held, bytes, share.guarantee) ? Outcome::within_guarantee : Outcome::refused;
+  if (fits_under(own.held, bytes, share.guarantee)) return Outcome::within_guarantee;
+  // Beyond the guarantee: what others hold idle may be lent, if it covers the shortfall, within the cap,
+  // and no one waits inside a guarantee (a borrower may not grow then).
+  if (!fits_under(own.held, bytes, own.cap)) return Outcome::refused;
+  std::uint64_t idle = 0;
+  for (std::size_t k = 0; k < view.count; ++k) {
+    if (k == view.self) continue;
+    if (view.claims[k].waiting) return Outcome::refused;
+    idle = saturating_add(idle, view.claims[k].idle);
+  }
+  const std::uint64_t wanted = saturating_add(view.summary.held, bytes);
+  return wanted > view.capacity && wanted - view.capacity <= idle ? Outcome::lendable : Outcome::refused;
 }
 
 Reservation Member::reserve(std::uint64_t bytes, std::optional<FreeReading> device_free) noexcept {
@@ -325,44 +344,63 @@ Outcome Member::reserve_provisionally(std::uint64_t bytes) noexcept {
   return Outcome::reserved;
 }
 
-Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns) noexcept {
+Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns, std::uint64_t need) noexcept {
   waits_.fetch_add(1, std::memory_order_relaxed);
+  need = std::max(need, bytes);
   const std::uint64_t deadline = monotonic_ns() + wait_ns;
   Reservation result{Outcome::unavailable, terms()};
   bool timed_out = false;
+  // Slots whose request this look raised: their reclaim threads are woken once the ledger is unlocked.
+  std::array<std::uint32_t, kLedgerSlots> to_wake{};
   for (std::uint64_t poll = 0;; ++poll) {
     result.outcome = Outcome::unavailable;
+    std::size_t waking = 0;
     locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
       const std::uint64_t now = monotonic_ns();
       own_slot_->active_until_ns = now + kGrowingWindowNs;
       own_slot_->waiting_bytes = bytes;
       if (poll % 16 == 0) sweep_dead();
       result.outcome = try_take(view, now, bytes);
-      if (result.outcome == Outcome::within_guarantee && now >= deadline) {
+      if (result.outcome == Outcome::lendable) {
+        own_slot_->waiting_bytes = 0;  // beyond its guarantee: the others' allowances stay as they are
+        compute(view, now);
+      }
+      const bool waiting = result.outcome == Outcome::within_guarantee || result.outcome == Outcome::lendable;
+      if (waiting && now >= deadline) {
         timed_out = true;
         result.outcome = Outcome::refused;
-      } else if (result.outcome == Outcome::within_guarantee) {
+      } else if (waiting) {
+        // Inside the guarantee, what the borrowers owe: the need as far as the guarantee goes (at least
+        // `bytes`, which fit it). Beyond it, nothing is owed: idle memory is lent.
+        const std::uint64_t owed =
+            result.outcome == Outcome::within_guarantee
+                ? std::min(need, saturating_sub(view.shares[view.self].guarantee, view.claims[view.self].held))
+                : 0;
         reclaim_requests(view.capacity, std::span(view.claims.data(), view.count),
-                         std::span(view.shares.data(), view.count), view.self, bytes,
+                         std::span(view.shares.data(), view.count), view.self, owed, need,
                          std::span(view.requests.data(), view.count));
         for (std::size_t k = 0; k < view.count; ++k) {
           if (view.requests[k] == 0) continue;
-          LedgerSlot& borrower = slots_[view.slot_of[k]];
-          auto request = word(borrower.reclaim_request);
+          LedgerSlot& holder = slots_[view.slot_of[k]];
+          auto request = word(holder.reclaim_request);
           if (request.load(std::memory_order_relaxed) < view.requests[k]) {
             request.store(view.requests[k], std::memory_order_relaxed);
+            std::atomic_ref<std::uint32_t>(holder.reclaim_wake).fetch_add(1, std::memory_order_release);
+            to_wake[waking++] = view.slot_of[k];
           }
-          word(borrower.reclaim_until_ns).store(now + kReclaimRequestNs, std::memory_order_relaxed);
+          word(holder.reclaim_until_ns).store(now + kReclaimRequestNs, std::memory_order_relaxed);
         }
       }
-      if (result.outcome != Outcome::within_guarantee) {
+      if (!waiting || timed_out) {
         own_slot_->waiting_bytes = 0;
         compute(view, now);  // no longer waiting: the others may borrow again
         if (timed_out) refusals_after_wait_.fetch_add(1, std::memory_order_relaxed);
       }
       publish(view);
     });
-    if (result.outcome != Outcome::within_guarantee) break;
+    // Outside the lock: a futex wake is a system call.
+    for (std::size_t k = 0; k < waking; ++k) wake_reclaim_thread(slots_[to_wake[k]]);
+    if (result.outcome != Outcome::within_guarantee && result.outcome != Outcome::lendable) break;
     sleep_for_ns(kWaitPollNs);
   }
   if (result.outcome == Outcome::unavailable) {
@@ -375,6 +413,30 @@ Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns)
   }
   result.terms = terms();
   return result;
+}
+
+void Member::enable_reclaim_thread() noexcept {
+  const bool done = locked(monotonic_ns() + kLockPatienceNs, [&](View& view) {
+    own_slot_->flags |= kSlotReclaims;
+    compute(view, monotonic_ns());
+    publish(view);
+  });
+  if (!done) {  // written by its owner alone: a stopped member's lock cannot keep it out
+    std::atomic_ref<std::uint32_t>(own_slot_->flags).fetch_or(kSlotReclaims, std::memory_order_relaxed);
+  }
+}
+
+void Member::wait_for_reclaim_wake(std::uint32_t seen, std::uint64_t timeout_ns) const noexcept {
+  timespec timeout{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
+  // Not FUTEX_PRIVATE_FLAG: the word lies in a file every member maps, and the kernel matches waiters
+  // and wakers of a shared mapping by the file and offset.
+  syscall(SYS_futex, &own_slot_->reclaim_wake, FUTEX_WAIT, seen, &timeout, nullptr, 0);
+}
+
+void Member::reclaim_answered(std::uint64_t given, std::optional<std::uint64_t> idle, std::uint32_t wake) noexcept {
+  if (idle) note_idle(*idle);
+  std::atomic_ref<std::uint32_t>(own_slot_->reclaim_answered).store(wake, std::memory_order_release);
+  reclaim_served(given);
 }
 
 void Member::give_back(std::uint64_t bytes) noexcept {

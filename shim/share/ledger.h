@@ -82,7 +82,9 @@ struct Terms {
 enum class Outcome : std::uint8_t {
   reserved,          // held += bytes (provisionally, inside the guarantee, while the ledger is locked)
   within_guarantee,  // not now, but inside the guarantee: borrowers can be asked to give back
-  refused,           // beyond the guarantee and nothing free: no one owes it
+  lendable,          // beyond the guarantee, but others hold memory idle (their reclaim threads can give
+                     // it back) enough for it, and no one waits inside a guarantee: it can be lent
+  refused,           // beyond the guarantee and nothing free or lendable: no one owes it
   unavailable,       // the ledger could not be locked in time
 };
 
@@ -124,9 +126,13 @@ class Member {
   std::uint64_t generation() const noexcept {
     return std::atomic_ref<std::uint64_t>(header_->generation).load(std::memory_order_acquire);
   }
-  // Waits, at most `wait_ns`, for `bytes` inside the guarantee: asks borrowers to give back and looks
-  // again every kWaitPollNs. Reserved, or refused (in time, or because the guarantee no longer holds it).
-  Reservation wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns) noexcept;
+  // Waits, at most `wait_ns`, for `bytes` inside the guarantee, or lent from idle memory (Outcome::lendable):
+  // asks the others to give back (fair_share.h, reclaim_requests: borrowers what they owe, idle memory
+  // lent for the rest) as much as `need` (>= bytes: what the caller will reserve piece by piece, so that
+  // the others are asked once for all of it), wakes their reclaim threads, and looks again every
+  // kWaitPollNs. Reserved, or refused (in time, or because neither the guarantee nor idle memory
+  // holds it any more: answered requests publish what is really idle).
+  Reservation wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns, std::uint64_t need = 0) noexcept;
   // The driver answered (either way) the call a reservation of `bytes` was made for: they no longer
   // count as reserved but not yet on the device. One atomic update of a mapped word, no lock.
   void answered(std::uint64_t bytes) noexcept;
@@ -152,6 +158,25 @@ class Member {
   void note_in_use(std::uint64_t bytes) noexcept {
     std::atomic_ref<std::uint64_t>(own_slot_->in_use).store(bytes, std::memory_order_relaxed);
   }
+
+  // --- The reclaim thread (budget/reclaim_thread.h): requests answered without the program ---
+  // The slot says that a reclaim thread answers its requests, so others may count its idle memory as
+  // lendable and expect answers (kSlotReclaims).
+  void enable_reclaim_thread() noexcept;
+  // The slot's futex word now: a member that raises this one's request bumps it and wakes the thread.
+  std::uint32_t reclaim_wake() const noexcept {
+    return std::atomic_ref<std::uint32_t>(own_slot_->reclaim_wake).load(std::memory_order_acquire);
+  }
+  // Sleeps until the futex word is no longer `seen` (a request came), at most `timeout_ns`
+  // (FUTEX_WAIT on the shared mapping: no polling). Signals interrupt it early, harmlessly.
+  void wait_for_reclaim_wake(std::uint32_t seen, std::uint64_t timeout_ns) const noexcept;
+  // Bytes held unused that the reclaim thread can give back (for others' lending; without the lock).
+  void note_idle(std::uint64_t bytes) noexcept {
+    std::atomic_ref<std::uint64_t>(own_slot_->idle_bytes).store(bytes, std::memory_order_relaxed);
+  }
+  // The reclaim thread answered the request it found at futex word `wake`: `given` bytes went back
+  // (reclaim_served), and `idle` is what it still holds unused (nullopt: not known now).
+  void reclaim_answered(std::uint64_t given, std::optional<std::uint64_t> idle, std::uint32_t wake) noexcept;
   Terms terms() const noexcept;
   MemberFigures figures() const noexcept;
   // One line naming the processes holding the GPU and what each holds, for a refusal.

@@ -65,6 +65,10 @@ Claim claim_of(const LedgerSlot& slot, std::uint64_t device_total, std::uint64_t
   claim.cap = slot.cap_bytes == 0 ? device_total : std::min(slot.cap_bytes, device_total);
   claim.held = std::min(slot.held, device_total);
   claim.waiting = slot.waiting_bytes != 0;
+  // Written by its owner without the lock (a figure): read once. Lendable only where a reclaim thread
+  // answers for it.
+  const std::uint64_t idle = __atomic_load_n(&slot.idle_bytes, __ATOMIC_RELAXED);
+  claim.idle = (slot.flags & kSlotReclaims) != 0 ? std::min(idle, claim.held) : 0;
   const bool growing = claim.waiting || now_ns < slot.active_until_ns;
   claim.demand = growing ? kUnbounded : claim.held;
   return claim;

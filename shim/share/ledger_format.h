@@ -23,6 +23,9 @@ inline constexpr long kLedgerLockByte = 0;
 inline constexpr long kSlotLockBase = 4096;
 
 enum SlotState : std::uint32_t { kSlotFree = 0, kSlotLive = 1 };
+// LedgerSlot::flags. kSlotReclaims: a reclaim thread answers the slot's requests without waiting for the
+// program's next call (a slot written by an older gpumem of format 1 has none: flags read 0).
+inline constexpr std::uint32_t kSlotReclaims = 1;
 
 // Invariant (of a valid file): magic and version as above, header_bytes == kLedgerHeaderBytes,
 // slot_bytes == sizeof(LedgerSlot), slot_count == kLedgerSlots, and the file holds them all
@@ -46,9 +49,10 @@ struct LedgerHeader {
 };
 static_assert(sizeof(LedgerHeader) == 128);
 
-// One member. Written by its owner under the ledger lock, except reclaim_request (any member, under the
-// lock; the owner reads it without), in_use (its owner alone, without the lock: informational) and
-// reserving (its owner alone: raised under the lock with held, lowered without it when the driver answers).
+// One member. Written by its owner under the ledger lock, except reclaim_request and reclaim_wake (any
+// member, under the lock; the owner reads them without), in_use and idle_bytes (its owner alone, without
+// the lock: figures) and reserving (its owner alone: raised under the lock with held, lowered without it
+// when the driver answers).
 struct LedgerSlot {
   std::int32_t pid;
   std::uint32_t state;            // SlotState
@@ -72,7 +76,14 @@ struct LedgerSlot {
   std::uint64_t reclaim_until_ns; // CLOCK_MONOTONIC: the request holds until then (a waiter renews it)
   std::uint64_t reserving;        // of held, bytes whose driver call has not answered yet: not on the device
                                   // yet (its owner, without the lock)
-  std::uint64_t spare[12];
+  std::uint32_t reclaim_wake;     // a futex word: bumped by a member that raises reclaim_request; the owner's
+                                  // reclaim thread sleeps on it (FUTEX_WAIT on the shared mapping)
+  std::uint32_t reclaim_answered; // the reclaim_wake its reclaim thread last answered (gave back what it could)
+  std::uint64_t idle_bytes;       // of held, bytes it holds unused that its reclaim thread can give back, as it
+                                  // last looked (its owner, without the lock)
+  std::uint32_t flags;            // kSlotReclaims: it has a reclaim thread
+  std::uint32_t spare32;
+  std::uint64_t spare[9];
 };
 static_assert(sizeof(LedgerSlot) == 256);
 

@@ -22,11 +22,28 @@
 //                       context is made again
 //   wait:<path>         waits (at most 60 s) for the file to exist; touch:<path> makes it
 //   sleep:<ms>          sleeps; pause waits for a signal; say:<text> prints it
+//   async_alloc:<MiB>x<n>  n blocks of MiB with cuMemAllocAsync on the program's stream
+//   async_free:<n>      frees the n blocks allocated last with cuMemFreeAsync on that stream
+//   compute:<ms>        work on the program's stream that takes that long (a host function that
+//                       sleeps, as a kernel would run), then waits for the stream: the program is
+//                       busy, making no allocation; reports how long it took ("compute_ms")
+//   train:<ms>          the same in steps of 10 ms, each waited for (a training loop that allocates
+//                       nothing), for that long; reports how long it took ("compute_ms")
+//   sync                cuCtxSynchronize
+//   context             creates a context of its own on the device and makes it current (the blocks
+//                       allocated from then on are that context's)
+//   primary             makes the primary context current again
+//   thread_alloc:<MiB>  one block allocated by another thread, started now; `join` waits for it and
+//                       reports how long the allocation took ("thread_took_ms") and whether it came
+//   fork:<n>            forks n children one after the other; each allocates and frees a block on a
+//                       fresh driver and exits; reports how many ended well ("forked_ok")
+//   exit                ends the program at once with exit(0), its blocks still allocated
 #include <cuda.h>
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -94,6 +111,34 @@ unsigned long long nvml_device_total() {
   return memory.total;
 }
 
+// The program's own stream (created at its first use), for the stream-ordered steps.
+CUstream program_stream() {
+  static CUstream stream = [] {
+    CUstream made = nullptr;
+    CHECK_CU(cuStreamCreate(&made, CU_STREAM_NON_BLOCKING));
+    return made;
+  }();
+  return stream;
+}
+
+void CUDA_CB sleep_on_stream(void* milliseconds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<std::uintptr_t>(milliseconds)));
+}
+
+// A child of fork:<n>: its own driver, one block, and out without the parent's exit handlers.
+[[noreturn]] void forked_child() {
+  CUcontext context = nullptr;
+  CUdeviceptr ptr = 0;
+  const auto ok = [](const char* call, CUresult status) {
+    if (status != CUDA_SUCCESS) std::fprintf(stderr, "share_worker: forked child: %s: %s\n", call, cu_error_name(status));
+    return status == CUDA_SUCCESS;
+  };
+  const bool ended_well = ok("cuInit", cuInit(0)) && ok("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&context, 0)) &&
+                          ok("cuCtxSetCurrent", cuCtxSetCurrent(context)) && ok("cuMemAlloc", cuMemAlloc(&ptr, 4 * kMiB)) &&
+                          ok("cuMemFree", cuMemFree(ptr));
+  _exit(ended_well ? 0 : 5);
+}
+
 [[noreturn]] void refused(std::size_t bytes, CUresult status) {
   std::printf("refused_bytes=%zu\nrefused_at=%zu\nerror=%s\nresult=oom\n", bytes, live_bytes() / kMiB,
               cu_error_name(status));
@@ -158,6 +203,9 @@ int main(int argc, char** argv) {
   CUcontext context = nullptr;
   CHECK_CU(cuDevicePrimaryCtxRetain(&context, 0));
   CHECK_CU(cuCtxSetCurrent(context));
+  std::thread allocating;  // thread_alloc's
+  double thread_took_ms = 0;
+  CUresult thread_status = CUDA_SUCCESS;
   for (int i = 1; i < argc; ++i) {
     const std::string step = argv[i];
     const std::string arg = step.substr(step.find(':') + 1);
@@ -237,6 +285,78 @@ int main(int argc, char** argv) {
       pause();
     } else if (step.rfind("say:", 0) == 0) {
       std::printf("%s\n", arg.c_str());
+    } else if (step.rfind("async_alloc:", 0) == 0) {
+      const std::size_t mib = std::strtoull(arg.c_str(), nullptr, 10);
+      const std::size_t count = std::strtoull(arg.c_str() + arg.find('x') + 1, nullptr, 10);
+      for (std::size_t n = 0; n < count; ++n) {
+        CUdeviceptr ptr = 0;
+        if (const CUresult status = cuMemAllocAsync(&ptr, mib * kMiB, program_stream()); status != CUDA_SUCCESS) {
+          refused(mib * kMiB, status);
+        }
+        g_blocks.push_back(Block{ptr, mib * kMiB});
+      }
+      CHECK_CU(cuStreamSynchronize(program_stream()));
+    } else if (step.rfind("async_free:", 0) == 0) {
+      for (std::size_t n = std::strtoull(arg.c_str(), nullptr, 10); n > 0 && !g_blocks.empty(); --n) {
+        CHECK_CU(cuMemFreeAsync(g_blocks.back().ptr, program_stream()));
+        g_blocks.pop_back();
+      }
+    } else if (step.rfind("compute:", 0) == 0) {
+      const auto start = Clock::now();
+      const std::uintptr_t ms = std::strtoull(arg.c_str(), nullptr, 10);
+      CHECK_CU(cuLaunchHostFunc(program_stream(), sleep_on_stream, reinterpret_cast<void*>(ms)));
+      CHECK_CU(cuStreamSynchronize(program_stream()));
+      std::printf("compute_ms=%.1f\n", ms_since(start));
+    } else if (step.rfind("train:", 0) == 0) {
+      const auto start = Clock::now();
+      const double ms = static_cast<double>(std::strtoull(arg.c_str(), nullptr, 10));
+      while (ms_since(start) < ms) {
+        CHECK_CU(cuLaunchHostFunc(program_stream(), sleep_on_stream, reinterpret_cast<void*>(std::uintptr_t{10})));
+        CHECK_CU(cuStreamSynchronize(program_stream()));
+      }
+      std::printf("compute_ms=%.1f\n", ms_since(start));
+    } else if (step == "sync") {
+      CHECK_CU(cuCtxSynchronize());
+    } else if (step == "context") {
+      CUcontext own = nullptr;
+      CUdevice device = 0;
+      CHECK_CU(cuDeviceGet(&device, 0));
+      CHECK_CU(cuCtxCreate(&own, nullptr, 0, device));
+      CHECK_CU(cuCtxSetCurrent(own));
+    } else if (step == "primary") {
+      CHECK_CU(cuCtxSetCurrent(context));
+    } else if (step.rfind("thread_alloc:", 0) == 0) {
+      const std::size_t bytes = std::strtoull(arg.c_str(), nullptr, 10) * kMiB;
+      CUcontext current = nullptr;
+      CHECK_CU(cuCtxGetCurrent(&current));
+      allocating = std::thread([bytes, current, &thread_took_ms, &thread_status] {
+        CHECK_CU(cuCtxSetCurrent(current));
+        const auto start = Clock::now();
+        CUdeviceptr ptr = 0;
+        thread_status = cuMemAlloc(&ptr, bytes);
+        thread_took_ms = ms_since(start);
+      });
+    } else if (step == "join") {
+      if (allocating.joinable()) allocating.join();
+      std::printf("thread_took_ms=%.1f\nthread_alloc=%s\n", thread_took_ms, cu_error_name(thread_status));
+    } else if (step.rfind("fork:", 0) == 0) {
+      unsigned ok = 0;
+      for (unsigned long n = std::strtoul(arg.c_str(), nullptr, 10); n > 0; --n) {
+        std::fflush(stdout);
+        const pid_t child = fork();
+        if (child == 0) forked_child();
+        int status = 0;
+        if (child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+          ++ok;
+        } else {
+          std::printf("forked_failed=%d\n", status);  // the wait status of a child that did not end well
+        }
+      }
+      std::printf("forked_ok=%u\n", ok);
+    } else if (step == "exit") {
+      std::printf("result=ok\n");
+      std::fflush(stdout);
+      std::exit(0);
     } else {
       std::fprintf(stderr, "share_worker: unknown step \"%s\"\n", step.c_str());
       return 2;

@@ -197,7 +197,7 @@ TEST_CASE("reclaim requests: the shortfall split by what each borrowed", "[share
   std::vector<Share> shares{{8 * GiB, 0}, {4 * GiB, 0}, {4 * GiB, 0}, {1 * GiB, 0}};
   // Held 20 > 16 (stale sums are clamped by the caller; here the arithmetic is what matters).
   std::array<std::uint64_t, 4> requests{};
-  const std::uint64_t total = reclaim_requests(16 * GiB, claims, shares, 0, 4 * GiB, requests);
+  const std::uint64_t total = reclaim_requests(16 * GiB, claims, shares, 0, 4 * GiB, 4 * GiB, requests);
   // Shortfall: 20 + 4 - 16 = 8, borrowed 5 + 3 = 8: each gives back all it borrowed.
   CHECK(requests[0] == 0);
   CHECK(requests[1] == 5 * GiB);
@@ -206,13 +206,47 @@ TEST_CASE("reclaim requests: the shortfall split by what each borrowed", "[share
   CHECK(total == 8 * GiB);
   // A smaller shortfall, in proportion: 2 GiB over borrowings of 5 and 3 -> 1.25 and 0.75 GiB.
   const std::vector<Claim> less{growing(4 * GiB), growing(9 * GiB), growing(0), growing(4 * GiB)};
-  const std::uint64_t asked = reclaim_requests(16 * GiB, less, shares, 0, 1 * GiB, requests);
+  const std::uint64_t asked = reclaim_requests(16 * GiB, less, shares, 0, 1 * GiB, 1 * GiB, requests);
   CHECK(requests[1] == 1280 * MiB);
   CHECK(requests[3] == 768 * MiB);
   CHECK(asked == 2 * GiB);
   // Nothing short: nothing asked.
   const std::vector<Claim> alone{growing(1 * GiB)};
-  CHECK(reclaim_requests(16 * GiB, alone, std::vector<Share>{{16 * GiB, 0}}, 0, 1 * GiB, requests) == 0);
+  CHECK(reclaim_requests(16 * GiB, alone, std::vector<Share>{{16 * GiB, 0}}, 0, 1 * GiB, 1 * GiB, requests) == 0);
+}
+
+TEST_CASE("reclaim requests: the whole need, idle memory lent for what the guarantee does not hold",
+          "[share][fair]") {
+  // Capacity 16: A (the waiter) holds 2 of its 8; B holds 10 (2 borrowed, 4 of them idle); C holds 4 of
+  // its 4, 3 idle (a preallocation it does not use).
+  Claim b = growing(10 * GiB);
+  b.idle = 4 * GiB;
+  Claim c = growing(4 * GiB);
+  c.idle = 3 * GiB;
+  const std::vector<Claim> claims{growing(2 * GiB), b, c};
+  const std::vector<Share> shares{{8 * GiB, 0}, {8 * GiB, 0}, {4 * GiB, 0}};
+  std::array<std::uint64_t, 3> requests{};
+  // A needs 6 (all inside its guarantee): held 16 + 6 - 16 = 6 short, B borrowed only 2 -> B owes 2;
+  // the other 4 are lent from idle memory: B has 2 idle left, C 3 -> split 2:3 of 4, rounded up.
+  const std::uint64_t total = reclaim_requests(16 * GiB, claims, shares, 0, 6 * GiB, 6 * GiB, requests);
+  CHECK(requests[0] == 0);
+  CHECK(requests[1] == 2 * GiB + (4 * GiB * 2 + 4) / 5);
+  CHECK(requests[2] == (4 * GiB * 3 + 4) / 5);
+  CHECK(total == requests[1] + requests[2]);
+  CHECK(total >= 6 * GiB);  // the whole shortfall at once, not one block
+  // Beyond the guarantee nothing is owed: all of it is lent, never more than each holds idle.
+  std::array<std::uint64_t, 3> lent{};
+  const std::uint64_t asked = reclaim_requests(16 * GiB, claims, shares, 0, 0, 20 * GiB, lent);
+  CHECK(lent[1] == 4 * GiB);
+  CHECK(lent[2] == 3 * GiB);
+  CHECK(asked == 7 * GiB);
+  // A member that waits itself lends nothing.
+  Claim waiting = c;
+  waiting.waiting = true;
+  std::array<std::uint64_t, 3> spared{};
+  reclaim_requests(16 * GiB, std::vector<Claim>{growing(2 * GiB), b, waiting}, shares, 0, 0, 2 * GiB, spared);
+  CHECK(spared[2] == 0);
+  CHECK(spared[1] == 2 * GiB);
 }
 
 TEST_CASE("share values: weights and durations", "[share][policy]") {
@@ -541,9 +575,13 @@ namespace {
 // for `linger_ms`, serves requests to give back (every 10 ms) unless `deaf`. Killed when it goes.
 class Neighbour {
  public:
-  Neighbour(const std::string& dir, std::uint64_t bytes, int linger_ms = 60000, bool deaf = false) {
+  // `lender`: as a member with a reclaim thread, it says all it holds is idle and sleeps on its futex
+  // word between requests instead of looking every 10 ms.
+  Neighbour(const std::string& dir, std::uint64_t bytes, int linger_ms = 60000, bool deaf = false,
+            bool lender = false) {
     REQUIRE(pipe(fds_) == 0);
     pid_ = fork();
+    if (pid_ == 0 && lender) lend(dir, bytes, linger_ms);
     if (pid_ == 0) run(dir, bytes, linger_ms, deaf);
     char status = 0;
     REQUIRE(read(fds_[0], &status, 1) == 1);
@@ -573,6 +611,31 @@ class Neighbour {
         member->reclaim_served(asked);
       }
       usleep(10000);
+    }
+    _exit(0);
+  }
+
+  [[noreturn]] void lend(const std::string& dir, std::uint64_t bytes, int linger_ms) {
+    std::string error;
+    Member* member = join(request_in(dir), error);
+    const bool ok = member != nullptr && member->reserve(bytes, std::nullopt).outcome == Outcome::reserved;
+    if (ok) {
+      member->enable_reclaim_thread();
+      member->note_idle(bytes);
+    }
+    const char status = ok ? 'y' : 'n';
+    if (write(fds_[1], &status, 1) != 1) _exit(2);
+    std::uint64_t idle = bytes;
+    const std::uint64_t until = monotonic_ns() + static_cast<std::uint64_t>(linger_ms) * 1'000'000;
+    while (ok && monotonic_ns() < until) {
+      const std::uint32_t wake = member->reclaim_wake();
+      const std::uint64_t asked = std::min(member->reclaim_requested(), idle);
+      if (asked != 0) {
+        member->give_back(asked);
+        idle -= asked;
+        member->reclaim_answered(asked, idle, wake);
+      }
+      member->wait_for_reclaim_wake(wake, 1'000'000'000);  // no polling: a request wakes it
     }
     _exit(0);
   }
@@ -613,6 +676,27 @@ TEST_CASE("ledger: a waiting member asks the borrower back and gets its guarante
   CHECK(member->terms().held == 4 * GiB);
   // Beyond the guarantee nothing is waited for.
   CHECK(member->wait_and_reserve(8 * GiB, 1'000'000'000).outcome == Outcome::refused);
+}
+
+TEST_CASE("ledger: idle memory of a member with a reclaim thread is lent beyond the guarantee",
+          "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  Neighbour lender(dir, 8 * GiB, 10000, /*deaf=*/false, /*lender=*/true);
+  std::string error;
+  Member* member = join(request_in(dir), error);
+  REQUIRE(member != nullptr);
+  REQUIRE(member->terms().guarantee == 8 * GiB);
+  // 10 GiB: beyond its guarantee, and 2 GiB more than is free; the lender's idle 8 GiB cover it.
+  CHECK(member->reserve(10 * GiB, std::nullopt).outcome == Outcome::lendable);
+  const std::uint64_t started = monotonic_ns();
+  CHECK(member->wait_and_reserve(10 * GiB, 3'000'000'000).outcome == Outcome::reserved);
+  // The lender slept on its futex word (1 s timeout): only the wake can have answered this soon.
+  CHECK(monotonic_ns() - started < 500'000'000);
+  CHECK(member->terms().held == 10 * GiB);
+  // More than anyone holds idle: refused at once, without a wait.
+  const std::uint64_t again = monotonic_ns();
+  CHECK(member->wait_and_reserve(8 * GiB, 1'000'000'000).outcome == Outcome::refused);
+  CHECK(monotonic_ns() - again < 500'000'000);
 }
 
 TEST_CASE("ledger: a wait that no one answers ends in time", "[share][ledger]") {
