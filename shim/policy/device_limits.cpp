@@ -1,6 +1,8 @@
 // Byte limits per device from the environment: GPUMEM_LIMIT's list form, HAMi's and NVIDIA MPS's.
 #include "policy/device_limits.h"
 
+#include <charconv>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -62,7 +64,27 @@ constexpr std::string_view kHamiExpected =
     "are bytes; above 0)";
 constexpr std::string_view kMpsVariable = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
 
+// A decimal number without sign or exponent ("50", "12.5", ".5"); nullopt for anything else.
+std::optional<double> parse_plain_decimal(std::string_view text) {
+  if (text.empty() || text == "." || text.find_first_not_of("0123456789.") != std::string_view::npos ||
+      text.find('.') != text.rfind('.')) {
+    return std::nullopt;
+  }
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
 }  // namespace
+
+std::size_t DeviceLimitRule::bytes_for(std::size_t total_bytes) const {
+  if (!fraction_of_total) return bytes;
+  const long double product = static_cast<long double>(*fraction_of_total) * static_cast<long double>(total_bytes);
+  if (!(product > 0)) return 0;
+  if (product >= static_cast<long double>(total_bytes)) return total_bytes;
+  return static_cast<std::size_t>(std::floor(product));
+}
 
 const DeviceLimitRule* rule_for_device(const std::vector<DeviceLimitRule>& rules, int device) {
   const DeviceLimitRule* every_device = nullptr;
@@ -130,6 +152,36 @@ ClusterLimitsResult cluster_limits_from_environment(const TrimmedLookup& value_o
       result.mps = *rules;
     }
   }
+  return result;
+}
+
+FrameworkLimitsResult framework_limits_from_environment(const TrimmedLookup& value_of) {
+  constexpr std::string_view kCupyVariable = "CUPY_GPU_MEMORY_LIMIT";
+  constexpr std::string_view kCupyExpected =
+      "not a percentage from 0 to 100 (e.g. 50%) nor a byte count of at least 256 (e.g. 1073741824), or 0";
+  FrameworkLimitsResult result;
+  const std::optional<std::string_view> text = value_of(kCupyVariable);
+  if (!text) return result;
+  DeviceLimitRule rule{std::string(kCupyVariable), std::nullopt, 0, std::string(*text), false};
+  if (text->back() == '%') {
+    // A percentage from 0 to 100, as CuPy's float(text[:-1]) / 100 must be in [0, 1].
+    const std::optional<double> percent = parse_plain_decimal(trim_blanks(text->substr(0, text->size() - 1)));
+    if (percent && *percent == 0) return result;
+    if (!percent || *percent > 100) {
+      result.problems.push_back(invalid_variable(kCupyVariable, *text, kCupyExpected));
+      return result;
+    }
+    rule.fraction_of_total = *percent / 100;
+  } else {
+    const std::optional<std::size_t> bytes = parse_byte_size(*text);
+    if (bytes && *bytes == 0) return result;
+    if (!bytes || *bytes < kLimitMinimum) {
+      result.problems.push_back(invalid_variable(kCupyVariable, *text, kCupyExpected));
+      return result;
+    }
+    rule.bytes = *bytes;
+  }
+  result.rules.push_back(std::move(rule));
   return result;
 }
 

@@ -1,6 +1,7 @@
-// Byte limits given per device: GPUMEM_LIMIT's list form ("0=10GiB,1=20GiB") and the limits a cluster
+// Byte limits given per device: GPUMEM_LIMIT's list form ("0=10GiB,1=20GiB"), the limits a cluster
 // set for the container, which bound the budget (HAMi's CUDA_DEVICE_MEMORY_LIMIT[_<i>], NVIDIA MPS's
-// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT). Pure functions of the environment.
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), and a framework's cap on its own pool, which gpumem applies in its
+// place (CuPy's CUPY_GPU_MEMORY_LIMIT, docs/frameworks.md). Pure functions of the environment.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +28,12 @@ struct DeviceLimitRule {
   // (GPUMEM_PER_RANK) split it too; MPS's limit is per client process.
   bool shared_by_processes = false;
   bool listed = false;  // an entry of a DEVICE=SIZE list, which `variable` holds whole
+  // A share of each device's total memory instead of `bytes` (CuPy's "50%"), in (0, 1].
+  std::optional<double> fraction_of_total;
+
+  // The bytes this rule allows on a device of `total_bytes`: `bytes`, or the fraction of the total
+  // rounded down.
+  std::size_t bytes_for(std::size_t total_bytes) const;
 };
 
 // The rule of `rules` that applies to `device`: one naming the device, else one for every device.
@@ -44,6 +51,15 @@ struct ClusterLimitsResult {
   std::vector<VariableProblem> problems;
 };
 ClusterLimitsResult cluster_limits_from_environment(const TrimmedLookup& value_of);
+
+// CUPY_GPU_MEMORY_LIMIT as CuPy reads it: a percentage of each device's total memory ("50%", "12.5%")
+// or bytes (digits; gpumem also takes GPUMEM_LIMIT's units). "0" (or "0%") is CuPy's "no cap": no
+// rule and no problem. A bad value is a problem, as every other limit's.
+struct FrameworkLimitsResult {
+  std::vector<DeviceLimitRule> rules;
+  std::vector<VariableProblem> problems;
+};
+FrameworkLimitsResult framework_limits_from_environment(const TrimmedLookup& value_of);
 
 // GPUMEM_LIMIT's list form: the rules, or nullopt with `what_is_wrong` set.
 std::optional<std::vector<DeviceLimitRule>> parse_gpumem_limit_list(std::string_view text, std::size_t minimum,

@@ -23,7 +23,7 @@ constexpr std::string_view kStrictRefusal = "; GPUMEM_STRICT is set: every CUDA 
 // What a bad value configures: its error line says what applies to that setting instead.
 enum class Setting : std::uint8_t {
   mode, preallocate, limit, fraction_of, async_prealloc, free_sync, garbage_collection, region_source,
-  split_rule, log_level, stats, share, share_dir, share_weight, share_min, share_wait, per_rank, strict,
+  split_rule, log_level, stats, share, share_dir, share_weight, share_min, share_wait, per_rank, strict, frameworks,
   fractions_disagree, given  // given: the problem carries its own fallback (a launcher's value)
 };
 
@@ -304,6 +304,8 @@ std::string fallback_of(Setting setting, const Policy& policy) {
     case Setting::per_rank:
       return "ranks split each GPU as with GPUMEM_PER_RANK=auto; the limit is " + policy.describe_limit();
     case Setting::strict: return "GPUMEM_STRICT is off (default): errors are ignored as said";
+    case Setting::frameworks:
+      return "the frameworks' switches are " + valued(policy.frameworks ? "on" : "off", policy.frameworks_origin);
     case Setting::given: break;
   }
   return {};
@@ -312,8 +314,16 @@ std::string fallback_of(Setting setting, const Policy& policy) {
 }  // namespace
 
 PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
-  EnvironmentReader reader(lookup);
+  // The frameworks' variables as the user gave them, not as libgpumem.so switched them.
+  const UserEnvironment user = user_environment(lookup);
+  EnvironmentReader reader(user.lookup);
   Policy policy;
+  for (const VariableProblem& problem : user.problems) reader.reject(Setting::given, problem);
+  policy.framework_switches = user.switched;
+  policy.warnings.insert(policy.warnings.end(), user.warnings.begin(), user.warnings.end());
+  reader.resolve(Setting::frameworks, {kFrameworksVariable},
+                 [](std::string_view, std::string_view text) { return parse_boolean(text); }, kBooleanExpected,
+                 policy.frameworks, policy.frameworks_origin);
 
   // Each family spells the mode its own way; the first set in precedence order wins.
   reader.resolve_mode({{"GPUMEM_MODE", kGpumemModes},
@@ -422,6 +432,13 @@ PolicyResult policy_from_environment(const EnvironmentLookup& lookup) {
   for (VariableProblem& problem : cluster.problems) reader.reject(Setting::limit, std::move(problem));
   policy.hami_limits = std::move(cluster.hami);
   policy.mps_limits = std::move(cluster.mps);
+  // CuPy's cap is gpumem's to apply only while CuPy is switched (its pool told none); with the
+  // switches off CuPy's pool applies it itself, and gpumem applying it too would cap twice.
+  if (policy.frameworks) {
+    FrameworkLimitsResult framework_limits = framework_limits_from_environment(trimmed);
+    for (VariableProblem& problem : framework_limits.problems) reader.reject(Setting::limit, std::move(problem));
+    policy.framework_limits = std::move(framework_limits.rules);
+  }
 
   // GPUMEM_STRICT itself, like any variable: a bad value counts as unset (off), said in its line.
   bool strict = false;
@@ -500,6 +517,14 @@ std::string rules_text(const std::vector<DeviceLimitRule>& rules) {
   return text;
 }
 
+// Every upper bound of the budget: the cluster's limits, then the frameworks'.
+std::vector<DeviceLimitRule> bounding_rules(const Policy& policy) {
+  std::vector<DeviceLimitRule> bounds = policy.hami_limits;
+  bounds.insert(bounds.end(), policy.mps_limits.begin(), policy.mps_limits.end());
+  bounds.insert(bounds.end(), policy.framework_limits.begin(), policy.framework_limits.end());
+  return bounds;
+}
+
 }  // namespace
 
 std::size_t Policy::limit_for_device(std::size_t total_bytes, std::size_t free_bytes) const {
@@ -571,11 +596,11 @@ DeviceLimit Policy::device_limit(const DeviceView& view) const {
     how += fmt::format(", no more than the device's {}", view.total_bytes);
   }
   std::string bounds;
-  for (const std::vector<DeviceLimitRule>* rules : {&hami_limits, &mps_limits}) {
+  for (const std::vector<DeviceLimitRule>* rules : {&hami_limits, &mps_limits, &framework_limits}) {
     const DeviceLimitRule* rule = rule_for_device(*rules, view.device);
     if (rule == nullptr) continue;
     const unsigned divisor = rule->shared_by_processes ? sharing : 1;
-    const std::size_t rule_cap = rule->bytes / divisor;
+    const std::size_t rule_cap = rule->bytes_for(view.total_bytes) / divisor;
     bounds += fmt::format("{}{}={}", bounds.empty() ? "; bounded by " : ", ", rule->variable, rule->written);
     if (divisor > 1) bounds += fmt::format(" / {} ranks", divisor);
     bounds += fmt::format(" = {}", rule_cap);
@@ -616,10 +641,8 @@ std::string Policy::describe_limit() const {
   } else {
     text = fraction_part;
   }
-  if (!hami_limits.empty() || !mps_limits.empty()) {
-    std::vector<DeviceLimitRule> cluster = hami_limits;
-    cluster.insert(cluster.end(), mps_limits.begin(), mps_limits.end());
-    text += ", at most " + rules_text(cluster);
+  if (const std::vector<DeviceLimitRule> bounds = bounding_rules(*this); !bounds.empty()) {
+    text += ", at most " + rules_text(bounds);
   }
   return text;
 }
@@ -643,6 +666,7 @@ std::vector<std::string> Policy::limits_for_missing_devices(int device_count) co
 
 std::string Policy::limit_below_granule_error(const DeviceView& view) const {
   if (per_rank == PerRank::off && limit_per_device.empty() && hami_limits.empty() && mps_limits.empty() &&
+      framework_limits.empty() &&
       limit_for_device(view.total_bytes, view.free_bytes) == 0) {
     return limit_below_granule_error(view.device, view.total_bytes, view.free_bytes);
   }
@@ -695,6 +719,14 @@ std::string Policy::describe() const {
     std::vector<DeviceLimitRule> cluster = hami_limits;
     cluster.insert(cluster.end(), mps_limits.begin(), mps_limits.end());
     line += " cluster_limits=" + rules_text(cluster);
+  }
+  if (!framework_limits.empty()) line += " framework_limits=" + rules_text(framework_limits);
+  if (!frameworks) {
+    line += " frameworks=" + with_origin("off", frameworks_origin);
+  } else if (!framework_switches.empty()) {
+    std::string switched;
+    for (const std::string& entry : framework_switches) switched += (switched.empty() ? "" : ",") + entry;
+    line += fmt::format(" frameworks=[{}]({})", switched, kFrameworksSetVariable);
   }
   line += describe_share();
   return line;

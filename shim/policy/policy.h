@@ -3,7 +3,9 @@
 // PUBLIC API CONTRACT (the shim core is written against exactly this; the policy component owns this
 // file and policy.cpp, and may add to it).
 //
-// Precedence, highest first: GPUMEM_* variables, the XLA names, the TF names, the defaults.
+// Precedence, highest first: GPUMEM_* variables, the XLA names, the TF names, the defaults. The
+// frameworks' variables libgpumem.so switched when it was loaded are read as the user gave them
+// (framework_switches.h): the user's fraction, preallocation and limit apply once, in gpumem's arena.
 // A variable that is unset, empty or only blanks counts as unset; values are read without surrounding
 // blanks; names of choices and booleans are matched in any letter case. Every variable that is set is
 // validated, including those a higher-precedence one overrides. docs/configuration.md lists them all.
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "policy/device_limits.h"
+#include "policy/framework_switches.h"
 #include "policy/ranks.h"
 
 namespace gpumem {
@@ -63,7 +66,8 @@ struct DeviceLimit {
   // "GPUMEM_LIMIT", "0.75 of 16 GiB / 4 ranks, default; CUDA_DEVICE_MEMORY_LIMIT".
   std::string summary;
   // The most the process may hold whatever else it is given (a GPU shared with GPUMEM_SHARE=auto):
-  // GPUMEM_LIMIT or the cluster's bounds (HAMi, MPS) when one applies; 0 when none does.
+  // GPUMEM_LIMIT or the cluster's bounds (HAMi, MPS) or a framework's (CuPy) when one applies; 0 when
+  // none does.
   std::size_t cap = 0;
   // For a refusal at the limit: what set it and the knob that would raise it ("set by GPUMEM_LIMIT;
   // raise it", "0.75 of the device's total memory from default; raise GPUMEM_MEM_FRACTION or set
@@ -98,6 +102,15 @@ struct Policy {
   // Limits a cluster set for the container: upper bounds of the budget, the lowest one winning.
   std::vector<DeviceLimitRule> hami_limits;       // CUDA_DEVICE_MEMORY_LIMIT[_<i>]
   std::vector<DeviceLimitRule> mps_limits;        // CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+  // A framework's cap on its own pool, applied by gpumem instead (the framework is told none): an
+  // upper bound of the budget like the cluster's limits, per process.
+  std::vector<DeviceLimitRule> framework_limits;  // CUPY_GPU_MEMORY_LIMIT
+  // The frameworks' own allocators (docs/frameworks.md): GPUMEM_FRAMEWORKS says whether libgpumem.so
+  // switches them to allocate on demand when it is loaded; `framework_switches` lists the switches in
+  // force ("XLA_PYTHON_CLIENT_ALLOCATOR=platform"), as GPUMEM_FRAMEWORKS_SET says and the process
+  // still has them.
+  bool frameworks = true;                         Origin frameworks_origin;
+  std::vector<std::string> framework_switches;
   // Sharing one GPU between processes (docs/sharing.md): GPUMEM_SHARE=auto joins the GPU's ledger.
   bool share = false;                             Origin share_origin;
   std::string share_dir;                          Origin share_dir_origin;     // empty: the default

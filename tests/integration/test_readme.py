@@ -19,10 +19,12 @@ class ReadmeVariablesTest(unittest.TestCase):
         # in ranks.cpp too, are documented with the launchers instead).
         policy_sources = "".join(read(os.path.join("shim", "policy", name))
                                  for name in sorted(os.listdir(os.path.join(SOURCE_ROOT, "shim", "policy")))
-                                 if name.endswith(".cpp"))
-        read_by_policy = set(re.findall(r'"((?:GPUMEM|XLA|TF|CUDA_DEVICE_MEMORY|CUDA_MPS)_[A-Z_]+)"', policy_sources))
+                                 if name.endswith((".cpp", ".h")))
+        read_by_policy = set(re.findall(r'"((?:GPUMEM|XLA|TF|CUDA_DEVICE_MEMORY|CUDA_MPS|CUPY)_[A-Z_]+)"',
+                                        policy_sources))
         self.assertGreaterEqual(len(read_by_policy), 10, "the policy's variable names were not found")
-        rows = set(re.findall(r"^\| `([A-Z_]+)` \|", read("docs/configuration.md"), re.MULTILINE))
+        # A family of variables (GPUMEM_SAVED_<NAME>) is read by its prefix.
+        rows = set(re.findall(r"^\| `([A-Z_]+)(?:<NAME>)?` \|", read("docs/configuration.md"), re.MULTILINE))
         self.assertEqual(sorted(read_by_policy - rows), [], "variables missing from docs/configuration.md's table")
         self.assertEqual(sorted(rows - read_by_policy), [], "docs/configuration.md documents variables the policy does not read")
 

@@ -61,6 +61,7 @@ OPTION_EFFECTS = [
     (["--log-level", "OFF"], {"GPUMEM_LOG_LEVEL": "off"}),
     (["--log-file", "/tmp/gpumem log.txt"], {"GPUMEM_LOG_FILE": "/tmp/gpumem log.txt"}),
     (["--strict"], {"GPUMEM_STRICT": "1"}),
+    (["--no-frameworks"], {"GPUMEM_FRAMEWORKS": "0"}),
     (["--stats"], {"GPUMEM_STATS": "1"}),
     (["--stats-file", "/tmp/stats-%p.json"], {"GPUMEM_STATS_FILE": "/tmp/stats-%p.json"}),
     (["--trace=/tmp/t.csv"], {"GPUMEM_TRACE": "/tmp/t.csv"}),
@@ -187,7 +188,9 @@ class OptionTest(WrapperTestCase):
         for args, expected in OPTION_EFFECTS:
             with self.subTest(args=args):
                 seen = self.program_env(args)
-                policy = {k: v for k, v in seen.items() if k.startswith("GPUMEM_")}
+                # Less what libgpumem.so itself writes when it is loaded (docs/frameworks.md).
+                policy = {k: v for k, v in seen.items() if k.startswith("GPUMEM_")
+                          and k != "GPUMEM_FRAMEWORKS_SET" and not k.startswith("GPUMEM_SAVED_")}
                 self.assertEqual(policy, expected)
                 self.assertTrue(same_file(seen["LD_PRELOAD"], testlib.shim_path()), seen["LD_PRELOAD"])
 
@@ -200,7 +203,7 @@ class OptionTest(WrapperTestCase):
         result = wrapper(["--mode", "cuda_async", "--no-preallocate", "--fraction", "0.5", "--fraction-of", "free",
                           "--free-sync", "sync", "--no-garbage-collection", "--async-prealloc", "1GiB",
                           "--log-level", "info", "--log-file", "/tmp/g.log", "--stats", "--stats-file",
-                          "/tmp/s-%p.json", "--trace", "/tmp/t.csv"], program=[POLICY_PROBE])
+                          "/tmp/s-%p.json", "--trace", "/tmp/t.csv", "--no-frameworks"], program=[POLICY_PROBE])
         self.assertSucceeded(result)
         self.assertEqual(
             result.stdout.strip(),
@@ -209,7 +212,8 @@ class OptionTest(WrapperTestCase):
             "garbage_collection=off(GPUMEM_GARBAGE_COLLECTION) region_source=auto(default) "
             "split_rule=tight(default) async_prealloc=1GiB(GPUMEM_ASYNC_PREALLOC) "
             "log_level=info(GPUMEM_LOG_LEVEL) log_file=\"/tmp/g.log\"(GPUMEM_LOG_FILE) stats=on(GPUMEM_STATS) "
-            "stats_file=\"/tmp/s-%p.json\"(GPUMEM_STATS_FILE) trace=\"/tmp/t.csv\"(GPUMEM_TRACE)")
+            "stats_file=\"/tmp/s-%p.json\"(GPUMEM_STATS_FILE) trace=\"/tmp/t.csv\"(GPUMEM_TRACE) "
+            "frameworks=off(GPUMEM_FRAMEWORKS)")
         limited = wrapper(["--limit", "1.5G"], program=[POLICY_PROBE])
         self.assertSucceeded(limited)
         self.assertIn(" limit=1536MiB(GPUMEM_LIMIT) ", limited.stdout)
@@ -459,7 +463,8 @@ class InfoTest(WrapperTestCase):
         for option in ("--mode", "--fraction", "--limit", "--fraction-of", "--preallocate", "--no-preallocate",
                        "--free-sync", "--log-level", "--log-file", "--sim", "--sim-devices", "--sim-memory",
                        "--print-env", "--version", "--async-prealloc", "--no-garbage-collection",
-                       "--region-source", "--split-rule", "--per-rank", "--strict", "--check"):
+                       "--region-source", "--split-rule", "--per-rank", "--strict", "--check",
+                       "--no-frameworks"):
             self.assertRegex(result.stdout, rf"\n\s+(-h, )?{option}\b")
         self.assertEqual(wrapper(["-h"]).stdout, result.stdout)
 
