@@ -38,7 +38,7 @@ std::optional<std::vector<DeviceLimitRule>> parse_device_list(std::string_view v
       return std::nullopt;
     }
     rules.push_back(DeviceLimitRule{std::string(variable), static_cast<int>(*device), *bytes,
-                                    std::string(size_text), false, true});
+                                    std::string(size_text), false, true, std::nullopt});
     if (comma == std::string_view::npos) break;
     text.remove_prefix(comma + 1);
   }
@@ -53,7 +53,7 @@ std::optional<std::vector<DeviceLimitRule>> parse_limit(std::string_view variabl
     const std::optional<std::size_t> bytes = parse_size(text);
     if (!bytes || *bytes < minimum) return std::nullopt;
     return std::vector<DeviceLimitRule>{DeviceLimitRule{std::string(variable), std::nullopt, *bytes,
-                                                        std::string(text), false}};
+                                                        std::string(text), false, false, std::nullopt}};
   }
   return parse_device_list(variable, text, parse_size, minimum, why);
 }
@@ -136,7 +136,7 @@ ClusterLimitsResult cluster_limits_from_environment(const TrimmedLookup& value_o
       continue;
     }
     result.hami.push_back(DeviceLimitRule{name, device < 0 ? std::nullopt : std::optional<int>(device), *bytes,
-                                           std::string(*text), true});
+                                           std::string(*text), true, false, std::nullopt});
   }
 
   // MPS: "0=1G,1=2G" (or one size for every device), in GPUMEM_LIMIT's units.
@@ -162,7 +162,7 @@ FrameworkLimitsResult framework_limits_from_environment(const TrimmedLookup& val
   FrameworkLimitsResult result;
   const std::optional<std::string_view> text = value_of(kCupyVariable);
   if (!text) return result;
-  DeviceLimitRule rule{std::string(kCupyVariable), std::nullopt, 0, std::string(*text), false};
+  DeviceLimitRule rule{std::string(kCupyVariable), std::nullopt, 0, std::string(*text), false, false, std::nullopt};
   if (text->back() == '%') {
     // A percentage from 0 to 100, as CuPy's float(text[:-1]) / 100 must be in [0, 1].
     const std::optional<double> percent = parse_plain_decimal(trim_blanks(text->substr(0, text->size() - 1)));

@@ -85,11 +85,15 @@ VmmRegionSource::VmmRegionSource(CUdevice device, std::size_t limit_bytes, std::
       limit_bytes_(limit_bytes),
       range_bytes_(round_up_to(saturating_mul(kRangeLimits, limit_bytes), granularity)),
       fine_above_(fine_above),
-      backing_(0, granularity, largest_piece_for(std::min(limit_bytes, fine_above), granularity), slab_bytes) {}
+      backing_(0, granularity,
+               fine_above == std::numeric_limits<std::size_t>::max()
+                   ? largest_piece_for(limit_bytes, granularity)
+                   : shared_largest_piece_for(std::min(limit_bytes, fine_above), granularity),
+               slab_bytes) {}
 
 void VmmRegionSource::set_fine_above(std::size_t bytes) noexcept {
   fine_above_.store(bytes, std::memory_order_relaxed);
-  backing_.set_largest_piece(largest_piece_for(std::min(limit_bytes_, bytes), granule_));
+  backing_.set_largest_piece(shared_largest_piece_for(std::min(limit_bytes_, bytes), granule_));
 }
 
 Region VmmRegionSource::do_piece_at(const Region& region, std::uintptr_t at) const {
