@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "base/background_threads.h"
 #include "base/fork_safe_lock.h"
 #include "base/log.h"
 #include "budget/budgets.h"
@@ -142,6 +143,9 @@ void* run(void* argument) {
       }
     }
     member->wait_for_reclaim_wake(wake, timeout_ns);
+    // Every thread of the program ended (its main thread called pthread_exit): so does this one, so
+    // that the process ends as it would have without it.
+    if (only_background_threads_left()) return nullptr;
   }
 }
 
@@ -181,7 +185,7 @@ bool start_reclaim_thread(CUdevice device, share::Member& member) noexcept {
     }
     return false;
   }
-  pthread_setname_np(thread, "gpumem-reclaim");
+  pthread_setname_np(thread, "gpumem-reclaim");  // kBackgroundThreadPrefix
   member.enable_reclaim_thread();
   return true;
 }

@@ -26,6 +26,7 @@
 
 #include <fmt/format.h>
 
+#include "base/background_threads.h"
 #include "base/fork_safe_lock.h"
 #include "base/log.h"
 #include "exports/descriptor_protocol.h"
@@ -226,36 +227,6 @@ void accept_peers(Service& service, std::int64_t now) {
   }
 }
 
-// Whether the calling thread is the last live one of its process. A main thread that called
-// pthread_exit stays listed (a zombie) until the process ends, so each thread's state is read.
-bool last_thread_of_process() {
-  DIR* tasks = opendir("/proc/self/task");
-  if (tasks == nullptr) return false;
-  const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
-  bool alone = true;
-  while (const dirent* entry = readdir(tasks)) {
-    const long tid = std::strtol(entry->d_name, nullptr, 10);
-    if (tid <= 0 || tid == self) continue;
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;  // ended meanwhile
-    char text[1024];
-    const ssize_t got = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (got <= 0) continue;
-    text[got] = '\0';
-    // The state follows the command name, which may hold anything: after its closing parenthesis.
-    const char* state = std::strrchr(text, ')');
-    if (state == nullptr || state[1] != ' ' || (state[2] != 'Z' && state[2] != 'X')) {
-      alone = false;
-      break;
-    }
-  }
-  closedir(tasks);
-  return alone;
-}
-
 void* serve(void* argument) {
   Service& service = *static_cast<Service*>(argument);
   std::array<pollfd, 1 + kMaxPeers> polled;
@@ -299,9 +270,9 @@ void* serve(void* argument) {
         if (peer.fd >= 0 && now >= peer.idle_deadline_ms) close_peer(peer);  // stopped, or gone quiet
       }
     }
-    // Every other thread of the process ended (its main thread called pthread_exit): so does this one,
+    // Every thread of the program ended (its main thread called pthread_exit): so does this one,
     // so that the process ends as it would have without it.
-    if (!active && last_thread_of_process()) return nullptr;
+    if (!active && only_background_threads_left()) return nullptr;
   }
 }
 
@@ -372,7 +343,7 @@ bool ensure_descriptor_service(std::uint64_t process_number, std::string& why) {
     delete service;
     return false;
   }
-  pthread_setname_np(thread, "gpumem-ipc");
+  pthread_setname_np(thread, "gpumem-ipc");  // kBackgroundThreadPrefix
   g_service = service;  // a forked child's inherited one was forgotten (forget_parents_service)
   return true;
 }

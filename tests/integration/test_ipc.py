@@ -872,9 +872,16 @@ class DescriptorBound(IpcTestCase):
         exporter = self.start("exporter", self.shared_environment(), 64)
         self.assertEqual(exporter.ask(f"alloc {LARGE_BLOCK} nomark"), {"block": "0"})
         self.assertIn("handle", exporter.ask("export 0"))
-        self.assertEqual(len(os.listdir(f"/proc/{exporter.pid}/task")), 2)  # main, and the service's
+        # The main thread, the descriptor service's and the reclaim thread of the shared device.
+        tasks = [task for task in os.listdir(f"/proc/{exporter.pid}/task") if int(task) != exporter.pid]
+        self.assertEqual(sorted(thread_name(exporter.pid, task) for task in tasks), ["gpumem-ipc", "gpumem-reclaim"])
         self.assertEqual(exporter.ask("pthread-exit"), {"bye": "1"})
         self.assertEqual(exporter.proc.wait(timeout=10), 0)
+
+
+def thread_name(pid: int, task: str) -> str:
+    with open(f"/proc/{pid}/task/{task}/comm") as f:
+        return f.read().strip()
 
 
 class AllReduce(IpcTestCase):
