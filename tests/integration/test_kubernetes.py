@@ -43,7 +43,7 @@ MANIFESTS = sorted(glob.glob(os.path.join(source_root(), "examples", "kubernetes
 
 
 def pod_spec(document):
-    return document["spec"]["template"]["spec"] if document["kind"] == "Job" else document["spec"]
+    return document["spec"]["template"]["spec"] if document["kind"] in ("Job", "DaemonSet") else document["spec"]
 
 
 def environment_of(container, metadata=None):
@@ -223,8 +223,12 @@ class SharedGpuNodeTest(TestCase):
         self.assertEqual({v["name"]: v for v in spec["volumes"]}["gpumem-share"]["hostPath"]["path"],
                          pod_spec(self.daemonset)["volumes"][2]["hostPath"]["path"])
         env.pop("NVIDIA_VISIBLE_DEVICES", None)  # the container runtime's, not CUDA's
-        env = {name: value.replace(mounts["gpumem"], volume).replace(mounts["gpumem-share"], ledger_dir)
-               for name, value in env.items()}
+        def on_this_node(value):  # a path in a mount, as the folder standing for its volume here
+            for mount, folder in ((mounts["gpumem-share"], ledger_dir), (mounts["gpumem"], volume)):
+                if value == mount or value.startswith(mount + "/"):
+                    return folder + value[len(mount):]
+            return value
+        env = {name: on_this_node(value) for name, value in env.items()}
         env.update(LD_LIBRARY_PATH=os.environ["GPUMEM_TEST_SIM_DIR"], CUDASIM_SHARED_DEVICES=devices,
                    CUDASIM_DEVICE_MEMORY="4GiB", GPUMEM_STATS_FILE=os.path.join(self.folder, "stats.%h.json"))
         security = spec.get("securityContext", {})
