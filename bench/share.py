@@ -302,8 +302,11 @@ def namespaced(build, runs, pairs):
                                            "--warmup=10000", "--benchmark_repetitions=3",
                                            "--benchmark_filter=alloc_free_4KiB"], env=machine.env()))
             fast = statistics.median(time_ns(run, "real_time") for run in bench["alloc_free_4KiB"])
+            identity = by_name(run_benchmark([*prefix, os.path.join(build, "bench", "share_bench"),
+                                              "--benchmark_repetitions=3", "--benchmark_filter=own_identity"]))
+            read = statistics.median(time_ns(run, "real_time") for run in identity["own_identity"])
             rows[label] = (statistics.median(joins), sorted(joins)[int(0.9 * (len(joins) - 1))],
-                           statistics.median(wall), fast)
+                           statistics.median(wall), fast, read / 1000)
         finally:
             machine.close()
     return rows
@@ -314,11 +317,12 @@ def namespaced_section(build, runs, pairs):
              "A process beside 7 members, as a plain process and in its own pid, mount and UTS namespaces "
              "(`unshare --pid --fork --mount-proc --uts`; the 7 alike): its join (join_us, which includes "
              "reading its identity from /proc), the whole process `share_worker info` from spawn to exit "
-             "(unshare included), and the fast path (bench/shim_cost, run the same way).", "",
-             "| member | join median | join p90 | whole process median | fast path ns per pair |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {label} | {join:.0f} us | {p90:.0f} us | {wall:.0f} ms | {fast:.0f} |"
-              for label, (join, p90, wall, fast) in namespaced(build, runs, pairs).items()]
+             "(unshare included), the fast path (bench/shim_cost, run the same way) and reading the "
+             "identity alone (bench/share_bench own_identity).", "",
+             "| member | join median | join p90 | whole process median | fast path ns per pair | identity read |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {label} | {join:.0f} us | {p90:.0f} us | {wall:.0f} ms | {fast:.0f} | {read:.0f} us |"
+              for label, (join, p90, wall, fast, read) in namespaced(build, runs, pairs).items()]
     return lines + [""]
 
 
