@@ -203,9 +203,14 @@ bool Member::locked(std::uint64_t deadline_ns, Change&& change) noexcept {
     const auto process_lock = lock_fork_safely(ProcessLock::share_ledger);
     // A process stopped inside an update keeps the lock: once a visit waited for it in vain, the next
     // ones try once, so that a stopped member costs this one kLockPatienceNs, not that at every call.
-    if (lock_stuck_.load(std::memory_order_relaxed)) deadline_ns = monotonic_ns();
+    // Only a visit given the whole patience (less what the caller spent since) says so: a short one
+    // (a give-back's) that found the lock busy on a loaded machine would otherwise leave every later
+    // visit a single try.
+    const std::uint64_t began = monotonic_ns();
+    const bool whole_patience = deadline_ns >= began && deadline_ns - began > kLockPatienceNs / 2;
+    if (lock_stuck_.load(std::memory_order_relaxed)) deadline_ns = began;
     if (!lock_until(fd_, deadline_ns)) {
-      lock_stuck_.store(true, std::memory_order_relaxed);
+      if (whole_patience) lock_stuck_.store(true, std::memory_order_relaxed);
       return false;
     }
     lock_stuck_.store(false, std::memory_order_relaxed);
@@ -326,9 +331,14 @@ Reservation Member::reserve(std::uint64_t bytes, std::optional<FreeReading> devi
     // A refusal looks for the dead first.
     if (result.outcome != Outcome::reserved && sweep_dead() > 0) result.outcome = try_take(view, now, bytes);
     publish(view);
+    // The terms the outcome was decided on: another thread's give-back may change them once unlocked,
+    // and a caller that compares its holding with the refused one must see that change.
+    result.terms = terms();
   });
-  if (result.outcome == Outcome::unavailable) result.outcome = reserve_provisionally(bytes);
-  result.terms = terms();
+  if (result.outcome == Outcome::unavailable) {
+    result.outcome = reserve_provisionally(bytes);
+    result.terms = terms();
+  }
   return result;
 }
 
@@ -398,10 +408,15 @@ Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns,
         if (timed_out) refusals_after_wait_.fetch_add(1, std::memory_order_relaxed);
       }
       publish(view);
+      result.terms = terms();  // as decided (reserve())
     });
     // Outside the lock: a futex wake is a system call.
     for (std::size_t k = 0; k < waking; ++k) wake_reclaim_thread(slots_[to_wake[k]]);
-    if (result.outcome != Outcome::within_guarantee && result.outcome != Outcome::lendable) break;
+    // A look that could not lock the ledger (busy, or a stopped member holds it) ends the wait only at
+    // its deadline: the memory may come at the next look.
+    const bool look_again = result.outcome == Outcome::within_guarantee || result.outcome == Outcome::lendable ||
+                            (result.outcome == Outcome::unavailable && monotonic_ns() < deadline);
+    if (!look_again) break;
     sleep_for_ns(kWaitPollNs);
   }
   if (result.outcome == Outcome::unavailable) {
@@ -411,8 +426,8 @@ Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns,
       compute(view, monotonic_ns());
       publish(view);
     });
+    result.terms = terms();
   }
-  result.terms = terms();
   return result;
 }
 

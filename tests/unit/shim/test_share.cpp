@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -713,6 +714,70 @@ TEST_CASE("ledger: a wait that no one answers ends in time", "[share][ledger]") 
   CHECK(took >= 200'000'000);
   CHECK(took < 1'000'000'000);
   CHECK(member->figures().refusals_after_wait == 1);
+}
+
+// Holds a ledger's update lock from another open file description (as a busy or stopped member would)
+// for `ms`, then lets it go.
+class HeldUpdateLock {
+ public:
+  HeldUpdateLock(const std::string& path, int ms) : fd_(open(path.c_str(), O_RDWR | O_CLOEXEC)) {
+    REQUIRE(fd_ >= 0);
+    REQUIRE(set(F_WRLCK));
+    release_ = std::thread([this, ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      set(F_UNLCK);
+    });
+  }
+  ~HeldUpdateLock() {
+    release_.join();
+    close(fd_);
+  }
+  HeldUpdateLock(const HeldUpdateLock&) = delete;
+  HeldUpdateLock& operator=(const HeldUpdateLock&) = delete;
+
+ private:
+  bool set(short type) const {
+    struct flock lock {};
+    lock.l_type = type;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = kLedgerLockByte;
+    lock.l_len = 1;
+    return fcntl(fd_, F_OFD_SETLK, &lock) == 0;
+  }
+  int fd_;
+  std::thread release_;
+};
+
+TEST_CASE("ledger: a short visit that finds the lock busy leaves the next ones their patience", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  std::string error;
+  Member* member = join(request_in(dir), error);
+  REQUIRE(member != nullptr);
+  REQUIRE(member->reserve(GiB, std::nullopt).outcome == Outcome::reserved);
+  member->answered(GiB);
+  // Another open file description holds the update lock for 400 ms, as a busy member would.
+  HeldUpdateLock busy(member->path(), 400);
+  member->give_back(GiB / 2);  // waits 100 ms, in vain: kept for the next visit
+  const std::uint64_t updates = member->figures().ledger_updates;
+  // A busy lock is no stopped member: this visit waits for it (up to 2 s) instead of trying once.
+  CHECK(member->reserve(GiB, std::nullopt).outcome == Outcome::reserved);
+  CHECK(member->figures().ledger_updates == updates + 1);
+  member->answered(GiB);
+  CHECK(member->terms().held == GiB / 2 + GiB);  // the give-back kept aside was applied at that visit
+}
+
+TEST_CASE("ledger: a wait goes on past a look that could not lock the ledger", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  Neighbour borrower(dir, 14 * GiB, 10000);
+  std::string error;
+  Member* member = join(request_in(dir), error);
+  REQUIRE(member != nullptr);
+  // The update lock held for 2.3 s: longer than a visit's patience (2 s).
+  HeldUpdateLock busy(member->path(), 2300);
+  // Inside its guarantee (8 GiB): once the ledger is free again, the borrower is asked and gives back.
+  const Reservation waited = member->wait_and_reserve(4 * GiB, 6'000'000'000);
+  CHECK(waited.outcome == Outcome::reserved);
+  CHECK(member->terms().held == 4 * GiB);
 }
 
 TEST_CASE("ledger: files it cannot trust are refused with one line", "[share][ledger]") {
