@@ -21,6 +21,7 @@
 #include "base/fork_safe_lock.h"
 #include "checked_size.h"
 #include "base/log.h"
+#include "share/member_identity.h"
 #include "share/share_dir.h"
 
 namespace gpumem::shim::share {
@@ -527,11 +528,9 @@ MemberFigures Member::figures() const noexcept {
 
 std::string Member::holders() noexcept {
   struct Holder {
-    std::int32_t pid;
-    std::string comm;
+    std::string who;
     std::uint64_t held;
     std::uint64_t guarantee;
-    bool self;
   };
   try {
     std::vector<Holder> holders;
@@ -541,16 +540,21 @@ std::string Member::holders() noexcept {
       compute(view, monotonic_ns());
       capacity = view.capacity;
       for (std::size_t k = 0; k < view.count; ++k) {
-        const LedgerSlot& slot = slots_[view.slot_of[k]];
-        holders.push_back(Holder{slot.pid, comm_of(slot), view.claims[k].held, view.shares[k].guarantee,
-                                 k == view.self});
+        const std::uint32_t index = view.slot_of[k];
+        const LedgerSlot& slot = slots_[index];
+        // A record counts only while it carries the slot's tag (an older member may use the slot now).
+        const MemberIdentity* identity =
+            identities_ != nullptr && slot.identity_tag != 0 && identities_[index].tag == slot.identity_tag
+                ? &identities_[index]
+                : nullptr;
+        holders.push_back(Holder{describe_member(slot, identity, pid_namespace_, k == view.self),
+                                 view.claims[k].held, view.shares[k].guarantee});
       }
     });
     std::sort(holders.begin(), holders.end(), [](const Holder& a, const Holder& b) { return a.held > b.held; });
     std::string line = fmt::format("{} processes share {} bytes:", holders.size(), capacity);
     for (const Holder& holder : holders) {
-      line += fmt::format(" pid {} ({}{}) holds {} of its {}-byte guarantee;", holder.pid, holder.comm,
-                          holder.self ? ", this process" : "", holder.held, holder.guarantee);
+      line += fmt::format(" {} holds {} of its {}-byte guarantee;", holder.who, holder.held, holder.guarantee);
     }
     if (!line.empty() && line.back() == ';') line.pop_back();
     return line;
@@ -563,6 +567,7 @@ Member* Member::join(const JoinRequest& request, std::string& error, bool* locke
   if (locked_out != nullptr) *locked_out = false;
   try {
     const std::uint64_t started = monotonic_ns();
+    const OwnIdentity identity = read_own_identity();  // /proc and the environment, before any lock
     std::string why;
     const std::optional<ShareDir> dir = open_share_dir(request.dir, why);
     if (!dir) {
@@ -600,7 +605,7 @@ Member* Member::join(const JoinRequest& request, std::string& error, bool* locke
     member->path_ = path;
     const auto fail = [&](std::string line) -> Member* {
       error = std::move(line);
-      if (member->map_ != nullptr) munmap(member->map_, kLedgerFileBytes);
+      if (member->map_ != nullptr) munmap(member->map_, member->map_bytes_);
       close(fd);  // our only descriptor of it: any lock we took goes with it
       delete member;
       return nullptr;
@@ -637,14 +642,25 @@ Member* Member::join(const JoinRequest& request, std::string& error, bool* locke
     if (check == HeaderCheck::not_a_ledger || check == HeaderCheck::other_version || check == HeaderCheck::malformed) {
       return fail(fmt::format("the ledger \"{}\" is {}", path, describe(check, found)));
     }
-    if (check == HeaderCheck::uninitialised && ftruncate(fd, static_cast<off_t>(kLedgerFileBytes)) != 0) {
-      return fail(fmt::format("the ledger \"{}\" cannot be sized ({})", path, std::strerror(errno)));
+    // A file without the identity table (made by an older gpumem, or not finished) grows to hold it;
+    // never shrinks: other members map it. Where it cannot grow, the members go unnamed.
+    std::size_t map_bytes = kLedgerFileWithIdentityBytes;
+    if (size < kLedgerFileWithIdentityBytes && ftruncate(fd, static_cast<off_t>(kLedgerFileWithIdentityBytes)) != 0) {
+      if (check == HeaderCheck::uninitialised && ftruncate(fd, static_cast<off_t>(kLedgerFileBytes)) != 0) {
+        return fail(fmt::format("the ledger \"{}\" cannot be sized ({})", path, std::strerror(errno)));
+      }
+      map_bytes = kLedgerFileBytes;
     }
-    void* map = mmap(nullptr, kLedgerFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
       return fail(fmt::format("the ledger \"{}\" cannot be mapped ({})", path, std::strerror(errno)));
     }
     member->map_ = map;
+    member->map_bytes_ = map_bytes;
+    member->pid_namespace_ = identity.pid_namespace;
+    if (map_bytes == kLedgerFileWithIdentityBytes) {
+      member->identities_ = reinterpret_cast<MemberIdentity*>(static_cast<char*>(map) + kIdentityTableOffset);
+    }
     member->header_ = static_cast<LedgerHeader*>(map);
     member->slots_ = reinterpret_cast<LedgerSlot*>(static_cast<char*>(map) + kLedgerHeaderBytes);
     member->own_index_ = kLedgerSlots;  // none yet: the sweep looks at every slot
@@ -658,7 +674,7 @@ Member* Member::join(const JoinRequest& request, std::string& error, bool* locke
       }
     }
     if (check != HeaderCheck::valid) {
-      std::memset(map, 0, kLedgerFileBytes);
+      std::memset(map, 0, map_bytes);
       initialise_header(*member->header_, request.device_total, request.uuid);
     }
     std::uint64_t generation = word(member->header_->generation).load(std::memory_order_acquire);
@@ -690,6 +706,13 @@ Member* Member::join(const JoinRequest& request, std::string& error, bool* locke
     slot.cap_bytes = request.cap_bytes;
     slot.active_until_ns = monotonic_ns() + kGrowingWindowNs;
     read_comm(slot.comm);
+    slot.host_pid = identity.host_pid;
+    slot.pid_namespace = identity.pid_namespace;
+    slot.user_namespace = identity.user_namespace;
+    if (member->identities_ != nullptr) {
+      member->identities_[index] = identity.record;
+      slot.identity_tag = identity.record.tag;
+    }
     slot.state = kSlotLive;
     member->own_slot_ = &slot;
     View& view = *view_storage();
@@ -715,7 +738,7 @@ void Member::drop_all_in_child() noexcept {
     if (member == nullptr) continue;
     // The child's copy of the descriptor: closing it leaves the parent's locks (they belong to the
     // open file description, which the parent still holds). The object is leaked, as a parent's.
-    munmap(member->map_, kLedgerFileBytes);
+    munmap(member->map_, member->map_bytes_);
     close(member->fd_);
   }
 }
