@@ -7,7 +7,9 @@ Every member is pid 1 (or a small pid) in its namespace, so the tests check that
 identity (pid namespace, host pid, host name, POD_NAME and POD_NAMESPACE, uid) in gpumem-top's views
 and in the refusal lines, and that sharing works as between plain processes: fair shares, a member
 SIGKILLed from the host, 50 members in 10 namespaces joining and leaving, a member of another uid in a
-group directory, and a member in a user namespace.
+group directory, a member in a user namespace, an idle member's reclaim thread woken from another
+pod's namespaces (through the futex word in the shared ledger mapping), and HAMi's and MPS's limits
+set per pod holding inside the share.
 
 Namespaces that this machine does not let root create are not skipped silently: the first test asserts
 for each kind either that it works or that unshare failed with "Operation not permitted"; the other
@@ -26,6 +28,7 @@ import time
 import unittest
 
 import gpumem_testlib as t
+import test_share_reclaim as reclaim
 from test_share import DEVICE_MIB, MiB, WORKER, Machine, Outcome, ShareTestCase, capacity_mib
 
 KINDS = {"pid": ["--pid", "--fork"], "mount": ["--mount"], "uts": ["--uts"], "user": ["--user", "--map-root-user"]}
@@ -261,6 +264,101 @@ class Pods(ShareTestCase):
         print(f"50 members in 10 namespaces: all joined after {joined:.1f} s, all done after {took:.1f} s",
               file=sys.stderr)
         self.assertLess(took, 90)
+
+
+class ReclaimAcrossPods(reclaim.ReclaimTestCase):
+    """An idle borrower in a pod of its own (test_share_reclaim.py (b), across namespaces): it borrowed
+    most of the device, freed every block and makes no CUDA call; a newcomer in another pod asks for 0.9
+    of its guarantee, which only the holder's idle memory can hold. The holder's reclaim thread, in
+    another pid namespace, is woken through the futex word of the ledger both map (tens of ms here;
+    its own look every 250 ms would also come within the bound, which only a thread that does not
+    answer misses)."""
+
+    def test_an_idle_holder_in_another_pod_gives_back(self):
+        count = 2
+        machine = NamespacedMachine(self)
+        most = int(0.9 * capacity_mib(count))
+        holder = machine.start_pod("holder", f"alloc:{most // 8}x8", "free:8", f"touch:{machine.path('ready')}",
+                                   f"wait:{machine.path('done')}")
+        self.assertTrue(machine.wait_for("ready", holder))
+        [member] = machine.top()["gpus"][0]["members"]
+        self.assertEqual((member["pid"], member["pid_namespace"]), (1, pid_namespace_of(child_of(holder.pid))))
+        self.assertNotEqual(member["pid_namespace"], pid_namespace_of(os.getpid()))
+        ask = int(0.9 * reclaim.share_mib(count))
+        self.assertGreater(ask, capacity_mib(count) - most)  # the free memory alone cannot hold it
+        newcomer = machine.finish_pod(machine.start_pod("newcomer", f"timed:{ask}"), "newcomer")
+        self.assertCameInTime(newcomer)
+        self.assertEqual(newcomer.share["members_at_join"], count, newcomer.describe())
+        # Given back while the holder still waits for its file: its own thread did it, not its exit.
+        held = {m["pod_name"]: m["held"] for m in machine.top()["gpus"][0]["members"] if m["alive"]}
+        self.assertLessEqual(held["holder"], (capacity_mib(count) - ask) * MiB, held)
+        machine.touch("done")
+        lent = machine.finish_pod(holder, "holder")
+        self.assertOk(lent)
+        self.assertGreaterEqual(lent.share["given_back"], (ask - (capacity_mib(count) - most)) * MiB, lent.describe())
+        print(f"reclaim across pods: the newcomer's {ask} MiB came in {newcomer.values['took_ms']} ms",
+              file=sys.stderr)
+
+
+class ClusterLimitsPerPod(ShareTestCase):
+    """HAMi's and MPS's limits, each set for one pod (docs/kubernetes.md), hold inside the share: each
+    pod is refused beyond its own limit with the line naming its variable, its guarantee and budget
+    never exceed the limit, and an unlimited pod may use what the limited ones cannot."""
+
+    # pod: (variable, value, its limit in MiB, the refusal's words: the bound (device 0's entry) and advice)
+    LIMITED = {
+        "hami": ("CUDA_DEVICE_MEMORY_LIMIT_0", "256m", 256,
+                 ("bounded by CUDA_DEVICE_MEMORY_LIMIT_0=256m", "request more GPU memory for the container")),
+        "mps": ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=512M", 512,
+                ("bounded by CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=512M", "raise it where the MPS client starts")),
+    }
+
+    def assertWithinLimits(self, machine: NamespacedMachine, pods: int) -> dict:
+        [gpu] = machine.top()["gpus"]
+        by_pod = {m["pod_name"]: m for m in gpu["members"] if m["alive"]}
+        self.assertEqual(len(by_pod), pods, gpu)
+        self.assertLessEqual(sum(m["guarantee"] for m in by_pod.values()), gpu["capacity"], gpu)
+        for pod, (_, _, limit, _) in self.LIMITED.items():
+            self.assertLessEqual(max(by_pod[pod]["guarantee"], by_pod[pod]["budget"]), limit * MiB, by_pod[pod])
+        return by_pod
+
+    def test_hami_and_mps_limits_hold_inside_the_share(self):
+        machine = NamespacedMachine(self)
+        limited = {}
+        for pod, (variable, value, limit, _) in self.LIMITED.items():
+            # Half its limit; then a block that takes it 64 MiB past it.
+            limited[pod] = machine.start_pod(pod, f"alloc:{limit // 2}x1", f"timed:{limit // 2 + 64}",
+                                             f"touch:{machine.path(f'ready-{pod}')}", f"wait:{machine.path('done')}",
+                                             env={variable: value})
+            self.assertTrue(machine.wait_for(f"ready-{pod}", limited[pod]))
+        self.assertWithinLimits(machine, 2)
+        # What the limited pods cannot use: all the rest, far beyond an equal third.
+        capacity = capacity_mib(3)
+        rest = capacity - sum(limit for _, _, limit, _ in self.LIMITED.values()) - 64
+        self.assertGreater(rest, 2 * capacity // 3)
+        other = machine.start_pod("unlimited", f"timed:{rest}", f"touch:{machine.path('ready-unlimited')}",
+                                  f"wait:{machine.path('done')}", env={"GPUMEM_SHARE_WAIT": "0"})
+        self.assertTrue(machine.wait_for("ready-unlimited", other))
+        by_pod = self.assertWithinLimits(machine, 3)
+        # Its guarantee, not only borrowed memory: max-min fairness gives it what the limits leave.
+        self.assertGreaterEqual(by_pod["unlimited"]["guarantee"], rest * MiB, by_pod)
+        self.assertGreaterEqual(by_pod["unlimited"]["held"], rest * MiB, by_pod)
+        machine.touch("done")
+        outcome = machine.finish_pod(other, "unlimited")
+        self.assertOk(outcome)
+        self.assertEqual(outcome.values["timed"], "CUDA_SUCCESS", outcome.describe())
+        for pod, (_, _, limit, (bound, advice)) in self.LIMITED.items():
+            outcome = machine.finish_pod(limited[pod], pod)
+            self.assertOk(outcome)
+            self.assertEqual(outcome.values["timed"], "CUDA_ERROR_OUT_OF_MEMORY", outcome.describe())
+            # The report's cause: one line, naming its limit (the report's limit line names it again).
+            lines = [line for line in outcome.err.splitlines() if line.startswith("the GPU is shared")]
+            self.assertEqual(len(lines), 1, outcome.describe())
+            self.assertIn("this process holds", lines[0])
+            self.assertIn(f"of the most it may hold: {bound}", lines[0])
+            self.assertIn(advice, lines[0])
+            self.assertNotIn("GPUMEM_SHARE_WEIGHT", lines[0])  # its limit refused it, not the share
+            self.assertLessEqual(outcome.share["guarantee"], limit * MiB, outcome.describe())
 
 
 class OtherUsers(ShareTestCase):
