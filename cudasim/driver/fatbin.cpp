@@ -40,8 +40,8 @@ struct Entry {
 
 constexpr std::uint64_t align8(std::uint64_t n) { return (n + 7) & ~std::uint64_t{7}; }
 
-// The entries of `fatbin`; false (with `error`) when a header points outside it.
-bool read_entries(std::string_view fatbin, std::vector<Entry>& entries, std::string& error) {
+// The entries of `fatbin`; false when a header points outside it (the body is no sequence of entries).
+bool read_entries(std::string_view fatbin, std::vector<Entry>& entries) {
   using namespace fatbin_entry;
   std::size_t at = read_at<std::uint16_t>(fatbin, 6);
   while (at < fatbin.size()) {
@@ -57,10 +57,8 @@ bool read_entries(std::string_view fatbin, std::vector<Entry>& entries, std::str
     e.arch = read_at<std::uint32_t>(fatbin, at + kArch);
     e.flags = read_at<std::uint64_t>(fatbin, at + kFlags);
     if (e.header_bytes < kMinHeader || e.header_bytes > left || e.padded_bytes > left - e.header_bytes ||
-        e.payload_bytes > e.padded_bytes) {
-      error = "fat-binary entry at offset " + std::to_string(at) + " has sizes that do not fit the fat binary";
+        e.payload_bytes > e.padded_bytes)
       return false;
-    }
     entries.push_back(e);
     at += e.header_bytes + e.padded_bytes;
   }
@@ -122,7 +120,12 @@ bool append_decompressed(std::string_view fatbin, const Entry& e, std::size_t ma
 FatbinExpansion expand_fatbin(std::string_view fatbin, unsigned arch, std::size_t max_bytes) {
   FatbinExpansion result;
   std::vector<Entry> entries;
-  if (!read_entries(fatbin, entries, result.error)) return result;
+  // A body that is no sequence of entries (hand-made images: a string table or PTX text right
+  // after the header) is kept as it is and searched whole, as before entries were read.
+  if (!read_entries(fatbin, entries)) {
+    result.image.assign(fatbin);
+    return result;
+  }
   if (std::none_of(entries.begin(), entries.end(), [](const Entry& e) { return e.compressed(); })) {
     result.image.assign(fatbin);
     return result;

@@ -43,8 +43,9 @@ struct FatbinExpansion {
 // compression flag cleared and the sizes updated. The device loads its own architecture's cubins;
 // without one, the PTX of the highest architecture not above its own; without either, every entry
 // is decompressed (the simulator runs no code, so names are all it needs). Entries that are not
-// compressed are kept byte for byte. `error` is set for a malformed entry, an unknown compression
-// or a payload that does not decompress to the size its header gives; `max_bytes` bounds the result.
+// compressed are kept byte for byte, and so is a body that is no sequence of entries. `error` is
+// set for a compressed payload that does not decompress to the size its header gives, or a result
+// over `max_bytes`.
 FatbinExpansion expand_fatbin(std::string_view fatbin, unsigned arch, std::size_t max_bytes);
 
 }  // namespace cudasim
