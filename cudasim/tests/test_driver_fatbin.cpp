@@ -1,4 +1,4 @@
-// Compressed fat-binary entries (driver/fatbin.cpp, compiled in): the device's own entries are
+// Compressed fat-binary entries (driver/modules/fatbin.cpp, compiled in): the device's own entries are
 // decompressed in place, others are kept byte for byte, and a damaged compressed entry is refused
 // with one line saying why. Images are built here with the same Zstandard and LZ4 libraries.
 #include <catch2/catch.hpp>

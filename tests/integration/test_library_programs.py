@@ -2,7 +2,7 @@
 default static runtime against the toolkit's cuBLAS, cuBLASLt, cuFFT, cuRAND, cuSPARSE, cuSOLVER,
 cuDNN and NCCL. Each library carries its own copy of NVIDIA's runtime, which reaches the simulated
 driver through cuGetProcAddress and the private export tables, and loads its kernels from fat
-binaries whose entries are Zstandard-compressed (cudasim/driver/fatbin.cpp).
+binaries whose entries are Zstandard-compressed (cudasim/driver/modules/fatbin.cpp).
 
 No device code runs, so no result is computed: a program prints every call and the status it
 returned and stops at the first failure. A library that runs must get to its end alone and, under
@@ -19,7 +19,6 @@ CoverageTableTest fails when the committed table differs (--write-coverage rewri
 import concurrent.futures
 import json
 import os
-import re
 import sys
 import tempfile
 import unittest
@@ -129,10 +128,6 @@ def simulator_reasons(stderr: str) -> list:
     """The simulator's lines, less the two every run of NVIDIA's runtime prints."""
     return [line for line in stderr.splitlines() if line.startswith("cudasim:")
             and not line.startswith(KERNEL_WARNING) and "{F8CFF951-2146-8B4E-B9E2-FB469E7C0DD9}" not in line]
-
-
-def available() -> list:
-    return [name for name in EXPECTED if os.access(program_path(name), os.X_OK)]
 
 
 class LibraryProgramTest(testlib.TestCase):
