@@ -19,8 +19,13 @@ over the simulator with a device shared between processes, from a build dir:
      process that makes no CUDA call any more (an idle preallocated lender; an idle borrower after its
      frees), and B alone for comparison. With --reclaim-only, this section alone (it runs against a
      build without a reclaim thread too, for the figures before it).
+  7. members in namespaces of their own (containers, pods): the join and a whole short process (spawn
+     to exit) beside 7 members, and the fast path, each as a plain process and in pid, mount and UTS
+     namespaces of its own (unshare --pid --fork --mount-proc --uts, as root). With --namespaces-only,
+     this section alone.
 
 usage: bench/share.py BUILD_DIR [--output REPORT.md] [--png-dir DIR] [--quick] [--reclaim-only]
+                                [--namespaces-only]
 """
 import argparse
 import json
@@ -65,8 +70,9 @@ class Machine:
     def path(self, name):
         return os.path.join(self.tmp, name)
 
-    def start(self, *steps, env=None, program=None):
-        argv = [program or os.path.join(self.build, "tests", "integration", "programs", "share_worker"), *steps]
+    def start(self, *steps, env=None, program=None, prefix=()):
+        argv = [*prefix, program or os.path.join(self.build, "tests", "integration", "programs", "share_worker"),
+                *steps]
         proc = subprocess.Popen(argv, env=self.env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(proc)
         return proc
@@ -78,12 +84,12 @@ class Machine:
                 raise RuntimeError(f"{name} never appeared")
             time.sleep(0.005)
 
-    def finish(self, proc):
+    def finish(self, proc, stats=None):
         out, err = proc.communicate(timeout=300)
         if proc.returncode != 0:
             raise RuntimeError(f"{proc.args}: exit {proc.returncode}\n{err[-2000:]}")
         values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-        with open(self.path(f"stats-{proc.pid}.json")) as f:
+        with open(stats or self.path(f"stats-{proc.pid}.json")) as f:
             device = json.load(f)["devices"][0]
         return values, device
 
@@ -267,6 +273,59 @@ def alone(build, runs):
     return rows
 
 
+# A container's namespaces: its own pid namespace and /proc, mount table and host name.
+NAMESPACES = ("unshare", "--pid", "--fork", "--mount-proc", "--uts")
+
+
+def namespaced(build, runs, pairs):
+    """Join time, a whole short process and the fast path, plain and in namespaces of its own:
+    {label: (join median us, join p90 us, process median ms, fast path ns per pair)}."""
+    rows = {}
+    for label, prefix in (("plain process", ()), ("own pid, mount and UTS namespaces", NAMESPACES)):
+        machine = Machine(build)
+        try:
+            for i in range(7):  # the others, each in namespaces of its own too when the newcomer is
+                machine.start("info", f"touch:{machine.path(f'r{i}')}", f"wait:{machine.path('done')}",
+                              prefix=prefix, env={"GPUMEM_STATS_FILE": machine.path(f"other-{i}.json")})
+            for i in range(7):
+                machine.wait_file(f"r{i}")
+            joins, wall = [], []
+            for n in range(runs):
+                stats = machine.path(f"run-{n}.json")
+                started = time.monotonic()
+                proc = machine.start("info", prefix=prefix, env={"GPUMEM_STATS_FILE": stats})
+                device = machine.finish(proc, stats=stats)[1]
+                wall.append((time.monotonic() - started) * 1000)
+                joins.append(device["share"]["join_us"])
+            open(machine.path("done"), "w").close()
+            bench = by_name(run_benchmark([*prefix, os.path.join(build, "bench", "shim_cost"), f"--pairs={pairs}",
+                                           "--warmup=10000", "--benchmark_repetitions=3",
+                                           "--benchmark_filter=alloc_free_4KiB"], env=machine.env()))
+            fast = statistics.median(time_ns(run, "real_time") for run in bench["alloc_free_4KiB"])
+            identity = by_name(run_benchmark([*prefix, os.path.join(build, "bench", "share_bench"),
+                                              "--benchmark_repetitions=3", "--benchmark_filter=own_identity"]))
+            read = statistics.median(time_ns(run, "real_time") for run in identity["own_identity"])
+            rows[label] = (statistics.median(joins), sorted(joins)[int(0.9 * (len(joins) - 1))],
+                           statistics.median(wall), fast, read / 1000)
+        finally:
+            machine.close()
+    return rows
+
+
+def namespaced_section(build, runs, pairs):
+    lines = ["## Members in namespaces of their own (containers, pods)", "",
+             "A process beside 7 members, as a plain process and in its own pid, mount and UTS namespaces "
+             "(`unshare --pid --fork --mount-proc --uts`; the 7 alike): its join (join_us, which includes "
+             "reading its identity from /proc), the whole process `share_worker info` from spawn to exit "
+             "(unshare included), the fast path (bench/shim_cost, run the same way) and reading the "
+             "identity alone (bench/share_bench own_identity).", "",
+             "| member | join median | join p90 | whole process median | fast path ns per pair | identity read |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {label} | {join:.0f} us | {p90:.0f} us | {wall:.0f} ms | {fast:.0f} | {read:.0f} us |"
+              for label, (join, p90, wall, fast, read) in namespaced(build, runs, pairs).items()]
+    return lines + [""]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build")
@@ -274,13 +333,18 @@ def main():
     parser.add_argument("--png-dir", help="also draw the fairness figures as PNGs here (needs matplotlib)")
     parser.add_argument("--quick", action="store_true", help="fewer runs: checks that everything runs")
     parser.add_argument("--reclaim-only", action="store_true", help="only the reclaim from idle members (6.)")
+    parser.add_argument("--namespaces-only", action="store_true", help="only the members in namespaces (7.)")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     runs, pairs, steps = (3, 20000, 20) if args.quick else (15, 200000, 200)
     lines = ["# Sharing one GPU: measured figures", "",
              f"`bench/share.py {args.build}{' --quick' if args.quick else ''}"
-             f"{' --reclaim-only' if args.reclaim_only else ''}` on {os.uname().nodename} "
+             f"{' --reclaim-only' if args.reclaim_only else ''}{' --namespaces-only' if args.namespaces_only else ''}` "
+             f"on {os.uname().nodename} "
              f"({os.cpu_count()} cores), {time.strftime('%Y-%m-%d')}; simulated 16 GiB device, 300 MiB per context.", ""]
+    if args.namespaces_only:
+        write_report(lines + namespaced_section(build, runs, pairs), args.output)
+        return
     lines += ["## Reclaim from idle members (B's cuMemAlloc of 6 GiB, took_ms; GPUMEM_SHARE_WAIT 5 s)", "",
               "| A | median | most | refused |", "|---|---|---|---|"]
     lines += [f"| {label} | {median:.0f} ms | {most:.0f} ms | {refused} of {n} |"
@@ -313,6 +377,7 @@ def main():
               for latency, label, allocations, ms in alone(build, runs)]
     for scenario, text in fairness(build, args.png_dir).items():
         lines += ["", f"## Fairness: {scenario} (gpumem-plot over the processes' traces)", "", "```", text.rstrip(), "```"]
+    lines += [""] + namespaced_section(build, runs, pairs)
     write_report(lines, args.output)
 
 

@@ -4,6 +4,8 @@
 //                                other processes in the ledger (forked children that joined and sleep)
 //   reclaim_poll                 what every allocation and free of a shared device adds: one load of
 //                                the mapped word others write a request to give back into
+//   own_identity                 what a join spends reading who the process is (namespaces, NSpid,
+//                                host name, POD_NAME, cgroup, command line: share/member_identity.h)
 // No CUDA: the share layer alone (shim/share/).
 #include <benchmark/benchmark.h>
 #include <signal.h>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "share/ledger.h"
+#include "share/member_identity.h"
 
 namespace {
 
@@ -105,8 +108,13 @@ void reclaim_poll(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(member->reclaim_requested());
 }
 
+void own_identity(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(gpumem::shim::share::read_own_identity());
+}
+
 }  // namespace
 
 BENCHMARK(reserve_give_back)->Arg(1)->Arg(8)->Arg(64)->Arg(256);
 BENCHMARK(reclaim_poll);
+BENCHMARK(own_identity);
 BENCHMARK_MAIN();

@@ -433,16 +433,22 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
   if (const std::optional<std::size_t> free = device_free(device)) reading = share::FreeReading(*free, generation);
   share::Reservation reservation = member.reserve(bytes, reading);
   if (granted(reservation)) return true;
-  if (reservation.outcome != share::Outcome::unavailable && trim_pools(device) > 0) {  // pools' unused memory
-    reservation = member.reserve(bytes, std::nullopt);
-    if (granted(reservation)) return true;
+  // Asked again once this process holds less than when it was refused, whoever gave back meanwhile:
+  // this thread, or the reclaim thread answering another process (then this thread's own trim finds
+  // nothing left to give, yet the holding that was refused is gone).
+  const auto holds_less_now = [&] { return member.terms().held < reservation.terms.held; };
+  if (reservation.outcome != share::Outcome::unavailable) {
+    trim_pools(device);  // pools' unused memory
+    if (holds_less_now()) {
+      reservation = member.reserve(bytes, std::nullopt);
+      if (granted(reservation)) return true;
+    }
   }
   if (path != BudgetPath::arena && reservation.outcome != share::Outcome::unavailable) {
     if (const Reclaimer reclaim = g_reclaimer.load(std::memory_order_acquire); reclaim != nullptr) {
-      const std::size_t before = budget.charged();
-      const bool arenas_gave = reclaim(device).bytes > 0;
+      reclaim(device);
       settle_pools(device);  // a manager's trim may have emptied its pool (frees it kept back included)
-      if (arenas_gave || budget.charged() < before) {
+      if (holds_less_now()) {
         reservation = member.reserve(bytes, std::nullopt);
         if (granted(reservation)) return true;
       }
@@ -468,6 +474,11 @@ bool charge_shared(share::Member& member, DeviceBudget& budget, CUdevice device,
       t_last_share_wait_ms = policy.share_wait_ms;
       no_wait_until.store(share::monotonic_ns() + wait_ns, std::memory_order_relaxed);
     }
+  }
+  // The reclaim thread may have given back this process's own idle memory since the last look.
+  if (reservation.outcome == share::Outcome::refused && holds_less_now()) {
+    reservation = member.reserve(bytes, std::nullopt);
+    if (granted(reservation)) return true;
   }
   // The cause: the most this process may hold (GPUMEM_LIMIT, a cluster's bound), or the share.
   const share::Terms terms = reservation.terms;

@@ -71,9 +71,10 @@ void charge_idle(CUdevice device, std::ptrdiff_t delta) noexcept {
   }
 }
 
-// Brings the charge of `pool` to what it holds; the bytes the charge fell by.
+// Brings the charge of `pool` to what it holds; the bytes the charge fell by. The charge changes
+// under the lock: a thread that settles after another (one refused, after the reclaim thread trimmed)
+// finds the budget and the ledger already holding less, not a settlement half done.
 std::size_t settle(CUmemoryPool pool) noexcept {
-  CUdevice device = 0;
   std::ptrdiff_t delta = 0;
   try {
     const auto lock = lock_fork_safely(ProcessLock::pool_reserve);
@@ -81,16 +82,16 @@ std::size_t settle(CUmemoryPool pool) noexcept {
     const auto found = std::find_if(g_pools->begin(), g_pools->end(),
                                     [pool](const PoolCharge& entry) { return entry.pool == pool; });
     if (found == g_pools->end()) return 0;
-    device = found->device;
+    const CUdevice device = found->device;
     const std::optional<std::size_t> reserved = reserved_by(pool);
     const std::size_t target = reserved && *reserved > found->live ? *reserved - found->live : 0;
     delta = static_cast<std::ptrdiff_t>(target) - static_cast<std::ptrdiff_t>(found->idle);
     found->idle = target;
     if (!reserved && found->live == 0) g_pools->erase(found);  // destroyed: nothing of it is left
+    charge_idle(device, delta);
   } catch (...) {  // the lock failed: nothing changed
     return 0;
   }
-  charge_idle(device, delta);
   return delta < 0 ? static_cast<std::size_t>(-delta) : 0;
 }
 

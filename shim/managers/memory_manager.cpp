@@ -389,10 +389,12 @@ CUresult MemoryManager::do_get_info(std::size_t* free_bytes, std::size_t* total_
   if (result != CUDA_SUCCESS) return result;
   // What the budget still allows plus what this manager and the device's pools hold unused (a charge
   // that does not fit gets the pools' back), never more than the device could really give (other
-  // processes share it).
+  // processes share it), never more than the total: a member that borrowed beyond its allowance may
+  // hold unused more than the allowance now lets it have.
   const std::size_t held = held_unused_bytes() + budget::pools_idle(device_);
-  if (free_bytes != nullptr) *free_bytes = std::min(budget->available() + held, device_free + held);
-  if (total_bytes != nullptr) *total_bytes = budget->limit();
+  const std::size_t limit = budget->limit();
+  if (free_bytes != nullptr) *free_bytes = std::min({budget->available() + held, device_free + held, limit});
+  if (total_bytes != nullptr) *total_bytes = limit;
   return CUDA_SUCCESS;
 }
 

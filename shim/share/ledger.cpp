@@ -21,6 +21,7 @@
 #include "base/fork_safe_lock.h"
 #include "checked_size.h"
 #include "base/log.h"
+#include "share/member_identity.h"
 #include "share/share_dir.h"
 
 namespace gpumem::shim::share {
@@ -202,9 +203,14 @@ bool Member::locked(std::uint64_t deadline_ns, Change&& change) noexcept {
     const auto process_lock = lock_fork_safely(ProcessLock::share_ledger);
     // A process stopped inside an update keeps the lock: once a visit waited for it in vain, the next
     // ones try once, so that a stopped member costs this one kLockPatienceNs, not that at every call.
-    if (lock_stuck_.load(std::memory_order_relaxed)) deadline_ns = monotonic_ns();
+    // Only a visit given the whole patience (less what the caller spent since) says so: a short one
+    // (a give-back's) that found the lock busy on a loaded machine would otherwise leave every later
+    // visit a single try.
+    const std::uint64_t began = monotonic_ns();
+    const bool whole_patience = deadline_ns >= began && deadline_ns - began > kLockPatienceNs / 2;
+    if (lock_stuck_.load(std::memory_order_relaxed)) deadline_ns = began;
     if (!lock_until(fd_, deadline_ns)) {
-      lock_stuck_.store(true, std::memory_order_relaxed);
+      if (whole_patience) lock_stuck_.store(true, std::memory_order_relaxed);
       return false;
     }
     lock_stuck_.store(false, std::memory_order_relaxed);
@@ -325,9 +331,14 @@ Reservation Member::reserve(std::uint64_t bytes, std::optional<FreeReading> devi
     // A refusal looks for the dead first.
     if (result.outcome != Outcome::reserved && sweep_dead() > 0) result.outcome = try_take(view, now, bytes);
     publish(view);
+    // The terms the outcome was decided on: another thread's give-back may change them once unlocked,
+    // and a caller that compares its holding with the refused one must see that change.
+    result.terms = terms();
   });
-  if (result.outcome == Outcome::unavailable) result.outcome = reserve_provisionally(bytes);
-  result.terms = terms();
+  if (result.outcome == Outcome::unavailable) {
+    result.outcome = reserve_provisionally(bytes);
+    result.terms = terms();
+  }
   return result;
 }
 
@@ -397,10 +408,15 @@ Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns,
         if (timed_out) refusals_after_wait_.fetch_add(1, std::memory_order_relaxed);
       }
       publish(view);
+      result.terms = terms();  // as decided (reserve())
     });
     // Outside the lock: a futex wake is a system call.
     for (std::size_t k = 0; k < waking; ++k) wake_reclaim_thread(slots_[to_wake[k]]);
-    if (result.outcome != Outcome::within_guarantee && result.outcome != Outcome::lendable) break;
+    // A look that could not lock the ledger (busy, or a stopped member holds it) ends the wait only at
+    // its deadline: the memory may come at the next look.
+    const bool look_again = result.outcome == Outcome::within_guarantee || result.outcome == Outcome::lendable ||
+                            (result.outcome == Outcome::unavailable && monotonic_ns() < deadline);
+    if (!look_again) break;
     sleep_for_ns(kWaitPollNs);
   }
   if (result.outcome == Outcome::unavailable) {
@@ -410,8 +426,8 @@ Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns,
       compute(view, monotonic_ns());
       publish(view);
     });
+    result.terms = terms();
   }
-  result.terms = terms();
   return result;
 }
 
@@ -512,11 +528,9 @@ MemberFigures Member::figures() const noexcept {
 
 std::string Member::holders() noexcept {
   struct Holder {
-    std::int32_t pid;
-    std::string comm;
+    std::string who;
     std::uint64_t held;
     std::uint64_t guarantee;
-    bool self;
   };
   try {
     std::vector<Holder> holders;
@@ -526,16 +540,21 @@ std::string Member::holders() noexcept {
       compute(view, monotonic_ns());
       capacity = view.capacity;
       for (std::size_t k = 0; k < view.count; ++k) {
-        const LedgerSlot& slot = slots_[view.slot_of[k]];
-        holders.push_back(Holder{slot.pid, comm_of(slot), view.claims[k].held, view.shares[k].guarantee,
-                                 k == view.self});
+        const std::uint32_t index = view.slot_of[k];
+        const LedgerSlot& slot = slots_[index];
+        // A record counts only while it carries the slot's tag (an older member may use the slot now).
+        const MemberIdentity* identity =
+            identities_ != nullptr && slot.identity_tag != 0 && identities_[index].tag == slot.identity_tag
+                ? &identities_[index]
+                : nullptr;
+        holders.push_back(Holder{describe_member(slot, identity, pid_namespace_, k == view.self),
+                                 view.claims[k].held, view.shares[k].guarantee});
       }
     });
     std::sort(holders.begin(), holders.end(), [](const Holder& a, const Holder& b) { return a.held > b.held; });
     std::string line = fmt::format("{} processes share {} bytes:", holders.size(), capacity);
     for (const Holder& holder : holders) {
-      line += fmt::format(" pid {} ({}{}) holds {} of its {}-byte guarantee;", holder.pid, holder.comm,
-                          holder.self ? ", this process" : "", holder.held, holder.guarantee);
+      line += fmt::format(" {} holds {} of its {}-byte guarantee;", holder.who, holder.held, holder.guarantee);
     }
     if (!line.empty() && line.back() == ';') line.pop_back();
     return line;
@@ -548,6 +567,7 @@ Member* Member::join(const JoinRequest& request, std::string& error, bool* locke
   if (locked_out != nullptr) *locked_out = false;
   try {
     const std::uint64_t started = monotonic_ns();
+    const OwnIdentity identity = read_own_identity();  // /proc and the environment, before any lock
     std::string why;
     const std::optional<ShareDir> dir = open_share_dir(request.dir, why);
     if (!dir) {
@@ -585,7 +605,7 @@ Member* Member::join(const JoinRequest& request, std::string& error, bool* locke
     member->path_ = path;
     const auto fail = [&](std::string line) -> Member* {
       error = std::move(line);
-      if (member->map_ != nullptr) munmap(member->map_, kLedgerFileBytes);
+      if (member->map_ != nullptr) munmap(member->map_, member->map_bytes_);
       close(fd);  // our only descriptor of it: any lock we took goes with it
       delete member;
       return nullptr;
@@ -622,14 +642,25 @@ Member* Member::join(const JoinRequest& request, std::string& error, bool* locke
     if (check == HeaderCheck::not_a_ledger || check == HeaderCheck::other_version || check == HeaderCheck::malformed) {
       return fail(fmt::format("the ledger \"{}\" is {}", path, describe(check, found)));
     }
-    if (check == HeaderCheck::uninitialised && ftruncate(fd, static_cast<off_t>(kLedgerFileBytes)) != 0) {
-      return fail(fmt::format("the ledger \"{}\" cannot be sized ({})", path, std::strerror(errno)));
+    // A file without the identity table (made by an older gpumem, or not finished) grows to hold it;
+    // never shrinks: other members map it. Where it cannot grow, the members go unnamed.
+    std::size_t map_bytes = kLedgerFileWithIdentityBytes;
+    if (size < kLedgerFileWithIdentityBytes && ftruncate(fd, static_cast<off_t>(kLedgerFileWithIdentityBytes)) != 0) {
+      if (check == HeaderCheck::uninitialised && ftruncate(fd, static_cast<off_t>(kLedgerFileBytes)) != 0) {
+        return fail(fmt::format("the ledger \"{}\" cannot be sized ({})", path, std::strerror(errno)));
+      }
+      map_bytes = kLedgerFileBytes;
     }
-    void* map = mmap(nullptr, kLedgerFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
       return fail(fmt::format("the ledger \"{}\" cannot be mapped ({})", path, std::strerror(errno)));
     }
     member->map_ = map;
+    member->map_bytes_ = map_bytes;
+    member->pid_namespace_ = identity.pid_namespace;
+    if (map_bytes == kLedgerFileWithIdentityBytes) {
+      member->identities_ = reinterpret_cast<MemberIdentity*>(static_cast<char*>(map) + kIdentityTableOffset);
+    }
     member->header_ = static_cast<LedgerHeader*>(map);
     member->slots_ = reinterpret_cast<LedgerSlot*>(static_cast<char*>(map) + kLedgerHeaderBytes);
     member->own_index_ = kLedgerSlots;  // none yet: the sweep looks at every slot
@@ -643,7 +674,7 @@ Member* Member::join(const JoinRequest& request, std::string& error, bool* locke
       }
     }
     if (check != HeaderCheck::valid) {
-      std::memset(map, 0, kLedgerFileBytes);
+      std::memset(map, 0, map_bytes);
       initialise_header(*member->header_, request.device_total, request.uuid);
     }
     std::uint64_t generation = word(member->header_->generation).load(std::memory_order_acquire);
@@ -675,6 +706,13 @@ Member* Member::join(const JoinRequest& request, std::string& error, bool* locke
     slot.cap_bytes = request.cap_bytes;
     slot.active_until_ns = monotonic_ns() + kGrowingWindowNs;
     read_comm(slot.comm);
+    slot.host_pid = identity.host_pid;
+    slot.pid_namespace = identity.pid_namespace;
+    slot.user_namespace = identity.user_namespace;
+    if (member->identities_ != nullptr) {
+      member->identities_[index] = identity.record;
+      slot.identity_tag = identity.record.tag;
+    }
     slot.state = kSlotLive;
     member->own_slot_ = &slot;
     View& view = *view_storage();
@@ -700,7 +738,7 @@ void Member::drop_all_in_child() noexcept {
     if (member == nullptr) continue;
     // The child's copy of the descriptor: closing it leaves the parent's locks (they belong to the
     // open file description, which the parent still holds). The object is leaked, as a parent's.
-    munmap(member->map_, kLedgerFileBytes);
+    munmap(member->map_, member->map_bytes_);
     close(member->fd_);
   }
 }

@@ -179,7 +179,8 @@ class Member {
   void reclaim_answered(std::uint64_t given, std::optional<std::uint64_t> idle, std::uint32_t wake) noexcept;
   Terms terms() const noexcept;
   MemberFigures figures() const noexcept;
-  // One line naming the processes holding the GPU and what each holds, for a refusal.
+  // One line naming the processes holding the GPU and what each holds, for a refusal: each by its pid,
+  // command and identity (share/member_identity.h), its pid namespace where it is not this process's.
   std::string holders() noexcept;
   const std::string& path() const noexcept { return path_; }
 
@@ -210,6 +211,9 @@ class Member {
   int device_ = 0;
   int fd_ = -1;
   void* map_ = nullptr;
+  std::size_t map_bytes_ = 0;  // kLedgerFileWithIdentityBytes, or kLedgerFileBytes where the file could not grow
+  MemberIdentity* identities_ = nullptr;  // the identity table (null: the file has none)
+  std::uint64_t pid_namespace_ = 0;       // this process's (/proc/self/ns/pid), to name others by
   LedgerHeader* header_ = nullptr;
   LedgerSlot* slots_ = nullptr;
   LedgerSlot* own_slot_ = nullptr;

@@ -74,11 +74,17 @@ Claim claim_of(const LedgerSlot& slot, std::uint64_t device_total, std::uint64_t
   return claim;
 }
 
-std::string comm_of(const LedgerSlot& slot) {
+std::string comm_of(const LedgerSlot& slot) { return identity_text(slot.comm); }
+
+std::string identity_text(const char* field, std::size_t size) {
   std::string text;
-  for (const char c : slot.comm) {
-    if (c == '\0') break;
-    text += (c >= 0x20 && c < 0x7f) ? c : '?';
+  for (std::size_t i = 0; i < size && field[i] != '\0'; ++i) {
+    const auto byte = static_cast<unsigned char>(field[i]);
+    if (byte >= 0x20 && byte < 0x7f && byte != '\\' && byte != '"') {
+      text += static_cast<char>(byte);
+    } else {
+      text += fmt::format("\\x{:02x}", byte);
+    }
   }
   return text;
 }

@@ -82,12 +82,42 @@ struct LedgerSlot {
   std::uint64_t idle_bytes;       // of held, bytes it holds unused that its reclaim thread can give back, as it
                                   // last looked (its owner, without the lock)
   std::uint32_t flags;            // kSlotReclaims: it has a reclaim thread
-  std::uint32_t spare32;
-  std::uint64_t spare[9];
+  // Who it is beyond its pid, which only means something in its own pid namespace (containers, pods).
+  // All 0 in a slot written by an older gpumem of format 1: not known.
+  std::int32_t host_pid;          // its pid in the outermost namespace its /proc shows (NSpid's first), or 0
+  std::uint64_t pid_namespace;    // the inode of /proc/self/ns/pid: (pid_namespace, pid) names one process
+  std::uint64_t user_namespace;   // the inode of /proc/self/ns/user: uid is as that namespace sees it
+  std::uint64_t identity_tag;     // nonzero: its MemberIdentity (below) is the record carrying the same tag
+  std::uint64_t spare[6];
 };
 static_assert(sizeof(LedgerSlot) == 256);
 
 inline constexpr std::size_t kLedgerFileBytes = kLedgerHeaderBytes + std::size_t{kLedgerSlots} * sizeof(LedgerSlot);
+
+// The names an operator knows a member by, one record per slot after the slots (at
+// kIdentityTableOffset). Format 1 still: a file without the table (made by an older gpumem, 69,632
+// bytes) is grown to hold it by the next member that joins, and a record counts only while its tag
+// is its slot's identity_tag, so an older member in a slot a newer one left is never named by the
+// record left behind. Written once by its owner, under the ledger lock, before its slot goes live.
+// Every text is NUL-padded, cut to fit, and untrusted when read: read up to the first NUL within the
+// field, control characters escaped (identity_text).
+struct MemberIdentity {
+  std::uint64_t tag;            // the slot's identity_tag
+  char host_name[64];           // gethostname(): the UTS namespace's (a pod's own name in Kubernetes)
+  char pod_namespace[64];       // POD_NAMESPACE (the downward API's metadata.namespace), if set
+  char pod_name[256];           // POD_NAME (metadata.name), if set
+  char container_id[72];        // the last 64-hex-digit name in the cgroup path (docker, containerd, CRI-O)
+  char cgroup[256];             // that cgroup path (/proc/self/cgroup: the v2 entry, else the first v1 one
+                                // that is not "/"); the end kept when longer
+  char command_line[256];       // /proc/self/cmdline, arguments joined by spaces; cut when longer
+  char spare[48];
+};
+static_assert(sizeof(MemberIdentity) == 1024);
+
+inline constexpr std::size_t kIdentityTableOffset = kLedgerFileBytes;
+// The file with its identity table (331,776 bytes).
+inline constexpr std::size_t kLedgerFileWithIdentityBytes =
+    kIdentityTableOffset + std::size_t{kLedgerSlots} * sizeof(MemberIdentity);
 
 // A fresh header for `device_total` bytes and `uuid`.
 void initialise_header(LedgerHeader& header, std::uint64_t device_total, const std::uint8_t (&uuid)[16]) noexcept;
@@ -111,8 +141,16 @@ std::string describe(HeaderCheck check, const LedgerHeader& header);
 // a weight out of range to 1. `now_ns`: CLOCK_MONOTONIC, to tell whether it is still growing.
 Claim claim_of(const LedgerSlot& slot, std::uint64_t device_total, std::uint64_t now_ns) noexcept;
 
-// The slot's command name as text (at most 15 bytes, printable ASCII kept).
+// The slot's command name as text (at most 15 bytes, identity_text).
 std::string comm_of(const LedgerSlot& slot);
+// A text field of a ledger (untrusted) as text: up to its first NUL within `size` bytes, every byte
+// outside printable ASCII, and the backslash and double quote, written as \xNN, so a member cannot
+// send a terminal escape sequences or break the line it is quoted in.
+std::string identity_text(const char* field, std::size_t size);
+template <std::size_t N>
+std::string identity_text(const char (&field)[N]) {
+  return identity_text(field, N);
+}
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" as nvidia-smi prints it; the file is gpu-<32 hex>.ledger.
 std::string uuid_text(const std::uint8_t (&uuid)[16]);

@@ -340,7 +340,9 @@ class BorrowAndGiveBack(ShareTestCase):
                     self.assertEqual(outcome.share["refusals_after_wait"], 1, outcome.describe())
                     lines = [line for line in outcome.err.splitlines() if "processes share" in line]
                     self.assertEqual(len(lines), 1, outcome.describe())
-                    self.assertIn(f"pid {holder.pid} (share_worker) holds", lines[0])
+                    # Named by its pid (this namespace's: no namespace said), command and identity.
+                    self.assertRegex(lines[0], rf'pid {holder.pid} \(share_worker; host "[^"]*"(, [^;]*)?, '
+                                               rf'uid {os.geteuid()}\) holds ')
                     self.assertIn("waited 300 ms for borrowed memory", lines[0])
                 holder.kill()
                 holder.communicate()
@@ -514,9 +516,9 @@ class Top(ShareTestCase):
         text = subprocess.run([sys.executable, tool, "--once", "--dir", machine.ledger_dir], capture_output=True,
                               text=True, timeout=30)
         self.assertEqual(text.returncode, 0, text.stderr)
-        self.assertRegex(text.stdout, r"PID +COMMAND +WEIGHT +GUARANTEE +BUDGET +IN USE +HELD +BORROWED +WAITING")
-        self.assertRegex(text.stdout, rf"(?m)^ +{holder.pid} +{WORKER} .* dead$")
-        self.assertRegex(text.stdout, rf"(?m)^ +{other.pid} +{WORKER} +1 +.*128\.0 MiB +0 B +-$")
+        self.assertRegex(text.stdout, r"PID +HOST PID +COMMAND +WEIGHT +GUARANTEE +BUDGET +IN USE +HELD +BORROWED +WAITING +WHO")
+        self.assertRegex(text.stdout, rf"(?m)^ +{holder.pid} +- +{WORKER} .* dead$")
+        self.assertRegex(text.stdout, rf"(?m)^ +{other.pid} +{other.pid} +{WORKER} +1 +.*128\.0 MiB +0 B +- +host .*uid \d+$")
         # A file that is not a ledger is named, with why, and the rest is read.
         with open(os.path.join(machine.ledger_dir, "gpu-00.ledger"), "w") as f:
             f.write("not a ledger")

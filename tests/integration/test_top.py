@@ -419,9 +419,13 @@ class PrometheusTest(TopTestCase):
         self.assertIn('command="a\\"b\\\\c\\\\x0ad\\\\x1b[2J\\\\x9b"', self.raw_exposition())
 
         def member_labels(slot, member):
+            # A slot without a pid namespace (an older gpumem's) is taken as gpumem-top's own: a live
+            # member's host pid is its pid. No identity record: the rest are empty.
+            identity = {(label, "") for label in ("pid_namespace", "hostname", "pod_namespace", "pod", "container_id")}
             return frozenset({("uuid", t.uuid_text(UUID)), ("slot", str(slot)), ("pid", str(member["pid"])),
                               ("start_time", str(member["start_time"])), ("uid", str(member.get("uid", 0))),
-                              ("command", commands[slot])})
+                              ("command", commands[slot]), ("host_pid", str(member["pid"]) if slot in (0, 3) else ""),
+                              *identity})
         for slot, member in members.items():
             alive = slot in (0, 3)
             labels = member_labels(slot, member)
@@ -485,6 +489,107 @@ class PrometheusTest(TopTestCase):
         self.assertEqual(proc.returncode, 1, self.describe(proc))
         self.assertEqual(len(proc.stderr.splitlines()), 1, self.describe(proc))
         self.assertEqual(os.listdir(out), ["gpumem.prom"])
+
+
+class ListenTest(TopTestCase):
+    """--prometheus --listen: a scrape gets the view as it is at the scrape."""
+
+    def test_each_scrape_reads_the_ledgers_afresh(self):
+        import urllib.error
+        import urllib.request
+        proc = subprocess.Popen(t.python_command(t.TOP, "--prometheus", "--listen", "127.0.0.1:0", "--dir", self.dir),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        line = proc.stderr.readline()
+        match = re.match(r"gpumem-top: listening on 127\.0\.0\.1:(\d+) \(GET /metrics\)$", line.strip())
+        self.assertTrue(match, line)
+        url = f"http://127.0.0.1:{match.group(1)}"
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as answer:
+            self.assertEqual(answer.headers["Content-Type"], "text/plain; version=0.0.4; charset=utf-8")
+            self.assertEqual(parse_exposition(answer.read().decode())["gpumem_gpu_members"]["samples"], {})
+        self.shared_gpu()
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as answer:
+            served = answer.read().decode()
+        self.assertEqual(served, run_top("--prometheus", "--dir", self.dir).stdout)
+        with self.assertRaises(urllib.error.HTTPError) as raised:
+            urllib.request.urlopen(url + "/other", timeout=30)
+        self.assertEqual(raised.exception.code, 404)
+
+    def test_bad_addresses_are_one_line(self):
+        for args in (("--prometheus", "--listen", "host:port"), ("--json", "--listen", "9402"),
+                     ("--prometheus", "--listen", "70000")):
+            proc = run_top(*args, "--dir", self.dir)
+            self.assertEqual((proc.returncode, proc.stdout), (2, ""), args)
+            self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
+            self.assertIn("--listen", proc.stderr)
+
+
+class IdentityTest(TopTestCase):
+    """Members in containers and pods: each named by its identity record (when its tag is the slot's),
+    its pid namespace and the pid gpumem-top's namespace sees; every text escaped, whatever it holds."""
+
+    HOSTILE_HOST = b"node\x1b]0;owned\x07\xff\"x"
+
+    def identity_ledger(self):
+        members = [
+            # In a pid namespace no process of this machine has: its pid cannot be resolved here, and the
+            # pid it read from an outer /proc is shown marked.
+            dict(slot=0, pid=1, start_time=21, uid=0, held=GiB, comm=b"share_hold", host_pid=777,
+                 pid_namespace=4026599999, user_namespace=4026500001, identity_tag=0x1234),
+            # A record left by the slot's former member (another tag): not this member's.
+            dict(slot=2, pid=1, start_time=22, uid=1000, held=GiB, comm=b"old", pid_namespace=4026599998,
+                 identity_tag=0x99),
+            dict(slot=4, pid=7, start_time=23, uid=0, held=GiB, comm=b"hostile", pid_namespace=4026599997,
+                 identity_tag=0x4321),
+        ]
+        identities = {
+            0: dict(tag=0x1234, hostname=b"trainer-a", pod_namespace=b"ml", pod_name=b"trainer-a",
+                    container_id=b"0123456789ab" + b"f" * 52, cgroup=b"/kubepods/pod1/" + b"0123456789ab" + b"f" * 52,
+                    command_line=b"python3 train.py"),
+            2: dict(tag=0x98, hostname=b"stale", pod_name=b"stale-pod"),
+            4: dict(tag=0x4321, hostname=self.HOSTILE_HOST, pod_namespace=b"ns\n", pod_name=b"p\x9b" + b"x" * 255,
+                    cgroup=b"/a\x1b[2J", command_line=b"\x1b[31mred"),
+        }
+        path = t.write_ledger(self.dir, UUID, 16 * GiB, members, identities=identities)
+        self.hold(path, 0, 2, 4)
+        return path
+
+    def test_members_are_named_by_their_identity(self):
+        self.identity_ledger()
+        [gpu] = self.view()["gpus"]
+        shown = {m["slot"]: m for m in gpu["members"]}
+        self.assertEqual((shown[0]["pod_namespace"], shown[0]["pod_name"], shown[0]["hostname"]),
+                         ("ml", "trainer-a", "trainer-a"))
+        self.assertEqual(shown[0]["container_id"], "0123456789ab" + "f" * 52)
+        self.assertEqual((shown[0]["pid_namespace"], shown[0]["host_pid"], shown[0]["pid_here"]), (4026599999, 777, None))
+        self.assertEqual(shown[0]["user_namespace"], 4026500001)
+        self.assertEqual(shown[0]["command_line"], "python3 train.py")
+        self.assertEqual([shown[2][k] for k in ("hostname", "pod_name", "container_id")], [None] * 3)  # stale record
+        self.assertEqual(shown[4]["hostname"], self.HOSTILE_HOST.decode("utf-8", "backslashreplace"))
+        self.assertEqual(shown[4]["pod_name"], "p\\x9b" + "x" * 254)  # no NUL: read to the field's end (256 bytes)
+        [text_gpu] = parse_text_view(self.text())
+        rows = {row["COMMAND"]: row for row in text_gpu["rows"]}
+        self.assertEqual(rows["share_hold"]["HOST PID"], "777*")
+        self.assertEqual(rows["share_hold"]["WHO"], "pod ml/trainer-a, container 0123456789ab, uid 0")
+        self.assertEqual(rows["old"]["WHO"], "uid 1000")
+        self.assertIn("host node\\x1b]0;owned\\x07\\xff\"x", rows["hostile"]["WHO"])
+        self.assertIn("pod ns\\x0a/p\\x9b", rows["hostile"]["WHO"])
+        raw = run_top("--prometheus", "--dir", self.dir).stdout
+        self.assertEqual(t.unsafe_characters(raw), [])
+        metrics = parse_exposition(raw)
+        labels = [dict(key) for key in metrics["gpumem_member_held_bytes"]["samples"]]
+        by_slot = {int(label["slot"]): label for label in labels}
+        self.assertEqual({k: by_slot[0][k] for k in ("pod", "pod_namespace", "hostname", "host_pid", "pid_namespace")},
+                         dict(pod="trainer-a", pod_namespace="ml", hostname="trainer-a", host_pid="777",
+                              pid_namespace="4026599999"))
+        self.assertEqual(by_slot[4]["hostname"], 'node\\x1b]0;owned\\x07\\xff"x')
+
+    def test_a_file_without_the_identity_table_is_read_as_before(self):
+        t.write_ledger(self.dir, UUID, 16 * GiB, [dict(slot=0, pid=5, held=GiB, identity_tag=7)])
+        self.hold(os.path.join(self.dir, t.ledger_name(UUID)), 0)
+        [member] = self.view()["gpus"][0]["members"]
+        self.assertEqual((member["pid"], member["held"], member["pod_name"], member["pid_here"]), (5, GiB, None, 5))
 
 
 if __name__ == "__main__":

@@ -40,21 +40,32 @@ def unsafe_characters(text: str) -> list:
 # --- ledgers ----------------------------------------------------------------------------------
 
 HEADER = struct.Struct("<8sIIIIQ16sQQQQ48x")
-SLOT = struct.Struct("<iIQIIQQQQQQQQQQQQQ16sQ104x")
+SLOT = struct.Struct("<iIQIIQQQQQQQQQQQQQ16sQQIIQIiQQQ48x")
 HEADER_BYTES, SLOTS = 4096, 256
 LEDGER_BYTES = HEADER_BYTES + SLOTS * SLOT.size  # 69,632 as docs/sharing.md says
+IDENTITY = struct.Struct("<Q64s64s256s72s256s256s48x")  # one record per slot after the slots
+IDENTITY_FIELDS = ("tag", "hostname", "pod_namespace", "pod_name", "container_id", "cgroup", "command_line")
 SLOT_LOCK_BASE = 4096
 FLOCK = struct.Struct("=hh4xqqi4x")
 F_OFD_SETLK = 37  # Linux
 F_WRLCK = 1
 MEMBER_FIELDS = ("pid", "state", "start_time", "uid", "weight_milli", "min_bytes", "cap_bytes", "held", "in_use",
                  "demand", "guarantee", "allowance", "waiting_bytes", "reclaim_request", "given_back_bytes",
-                 "peak_borrowed", "refusals", "active_until_ns", "comm", "reclaim_until_ns")
+                 "peak_borrowed", "refusals", "active_until_ns", "comm", "reclaim_until_ns", "reserving",
+                 "reclaim_wake", "reclaim_answered", "idle_bytes", "flags", "host_pid", "pid_namespace",
+                 "user_namespace", "identity_tag")
 
 
-def ledger_bytes(uuid: bytes, device_total: int, members=(), generation=2, outside=0, capacity=None) -> bytearray:
-    """A ledger file's bytes: the header, and each member (a dict of MEMBER_FIELDS, with "slot") in its slot."""
-    data = bytearray(LEDGER_BYTES)
+def ledger_bytes(uuid: bytes, device_total: int, members=(), generation=2, outside=0, capacity=None,
+                 identities=None) -> bytearray:
+    """A ledger file's bytes: the header, and each member (a dict of MEMBER_FIELDS, with "slot") in its slot.
+    identities: None for a file without the identity table (an older gpumem's), else {slot: a dict of
+    IDENTITY_FIELDS, texts as bytes} written in the table after the slots."""
+    data = bytearray(LEDGER_BYTES + (0 if identities is None else SLOTS * IDENTITY.size))
+    for slot, record in (identities or {}).items():
+        values = dict.fromkeys(IDENTITY_FIELDS, b"")
+        values.update(record)
+        IDENTITY.pack_into(data, LEDGER_BYTES + slot * IDENTITY.size, *(values[key] for key in IDENTITY_FIELDS))
     capacity = device_total - outside if capacity is None else capacity
     HEADER.pack_into(data, 0, b"GPUMEMLD", 1, HEADER_BYTES, SLOTS, SLOT.size, device_total, uuid, generation,
                      outside, len(members), capacity)

@@ -5,11 +5,13 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -23,6 +25,7 @@
 #include "share/fair_share.h"
 #include "share/ledger.h"
 #include "share/ledger_format.h"
+#include "share/member_identity.h"
 #include "share/share_dir.h"
 
 using namespace gpumem::shim::share;
@@ -319,7 +322,7 @@ TEST_CASE("ledger format: a slot's figures are clamped", "[share][format]") {
   slot.weight_milli = 5'000'000;
   CHECK(claim_of(slot, 16 * GiB, 0).weight_milli == 1000u);
   std::memcpy(slot.comm, "py\x01thon\0zz", 10);
-  CHECK(comm_of(slot) == "py?thon");
+  CHECK(comm_of(slot) == "py\\x01thon");
 }
 
 TEST_CASE("share directory: the default is made private; unsafe ones are refused", "[share][dir]") {
@@ -390,7 +393,7 @@ TEST_CASE("ledger: join, reserve within the allowance, give back", "[share][ledg
   struct stat st {};
   REQUIRE(stat(member->path().c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
-  CHECK(static_cast<std::size_t>(st.st_size) == kLedgerFileBytes);
+  CHECK(static_cast<std::size_t>(st.st_size) == kLedgerFileWithIdentityBytes);
   const std::uint64_t updates = member->figures().ledger_updates;
   CHECK(member->reclaim_requested() == 0);  // a read of the mapped word: no update
   CHECK(member->figures().ledger_updates == updates);
@@ -713,6 +716,70 @@ TEST_CASE("ledger: a wait that no one answers ends in time", "[share][ledger]") 
   CHECK(member->figures().refusals_after_wait == 1);
 }
 
+// Holds a ledger's update lock from another open file description (as a busy or stopped member would)
+// for `ms`, then lets it go.
+class HeldUpdateLock {
+ public:
+  HeldUpdateLock(const std::string& path, int ms) : fd_(open(path.c_str(), O_RDWR | O_CLOEXEC)) {
+    REQUIRE(fd_ >= 0);
+    REQUIRE(set(F_WRLCK));
+    release_ = std::thread([this, ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      set(F_UNLCK);
+    });
+  }
+  ~HeldUpdateLock() {
+    release_.join();
+    close(fd_);
+  }
+  HeldUpdateLock(const HeldUpdateLock&) = delete;
+  HeldUpdateLock& operator=(const HeldUpdateLock&) = delete;
+
+ private:
+  bool set(short type) const {
+    struct flock lock {};
+    lock.l_type = type;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = kLedgerLockByte;
+    lock.l_len = 1;
+    return fcntl(fd_, F_OFD_SETLK, &lock) == 0;
+  }
+  int fd_;
+  std::thread release_;
+};
+
+TEST_CASE("ledger: a short visit that finds the lock busy leaves the next ones their patience", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  std::string error;
+  Member* member = join(request_in(dir), error);
+  REQUIRE(member != nullptr);
+  REQUIRE(member->reserve(GiB, std::nullopt).outcome == Outcome::reserved);
+  member->answered(GiB);
+  // Another open file description holds the update lock for 400 ms, as a busy member would.
+  HeldUpdateLock busy(member->path(), 400);
+  member->give_back(GiB / 2);  // waits 100 ms, in vain: kept for the next visit
+  const std::uint64_t updates = member->figures().ledger_updates;
+  // A busy lock is no stopped member: this visit waits for it (up to 2 s) instead of trying once.
+  CHECK(member->reserve(GiB, std::nullopt).outcome == Outcome::reserved);
+  CHECK(member->figures().ledger_updates == updates + 1);
+  member->answered(GiB);
+  CHECK(member->terms().held == GiB / 2 + GiB);  // the give-back kept aside was applied at that visit
+}
+
+TEST_CASE("ledger: a wait goes on past a look that could not lock the ledger", "[share][ledger]") {
+  const std::string dir = temporary_dir();
+  Neighbour borrower(dir, 14 * GiB, 10000);
+  std::string error;
+  Member* member = join(request_in(dir), error);
+  REQUIRE(member != nullptr);
+  // The update lock held for 2.3 s: longer than a visit's patience (2 s).
+  HeldUpdateLock busy(member->path(), 2300);
+  // Inside its guarantee (8 GiB): once the ledger is free again, the borrower is asked and gives back.
+  const Reservation waited = member->wait_and_reserve(4 * GiB, 6'000'000'000);
+  CHECK(waited.outcome == Outcome::reserved);
+  CHECK(member->terms().held == 4 * GiB);
+}
+
 TEST_CASE("ledger: files it cannot trust are refused with one line", "[share][ledger]") {
   const std::string dir = temporary_dir();
   const JoinRequest request = request_in(dir);
@@ -776,4 +843,92 @@ TEST_CASE("ledger: a forked child is not its parent's member", "[share][ledger]"
   // The children's slots are swept at the next refusal: the parent is alone again.
   CHECK(parent->reserve(1, std::nullopt).outcome == Outcome::refused);
   CHECK(parent->terms().guarantee == 16 * GiB);
+}
+
+TEST_CASE("member identity: container ids, escaped texts, how a member is named", "[share][identity]") {
+  const std::string id(64, 'a');
+  CHECK(container_id_in("/system.slice/docker-" + id + ".scope") == id);
+  CHECK(container_id_in("/kubepods/burstable/pod0c1d2e3f-0000-4000-8000-000000000001/" + id) == id);
+  CHECK(container_id_in("/kubepods.slice/cri-containerd-" + std::string(63, 'b') + ".scope").empty());
+  CHECK(container_id_in("/process_api/1527b1745a8608d4e1f1129243f55b0a").empty());  // 32 digits: no container id
+  CHECK(container_id_in("/x/" + std::string(65, 'c')).empty());
+  char field[8] = {'a', '\x1b', '[', '"', '\\', '\xff', 'z', 'q'};  // no NUL: read to the field's end
+  CHECK(identity_text(field) == "a\\x1b[\\x22\\x5c\\xffzq");
+
+  LedgerSlot slot{};
+  slot.pid = 1;
+  slot.uid = 1000;
+  slot.pid_namespace = 4026532174;
+  slot.host_pid = 29535;
+  std::memcpy(slot.comm, "share_hold", 10);
+  MemberIdentity record{};
+  std::memcpy(record.pod_name, "trainer-a", 9);
+  std::memcpy(record.pod_namespace, "ml", 2);
+  std::memcpy(record.host_name, "trainer-\x1b", 9);
+  const std::string container = "0123456789ab" + std::string(52, 'f');
+  std::memcpy(record.container_id, container.data(), 64);
+  CHECK(describe_member(slot, &record, 4026531836, false) ==
+        "pid 1 in pid namespace 4026532174 (host pid 29535) (share_hold; pod \"ml/trainer-a\", "
+        "host \"trainer-\\x1b\", container 0123456789ab, uid 1000)");
+  // In the reader's own pid namespace the pid needs no more; without a record, the slot's fields.
+  CHECK(describe_member(slot, nullptr, 4026532174, true) == "pid 1 (share_hold, this process, uid 1000)");
+  std::memset(record.container_id, 0, sizeof record.container_id);
+  std::memcpy(record.cgroup, "/user.slice", 11);
+  CHECK_THAT(describe_member(slot, &record, 4026532174, true),
+             Catch::EndsWith("(share_hold, this process; pod \"ml/trainer-a\", host \"trainer-\\x1b\", "
+                             "cgroup \"/user.slice\", uid 1000)"));
+}
+
+TEST_CASE("ledger: a member records who it is; a file without the identity table grows to hold it",
+          "[share][identity]") {
+  const std::string dir = temporary_dir();
+  const JoinRequest request = request_in(dir);
+  const std::string path = dir + "/" + ledger_file_name(request.uuid);
+  SECTION("a file an older gpumem made") {  // format 1 without the table: 69,632 bytes, one member gone
+    LedgerHeader header{};
+    initialise_header(header, request.device_total, request.uuid);
+    const int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0600);
+    REQUIRE(pwrite(fd, &header, sizeof header, 0) == sizeof header);
+    REQUIRE(ftruncate(fd, kLedgerFileBytes) == 0);
+    close(fd);
+  }
+  SECTION("a new file") {}
+  REQUIRE(setenv("POD_NAME", "trainer-a", 1) == 0);
+  REQUIRE(setenv("POD_NAMESPACE", "ml", 1) == 0);
+  std::string error;
+  Member* member = join(request, error);
+  unsetenv("POD_NAME");
+  unsetenv("POD_NAMESPACE");
+  INFO(error);
+  REQUIRE(member != nullptr);
+  struct stat st {};
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  CHECK(static_cast<std::size_t>(st.st_size) == kLedgerFileWithIdentityBytes);
+  const int fd = open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  void* map = mmap(nullptr, kLedgerFileWithIdentityBytes, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  REQUIRE(map != MAP_FAILED);
+  const auto* slots = reinterpret_cast<const LedgerSlot*>(static_cast<const char*>(map) + kLedgerHeaderBytes);
+  const auto* records = reinterpret_cast<const MemberIdentity*>(static_cast<const char*>(map) + kIdentityTableOffset);
+  const LedgerSlot* own = nullptr;
+  for (std::uint32_t i = 0; i < kLedgerSlots; ++i) {
+    if (slots[i].state == kSlotLive && slots[i].pid == getpid()) own = &slots[i];
+  }
+  REQUIRE(own != nullptr);
+  const MemberIdentity& record = records[own - slots];
+  CHECK(own->identity_tag != 0);
+  CHECK(record.tag == own->identity_tag);
+  CHECK(own->pid_namespace == own_pid_namespace());
+  CHECK(own->pid_namespace != 0);
+  CHECK(identity_text(record.pod_name) == "trainer-a");
+  CHECK(identity_text(record.pod_namespace) == "ml");
+  char host[65] = {};
+  REQUIRE(gethostname(host, 64) == 0);
+  CHECK(identity_text(record.host_name) == host);
+  CHECK_THAT(identity_text(record.command_line), Catch::Contains("test_share"));
+  CHECK_THAT(member->holders(), Catch::Contains("pid " + std::to_string(getpid()) + " (") &&
+                                    Catch::Contains("this process; pod \"ml/trainer-a\"") &&
+                                    !Catch::Contains("pid namespace"));
+  munmap(map, kLedgerFileWithIdentityBytes);
 }
