@@ -8,6 +8,9 @@
 
 namespace cudasim {
 
+constexpr int kComputeCapabilityMajor = 9;
+constexpr int kComputeCapabilityMinor = 0;
+constexpr unsigned kSmVersion = kComputeCapabilityMajor * 10 + kComputeCapabilityMinor;  // fat-binary entries' arch
 constexpr int kMultiprocessors = 132;
 constexpr int kWarpSize = 32;
 constexpr unsigned kMaxThreadsPerBlock = 1024;

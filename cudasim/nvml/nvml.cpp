@@ -7,6 +7,7 @@
 #include "nvml_api.h"
 
 #include "cudasim_private.h"
+#include "device_limits.h"
 
 #include <array>
 #include <cstdio>
@@ -179,3 +180,49 @@ CUDASIM_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
     default: return "Unknown Error";  // NVML_ERROR_UNKNOWN and codes NVML does not define
   }
 }
+
+// NVML's first, unversioned entry points, which libraries that look their functions up by name
+// (NCCL) still ask for: the same answers as the _v2 ones.
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) { return nvmlDeviceGetCount_v2(deviceCount); }
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+  return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+// The simulated devices are sm_90-class (the driver's device_limits.h).
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
+  if (!initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (major == nullptr || minor == nullptr || !valid_device(device)) return NVML_ERROR_INVALID_ARGUMENT;
+  *major = cudasim::kComputeCapabilityMajor;
+  *minor = cudasim::kComputeCapabilityMinor;
+  return NVML_SUCCESS;
+}
+
+// Functions NCCL looks up and calls without checking that they were found: not simulated. Each
+// reads no argument, answers NVML_ERROR_NOT_SUPPORTED and says so once on stderr, rather than
+// leaving the caller a null pointer to call.
+namespace {
+template <const char* Name>
+nvmlReturn_t not_simulated() {
+  static std::once_flag said;
+  std::call_once(said, [] {
+    std::fprintf(stderr, "cudasim: NVML's %s is not simulated; it returns NVML_ERROR_NOT_SUPPORTED\n", Name);
+  });
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+}  // namespace
+#define CUDASIM_NVML_NOT_SIMULATED(name)          \
+  constexpr char name##_name[] = #name;           \
+  CUDASIM_NVML_EXPORT nvmlReturn_t name() { return not_simulated<name##_name>(); }
+CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetHandleByPciBusId_v2)
+CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetHandleByPciBusId)
+CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetIndex)
+CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetP2PStatus)
+CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetNvLinkState)
+CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetNvLinkCapability)
+CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetNvLinkRemotePciInfo)
+CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetFieldValues)
+CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetGpuFabricInfoV)
+CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetPlatformInfo)
+CUDASIM_NVML_NOT_SIMULATED(nvmlSystemGetConfComputeState)
+CUDASIM_NVML_NOT_SIMULATED(nvmlSystemGetConfComputeSettings)
+#undef CUDASIM_NVML_NOT_SIMULATED

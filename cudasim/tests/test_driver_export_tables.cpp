@@ -167,3 +167,30 @@ TEST_CASE("export tables: MD2 gives RFC 1319's digests", "[driver][export_tables
   pieces.update("digest", 6);
   CHECK(hex(pieces.finish()) == "ab4f496bfb2a530b219ff33031fe06b0");
 }
+
+TEST_CASE("export tables: the tools tables give the thread's context and a context's identifier", "[driver][export_tables]") {
+  constexpr CUuuid kToolsTls = {{'\x42', '\xD8', '\x5A', '\x81', '\x23', '\xF6', '\xCB', '\x47', '\x82', '\x98', '\xF6',
+                                 '\xE7', '\x8A', '\x3A', '\xEC', '\xDC'}};
+  constexpr CUuuid kToolsContext = {{'\x21', '\x31', '\x8C', '\x60', '\x97', '\x14', '\x32', '\x48', '\x8C', '\xA6',
+                                     '\x41', '\xFF', '\x73', '\x24', '\xC8', '\xF2'}};
+  REQUIRE(cuInit(0) == CUDA_SUCCESS);
+  const void* const* tls = table(kToolsTls);
+  const void* const* contexts = table(kToolsContext);
+  CHECK(reinterpret_cast<std::uintptr_t>(contexts[0]) == 95 * sizeof(void*));
+  const auto thread_context = entry<CUresult (*)(CUcontext*)>(tls, 2);
+  const auto context_id = entry<CUresult (*)(CUcontext, unsigned long long*)>(contexts, 4);
+  CHECK(thread_context(nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CUcontext ctx = nullptr;
+  REQUIRE(cuCtxCreate(&ctx, nullptr, 0, 0) == CUDA_SUCCESS);
+  CUcontext seen = nullptr;
+  REQUIRE(thread_context(&seen) == CUDA_SUCCESS);
+  CHECK(seen == ctx);
+  unsigned long long id = 0, expected = 0;
+  REQUIRE(cuCtxGetId(ctx, &expected) == CUDA_SUCCESS);
+  REQUIRE(context_id(ctx, &id) == CUDA_SUCCESS);
+  CHECK(id == expected);
+  CHECK(context_id(ctx, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  // Slots with no published meaning answer CUDA_ERROR_NOT_SUPPORTED.
+  CHECK(entry<UnknownEntry>(contexts, 5)() == CUDA_ERROR_NOT_SUPPORTED);
+  REQUIRE(cuCtxDestroy(ctx) == CUDA_SUCCESS);
+}

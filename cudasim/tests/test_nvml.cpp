@@ -279,3 +279,43 @@ TEST_CASE("nvml: found by its soname beside the driver, exporting NVML's names",
   }
   dlclose(library);
 }
+
+TEST_CASE("nvml: NCCL's look-ups are found: unversioned names, the compute capability, the rest refused", "[nvml]") {
+  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(library != nullptr);
+  using Count = nvmlReturn_t (*)(unsigned int*);
+  using ByIndex = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
+  using Capability = nvmlReturn_t (*)(nvmlDevice_t, int*, int*);
+  using P2PStatus = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t, int, int*);
+  const auto count = reinterpret_cast<Count>(dlsym(library, "nvmlDeviceGetCount"));
+  const auto by_index = reinterpret_cast<ByIndex>(dlsym(library, "nvmlDeviceGetHandleByIndex"));
+  const auto capability = reinterpret_cast<Capability>(dlsym(library, "nvmlDeviceGetCudaComputeCapability"));
+  const auto p2p = reinterpret_cast<P2PStatus>(dlsym(library, "nvmlDeviceGetP2PStatus"));
+  REQUIRE(count != nullptr);
+  REQUIRE(by_index != nullptr);
+  REQUIRE(capability != nullptr);
+  REQUIRE(p2p != nullptr);
+  REQUIRE(nvmlInit_v2() == NVML_SUCCESS);
+  unsigned int n = 0, n2 = 0;
+  REQUIRE(count(&n) == NVML_SUCCESS);
+  REQUIRE(nvmlDeviceGetCount_v2(&n2) == NVML_SUCCESS);
+  CHECK(n == n2);
+  nvmlDevice_t device = nullptr, device2 = nullptr;
+  REQUIRE(by_index(0, &device) == NVML_SUCCESS);
+  REQUIRE(nvmlDeviceGetHandleByIndex_v2(0, &device2) == NVML_SUCCESS);
+  CHECK(device == device2);
+  int major = 0, minor = -1;
+  REQUIRE(capability(device, &major, &minor) == NVML_SUCCESS);
+  CHECK(major == 9);
+  CHECK(minor == 0);
+  CHECK(capability(device, nullptr, &minor) == NVML_ERROR_INVALID_ARGUMENT);
+  int status = 0;
+  CHECK(p2p(device, device, 0, &status) == NVML_ERROR_NOT_SUPPORTED);
+  for (const char* symbol : {"nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetIndex", "nvmlDeviceGetNvLinkState",
+                             "nvmlDeviceGetFieldValues", "nvmlSystemGetConfComputeState"}) {
+    INFO(symbol);
+    CHECK(dlsym(library, symbol) != nullptr);
+  }
+  REQUIRE(nvmlShutdown() == NVML_SUCCESS);
+  dlclose(library);
+}

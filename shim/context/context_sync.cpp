@@ -9,19 +9,29 @@
 
 namespace gpumem::shim {
 
-CUcontext active_primary_context(CUdevice device) noexcept {
+bool name_primary_context(CUdevice device, CUcontext& primary) noexcept {
   const RealDriver& driver = real_driver();
+  primary = nullptr;
   unsigned int flags = 0;
   int active = 0;
   if (driver.cuDevicePrimaryCtxGetState == nullptr || driver.cuDevicePrimaryCtxRetain == nullptr ||
       driver.cuDevicePrimaryCtxRelease_v2 == nullptr ||
-      driver.cuDevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0) {
-    return nullptr;
+      driver.cuDevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS) {
+    return false;
   }
-  CUcontext primary = nullptr;  // retaining an active primary context only names it
-  if (driver.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) return nullptr;
+  if (active == 0) return true;
+  // Retaining an active primary context only names it.
+  if (driver.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) {
+    primary = nullptr;
+    return false;
+  }
   driver.cuDevicePrimaryCtxRelease_v2(device);
-  return primary;
+  return true;
+}
+
+CUcontext active_primary_context(CUdevice device) noexcept {
+  CUcontext primary = nullptr;
+  return name_primary_context(device, primary) ? primary : nullptr;
 }
 
 CUresult synchronize_context(CUcontext context) noexcept {

@@ -11,6 +11,11 @@ namespace gpumem::shim {
 // else null.
 CUcontext active_primary_context(CUdevice device) noexcept;
 
+// Whether the driver says if the device's primary context is active: true with `primary` set to it
+// (null when inactive); false when it cannot (no cuDevicePrimaryCtxGetState or Retain, or they
+// fail), so that a teardown falls back to every context of the device instead of none.
+bool name_primary_context(CUdevice device, CUcontext& primary) noexcept;
+
 // `context`'s queued work has completed: cuCtxSynchronize_v2 where the driver has it, else the
 // context made current for one cuCtxSynchronize and the current one restored.
 CUresult synchronize_context(CUcontext context) noexcept;

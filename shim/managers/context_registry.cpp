@@ -1,8 +1,8 @@
 // The registry of contexts and their memory managers.
 #include "managers/context_registry.h"
 
+#include "context/capture_state.h"
 #include "context/context_sync.h"
-
 
 #include <algorithm>
 #include <memory>
@@ -262,17 +262,24 @@ void ContextRegistry::log_live_summaries() const noexcept {
 }
 
 void ContextRegistry::forget_primary_context(CUdevice device) {
-  const RealDriver& driver = real_driver();
-  if (!driver.available) return;
-  if (driver.cuDevicePrimaryCtxRetain != nullptr && driver.cuDevicePrimaryCtxRelease_v2 != nullptr &&
-      driver.cuDevicePrimaryCtxGetState != nullptr) {
-    if (const CUcontext primary = active_primary_context(device)) forget(primary);
+  if (!real_driver().available) return;
+  CUcontext primary = nullptr;
+  if (name_primary_context(device, primary)) {
+    if (primary != nullptr) forget(primary);
     return;
   }
-  // Without a way to name the primary context, forget every context of the device: safer than
-  // keeping an arena whose memory the reset freed.
-  const auto lock = lock_fork_safely(ProcessLock::registry);
+  // The driver cannot say which context is the primary (no entry points, or they fail): every context
+  // of the device is forgotten, safer than keeping an arena whose memory the reset frees. Their arenas
+  // and pools go back before the driver's reset runs, which would first wait for the primary's queued
+  // work: each waits for its own here (none was named to the caller's wait), but not during a graph
+  // capture, which a synchronisation would end.
   const std::size_t used = slots_in_use_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < used && !capture_state::active(); ++i) {
+    const MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire);
+    const CUcontext context = slots_[i].context.load(std::memory_order_acquire);
+    if (manager != nullptr && context != nullptr && manager->device() == device) synchronize_context(context);
+  }
+  const auto lock = lock_fork_safely(ProcessLock::registry);
   for (std::size_t i = 0; i < used; ++i) {
     MemoryManager* manager = slots_[i].manager.load(std::memory_order_acquire);
     if (manager != nullptr && manager->device() == device) {
@@ -284,6 +291,8 @@ void ContextRegistry::forget_primary_context(CUdevice device) {
       }
     }
   }
+  log::at(LogLevel::debug, "device {}: its primary context could not be named at a reset; every context of the "
+          "device forgotten with its memory", device);
 }
 
 MemoryManager* ContextRegistry::create_locked(CUcontext context, const std::optional<budget::ShareTerms>& share,

@@ -183,8 +183,10 @@ class ServiceClient:
 
 class ForgedService:
     """A descriptor service in this process's name for the forged table `number`, answering each
-    request with what answer(request) returns: (reply bytes, descriptors to attach), or None for no
-    answer at all. Its descriptors are closed once sent."""
+    request with what answer(request) returns: (reply bytes, descriptors to attach), None for no
+    answer at all, or HANG_UP to close the connection. Its descriptors are closed once sent."""
+
+    HANG_UP = "hang up"
 
     def __init__(self, number: int, answer):
         self.answer = answer
@@ -221,6 +223,9 @@ class ForgedService:
             answered = self.answer(dict(zip(names, REQUEST.unpack(data))))
             if answered is None:
                 continue
+            if answered == ForgedService.HANG_UP:
+                connection.shutdown(socket.SHUT_RDWR)
+                return
             payload, fds = answered
             try:
                 if fds:
@@ -847,6 +852,127 @@ class DescriptorBound(IpcTestCase):
             self.assertIn("closed the connection", stopped.stderr())
         self.assertEqual(stopped.descriptors(), stopped_before)
         self.assertEqual(exporter.ask("free 0"), {"free": "cudaSuccess"})
+        self.assertDescriptorsReturn(exporter, exporter_before)
+
+    def test_a_connection_broken_mid_transfer_leaves_both_processes_as_they_were(self):
+        # The importer's connection fails after it imported the first batch of a block's pieces: the
+        # service hangs up, cuts its reply short, or sends fewer descriptors than stretches. A relay in
+        # this process's name (a forged handle whose table slot is a copy of the genuine one) forwards
+        # the genuine exporter's first reply, its descriptors too, then fails as told. The open fails
+        # in one line, the pieces already imported are given back, every descriptor received is
+        # closed: the importer holds what it held before (under ulimit -n 64), the exporter too, and
+        # the genuine handle then opens in the same process.
+        env = self.shared_environment()
+        exporter, exporter_before = self.exporter_with_large_block(env, 64)
+        handle = exporter.ask("export 0")["handle"]
+        token = parse_handle(handle)
+        genuine_table = os.open(f"/proc/{token['pid']}/fd/{token['table_fd']}", os.O_RDONLY)
+        try:
+            genuine_slot = os.pread(genuine_table, SLOT_BYTES, slot_offset(token["slot"]))
+        finally:
+            os.close(genuine_table)
+        table = forged_table(82)
+        write_live_slot(table, 0, 5, genuine_slot[SLOT_HEADER.size:])
+        forged = forged_handle(82, 5, os.getpid(), table, 0)
+
+        def relay(failure):
+            client = ServiceClient(handle)
+            self.addCleanup(client.close)
+
+            def answer(request):
+                client.sock.send(REQUEST.pack(REQUEST_MAGIC, token["process_number"], token["generation"],
+                                              token["slot"], request["first"], request["count"], 0))
+                data, fds, _flags, _address = socket.recv_fds(client.sock, REPLY_BYTES + 1, BATCH + 4)
+                if request["first"] == 0:
+                    return data, fds
+                if failure == "hangs up":
+                    for fd in fds:
+                        os.close(fd)
+                    return ForgedService.HANG_UP
+                if failure == "cuts its reply short":
+                    return data[:REPLY_HEADER.size], fds
+                for fd in fds[len(fds) // 2:]:  # "sends half the descriptors"
+                    os.close(fd)
+                return data, fds[:len(fds) // 2]
+            return client, answer
+
+        importer = self.start("importer", env, 64)
+        importer.new_stderr()
+        importer_before = importer.descriptors()
+        try:
+            for failure, reason in (("hangs up", "closed the connection"),
+                                    ("cuts its reply short", "impossible reply"),
+                                    ("sends half the descriptors", "sent 8 descriptors")):
+                with self.subTest(failure=failure):
+                    client, answer = relay(failure)
+                    service = ForgedService(82, answer)
+                    try:
+                        self.assertEqual(importer.ask(f"open {forged} 0 {LARGE_BLOCK}", timeout=60),
+                                         {"open": "cudaErrorInvalidValue"})
+                    finally:
+                        service.close()
+                        client.close()
+                    lines = [line for line in importer.new_stderr().splitlines() if line.startswith("gpumem:")]
+                    self.assertEqual(len(lines), 1, lines)
+                    self.assertIn(reason, lines[0])
+                    self.assertEqual(importer.descriptors(), importer_before)
+                    self.assertDescriptorsReturn(exporter, exporter_before)
+        finally:
+            os.close(table)
+        # Nothing of the failed imports was left behind: the genuine handle opens, and closes clean.
+        self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2),
+                         {"open": "cudaSuccess", "data": "ok"})
+        self.assertEqual(importer.ask("close"), {"close": "cudaSuccess"})
+        self.assertEqual(importer.descriptors(), importer_before)
+        self.assertDescriptorsReturn(exporter, exporter_before)
+
+    def test_an_exporter_whose_replies_cannot_be_sent_keeps_nothing(self):
+        # The exporter's service fails to send: a peer that closes its end right after its request,
+        # and one that asks for batch after batch without reading any (its replies pile up until the
+        # kernel refuses more descriptors in flight under ulimit -n 64, or the peer's queue is full).
+        # The exporter closes the descriptors it made for each reply not sent and lets the peer go:
+        # it holds what it held before, and still serves.
+        env = self.shared_environment()
+        exporter, exporter_before = self.exporter_with_large_block(env, 64)
+        handle = exporter.ask("export 0")["handle"]
+        with self.subTest(peer="closes right after its request"):
+            for _ in range(5):
+                client = ServiceClient(handle)
+                client.sock.send(REQUEST.pack(REQUEST_MAGIC, client.token["process_number"],
+                                              client.token["generation"], client.token["slot"], 0, BATCH, 0))
+                client.close()
+            self.assertDescriptorsReturn(exporter, exporter_before)
+        with self.subTest(peer="never reads its replies"):
+            client = ServiceClient(handle)
+            request = REQUEST.pack(REQUEST_MAGIC, client.token["process_number"], client.token["generation"],
+                                   client.token["slot"], 0, BATCH, 0)
+            sent = 0
+            while sent < 20000:
+                try:
+                    client.sock.send(request)
+                except OSError:
+                    break  # the service let the connection go
+                sent += 1
+            # The service let it go once a reply could not be sent (or, at the latest, once idle for 5 s).
+            self.assertDescriptorsReturn(exporter, exporter_before, within=15)
+            answered = 0
+            while True:
+                try:
+                    data, fds, _flags, _address = socket.recv_fds(client.sock, REPLY_BYTES + 1, BATCH + 4)
+                except OSError:
+                    break
+                for fd in fds:
+                    os.close(fd)
+                if not data:
+                    break
+                answered += 1
+            client.close()
+            self.assertGreater(answered, 0)
+            self.assertLess(answered, sent)  # a reply could not be sent: the rest were never answered
+        importer = self.start("importer", env, 64)
+        self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2),
+                         {"open": "cudaSuccess", "data": "ok"})
+        self.assertEqual(importer.ask("close"), {"close": "cudaSuccess"})
         self.assertDescriptorsReturn(exporter, exporter_before)
 
     def test_a_forked_child_exports_in_its_own_name(self):

@@ -81,21 +81,38 @@ class DeferredFreeByData(MemTestCase):
                         self.assertOutput(result, driver_version=version, intact=1)
 
 
+# Every mode, and without gpumem (None), for the teardown tests.
+TEARDOWN_MODES = {"without gpumem": None, "bfc": {}, "bfc growth": {"GPUMEM_PREALLOCATE": "false"},
+                  "bfc classic": {"GPUMEM_REGION_SOURCE": "classic"}, "cuda_async": {"GPUMEM_MODE": "cuda_async"},
+                  "cuda_async growth": {"GPUMEM_MODE": "cuda_async", "GPUMEM_PREALLOCATE": "false"},
+                  "platform": {"GPUMEM_MODE": "platform"}}
+
+
 class TeardownWaits(MemTestCase):
     def test_destroy_and_reset_wait_for_work_still_reading_the_contexts_memory(self):
         # cuCtxDestroy and cuDevicePrimaryCtxReset wait for the context's queued work before freeing
         # its memory; the shim frees its arena or pool first, so it waits as long. A copy queued
         # behind a 200 ms host function reads a block of the context torn down meanwhile: it must read
         # the block's bytes (cuda_async mode faulted: its pool was trimmed and destroyed under the copy).
-        modes = {"without gpumem": None, "bfc": {}, "bfc growth": {"GPUMEM_PREALLOCATE": "false"},
-                 "bfc classic": {"GPUMEM_REGION_SOURCE": "classic"}, "cuda_async": {"GPUMEM_MODE": "cuda_async"},
-                 "cuda_async growth": {"GPUMEM_MODE": "cuda_async", "GPUMEM_PREALLOCATE": "false"},
-                 "platform": {"GPUMEM_MODE": "platform"}}
         for scenario in ("destroy_with_work_queued", "reset_with_work_queued"):
-            for mode, env in modes.items():
+            for mode, env in TEARDOWN_MODES.items():
                 with self.subTest(scenario=scenario, mode=mode):
                     result = self.scenario(DRIVER, scenario, MIB, env=env, preload=env is not None)
-                    self.assertOutput(result, teardown_copy_ok=1)
+                    self.assertOutput(result, teardown_copy_ok=1, after_teardown_ok=1)
+
+    def test_a_reset_whose_primary_context_cannot_be_named_waits_and_forgets_the_devices_arenas(self):
+        # cuDevicePrimaryCtxGetState failing at every call: the shim cannot tell which context the
+        # reset tears down, so it gives back the arena or pool of every context of the device, each
+        # once its queued work is done. The copy queued behind the 200 ms host function must still
+        # read the block's bytes (cuda_async faulted when that fallback freed the pool without
+        # waiting), and the device must work afterwards (an arena kept across the reset, as the shim
+        # kept it when the query failed, handed out memory the reset freed).
+        for mode, env in TEARDOWN_MODES.items():
+            with self.subTest(mode=mode):
+                faults = {"CUDASIM_FAULTS": "cuDevicePrimaryCtxGetState@1+=201"}  # CUDA_ERROR_INVALID_CONTEXT
+                result = self.scenario(DRIVER, "reset_with_work_queued", MIB, env={**(env or {}), **faults},
+                                       preload=env is not None)
+                self.assertOutput(result, teardown_copy_ok=1, after_teardown_ok=1)
 
 
 class ContextSynchronisation(MemTestCase):

@@ -138,8 +138,8 @@ class LongCallHoldingTheArena(ReclaimTestCase):
     """(d) A member freed a block (idle memory another will need), then a thread of its program grows
     the arena by much more with slow driver mappings (CUDASIM_LATENCY, 1 ms a mapping), holding the
     arena's lock throughout; a newcomer needs the idle block inside its guarantee meanwhile. The
-    reclaim thread never waits for that lock: it tries again, gives back once the call has ended, and
-    the call itself is served. The others (4 and 8 processes) hold a little and wait."""
+    reclaim thread never waits for that lock: it tries again and gives back once the call has ended (or
+    the call's own thread gives the block back when the ledger refuses its growth); the call is served. The others (4 and 8 processes) hold a little and wait."""
 
     def test_a_long_call_delays_the_give_back_without_deadlock(self):
         for count in COUNTS:
@@ -172,9 +172,10 @@ class LongCallHoldingTheArena(ReclaimTestCase):
                 self.assertOk(outcome)
                 self.assertEqual(outcome.values["thread_alloc"], "CUDA_SUCCESS", outcome.describe())
                 call_ms = float(outcome.values["thread_took_ms"])
-                # The newcomer's memory came after the call (it was the idle block), within the bound after it.
+                # The newcomer's memory came within the bound after the call ended, and the call was served. It
+                # may come sooner: once the newcomer waits inside its guarantee, the ledger refuses the long
+                # call's further growth, and the call's own thread gives the idle block back to go on.
                 self.assertCameInTime(newcomer, call_ms + BOUND_MS)
-                self.assertGreater(float(newcomer.values["took_ms"]), min(500.0, call_ms / 2), newcomer.describe())
                 self.assertGreater(outcome.share["given_back"], 0, outcome.describe())
                 self.finish_holders(machine, others)
 

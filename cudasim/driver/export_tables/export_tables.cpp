@@ -20,6 +20,9 @@ const TableInfo& table_info(Table table) {
     case Table::IntegrityCheck: return integrity_check();
     case Table::DeviceExtendedRt: return device_extended_rt();
     case Table::CtxCreateBypass: return ctx_create_bypass();
+    case Table::ToolsContext: return tools_context();
+    case Table::ToolsModule: return tools_module();
+    case Table::Unnamed1734: return unnamed_1734();
     case Table::HeapAccess:
     case Table::Count: break;
   }

@@ -35,11 +35,14 @@ enum class Table : unsigned {
   DeviceExtendedRt,
   CtxCreateBypass,
   HeapAccess,
+  ToolsContext,
+  ToolsModule,
+  Unnamed1734,
   Count,
 };
 inline constexpr std::size_t kTableCount = static_cast<std::size_t>(Table::Count);
 // No table has more slots than this (the counters are kept per slot).
-inline constexpr std::size_t kMaxSlots = 32;
+inline constexpr std::size_t kMaxSlots = 96;
 
 // How much is known of an entry: Known (meaning and arguments published, and consistent with
 // what NVIDIA's libraries do with the answer here), Inferred (the published arguments, a meaning
@@ -145,6 +148,9 @@ const TableInfo& integrity_check();
 const TableInfo& device_extended_rt();
 const TableInfo& ctx_create_bypass();
 const TableInfo& heap_access();
+const TableInfo& tools_context();
+const TableInfo& tools_module();
+const TableInfo& unnamed_1734();
 
 // A UUID from its registry spelling, "{6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9}": its bytes in the
 // order written.

@@ -16,6 +16,20 @@ alignas(16) unsigned g_callback_state[16];
 constexpr std::size_t kCallbackSwitches = 1024;
 constexpr std::size_t kCallbackState = 14;
 
+// Slot 2 of the tools' thread-local storage: the calling thread's current context (NULL: none).
+// cuBLASLt calls it, then hands the context to slot 4 of the tools' context table.
+CUresult thread_context(CUcontext* ctx) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return cuCtxGetCurrent(ctx);
+}
+
+// Slot 4 of the tools' context table: a context's unique identifier (cuCtxGetId), which cuBLASLt
+// keys its per-context state by.
+CUresult context_id(CUcontext ctx, unsigned long long* id) {
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return cuCtxGetId(ctx, id);
+}
+
 // Slot 2 of the callback hooks: the switches' memory and size.
 void callback_switches(void** memory, std::size_t* size) {
   if (memory != nullptr) *memory = g_callback_switches;
@@ -38,7 +52,19 @@ const TableInfo& cudasim::export_tables::tools_runtime_callback_hooks() {
   });
 }
 
-// The tools' thread-local storage table: the public record knows its size and no entry.
+// The tools' thread-local storage table: the public record knows its size and names slot 2 (the
+// thread's context).
 const TableInfo& cudasim::export_tables::tools_tls() {
-  return define_table<Table::ToolsTls, 4>("TOOLS_TLS", uuid("{42D85A81-23F6-CB47-8298-F6E78A3AECDC}"), true, no_entries);
+  return define_table<Table::ToolsTls, 4>("TOOLS_TLS", uuid("{42D85A81-23F6-CB47-8298-F6E78A3AECDC}"), true, [](auto& b) {
+    b.template set<2, thread_context>(Knowledge::Inferred, "the calling thread's current context (cuCtxGetCurrent)");
+  });
+}
+
+// The tools' view of contexts (the public record: 94 entries in CUDA 13, among them a context's
+// device and its number). cuBLASLt reads a context's identifier through slot 4; cuFFT asks for the
+// table when it makes a plan.
+const TableInfo& cudasim::export_tables::tools_context() {
+  return define_table<Table::ToolsContext, 95>("TOOLS_CONTEXT", uuid("{21318C60-9714-3248-8CA6-41FF7324C8F2}"), true, [](auto& b) {
+    b.template set<4, context_id>(Knowledge::Inferred, "a context's unique identifier (cuCtxGetId)");
+  });
 }

@@ -242,6 +242,22 @@ int teardown_with_work_queued(CUdevice device, bool primary_reset, std::size_t b
     CHECK_CU(cuCtxDestroy(context));
   }
   std::printf("teardown_copy_ok=%d\n", data.intact() ? 1 : 0);
+  // The device works afterwards: a new context's block holds what is written to it (an arena kept
+  // from the torn-down context would hand out memory the teardown freed). after_teardown_ok=1 then.
+  CUcontext next = nullptr;
+  if (primary_reset) {
+    next = retain_primary(device);
+  } else {
+    CHECK_CU(cuCtxCreate(&next, nullptr, 0, device));
+  }
+  CUdeviceptr fresh = 0;
+  const std::uint32_t pattern = 0x7EA2D0u;
+  std::uint32_t back = 0;
+  const bool works = cuMemAlloc(&fresh, bytes) == CUDA_SUCCESS &&
+                     cuMemcpyHtoD(fresh, &pattern, sizeof pattern) == CUDA_SUCCESS &&
+                     cuMemcpyDtoH(&back, fresh, sizeof back) == CUDA_SUCCESS && back == pattern &&
+                     cuMemFree(fresh) == CUDA_SUCCESS;
+  std::printf("after_teardown_ok=%d\n", works ? 1 : 0);
   return 0;
 }
 

@@ -490,6 +490,7 @@ CUDASIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int
 }
 
 CUDASIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  CUDASIM_FAULT_POINT("cuDevicePrimaryCtxGetState");
   if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Locked l;
   if (CUresult rc = device_status(l, dev); rc != CUDA_SUCCESS) return rc;

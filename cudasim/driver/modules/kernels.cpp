@@ -6,6 +6,7 @@
 // (CUDASIM_KERNELS=fail), the error a driver gives for an image with no code for its GPU.
 #include "contexts.h"
 #include "device_limits.h"
+#include "fatbin.h"
 #include "kernels.h"
 #include "state.h"
 
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -62,7 +64,19 @@ std::optional<std::string> image_bytes(const void* image, std::size_t limit) {
       const auto header = read_at<std::uint16_t>(bytes, 6);
       const auto body = read_at<std::uint64_t>(bytes, 8);
       if (header < 16 || body > kMaxImageBytes || header + body > limit) return std::nullopt;
-      return std::string(reinterpret_cast<const char*>(bytes), header + body);
+      // NVIDIA's libraries compress their entries: the device's own are decompressed, so that
+      // their names are found as in any other image.
+      FatbinExpansion expanded = expand_fatbin(
+          std::string_view(reinterpret_cast<const char*>(bytes), header + body), kSmVersion, kMaxImageBytes);
+      if (!expanded.error.empty()) {
+        static std::once_flag said;
+        std::call_once(said, [&expanded] {
+          std::fprintf(stderr, "cudasim: a fat binary cannot be loaded (CUDA_ERROR_INVALID_IMAGE): %s\n",
+                       expanded.error.c_str());
+        });
+        return std::nullopt;
+      }
+      return std::move(expanded.image);
     }
   }
   if (limit >= sizeof(Elf64_Ehdr) && std::memcmp(bytes, ELFMAG, SELFMAG) == 0) {
