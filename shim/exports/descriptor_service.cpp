@@ -107,6 +107,12 @@ void send_status(int fd, ReplyStatus status) {
   send_reply(fd, reply, nullptr, 0);
 }
 
+// Whether the peer has closed its end (or failed): its reply could not be delivered.
+bool peer_hung_up(int fd) {
+  pollfd state{fd, POLLRDHUP, 0};
+  return poll(&state, 1, 0) > 0 && (state.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
+}
+
 void close_peer(Peer& peer) {
   if (peer.fd >= 0) close(peer.fd);
   peer = Peer{};
@@ -180,6 +186,9 @@ void serve_request(const Service& service, Peer& peer, std::int64_t now) {
     return close_peer(peer);
   }
   peer.idle_deadline_ms = now + kPeerIdleMs;
+  // Exporting a batch of pieces is the costly part: a peer that hung up after its request is let go
+  // unanswered (many such peers would otherwise keep the service exporting for nothing).
+  if (peer_hung_up(peer.fd)) return close_peer(peer);
   std::array<int, kBatchPieces> fds;
   fds.fill(-1);
   const DescriptorReply reply = answer(service, request, fds);

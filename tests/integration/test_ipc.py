@@ -129,6 +129,17 @@ def descriptor_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def descriptor_targets(pid: int) -> list:
+    """What each of process `pid`'s descriptors refers to, for a failure's message."""
+    targets = []
+    for name in sorted(os.listdir(f"/proc/{pid}/fd"), key=int):
+        try:
+            targets.append(f"{name} -> {os.readlink(f'/proc/{pid}/fd/{name}')}")
+        except OSError:  # closed meanwhile
+            pass
+    return targets
+
+
 def limit_leaving(pid: int, room: int) -> int:
     """The descriptor limit (ulimit -n) that leaves process `pid` exactly `room` free descriptor numbers."""
     taken = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
@@ -606,7 +617,7 @@ class DescriptorBound(IpcTestCase):
         deadline = time.monotonic() + within
         while process.descriptors() != expected and time.monotonic() < deadline:
             time.sleep(0.05)
-        self.assertEqual(process.descriptors(), expected)
+        self.assertEqual(process.descriptors(), expected, descriptor_targets(process.pid))
 
     def exchange_under(self, nofile: int):
         env = self.shared_environment()
@@ -687,7 +698,7 @@ class DescriptorBound(IpcTestCase):
                 lines = [line for line in exporter.new_stderr().splitlines() if line.startswith("gpumem:")]
                 self.assertEqual(len(lines), 1, lines)
                 self.assertIn("cuIpcGetMemHandle", lines[0])
-                self.assertEqual(exporter.descriptors(), before)
+                self.assertEqual(exporter.descriptors(), before, descriptor_targets(exporter.pid))
         handle = exporter.ask("export 0")["handle"]
         importer = self.start("importer", env, 64)
         self.assertEqual(importer.ask(f"open {handle} 0 {LARGE_BLOCK}", answers=2),
