@@ -363,6 +363,7 @@ Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns,
   bool timed_out = false;
   // Slots whose request this look raised: their reclaim threads are woken once the ledger is unlocked.
   std::array<std::uint32_t, kLedgerSlots> to_wake{};
+  bool asked_within_guarantee = false;
   for (std::uint64_t poll = 0;; ++poll) {
     result.outcome = Outcome::unavailable;
     std::size_t waking = 0;
@@ -372,6 +373,11 @@ Reservation Member::wait_and_reserve(std::uint64_t bytes, std::uint64_t wait_ns,
       own_slot_->waiting_bytes = bytes;
       if (poll % 16 == 0) sweep_dead();
       result.outcome = try_take(view, now, bytes);
+      // A request that was inside the guarantee stays waited for while the guarantee shrinks for a
+      // moment (a member killed while the driver still counts its memory reads as memory outside the
+      // ledger until the readings settle): it ends at the deadline, as any wait.
+      if (result.outcome == Outcome::within_guarantee) asked_within_guarantee = true;
+      if (result.outcome == Outcome::refused && asked_within_guarantee) result.outcome = Outcome::within_guarantee;
       if (result.outcome == Outcome::lendable) {
         own_slot_->waiting_bytes = 0;  // beyond its guarantee: the others' allowances stay as they are
         compute(view, now);
