@@ -19,8 +19,10 @@ Backing::Backing(std::uintptr_t range_base, std::size_t granule, std::size_t lar
 Backing::Mapping Backing::mapping_of(std::size_t slot) const noexcept {
   const Slot& at = slots_[slot];
   const std::uintptr_t address = range_base_ + slot * granule_;
-  return Mapping{address - std::size_t{at.granule - at.first} * granule_, std::size_t{at.granules} * granule_, at.piece,
-                 std::size_t{at.first} * granule_, at.borrowed};
+  const Piece& piece = pieces_[at.piece];
+  const std::size_t offset = std::size_t{at.granule} * granule_;
+  if (at.borrowed || piece.slab) return Mapping{address, granule_, at.piece, offset, at.borrowed};
+  return Mapping{address - offset, piece.size, at.piece, 0, false};  // a laid-out piece, mapped whole
 }
 
 std::optional<Backing::Mapping> Backing::mapping_at(std::uintptr_t address) const noexcept {
@@ -43,12 +45,11 @@ std::vector<Backing::Mapping> Backing::mappings() const {
   return all;
 }
 
-void Backing::set_slots(const Mapping& mapping, bool mapped) noexcept {
+void Backing::set_slots(const Mapping& mapping, Slot value) noexcept {
   const std::size_t first = slot_of(mapping.base);
-  const auto offset = static_cast<std::uint32_t>(mapping.offset / granule_);
-  const auto granules = static_cast<std::uint32_t>(mapping.size / granule_);
-  for (std::uint32_t i = 0; i < granules; ++i) {
-    slots_[first + i] = mapped ? Slot{mapping.piece, offset + i, offset, granules, mapping.borrowed} : Slot{};
+  const std::uint32_t offset = static_cast<std::uint32_t>(mapping.offset / granule_);
+  for (std::size_t i = 0; i < mapping.size / granule_; ++i) {
+    slots_[first + i] = value.piece == kNoPiece ? Slot{} : Slot{value.piece, static_cast<std::uint32_t>(offset + i), value.borrowed};
   }
 }
 
@@ -100,24 +101,15 @@ bool Backing::plan_map(std::uintptr_t at, std::size_t bytes, Kind kind, Plan& pl
       return true;
     }
     const std::size_t granules = bytes / granule_;
+    plan.mappings.reserve(granules);
     // Idle slab granules first, from the slabs with the fewest idle ones: a slab mostly idle is left
-    // to empty, so that its memory can go back. A slab's granules taken are the last of its idle list
-    // (recording drops them from there); in the order of their offsets, those that follow each other
-    // are one mapping (a run), except for `fine` memory, which goes back granule by granule.
+    // to empty, so that its memory can go back.
     std::size_t done = 0;
-    std::vector<std::uint32_t> taken;
     for (std::size_t list = 1; list < kIdleLists && done < granules; ++list) {
       for (PieceId id = idle_heads_[list]; id != kNoPiece && done < granules; id = pieces_[id].idle_next) {
         const std::vector<std::uint32_t>& idle = pieces_[id].idle;
-        const std::size_t count = std::min(idle.size(), granules - done);
-        taken.assign(idle.end() - static_cast<std::ptrdiff_t>(count), idle.end());
-        std::sort(taken.begin(), taken.end());
-        for (std::size_t k = 0; k < count;) {
-          std::size_t run = 1;
-          while (kind != Kind::fine && k + run < count && taken[k + run] == taken[k] + run) ++run;
-          plan.mappings.push_back(Mapping{at + done * granule_, run * granule_, id, std::size_t{taken[k]} * granule_, false});
-          done += run;
-          k += run;
+        for (std::size_t k = idle.size(); k > 0 && done < granules; --k, ++done) {
+          plan.mappings.push_back(Mapping{at + done * granule_, granule_, id, std::size_t{idle[k - 1]} * granule_, false});
         }
       }
     }
@@ -125,9 +117,10 @@ bool Backing::plan_map(std::uintptr_t at, std::size_t bytes, Kind kind, Plan& pl
     if (kind == Kind::fine) {
       for (; done < granules; ++done) plan.mappings.push_back(Mapping{at + done * granule_, granule_, add_piece(granule_), 0, false});
     } else if (done < granules) {
-      // A new slab: its first granules mapped as one run.
       const PieceId id = add_piece(std::max((granules - done) * granule_, slab_bytes / granule_ * granule_));
-      plan.mappings.push_back(Mapping{at + done * granule_, (granules - done) * granule_, id, 0, false});
+      for (std::size_t offset = 0; done < granules; ++done, offset += granule_) {
+        plan.mappings.push_back(Mapping{at + done * granule_, granule_, id, offset, false});
+      }
     }
     return true;
   } catch (...) {  // bad_alloc
@@ -190,12 +183,12 @@ void Backing::commit_map(const Plan& plan, std::span<const std::uint64_t> handle
   for (const Mapping& mapping : plan.mappings) {
     Piece& piece = pieces_[mapping.piece];
     mapped_bytes_ += mapping.size;
-    set_slots(mapping, true);
+    set_slots(mapping, Slot{mapping.piece, 0, false});
     if (!piece.slab) continue;
-    const std::size_t granules = mapping.size / granule_;
-    piece.mapped_granules += granules;
-    // An idle slab's granules mapped again are the last of its idle list (plan_map took them there).
-    if (!piece.idle.empty()) piece.idle.resize(piece.idle.size() - std::min(granules, piece.idle.size()));
+    ++piece.mapped_granules;
+    const auto granule = static_cast<std::uint32_t>(mapping.offset / granule_);
+    const auto found = std::find(piece.idle.rbegin(), piece.idle.rend(), granule);
+    if (found != piece.idle.rend()) piece.idle.erase(std::next(found).base());
   }
   // A new slab's granules that nothing maps yet are idle (highest first, so the lowest go first).
   for (std::size_t i = 0; i < plan.new_ids.size() && plan.kind != Kind::laid_out; ++i) {
@@ -233,7 +226,7 @@ void Backing::unmap(std::span<const Mapping> unmapped, std::vector<Piece>& gone)
   for (const Mapping& mapping : unmapped) {
     const std::optional<Mapping> recorded = mapping_at(mapping.base);
     if (!recorded || recorded->base != mapping.base || recorded->piece != mapping.piece) continue;
-    set_slots(*recorded, false);
+    set_slots(*recorded, Slot{});
     Piece& piece = pieces_[mapping.piece];
     if (recorded->borrowed) {  // the memory stays behind its lender
       --piece.loans;
@@ -241,13 +234,9 @@ void Backing::unmap(std::span<const Mapping> unmapped, std::vector<Piece>& gone)
     }
     mapped_bytes_ -= recorded->size;
     if (piece.slab) {
-      // Its granules go idle in offset order: the last of the list, taken first, follow each other.
       unlink_idle(mapping.piece);
-      const std::size_t granules = recorded->size / granule_;
-      piece.mapped_granules -= granules;
-      for (std::size_t g = 0; g < granules; ++g) {
-        piece.idle.push_back(static_cast<std::uint32_t>(recorded->offset / granule_ + g));  // room: all its granules
-      }
+      --piece.mapped_granules;
+      piece.idle.push_back(static_cast<std::uint32_t>(recorded->offset / granule_));  // room: all its granules
       link_idle(mapping.piece);
       continue;
     }
@@ -258,8 +247,7 @@ void Backing::unmap(std::span<const Mapping> unmapped, std::vector<Piece>& gone)
 std::size_t Backing::release_idle(std::vector<Piece>& gone) noexcept {
   std::size_t released = 0;
   for (PieceId id = 0; id < pieces_.size(); ++id) {
-    const Piece& piece = pieces_[id];
-    if (!piece.live || !piece.slab || piece.mapped_granules > 0 || piece.loans > 0) continue;
+    if (!pieces_[id].live || !pieces_[id].slab || pieces_[id].mapped_granules > 0) continue;
     released += pieces_[id].size;
     forget(id, gone);
   }
@@ -295,7 +283,7 @@ bool Backing::reserve_for_loan(const Mapping& loan) {
 }
 
 void Backing::commit_loan(const Mapping& loan) noexcept {
-  set_slots(loan, true);  // room reserved
+  set_slots(loan, Slot{loan.piece, 0, true});  // room reserved
   ++pieces_[loan.piece].loans;
 }
 
@@ -311,51 +299,27 @@ void Backing::clear() noexcept {
 }
 
 bool Backing::validate() const noexcept {
-  try {
-    return check();
-  } catch (...) {  // no host memory for the tallies
-    return false;
-  }
-}
-
-bool Backing::check() const {
   std::size_t held = 0;
   std::size_t mapped = 0;
   std::vector<std::size_t> covering(pieces_.size(), 0);
   std::vector<std::size_t> loans(pieces_.size(), 0);
-  // Each slab granule's uses: mapped (not borrowed) or listed idle, exactly once.
-  std::vector<std::vector<std::uint8_t>> uses(pieces_.size());
-  for (PieceId id = 0; id < pieces_.size(); ++id) {
-    if (pieces_[id].live && pieces_[id].slab) uses[id].assign(pieces_[id].size / granule_, 0);
-  }
   for (std::size_t slot = 0; slot < slots_.size(); ++slot) {
     const Slot& at = slots_[slot];
     if (at.piece == kNoPiece) continue;
     if (at.piece >= pieces_.size() || !pieces_[at.piece].live) return false;
     const Piece& piece = pieces_[at.piece];
-    const std::size_t piece_granules = piece.size / granule_;
-    // A mapping: whole granules inside its piece, all of them in the slots, each naming it alike.
-    if (at.granules == 0 || at.granule < at.first || at.granule - at.first >= at.granules ||
-        std::size_t{at.first} + at.granules > piece_granules) {
-      return false;
-    }
+    if (std::size_t{at.granule} >= piece.size / granule_) return false;
     const Mapping mapping = mapping_of(slot);
+    // A laid-out piece's granules lie in order from its mapping's base, all of them in the slots.
     if (mapping.base < range_base_ || slot_of(mapping.base + mapping.size) > slots_.size()) return false;
-    const Slot& head = slots_[slot_of(mapping.base)];
-    if (head.piece != at.piece || head.granule != at.first || head.first != at.first ||
-        head.granules != at.granules || head.borrowed != at.borrowed) {
+    if (!mapping.borrowed && !piece.slab && mapping.base + std::size_t{at.granule} * granule_ != range_base_ + slot * granule_) {
       return false;
     }
-    if (mapping.borrowed) {  // one granule of a mapped granule of its lender
-      if (at.granules != 1 ||
-          (piece.slab && std::find(piece.idle.begin(), piece.idle.end(), at.granule) != piece.idle.end())) {
-        return false;
-      }
+    if (mapping.borrowed) {
+      if (piece.slab) return false;
       ++loans[at.piece];
       continue;
     }
-    if (!piece.slab && (at.first != 0 || at.granules != piece_granules)) return false;  // laid out: mapped whole
-    if (piece.slab && ++uses[at.piece][at.granule] != 1) return false;
     mapped += granule_;
     ++covering[at.piece];
   }
@@ -364,12 +328,8 @@ bool Backing::check() const {
     if (!piece.live) continue;
     held += piece.size;
     const std::size_t granules = piece.size / granule_;
-    if (piece.slab) {
-      if (covering[id] != piece.mapped_granules || piece.mapped_granules + piece.idle.size() != granules) return false;
-      for (const std::uint32_t granule : piece.idle) {
-        if (granule >= granules || ++uses[id][granule] != 1) return false;
-      }
-    } else if (covering[id] != granules) {
+    if (piece.slab ? covering[id] != piece.mapped_granules || piece.mapped_granules + piece.idle.size() != granules
+                   : covering[id] != granules) {
       return false;
     }
     if (loans[id] != piece.loans) return false;

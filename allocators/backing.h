@@ -7,22 +7,14 @@
 // Two kinds of pieces. A laid-out piece (the first reservation, piece_layout.h) is mapped whole by
 // one mapping: a whole preallocation in few calls; its memory goes back only whole, and its idle
 // granules serve elsewhere only when lent (mapped a second time). A slab (growth, and memory mapped
-// again after it was unmapped) is mapped in runs: granules of the slab that follow each other, at
-// addresses that follow each other, mapped by one cuMemMap at their offset in the slab. A growth
-// step is thus one cuMemCreate, one cuMemMap and one cuMemSetAccess however many granules it takes.
-// A mapping goes only whole (cuMemUnmap covers whole mappings), so a run is unmapped only where all
-// of it is idle: the arena asks where mappings lie (RegionSource::piece_at) and unmaps only those
-// wholly inside free, unfenced chunks. An idle granule inside a run that also holds live blocks (or
-// fenced ones) stays mapped, as a laid-out piece's does, and is lent where the limit leaves no
-// memory; a trim or the limit never unmaps it. Unmapped, a run's granules wait in the slab for the
-// next mapping anywhere in the region, taken as runs again where they follow each other.
+// again after it was unmapped) is mapped one granule at a time, so any of its granules can be
+// unmapped; the granule's memory then waits in the slab for the next mapping anywhere in the region.
 // Memory thus moves to where blocks need it with a cuMemMap (about a microsecond) instead of a
-// cuMemCreate (a few hundred). A slab's memory goes back once none of its granules is mapped (nor
-// lent) and its holder asks (release_idle(): a trim, another process's reclaim), not at once: memory
-// that moves from one place to another would otherwise be given back and created again.
-// A slab holds at least `slab_bytes` (fewer creations), or a single granule, mapped alone, where its
-// memory must be able to go back granule by granule (`fine`: a shared GPU's memory beyond the
-// guarantee; idle granules of larger slabs that `fine` maps again are mapped one granule each too).
+// cuMemCreate (a few hundred). A slab's memory goes back once none of its granules is mapped and its
+// holder asks (release_idle(): a trim, another process's reclaim), not at once: memory that moves
+// from one place to another would otherwise be given back and created again.
+// A slab holds at least `slab_bytes` (fewer creations), or a single granule where its memory must be
+// able to go back granule by granule (`fine`: a shared GPU's memory beyond the guarantee).
 //
 // Planning and recording are separate, so a caller can make the calls a plan needs and record only
 // what succeeded: plan_map() says which pieces to create and which mappings to make; commit_map()
@@ -35,13 +27,12 @@
 // with idle granules are listed by how many they have, so a plan finds the fullest ones at once.
 //
 // Invariants (validate()): mappings are disjoint, whole granules each; a mapping maps a range inside
-// its piece, and every granule it covers names it alike; a laid-out piece has exactly one mapping
-// that is not borrowed, covering it; a borrowed mapping is one granule, of a granule mapped (not
-// idle) in its lender; each granule of a slab is either covered by exactly one mapping that is not
-// borrowed or listed idle once; every live piece has a mapping or an idle granule; a piece's `loans`
-// counts its borrowed mappings; a slab with idle granules is in the idle list of its count (the last
-// list: that many or more), others in none; held_bytes() is the sum of the live pieces' sizes and
-// mapped_bytes() that of the mappings that are not borrowed.
+// its piece; a laid-out piece has exactly one mapping that is not borrowed, covering it; each granule
+// of a slab is either mapped by exactly one mapping or listed idle once; every live piece has a
+// mapping or an idle granule; a piece's `loans` counts its borrowed mappings; a slab with idle
+// granules is in the idle list of its count (the last list: that many or more), others in none;
+// held_bytes() is the sum of the live pieces' sizes and mapped_bytes() that of the mappings that
+// are not borrowed.
 #pragma once
 
 #include <array>
@@ -61,11 +52,10 @@ class Backing {
 
   struct Mapping {
     std::uintptr_t base = 0;  // in the region; a granule multiple
-    std::size_t size = 0;     // a laid-out piece's size, a slab's run of granules, or one granule
+    std::size_t size = 0;     // a laid-out piece's size, or one granule
     PieceId piece = kNoPiece;
     std::size_t offset = 0;   // of the mapping's first byte in its piece
-    bool borrowed = false;    // an idle granule of a busy mapping, mapped a second time: no memory of its own
-    bool operator==(const Mapping&) const = default;
+    bool borrowed = false;    // a laid-out piece's idle granule mapped a second time: no memory of its own
   };
 
   struct Piece {
@@ -76,14 +66,14 @@ class Backing {
     bool slab = false;
     std::size_t mapped_granules = 0;   // slab: its granules mapped now
     std::vector<std::uint32_t> idle;   // slab: its granules not mapped (granule indices), reused last-in first
-    std::size_t loans = 0;             // its granules mapped a second time (borrowed mappings)
+    std::size_t loans = 0;             // laid-out: its granules mapped a second time (borrowed mappings)
     PieceId idle_prev = kNoPiece;      // slab with idle granules: its neighbours in the idle list of its count
     PieceId idle_next = kNoPiece;
   };
 
   enum class Kind : std::uint8_t {
     laid_out,  // pieces as piece_layout.h lays them out from the region's start, one mapping each
-    slabs,     // runs: idle slab granules first, then a new slab of at least slab_bytes
+    slabs,     // granule mappings, idle slab granules first, then a new slab of at least slab_bytes
     fine,      // granule mappings, idle slab granules first, then slabs of one granule each
   };
 
@@ -107,8 +97,7 @@ class Backing {
     largest_piece_.store(bytes < granule_ ? granule_ : bytes, std::memory_order_relaxed);
   }
 
-  // Plans mapping [at, at + bytes) (whole granules, nothing mapped there). Idle slab granules are
-  // taken from the end of their slab's idle list, so recording drops them from there. A new slab holds at least
+  // Plans mapping [at, at + bytes) (whole granules, nothing mapped there). A new slab holds at least
   // `slab_bytes` (default: the backing's; a caller whose platform refused that much asks for no more
   // than needed, 0). False when there is no host memory for the plan.
   bool plan_map(std::uintptr_t at, std::size_t bytes, Kind kind, Plan& plan,
@@ -129,15 +118,15 @@ class Backing {
   bool strands_a_loan(std::span<const Mapping> mappings) const noexcept;
   // Records the unmapping of exactly those mappings (what mappings_from() listed, or a prefix of it):
   // a laid-out piece goes with its mapping (appended to `gone`: the caller releases it, and its
-  // memory goes); a slab's run goes idle, granule by granule, and a slab with nothing mapped stays,
-  // idle, until release_idle(). `gone` needs room for one piece per mapping (no allocation here).
+  // memory goes); a slab's granule goes idle, and a slab with nothing mapped stays, idle, until
+  // release_idle(). `gone` needs room for one piece per mapping (no allocation here).
   void unmap(std::span<const Mapping> mappings, std::vector<Piece>& gone) noexcept;
-  // The slabs with no granule mapped (nor lent) leave (appended to `gone`, which needs room for piece_count()):
+  // The slabs with no granule mapped leave (appended to `gone`, which needs room for piece_count()):
   // the caller releases them, and their memory goes. Returns their bytes.
   std::size_t release_idle(std::vector<Piece>& gone) noexcept;
 
-  // A borrowed mapping: the idle granule at `from` (of a mapping not itself borrowed: a laid-out
-  // piece's, or a slab's run) mapped again at `at`. Returns it, or a mapping with piece == kNoPiece where `from` is
+  // A borrowed mapping: the idle granule at `from` (of a laid-out piece's mapping, not itself
+  // borrowed) mapped again at `at`. Returns it, or a mapping with piece == kNoPiece where `from` is
   // not such a granule.
   Mapping plan_loan(std::uintptr_t from, std::uintptr_t at) const noexcept;
   bool reserve_for_loan(const Mapping& loan);
@@ -162,15 +151,11 @@ class Backing {
   bool validate() const noexcept;
 
  private:
-  bool check() const;  // validate(), which may run out of host memory
   // What one granule of the range holds: nothing (piece == kNoPiece), or granule `granule` of
-  // `piece`, mapped by the mapping of `granules` granules from the piece's granule `first` (a
-  // laid-out piece mapped whole, a slab's run, or a borrowed granule).
+  // `piece` (of a laid-out piece mapped whole, or a slab's or a borrowed granule mapped alone).
   struct Slot {
     PieceId piece = kNoPiece;
     std::uint32_t granule = 0;
-    std::uint32_t first = 0;
-    std::uint32_t granules = 0;
     bool borrowed = false;
   };
   // Slabs with idle granules, one list per count: list k holds those with k idle (the last list, k
@@ -180,8 +165,7 @@ class Backing {
   std::size_t slot_of(std::uintptr_t address) const noexcept { return (address - range_base_) / granule_; }
   // The mapping whose granule `slot` is (which must hold one).
   Mapping mapping_of(std::size_t slot) const noexcept;
-  // Records `mapping` in its granules' slots (`mapped`), or clears them.
-  void set_slots(const Mapping& mapping, bool mapped) noexcept;
+  void set_slots(const Mapping& mapping, Slot value) noexcept;
   static std::size_t idle_list_of(std::size_t idle) noexcept { return idle < kIdleLists ? idle : kIdleLists - 1; }
   void unlink_idle(PieceId id) noexcept;  // from its idle list, if in one
   void link_idle(PieceId id) noexcept;    // into the list of its idle count, if it has idle granules

@@ -81,14 +81,14 @@ class FakeRegionSource final : public RegionSource {
 // again (map) inside it, the memory behind it held as the shim's virtual-memory source holds it
 // (backing.h): the first reservation in pieces laid out as piece_layout.h says, at most
 // `largest_piece` bytes each (0: one granule each), given back only whole; growth and memory mapped
-// again in slabs of at least `slab_bytes` (0: one granule), mapped in runs of granules given back
-// only whole, whose idle granules are mapped again before any new memory is taken, and beyond
-// set_fine_above() in slabs of one granule. log().live_bytes is the memory held (pieces and slabs, mapped or idle), log().calls the
+// again in slabs of at least `slab_bytes` (0: one granule), mapped a granule at a time, whose idle
+// granules are mapped again before any new memory is taken, and beyond set_fine_above() in slabs of
+// one granule. log().live_bytes is the memory held (pieces and slabs, mapped or idle), log().calls the
 // driver calls the shim would make. Derived classes make the bytes usable (commit) and give them
 // back (decommit). A source built to lend (`lends`) backs granules with lent memory too: each
 // borrowed granule is a mapping of its own, holding no memory. Calls that break the contract
 // (unmapping what is unbacked or part of a mapping, or a piece whose memory is lent out; mapping what
-// is backed; lending from a borrowed granule; ranges outside the region) are refused, so
+// is backed; lending from a borrowed granule or a slab; ranges outside the region) are refused, so
 // tests catch an arena that makes them.
 class ResizableRegionSource : public RegionSource {
  public:

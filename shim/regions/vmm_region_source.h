@@ -2,15 +2,15 @@
 // limit is reserved (cuMemAddressReserve) at the first reservation, and the arena's one region under
 // it is backed as allocators/backing.h plans it: the first reservation (a preallocated limit, or the
 // first growth step) in laid-out pieces, one cuMemCreate and one cuMemMap each; growth and memory
-// mapped again in slabs of at least the arena's growth step, mapped in runs (a slab's granules that
-// follow each other, one cuMemMap at their offset), whose unmapped granules keep their memory for the
-// next mapping anywhere in the region (a cuMemMap instead of a cuMemCreate); beyond set_fine_above() (a shared GPU's memory past the member's guarantee) in
+// mapped again in slabs of at least the arena's growth step, each mapped a granule at a time, whose
+// unmapped granules keep their memory for the next mapping anywhere in the region (a cuMemMap instead
+// of a cuMemCreate); beyond set_fine_above() (a shared GPU's memory past the member's guarantee) in
 // slabs of one granule, which can go back one by one. Each request's new mappings are opened to the owning
 // device and to the devices the program gave peer access to the context in one cuMemSetAccess
 // (cuCtxEnablePeerAccess opens cuMemAlloc memory only); an unmap takes its mappings back to back in
 // one cuMemUnmap. The address space stays contiguous, so the arena's chunks coalesce across growth
-// steps, and holes cost addresses only. It lends (region_source.h): an idle granule of a piece or a
-// run that also holds live blocks is mapped a second time (cuMemMap of the piece's handle at the granule's
+// steps, and holes cost addresses only. It lends (region_source.h): an idle granule of a piece that
+// also holds live blocks is mapped a second time (cuMemMap of the piece's handle at the granule's
 // offset) where the arena needs memory the limit does not allow; that mapping adds no memory, and is
 // not charged to the budget.
 #pragma once

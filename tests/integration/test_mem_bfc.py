@@ -487,16 +487,6 @@ class VmmSource(MemTestCase):
                 self.assertEqual(device["vmm"]["peak_bytes"], 40 * MIB)
                 self.assertEqual(device["peak_bytes_reserved"], 40 * MIB)
 
-    def test_a_growth_step_maps_its_granules_at_once(self):
-        # One block of 20 MiB, then two: the second grows the region by ten 2 MiB granules, held in
-        # one new slab and mapped by one cuMemMap (a run, allocators/backing.h).
-        env = {"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_PREALLOCATE": "0"}
-        one = self.scenario(RUNTIME_SHARED, "hold", 1, 20 * MIB, env=env).device(0)["vmm"]
-        result = self.scenario(RUNTIME_SHARED, "hold", 2, 20 * MIB, env=env)
-        two = result.device(0)["vmm"]
-        self.assertEqual((two["creates"] - one["creates"], two["maps"] - one["maps"]), (1, 1), result.describe())
-        self.assertEqual(two["peak_bytes"], 40 * MIB, result.describe())
-
     def test_a_limit_between_granules_maps_whole_granules_without_a_warning(self):
         result = self.scenario(RUNTIME_SHARED, "churn", 500, env={"GPUMEM_REGION_SOURCE": "vmm", "GPUMEM_LIMIT": "1000MB"})
         device = result.device(0)
