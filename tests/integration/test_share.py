@@ -58,6 +58,17 @@ class Machine:
             os.mkdir(self.ledger_dir, 0o700)
         self.procs = []
 
+    def open_to_other_users(self) -> None:
+        """Lets a process of another user run on this machine: its statistics and ready files, and the
+        simulated device's file, writable by both users (the simulator makes that file 0600)."""
+        os.chmod(self.tmp, 0o777)
+        os.mkdir(self.sim_dir, 0o777)
+        os.chmod(self.sim_dir, 0o777)
+        device = os.path.join(self.sim_dir, "cudasim-" + (b"cudasim" + bytes(9)).hex() + ".device")
+        with open(device, "w"):
+            pass
+        os.chmod(device, 0o666)
+
     def close(self):
         for proc in self.procs:
             if proc.poll() is None:
@@ -555,14 +566,7 @@ class TwoUsers(ShareTestCase):
 
     def two_user_machine(self, ledger_dir=None) -> Machine:
         machine = Machine(self, ledger_dir=ledger_dir)
-        os.chmod(machine.tmp, 0o777)  # the other user's statistics and ready files
-        os.mkdir(machine.sim_dir, 0o777)
-        os.chmod(machine.sim_dir, 0o777)
-        # The simulated device's file, writable by both users (the simulator makes it 0600).
-        device = os.path.join(machine.sim_dir, "cudasim-" + (b"cudasim" + bytes(9)).hex() + ".device")
-        with open(device, "w"):
-            pass
-        os.chmod(device, 0o666)
+        machine.open_to_other_users()
         return machine
 
     def as_nobody(self, machine: Machine, *steps, env=None) -> subprocess.Popen:

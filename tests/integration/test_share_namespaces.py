@@ -370,13 +370,7 @@ class OtherUsers(ShareTestCase):
         os.chown(group_dir, 0, self.NOBODY)
         os.chmod(group_dir, 0o2770)
         machine = NamespacedMachine(self, ledger_dir=group_dir)
-        os.chmod(machine.tmp, 0o777)  # the other user's statistics and ready files
-        os.mkdir(machine.sim_dir, 0o777)
-        os.chmod(machine.sim_dir, 0o777)
-        device = os.path.join(machine.sim_dir, "cudasim-" + (b"cudasim" + bytes(9)).hex() + ".device")
-        with open(device, "w"):
-            pass
-        os.chmod(device, 0o666)
+        machine.open_to_other_users()
         return machine
 
     def test_a_member_of_another_uid_in_a_group_directory(self):
