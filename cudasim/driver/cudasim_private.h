@@ -24,6 +24,12 @@ CUresult cudasimDeviceCount(int* count);
 // malformed configuration.
 CUresult cudasimDeviceMemory(int physical, unsigned long long* total, unsigned long long* used);
 
+// Whether device `peer` can access device `physical`'s memory, as cuDeviceCanAccessPeer answers
+// for them (both numbered as cudasimDeviceCount counts, whatever CUDA_VISIBLE_DEVICES hides); like
+// cudasimDeviceCount, it reads the configuration itself before cuInit. CUDA_ERROR_INVALID_DEVICE
+// for an unknown number; CUDA_ERROR_INVALID_VALUE for a NULL output or a malformed configuration.
+CUresult cudasimDevicePeerAccess(int physical, int peer, int* can_access);
+
 #ifdef __cplusplus
 }
 

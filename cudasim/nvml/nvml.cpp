@@ -197,6 +197,34 @@ CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t
   return NVML_SUCCESS;
 }
 
+// Peer to peer between two devices, as the simulated driver has it (cuDeviceCanAccessPeer,
+// cuDeviceGetP2PAttribute): reading, writing, native atomics and the PCI path are OK between two
+// distinct devices unless CUDASIM_PEER_ACCESS=none; NVLink is not simulated (nvmlDeviceGetNvLink*
+// answer NVML_ERROR_NOT_SUPPORTED), so its capability is NVML_P2P_STATUS_NOT_SUPPORTED. A device
+// is not its own peer (cuDeviceCanAccessPeer says 0): NVML_P2P_STATUS_NOT_SUPPORTED, with success,
+// as NCCL asks about every ordered pair, the device and itself included, and stops on an error.
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                        nvmlGpuP2PCapsIndex_t p2pIndex,
+                                                        nvmlGpuP2PStatus_t* p2pStatus) {
+  if (!initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (p2pStatus == nullptr || !valid_device(device1) || !valid_device(device2)) return NVML_ERROR_INVALID_ARGUMENT;
+  bool capability_simulated = false;
+  switch (p2pIndex) {
+    case NVML_P2P_CAPS_INDEX_READ:
+    case NVML_P2P_CAPS_INDEX_WRITE:
+    case NVML_P2P_CAPS_INDEX_ATOMICS:
+    case NVML_P2P_CAPS_INDEX_PCI: capability_simulated = true; break;
+    case NVML_P2P_CAPS_INDEX_NVLINK: break;
+    default: return NVML_ERROR_INVALID_ARGUMENT;  // NVML_P2P_CAPS_INDEX_UNKNOWN and beyond
+  }
+  int peers = 0;
+  if (cudasimDevicePeerAccess(static_cast<int>(device1->index), static_cast<int>(device2->index), &peers) !=
+      CUDA_SUCCESS)
+    return NVML_ERROR_UNKNOWN;
+  *p2pStatus = capability_simulated && peers != 0 ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
+  return NVML_SUCCESS;
+}
+
 // Functions NCCL looks up and calls without checking that they were found: not simulated. Each
 // reads no argument, answers NVML_ERROR_NOT_SUPPORTED and says so once on stderr, rather than
 // leaving the caller a null pointer to call.
@@ -216,7 +244,6 @@ nvmlReturn_t not_simulated() {
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetHandleByPciBusId_v2)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetHandleByPciBusId)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetIndex)
-CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetP2PStatus)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetNvLinkState)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetNvLinkCapability)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetNvLinkRemotePciInfo)
