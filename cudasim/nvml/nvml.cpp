@@ -197,6 +197,29 @@ CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t
   return NVML_SUCCESS;
 }
 
+// The device at a PCI address (as cuDeviceGetPCIBusId writes it: domain 0, bus = device number + 1,
+// device 0, function 0); NVML's accepted forms are "domain:bus:device.function" and
+// "bus:device.function", hexadecimal. A malformed address: NVML_ERROR_INVALID_ARGUMENT; one no
+// simulated device has: NVML_ERROR_NOT_FOUND. The first version differs only for GPUs this process
+// may not use, which the simulator does not have.
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId, nvmlDevice_t* device) {
+  if (!initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (pciBusId == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  int physical = -1;
+  switch (cudasimDeviceByPciBusId(pciBusId, &physical)) {
+    case CUDA_SUCCESS: break;
+    case CUDA_ERROR_INVALID_VALUE: return NVML_ERROR_INVALID_ARGUMENT;
+    case CUDA_ERROR_INVALID_DEVICE: return NVML_ERROR_NOT_FOUND;
+    default: return NVML_ERROR_UNKNOWN;
+  }
+  if (physical < 0 || static_cast<unsigned>(physical) >= kMaxDevices) return NVML_ERROR_UNKNOWN;
+  *device = &g_devices[static_cast<unsigned>(physical)];
+  return NVML_SUCCESS;
+}
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* pciBusId, nvmlDevice_t* device) {
+  return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}
+
 // Peer to peer between two devices, as the simulated driver has it (cuDeviceCanAccessPeer,
 // cuDeviceGetP2PAttribute): reading, writing, native atomics and the PCI path are OK between two
 // distinct devices unless CUDASIM_PEER_ACCESS=none; NVLink is not simulated (nvmlDeviceGetNvLink*
@@ -241,8 +264,6 @@ nvmlReturn_t not_simulated() {
 #define CUDASIM_NVML_NOT_SIMULATED(name)          \
   constexpr char name##_name[] = #name;           \
   CUDASIM_NVML_EXPORT nvmlReturn_t name() { return not_simulated<name##_name>(); }
-CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetHandleByPciBusId_v2)
-CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetHandleByPciBusId)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetIndex)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetNvLinkState)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetNvLinkCapability)

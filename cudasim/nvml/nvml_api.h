@@ -100,6 +100,11 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);
  * NVML_ERROR_INSUFFICIENT_SIZE otherwise). */
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory);
+/* The device at a PCI address: "domain:bus:device.function" or "bus:device.function", hexadecimal
+ * (as cuDeviceGetPCIBusId writes it). NVML_ERROR_INVALID_ARGUMENT for NULL or a malformed address,
+ * NVML_ERROR_NOT_FOUND when no device has it. */
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId, nvmlDevice_t* device);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* pciBusId, nvmlDevice_t* device); /* as _v2 */
 /* Whether `device2` can use capability `p2pIndex` on `device1` (NVML_P2P_STATUS_OK) or why not;
  * NVML_ERROR_INVALID_ARGUMENT for a handle that is no device, an index of UNKNOWN or beyond, or a
  * NULL status. */

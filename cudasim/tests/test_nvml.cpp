@@ -307,7 +307,7 @@ TEST_CASE("nvml: NCCL's look-ups are found: unversioned names, the compute capab
   CHECK(major == 9);
   CHECK(minor == 0);
   CHECK(capability(device, nullptr, &minor) == NVML_ERROR_INVALID_ARGUMENT);
-  for (const char* symbol : {"nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetIndex", "nvmlDeviceGetNvLinkState",
+  for (const char* symbol : {"nvmlDeviceGetHandleByPciBusId", "nvmlDeviceGetIndex", "nvmlDeviceGetNvLinkState",
                              "nvmlDeviceGetFieldValues", "nvmlSystemGetConfComputeState"}) {
     INFO(symbol);
     CHECK(dlsym(library, symbol) != nullptr);
@@ -386,6 +386,40 @@ TEST_CASE("nvml: P2P status before cuInit and with CUDASIM_PEER_ACCESS=none", "[
     nvmlGpuP2PStatus_t s = NVML_P2P_STATUS_OK;
     CHILD_CHECK(nvmlDeviceGetP2PStatus(d1, d0, NVML_P2P_CAPS_INDEX_READ, &s) == NVML_SUCCESS);
     CHILD_CHECK(s == NVML_P2P_STATUS_NOT_SUPPORTED);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}
+
+TEST_CASE("nvml: handles by PCI bus id are the devices at cuDeviceGetPCIBusId's addresses", "[nvml]") {
+  const int rc = in_child([] {
+    setenv("CUDA_VISIBLE_DEVICES", "1", 1);  // CUDA sees device 1 only, as its ordinal 0
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    nvmlDevice_t d0 = nullptr, d1 = nullptr, found = nullptr;
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(0, &d0) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(1, &d1) == NVML_SUCCESS);
+    // Before cuInit: the addresses cuInit's devices will have.
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2("0000:02:00.0", &found) == NVML_SUCCESS && found == d1);
+    CHILD_CHECK(start_primary_context());
+    char bus_id[32] = {};
+    CHILD_CHECK(cuDeviceGetPCIBusId(bus_id, sizeof bus_id, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(bus_id, &found) == NVML_SUCCESS && found == d1);
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId(bus_id, &found) == NVML_SUCCESS && found == d1);
+    // The device CUDA_VISIBLE_DEVICES hides is NVML's still, at the address before it; every form.
+    for (const char* text : {"0000:01:00.0", "00000000:01:00.0", "1:0.0", "01:00.0", "0:1:0.0"}) {
+      found = nullptr;
+      CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(text, &found) == NVML_SUCCESS && found == d0);
+    }
+    // Addresses no simulated device has.
+    for (const char* text : {"0000:03:00.0", "0001:01:00.0", "0000:01:01.0", "0000:01:00.1", "0000:00:00.0"})
+      CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(text, &found) == NVML_ERROR_NOT_FOUND);
+    // Malformed addresses and NULL arguments.
+    for (const char* text : {"", "01", "0000:01", "zz:00.0", "0000:01:00.0x", "0000:01:00.0:0"})
+      CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(text, &found) == NVML_ERROR_INVALID_ARGUMENT);
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(nullptr, &found) == NVML_ERROR_INVALID_ARGUMENT);
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(bus_id, nullptr) == NVML_ERROR_INVALID_ARGUMENT);
+    CHILD_CHECK(nvmlShutdown() == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(bus_id, &found) == NVML_ERROR_UNINITIALIZED);
     return 0;
   });
   REQUIRE(rc == 0);
