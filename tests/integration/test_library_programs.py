@@ -233,6 +233,23 @@ for _name in EXPECTED:
     _add(_name)
 
 
+class NcclPeerAccessTest(testlib.TestCase):
+    """NCCL reads peer access from the simulated NVML (nvmlDeviceGetP2PStatus): the two devices are
+    peers by default, and CUDASIM_PEER_ACCESS=none turns P2P off in NCCL's topology (its INFO log
+    says so) while the communicators are still made."""
+
+    DISABLED = "P2P is disabled between connected GPUs"
+
+    def test_nccl_follows_the_simulated_peer_access(self):
+        self.assertTrue(os.access(program_path("nccl_calls"), os.X_OK), "nccl_calls is not built")
+        for peer_access, disabled in (("all", False), ("none", True)):
+            with self.subTest(CUDASIM_PEER_ACCESS=peer_access):
+                result = run_program("nccl_calls", {"CUDASIM_PEER_ACCESS": peer_access, "NCCL_DEBUG": "INFO"})
+                self.assertSucceeded(result)
+                self.assertIn("nccl_calls: done", result.stdout.splitlines(), result.describe())  # NCCL logs there too
+                self.assertEqual(self.DISABLED in result.stdout + result.stderr, disabled, result.describe())
+
+
 class GpumemRunTest(testlib.TestCase):
     """gpumem-run --sim over a library that cannot run yet: its status, and the one line of the
     simulator that says why."""
