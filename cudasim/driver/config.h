@@ -62,4 +62,9 @@ std::vector<int> visible_devices(const char* list, int count);
 // naming the variable and what it expects.
 Config read_config();
 
+// Whether device `peer` can access device `device`'s memory (cuDeviceCanAccessPeer; numbers are
+// physical or ordinal alike, as every pair is treated the same): every distinct pair unless
+// CUDASIM_PEER_ACCESS=none; a device is never its own peer.
+inline bool devices_are_peers(const Config& config, int device, int peer) { return config.peer_access && device != peer; }
+
 }  // namespace cudasim

@@ -24,6 +24,19 @@ CUresult cudasimDeviceCount(int* count);
 // malformed configuration.
 CUresult cudasimDeviceMemory(int physical, unsigned long long* total, unsigned long long* used);
 
+// Whether device `peer` can access device `physical`'s memory, as cuDeviceCanAccessPeer answers
+// for them (both numbered as cudasimDeviceCount counts, whatever CUDA_VISIBLE_DEVICES hides); like
+// cudasimDeviceCount, it reads the configuration itself before cuInit. CUDA_ERROR_INVALID_DEVICE
+// for an unknown number; CUDA_ERROR_INVALID_VALUE for a NULL output or a malformed configuration.
+CUresult cudasimDevicePeerAccess(int physical, int peer, int* can_access);
+
+// The number (as cudasimDeviceCount counts) of the device at a PCI address, as cuDeviceGetPCIBusId
+// writes it ("domain:bus:device.function" or "bus:device.function", hexadecimal), whatever
+// CUDA_VISIBLE_DEVICES hides; before cuInit too. CUDA_ERROR_INVALID_VALUE for NULL arguments or a
+// malformed address, CUDA_ERROR_INVALID_DEVICE when no simulated device has it, CUDA_ERROR_UNKNOWN
+// for a malformed configuration.
+CUresult cudasimDeviceByPciBusId(const char* pci_bus_id, int* physical);
+
 #ifdef __cplusplus
 }
 

@@ -197,6 +197,57 @@ CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t
   return NVML_SUCCESS;
 }
 
+// The device at a PCI address (as cuDeviceGetPCIBusId writes it: domain 0, bus = device number + 1,
+// device 0, function 0); NVML's accepted forms are "domain:bus:device.function" and
+// "bus:device.function", hexadecimal. A malformed address: NVML_ERROR_INVALID_ARGUMENT; one no
+// simulated device has: NVML_ERROR_NOT_FOUND. The first version differs only for GPUs this process
+// may not use, which the simulator does not have.
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId, nvmlDevice_t* device) {
+  if (!initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (pciBusId == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  int physical = -1;
+  switch (cudasimDeviceByPciBusId(pciBusId, &physical)) {
+    case CUDA_SUCCESS: break;
+    case CUDA_ERROR_INVALID_VALUE: return NVML_ERROR_INVALID_ARGUMENT;
+    case CUDA_ERROR_INVALID_DEVICE: return NVML_ERROR_NOT_FOUND;
+    default: return NVML_ERROR_UNKNOWN;
+  }
+  if (physical < 0 || static_cast<unsigned>(physical) >= kMaxDevices) return NVML_ERROR_UNKNOWN;
+  *device = &g_devices[static_cast<unsigned>(physical)];
+  return NVML_SUCCESS;
+}
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* pciBusId, nvmlDevice_t* device) {
+  return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}
+
+// Peer to peer between two devices, as the simulated driver has it (cuDeviceCanAccessPeer,
+// cuDeviceGetP2PAttribute): reading, writing, native atomics and the PCI path are OK between two
+// distinct devices unless CUDASIM_PEER_ACCESS=none; NVLink is not simulated (nvmlDeviceGetNvLink*
+// answer NVML_ERROR_NOT_SUPPORTED), so its capability is NVML_P2P_STATUS_NOT_SUPPORTED. A device
+// is not its own peer (cuDeviceCanAccessPeer says 0): NVML_P2P_STATUS_NOT_SUPPORTED, with success,
+// as NCCL asks about every ordered pair, the device and itself included, and stops on an error.
+CUDASIM_NVML_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                        nvmlGpuP2PCapsIndex_t p2pIndex,
+                                                        nvmlGpuP2PStatus_t* p2pStatus) {
+  if (!initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (p2pStatus == nullptr || !valid_device(device1) || !valid_device(device2)) return NVML_ERROR_INVALID_ARGUMENT;
+  bool capability_simulated = false;
+  switch (p2pIndex) {
+    case NVML_P2P_CAPS_INDEX_READ:
+    case NVML_P2P_CAPS_INDEX_WRITE:
+    case NVML_P2P_CAPS_INDEX_ATOMICS:
+    case NVML_P2P_CAPS_INDEX_PCI: capability_simulated = true; break;
+    case NVML_P2P_CAPS_INDEX_NVLINK: break;
+    default: return NVML_ERROR_INVALID_ARGUMENT;  // NVML_P2P_CAPS_INDEX_UNKNOWN and beyond
+  }
+  int peers = 0;
+  if (cudasimDevicePeerAccess(static_cast<int>(device1->index), static_cast<int>(device2->index), &peers) !=
+      CUDA_SUCCESS)
+    return NVML_ERROR_UNKNOWN;
+  *p2pStatus = capability_simulated && peers != 0 ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
+  return NVML_SUCCESS;
+}
+
 // Functions NCCL looks up and calls without checking that they were found: not simulated. Each
 // reads no argument, answers NVML_ERROR_NOT_SUPPORTED and says so once on stderr, rather than
 // leaving the caller a null pointer to call.
@@ -213,10 +264,7 @@ nvmlReturn_t not_simulated() {
 #define CUDASIM_NVML_NOT_SIMULATED(name)          \
   constexpr char name##_name[] = #name;           \
   CUDASIM_NVML_EXPORT nvmlReturn_t name() { return not_simulated<name##_name>(); }
-CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetHandleByPciBusId_v2)
-CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetHandleByPciBusId)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetIndex)
-CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetP2PStatus)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetNvLinkState)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetNvLinkCapability)
 CUDASIM_NVML_NOT_SIMULATED(nvmlDeviceGetNvLinkRemotePciInfo)

@@ -44,6 +44,29 @@ typedef enum nvmlReturn_enum {
   NVML_ERROR_UNKNOWN = 999
 } nvmlReturn_t;
 
+/* The status of one peer-to-peer capability between two devices (nvmlGpuP2PStatus_t). */
+typedef enum nvmlGpuP2PStatus_enum {
+  NVML_P2P_STATUS_OK = 0,
+  NVML_P2P_STATUS_CHIPSET_NOT_SUPPORED = 1,
+  NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED = NVML_P2P_STATUS_CHIPSET_NOT_SUPPORED,
+  NVML_P2P_STATUS_GPU_NOT_SUPPORTED = 2,
+  NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED = 3,
+  NVML_P2P_STATUS_DISABLED_BY_REGKEY = 4,
+  NVML_P2P_STATUS_NOT_SUPPORTED = 5,
+  NVML_P2P_STATUS_UNKNOWN = 6
+} nvmlGpuP2PStatus_t;
+
+/* The peer-to-peer capability asked about (nvmlGpuP2PCapsIndex_t). */
+typedef enum nvmlGpuP2PCapsIndex_enum {
+  NVML_P2P_CAPS_INDEX_READ = 0,
+  NVML_P2P_CAPS_INDEX_WRITE = 1,
+  NVML_P2P_CAPS_INDEX_NVLINK = 2,
+  NVML_P2P_CAPS_INDEX_ATOMICS = 3,
+  NVML_P2P_CAPS_INDEX_PCI = 4,
+  NVML_P2P_CAPS_INDEX_PROP = NVML_P2P_CAPS_INDEX_PCI, /* the older name */
+  NVML_P2P_CAPS_INDEX_UNKNOWN = 5
+} nvmlGpuP2PCapsIndex_t;
+
 /* An opaque device handle. */
 typedef struct nvmlDevice_st* nvmlDevice_t;
 
@@ -77,6 +100,16 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);
  * NVML_ERROR_INSUFFICIENT_SIZE otherwise). */
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory);
+/* The device at a PCI address: "domain:bus:device.function" or "bus:device.function", hexadecimal
+ * (as cuDeviceGetPCIBusId writes it). NVML_ERROR_INVALID_ARGUMENT for NULL or a malformed address,
+ * NVML_ERROR_NOT_FOUND when no device has it. */
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId, nvmlDevice_t* device);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* pciBusId, nvmlDevice_t* device); /* as _v2 */
+/* Whether `device2` can use capability `p2pIndex` on `device1` (NVML_P2P_STATUS_OK) or why not;
+ * NVML_ERROR_INVALID_ARGUMENT for a handle that is no device, an index of UNKNOWN or beyond, or a
+ * NULL status. */
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuP2PCapsIndex_t p2pIndex,
+                                    nvmlGpuP2PStatus_t* p2pStatus);
 
 #ifdef __cplusplus
 }

@@ -280,21 +280,19 @@ TEST_CASE("nvml: found by its soname beside the driver, exporting NVML's names",
   dlclose(library);
 }
 
-TEST_CASE("nvml: NCCL's look-ups are found: unversioned names, the compute capability, the rest refused", "[nvml]") {
+TEST_CASE("nvml: NCCL's look-ups are found: unversioned names, the compute capability, P2P status, the rest refused", "[nvml]") {
   void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
   REQUIRE(library != nullptr);
   using Count = nvmlReturn_t (*)(unsigned int*);
   using ByIndex = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
   using Capability = nvmlReturn_t (*)(nvmlDevice_t, int*, int*);
-  using P2PStatus = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t, int, int*);
   const auto count = reinterpret_cast<Count>(dlsym(library, "nvmlDeviceGetCount"));
   const auto by_index = reinterpret_cast<ByIndex>(dlsym(library, "nvmlDeviceGetHandleByIndex"));
   const auto capability = reinterpret_cast<Capability>(dlsym(library, "nvmlDeviceGetCudaComputeCapability"));
-  const auto p2p = reinterpret_cast<P2PStatus>(dlsym(library, "nvmlDeviceGetP2PStatus"));
   REQUIRE(count != nullptr);
   REQUIRE(by_index != nullptr);
   REQUIRE(capability != nullptr);
-  REQUIRE(p2p != nullptr);
+  CHECK(dlsym(library, "nvmlDeviceGetP2PStatus") == reinterpret_cast<void*>(&nvmlDeviceGetP2PStatus));
   REQUIRE(nvmlInit_v2() == NVML_SUCCESS);
   unsigned int n = 0, n2 = 0;
   REQUIRE(count(&n) == NVML_SUCCESS);
@@ -309,13 +307,120 @@ TEST_CASE("nvml: NCCL's look-ups are found: unversioned names, the compute capab
   CHECK(major == 9);
   CHECK(minor == 0);
   CHECK(capability(device, nullptr, &minor) == NVML_ERROR_INVALID_ARGUMENT);
-  int status = 0;
-  CHECK(p2p(device, device, 0, &status) == NVML_ERROR_NOT_SUPPORTED);
-  for (const char* symbol : {"nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetIndex", "nvmlDeviceGetNvLinkState",
+  for (const char* symbol : {"nvmlDeviceGetHandleByPciBusId", "nvmlDeviceGetIndex", "nvmlDeviceGetNvLinkState",
                              "nvmlDeviceGetFieldValues", "nvmlSystemGetConfComputeState"}) {
     INFO(symbol);
     CHECK(dlsym(library, symbol) != nullptr);
   }
   REQUIRE(nvmlShutdown() == NVML_SUCCESS);
   dlclose(library);
+}
+
+TEST_CASE("nvml: P2P status agrees with the driver's peer access, per capability", "[nvml]") {
+  NvmlSession session;
+  nvmlDevice_t d0 = nullptr, d1 = nullptr;
+  REQUIRE(nvmlDeviceGetHandleByIndex_v2(0, &d0) == NVML_SUCCESS);
+  REQUIRE(nvmlDeviceGetHandleByIndex_v2(1, &d1) == NVML_SUCCESS);
+  REQUIRE(start_primary_context());
+  int can_access = -1;
+  REQUIRE(cuDeviceCanAccessPeer(&can_access, 0, 1) == CUDA_SUCCESS);
+  REQUIRE(can_access == 1);  // the test platform's default: every distinct pair is peers
+  int atomics = -1;
+  REQUIRE(cuDeviceGetP2PAttribute(&atomics, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, 0, 1) == CUDA_SUCCESS);
+  REQUIRE(atomics == 1);
+  auto status = [](nvmlDevice_t a, nvmlDevice_t b, nvmlGpuP2PCapsIndex_t index) {
+    nvmlGpuP2PStatus_t s = NVML_P2P_STATUS_UNKNOWN;
+    REQUIRE(nvmlDeviceGetP2PStatus(a, b, index, &s) == NVML_SUCCESS);
+    return s;
+  };
+  for (nvmlGpuP2PCapsIndex_t index : {NVML_P2P_CAPS_INDEX_READ, NVML_P2P_CAPS_INDEX_WRITE, NVML_P2P_CAPS_INDEX_ATOMICS,
+                                      NVML_P2P_CAPS_INDEX_PCI}) {
+    INFO("capability " << index);
+    CHECK(status(d0, d1, index) == NVML_P2P_STATUS_OK);
+    CHECK(status(d1, d0, index) == NVML_P2P_STATUS_OK);
+    // A device is not its own peer (cuDeviceCanAccessPeer(0, 0) is 0), and says so with success.
+    CHECK(status(d0, d0, index) == NVML_P2P_STATUS_NOT_SUPPORTED);
+  }
+  // No NVLink is simulated (nvmlDeviceGetNvLinkState is not supported).
+  CHECK(status(d0, d1, NVML_P2P_CAPS_INDEX_NVLINK) == NVML_P2P_STATUS_NOT_SUPPORTED);
+  // Bad arguments.
+  nvmlGpuP2PStatus_t s = NVML_P2P_STATUS_OK;
+  CHECK(nvmlDeviceGetP2PStatus(d0, d1, NVML_P2P_CAPS_INDEX_READ, nullptr) == NVML_ERROR_INVALID_ARGUMENT);
+  CHECK(nvmlDeviceGetP2PStatus(d0, d1, NVML_P2P_CAPS_INDEX_UNKNOWN, &s) == NVML_ERROR_INVALID_ARGUMENT);
+  CHECK(nvmlDeviceGetP2PStatus(d0, d1, static_cast<nvmlGpuP2PCapsIndex_t>(-1), &s) == NVML_ERROR_INVALID_ARGUMENT);
+  CHECK(nvmlDeviceGetP2PStatus(nullptr, d1, NVML_P2P_CAPS_INDEX_READ, &s) == NVML_ERROR_INVALID_ARGUMENT);
+  nvmlDevice_t bogus = reinterpret_cast<nvmlDevice_t>(reinterpret_cast<char*>(d0) + 1);
+  CHECK(nvmlDeviceGetP2PStatus(d0, bogus, NVML_P2P_CAPS_INDEX_READ, &s) == NVML_ERROR_INVALID_ARGUMENT);
+  CHECK(s == NVML_P2P_STATUS_OK);  // untouched by the failed calls
+}
+
+TEST_CASE("nvml: P2P status before cuInit and with CUDASIM_PEER_ACCESS=none", "[nvml]") {
+  int rc = in_child([] {
+    // Before cuInit: the configuration as cuInit would read it.
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    nvmlDevice_t d0 = nullptr, d1 = nullptr;
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(0, &d0) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(1, &d1) == NVML_SUCCESS);
+    nvmlGpuP2PStatus_t s = NVML_P2P_STATUS_UNKNOWN;
+    CHILD_CHECK(nvmlDeviceGetP2PStatus(d0, d1, NVML_P2P_CAPS_INDEX_READ, &s) == NVML_SUCCESS);
+    CHILD_CHECK(s == NVML_P2P_STATUS_OK);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+  rc = in_child([] {
+    setenv("CUDASIM_PEER_ACCESS", "none", 1);
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    nvmlDevice_t d0 = nullptr, d1 = nullptr;
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(0, &d0) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(1, &d1) == NVML_SUCCESS);
+    for (nvmlGpuP2PCapsIndex_t index : {NVML_P2P_CAPS_INDEX_READ, NVML_P2P_CAPS_INDEX_WRITE,
+                                        NVML_P2P_CAPS_INDEX_ATOMICS, NVML_P2P_CAPS_INDEX_PCI}) {
+      nvmlGpuP2PStatus_t s = NVML_P2P_STATUS_OK;
+      CHILD_CHECK(nvmlDeviceGetP2PStatus(d0, d1, index, &s) == NVML_SUCCESS);
+      CHILD_CHECK(s == NVML_P2P_STATUS_NOT_SUPPORTED);
+    }
+    // After cuInit the driver's answer is the same.
+    CHILD_CHECK(start_primary_context());
+    int can_access = -1;
+    CHILD_CHECK(cuDeviceCanAccessPeer(&can_access, 0, 1) == CUDA_SUCCESS && can_access == 0);
+    nvmlGpuP2PStatus_t s = NVML_P2P_STATUS_OK;
+    CHILD_CHECK(nvmlDeviceGetP2PStatus(d1, d0, NVML_P2P_CAPS_INDEX_READ, &s) == NVML_SUCCESS);
+    CHILD_CHECK(s == NVML_P2P_STATUS_NOT_SUPPORTED);
+    return 0;
+  });
+  REQUIRE(rc == 0);
+}
+
+TEST_CASE("nvml: handles by PCI bus id are the devices at cuDeviceGetPCIBusId's addresses", "[nvml]") {
+  const int rc = in_child([] {
+    setenv("CUDA_VISIBLE_DEVICES", "1", 1);  // CUDA sees device 1 only, as its ordinal 0
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    nvmlDevice_t d0 = nullptr, d1 = nullptr, found = nullptr;
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(0, &d0) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetHandleByIndex_v2(1, &d1) == NVML_SUCCESS);
+    // Before cuInit: the addresses cuInit's devices will have.
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2("0000:02:00.0", &found) == NVML_SUCCESS && found == d1);
+    CHILD_CHECK(start_primary_context());
+    char bus_id[32] = {};
+    CHILD_CHECK(cuDeviceGetPCIBusId(bus_id, sizeof bus_id, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(bus_id, &found) == NVML_SUCCESS && found == d1);
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId(bus_id, &found) == NVML_SUCCESS && found == d1);
+    // The device CUDA_VISIBLE_DEVICES hides is NVML's still, at the address before it; every form.
+    for (const char* text : {"0000:01:00.0", "00000000:01:00.0", "1:0.0", "01:00.0", "0:1:0.0"}) {
+      found = nullptr;
+      CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(text, &found) == NVML_SUCCESS && found == d0);
+    }
+    // Addresses no simulated device has.
+    for (const char* text : {"0000:03:00.0", "0001:01:00.0", "0000:01:01.0", "0000:01:00.1", "0000:00:00.0"})
+      CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(text, &found) == NVML_ERROR_NOT_FOUND);
+    // Malformed addresses and NULL arguments.
+    for (const char* text : {"", "01", "0000:01", "zz:00.0", "0000:01:00.0x", "0000:01:00.0:0"})
+      CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(text, &found) == NVML_ERROR_INVALID_ARGUMENT);
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(nullptr, &found) == NVML_ERROR_INVALID_ARGUMENT);
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(bus_id, nullptr) == NVML_ERROR_INVALID_ARGUMENT);
+    CHILD_CHECK(nvmlShutdown() == NVML_SUCCESS);
+    CHILD_CHECK(nvmlDeviceGetHandleByPciBusId_v2(bus_id, &found) == NVML_ERROR_UNINITIALIZED);
+    return 0;
+  });
+  REQUIRE(rc == 0);
 }

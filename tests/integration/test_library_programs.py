@@ -7,7 +7,8 @@ binaries whose entries are Zstandard-compressed (cudasim/driver/modules/fatbin.c
 No device code runs, so no result is computed: a program prints every call and the status it
 returned and stops at the first failure. A library that runs must get to its end alone and, under
 gpumem in each mode, print exactly the same calls and statuses, with its device memory served by
-gpumem (every allocation the simulator saw without the shim is one gpumem served), and a
+gpumem (every allocation the simulator saw without the shim is one gpumem served; every cuMemCreate,
+which gpumem passes through, charged to its budget with the same peak), and a
 GPUMEM_LIMIT below what it asks for must give the library's own out-of-memory status. A library
 that cannot run yet fails as EXPECTED says: the exact call and status, and the line the simulator
 printed about why (cudasim/export_tables.md lists what it asked for).
@@ -39,9 +40,12 @@ class Expected:
     the simulator printed about why). unknown: the unknown export-table entries
     (table, index) it calls and goes on without. oom: (the library call that must answer, the
     status) when GPUMEM_LIMIT `oom_limit` is below what the library allocates itself; None when
-    these calls allocate nothing of the library's own (`no_oom` says so in the table)."""
+    these calls allocate nothing of the library's own (`no_oom` says so in the table). vmm_only: the
+    library's device memory is all cuMemCreate (none through cuMemAlloc, so gpumem's arena serves
+    none of it)."""
 
-    def __init__(self, library, calls, fails=None, unknown=(), oom=None, oom_limit="1MiB", no_oom=""):
+    def __init__(self, library, calls, fails=None, unknown=(), oom=None, oom_limit="1MiB", no_oom="",
+                 vmm_only=False):
         self.library = library
         self.calls = calls
         self.fails = fails
@@ -49,6 +53,7 @@ class Expected:
         self.oom = oom
         self.oom_limit = oom_limit
         self.no_oom = no_oom
+        self.vmm_only = vmm_only
 
 
 EXPECTED = {
@@ -85,8 +90,7 @@ EXPECTED = {
         oom=("cudnnCreate(&handle)", "4004 (CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)"), oom_limit="16KiB"),
     "nccl_calls": Expected(
         "NCCL", "ncclGetVersion, ncclCommInitAll (2 devices), ncclCommUserRank, ncclCommCount, ncclCommDestroy",
-        fails=("nccl: ncclCommInitAll(comms, ranks, devices) returned 2",
-               "cudasim: NVML's nvmlDeviceGetP2PStatus is not simulated; it returns NVML_ERROR_NOT_SUPPORTED")),
+        oom=("ncclCommInitAll(comms, ranks, devices)", "1 (ncclUnhandledCudaError)"), vmm_only=True),
 }
 
 # The shim's modes (test_examples.SHIM_CONFIGS's policy lines say each applied).
@@ -124,6 +128,19 @@ def served_allocs(stats_dir: str) -> int:
     return sum(device["allocations"] for device in document["devices"])
 
 
+def vmm_creates(result: testlib.Result) -> list:
+    """The cuMemCreate allocations the simulator saw on each device, and their peak bytes."""
+    return [(device["vmm"]["creates"], device["vmm"]["peak_bytes"]) for device in result.report["devices"]]
+
+
+def vmm_charged(stats_dir: str) -> list:
+    """The cuMemCreate allocations gpumem charged to each device's budget, and their peak bytes."""
+    with open(os.path.join(stats_dir, "stats.json")) as f:
+        document = json.load(f)
+    return [(device["budget"]["paths"]["vmm"]["charges"], device["budget"]["paths"]["vmm"]["peak_charged"])
+            for device in document["devices"]]
+
+
 def simulator_reasons(stderr: str) -> list:
     """The simulator's lines, less the two every run of NVIDIA's runtime prints."""
     return [line for line in stderr.splitlines() if line.startswith("cudasim:")
@@ -141,6 +158,9 @@ class LibraryProgramTest(testlib.TestCase):
         if expected.fails is None:
             self.assertSucceeded(result)
             self.assertEqual(result.stdout.splitlines()[-1], f"{name}: done", result.describe())
+            if expected.vmm_only:
+                self.assertEqual(driver_allocs(result), 0, result.describe())
+                self.assertTrue(all(creates > 0 for creates, _ in vmm_creates(result)), result.describe())
         else:
             self.assertEqual(result.returncode, 1, result.describe())
             self.assertEqual(result.stderr.splitlines()[-1], expected.fails[0], result.describe())
@@ -177,7 +197,11 @@ class LibraryProgramTest(testlib.TestCase):
                         # Every allocation the simulator saw without gpumem (the program's and the
                         # library's own) is one gpumem served.
                         self.assertEqual(served_allocs(dirs[mode]), driver_allocs(baseline), result.describe())
-                        if mode == "bfc":
+                        # The library's own cuMemCreate allocations (NCCL's buffers): passed through,
+                        # each one charged to its device's budget, the same peak as without gpumem.
+                        self.assertEqual(vmm_charged(dirs[mode]), vmm_creates(baseline), result.describe())
+                        # The arena saves driver allocations where the library makes any.
+                        if mode == "bfc" and driver_allocs(baseline) > 0:
                             self.assertLess(driver_allocs(result), driver_allocs(baseline), result.describe())
 
     def check_limit(self, name: str):
@@ -207,6 +231,23 @@ def _add(name: str):
 
 for _name in EXPECTED:
     _add(_name)
+
+
+class NcclPeerAccessTest(testlib.TestCase):
+    """NCCL reads peer access from the simulated NVML (nvmlDeviceGetP2PStatus): the two devices are
+    peers by default, and CUDASIM_PEER_ACCESS=none turns P2P off in NCCL's topology (its INFO log
+    says so) while the communicators are still made."""
+
+    DISABLED = "P2P is disabled between connected GPUs"
+
+    def test_nccl_follows_the_simulated_peer_access(self):
+        self.assertTrue(os.access(program_path("nccl_calls"), os.X_OK), "nccl_calls is not built")
+        for peer_access, disabled in (("all", False), ("none", True)):
+            with self.subTest(CUDASIM_PEER_ACCESS=peer_access):
+                result = run_program("nccl_calls", {"CUDASIM_PEER_ACCESS": peer_access, "NCCL_DEBUG": "INFO"})
+                self.assertSucceeded(result)
+                self.assertIn("nccl_calls: done", result.stdout.splitlines(), result.describe())  # NCCL logs there too
+                self.assertEqual(self.DISABLED in result.stdout + result.stderr, disabled, result.describe())
 
 
 class GpumemRunTest(testlib.TestCase):
@@ -240,7 +281,11 @@ def coverage_table() -> str:
     for name, e in EXPECTED.items():
         if e.fails is None:
             alone = "runs to its end"
-            shim = "the same calls and statuses; every allocation served by gpumem"
+            if e.vmm_only:
+                shim = ("the same calls and statuses; its device memory is all `cuMemCreate` (on every device), passed "
+                        "through and charged to gpumem's budget: the same count and peak")
+            else:
+                shim = "the same calls and statuses; every allocation served by gpumem"
         else:
             call = e.fails[0].split(": ", 1)[1]
             alone = f"fails: `{call}`; the simulator says `{e.fails[1].removeprefix('cudasim: ')}`"

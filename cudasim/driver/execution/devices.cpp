@@ -229,18 +229,19 @@ bool hex_field(const char*& p, char end, unsigned* value) {
 }
 
 // [domain]:[bus]:[device].[function], [domain]:[bus]:[device] or [bus]:[device].[function], hexadecimal.
-bool parse_pci_bus_id(const char* text, unsigned* domain, unsigned* bus, unsigned* device) {
+// The function is 0 when the text has none.
+bool parse_pci_bus_id(const char* text, unsigned* domain, unsigned* bus, unsigned* device, unsigned* function) {
   const int colons = static_cast<int>(std::count(text, text + std::strlen(text), ':'));
   const bool has_function = std::strchr(text, '.') != nullptr;
-  unsigned function = 0;
   const char* p = text;
   *domain = 0;
+  *function = 0;
   if (colons == 2) {
     if (!hex_field(p, ':', domain) || !hex_field(p, ':', bus)) return false;
-    return has_function ? hex_field(p, '.', device) && hex_field(p, '\0', &function) : hex_field(p, '\0', device);
+    return has_function ? hex_field(p, '.', device) && hex_field(p, '\0', function) : hex_field(p, '\0', device);
   }
   return colons == 1 && has_function && hex_field(p, ':', bus) && hex_field(p, '.', device) &&
-         hex_field(p, '\0', &function);
+         hex_field(p, '\0', function);
 }
 
 }  // namespace
@@ -298,13 +299,33 @@ CUDASIM_EXPORT CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice de
 CUDASIM_EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice* dev, const char* pciBusId) {
   Locked l;
   if (CUresult rc = l.init_status(); rc != CUDA_SUCCESS) return rc;
-  unsigned domain = 0, bus = 0, device = 0;
-  if (dev == nullptr || pciBusId == nullptr || !parse_pci_bus_id(pciBusId, &domain, &bus, &device))
+  unsigned domain = 0, bus = 0, device = 0, function = 0;  // the function is not compared
+  if (dev == nullptr || pciBusId == nullptr || !parse_pci_bus_id(pciBusId, &domain, &bus, &device, &function))
     return CUDA_ERROR_INVALID_VALUE;
   for (const Device& d : l.st.devices) {
     if (domain == kPciDomain && device == kPciDevice &&
         bus == static_cast<unsigned>(attribute_value(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d.physical))) {
       *dev = d.ordinal;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_DEVICE;
+}
+
+// For the simulated NVML: the device at that address among all simulated devices, whatever
+// CUDA_VISIBLE_DEVICES hides (NVML sees them all), before cuInit too. The function must be 0 (each
+// simulated device is function 0 of its own bus).
+CUDASIM_EXPORT CUresult cudasimDeviceByPciBusId(const char* pci_bus_id, int* physical) {
+  Locked l;
+  const Config config = l.st.initialized ? l.st.config : read_config();
+  if (!config.valid) return CUDA_ERROR_UNKNOWN;
+  unsigned domain = 0, bus = 0, device = 0, function = 0;
+  if (physical == nullptr || pci_bus_id == nullptr || !parse_pci_bus_id(pci_bus_id, &domain, &bus, &device, &function))
+    return CUDA_ERROR_INVALID_VALUE;
+  for (int d = 0; d < config.device_count; ++d) {
+    if (domain == kPciDomain && device == kPciDevice && function == 0 &&
+        bus == static_cast<unsigned>(attribute_value(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d))) {
+      *physical = d;
       return CUDA_SUCCESS;
     }
   }

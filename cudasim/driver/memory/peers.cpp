@@ -8,7 +8,7 @@ using namespace cudasim;
 
 namespace {
 
-bool can_access_peer(const State& st, int device, int peer) { return st.config.peer_access && device != peer; }
+bool can_access_peer(const State& st, int device, int peer) { return devices_are_peers(st.config, device, peer); }
 
 }  // namespace
 

@@ -48,3 +48,14 @@ CUDASIM_EXPORT CUresult cudasimDeviceMemory(int physical, unsigned long long* to
   Locked l;
   return device_memory(l.st, physical, total, used, nullptr);
 }
+
+CUDASIM_EXPORT CUresult cudasimDevicePeerAccess(int physical, int peer, int* can_access) {
+  if (can_access == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked l;
+  const Config config = l.st.initialized ? l.st.config : read_config();
+  if (!config.valid) return CUDA_ERROR_INVALID_VALUE;
+  if (physical < 0 || physical >= config.device_count || peer < 0 || peer >= config.device_count)
+    return CUDA_ERROR_INVALID_DEVICE;
+  *can_access = devices_are_peers(config, physical, peer) ? 1 : 0;
+  return CUDA_SUCCESS;
+}
