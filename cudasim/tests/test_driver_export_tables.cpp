@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../driver/export_tables/hmac_md2.h"
 #include "driver_support.h"
@@ -59,6 +61,16 @@ std::string hex(const cudasim::export_tables::Md2Digest& digest) {
   }
   return out;
 }
+
+// What slot 7 of the tools' module table hands its callback, in call order.
+struct VisitedFunctions {
+  std::vector<std::pair<CUfunction, std::uint64_t>> calls;
+};
+void record_function(void* user_data, CUfunction function, std::uint64_t value) {
+  static_cast<VisitedFunctions*>(user_data)->calls.emplace_back(function, value);
+}
+using FunctionVisitor = void (*)(void*, CUfunction, std::uint64_t);
+using IterateFunctions = int (*)(CUcontext, CUmodule, FunctionVisitor, void*);
 
 }  // namespace
 
@@ -193,4 +205,40 @@ TEST_CASE("export tables: the tools tables give the thread's context and a conte
   // Slots with no published meaning answer CUDA_ERROR_NOT_SUPPORTED.
   CHECK(entry<UnknownEntry>(contexts, 5)() == CUDA_ERROR_NOT_SUPPORTED);
   REQUIRE(cuCtxDestroy(ctx) == CUDA_SUCCESS);
+}
+
+TEST_CASE("export tables: the tools' module table calls back once per function of a module", "[driver][export_tables]") {
+  constexpr CUuuid kToolsModule = {{'\x6E', '\x16', '\x3F', '\xBE', '\xB9', '\x58', '\x44', '\x4D', '\x83', '\x5C',
+                                    '\xE1', '\x82', '\xAF', '\xF1', '\x99', '\x1E'}};
+  const CUcontext ctx = driver_test::primary_context();
+  const void* const* modules = table(kToolsModule);
+  CHECK(reinterpret_cast<std::uintptr_t>(modules[0]) == 32 * sizeof(void*));
+  const auto iterate = entry<IterateFunctions>(modules, 7);
+  const char ptx[] = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry alpha()\n{ ret; }\n"
+                     ".visible .entry beta()\n{ ret; }\n.func helper()\n{ ret; }\n";
+  CUmodule module = nullptr;
+  REQUIRE(cuModuleLoadData(&module, ptx) == CUDA_SUCCESS);
+  VisitedFunctions visited;
+  CHECK(iterate(ctx, module, record_function, &visited) == 1);
+  // Each entry once, in the image's order (not the .func), with the module as the second value.
+  REQUIRE(visited.calls.size() == 2);
+  const char* names[2] = {};
+  for (std::size_t i = 0; i < 2; ++i) {
+    REQUIRE(cuFuncGetName(&names[i], visited.calls[i].first) == CUDA_SUCCESS);
+    CHECK(visited.calls[i].second == reinterpret_cast<std::uintptr_t>(module));
+  }
+  CHECK(std::string(names[0]) == "alpha");
+  CHECK(std::string(names[1]) == "beta");
+  CUfunction beta = nullptr;
+  REQUIRE(cuModuleGetFunction(&beta, module, "beta") == CUDA_SUCCESS);
+  CHECK(visited.calls[1].first == beta);  // the handles the public calls give
+  // No callback, or a module that is not loaded: 0, nothing called.
+  CHECK(iterate(ctx, module, nullptr, &visited) == 0);
+  REQUIRE(cuModuleUnload(module) == CUDA_SUCCESS);
+  visited.calls.clear();
+  CHECK(iterate(ctx, module, record_function, &visited) == 0);
+  CHECK(iterate(ctx, nullptr, record_function, &visited) == 0);
+  CHECK(visited.calls.empty());
+  // Other slots answer CUDA_ERROR_NOT_SUPPORTED.
+  CHECK(entry<UnknownEntry>(modules, 6)() == CUDA_ERROR_NOT_SUPPORTED);
 }

@@ -14,12 +14,6 @@ const TableInfo& cudasim::export_tables::heap_access() {
   return define_table<Table::HeapAccess, 3>("HEAP_ACCESS", uuid("{195BCBF4-D67D-024A-ACC5-1D29CEA631AE}"), true, no_entries);
 }
 
-// The tools' view of modules (the public record names it CU_ETID_ToolsModule and no entry). cuFFT
-// asks for it when it makes a plan; the size is not published: 32 slots, all unknown.
-const TableInfo& cudasim::export_tables::tools_module() {
-  return define_table<Table::ToolsModule, 32>("TOOLS_MODULE", uuid("{6E163FBE-B958-444D-835C-E182AFF1991E}"), true, no_entries);
-}
-
 // A table no public record names. cuBLASLt asks for it in cublasGemmEx's half-precision path and
 // calls slot 4 without checking that the table was handed out, so refusing the UUID would crash
 // it; every slot is unknown (16, the size not published), so the call fails instead.

@@ -2,7 +2,9 @@
 // (CUPTI's callbacks). No tool attaches to the simulator, so the runtime is told none is enabled.
 #include "export_tables.h"
 
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 using namespace cudasim::export_tables;
 
@@ -42,6 +44,27 @@ void callback_state(void** memory, std::size_t* size) {
   if (size != nullptr) *size = kCallbackState;
 }
 
+// What slot 7 of the tools' module table calls once per function: the caller's value, the
+// function, and a second value the public records read from the function's driver object (its
+// meaning is not recorded).
+using FunctionVisitor = void (*)(void* user_data, CUfunction function, std::uint64_t value);
+
+// Slot 7 of the tools' module table: calls `visit` once for each function of `module`, in the
+// image's order, and answers 1 (what the public records return after calling it); 0 when the
+// module is no live one or `visit` is NULL, with nothing called. The context is the module's
+// (the records pass it first); the simulator finds a module's functions without it. The second
+// value given is the function's module: the records' value comes from a driver object the
+// simulator does not have, and cuFFT, which calls this when it makes a plan, needs no more.
+int iterate_module_functions(CUcontext, CUmodule module, FunctionVisitor visit, void* user_data) {
+  if (visit == nullptr) return 0;
+  unsigned count = 0;
+  if (cuModuleGetFunctionCount(&count, module) != CUDA_SUCCESS) return 0;
+  std::vector<CUfunction> functions(count);
+  if (count != 0 && cuModuleEnumerateFunctions(functions.data(), count, module) != CUDA_SUCCESS) return 0;
+  for (CUfunction function : functions) visit(user_data, function, reinterpret_cast<std::uintptr_t>(module));
+  return 1;
+}
+
 }  // namespace
 
 const TableInfo& cudasim::export_tables::tools_runtime_callback_hooks() {
@@ -66,5 +89,15 @@ const TableInfo& cudasim::export_tables::tools_tls() {
 const TableInfo& cudasim::export_tables::tools_context() {
   return define_table<Table::ToolsContext, 95>("TOOLS_CONTEXT", uuid("{21318C60-9714-3248-8CA6-41FF7324C8F2}"), true, [](auto& b) {
     b.template set<4, context_id>(Knowledge::Inferred, "a context's unique identifier (cuCtxGetId)");
+  });
+}
+
+// The tools' view of modules (the public record names it CU_ETID_ToolsModule; other public records
+// name slots of it, one of them "iterate on functions"). The size is not published: 32 slots.
+// cuFFT calls slot 7 when it makes a plan.
+const TableInfo& cudasim::export_tables::tools_module() {
+  return define_table<Table::ToolsModule, 32>("TOOLS_MODULE", uuid("{6E163FBE-B958-444D-835C-E182AFF1991E}"), true, [](auto& b) {
+    b.template set<7, iterate_module_functions>(Knowledge::Inferred,
+                                                "calls a callback once per function of a module; answers 1");
   });
 }
