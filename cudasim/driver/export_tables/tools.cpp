@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <vector>
 
 using namespace cudasim::export_tables;
@@ -51,15 +52,21 @@ using FunctionVisitor = void (*)(void* user_data, CUfunction function, std::uint
 
 // Slot 7 of the tools' module table: calls `visit` once for each function of `module`, in the
 // image's order, and answers 1 (what the public records return after calling it); 0 when the
-// module is no live one or `visit` is NULL, with nothing called. The context is the module's
-// (the records pass it first); the simulator finds a module's functions without it. The second
-// value given is the function's module: the records' value comes from a driver object the
-// simulator does not have, and cuFFT, which calls this when it makes a plan, needs no more.
+// module is no live one or `visit` is NULL (or the handles do not fit in memory), with nothing
+// called. The context is the module's (the records pass it first); the simulator finds a module's
+// functions without it. The callback's third argument is the function's module: the records' value
+// comes from a driver object the simulator does not have, and cuFFT, which calls this when it makes
+// a plan, makes its plans with it.
 int iterate_module_functions(CUcontext, CUmodule module, FunctionVisitor visit, void* user_data) {
   if (visit == nullptr) return 0;
   unsigned count = 0;
   if (cuModuleGetFunctionCount(&count, module) != CUDA_SUCCESS) return 0;
-  std::vector<CUfunction> functions(count);
+  std::vector<CUfunction> functions;
+  try {
+    functions.resize(count);
+  } catch (const std::bad_alloc&) {
+    return 0;  // no exception crosses the table's C interface
+  }
   if (count != 0 && cuModuleEnumerateFunctions(functions.data(), count, module) != CUDA_SUCCESS) return 0;
   for (CUfunction function : functions) visit(user_data, function, reinterpret_cast<std::uintptr_t>(module));
   return 1;
