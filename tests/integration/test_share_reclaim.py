@@ -141,43 +141,59 @@ class LongCallHoldingTheArena(ReclaimTestCase):
     reclaim thread never waits for that lock: it tries again and gives back once the call has ended (or
     the call's own thread gives the block back when the ledger refuses its growth); the call is served. The others (4 and 8 processes) hold a little and wait."""
 
+    ATTEMPTS = 3
+
     def test_a_long_call_delays_the_give_back_without_deadlock(self):
         for count in COUNTS:
             with self.subTest(processes=count):
-                machine = Machine(self)
-                others = self.holders(machine, count - 1, lambda i: ("alloc:16x1",), shape="torch")
-                ask = int(0.9 * share_mib(count))
-                idle = 400
-                # The long call: all the device leaves beside the newcomer's ask, less a margin: it fits
-                # once the idle block is back, and not before.
-                grow = capacity_mib(count) - ask - 16 * (count - 2) - 200
-                holder = machine.start("alloc:16x1", f"alloc:{idle}x1", "free:1", f"touch:{machine.path('ready-holder')}",
-                                       f"wait:{machine.path('go')}", f"thread_alloc:{grow}", "join",
-                                       f"wait:{machine.path('done')}", shape="torch",
-                                       env={"CUDASIM_LATENCY": "cuMemMap=1000"})
-                self.assertTrue(machine.wait_for("ready-holder", holder))
-                held_before = self.held_by(machine, holder.pid)
-                machine.touch("go")
-                # The long call is under way (holding the arena's lock) once its holding grows: on a loaded
-                # machine its thread may start later than any fixed sleep.
-                deadline = time.monotonic() + 30
-                while self.held_by(machine, holder.pid) < held_before + 32 * MiB:
-                    self.assertLess(time.monotonic(), deadline, "the long call never began")
-                    if holder.poll() is not None:
-                        self.fail(f"the holder ended: {machine.finish(holder).describe()}")
-                    time.sleep(0.005)
-                newcomer = machine.finish(machine.start(f"timed:{ask}", shape="torch"))
-                machine.touch("done")
-                outcome = machine.finish(holder)
-                self.assertOk(outcome)
-                self.assertEqual(outcome.values["thread_alloc"], "CUDA_SUCCESS", outcome.describe())
-                call_ms = float(outcome.values["thread_took_ms"])
-                # The newcomer's memory came within the bound after the call ended, and the call was served. It
-                # may come sooner: once the newcomer waits inside its guarantee, the ledger refuses the long
-                # call's further growth, and the call's own thread gives the idle block back to go on.
-                self.assertCameInTime(newcomer, call_ms + BOUND_MS)
-                self.assertGreater(outcome.share["given_back"], 0, outcome.describe())
-                self.finish_holders(machine, others)
+                # On a loaded machine the newcomer's start (a process, the simulator, the shim) can take
+                # longer than the whole call: it then asks after the call ended, when nothing needs giving
+                # back. Such an attempt tests nothing and is made again; every attempt checks the rest.
+                for _ in range(self.ATTEMPTS):
+                    if self.long_call_and_newcomer(count):
+                        break
+                else:
+                    self.fail(f"in {self.ATTEMPTS} attempts the newcomer asked only after the long call had ended")
+
+    def long_call_and_newcomer(self, count) -> bool:
+        """One attempt; True when the newcomer asked while the long call was under way."""
+        machine = Machine(self)
+        others = self.holders(machine, count - 1, lambda i: ("alloc:16x1",), shape="torch")
+        ask = int(0.9 * share_mib(count))
+        idle = 400
+        # The long call: all the device leaves beside the newcomer's ask, less a margin: it fits
+        # once the idle block is back, and not before.
+        grow = capacity_mib(count) - ask - 16 * (count - 2) - 200
+        holder = machine.start("alloc:16x1", f"alloc:{idle}x1", "free:1", f"touch:{machine.path('ready-holder')}",
+                               f"wait:{machine.path('go')}", f"thread_alloc:{grow}", "join",
+                               f"wait:{machine.path('done')}", shape="torch",
+                               env={"CUDASIM_LATENCY": "cuMemMap=1000"})
+        self.assertTrue(machine.wait_for("ready-holder", holder))
+        held_before = self.held_by(machine, holder.pid)
+        machine.touch("go")
+        # The long call is under way (holding the arena's lock) once its holding grows: on a loaded
+        # machine its thread may start later than any fixed sleep.
+        deadline = time.monotonic() + 30
+        while self.held_by(machine, holder.pid) < held_before + 32 * MiB:
+            self.assertLess(time.monotonic(), deadline, "the long call never began")
+            if holder.poll() is not None:
+                self.fail(f"the holder ended: {machine.finish(holder).describe()}")
+            time.sleep(0.005)
+        newcomer = machine.finish(machine.start(f"timed:{ask}", shape="torch"))
+        machine.touch("done")
+        outcome = machine.finish(holder)
+        self.assertOk(outcome)
+        self.assertEqual(outcome.values["thread_alloc"], "CUDA_SUCCESS", outcome.describe())
+        call_ms = float(outcome.values["thread_took_ms"])
+        # The newcomer's memory came within the bound after the call ended, and the call was served. It
+        # may come sooner: once the newcomer waits inside its guarantee, the ledger refuses the long
+        # call's further growth, and the call's own thread gives the idle block back to go on.
+        self.assertCameInTime(newcomer, call_ms + BOUND_MS)
+        self.finish_holders(machine, others)
+        if int(newcomer.values["asked_at_ns"]) >= int(outcome.values["thread_ended_at_ns"]):
+            return False
+        self.assertGreater(outcome.share["given_back"], 0, outcome.describe())
+        return True
 
 
 class ForkAndExitDuringReclaim(ReclaimTestCase):

@@ -14,7 +14,8 @@
 //                       and then) for that long (or until the file exists: greedy:<MiB>:@<path>);
 //                       reports the most it held and the refusals
 //   fill:<MiB>          blocks of MiB until one is refused; reports how much it holds ("filled")
-//   timed:<MiB>         one block; reports how long it took ("took_ms") and whether it came
+//   timed:<MiB>         one block; reports how long it took ("took_ms"), whether it came, and when
+//                       it was asked for ("asked_at_ns", on the monotonic clock every process shares)
 //   info                cuMemGetInfo's free and total, cuDeviceTotalMem and NVML's total; "agree=1" when
 //                       all three totals were the same at once (read again while another process
 //                       changes the shares)
@@ -34,7 +35,8 @@
 //                       allocated from then on are that context's)
 //   primary             makes the primary context current again
 //   thread_alloc:<MiB>  one block allocated by another thread, started now; `join` waits for it and
-//                       reports how long the allocation took ("thread_took_ms") and whether it came
+//                       reports how long the allocation took ("thread_took_ms"), whether it came, and
+//                       when it ended ("thread_ended_at_ns", on the same clock as asked_at_ns)
 //   fork:<n>            forks n children one after the other; each allocates and frees a block on a
 //                       fresh driver and exits; reports how many ended well ("forked_ok")
 //   exit                ends the program at once with exit(0), its blocks still allocated
@@ -69,6 +71,12 @@ std::vector<Block> g_blocks;
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// steady_clock is CLOCK_MONOTONIC here: one clock for every process of the machine, so that a test can
+// order what two processes did.
+long long ns_on_shared_clock(Clock::time_point at) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
 }
 
 std::size_t live_bytes() {
@@ -205,6 +213,7 @@ int main(int argc, char** argv) {
   CHECK_CU(cuCtxSetCurrent(context));
   std::thread allocating;  // thread_alloc's
   double thread_took_ms = 0;
+  long long thread_ended_at_ns = 0;
   CUresult thread_status = CUDA_SUCCESS;
   for (int i = 1; i < argc; ++i) {
     const std::string step = argv[i];
@@ -253,7 +262,8 @@ int main(int argc, char** argv) {
     } else if (step.rfind("timed:", 0) == 0) {
       const auto start = Clock::now();
       const CUresult status = allocate(std::strtoull(arg.c_str(), nullptr, 10) * kMiB);
-      std::printf("took_ms=%.1f\ntimed=%s\n", ms_since(start), cu_error_name(status));
+      std::printf("took_ms=%.1f\ntimed=%s\nasked_at_ns=%lld\n", ms_since(start), cu_error_name(status),
+                  ns_on_shared_clock(start));
     } else if (step == "info") {
       std::size_t free = 0, total = 0, device_total = 0;
       unsigned long long nvml_total = 0;
@@ -329,16 +339,18 @@ int main(int argc, char** argv) {
       const std::size_t bytes = std::strtoull(arg.c_str(), nullptr, 10) * kMiB;
       CUcontext current = nullptr;
       CHECK_CU(cuCtxGetCurrent(&current));
-      allocating = std::thread([bytes, current, &thread_took_ms, &thread_status] {
+      allocating = std::thread([bytes, current, &thread_took_ms, &thread_ended_at_ns, &thread_status] {
         CHECK_CU(cuCtxSetCurrent(current));
         const auto start = Clock::now();
         CUdeviceptr ptr = 0;
         thread_status = cuMemAlloc(&ptr, bytes);
         thread_took_ms = ms_since(start);
+        thread_ended_at_ns = ns_on_shared_clock(Clock::now());
       });
     } else if (step == "join") {
       if (allocating.joinable()) allocating.join();
-      std::printf("thread_took_ms=%.1f\nthread_alloc=%s\n", thread_took_ms, cu_error_name(thread_status));
+      std::printf("thread_took_ms=%.1f\nthread_alloc=%s\nthread_ended_at_ns=%lld\n", thread_took_ms,
+                  cu_error_name(thread_status), thread_ended_at_ns);
     } else if (step.rfind("fork:", 0) == 0) {
       unsigned ok = 0;
       for (unsigned long n = std::strtoul(arg.c_str(), nullptr, 10); n > 0; --n) {
