@@ -471,7 +471,9 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
     }
   }
   const std::size_t available = (options_.limit - counters_.bytes_reserved) / granule * granule;
-  if (shortfall > available) return lends_ && !regions_.empty() ? grow_for_loans(shortfall) : Growth::refused;
+  if (shortfall > available) {
+    return lends_ && !regions_.empty() ? grow_for_loans(shortfall, LoanScope::beyond_limit) : Growth::refused;
+  }
   // A new chunk after a tail that is not free, and the record take_free will split off.
   if (!reserve_records(2) || !reserve_region_record()) return Growth::no_host_memory;
   // A growing region is mapped only as far as the request needs: the source takes new memory in
@@ -512,9 +514,14 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
       // The source refused even the shortfall: its own limit may lie below the arena's (a budget
       // other allocation paths share, or a GPU other processes share). Idle granules elsewhere in the
       // region make room, once.
-      if (first || made_room || unmap_idle(IdleScan::all) == 0) return Growth::refused;
-      made_room = true;
-      continue;
+      if (first) return Growth::refused;
+      if (!made_room && unmap_idle(IdleScan::all) > 0) {
+        made_room = true;
+        continue;
+      }
+      // Still refused: idle granules of partly used pieces can back the whole shortfall without
+      // new memory (the source's limit is then what bounds the idle memory anywhere).
+      return lends_ ? grow_for_loans(shortfall, LoanScope::whole_shortfall) : Growth::refused;
     }
     const std::size_t smaller =
         options_.preallocate && first
@@ -622,8 +629,18 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes, std::uintptr_t 
       ++counters_.region_refusals;
       // As in extend_in_place: the source's limit may lie below the arena's; idle granules outside
       // this block make room, once (the holes are found again from `from`).
-      if (made_room || unmap_idle(IdleScan::all, begin, end) == 0) return false;
-      made_room = true;
+      if (!made_room && unmap_idle(IdleScan::all, begin, end) > 0) {
+        made_room = true;
+        at = from;
+        continue;
+      }
+      // Still refused: the rest of the block is lent, if idle granules of partly used pieces can
+      // back all of it (planned afresh: the plan covers every granule left).
+      if (!lends_) return false;
+      const std::size_t rest = unmapped_within(from, end) / granule;
+      if (plan_loans(rest, std::min(begin, keep_from), std::max(end, keep_to)) < rest) return false;
+      planned = 0;
+      fresh_left = 0;
       at = from;
       continue;
     }
@@ -654,10 +671,11 @@ void BfcArena::note_mapped(std::uintptr_t from, std::uintptr_t to) {
   }
 }
 
-BfcArena::Growth BfcArena::grow_for_loans(std::size_t shortfall) {
+BfcArena::Growth BfcArena::grow_for_loans(std::size_t shortfall, LoanScope scope) {
   const std::size_t granule = resize_granule_;
   unmap_idle(IdleScan::all);
-  const std::size_t fresh = (options_.limit - counters_.bytes_reserved) / granule * granule;
+  const std::size_t fresh =
+      scope == LoanScope::whole_shortfall ? 0 : (options_.limit - counters_.bytes_reserved) / granule * granule;
   if (shortfall > fresh) {
     // The block will lie at the region's end: over a free tail chunk, and the addresses grown.
     const Region& region = regions_.front().region;

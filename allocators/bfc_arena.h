@@ -27,12 +27,13 @@
 // Loans (a source that lends, RegionSource::lends()): a source backing its memory in pieces larger
 // than a granule gives an idle granule back only with its whole piece, so a piece that also holds
 // live blocks keeps its idle granules. When a block needs memory the limit no longer allows, even
-// after idle pieces are unmapped, the arena has such idle granules mapped a second time under the
-// block's unmapped granules (growing the region's addresses, unbacked, where the block needs them
-// at its end): the limit then bounds what is idle anywhere, not what is idle in whole pieces. A lent
-// granule's first addresses stay out of use, an in-use chunk of one granule that no caller holds,
-// until its borrowed granule is unmapped as any idle granule is; the lender's chunk is freed at the
-// end of that public call.
+// after idle pieces are unmapped, or the source refuses it (a limit of its own below the arena's: a
+// shared GPU's share, which shrinks as members join), the arena has such idle granules mapped a
+// second time under the block's unmapped granules (growing the region's addresses, unbacked, where
+// the block needs them at its end): the limit then bounds what is idle anywhere, not what is idle in
+// whole pieces. A lent granule's first addresses stay out of use, an in-use chunk of one granule that
+// no caller holds, until its borrowed granule is unmapped as any idle granule is; the lender's chunk
+// is freed at the end of that public call.
 //
 // Fences: a chunk freed with a fence stays out of circulation (no reuse, no coalescing) until the
 // fence is resolved: by resolve_fences_through(), by the FenceOracle on an allocation miss, or for
@@ -323,9 +324,12 @@ class BfcArena {
   // new free chunk after a tail that is not free. Unbacked (RegionSource::grow_unbacked): recorded
   // as unmapped (capacity secured by the caller).
   void append_to_tail(std::size_t bytes, bool backed = true) GPUMEM_REQUIRES(mutex_);
-  // extend_in_place() where the limit leaves less than `shortfall`: grows the region unbacked by it,
-  // if unmapping idle pieces and lending idle granules can back what the limit does not.
-  Growth grow_for_loans(std::size_t shortfall) GPUMEM_REQUIRES(mutex_);
+  // What grow_for_loans() must find lendable: the part of the shortfall the limit does not allow, or
+  // all of it (the source refused new memory below the arena's limit: a shared GPU's share).
+  enum class LoanScope { beyond_limit, whole_shortfall };
+  // extend_in_place() where the limit (or the source) leaves less than `shortfall`: grows the region
+  // unbacked by it, if unmapping idle pieces and lending idle granules can back what `scope` says.
+  Growth grow_for_loans(std::size_t shortfall, LoanScope scope) GPUMEM_REQUIRES(mutex_);
   // Splits chunk `low` after `low_size` bytes; the upper part, a new record in `high_state`, is
   // returned (unindexed). Needs one record reserved.
   detail::ChunkHandle split_chunk(detail::ChunkHandle low, std::size_t low_size, detail::ChunkState high_state)

@@ -24,17 +24,13 @@ constexpr std::size_t largest_piece_for(std::size_t limit_bytes, std::size_t gra
   return share <= granule ? granule : share;
 }
 
-// A shared GPU's member lays out its guarantee in pieces of at most this: a piece goes back only
-// whole, and the guarantee shrinks as members join, so what a partly used piece keeps idle must stay
-// small beside any guarantee (64 MiB: a 12 GiB preallocation in about 190 pieces rather than 6,144
-// granules).
-inline constexpr std::size_t kSharedLargestPiece = std::size_t{64} << 20;
-
-// The largest piece of a shared GPU's member whose guarantee is `guarantee_bytes`.
+// The largest piece of a shared GPU's member whose guarantee is `guarantee_bytes`: as an unshared
+// arena's for a limit of that size. A piece goes back only whole, and the guarantee shrinks as
+// members join; but the arena packs blocks towards the small pieces at the start, so the large ones
+// further on are mostly wholly busy or wholly idle. A member alone then costs what an unshared
+// process does (bench/share.md, "Alone on the device").
 constexpr std::size_t shared_largest_piece_for(std::size_t guarantee_bytes, std::size_t granule) noexcept {
-  const std::size_t largest = largest_piece_for(guarantee_bytes, granule);
-  const std::size_t cap = kSharedLargestPiece < granule ? granule : kSharedLargestPiece / granule * granule;
-  return largest < cap ? largest : cap;
+  return largest_piece_for(guarantee_bytes, granule);
 }
 
 // The most bytes one piece starting `offset` bytes into the range may take (`offset` a multiple of

@@ -63,8 +63,7 @@ class VmmRegionSource final : public RegionSource, public ipc::VmmPieceSource {
   // New memory beyond this many bytes held is taken a granule per piece, so that it can go back
   // granule by granule (a shared GPU: the member's guarantee, which changes as members come and
   // go). Memory already held keeps its pieces: a larger one goes back whole, once wholly idle.
-  // Laid-out pieces follow: at most a 32nd of the guarantee (or of the limit) and 64 MiB
-  // (kSharedLargestPiece), so that what a partly used piece keeps idle stays small beside the guarantee.
+  // Laid-out pieces follow: at most a 32nd of the guarantee (or of the limit), as an unshared arena's.
   void set_fine_above(std::size_t bytes) noexcept;
   // The context went: unmaps and releases what it can, gives the range back, and refunds every
   // charge (the arena keeps its records, so its figures stay readable).

@@ -5,7 +5,8 @@ fits, and without sharing the second fails; (b) JAX-, TensorFlow- and PyTorch-sh
 by side; (c) a greedy process cannot take another's guarantee; (d) idle memory is borrowed and given
 back in bounded time, and memory in use is not taken (the requester is refused with one line naming
 the holders); (e) a SIGKILLed holder's charge is freed for the next request; (f) 200 processes join
-and leave while others allocate; (g) processes of two users, with per-user and group directories.
+and leave while others allocate; (g) processes of two users, with per-user and group directories;
+(h) a member whose guarantee shrank below its partly used pieces is served from their idle granules.
 
 The processes are tests/integration/programs/share_worker (its steps are described there); their
 exit statistics (GPUMEM_STATS_FILE) give each one's share figures.
@@ -304,6 +305,36 @@ class GreedyProcess(ShareTestCase):
                 churned = (count - 1) * max(first, later) * MiB
                 self.assertLessEqual(int(taker.values["held"]), capacity_mib(count) * MiB - grown + churned,
                                      taker.describe())
+
+
+class PartlyUsedPieces(ShareTestCase):
+    """A member that laid out its preallocation alone (pieces up to a 32nd of the device) and whose
+    guarantee then shrank below what it holds in partly used pieces: when the share refuses it new
+    memory, its next block is backed by the idle granules of those pieces (lent), not refused."""
+
+    def test_a_member_over_its_guarantee_is_served_from_its_idle_granules(self):
+        machine = Machine(self)
+        # A: blocks of 1,000, 40, 1,000 and 8 MiB, the 40 MiB one freed: a hole of 20 granules in a
+        # piece that also holds both 1,000 MiB blocks' ends, which cannot go back.
+        holder = machine.start("alloc:1000x1", "alloc:40x1", "alloc:1000x1", "alloc:8x1", "drop:1",
+                               f"touch:{machine.path('ready-a')}", f"wait:{machine.path('go')}", "timed:96",
+                               env={"GPUMEM_SHARE_WAIT": "200ms"})
+        self.assertTrue(machine.wait_for("ready-a", holder))
+        # B joins (A's guarantee halves, below what A holds) and takes every byte left.
+        filler = machine.start("fill:32", f"touch:{machine.path('ready-b')}", f"wait:{machine.path('done')}",
+                               shape="torch", env={"GPUMEM_SHARE_WAIT": "200ms"})
+        self.assertTrue(machine.wait_for("ready-b", filler))
+        machine.touch("go")
+        held = machine.finish(holder)
+        machine.touch("done")
+        filled = machine.finish(filler)
+        self.assertOk(filled)
+        self.assertOk(held)
+        # Beyond its guarantee with nothing free on the device, A's 96 MiB came from its own hole.
+        self.assertGreater(held.share["members_at_join"], 0)
+        self.assertEqual(held.values["timed"], "CUDA_SUCCESS", held.describe() + filled.describe())
+        self.assertLessEqual(held.stats["reserved"] + filled.stats["reserved"], capacity_mib(2) * MiB,
+                             held.describe() + filled.describe())
 
 
 class BorrowAndGiveBack(ShareTestCase):

@@ -6,6 +6,7 @@
 //   alloc:<MiB>x<n>     n blocks of MiB; a refusal ends the program (status 3, "refused_at=<MiB live>");
 //                       reports the mean time of one ("alloc_ns")
 //   free:<n>            frees the n blocks allocated last
+//   drop:<i>            frees the i-th of the blocks it holds (0: the first allocated), leaving a hole
 //   churn:<ms>          frees and allocates again the blocks it holds, one by one, for that long
 //   churn:@<path>       the same until the file exists (at most 60 s)
 //   pairs:<n>           n times: frees the last block and allocates it again, without pausing; reports
@@ -228,6 +229,12 @@ int main(int argc, char** argv) {
       std::printf("alloc_ns=%.1f\n", count > 0 ? ms_since(start) * 1e6 / static_cast<double>(count) : 0.0);
     } else if (step.rfind("free:", 0) == 0) {
       for (std::size_t n = std::strtoull(arg.c_str(), nullptr, 10); n > 0 && !g_blocks.empty(); --n) free_last();
+    } else if (step.rfind("drop:", 0) == 0) {
+      const std::size_t at = std::strtoull(arg.c_str(), nullptr, 10);
+      if (at < g_blocks.size()) {
+        CHECK_CU(cuMemFree(g_blocks[at].ptr));
+        g_blocks.erase(g_blocks.begin() + static_cast<std::ptrdiff_t>(at));
+      }
     } else if (step.rfind("churn:", 0) == 0) {
       const Until until(arg);
       unsigned long rounds = 0;

@@ -689,6 +689,68 @@ TEST_CASE("loans: idle granules of busy pieces back a block the limit leaves no 
   }
 }
 
+TEST_CASE("loans: idle granules of busy pieces back a block the source refuses below the arena's limit",
+          "[resizable][pieces][loans]") {
+  // The arena may hold 128 MiB; after it took 64 MiB, the source allows no more (a shared GPU's share
+  // shrank as a member joined), so the idle granules of the pieces [16, 32) and [32, 48) must serve.
+  constexpr std::size_t kArenaLimit = 128 * kMiB;
+  SECTION("at the region's end") {
+    for (const bool lends : {false, true}) {
+      FakeResizableRegionSource source(256 * kMiB, kGranuleBytes, {}, 16 * kMiB, lends);
+      BfcArena arena(source, growing_by(kArenaLimit, 64 * kMiB));
+      std::vector<std::uintptr_t> blocks;
+      for (const std::size_t mib : {16, 8, 8, 8, 8, 16}) blocks.push_back(must_allocate(arena, mib * kMiB));
+      REQUIRE(arena.stats().bytes_reserved == 64 * kMiB);
+      must_free(arena, blocks[2]);
+      must_free(arena, blocks[4]);
+      source.set_limits({.capacity_bytes = 64 * kMiB});
+      std::uintptr_t block = 0;
+      INFO("lends " << lends);
+      if (!lends) {
+        CHECK(arena.allocate(16 * kMiB, block) == Status::out_of_memory);
+        CHECK(arena.validate());
+        continue;
+      }
+      REQUIRE(arena.allocate(16 * kMiB, block) == Status::ok);
+      CHECK(block == blocks[0] + 64 * kMiB);
+      const ArenaStats stats = arena.stats();
+      CHECK(stats.bytes_lent == 16 * kMiB);
+      CHECK(stats.bytes_reserved == 64 * kMiB);
+      CHECK(source.log().live_bytes == 64 * kMiB);
+      CHECK(source.log().refusals > 0);
+      CHECK(arena.validate());
+      must_free(arena, block);
+      arena.release_free_regions();
+      CHECK(arena.stats().bytes_lent == 0);
+      CHECK(arena.validate());
+    }
+  }
+  SECTION("under the holes of a free chunk") {
+    FakeResizableRegionSource source(256 * kMiB, kGranuleBytes, {}, 16 * kMiB, true);
+    BfcArena arena(source, growing_by(kArenaLimit, 64 * kMiB));
+    std::vector<std::uintptr_t> blocks;
+    for (const std::size_t mib : {16, 8, 8, 8, 8, 16}) blocks.push_back(must_allocate(arena, mib * kMiB));
+    must_free(arena, blocks[2]);  // [24, 32), idle in the piece [16, 32)
+    must_free(arena, blocks[4]);  // [40, 48)
+    must_free(arena, blocks[5]);  // [48, 64): its piece goes back whole
+    CHECK(arena.release_free_regions() == 16 * kMiB);
+    source.set_limits({.capacity_bytes = 48 * kMiB});
+    // 12 MiB at [40, 52): [40, 48) is mapped; the source refuses [48, 52), which [24, 28) backs.
+    const std::uintptr_t block = must_allocate(arena, 12 * kMiB);
+    CHECK(block == blocks[0] + 40 * kMiB);
+    CHECK(arena.stats().bytes_lent == 4 * kMiB);
+    CHECK(arena.stats().bytes_reserved == 48 * kMiB);
+    CHECK(source.log().live_bytes == 48 * kMiB);
+    CHECK(arena.validate());
+    // 8 MiB at [52, 60) would need four granules lent; two are idle ([28, 32)): refused, nothing changed.
+    std::uintptr_t ptr = 0;
+    CHECK(arena.allocate(8 * kMiB, ptr) == Status::out_of_memory);
+    CHECK(arena.stats().bytes_lent == 4 * kMiB);
+    CHECK(source.log().live_bytes == 48 * kMiB);
+    CHECK(arena.validate());
+  }
+}
+
 TEST_CASE("loans: random use at the limit keeps every invariant", "[resizable][pieces][loans][random]") {
   for (const bool preallocate : {true, false}) {
     // Pieces up to 16 MiB, so that idle granules are often held by a piece with live blocks.
