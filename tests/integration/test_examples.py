@@ -285,19 +285,44 @@ class ExampleScriptsTest(testlib.TestCase):
         self.assertIn("no GPU", proc.stderr)
 
     def test_examples_build_against_nvidia_runtime(self):
-        # The sources must build unchanged against NVIDIA's runtime, shared and static (and the
-        # kernel with nvcc), as scripts/gpu-smoke builds them on a GPU machine.
+        # The sources must build unchanged against NVIDIA's runtime, shared and static, as
+        # scripts/gpu-smoke builds them on a GPU machine. Of the kernel programs, nvcc builds two here
+        # (one linked with the driver too); the build compiled every one with the same nvcc flags
+        # (examples/meson.build, *_nvcc), so they are not compiled a second time.
         cuda_home = os.path.dirname(os.environ["GPUMEM_TEST_CUDA_LIB_DIR"])
+        kernels = ["vector_add", "vmm_ipc"]
         with tempfile.TemporaryDirectory() as out:
-            proc = subprocess.run([self.SCRIPTS[1], "--build-only", out, "--cuda", cuda_home],
+            proc = subprocess.run([self.SCRIPTS[1], "--build-only", out, "--cuda", cuda_home, "--only",
+                                   ",".join(RUNTIME_EXAMPLES + ["driver_api"] + kernels)],
                                   capture_output=True, text=True, timeout=600)
             self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
             self.assertNotIn("warning", proc.stderr)
             expected = [name + suffix for name in RUNTIME_EXAMPLES for suffix in ("", "_static")]
             expected.append("driver_api")
             if os.access(os.path.join(cuda_home, "bin", "nvcc"), os.X_OK):
-                expected += KERNEL_EXAMPLES
+                expected += kernels
             self.assertEqual(sorted(os.listdir(out)), sorted(expected))
+
+    def test_gpu_smoke_knows_every_example(self):
+        # Every example's source is one gpu-smoke builds: --only accepts its name (and then finds no
+        # toolkit at a missing folder, status 1), and refuses a name that is none (status 2).
+        examples_dir = os.path.join(SOURCE_ROOT, "examples")
+        sources = sorted(os.path.splitext(name)[0] for name in os.listdir(examples_dir)
+                         if name.endswith((".cpp", ".cu")))
+        self.assertEqual(sources, sorted(RUNTIME_EXAMPLES + ["driver_api"] + KERNEL_EXAMPLES))
+        with tempfile.TemporaryDirectory() as out:
+            missing = os.path.join(out, "no-toolkit")
+            for name in sources:
+                proc = subprocess.run([self.SCRIPTS[1], "--build-only", out, "--cuda", missing, "--only", name],
+                                      capture_output=True, text=True, timeout=60)
+                self.assertEqual((proc.returncode, proc.stderr.strip()),
+                                 (1, f"gpu-smoke: no CUDA Toolkit at {missing} (use --cuda)"), name)
+            for args in (["--build-only", out, "--only", "vector_add,nope"], ["--only", "vector_add"],
+                         ["--build-only", out, "--only", ""]):
+                proc = subprocess.run([self.SCRIPTS[1], *args], capture_output=True, text=True, timeout=60)
+                self.assertEqual(proc.returncode, 2, args)
+                self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
+                self.assertIn("--only", proc.stderr)
 
     def run_demo(self, *options):
         build_root = os.environ["GPUMEM_TEST_BUILD_ROOT"]
