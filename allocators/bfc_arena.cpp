@@ -122,6 +122,7 @@ Status BfcArena::allocate(std::size_t bytes, std::uintptr_t& out, std::uintptr_t
   if (!options_valid_) return Status::invalid_argument;
   MutexLock lock(mutex_);
   const Status status = allocate_locked(bytes, stream, fenced, out);
+  source_refused_ = false;
   if (!ended_loans_.empty()) settle_loans();
   assert(debug_check());
   return status;
@@ -520,8 +521,11 @@ BfcArena::Growth BfcArena::extend_in_place(std::size_t rounded) {
         continue;
       }
       // Still refused: idle granules of partly used pieces can back the whole shortfall without
-      // new memory (the source's limit is then what bounds the idle memory anywhere).
-      return lends_ ? grow_for_loans(shortfall, LoanScope::whole_shortfall) : Growth::refused;
+      // new memory (the source's limit is then what bounds the idle memory anywhere), once no
+      // fenced chunk is left that the caller could reuse by synchronising instead.
+      if (!lends_ || fenced_.chunks() > 0) return Growth::refused;
+      source_refused_ = true;
+      return grow_for_loans(shortfall, LoanScope::whole_shortfall);
     }
     const std::size_t smaller =
         options_.preallocate && first
@@ -587,12 +591,14 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes, std::uintptr_t 
   } else if (const std::size_t beyond = beyond_soft_target(bytes, needed); beyond > 0) {
     trim_to_soft_target(beyond, begin, end);
   }
-  // Granules to back with lent memory: what the limit does not allow once idle pieces are unmapped.
+  // Granules to back with lent memory: what the limit does not allow once idle pieces are unmapped
+  // (all of them where the source refused new memory in this call already).
   std::size_t to_lend = 0;
-  if (needed > options_.limit - counters_.bytes_reserved) {
+  if (source_refused_ || needed > options_.limit - counters_.bytes_reserved) {
     if (!lends_) return false;
     unmap_idle(IdleScan::all, begin, end);
-    const std::size_t fresh = (options_.limit - counters_.bytes_reserved) / granule * granule;
+    const std::size_t fresh =
+        source_refused_ ? 0 : (options_.limit - counters_.bytes_reserved) / granule * granule;
     to_lend = needed > fresh ? (needed - fresh) / granule : 0;
     if (to_lend > 0 && plan_loans(to_lend, std::min(begin, keep_from), std::max(end, keep_to)) < to_lend) {
       return false;
@@ -635,8 +641,10 @@ bool BfcArena::map_under(std::uintptr_t base, std::size_t bytes, std::uintptr_t 
         continue;
       }
       // Still refused: the rest of the block is lent, if idle granules of partly used pieces can
-      // back all of it (planned afresh: the plan covers every granule left).
-      if (!lends_) return false;
+      // back all of it (planned afresh: the plan covers every granule left), once no fenced chunk
+      // is left (as in extend_in_place).
+      if (!lends_ || fenced_.chunks() > 0) return false;
+      source_refused_ = true;
       const std::size_t rest = unmapped_within(from, end) / granule;
       if (plan_loans(rest, std::min(begin, keep_from), std::max(end, keep_to)) < rest) return false;
       planned = 0;

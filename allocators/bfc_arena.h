@@ -28,7 +28,8 @@
 // than a granule gives an idle granule back only with its whole piece, so a piece that also holds
 // live blocks keeps its idle granules. When a block needs memory the limit no longer allows, even
 // after idle pieces are unmapped, or the source refuses it (a limit of its own below the arena's: a
-// shared GPU's share, which shrinks as members join), the arena has such idle granules mapped a
+// shared GPU's share, which shrinks as members join; only once no fenced chunk is left, which the
+// caller would rather synchronise for: fences_pending), the arena has such idle granules mapped a
 // second time under the block's unmapped granules (growing the region's addresses, unbacked, where
 // the block needs them at its end): the limit then bounds what is idle anywhere, not what is idle in
 // whole pieces. A lent granule's first addresses stay out of use, an in-use chunk of one granule that
@@ -482,6 +483,9 @@ class BfcArena {
   // Lenders whose loans ended in this call (capacity for every loan secured when it was made).
   std::vector<std::uintptr_t> ended_loans_ GPUMEM_GUARDED_BY(mutex_);
   std::vector<std::uintptr_t> loan_plan_ GPUMEM_GUARDED_BY(mutex_);  // plan_loans()'s answer
+  // Lending source: the source refused new memory during this allocate() call (reset at its end),
+  // so map_under() lends at once rather than ask again (a shared GPU's refusal may have waited).
+  bool source_refused_ GPUMEM_GUARDED_BY(mutex_) = false;
   ArenaStats counters_ GPUMEM_GUARDED_BY(mutex_);  // all but the computed fields of stats()
 };
 
