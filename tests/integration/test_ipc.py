@@ -126,7 +126,17 @@ def parse_reply(data: bytes) -> dict:
 
 
 def descriptor_count(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+    """Process `pid`'s open descriptors, less those its background threads hold for an instant while
+    they look at which threads are left (/proc/<pid>/task and its threads' stat files)."""
+    count = 0
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:  # closed meanwhile
+            continue
+        if not target.startswith(f"/proc/{pid}/task"):
+            count += 1
+    return count
 
 
 def descriptor_targets(pid: int) -> list:
