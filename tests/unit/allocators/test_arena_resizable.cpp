@@ -689,17 +689,32 @@ TEST_CASE("loans: idle granules of busy pieces back a block the limit leaves no 
   }
 }
 
+namespace {
+
+// A growing arena that may hold 128 MiB, whose first step of 64 MiB is laid out as LentPieces' is and
+// filled with the same blocks (all live). The tests then lower the source's own limit below the
+// arena's (a shared GPU's share shrinking as a member joins), so idle granules of pieces [16, 32)
+// and [32, 48) must serve.
+struct GrownPieces {
+  explicit GrownPieces(bool lends)
+      : source(256 * kMiB, kGranuleBytes, {}, 16 * kMiB, lends), arena(source, growing_by(128 * kMiB, 64 * kMiB)) {
+    for (const std::size_t mib : {16, 8, 8, 8, 8, 16}) blocks.push_back(must_allocate(arena, mib * kMiB));
+  }
+  FakeResizableRegionSource source;
+  BfcArena arena;
+  std::vector<std::uintptr_t> blocks;
+};
+
+}  // namespace
+
 TEST_CASE("loans: idle granules of busy pieces back a block the source refuses below the arena's limit",
           "[resizable][pieces][loans]") {
-  // The arena may hold 128 MiB; after it took 64 MiB, the source allows no more (a shared GPU's share
-  // shrank as a member joined), so the idle granules of the pieces [16, 32) and [32, 48) must serve.
-  constexpr std::size_t kArenaLimit = 128 * kMiB;
   SECTION("at the region's end") {
     for (const bool lends : {false, true}) {
-      FakeResizableRegionSource source(256 * kMiB, kGranuleBytes, {}, 16 * kMiB, lends);
-      BfcArena arena(source, growing_by(kArenaLimit, 64 * kMiB));
-      std::vector<std::uintptr_t> blocks;
-      for (const std::size_t mib : {16, 8, 8, 8, 8, 16}) blocks.push_back(must_allocate(arena, mib * kMiB));
+      GrownPieces setup(lends);
+      FakeResizableRegionSource& source = setup.source;
+      BfcArena& arena = setup.arena;
+      const std::vector<std::uintptr_t>& blocks = setup.blocks;
       REQUIRE(arena.stats().bytes_reserved == 64 * kMiB);
       must_free(arena, blocks[2]);
       must_free(arena, blocks[4]);
@@ -728,10 +743,10 @@ TEST_CASE("loans: idle granules of busy pieces back a block the source refuses b
     }
   }
   SECTION("fenced memory first: no loans while a fenced chunk could serve once resolved") {
-    FakeResizableRegionSource source(256 * kMiB, kGranuleBytes, {}, 16 * kMiB, true);
-    BfcArena arena(source, growing_by(kArenaLimit, 64 * kMiB));
-    std::vector<std::uintptr_t> blocks;
-    for (const std::size_t mib : {16, 8, 8, 8, 8, 16}) blocks.push_back(must_allocate(arena, mib * kMiB));
+    GrownPieces setup(true);
+    FakeResizableRegionSource& source = setup.source;
+    BfcArena& arena = setup.arena;
+    const std::vector<std::uintptr_t>& blocks = setup.blocks;
     must_free(arena, blocks[2]);
     must_free(arena, blocks[4]);
     must_free(arena, blocks[5], Fence{1, 0});  // [48, 64): freed, the device may still use it
@@ -750,10 +765,10 @@ TEST_CASE("loans: idle granules of busy pieces back a block the source refuses b
     CHECK(arena.validate());
   }
   SECTION("under the holes of a free chunk") {
-    FakeResizableRegionSource source(256 * kMiB, kGranuleBytes, {}, 16 * kMiB, true);
-    BfcArena arena(source, growing_by(kArenaLimit, 64 * kMiB));
-    std::vector<std::uintptr_t> blocks;
-    for (const std::size_t mib : {16, 8, 8, 8, 8, 16}) blocks.push_back(must_allocate(arena, mib * kMiB));
+    GrownPieces setup(true);
+    FakeResizableRegionSource& source = setup.source;
+    BfcArena& arena = setup.arena;
+    const std::vector<std::uintptr_t>& blocks = setup.blocks;
     must_free(arena, blocks[2]);  // [24, 32), idle in the piece [16, 32)
     must_free(arena, blocks[4]);  // [40, 48)
     must_free(arena, blocks[5]);  // [48, 64): its piece goes back whole
